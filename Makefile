@@ -1,0 +1,42 @@
+# gpufleet: two commands on a fresh machine.
+#   make demo   opens the console on the embedded simulated fleet
+#   make test   runs every test (lint, types, unit, Pilot, snapshot, tmux end-to-end)
+# Both bootstrap .venv from nothing and install system tools (tmux) when missing; a second run is quick.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test check bench tools venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+tools:
+	@command -v tmux >/dev/null 2>&1 || { \
+	  echo "installing tmux"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tmux >/dev/null; }
+
+demo: $(STAMP) tools
+	$(BIN)/gpufleet demo
+
+check: $(STAMP)
+	$(BIN)/ruff check tui tests bench
+	$(BIN)/ruff format --check tui tests bench
+	$(BIN)/mypy
+
+test: $(STAMP) tools check
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP) tools
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,63 @@
+"""The ``gpufleet`` command line: a thin dispatcher to each concept's own ``cli`` module.
+
+Each subcommand lives beside the concept it drives (``tui/sim/cli.py``, ``tui/logs/cli.py``, ...)
+and exposes ``main(argv) -> int``. Only the chosen module is imported, so ``gpufleet sim`` and
+``gpufleet generate`` start quickly and never import Textual.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "console": ("tui.ui.cli", "open the console on a fleet (the default command)"),
+    "demo": ("tui.ui.demo_cli", "start the simulated 7-GPU fleet and a pipeline, open the console"),
+    "sim": ("tui.sim.cli", "a simulated SGLang server, drop-in for python -m sglang.launch_server"),
+    "sim-fleet": ("tui.sim.fleet_cli", "start, list or stop a fleet of simulated servers"),
+    "logs": ("tui.logs.cli", "parse SGLang logs into typed JSON events"),
+    "gpus": ("tui.gpu.cli", "print one sample of every GPU (NVML, or the simulated fleet)"),
+    "profile": ("tui.profiles.cli", "list, show, diff, validate tuning profiles; print launch argv"),
+    "apply": ("tui.retune.cli", "retune and verify: stop, relaunch with a profile, verify every GPU"),
+    "journal": ("tui.retune.journal_cli", "print the journal of applies, canaries and rollouts"),
+    "canary": ("tui.rollout.canary_cli", "try a profile on one GPU against the others as control"),
+    "rollout": ("tui.rollout.rollout_cli", "roll a profile out k GPUs at a time, verifying each"),
+    "generate": ("tui.pipeline.cli", "the resumable generation pipeline (headless)"),
+}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: gpufleet [COMMAND] [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "With no command, or with options only, gpufleet opens the console."]
+    lines += ["Run 'gpufleet COMMAND --help' for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one gpufleet command and return its exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    if args and args[0] == "--version":
+        from tui import __version__
+
+        print(f"gpufleet {__version__}")
+        return 0
+    if not args or args[0].startswith("-"):
+        name, rest = "console", args
+    else:
+        name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"gpufleet: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    result = module.main(rest)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""The immutable fleet snapshot the console renders: one panel per GPU.
+
+The monitor (``tui.fleet.monitor``) builds it from the GPU source, each server's HTTP probes and
+each server's log events; the UI only reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from tui.gpu.snapshot import GpuSnapshot
+
+
+class ServerState(str, Enum):
+    """Lifecycle of one SGLang server as the console sees it."""
+
+    ABSENT = "absent"
+    """No server is configured or found for this GPU."""
+    STARTING = "starting"
+    """Process alive, not yet ready; ``phase`` says which startup phase the log reached."""
+    READY = "ready"
+    """``/health_generate`` (or ``/health``) answered 200."""
+    FAILED = "failed"
+    """The log showed an OOM or crash, or the process exited while starting."""
+    STOPPED = "stopped"
+    """The process exited (or was stopped) after having been ready."""
+    STALE = "stale"
+    """The process is alive but probes time out: not dead, not known to be healthy."""
+    STOPPING = "stopping"
+    """A stop was requested and the process has not exited yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSnapshot:
+    """Everything known about the server on one GPU at one moment."""
+
+    port: int
+    """HTTP port."""
+    state: ServerState
+    """Lifecycle state."""
+    pid: int | None = None
+    """Main server process id, when found."""
+    phase: str = ""
+    """Current startup phase from the log (e.g. 'loading weights', 'capturing CUDA graphs')."""
+    log_path: str | None = None
+    """The server's log file."""
+    kv_tokens: int | None = None
+    """KV pool size in tokens (max_total_num_tokens)."""
+    mamba_slots: int | None = None
+    """max_mamba_cache_size as allocated."""
+    max_running_requested: int | None = None
+    """--max-running-requests as given (None when auto)."""
+    max_running_effective: int | None = None
+    """Effective max running requests after SGLang's caps."""
+    capped: bool = False
+    """True when SGLang capped the requested max running requests (warning line or server_info)."""
+    running: int | None = None
+    """Requests running now."""
+    queued: int | None = None
+    """Requests waiting in the queue."""
+    token_usage: float | None = None
+    """KV (full-attention) token usage, 0..1."""
+    mamba_usage: float | None = None
+    """Mamba slot usage, 0..1."""
+    gen_throughput: float | None = None
+    """Generation throughput in tokens/s (last reading)."""
+    accept_len: float | None = None
+    """Speculative decoding accept length."""
+    throughput_history: tuple[float, ...] = ()
+    """Recent gen throughput readings, oldest first, for the sparkline."""
+    allocation_lines: tuple[str, ...] = ()
+    """The startup allocation lines (weights, Mamba cache, KV cache, pool summary, caps)."""
+    last_error: str | None = None
+    """The last error line (OOM, crash) from the log, if any."""
+    error_reason: str | None = None
+    """'oom' or another reason for the last error."""
+    ready_at: float | None = None
+    """time.time() when the server was first seen ready."""
+    updated_at: float = 0.0
+    """time.time() of the newest information in this snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPanel:
+    """One panel of the grid: a GPU and the server that runs on it."""
+
+    gpu_index: int
+    """Which GPU this panel is for."""
+    gpu: GpuSnapshot | None
+    """Latest GPU reading; None when no source can read this GPU."""
+    server: ServerSnapshot | None
+    """The server on this GPU; None when the fleet has none for it."""
+    gpu_note: str = ""
+    """Why ``gpu`` is None, in plain words."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """The whole fleet at one moment."""
+
+    panels: tuple[GpuPanel, ...] = field(default_factory=tuple)
+    """One per GPU, in GPU index order."""
+    gpu_source: str = ""
+    """describe() of the GPU source, for the header."""
+    taken_at: float = 0.0
+    """time.time() of the snapshot."""

@@ -1,0 +1,156 @@
+"""The simulated driver's records: how simulated GPUs publish their state without NVML.
+
+Layout, under ``tui.paths.sim_gpu_dir()``::
+
+    gpu<N>/device.json        one per simulated GPU: its identity and capacity
+    gpu<N>/proc-<pid>.json    one per process holding memory on it, rewritten as its load changes
+
+A process record counts only while its process is alive and has the recorded start time (so a
+reused pid never inherits memory). That is how a real driver behaves: memory is released when the
+owning process is gone, not when it says so. Writers replace files atomically (write, rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+GIB = 1024**3
+
+SIM_GPU_KINDS: dict[str, tuple[str, int, float]] = {
+    # kind: (name, total bytes as NVML reports it, power limit W)
+    "b200": ("NVIDIA B200", int(183.0 * 10**9 / 1.0), 1000.0),
+    "h200": ("NVIDIA H200", 143771 * 1024**2, 700.0),
+    "h100": ("NVIDIA H100 80GB HBM3", 81559 * 1024**2, 700.0),
+}
+"""Simulated GPU kinds. Capacities follow nvidia-smi's totals (B200 ≈183 GB as in the seed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimDevice:
+    """Identity and capacity of one simulated GPU."""
+
+    index: int
+    """GPU index (what CUDA_VISIBLE_DEVICES names)."""
+    kind: str
+    """Key of SIM_GPU_KINDS."""
+    name: str
+    """Device name as NVML would report it."""
+    uuid: str
+    """Stable fake UUID."""
+    memory_total: int
+    """Bytes."""
+    power_limit_w: float
+    """Watts."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimProcessRecord:
+    """Memory and load one process holds on one simulated GPU."""
+
+    pid: int
+    """Owning process."""
+    create_time: float
+    """psutil create_time() of the owner, to reject reused pids."""
+    used_bytes: int
+    """Device memory held."""
+    utilization_gpu: float = 0.0
+    """Percent busy, from the server's batch."""
+    utilization_memory: float = 0.0
+    """Percent of memory bandwidth in use."""
+    name: str = "python"
+    """Process name to show."""
+
+
+def gpu_dir(root: Path, index: int) -> Path:
+    """Folder of one simulated GPU."""
+    return root / f"gpu{index}"
+
+
+def _atomic_write_json(path: Path, payload: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(payload, handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def ensure_device(root: Path, index: int, kind: str) -> SimDevice:
+    """Create ``gpu<index>/device.json`` if missing and return the device (existing one wins)."""
+    existing = read_device(root, index)
+    if existing is not None:
+        return existing
+    if kind not in SIM_GPU_KINDS:
+        raise ValueError(f"unknown simulated GPU kind {kind!r}; choose from {sorted(SIM_GPU_KINDS)}")
+    name, total, power = SIM_GPU_KINDS[kind]
+    device = SimDevice(index, kind, name, f"GPU-5153494d-{index:04d}-0000-0000-{kind:0>12}", total, power)
+    _atomic_write_json(gpu_dir(root, index) / "device.json", asdict(device))
+    return device
+
+
+def read_device(root: Path, index: int) -> SimDevice | None:
+    """Read one device record, or None when it does not exist or is unreadable."""
+    try:
+        data = json.loads((gpu_dir(root, index) / "device.json").read_text())
+        return SimDevice(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def list_devices(root: Path) -> list[SimDevice]:
+    """Every simulated GPU under root, by index."""
+    devices = []
+    if root.is_dir():
+        for child in root.glob("gpu*/device.json"):
+            suffix = child.parent.name[3:]
+            if suffix.isdigit():
+                device = read_device(root, int(suffix))
+                if device is not None:
+                    devices.append(device)
+    return sorted(devices, key=lambda d: d.index)
+
+
+def publish_process(root: Path, index: int, record: SimProcessRecord) -> Path:
+    """Write (or replace) a process's record on GPU ``index``; returns the record's path."""
+    path = gpu_dir(root, index) / f"proc-{record.pid}.json"
+    _atomic_write_json(path, asdict(record))
+    return path
+
+
+def withdraw_process(root: Path, index: int, pid: int) -> None:
+    """Remove a process's record (optional: a dead process's record stops counting anyway)."""
+    (gpu_dir(root, index) / f"proc-{pid}.json").unlink(missing_ok=True)
+
+
+def _alive(pid: int, create_time: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return abs(proc.create_time() - create_time) < 0.05
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def live_processes(root: Path, index: int, prune: bool = False) -> list[SimProcessRecord]:
+    """Records of processes on GPU ``index`` that are still alive (dead ones pruned if asked)."""
+    records = []
+    for path in gpu_dir(root, index).glob("proc-*.json"):
+        try:
+            record = SimProcessRecord(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+        if _alive(record.pid, record.create_time):
+            records.append(record)
+        elif prune:
+            path.unlink(missing_ok=True)
+    return sorted(records, key=lambda r: r.pid)

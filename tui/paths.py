@@ -1,0 +1,72 @@
+"""Every file location gpufleet uses, in one place.
+
+The state directory defaults to ``$XDG_STATE_HOME/gpufleet`` (``~/.local/state/gpufleet``) and can
+be moved with ``GPUFLEET_STATE_DIR``; tests point it at a temporary directory. Nothing else in the
+package builds a path to gpufleet's own files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+STATE_ENV = "GPUFLEET_STATE_DIR"
+"""Environment variable that overrides the state directory."""
+
+SIM_GPU_ENV = "GPUFLEET_SIM_GPU_DIR"
+"""Environment variable that overrides where simulated GPUs publish their telemetry."""
+
+PROFILES_ENV = "GPUFLEET_PROFILES_DIR"
+"""Environment variable that overrides the profiles directory."""
+
+
+def state_dir() -> Path:
+    """Return the root of gpufleet's state (created on demand by writers, not here)."""
+    explicit = os.environ.get(STATE_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "gpufleet"
+
+
+def sim_gpu_dir() -> Path:
+    """Directory where simulated GPUs publish device and per-process telemetry records."""
+    explicit = os.environ.get(SIM_GPU_ENV)
+    return Path(explicit) if explicit else state_dir() / "simgpu"
+
+
+def demo_dir() -> Path:
+    """Working directory of ``gpufleet demo``: the demo fleet's logs, prompts and outputs."""
+    return state_dir() / "demo"
+
+
+def fleet_file() -> Path:
+    """Record of the fleet gpufleet launched (pids, start times, argv), for re-attaching."""
+    return state_dir() / "fleet.json"
+
+
+def journal_file() -> Path:
+    """Append-only journal of applies, canaries and rollouts (JSON lines)."""
+    return state_dir() / "journal.jsonl"
+
+
+def pipeline_status_file() -> Path:
+    """Default status document of the generation pipeline."""
+    return state_dir() / "pipeline" / "status.json"
+
+
+def pipeline_dir() -> Path:
+    """Default working directory of a pipeline started from the console."""
+    return state_dir() / "pipeline"
+
+
+def profiles_dir() -> Path:
+    """Directory of tuning profiles: ``$GPUFLEET_PROFILES_DIR``, else ``./profiles``, else the shipped ones."""
+    explicit = os.environ.get(PROFILES_ENV)
+    if explicit:
+        return Path(explicit)
+    local = Path.cwd() / "profiles"
+    if local.is_dir():
+        return local
+    return Path(__file__).resolve().parent.parent / "profiles"
