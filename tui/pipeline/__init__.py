@@ -1,0 +1,1 @@
+"""The resumable generation pipeline (core): dispatch, durable shards, done record, S3, status."""
