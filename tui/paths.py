@@ -62,7 +62,10 @@ def pipeline_dir() -> Path:
 
 
 def profiles_dir() -> Path:
-    """Directory of tuning profiles: ``$GPUFLEET_PROFILES_DIR``, else ``./profiles``, else the shipped ones."""
+    """Directory of tuning profiles.
+
+    ``$GPUFLEET_PROFILES_DIR`` if set, else ``./profiles`` when it exists, else the shipped ones.
+    """
     explicit = os.environ.get(PROFILES_ENV)
     if explicit:
         return Path(explicit)

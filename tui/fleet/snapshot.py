@@ -7,12 +7,12 @@ each server's log events; the UI only reads it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from tui.gpu.snapshot import GpuSnapshot
 
 
-class ServerState(str, Enum):
+class ServerState(StrEnum):
     """Lifecycle of one SGLang server as the console sees it."""
 
     ABSENT = "absent"

@@ -90,9 +90,11 @@ def ensure_device(root: Path, index: int, kind: str) -> SimDevice:
     if existing is not None:
         return existing
     if kind not in SIM_GPU_KINDS:
-        raise ValueError(f"unknown simulated GPU kind {kind!r}; choose from {sorted(SIM_GPU_KINDS)}")
+        choices = ", ".join(sorted(SIM_GPU_KINDS))
+        raise ValueError(f"unknown simulated GPU kind {kind!r}; choose from {choices}")
     name, total, power = SIM_GPU_KINDS[kind]
-    device = SimDevice(index, kind, name, f"GPU-5153494d-{index:04d}-0000-0000-{kind:0>12}", total, power)
+    uuid = f"GPU-5153494d-{index:04d}-0000-0000-{kind:0>12}"
+    device = SimDevice(index, kind, name, uuid, total, power)
     _atomic_write_json(gpu_dir(root, index) / "device.json", asdict(device))
     return device
 
