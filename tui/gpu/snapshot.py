@@ -82,3 +82,19 @@ class GpuSource(Protocol):
     def close(self) -> None:
         """Release the library handle."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSlowSnapshot:
+    """Expensive counters of one GPU, read rarely (PCIe ~21 ms/call, energy ~4 ms on an H200)."""
+
+    index: int
+    """NVML index."""
+    pcie_tx_kib_s: int | None = None
+    """PCIe transmit throughput in KiB/s over the driver's last 20 ms window."""
+    pcie_rx_kib_s: int | None = None
+    """PCIe receive throughput in KiB/s."""
+    energy_mj: int | None = None
+    """Total energy since the driver loaded, in millijoules."""
+    taken_at: float = 0.0
+    """time.time() of the reading."""

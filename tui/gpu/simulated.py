@@ -1,0 +1,115 @@
+"""The simulated GPU source: reads the records simulated servers publish (``tui.gpu.sim_records``).
+
+It behaves like a driver would: a GPU's used memory is what its *live* processes hold (a dead
+process's memory is released at once, a reused pid inherits nothing), plus a small reservation
+the driver keeps for itself. Temperature, power and clocks are derived from utilisation with simple
+linear models so the panels move plausibly; they are not a physical model.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tui import paths
+from tui.gpu import sim_records
+from tui.gpu.snapshot import GpuProcess, GpuSlowSnapshot, GpuSnapshot, GpuSourceKind
+
+DRIVER_RESERVED_BYTES = sim_records.GIB // 2
+"""Memory an idle GPU shows as used (context and driver reservations): 0.5 GiB, the order of
+magnitude nvidia-smi shows on an idle data-centre part with persistence mode on."""
+
+IDLE_TEMP_C = 30.0
+"""Core temperature at 0 % utilisation."""
+TEMP_PER_UTIL_C = 0.45
+"""Degrees added per percent of utilisation (100 % -> 75 °C, typical of a loaded H200)."""
+IDLE_POWER_FRACTION = 0.12
+"""Board power at idle as a fraction of the limit."""
+BUSY_POWER_FRACTION = 0.85
+"""Board power at 100 % utilisation as a fraction of the limit."""
+IDLE_SM_CLOCK_MHZ = 345
+"""SM clock at idle (an H200 parks near 345 MHz)."""
+BOOST_SM_CLOCK_MHZ = 1980
+"""SM clock under load (H200 max boost)."""
+MEM_CLOCK_MHZ = 2619
+"""HBM3e memory clock; constant, as on real parts."""
+
+
+class SimulatedSource:
+    """Samples the simulated GPUs under a directory. Blocking (reads small files): use a thread."""
+
+    kind: GpuSourceKind = "sim"
+
+    def __init__(self, root: Path | None = None) -> None:
+        """Read the simulated GPUs under ``root`` (default ``tui.paths.sim_gpu_dir()``).
+
+        Args:
+            root: Directory holding ``gpu<N>/device.json`` and ``gpu<N>/proc-<pid>.json``.
+        """
+        self.root = root if root is not None else paths.sim_gpu_dir()
+
+    def exists(self) -> bool:
+        """True when at least one simulated GPU has been published under the root."""
+        return bool(sim_records.list_devices(self.root))
+
+    def sample(self) -> tuple[GpuSnapshot, ...]:
+        """Read every simulated GPU once.
+
+        Returns:
+            One snapshot per device record, in index order.
+        """
+        now = time.time()
+        snapshots = []
+        for device in sim_records.list_devices(self.root):
+            live = sim_records.live_processes(self.root, device.index)
+            held = sum(max(0, r.used_bytes) for r in live)
+            used = min(device.memory_total, DRIVER_RESERVED_BYTES + held)
+            util = max((r.utilization_gpu for r in live), default=0.0)
+            mem_util = max((r.utilization_memory for r in live), default=0.0)
+            util = min(100.0, max(0.0, util))
+            busy = util / 100.0
+            power_fraction = (
+                IDLE_POWER_FRACTION + (BUSY_POWER_FRACTION - IDLE_POWER_FRACTION) * busy
+            )
+            snapshots.append(
+                GpuSnapshot(
+                    index=device.index,
+                    name=device.name,
+                    uuid=device.uuid,
+                    memory_total=device.memory_total,
+                    memory_used=used,
+                    memory_free=device.memory_total - used,
+                    utilization_gpu=util,
+                    utilization_memory=min(100.0, max(0.0, mem_util)),
+                    temperature_c=round(IDLE_TEMP_C + TEMP_PER_UTIL_C * util, 1),
+                    power_w=round(device.power_limit_w * power_fraction, 1),
+                    power_limit_w=device.power_limit_w,
+                    sm_clock_mhz=int(
+                        IDLE_SM_CLOCK_MHZ + (BOOST_SM_CLOCK_MHZ - IDLE_SM_CLOCK_MHZ) * busy
+                    ),
+                    mem_clock_mhz=MEM_CLOCK_MHZ,
+                    fan_percent=None,
+                    processes=tuple(GpuProcess(r.pid, r.used_bytes, r.name) for r in live),
+                    source="sim",
+                    taken_at=now,
+                )
+            )
+        return tuple(snapshots)
+
+    def sample_slow(self) -> tuple[GpuSlowSnapshot, ...]:
+        """The simulated driver has no PCIe or energy counters: every field is None."""
+        now = time.time()
+        return tuple(
+            GpuSlowSnapshot(index=d.index, taken_at=now)
+            for d in sim_records.list_devices(self.root)
+        )
+
+    def describe(self) -> str:
+        """Say what this source reads, e.g. 'simulated: 7 x NVIDIA B200 under /tmp/simgpu'."""
+        devices = sim_records.list_devices(self.root)
+        names = sorted({d.name for d in devices})
+        what = ", ".join(f"{sum(d.name == n for d in devices)} x {n}" for n in names)
+        return f"simulated: {what or 'no GPUs'} under {self.root}"
+
+    def close(self) -> None:
+        """Nothing to release."""
