@@ -1,0 +1,74 @@
+"""Verdict statistics on synthetic per-interval samples."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tui.retune.throughput import interval_rates
+from tui.retune.verdict import compare, t_quantile
+
+
+def noisy(mean: float, n: int, sd: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.gauss(mean, sd) for _ in range(n)]
+
+
+def test_t_quantile_matches_tables() -> None:
+    assert t_quantile(0.95, 10) == pytest.approx(2.228, abs=1e-3)
+    assert t_quantile(0.99, 5) == pytest.approx(4.032, abs=1e-3)
+    assert t_quantile(0.95, 1e6) == pytest.approx(1.960, abs=1e-3)
+
+
+def test_clearly_better() -> None:
+    result = compare(noisy(13500, 12, 300, 1), noisy(16000, 12, 300, 2))
+    assert result.verdict == "better"
+    assert result.ci_low is not None and result.ci_high is not None
+    assert 0.10 < result.ci_low < result.relative_change < result.ci_high  # type: ignore[operator]
+    assert result.sureness is not None and result.sureness > 0.999
+    assert "better: +" in result.describe() and "95% CI" in result.describe()
+
+
+def test_clearly_worse() -> None:
+    result = compare(noisy(13500, 12, 300, 3), noisy(11000, 12, 300, 4))
+    assert result.verdict == "worse"
+    assert result.ci_high is not None and result.ci_high < 0
+
+
+def test_identical_is_no_measurable_difference() -> None:
+    samples = noisy(13500, 12, 400, 5)
+    result = compare(samples, list(samples))
+    assert result.verdict == "no measurable difference"
+    assert result.relative_change == pytest.approx(0.0)
+    assert result.ci_low is not None and result.ci_low < 0 < (result.ci_high or 0)
+
+
+def test_same_distribution_is_no_measurable_difference() -> None:
+    result = compare(noisy(13500, 12, 400, 6), noisy(13500, 12, 400, 7))
+    assert result.verdict == "no measurable difference"
+
+
+def test_small_effect_under_heavy_noise_is_not_claimed() -> None:
+    result = compare(noisy(13500, 4, 3000, 8), noisy(14000, 4, 3000, 9))
+    assert result.verdict == "no measurable difference"
+
+
+def test_too_few_samples_is_not_measured() -> None:
+    result = compare([1.0, 2.0], [3.0, 4.0, 5.0])
+    assert result.verdict == "not measured" and "at least 3" in result.note
+
+
+def test_bad_level_is_refused() -> None:
+    with pytest.raises(ValueError, match="confidence level"):
+        compare([1.0] * 3, [1.0] * 3, level=1.5)
+
+
+def test_interval_rates_skip_restarted_counters() -> None:
+    readings = [
+        (0.0, {0: 100.0, 1: 50.0}),
+        (1.0, {0: 200.0, 1: 60.0}),
+        (2.0, {0: 5.0, 1: 80.0}),  # GPU 0 restarted: its counter went back
+        (4.0, {0: 25.0, 1: None}),
+    ]
+    assert interval_rates(readings) == (110.0, 20.0, 10.0)

@@ -1,0 +1,1 @@
+"""Retune and verify: stop, relaunch with a profile, verify every GPU, measure, journal."""

@@ -1,0 +1,182 @@
+"""One GPU's steps of an apply: stop, release, launch, follow startup, ready or fail, report."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from tui.retune.events import (
+    EffectiveValues,
+    GpuPhase,
+    RequestedValues,
+    RetuneEvent,
+    VerifyReport,
+)
+from tui.retune.options import ApplyOptions
+from tui.retune.ports import FleetTarget, GpuLaunchSpec, LaunchedServer, LaunchError
+
+
+class GpuRun:
+    """The state machine of one GPU in one apply.
+
+    Args:
+        gpu: GPU index.
+        target: Fleet operations.
+        options: Timeouts and poll cadence.
+        emit: Event sink.
+        launch_slot: Awaited just before launching (the staggered-start gate).
+    """
+
+    def __init__(
+        self,
+        gpu: int,
+        target: FleetTarget,
+        options: ApplyOptions,
+        emit: Callable[[RetuneEvent], None],
+        launch_slot: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.gpu = gpu
+        self._target = target
+        self._options = options
+        self._emit = emit
+        self._launch_slot = launch_slot
+        self._t0 = 0.0
+        self._launched_at: float | None = None
+        self._phases: list[tuple[str, float]] = []
+        self._effective = EffectiveValues()
+        self._spec: GpuLaunchSpec | None = None
+        self._server: LaunchedServer | None = None
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def _phase(self, phase: str) -> None:
+        since_launch = self._now() - (self._launched_at or self._t0)
+        if self._launched_at is not None:
+            self._phases.append((phase, round(since_launch, 3)))
+        self._emit(GpuPhase(self.gpu, phase, round(self._now() - self._t0, 3)))
+
+    async def execute(self) -> VerifyReport:
+        """Run every step; never raises for a per-GPU failure (it becomes the report)."""
+        self._t0 = self._now()
+        try:
+            return await self._steps()
+        except asyncio.CancelledError:
+            await self._cleanup()
+            raise
+        except Exception as exc:  # an unexpected error on one GPU must not sink the others
+            await self._cleanup()
+            return self._failed(f"internal error: {exc!r}", "crash")
+
+    async def _steps(self) -> VerifyReport:
+        self._spec = self._target.spec_for(self.gpu)
+        self._phase("stopping")
+        pids = await self._target.stop_current(self.gpu)
+        self._phase("waiting for GPU memory release")
+        if not await self._target.wait_released(self.gpu, pids, self._options.release_timeout_s):
+            timeout = self._options.release_timeout_s
+            return self._failed(
+                f"GPU memory not released within {timeout:g} s by pids {list(pids)}", "release"
+            )
+        await self._launch_slot()
+        self._phase("launching")
+        try:
+            self._server = await self._target.launch(self._spec)
+        except LaunchError as exc:
+            return self._failed(f"launch failed: {exc}", "launch")
+        self._launched_at = self._now()
+        return await self._follow(self._server)
+
+    async def _follow(self, server: LaunchedServer) -> VerifyReport:
+        deadline = self._launched_at_or_now() + self._options.timeout_s
+        while True:
+            failure = self._drain_log(server)
+            if failure is not None:
+                await self._cleanup()
+                return failure
+            code = server.exit_code()
+            if code is not None:
+                # The log may hold the reason: read it once more before blaming the exit alone.
+                failure = self._drain_log(server)
+                await self._cleanup()
+                if failure is not None:
+                    return failure
+                return self._failed(f"process exited with code {code}", "exit")
+            if await server.ready():
+                return await self._ready(server)
+            if self._now() >= deadline:
+                await self._cleanup()
+                return self._failed(f"not ready within {self._options.timeout_s:g} s", "timeout")
+            # Poll cadence of a live process, not a stand-in for synchronisation.
+            await asyncio.sleep(min(self._options.poll_s, max(0.0, deadline - self._now())))
+
+    def _launched_at_or_now(self) -> float:
+        return self._launched_at if self._launched_at is not None else self._now()
+
+    def _drain_log(self, server: LaunchedServer) -> VerifyReport | None:
+        for signal in server.read_signals():
+            if signal.kind == "phase" and signal.text:
+                if not self._phases or self._phases[-1][0] != signal.text:
+                    self._phase(signal.text)
+            elif signal.kind == "effective":
+                self._effective = signal.effective.merged(self._effective)
+            elif signal.kind == "error":
+                reason = signal.reason or "crash"
+                label = "OOM" if reason == "oom" else "crash"
+                return self._failed(f"{label}: {signal.text}", reason, signal.text)
+        return None
+
+    async def _ready(self, server: LaunchedServer) -> VerifyReport:
+        self._drain_log(server)
+        time_to_ready = self._now() - self._launched_at_or_now()
+        self._phase("ready")
+        with contextlib.suppress(Exception):  # /server_info is extra detail, not readiness
+            self._effective = self._effective.merged(await server.effective())
+        spec = self._spec
+        assert spec is not None
+        return VerifyReport(
+            gpu=self.gpu,
+            ok=True,
+            profile=spec.profile,
+            requested=spec.requested,
+            effective=self._effective,
+            time_to_ready_s=round(time_to_ready, 3),
+            free_memory_bytes=self._target.free_memory(self.gpu),
+            phases=tuple(self._phases),
+            pid=server.pid,
+            log_path=server.log_path,
+        )
+
+    async def _cleanup(self) -> None:
+        """Stop what this run launched, so a failed GPU is left with nothing running."""
+        if self._server is None:
+            return
+        server, self._server = self._server, None
+        self._phase("stopping failed server")
+        await server.stop()
+        await self._target.wait_released(self.gpu, (server.pid,), self._options.release_timeout_s)
+        self._last_server = server
+
+    def _failed(self, why: str, reason: str, line: str | None = None) -> VerifyReport:
+        self._phase("failed")
+        spec = self._spec
+        server = getattr(self, "_last_server", None)
+        return VerifyReport(
+            gpu=self.gpu,
+            ok=False,
+            profile=spec.profile if spec else "",
+            requested=spec.requested if spec else _empty_requested(),
+            effective=self._effective,
+            failure=why,
+            error_line=line,
+            error_reason=reason,
+            phases=tuple(self._phases),
+            pid=server.pid if server is not None else None,
+            log_path=server.log_path if server is not None else (spec.log_path if spec else None),
+            free_memory_bytes=self._target.free_memory(self.gpu),
+        )
+
+
+def _empty_requested() -> RequestedValues:
+    return RequestedValues()

@@ -1,0 +1,127 @@
+"""Better, worse or no measurable difference: Welch's t interval on the relative throughput change.
+
+Samples are per-interval output tokens/s. The relative change is mean(after)/mean(before) - 1; its
+standard error comes from the delta method, its degrees of freedom from Welch-Satterthwaite. No
+scipy: the Student t distribution is computed from the regularized incomplete beta function.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import fmean, variance
+
+from tui.retune.events import ThroughputComparison, Verdict
+
+MIN_SAMPLES = 3
+"""Fewer per-interval samples than this on either side gives 'not measured'."""
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    # Continued fraction of the incomplete beta (Numerical Recipes, modified Lentz).
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-12:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    front = math.exp(ln_front + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """Two-sided p-value of Student's t statistic ``t`` with ``df`` degrees of freedom."""
+    return _betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def t_quantile(level: float, df: float) -> float:
+    """The t whose two-sided interval has coverage ``level`` (0.95 -> ~1.96 at large df)."""
+    lo, hi = 0.0, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_two_sided_p(mid, df) > 1.0 - level:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+def compare(
+    before: Sequence[float], after: Sequence[float], level: float = 0.95
+) -> ThroughputComparison:
+    """Compare two sets of per-interval throughput samples.
+
+    Args:
+        before: Output tokens/s per interval before the change.
+        after: Output tokens/s per interval after the change (warm-up already excluded).
+        level: Two-sided confidence level of the interval, in (0, 1).
+
+    Returns:
+        'better' when the whole interval on the relative change is above 0, 'worse' when below,
+        otherwise 'no measurable difference'; 'not measured' with a note when data are too thin.
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"confidence level must be in (0, 1), got {level!r}")
+    b_s, a_s = tuple(before), tuple(after)
+    if len(b_s) < MIN_SAMPLES or len(a_s) < MIN_SAMPLES:
+        note = (
+            f"need at least {MIN_SAMPLES} samples each side, "
+            f"got {len(b_s)} before, {len(a_s)} after"
+        )
+        return ThroughputComparison(b_s, a_s, "not measured", confidence_level=level, note=note)
+    mb, ma = fmean(b_s), fmean(a_s)
+    if mb <= 0.0:
+        note = "no throughput before the change to compare with"
+        return ThroughputComparison(b_s, a_s, "not measured", confidence_level=level, note=note)
+    vb, va = variance(b_s) / len(b_s), variance(a_s) / len(a_s)
+    rel = ma / mb - 1.0
+    # Delta method for the ratio of two independent means.
+    var_rel = va / mb**2 + (ma**2) * vb / mb**4
+    se = math.sqrt(var_rel)
+    if se == 0.0:
+        verdict: Verdict = (
+            "no measurable difference" if rel == 0.0 else ("better" if rel > 0 else "worse")
+        )
+        return ThroughputComparison(
+            b_s, a_s, verdict, rel, rel, rel, level, 0.0 if rel == 0.0 else 1.0
+        )
+    num = (va + vb) ** 2
+    den = (va**2 / (len(a_s) - 1) if va else 0.0) + (vb**2 / (len(b_s) - 1) if vb else 0.0)
+    df = num / den if den > 0 else float(len(a_s) + len(b_s) - 2)
+    half = t_quantile(level, df) * se
+    low, high = rel - half, rel + half
+    sureness = 1.0 - t_two_sided_p(rel / se, df)
+    outcome: Verdict
+    if low > 0.0:
+        outcome = "better"
+    elif high < 0.0:
+        outcome = "worse"
+    else:
+        outcome = "no measurable difference"
+    return ThroughputComparison(b_s, a_s, outcome, rel, low, high, level, sureness)
