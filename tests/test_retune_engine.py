@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+
 from retune_helpers import FakeProbe, FakeTarget, Script, ready_script
+
 from tui.retune.engine import ApplyOptions, RetuneEngine
 from tui.retune.events import (
     ApplyFinished,
@@ -143,17 +146,15 @@ async def test_staggered_start_spaces_launches() -> None:
     result = await RetuneEngine(target, [0, 1, 2], opts).run()
     assert result.ok
     launches = sorted(t for w, _, t in target.calls if w == "launch")
-    gaps = [b - a for a, b in zip(launches, launches[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(launches)]
     assert all(gap >= 0.14 for gap in gaps), gaps
 
 
 async def test_measurement_before_and_after_gives_a_verdict() -> None:
     target = FakeTarget({g: ready_script() for g in (0, 1)})
     # 5 intervals before at ~1000 tok/s, then warm-up and 5 after at ~1500.
-    rates = [1000, 1010, 990, 1005, 995] + [1500, 1510, 1490, 1505, 1495, 1500]
-    opts = ApplyOptions(
-        timeout_s=2.0, poll_s=0.01, window_s=0.25, interval_s=0.05, warmup_s=0.05
-    )
+    rates = [1000, 1010, 990, 1005, 995, 1500, 1510, 1490, 1505, 1495, 1500]
+    opts = ApplyOptions(timeout_s=2.0, poll_s=0.01, window_s=0.25, interval_s=0.05, warmup_s=0.05)
     result = await RetuneEngine(target, [0, 1], opts, probe=FakeProbe(rates)).run()
     assert result.ok
     tp = result.throughput
