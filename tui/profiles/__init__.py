@@ -1,0 +1,53 @@
+"""Tuning profiles: TOML files that fully describe a fleet launch (core, no Textual).
+
+Public API::
+
+    load_profile(path) -> Profile             # validated; ProfileError lists every Problem
+    load_named(name_or_path) -> Profile        # by name in tui.paths.profiles_dir(), or a path
+    save_profile(profile, path) -> Path        # tomli-w, atomic
+    list_profiles(directory=None) -> list[Path]
+    profile_from_dict(data, default_name) -> Profile
+    argv_for(profile, gpu) -> list[str]        # exact argv (SGLang 0.5.23 flag names)
+    env_for(profile, gpu, base=None) -> dict   # CUDA_VISIBLE_DEVICES set
+    log_path_for(profile, gpu) -> Path         # {state} resolved
+    flags_for(profile, gpu) -> ServerFlags     # shared flags + that GPU's override
+    diff(a, b) -> list[Change]                 # field level, per-GPU overrides included
+"""
+
+from tui.profiles.diff import Change, diff
+from tui.profiles.errors import Problem, ProfileError
+from tui.profiles.launch_args import argv_for, env_for, flags_for, log_dir_for, log_path_for
+from tui.profiles.model import KNOBS, Engine, GpuOverride, Profile, ServerFlags
+from tui.profiles.parse import profile_from_dict
+from tui.profiles.store import (
+    list_profiles,
+    load_named,
+    load_profile,
+    profile_to_dict,
+    resolve_profile,
+    save_profile,
+)
+
+__all__ = [
+    "KNOBS",
+    "Change",
+    "Engine",
+    "GpuOverride",
+    "Problem",
+    "Profile",
+    "ProfileError",
+    "ServerFlags",
+    "argv_for",
+    "diff",
+    "env_for",
+    "flags_for",
+    "list_profiles",
+    "load_named",
+    "load_profile",
+    "log_dir_for",
+    "log_path_for",
+    "profile_from_dict",
+    "profile_to_dict",
+    "resolve_profile",
+    "save_profile",
+]

@@ -1,0 +1,360 @@
+"""Build a validated ``Profile`` from a TOML document (a plain dict), collecting every problem.
+
+TOML layout (see ``profiles/*.toml``)::
+
+    name = "b200-aggressive"          # optional, defaults to the file stem
+    note = "..."
+    [engine]   kind = "sglang"|"sim", python, legacy_mamba_flag, sim_gpu, sim_speed, sim_model
+    [fleet]    gpus = [0, 1], base_port = 30000 (or ports = [...]), host, log_dir, log_file
+    [env]      NAME = "value"
+    [server]   model_path, the four knobs, mamba_radix_cache_strategy, speculative_*
+    [server.extra_flags]   any_other_sglang_flag = value     (true = bare flag)
+    [gpu.5]    any [server] field ("auto" resets a knob), plus [gpu.5.extra_flags]
+
+Values end up in argv, so strings may not hold whitespace or shell metacharacters even though
+nothing is ever run through a shell: such a value is almost always a paste mistake.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tui.gpu.sim_records import SIM_GPU_KINDS
+from tui.profiles.errors import Problem, ProfileError
+from tui.profiles.model import (
+    AUTO,
+    SERVER_FIELDS,
+    Engine,
+    FlagValue,
+    GpuOverride,
+    Profile,
+    ServerFlags,
+)
+
+_UNSAFE = re.compile(r"[\s;&|$`<>(){}\[\]*?!~#'\"\\]")
+_UNSAFE_TEMPLATE = re.compile(r"[\s;&|$`<>()\[\]*?!~#'\"\\]")  # {gpu}, {state} allowed
+_FLAG_NAME = re.compile(r"^[a-z][a-z0-9]*(?:[_-][a-z0-9]+)*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+TOP_KEYS = ("name", "note", "engine", "fleet", "env", "server", "gpu")
+ENGINE_KEYS = ("kind", "python", "legacy_mamba_flag", "sim_gpu", "sim_speed", "sim_model")
+FLEET_KEYS = ("gpus", "base_port", "ports", "host", "log_dir", "log_file")
+STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+# Flags the profile manages itself: passing them through extra_flags would fight the profile.
+RESERVED_EXTRA = {
+    "host": "set fleet.host",
+    "port": "ports come from fleet.base_port / fleet.ports",
+    "mamba_scheduler_strategy": "set server.mamba_radix_cache_strategy "
+    "(and engine.legacy_mamba_flag = true for SGLang before the rename)",
+} | {name: f"set server.{name} (it is first-class)" for name in SERVER_FIELDS}
+
+# field -> (kind, check, range text)
+_Check = tuple[str, Any, str]
+SERVER_RULES: dict[str, _Check] = {
+    "model_path": ("str", lambda v: bool(v), "a non-empty path or model id"),
+    "mem_fraction_static": ("float", lambda v: 0 < v < 1, "must be in (0, 1)"),
+    "max_mamba_cache_size": ("int", lambda v: v >= 1, "must be an integer >= 1"),
+    "mamba_full_memory_ratio": ("float", lambda v: 0 < v <= 10, "must be in (0, 10]"),
+    "max_running_requests": ("int", lambda v: v >= 1, "must be an integer >= 1"),
+    "mamba_radix_cache_strategy": (
+        "str",
+        lambda v: v in STRATEGIES,
+        f"must be one of {', '.join(STRATEGIES)}",
+    ),
+    "speculative_algorithm": (
+        "str",
+        lambda v: v in SPEC_ALGORITHMS,
+        f"must be one of {', '.join(SPEC_ALGORITHMS)}",
+    ),
+    "speculative_num_steps": ("int", lambda v: v >= 1, "must be an integer >= 1"),
+    "speculative_eagle_topk": ("int", lambda v: v >= 1, "must be an integer >= 1"),
+    "speculative_num_draft_tokens": ("int", lambda v: v >= 1, "must be an integer >= 1"),
+}
+
+
+def _did_you_mean(key: str, allowed: tuple[str, ...] | list[str]) -> str:
+    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown key{hint} (known: {', '.join(allowed)})"
+
+
+class _Collector:
+    """Accumulates problems while reading one document."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def add(self, field: str, value: object, message: str) -> None:
+        self.problems.append(Problem(field, value, message))
+
+    def unknown(self, prefix: str, data: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+        for key in data:
+            if key not in allowed:
+                self.add(f"{prefix}{key}", data[key], _did_you_mean(key, allowed))
+
+    def table(self, field: str, value: object) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.add(field, value, "must be a table")
+            return {}
+        return value
+
+    def safe_str(
+        self, field: str, value: object, *, allow_empty: bool = False, template: bool = False
+    ) -> str | None:
+        if not isinstance(value, str):
+            self.add(field, value, f"must be a string, not {type(value).__name__}")
+            return None
+        if not value and not allow_empty:
+            self.add(field, value, "must not be empty")
+            return None
+        if (_UNSAFE_TEMPLATE if template else _UNSAFE).search(value):
+            self.add(field, value, "must not contain whitespace or shell metacharacters")
+            return None
+        return value
+
+    def typed(self, field: str, value: object, kind: str) -> Any:
+        """Check the TOML type (bool is never a number); returns None when wrong."""
+        if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+            self.add(field, value, f"must be an integer, not {type(value).__name__}")
+            return None
+        if kind == "float":
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                self.add(field, value, f"must be a number, not {type(value).__name__}")
+                return None
+            return float(value)
+        if kind == "str":
+            return self.safe_str(field, value)
+        return value
+
+
+def _server_value(c: _Collector, prefix: str, name: str, value: object) -> Any:
+    kind, check, text = SERVER_RULES[name]
+    field = f"{prefix}{name}"
+    typed = c.typed(field, value, kind)
+    if typed is None:
+        return None
+    if not check(typed):
+        c.add(field, value, text)
+        return None
+    return typed
+
+
+def _extra_flags(c: _Collector, prefix: str, raw: object) -> tuple[tuple[str, FlagValue], ...]:
+    out: list[tuple[str, FlagValue]] = []
+    for name, value in c.table(prefix, raw).items():
+        field = f"{prefix}.{name}"
+        if not _FLAG_NAME.match(name):
+            c.add(field, value, "flag name must be lowercase letters, digits, '-' or '_'")
+            continue
+        key = name.replace("-", "_")
+        if key in RESERVED_EXTRA:
+            c.add(field, value, f"not allowed in extra_flags: {RESERVED_EXTRA[key]}")
+            continue
+        if isinstance(value, str):
+            if c.safe_str(field, value) is None:
+                continue
+        elif not isinstance(value, bool | int | float):
+            c.add(field, value, "must be a string, integer, float or boolean")
+            continue
+        out.append((key, value))
+    return tuple(out)
+
+
+def _server(c: _Collector, raw: object) -> ServerFlags:
+    data = c.table("server", raw)
+    c.unknown("server.", data, (*SERVER_FIELDS, "extra_flags"))
+    values = {f: _server_value(c, "server.", f, data[f]) for f in SERVER_FIELDS if f in data}
+    extra = _extra_flags(c, "server.extra_flags", data.get("extra_flags"))
+    return ServerFlags(**values, extra_flags=extra)
+
+
+def _overrides(c: _Collector, raw: object, gpus: tuple[int, ...]) -> tuple[GpuOverride, ...]:
+    out = []
+    for key, table in c.table("gpu", raw).items():
+        prefix = f"gpu.{key}"
+        if not str(key).isdigit() or int(key) not in gpus:
+            c.add(prefix, key, f"no such GPU in fleet.gpus {list(gpus)}")
+            continue
+        data = c.table(prefix, table)
+        c.unknown(f"{prefix}.", data, (*SERVER_FIELDS, "extra_flags"))
+        values: list[tuple[str, str | int | float | None]] = []
+        for f in SERVER_FIELDS:
+            if f not in data:
+                continue
+            if data[f] == AUTO and f != "model_path":
+                values.append((f, None))
+                continue
+            v = _server_value(c, f"{prefix}.", f, data[f])
+            if v is not None:
+                values.append((f, v))
+        extra = _extra_flags(c, f"{prefix}.extra_flags", data.get("extra_flags"))
+        out.append(GpuOverride(int(key), tuple(values), extra))
+    return tuple(sorted(out, key=lambda o: o.gpu))
+
+
+def _engine(c: _Collector, raw: object) -> Engine:
+    data = c.table("engine", raw)
+    c.unknown("engine.", data, ENGINE_KEYS)
+    kw: dict[str, Any] = {}
+    kind = data.get("kind", "sglang")
+    if kind not in ("sglang", "sim"):
+        c.add("engine.kind", kind, "must be 'sglang' or 'sim'")
+    else:
+        kw["kind"] = kind
+    if "python" in data and (v := c.safe_str("engine.python", data["python"])) is not None:
+        kw["python"] = v
+    if "legacy_mamba_flag" in data:
+        if isinstance(data["legacy_mamba_flag"], bool):
+            kw["legacy_mamba_flag"] = data["legacy_mamba_flag"]
+        else:
+            c.add("engine.legacy_mamba_flag", data["legacy_mamba_flag"], "must be true or false")
+    if "sim_gpu" in data:
+        if data["sim_gpu"] in SIM_GPU_KINDS:
+            kw["sim_gpu"] = data["sim_gpu"]
+        else:
+            c.add("engine.sim_gpu", data["sim_gpu"], f"must be one of {', '.join(SIM_GPU_KINDS)}")
+    if "sim_speed" in data:
+        speed = c.typed("engine.sim_speed", data["sim_speed"], "float")
+        if speed is not None and 0 < speed <= 10000:
+            kw["sim_speed"] = speed
+        elif speed is not None:
+            c.add("engine.sim_speed", data["sim_speed"], "must be in (0, 10000]")
+    if "sim_model" in data and (v := c.safe_str("engine.sim_model", data["sim_model"])):
+        kw["sim_model"] = v
+    return Engine(**kw)
+
+
+def _ports(c: _Collector, data: Mapping[str, Any], n: int) -> tuple[int, ...]:
+    if "ports" in data and "base_port" in data:
+        c.add("fleet.ports", data["ports"], "give either fleet.ports or fleet.base_port, not both")
+        return ()
+    if "ports" in data:
+        raw = data["ports"]
+        if not isinstance(raw, list):
+            c.add("fleet.ports", raw, "must be a list of integers")
+            return ()
+        ports = [p for i, p in enumerate(raw) if c.typed(f"fleet.ports[{i}]", p, "int") is not None]
+        if len(raw) != n:
+            c.add("fleet.ports", raw, f"must list one port per GPU ({n})")
+    else:
+        base = data.get("base_port", 30000)
+        if c.typed("fleet.base_port", base, "int") is None:
+            return ()
+        ports = list(range(base, base + n))
+    ok = True
+    for i, p in enumerate(ports):
+        if not 1 <= p <= 65535:
+            c.add(f"fleet.ports[{i}]", p, "must be in 1..65535")
+            ok = False
+    dupes = sorted({p for p in ports if ports.count(p) > 1})
+    if dupes:
+        c.add("fleet.ports", ports, f"duplicate port(s) {dupes}: each GPU needs its own")
+        ok = False
+    return tuple(ports) if ok else ()
+
+
+def _fleet(c: _Collector, raw: object) -> dict[str, Any]:
+    data = c.table("fleet", raw)
+    c.unknown("fleet.", data, FLEET_KEYS)
+    kw: dict[str, Any] = {}
+    gpus_raw = data.get("gpus")
+    gpus: list[int] = []
+    if not isinstance(gpus_raw, list) or not gpus_raw:
+        c.add("fleet.gpus", gpus_raw, "must be a non-empty list of GPU indices")
+    else:
+        for i, g in enumerate(gpus_raw):
+            if c.typed(f"fleet.gpus[{i}]", g, "int") is None:
+                continue
+            if g < 0:
+                c.add(f"fleet.gpus[{i}]", g, "must be >= 0")
+            elif g in gpus:
+                c.add(f"fleet.gpus[{i}]", g, "duplicate GPU index")
+            else:
+                gpus.append(g)
+    kw["gpus"] = tuple(gpus)
+    kw["ports"] = _ports(c, data, len(gpus_raw) if isinstance(gpus_raw, list) else 0)
+    if "host" in data and (v := c.safe_str("fleet.host", data["host"])):
+        kw["host"] = v
+    if "log_dir" in data and (v := c.safe_str("fleet.log_dir", data["log_dir"], template=True)):
+        kw["log_dir"] = v
+    if "log_file" in data and (v := c.safe_str("fleet.log_file", data["log_file"], template=True)):
+        if "{gpu}" not in v and "{port}" not in v:
+            c.add("fleet.log_file", v, "must contain {gpu} or {port} so servers do not share a log")
+        elif "/" in v:
+            c.add("fleet.log_file", v, "must be a file name, not a path (use fleet.log_dir)")
+        else:
+            try:
+                v.format(gpu=0, port=0)
+                kw["log_file"] = v
+            except (KeyError, IndexError, ValueError):
+                c.add("fleet.log_file", v, "only {gpu} and {port} placeholders are allowed")
+    return kw
+
+
+def _env(c: _Collector, raw: object) -> tuple[tuple[str, str], ...]:
+    out = []
+    for name, value in c.table("env", raw).items():
+        if not _ENV_NAME.match(name):
+            c.add(f"env.{name}", value, "variable name must be letters, digits and '_'")
+        elif name == "CUDA_VISIBLE_DEVICES":
+            c.add(f"env.{name}", value, "set per GPU by gpufleet from fleet.gpus")
+        elif (v := c.safe_str(f"env.{name}", value, allow_empty=True)) is not None:
+            out.append((name, v))
+    return tuple(out)
+
+
+def profile_from_dict(
+    data: Mapping[str, Any], default_name: str, source: str = "profile"
+) -> Profile:
+    """Validate a parsed TOML document and build the profile.
+
+    Args:
+        data: the document, as ``tomllib`` returns it.
+        default_name: name to use when the document has none (the file stem).
+        source: what to call the document in the error (a path).
+
+    Returns:
+        The profile.
+
+    Raises:
+        ProfileError: with every problem found.
+    """
+    c = _Collector()
+    c.unknown("", data, TOP_KEYS)
+    name = data.get("name", default_name)
+    if not isinstance(name, str) or not _PROFILE_NAME.match(name):
+        c.add("name", name, "must be letters, digits, '.', '_' or '-'")
+    note = data.get("note", "")
+    if not isinstance(note, str):
+        c.add("note", note, "must be a string")
+    engine = _engine(c, data.get("engine"))
+    fleet = _fleet(c, data.get("fleet"))
+    server = _server(c, data.get("server"))
+    overrides = _overrides(c, data.get("gpu"), fleet["gpus"])
+    if engine.legacy_mamba_flag and "extra_buffer_lazy" in _strategies(server, overrides):
+        c.add(
+            "server.mamba_radix_cache_strategy",
+            "extra_buffer_lazy",
+            "extra_buffer_lazy does not exist with engine.legacy_mamba_flag (old SGLang)",
+        )
+    env = _env(c, data.get("env"))
+    if c.problems:
+        raise ProfileError(c.problems, source)
+    return Profile(
+        name=name, note=note, engine=engine, env=env, server=server, overrides=overrides, **fleet
+    )
+
+
+def _strategies(server: ServerFlags, overrides: tuple[GpuOverride, ...]) -> set[object]:
+    found: set[object] = {server.mamba_radix_cache_strategy}
+    for o in overrides:
+        found |= {v for f, v in o.values if f == "mamba_radix_cache_strategy"}
+    return found
