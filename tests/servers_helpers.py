@@ -1,0 +1,92 @@
+"""A canned SGLang-shaped HTTP server on loopback, for the probe and monitor tests."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures" / "servers"
+
+Reply = tuple[int, str, str]
+"""(status, content type, body)."""
+
+
+@dataclass
+class CannedServer:
+    """Routes path -> reply, or path -> list of replies served in turn (the last one repeats)."""
+
+    port: int = 0
+    routes: dict[str, Reply | list[Reply] | Callable[[], Reply]] = field(default_factory=dict)
+    hits: dict[str, int] = field(default_factory=dict)
+    release: threading.Event = field(default_factory=threading.Event)
+    """Set to let every handler blocked in a slow route finish (done at teardown)."""
+
+    def reply(self, path: str) -> Reply:
+        self.hits[path] = self.hits.get(path, 0) + 1
+        route = self.routes.get(path)
+        if route is None:
+            return 404, "text/plain", "Not Found"
+        if callable(route):
+            return route()
+        if isinstance(route, list):
+            return route[0] if len(route) == 1 else route.pop(0)
+        return route
+
+    def slow(self, reply: Reply) -> Callable[[], Reply]:
+        """A route that answers only when ``release`` is set (bounded by 30 s)."""
+
+        def handler() -> Reply:
+            self.release.wait(timeout=30)
+            return reply
+
+        return handler
+
+
+def json_reply(body: str, status: int = 200) -> Reply:
+    return status, "application/json", body
+
+
+def metrics_reply() -> Reply:
+    return 200, "text/plain; version=0.0.4", (FIXTURES / "metrics.txt").read_text()
+
+
+@contextmanager
+def canned_server(
+    routes: dict[str, Reply | list[Reply] | Callable[[], Reply]],
+) -> Iterator[CannedServer]:
+    """Serve ``routes`` on 127.0.0.1 at a free port until the block exits."""
+    canned = CannedServer(routes=routes)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, ctype, body = canned.reply(self.path.split("?")[0])
+            data = body.encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout test)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    canned.port = httpd.server_address[1]
+    # A short poll interval keeps shutdown() (and so each test) fast.
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        yield canned
+    finally:
+        canned.release.set()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)

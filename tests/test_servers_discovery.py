@@ -1,0 +1,120 @@
+"""Discovery of server processes by command line and by listening socket (real processes)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tui.servers.discovery import (
+    find_servers,
+    is_alive,
+    is_server_cmdline,
+    port_from_cmdline,
+    stdout_path,
+)
+
+# A stand-in "server": sleeps; its argv carries the words discovery looks for after ``-c``'s code.
+SLEEPER = (
+    "import socket, sys, time\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n"
+    "print('up', flush=True); time.sleep(60)"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_line(path: Path, text: str, deadline_s: float = 20.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.02)  # polling a file with a deadline, not standing in for synchronisation
+    raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+@pytest.fixture
+def fake_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+    port = _free_port()
+    log = tmp_path / "sglang_gpu3.log"
+    # argv: python -c CODE PORT -m tui sim --port PORT  -> looks like ``python -m tui sim``
+    argv = [sys.executable, "-c", SLEEPER, str(port), "-m", "tui", "sim", "--port", str(port)]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "3"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        _wait_line(log, "up")
+        yield proc, port, log
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_cmdline_patterns() -> None:
+    assert is_server_cmdline(["python3", "-m", "sglang.launch_server", "--port", "30001"])
+    assert is_server_cmdline(["/usr/bin/sglang", "serve", "--model-path", "m"])
+    assert is_server_cmdline([".venv/bin/gpufleet", "sim", "--port", "1"])
+    assert is_server_cmdline(["python", "-m", "tui", "sim"])
+    assert not is_server_cmdline(["python", "-m", "tui", "gpus"])
+    assert not is_server_cmdline(["vim", "sglang.launch_server"])
+    assert port_from_cmdline(["-m", "sglang.launch_server", "--port=30004"]) == 30004
+    assert port_from_cmdline(["-m", "sglang.launch_server"]) == 30000
+    assert port_from_cmdline(["--port", "abc"]) is None
+
+
+def test_finds_server_by_cmdline_with_env_and_log(
+    fake_server: tuple[subprocess.Popen[bytes], int, Path],
+) -> None:
+    proc, port, log = fake_server
+    found = find_servers([port, _free_port()], use_listeners=False)
+    assert list(found) == [port]
+    server = found[port]
+    assert server.pid == proc.pid and server.found_by == "cmdline"
+    assert server.cuda_visible_devices == "3"
+    assert server.log_path == str(log)  # from /proc/PID/fd/1
+    assert is_alive(server.pid, server.create_time)
+    hinted = find_servers([port], log_hints={port: "/var/log/fleet/gpu3.log"})[port]
+    assert hinted.log_path == "/var/log/fleet/gpu3.log"
+    proc.kill()
+    proc.wait(timeout=10)
+    assert not is_alive(server.pid, server.create_time)
+    assert find_servers([port]) == {}
+
+
+def test_finds_listener_when_cmdline_says_nothing(tmp_path: Path) -> None:
+    port = _free_port()
+    log = tmp_path / "plain.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SLEEPER, str(port)], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        _wait_line(log, "up")
+        found = find_servers([port])
+        if port not in found:
+            pytest.skip("the kernel socket table is not readable here (needs root)")
+        assert found[port].pid == proc.pid and found[port].found_by == "listen"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_stdout_path_of_a_terminal_or_pipe_is_none() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.PIPE
+    )
+    try:
+        assert stdout_path(proc.pid) is None
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -1,0 +1,158 @@
+"""HTTP probes against a real loopback server with canned SGLang-shaped answers."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import httpx
+import pytest
+from servers_helpers import FIXTURES, canned_server, json_reply, metrics_reply
+
+from tui.servers.probe import ProbeStatus, ServerProbe, parse_loads_json, parse_metrics
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_readiness_503_then_200() -> None:
+    routes = {
+        "/health_generate": [
+            (503, "text/plain", ""),
+            (503, "text/plain", ""),
+            (200, "text/plain", ""),
+        ],
+        "/model_info": json_reply('{"model_path": "Qwen/Qwen3.6-27B"}'),
+    }
+    with canned_server(routes) as server:
+        async with httpx.AsyncClient() as client:
+            probe = ServerProbe(client, server.port)
+            first = await probe.readiness()
+            second = await probe.readiness()
+            third = await probe.readiness()
+    assert (first.status, first.http_status) == (ProbeStatus.UP, 503)
+    assert second.status is ProbeStatus.UP
+    assert (third.status, third.http_status, third.endpoint) == (
+        ProbeStatus.READY,
+        200,
+        "/health_generate",
+    )
+    assert server.hits["/model_info"] == 2  # asked only while not ready
+
+
+async def test_readiness_falls_back_to_health_and_remembers() -> None:
+    with canned_server({"/health": (200, "text/plain", "")}) as server:
+        async with httpx.AsyncClient() as client:
+            probe = ServerProbe(client, server.port)
+            results = [await probe.readiness() for _ in range(3)]
+    assert all(r.status is ProbeStatus.READY and r.endpoint == "/health" for r in results)
+    assert server.hits["/health_generate"] == 1  # 404 once, then never asked again
+
+
+async def test_model_info_alone_is_up_not_ready() -> None:
+    with canned_server({"/model_info": json_reply("{}")}) as server:
+        async with httpx.AsyncClient() as client:
+            result = await ServerProbe(client, server.port).readiness()
+    assert result.status is ProbeStatus.UP and result.endpoint == "/model_info"
+
+
+async def test_refused_when_nothing_listens() -> None:
+    async with httpx.AsyncClient() as client:
+        result = await ServerProbe(client, _free_port()).readiness()
+    assert result.status is ProbeStatus.REFUSED
+
+
+async def test_slow_server_times_out_as_stale_without_delaying_others() -> None:
+    import asyncio
+    import time
+
+    with (
+        canned_server({"/health_generate": (200, "text/plain", "")}) as fast,
+        canned_server({}) as slow,
+    ):
+        slow.routes["/health_generate"] = slow.slow((200, "text/plain", ""))
+        async with httpx.AsyncClient() as client:
+            slow_probe = ServerProbe(client, slow.port, timeout=0.3)
+            fast_probe = ServerProbe(client, fast.port, timeout=0.3)
+            start = time.monotonic()
+            slow_result, fast_result = await asyncio.gather(
+                slow_probe.readiness(), fast_probe.readiness()
+            )
+            elapsed = time.monotonic() - start
+    assert slow_result.status is ProbeStatus.TIMEOUT
+    assert "0.3" in slow_result.detail
+    assert fast_result.status is ProbeStatus.READY
+    assert elapsed < 2.0
+
+
+async def test_load_from_metrics() -> None:
+    with canned_server({"/metrics": metrics_reply()}) as server:
+        async with httpx.AsyncClient() as client:
+            load = await ServerProbe(client, server.port).load()
+    assert load is not None and load.source == "/metrics"
+    assert (load.running, load.queued) == (14, 34)
+    assert load.gen_throughput == pytest.approx(1934.52)
+    assert load.token_usage == pytest.approx(0.03)  # full-attention usage, not the max-of gauge
+    assert load.mamba_usage == pytest.approx(0.81)
+    assert load.accept_len == pytest.approx(3.21)
+    assert load.max_total_num_tokens == 798080
+
+
+async def test_load_falls_back_to_v1_loads_then_get_load() -> None:
+    loads = {
+        "loads": [
+            {"dp_rank": 0, "num_running_reqs": 3, "num_waiting_reqs": 5, "token_usage": 0.2},
+            {"dp_rank": 1, "num_running_reqs": 4, "num_waiting_reqs": 1, "token_usage": 0.4},
+        ]
+    }
+    with canned_server({"/v1/loads": json_reply(json.dumps(loads))}) as server:
+        async with httpx.AsyncClient() as client:
+            load = await ServerProbe(client, server.port).load()
+    assert load is not None and load.source == "/v1/loads"
+    assert (load.running, load.queued, load.token_usage) == (7, 6, 0.4)
+
+    old = [{"dp_rank": 0, "num_reqs": 9, "num_waiting_reqs": 2}]
+    with canned_server({"/get_load": json_reply(json.dumps(old))}) as server:
+        async with httpx.AsyncClient() as client:
+            load = await ServerProbe(client, server.port).load()
+    assert load is not None and (load.source, load.running, load.queued) == ("/get_load", 9, 2)
+
+
+async def test_server_info_effective_values() -> None:
+    body = (FIXTURES / "server_info.json").read_text()
+    with canned_server({"/get_server_info": json_reply(body)}) as server:
+        async with httpx.AsyncClient() as client:
+            info = await ServerProbe(client, server.port).server_info()
+    assert info is not None
+    assert info.max_running_effective == 40
+    assert info.max_running_requested == 64
+    assert info.max_mamba_cache_size == 200
+    assert info.max_total_num_tokens == 798080
+    assert info.version == "0.5.23"
+
+
+async def test_load_is_none_when_server_is_down() -> None:
+    async with httpx.AsyncClient() as client:
+        probe = ServerProbe(client, _free_port())
+        assert await probe.load() is None
+        assert await probe.server_info() is None
+
+
+def test_parse_metrics_sums_ranks_and_ignores_other_families() -> None:
+    text = (
+        'sglang:num_running_reqs{dp_rank="0"} 2\n'
+        'sglang:num_running_reqs{dp_rank="1"} 5\n'
+        'sglang:mamba_usage{dp_rank="0"} 0.1\n'
+        'sglang:mamba_usage{dp_rank="1"} 0.7\n'
+        'sglang:num_running_reqs_offline{dp_rank="0"} 100\n'
+    )
+    load = parse_metrics(text)
+    assert load.running == 7 and load.mamba_usage == pytest.approx(0.7)
+    assert load.queued is None
+
+
+def test_parse_loads_json_tolerates_junk() -> None:
+    assert parse_loads_json("nonsense", "/v1/loads").running is None

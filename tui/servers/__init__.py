@@ -1,0 +1,1 @@
+"""Server layer: find SGLang server processes and probe them over HTTP (core, no Textual)."""
