@@ -14,7 +14,13 @@ from tui.retune.events import (
     VerifyReport,
 )
 from tui.retune.options import ApplyOptions
-from tui.retune.ports import FleetTarget, GpuLaunchSpec, LaunchedServer, LaunchError
+from tui.retune.ports import (
+    FleetTarget,
+    GpuLaunchSpec,
+    LaunchedServer,
+    LaunchError,
+    ServerSignal,
+)
 
 
 class GpuRun:
@@ -47,6 +53,7 @@ class GpuRun:
         self._effective = EffectiveValues()
         self._spec: GpuLaunchSpec | None = None
         self._server: LaunchedServer | None = None
+        self._stopped = False
 
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -61,13 +68,16 @@ class GpuRun:
         """Run every step; never raises for a per-GPU failure (it becomes the report)."""
         self._t0 = self._now()
         try:
-            return await self._steps()
+            report = await self._steps()
         except asyncio.CancelledError:
             await self._cleanup()
             raise
         except Exception as exc:  # an unexpected error on one GPU must not sink the others
             await self._cleanup()
-            return self._failed(f"internal error: {exc!r}", "crash")
+            report = self._failed(f"internal error: {exc!r}", "crash")
+        if not report.ok:
+            self._phase("failed")
+        return report
 
     async def _steps(self) -> VerifyReport:
         self._spec = self._target.spec_for(self.gpu)
@@ -93,21 +103,19 @@ class GpuRun:
         while True:
             failure = self._drain_log(server)
             if failure is not None:
-                await self._cleanup()
-                return failure
+                return await self._fail_and_stop(server, failure)
             code = server.exit_code()
             if code is not None:
                 # The log may hold the reason: read it once more before blaming the exit alone.
-                failure = self._drain_log(server)
-                await self._cleanup()
-                if failure is not None:
-                    return failure
-                return self._failed(f"process exited with code {code}", "exit")
+                failure = self._drain_log(server) or self._failed(
+                    f"process exited with code {code}", "exit"
+                )
+                return await self._fail_and_stop(server, failure)
             if await server.ready():
                 return await self._ready(server)
             if self._now() >= deadline:
-                await self._cleanup()
-                return self._failed(f"not ready within {self._options.timeout_s:g} s", "timeout")
+                timeout = self._failed(f"not ready within {self._options.timeout_s:g} s", "timeout")
+                return await self._fail_and_stop(server, timeout)
             # Poll cadence of a live process, not a stand-in for synchronisation.
             await asyncio.sleep(min(self._options.poll_s, max(0.0, deadline - self._now())))
 
@@ -115,17 +123,37 @@ class GpuRun:
         return self._launched_at if self._launched_at is not None else self._now()
 
     def _drain_log(self, server: LaunchedServer) -> VerifyReport | None:
+        error: ServerSignal | None = None
         for signal in server.read_signals():
             if signal.kind == "phase" and signal.text:
                 if not self._phases or self._phases[-1][0] != signal.text:
                     self._phase(signal.text)
             elif signal.kind == "effective":
                 self._effective = signal.effective.merged(self._effective)
-            elif signal.kind == "error":
-                reason = signal.reason or "crash"
-                label = "OOM" if reason == "oom" else "crash"
-                return self._failed(f"{label}: {signal.text}", reason, signal.text)
-        return None
+            elif signal.kind == "error" and (
+                error is None or (error.reason != "oom" and signal.reason == "oom")
+            ):
+                # A crash prints a chain ('Scheduler hit an exception', the OOM line, SIGQUIT):
+                # the OOM line says why, so it wins over the first line of the chain.
+                error = signal
+        if error is None:
+            return None
+        return self._error_report(error)
+
+    def _error_report(self, signal: ServerSignal) -> VerifyReport:
+        reason = signal.reason or "crash"
+        label = "OOM" if reason == "oom" else "crash"
+        return self._failed(f"{label}: {signal.text}", reason, signal.text)
+
+    async def _fail_and_stop(self, server: LaunchedServer, report: VerifyReport) -> VerifyReport:
+        """Stop the server, then read its log's tail once more: an OOM line may follow."""
+        await self._cleanup()
+        if report.error_reason == "oom":
+            return report
+        for signal in server.read_signals():
+            if signal.kind == "error" and signal.reason == "oom":
+                return self._error_report(signal)
+        return report
 
     async def _ready(self, server: LaunchedServer) -> VerifyReport:
         self._drain_log(server)
@@ -150,18 +178,17 @@ class GpuRun:
 
     async def _cleanup(self) -> None:
         """Stop what this run launched, so a failed GPU is left with nothing running."""
-        if self._server is None:
+        server = self._server
+        if server is None or self._stopped:
             return
-        server, self._server = self._server, None
+        self._stopped = True
         self._phase("stopping failed server")
         await server.stop()
         await self._target.wait_released(self.gpu, (server.pid,), self._options.release_timeout_s)
-        self._last_server = server
 
     def _failed(self, why: str, reason: str, line: str | None = None) -> VerifyReport:
-        self._phase("failed")
         spec = self._spec
-        server = getattr(self, "_last_server", None)
+        server = self._server
         return VerifyReport(
             gpu=self.gpu,
             ok=False,

@@ -1,0 +1,217 @@
+"""Preflight: what a candidate profile will allocate on one GPU, before anything is stopped.
+
+The prediction is SGLang 0.5.23's own memory plan (``tui.sglang.memory.plan_memory``) for the
+GPU's resolved flags, calibrated, when a server already ran on that GPU, on the sizes its log
+printed (bytes per KV token, per Mamba slot, weights), so model constants that are slightly off
+do not shift the prediction. A configuration that will not start gets a plain "does not fit".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tui.gpu.sim_records import SIM_GPU_KINDS
+from tui.logs import events as ev
+from tui.logs.parser import parse_line
+from tui.profiles import Profile, flags_for
+from tui.sglang.memory import Calibration, MemoryPlan, plan_memory
+from tui.sglang.models import GIB, MODELS, ModelSpec
+
+DEFAULT_MODEL = "qwen3.6-27b"
+"""The simulator's model when a sim profile names none (the seed's)."""
+
+_PASS_THROUGH = {
+    # pass-through SGLang flag -> plan_memory keyword, with its type
+    "max_total_tokens": int,
+    "page_size": int,
+    "context_length": int,
+    "chunked_prefill_size": int,
+    "cuda_graph_max_bs": int,
+    "disable_radix_cache": bool,
+    "disable_overlap_schedule": bool,
+    "mamba_ssm_dtype": str,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Preflight:
+    """The predicted allocation of one profile on one GPU."""
+
+    gpu: int
+    """GPU index."""
+    profile: str
+    """Profile name."""
+    fits: bool
+    """True when the server is predicted to start."""
+    mamba_slots: int
+    """Predicted max_mamba_cache_size."""
+    kv_tokens: int
+    """Predicted max_total_num_tokens."""
+    max_running_requested: int | None
+    """--max-running-requests as the profile asks (None = auto)."""
+    max_running_effective: int
+    """Predicted effective max running requests (SGLang's auto-cap included)."""
+    capped: bool
+    """True when SGLang will cap max_running_requests (Mamba slots or KV)."""
+    available_gpu_mem_bytes: int
+    """Predicted headroom after pools and graphs (the summary's available_gpu_mem)."""
+    calibrated: bool
+    """True when sizes measured from a running server's log were used."""
+    why_not: str | None
+    """'does not fit: <why>' when it will not start."""
+    plan: MemoryPlan
+    """The full plan."""
+
+    def describe(self) -> str:
+        """One line for the form and the CLI."""
+        if not self.fits:
+            return f"GPU {self.gpu}: {self.why_not}"
+        cap = " (capped)" if self.capped else ""
+        asked = self.max_running_requested if self.max_running_requested is not None else "auto"
+        source = "calibrated" if self.calibrated else "model constants"
+        return (
+            f"GPU {self.gpu}: mamba slots {self.mamba_slots}, KV tokens {self.kv_tokens}, "
+            f"max_running {asked} -> {self.max_running_effective}{cap}, "
+            f"free after start {self.available_gpu_mem_bytes / GIB:.1f} GB ({source})"
+        )
+
+
+def calibration_from_log(path: str | Path) -> Calibration | None:
+    """Sizes from the allocation lines of the most recent launch in a server log.
+
+    Args:
+        path: An SGLang (or simulated) server log.
+
+    Returns:
+        The calibration, or None when the log has no allocation lines (or cannot be read).
+    """
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+    kv: list[ev.LogEvent] = []
+    mamba: ev.LogEvent | None = None
+    weights: ev.LogEvent | None = None
+    for raw in text.splitlines():
+        event = parse_line(raw)
+        if event is None:
+            continue
+        if event.kind == ev.SERVER_ARGS:  # a new launch: forget the previous one's lines
+            kv, mamba, weights = [], None, None
+        elif event.kind == ev.KV_CACHE:
+            kv.append(event)
+        elif event.kind == ev.MAMBA_CACHE:
+            mamba = event
+        elif event.kind == ev.WEIGHTS and weights is None:
+            weights = event
+    if not kv and mamba is None and weights is None:
+        return None
+    target = kv[0] if kv else None
+    draft = kv[1] if len(kv) > 1 else None
+
+    def num(event: ev.LogEvent | None, name: str) -> float | None:
+        value = event.get(name) if event is not None else None
+        return float(value) if isinstance(value, int | float) else None
+
+    tokens = num(target, "tokens")
+    slots = num(mamba, "max_mamba_cache_size")
+    return Calibration.from_log_values(
+        kv_tokens=int(tokens) if tokens is not None else None,
+        k_gb=num(target, "k_gb"),
+        v_gb=num(target, "v_gb"),
+        draft_k_gb=num(draft, "k_gb"),
+        draft_v_gb=num(draft, "v_gb"),
+        mamba_slots=int(slots) if slots is not None else None,
+        conv_gb=num(mamba, "conv_gb"),
+        ssm_gb=num(mamba, "ssm_gb"),
+        weights_gb=num(weights, "mem_usage_gb"),
+    )
+
+
+def model_for(profile: Profile, gpu: int) -> ModelSpec | None:
+    """The model spec a profile serves on a GPU (sim model, else matched by --model-path)."""
+    if profile.engine.kind == "sim":
+        return MODELS.get(profile.engine.sim_model or DEFAULT_MODEL)
+    path = flags_for(profile, gpu).model_path
+    return next((m for m in MODELS.values() if path is not None and m.model_path == path), None)
+
+
+def gpu_total_for(profile: Profile) -> int | None:
+    """Device capacity a sim profile's GPUs have (None for real GPUs: ask the GPU source)."""
+    if profile.engine.kind == "sim" and profile.engine.sim_gpu in SIM_GPU_KINDS:
+        return SIM_GPU_KINDS[profile.engine.sim_gpu][1]
+    return None
+
+
+def preflight(
+    profile: Profile,
+    gpu: int,
+    *,
+    gpu_total_bytes: int | None = None,
+    calibration: Calibration | None = None,
+    model: ModelSpec | None = None,
+    other_resident_bytes: int = 0,
+) -> Preflight:
+    """Predict what ``profile`` allocates on ``gpu``.
+
+    Args:
+        profile: The candidate profile (validated).
+        gpu: A GPU of the profile.
+        gpu_total_bytes: Device capacity; defaults to the simulated kind's for sim profiles.
+        calibration: Sizes measured from a running server's log (see calibration_from_log).
+        model: The model; defaults to the one the profile serves.
+        other_resident_bytes: Memory other processes will still hold on the GPU at launch.
+
+    Returns:
+        The prediction.
+
+    Raises:
+        ValueError: the model or the GPU's capacity cannot be known (naming which).
+    """
+    spec = model or model_for(profile, gpu)
+    if spec is None:
+        path = flags_for(profile, gpu).model_path
+        raise ValueError(f"model_path={path!r}: unknown model; known: {sorted(MODELS)}")
+    total = gpu_total_bytes or gpu_total_for(profile)
+    if total is None:
+        raise ValueError(f"gpu {gpu}: memory capacity unknown (no GPU source reading)")
+    flags = flags_for(profile, gpu)
+    extra = dict(flags.extra_flags)
+    kwargs: dict[str, object] = {}
+    for name, kind in _PASS_THROUGH.items():
+        if name in extra and extra[name] is not False:
+            kwargs[name] = kind(extra[name])
+    plan = plan_memory(
+        spec,
+        total,
+        other_resident_bytes=other_resident_bytes,
+        mem_fraction_static=flags.mem_fraction_static,
+        max_running_requests=flags.max_running_requests,
+        max_mamba_cache_size=flags.max_mamba_cache_size,
+        mamba_full_memory_ratio=(
+            flags.mamba_full_memory_ratio if flags.mamba_full_memory_ratio is not None else 0.9
+        ),
+        speculative_algorithm=flags.speculative_algorithm,
+        speculative_num_draft_tokens=flags.speculative_num_draft_tokens,
+        mamba_radix_cache_strategy=flags.mamba_radix_cache_strategy or "auto",
+        calibration=calibration,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    why = None
+    if plan.failure is not None:
+        why = f"does not fit: {plan.failure.line}"
+    return Preflight(
+        gpu=gpu,
+        profile=profile.name,
+        fits=plan.ok,
+        mamba_slots=plan.max_mamba_cache_size,
+        kv_tokens=plan.max_total_num_tokens,
+        max_running_requested=flags.max_running_requests,
+        max_running_effective=plan.max_running_requests,
+        capped=plan.capped_by_mamba or plan.reduced_by_kv,
+        available_gpu_mem_bytes=plan.available_gpu_mem_bytes,
+        calibrated=calibration is not None,
+        why_not=why,
+        plan=plan,
+    )
