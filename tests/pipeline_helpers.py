@@ -1,0 +1,196 @@
+"""Real loopback servers for the pipeline tests: a tiny OpenAI-compatible app and moto's S3.
+
+Run as a script (``python tests/pipeline_helpers.py serve --port P``) it is the test endpoint: it
+answers instantly, and ``POST /_control {"mode": ...}`` makes it fail (``fail500``, ``fail400``,
+``hang``, ``down503`` where /health answers 503 too) or recover (``ok``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+PYTHON = sys.executable
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def free_port() -> int:
+    """A currently free loopback port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until(predicate: object, timeout: float, what: str, interval: float = 0.02) -> None:
+    """Poll ``predicate()`` until true; fail with ``what`` after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=0.5).status_code < 500
+    except httpx.HTTPError:
+        return False
+
+
+@dataclass
+class ProcessServer:
+    """A server subprocess on a fixed loopback port that can be killed and started again."""
+
+    argv: list[str]
+    port: int
+    ready_path: str
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        """Start it and wait until it answers."""
+        self.process = subprocess.Popen(
+            self.argv,
+            env={**os.environ, **self.env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_until(lambda: _answers(self.url + self.ready_path), timeout, f"{self.url} up")
+
+    def kill(self) -> None:
+        """SIGKILL it and reap it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+def openai_server(port: int | None = None) -> ProcessServer:
+    """The fake OpenAI-compatible endpoint (not started)."""
+    port = port or free_port()
+    argv = [PYTHON, str(HERE / "pipeline_helpers.py"), "serve", "--port", str(port)]
+    return ProcessServer(argv, port, "/health")
+
+
+def moto_server(recording: Path, port: int | None = None) -> ProcessServer:
+    """moto's standalone S3 server recording every request, so a restart can replay its state."""
+    port = port or free_port()
+    argv = [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    env = {**S3_ENV, "MOTO_ENABLE_RECORDING": "1", "MOTO_RECORDER_FILEPATH": str(recording)}
+    return ProcessServer(argv, port, "/moto-api/", env)
+
+
+def restore_moto(server: ProcessServer) -> None:
+    """Replay the recording into a restarted moto (its state is in memory only)."""
+    httpx.post(server.url + "/moto-api/recorder/replay-recording", timeout=60).raise_for_status()
+
+
+def set_mode(server: ProcessServer, mode: str) -> None:
+    """Tell the fake endpoint how to behave."""
+    httpx.post(server.url + "/_control", json={"mode": mode}, timeout=5).raise_for_status()
+
+
+def write_prompts(path: Path, count: int, bad_lines: dict[int, str] | None = None) -> Path:
+    """Write ``count`` prompt lines (alternating chat and completion), some replaced by bad ones."""
+    bad_lines = bad_lines or {}
+    with open(path, "w") as handle:
+        for index in range(count):
+            if index in bad_lines:
+                handle.write(bad_lines[index] + "\n")
+            elif index % 2:
+                handle.write(json.dumps({"prompt": f"p{index}"}) + "\n")
+            else:
+                handle.write(json.dumps({"messages": [{"role": "user", "content": f"m{index}"}]}))
+                handle.write("\n")
+    return path
+
+
+def read_shards(out_dir: Path) -> Iterator[dict[str, object]]:
+    """Every record of every final shard in ``out_dir``."""
+    for path in sorted(out_dir.glob("shard-*.jsonl")):
+        with open(path) as handle:
+            for line in handle:
+                yield json.loads(line)
+
+
+def _serve(port: int) -> None:
+    import asyncio
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    state = {"mode": "ok", "requests": 0}
+
+    async def control(request: Request) -> Response:
+        state["mode"] = (await request.json())["mode"]
+        return JSONResponse(state)
+
+    async def stats(request: Request) -> Response:
+        return JSONResponse(state)
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=503 if state["mode"] == "down503" else 200)
+
+    async def complete(request: Request) -> Response:
+        state["requests"] = int(state["requests"]) + 1
+        mode = state["mode"]
+        if mode == "hang":
+            await asyncio.sleep(3600)
+        if mode in ("fail500", "down503"):
+            return JSONResponse({"error": "boom"}, status_code=500 if mode == "fail500" else 503)
+        if mode == "fail400":
+            return JSONResponse({"error": "bad prompt"}, status_code=400)
+        body = await request.json()
+        text = f"echo {json.dumps(body.get('messages') or body.get('prompt'))}"
+        choice: dict[str, object] = {"index": 0, "finish_reason": "stop"}
+        if request.url.path.endswith("/chat/completions"):
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        usage = {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+        return JSONResponse({"choices": [choice], "usage": usage})
+
+    app = Starlette(
+        routes=[
+            Route("/_control", control, methods=["POST"]),
+            Route("/_stats", stats),
+            Route("/health", health),
+            Route("/v1/chat/completions", complete, methods=["POST"]),
+            Route("/v1/completions", complete, methods=["POST"]),
+        ]
+    )
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "serve" and sys.argv[2] == "--port":
+        _serve(int(sys.argv[3]))
+    else:
+        raise SystemExit("usage: pipeline_helpers.py serve --port PORT")

@@ -1,0 +1,311 @@
+"""Dispatch prompts to the fleet: bounded in flight per server, least-loaded, health aware.
+
+One shared ``httpx.AsyncClient`` (pool sized to the total concurrency) carries every request. A
+server that refuses connections, answers 5xx/429 or times out is marked down: it gets no new work,
+its other in-flight requests are cancelled and go back to the front of the queue (they are
+retried elsewhere at once; a connection failure is the server's fault, not the prompt's, so it
+does not use up the prompt's retries), and a background probe polls ``GET /health`` with backoff
+until it answers 200. Errors that may be the prompt's (4xx, a malformed answer, 5xx, timeouts)
+count against ``max_retries``, with exponential backoff; past that the prompt is reported failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import httpx
+
+from tui.pipeline.prompts import PromptFile, request_for
+
+_HEADERS = {"content-type": "application/json"}
+
+ResultSink = Callable[[int, bytes, int], None]
+"""on_result(index, record line, completion tokens)."""
+FailureSink = Callable[[int, str, int], None]
+"""on_failed(index, reason, attempts)."""
+
+
+@dataclass(slots=True)
+class ServerState:
+    """Live dispatch state of one server (mutable; the status document copies it)."""
+
+    url: str
+    """Base URL, no trailing slash."""
+    capacity: int
+    """Most requests in flight at once."""
+    in_flight: int = 0
+    """Requests outstanding now."""
+    healthy: bool = False
+    """Whether it gets new work."""
+    done: int = 0
+    """Requests it completed in this run."""
+    failed: int = 0
+    """Attempts that failed on it."""
+    output_tokens: int = 0
+    """Completion tokens it produced in this run."""
+    last_error: str = ""
+    """Why it was last marked down."""
+    tasks: dict[asyncio.Task[None], int] = field(default_factory=dict)
+    """In-flight request tasks and their prompt index."""
+    probe: asyncio.Task[None] | None = None
+    """The running health probe, if any."""
+
+
+class Dispatcher:
+    """Sends every pending prompt until each has a result or is recorded as failed."""
+
+    def __init__(
+        self,
+        urls: list[str],
+        prompts: PromptFile,
+        *,
+        per_server_inflight: int,
+        model: str,
+        max_tokens: int,
+        max_retries: int,
+        on_result: ResultSink,
+        on_failed: FailureSink,
+        request_timeout: float = 600.0,
+    ) -> None:
+        """Args: see the attribute names; urls are base URLs of OpenAI-compatible servers."""
+        self.servers = [ServerState(url.rstrip("/"), per_server_inflight) for url in urls]
+        """One state per server."""
+        self._prompts = prompts
+        self._model = model
+        self._max_tokens = max_tokens
+        self._max_retries = max_retries
+        self._on_result = on_result
+        self._on_failed = on_failed
+        total = per_server_inflight * len(urls)
+        self._client = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=total, max_keepalive_connections=total),
+            timeout=httpx.Timeout(request_timeout, connect=5.0),
+        )
+        self._probe_client = httpx.AsyncClient(timeout=httpx.Timeout(2.0))
+        self._retry: collections.deque[int] = collections.deque()
+        self._fresh: Iterator[int] = iter(())
+        self._attempts: dict[int, int] = {}
+        self._unresolved = 0
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._delayed: set[asyncio.TimerHandle] = set()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests outstanding on all servers."""
+        return sum(s.in_flight for s in self.servers)
+
+    def start_probes(self) -> None:
+        """Probe every server's /health in the background; each becomes healthy on a 200."""
+        for server in self.servers:
+            self._ensure_probe(server)
+
+    async def wait_any_healthy(self, deadline_s: float) -> bool:
+        """Wait until some server is healthy or the deadline passes; True when one is."""
+        end = time.monotonic() + deadline_s
+        while not any(s.healthy for s in self.servers):
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=min(remaining, 0.5))
+        return True
+
+    async def run(self, pending: Iterator[int], count: int) -> None:
+        """Dispatch ``count`` prompts from ``pending`` until all are resolved or stop() is called.
+
+        Args:
+            pending: the indices to generate, lazily (each is used once).
+            count: how many it yields.
+        """
+        self._fresh = pending
+        self._unresolved = count
+        while not self._stopping and self._unresolved > 0:
+            server = self._pick()
+            index = self._next_index() if server is not None else None
+            if server is None or index is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            server.in_flight += 1
+            task = asyncio.create_task(self._send(server, index))
+            server.tasks[task] = index
+
+    def stop(self) -> None:
+        """Stop dispatching and cancel every in-flight request (their prompts stay undone)."""
+        self._stopping = True
+        for handle in self._delayed:
+            handle.cancel()
+        for server in self.servers:
+            for task in list(server.tasks):
+                server.tasks.pop(task, None)
+                server.in_flight -= 1
+                task.cancel()
+            if server.probe is not None:
+                server.probe.cancel()
+        self._wake.set()
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients."""
+        await self._client.aclose()
+        await self._probe_client.aclose()
+
+    def _pick(self) -> ServerState | None:
+        best: ServerState | None = None
+        for server in self.servers:
+            free = server.healthy and server.in_flight < server.capacity
+            if free and (best is None or server.in_flight < best.in_flight):
+                best = server
+        return best
+
+    def _next_index(self) -> int | None:
+        if self._retry:
+            return self._retry.popleft()
+        return next(self._fresh, None)
+
+    def _requeue(self, index: int, delay: float) -> None:
+        if self._stopping:
+            return
+        if delay <= 0:
+            self._retry.appendleft(index)
+            self._wake.set()
+            return
+        loop = asyncio.get_running_loop()
+
+        def due() -> None:
+            self._delayed.discard(handle)
+            self._retry.append(index)
+            self._wake.set()
+
+        handle = loop.call_later(delay, due)
+        self._delayed.add(handle)
+
+    async def _send(self, server: ServerState, index: int) -> None:
+        task = asyncio.current_task()
+        try:
+            prompt = self._prompts.read(index)
+            path, body = request_for(prompt, self._model, self._max_tokens)
+            started_at = time.time()
+            t0 = time.perf_counter()
+            try:
+                response = await self._client.post(
+                    server.url + path, content=body, headers=_HEADERS
+                )
+            except httpx.TimeoutException as exc:
+                self._attempt_failed(server, index, f"timeout: {type(exc).__name__}", down=True)
+                return
+            except httpx.TransportError as exc:
+                # The server is gone (killed, restarting): not the prompt's fault.
+                server.failed += 1
+                self._mark_down(server, f"{type(exc).__name__}: {exc}", exclude=task)
+                self._requeue(index, 0)
+                return
+            latency = time.perf_counter() - t0
+            status = response.status_code
+            if status != 200:
+                down = status >= 500 or status == 429
+                reason = f"HTTP {status}: {response.text[:200]}"
+                self._attempt_failed(server, index, reason, down=down, exclude=task)
+                return
+            try:
+                line, tokens = _record(index, response.content, server.url, started_at, latency)
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                self._attempt_failed(server, index, f"malformed response: {exc}", down=False)
+                return
+            server.done += 1
+            server.output_tokens += tokens
+            self._unresolved -= 1
+            self._on_result(index, line, tokens)
+        except asyncio.CancelledError:
+            pass  # marked down (its index was requeued) or stopping
+        finally:
+            # Whoever removes the task from server.tasks accounts for its slot (a task cancelled
+            # before it started never runs this block).
+            if task is not None and server.tasks.pop(task, None) is not None:
+                server.in_flight -= 1
+            self._wake.set()
+
+    def _attempt_failed(
+        self,
+        server: ServerState,
+        index: int,
+        reason: str,
+        *,
+        down: bool,
+        exclude: asyncio.Task[None] | None = None,
+    ) -> None:
+        server.failed += 1
+        if down:
+            self._mark_down(server, reason, exclude=exclude or asyncio.current_task())
+        attempts = self._attempts.get(index, 0) + 1
+        if attempts > self._max_retries:
+            self._attempts.pop(index, None)
+            self._unresolved -= 1
+            self._on_failed(index, f"{reason} (on {server.url})", attempts)
+            return
+        self._attempts[index] = attempts
+        self._requeue(index, min(0.05 * 2 ** (attempts - 1), 5.0))
+
+    def _mark_down(
+        self, server: ServerState, reason: str, exclude: asyncio.Task[None] | None
+    ) -> None:
+        server.last_error = reason
+        if server.healthy:
+            server.healthy = False
+            for task, index in list(server.tasks.items()):
+                if task is not exclude:
+                    server.tasks.pop(task, None)
+                    server.in_flight -= 1
+                    task.cancel()
+                    self._requeue(index, 0)
+        self._ensure_probe(server)
+
+    def _ensure_probe(self, server: ServerState) -> None:
+        if self._stopping or (server.probe is not None and not server.probe.done()):
+            return
+        server.probe = asyncio.create_task(self._probe(server))
+
+    async def _probe(self, server: ServerState) -> None:
+        delay = 0.05
+        while not self._stopping:
+            try:
+                response = await self._probe_client.get(server.url + "/health")
+                if response.status_code == 200:
+                    server.healthy = True
+                    self._wake.set()
+                    return
+                server.last_error = f"/health answered {response.status_code}"
+            except httpx.HTTPError as exc:
+                server.last_error = f"/health: {type(exc).__name__}"
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def _record(
+    index: int, content: bytes, server: str, started_at: float, latency: float
+) -> tuple[bytes, int]:
+    """Build one output record line from a completion response; returns (line, output tokens)."""
+    data = json.loads(content)
+    choice = data["choices"][0]
+    message = choice.get("message")
+    text = message["content"] if message is not None else choice["text"]
+    usage = data.get("usage") or {}
+    completion_tokens = int(usage.get("completion_tokens", 0))
+    record = {
+        "index": index,
+        "text": text,
+        "prompt_tokens": int(usage.get("prompt_tokens", 0)),
+        "completion_tokens": completion_tokens,
+        "server": server,
+        "started_at": round(started_at, 3),
+        "latency_s": round(latency, 4),
+        "finish_reason": choice.get("finish_reason"),
+    }
+    return json.dumps(record).encode() + b"\n", completion_tokens
