@@ -1,0 +1,269 @@
+"""Fixed-data builders and fakes for the console's tests (no clocks, no randomness)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
+from tui.gpu.snapshot import GpuProcess, GpuSnapshot
+from tui.pipeline.status import PipelineStatus, Rate, ServerShare
+from tui.ui.sources import Intent
+
+GIB = 1024**3
+T0 = 1_778_364_000.0
+"""A fixed 'now' (2026-05-09) every builder uses instead of the clock."""
+
+ALLOCATION_LINES = (
+    "[2026-05-09 22:18:20] Load weight end. type=Qwen3NextForCausalLM, dtype=torch.bfloat16, "
+    "avail mem=123.41 GB, mem usage=51.62 GB.",
+    "[2026-05-09 22:18:28] Mamba Cache is allocated. max_mamba_cache_size: 200, conv_state size: "
+    "0.55GB, ssm_state size: 28.27GB",
+    "[2026-05-09 22:18:28] KV Cache is allocated. #tokens: 798080, "
+    "K size: 24.36 GB, V size: 24.36 GB",
+    "[2026-05-09 22:18:34] max_total_num_tokens=798080, chunked_prefill_size=16384, "
+    "max_prefill_tokens=16384, max_running_requests=40, context_len=262144",
+)
+"""The seed's allocation lines, as a server snapshot carries them."""
+
+OOM_LINE = (
+    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+    "Current value: mem_fraction_static=0.95"
+)
+"""The failed server's last error."""
+
+LOG_LINES = (
+    "[2026-05-09 22:18:20] Load weight end. mem usage=51.62 GB.",
+    "[2026-05-09 22:18:34] max_total_num_tokens=798080, max_running_requests=40",
+    "[2026-05-09 22:18:40] The server is fired up and ready to roll!",
+    "[2026-05-09 22:19:01] Decode batch. #running-req: 40, #token: 431208, token usage: 0.54, "
+    "gen throughput (token/s): 1402.31, #queue-req: 12,",
+    "[2026-05-09 22:19:11] Decode batch. #running-req: 40, #token: 440112, token usage: 0.55, "
+    "gen throughput (token/s): 1398.77, #queue-req: 9,",
+    "[2026-05-09 22:19:20] Prefill batch. #new-seq: 2, #new-token: 8192, #cached-token: 0, "
+    "#running-req: 38, #queue-req: 7,",
+)
+"""A fixed log tail for the detail screen."""
+
+
+def gpu(index: int, *, used_gib: float = 120.0, util: float | None = 97.0) -> GpuSnapshot:
+    """An H200 reading with plausible numbers that depend only on ``index``."""
+    total = 143_771_000_832
+    used = int(used_gib * GIB)
+    return GpuSnapshot(
+        index=index,
+        name="NVIDIA H200",
+        uuid=f"GPU-0000000{index}-aaaa-bbbb-cccc-00000000000{index % 10}",
+        memory_total=total,
+        memory_used=used,
+        memory_free=total - used,
+        utilization_gpu=util,
+        utilization_memory=61.0,
+        temperature_c=58.0 + index,
+        power_w=610.0 + 5 * index,
+        power_limit_w=700.0,
+        sm_clock_mhz=1980,
+        mem_clock_mhz=3201,
+        processes=(GpuProcess(pid=4200 + index, used_bytes=used - GIB, name="python3"),),
+        source="sim",
+        taken_at=T0,
+    )
+
+
+def history(index: int, length: int = 40) -> tuple[float, ...]:
+    """A deterministic throughput history (a ramp with a dip) for GPU ``index``."""
+    return tuple(
+        1000.0 + 10 * ((i * (index + 3)) % 37) - (300 if 20 <= i < 24 else 0) for i in range(length)
+    )
+
+
+def ready_server(index: int, **changes: object) -> ServerSnapshot:
+    """A ready, loaded server on GPU ``index``; ``changes`` override fields."""
+    server = ServerSnapshot(
+        port=30000 + index,
+        state=ServerState.READY,
+        pid=4200 + index,
+        log_path=f"/workspace/logs/sglang_gpu{index}.log",
+        kv_tokens=798_080,
+        mamba_slots=200,
+        max_running_requested=None,
+        max_running_effective=64,
+        running=40,
+        queued=12 - index,
+        token_usage=0.54,
+        mamba_usage=0.2,
+        gen_throughput=1402.3 - index,
+        accept_len=2.71,
+        throughput_history=history(index),
+        allocation_lines=ALLOCATION_LINES,
+        ready_at=T0 - 600,
+        updated_at=T0,
+    )
+    return replace(server, **changes)  # type: ignore[arg-type]
+
+
+def seven_gpu_fleet() -> FleetSnapshot:
+    """The fixture fleet: capped (0), ready (1, 5), failed with OOM (2), starting (3), stale (4),
+    and a ready server whose GPU has no reading (6)."""
+    panels = [
+        GpuPanel(
+            0,
+            gpu(0),
+            ready_server(0, max_running_requested=64, max_running_effective=40, capped=True),
+        ),
+        GpuPanel(1, gpu(1), ready_server(1)),
+        GpuPanel(
+            2,
+            gpu(2, used_gib=3.1, util=0.0),
+            ready_server(
+                2,
+                state=ServerState.FAILED,
+                pid=None,
+                running=None,
+                queued=None,
+                token_usage=None,
+                mamba_usage=None,
+                gen_throughput=None,
+                throughput_history=(),
+                kv_tokens=None,
+                mamba_slots=None,
+                max_running_effective=None,
+                last_error=OOM_LINE,
+                error_reason="oom",
+            ),
+        ),
+        GpuPanel(
+            3,
+            gpu(3, used_gib=52.0, util=12.0),
+            ready_server(
+                3,
+                state=ServerState.STARTING,
+                phase="capturing CUDA graphs",
+                running=None,
+                queued=None,
+                token_usage=None,
+                mamba_usage=None,
+                gen_throughput=None,
+                throughput_history=(),
+            ),
+        ),
+        GpuPanel(4, gpu(4), ready_server(4, state=ServerState.STALE)),
+        GpuPanel(5, gpu(5), ready_server(5)),
+        GpuPanel(6, None, ready_server(6), gpu_note="NVML cannot read GPU 6 (no permission)"),
+    ]
+    return FleetSnapshot(panels=tuple(panels), gpu_source="simulated GPUs (7)", taken_at=T0)
+
+
+def fleet_of(count: int) -> FleetSnapshot:
+    """``count`` ready GPUs (for the layout tests)."""
+    panels = tuple(GpuPanel(i, gpu(i), ready_server(i)) for i in range(count))
+    return FleetSnapshot(panels=panels, gpu_source=f"simulated GPUs ({count})", taken_at=T0)
+
+
+def pipeline_status(
+    state: str = "running",
+    updated_at: float = T0,
+    tok_s: float = 3456.0,
+) -> PipelineStatus:
+    """A pipeline a third of the way through the seed's job."""
+    servers = tuple(
+        ServerShare(
+            url=f"http://127.0.0.1:{30000 + i}",
+            done=43_000 + 1000 * i,
+            failed=3 if i == 2 else 0,
+            in_flight=0 if i == 2 else 48,
+            healthy=i != 2,
+            output_tokens=9_000_000 + i,
+        )
+        for i in range(7)
+    )
+    return PipelineStatus(
+        schema=1,
+        state=state,
+        pid=9001,
+        started_at=T0 - 3 * 3600,
+        updated_at=updated_at,
+        total=913_786,
+        done=322_000,
+        failed=12,
+        in_flight=288,
+        rate_1m=Rate(60.0, 6.1, tok_s),
+        rate_10m=Rate(600.0, 5.9, 3300.0),
+        eta_s=(913_786 - 322_000) / 6.1,
+        servers=servers,
+    )
+
+
+@dataclass
+class FixedPoller:
+    """A FleetPoller that returns ``snapshot`` (tests may swap it) and counts its polls."""
+
+    snapshot: FleetSnapshot
+    polls: int = 0
+
+    async def poll(self) -> FleetSnapshot:
+        """Return the current fixed snapshot."""
+        self.polls += 1
+        return self.snapshot
+
+
+@dataclass
+class RecordingActions:
+    """A FleetActions fake that supports ``supported`` and records every call in order."""
+
+    supported: frozenset[Intent] = frozenset(Intent)
+    calls: list[tuple[str, tuple[object, ...]]] = field(default_factory=list)
+
+    def supports(self, intent: Intent) -> bool:
+        """Whether ``intent`` is in ``supported``."""
+        return intent in self.supported
+
+    async def kill(self, gpus: tuple[int, ...]) -> None:
+        self.calls.append(("kill", (gpus,)))
+
+    async def relaunch(self, gpus: tuple[int, ...]) -> None:
+        self.calls.append(("relaunch", (gpus,)))
+
+    async def apply_profile(self, name: str, gpus: tuple[int, ...]) -> None:
+        self.calls.append(("apply_profile", (name, gpus)))
+
+    async def rollback(self) -> None:
+        self.calls.append(("rollback", ()))
+
+    async def start_pipeline(self) -> None:
+        self.calls.append(("start_pipeline", ()))
+
+    async def stop_pipeline(self) -> None:
+        self.calls.append(("stop_pipeline", ()))
+
+    async def stop_fleet(self) -> None:
+        self.calls.append(("stop_fleet", ()))
+
+
+def fixed_log_tail(path: Path, max_lines: int) -> list[str]:
+    """A LogTail returning ``LOG_LINES`` whatever the path."""
+    return list(LOG_LINES)[-max_lines:]
+
+
+def make_app(
+    fleet: FleetSnapshot | None = None,
+    *,
+    actions: RecordingActions | None = None,
+    status: PipelineStatus | None = None,
+    marks: tuple[float, ...] = (),
+    profile: str | None = None,
+    poll_interval_s: float = 3600.0,
+) -> object:
+    """A FleetApp on fixed data. A long poll interval keeps each test to its first reading."""
+    from tui.ui.app import FleetApp
+
+    return FleetApp(
+        FixedPoller(fleet if fleet is not None else seven_gpu_fleet()),
+        actions=actions if actions is not None else RecordingActions(),
+        status_reader=lambda path: status,
+        status_path=Path("/nonexistent/status.json"),
+        log_tail=fixed_log_tail,
+        retune_marks=lambda: list(marks),
+        profile=profile,
+        poll_interval_s=poll_interval_s,
+    )

@@ -1,0 +1,236 @@
+"""``FleetApp``: wires the sources to the screens, runs the polls, performs the intents."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import Worker, WorkerState
+
+from tui import paths
+from tui.fleet.snapshot import FleetSnapshot
+from tui.ui.commands import BindingCommands
+from tui.ui.detail.detail_screen import DetailScreen
+from tui.ui.help_screen import HelpScreen
+from tui.ui.main_screen import MainScreen
+from tui.ui.messages import (
+    ApplyProfileRequested,
+    FleetUpdated,
+    KillRequested,
+    PanelOpened,
+    PipelineStartRequested,
+    PipelineStatusRead,
+    PipelineStopRequested,
+    RelaunchRequested,
+    RollbackRequested,
+)
+from tui.ui.quit_screen import QuitChoice, QuitScreen
+from tui.ui.sources import (
+    FleetActions,
+    FleetPoller,
+    Intent,
+    LogTail,
+    NoActions,
+    RetuneMarks,
+    StatusReader,
+    no_retune_marks,
+    read_pipeline_status,
+    tail_file,
+)
+
+FLEET_POLL = "fleet-poll"
+"""Worker group of the fleet poll."""
+PIPELINE_READ = "pipeline-status"
+"""Worker group of the status document read."""
+ACTIONS = "actions"
+"""Worker group of backend operations."""
+
+
+class FleetApp(App[None]):
+    """The console. Every source is a constructor argument, so tests and the demo inject theirs."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "gpufleet"
+    COMMANDS = App.COMMANDS | {BindingCommands}
+    BINDINGS = [
+        Binding("question_mark", "help", "Keys", id="app.help", key_display="?"),
+        Binding("q", "request_quit", "Quit", id="app.quit"),
+    ]
+
+    def __init__(
+        self,
+        poller: FleetPoller,
+        *,
+        actions: FleetActions | None = None,
+        status_reader: StatusReader = read_pipeline_status,
+        status_path: Path | None = None,
+        log_tail: LogTail = tail_file,
+        retune_marks: RetuneMarks = no_retune_marks,
+        profile: str | None = None,
+        poll_interval_s: float = 1.0,
+    ) -> None:
+        """Args:
+        poller: Gives one fleet snapshot per call (``FleetMonitor``).
+        actions: The backend for operations; None supports nothing yet.
+        status_reader: Reads the pipeline status document (blocking, run in a thread).
+        status_path: The status document; defaults to ``paths.pipeline_status_file()``.
+        log_tail: Reads the newest lines of a log (blocking, run in a thread).
+        retune_marks: Retune timestamps from the journal (blocking, run in a thread).
+        profile: Profile named on the command line (offered by the tune key).
+        poll_interval_s: Seconds from the end of one poll to the start of the next.
+        """
+        super().__init__()
+        self.poller = poller
+        """The fleet source."""
+        self.actions: FleetActions = actions or NoActions()
+        """The backend."""
+        self.status_reader = status_reader
+        """The status document source."""
+        self.status_path = status_path or paths.pipeline_status_file()
+        """Where the status document is."""
+        self.log_tail = log_tail
+        """The log source for the detail screen."""
+        self.retune_marks = retune_marks
+        """The journal's retune timestamps."""
+        self.profile = profile
+        """The profile from the command line."""
+        self.poll_interval_s = poll_interval_s
+        """Seconds between polls."""
+        self.main_screen = MainScreen(self.actions, profile)
+        """The grid screen (the app's base screen)."""
+
+    def get_default_screen(self) -> MainScreen:
+        """The grid is the base screen."""
+        return self.main_screen
+
+    def on_mount(self) -> None:
+        """Start both polls; each re-arms itself when it finishes, so none ever overlaps."""
+        self.poll_fleet()
+        self.read_pipeline()
+
+    # --- polls -----------------------------------------------------------------------------
+
+    @work(exclusive=True, group=FLEET_POLL, exit_on_error=False)
+    async def poll_fleet(self) -> None:
+        """Take one fleet snapshot (the monitor keeps blocking work off the loop) and post it."""
+        self.post_message(FleetUpdated(await self.poller.poll()))
+
+    @work(thread=True, exclusive=True, group=PIPELINE_READ, exit_on_error=False)
+    def read_pipeline(self) -> None:
+        """Read the status document and the retune marks in a thread and post them."""
+        status = self.status_reader(self.status_path)
+        marks = tuple(sorted(self.retune_marks()))
+        self.post_message(PipelineStatusRead(status, marks))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Re-arm a poll when the previous one finished; report failures without stopping."""
+        group = event.worker.group
+        if event.state is WorkerState.ERROR:
+            self.log.error(f"{group} failed: {event.worker.error!r}")
+            if group == ACTIONS:
+                self.notify(str(event.worker.error), title="Operation failed", severity="error")
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
+            return
+        if group == FLEET_POLL:
+            self.set_timer(self.poll_interval_s, self.poll_fleet)
+        elif group == PIPELINE_READ:
+            self.set_timer(self.poll_interval_s, self.read_pipeline)
+
+    def on_fleet_updated(self, message: FleetUpdated) -> None:
+        """Hand the snapshot down to every screen that shows the fleet."""
+        self.main_screen.fleet = message.snapshot
+        for screen in self.screen_stack:
+            if isinstance(screen, DetailScreen):
+                screen.fleet = message.snapshot
+
+    def on_pipeline_status_read(self, message: PipelineStatusRead) -> None:
+        """Hand the reading to the main screen, which keeps the hour of history."""
+        self.main_screen.record_pipeline(message.status, message.retune_marks)
+
+    @property
+    def fleet(self) -> FleetSnapshot:
+        """The newest snapshot."""
+        return self.main_screen.fleet
+
+    # --- screens ---------------------------------------------------------------------------
+
+    def on_panel_opened(self, message: PanelOpened) -> None:
+        """Open the detail of a panel."""
+        self.push_screen(DetailScreen(message.gpu, self.fleet, self.actions, self.log_tail))
+
+    def action_help(self) -> None:
+        """Show every key."""
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(
+            HelpScreen(
+                [
+                    ("Everywhere", self.BINDINGS),
+                    ("Grid", MainScreen.BINDINGS),
+                    ("Detail", DetailScreen.BINDINGS),
+                ]
+            )
+        )
+
+    def action_request_quit(self) -> None:
+        """Ask what to do with the fleet, then quit (or not)."""
+        if isinstance(self.screen, QuitScreen):
+            return
+        can_stop = self.actions.supports(Intent.STOP_FLEET)
+        self.push_screen(QuitScreen(can_stop, len(self.fleet.panels)), self._quit_chosen)
+
+    async def _quit_chosen(self, choice: QuitChoice | None) -> None:
+        if choice is QuitChoice.STOP_FLEET:
+            try:
+                await self.actions.stop_fleet()
+            except Exception as error:  # the console must still close; say what went wrong
+                self.notify(str(error), title="Stopping the fleet failed", severity="error")
+                return
+            self.exit()
+        elif choice is QuitChoice.KEEP_FLEET:
+            self.exit()
+
+    # --- intents from the screens, performed by the backend ---------------------------------------
+
+    def _perform(self, what: str, operation: Callable[[], Awaitable[None]]) -> None:
+        async def run() -> None:
+            await operation()
+            self.notify(what, title="Done")
+
+        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
+
+    def on_kill_requested(self, message: KillRequested) -> None:
+        """Kill servers."""
+        self._perform(f"killed GPU {_gpus(message.gpus)}", lambda: self.actions.kill(message.gpus))
+
+    def on_relaunch_requested(self, message: RelaunchRequested) -> None:
+        """Relaunch servers."""
+        self._perform(
+            f"relaunched GPU {_gpus(message.gpus)}", lambda: self.actions.relaunch(message.gpus)
+        )
+
+    def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:
+        """Retune with a profile."""
+        self._perform(
+            f"applied {message.profile} to GPU {_gpus(message.gpus)}",
+            lambda: self.actions.apply_profile(message.profile, message.gpus),
+        )
+
+    def on_rollback_requested(self, message: RollbackRequested) -> None:
+        """Roll back."""
+        self._perform("rolled back", self.actions.rollback)
+
+    def on_pipeline_start_requested(self, message: PipelineStartRequested) -> None:
+        """Start the pipeline."""
+        self._perform("pipeline started", self.actions.start_pipeline)
+
+    def on_pipeline_stop_requested(self, message: PipelineStopRequested) -> None:
+        """Stop the pipeline."""
+        self._perform("pipeline stopped", self.actions.stop_pipeline)
+
+
+def _gpus(gpus: tuple[int, ...]) -> str:
+    return ", ".join(str(gpu) for gpu in gpus)

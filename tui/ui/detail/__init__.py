@@ -1,0 +1,1 @@
+"""The detail screen of one GPU and its server."""

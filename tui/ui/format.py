@@ -1,0 +1,76 @@
+"""Small text formatters shared by the panels, the detail screen and the generation pane.
+
+Pure functions of their arguments (no clock, no Textual), so snapshots stay deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+GIB = 1024**3
+SPARK_CHARS = "▁▂▃▄▅▆▇█"
+NA = "–"
+
+
+def gib(value: int | None) -> str:
+    """Bytes as GiB with one decimal, or a dash."""
+    return NA if value is None else f"{value / GIB:.1f}"
+
+
+def pct(value: float | None, scale: float = 1.0) -> str:
+    """A percentage with no decimals; ``scale=100`` for 0..1 fractions."""
+    return NA if value is None else f"{value * scale:.0f}%"
+
+
+def num(value: float | int | None, decimals: int = 0) -> str:
+    """A number with thousands separators, or a dash."""
+    if value is None:
+        return NA
+    return f"{value:,.{decimals}f}"
+
+
+def short_num(value: float | int | None) -> str:
+    """A number in at most 5 characters: 798080 -> '798k', 1234.5 -> '1235'."""
+    if value is None:
+        return NA
+    if abs(value) >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    if abs(value) >= 10_000:
+        return f"{value / 1000:.0f}k"
+    return f"{value:.0f}"
+
+
+def bar(fraction: float, width: int) -> str:
+    """A horizontal bar of ``width`` cells, filled to ``fraction`` (clamped to 0..1)."""
+    width = max(0, width)
+    filled = round(min(1.0, max(0.0, fraction)) * width)
+    return "█" * filled + "░" * (width - filled)
+
+
+def spark(values: Sequence[float], width: int) -> str:
+    """The newest ``width`` values as block characters scaled from 0 to their maximum."""
+    recent = list(values)[-width:] if width > 0 else []
+    if not recent:
+        return ""
+    top = max(recent)
+    if top <= 0:
+        return SPARK_CHARS[0] * len(recent)
+    last = len(SPARK_CHARS) - 1
+    return "".join(SPARK_CHARS[round(v / top * last)] for v in recent)
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as '1d 02h', '3h 05m', '4m 09s' or '12s'; a dash when unknown."""
+    if seconds is None or seconds < 0:
+        return NA
+    total = int(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours:02d}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"

@@ -1,0 +1,1 @@
+"""The grid of GPU panels."""

@@ -1,0 +1,69 @@
+"""The grid of GPU panels: 1-16 GPUs, columns computed from the room it has on every resize."""
+
+from __future__ import annotations
+
+from textual import events
+from textual.containers import ScrollableContainer
+from textual.reactive import reactive
+
+from tui.fleet.snapshot import FleetSnapshot
+from tui.ui.grid.gpu_panel import GpuPanelView
+from tui.ui.grid.layout import GridShape, choose_shape
+
+
+class GpuGrid(ScrollableContainer, can_focus=False):
+    """Panels in GPU order. The screen binds ``fleet`` and ``selected``; the grid hands each
+    panel its part (attributes down)."""
+
+    DEFAULT_CSS = """
+    GpuGrid {
+        layout: grid;
+        grid-size: 3;
+        grid-rows: 1fr;
+        height: 1fr;
+    }
+    GpuGrid.-overflow {
+        grid-rows: 5;
+    }
+    """
+
+    fleet: reactive[FleetSnapshot] = reactive(FleetSnapshot, always_update=True)
+    """The whole fleet; bound to the screen's ``fleet``."""
+    selected: reactive[int] = reactive(0)
+    """GPU index of the selected panel; bound to the screen's ``selected``."""
+    shape: reactive[GridShape] = reactive(GridShape(columns=3, rows=3, full=False, fits=True))
+    """The arrangement in use (recomputed on resize and when the GPU count changes)."""
+
+    @property
+    def gpu_indices(self) -> tuple[int, ...]:
+        """GPU index of each panel, in display order."""
+        return tuple(panel.gpu_index for panel in self.fleet.panels)
+
+    async def watch_fleet(self, fleet: FleetSnapshot) -> None:
+        """Rebuild the panels when the set of GPUs changed, then hand each its part."""
+        views = list(self.query_children(GpuPanelView))
+        wanted = tuple(p.gpu_index for p in fleet.panels)
+        if tuple(view.gpu_index for view in views) != wanted:
+            await self.remove_children()
+            views = [GpuPanelView(index, id=f"gpu-{index}") for index in wanted]
+            await self.mount_all(views)
+            self._reshape()
+        for view, panel in zip(views, fleet.panels, strict=True):
+            view.panel = panel
+            view.selected = panel.gpu_index == self.selected
+
+    def watch_selected(self, selected: int) -> None:
+        """Move the selection border."""
+        for view in self.query_children(GpuPanelView):
+            view.selected = view.gpu_index == selected
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Recompute the columns for the new size."""
+        self._reshape()
+
+    def _reshape(self) -> None:
+        count = len(self.fleet.panels)
+        shape = choose_shape(count, self.size.width, self.size.height)
+        self.shape = shape
+        self.styles.grid_size_columns = shape.columns
+        self.set_class(not shape.fits, "-overflow")

@@ -1,0 +1,200 @@
+"""One GPU and the server on it, in a bordered panel that adapts to the room it gets."""
+
+from __future__ import annotations
+
+from textual import events
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from tui.fleet.snapshot import GpuPanel, ServerSnapshot, ServerState
+from tui.gpu.snapshot import GpuSnapshot
+from tui.ui.format import NA, bar, gib, num, pct, short_num, spark
+from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
+from tui.ui.messages import PanelOpened, PanelSelected
+
+STATE_STYLE: dict[ServerState, str] = {
+    ServerState.ABSENT: "$text-muted",
+    ServerState.STARTING: "$warning",
+    ServerState.READY: "$success",
+    ServerState.FAILED: "bold $error",
+    ServerState.STOPPED: "$text-muted",
+    ServerState.STALE: "$warning",
+    ServerState.STOPPING: "$warning",
+}
+"""Theme colour of each server state word."""
+
+
+def max_running(server: ServerSnapshot) -> Content:
+    """Effective max running requests, marked in $warning with the requested value when capped."""
+    effective = num(server.max_running_effective)
+    if server.capped and server.max_running_requested is not None:
+        return Content.styled(f"{effective} (cap {server.max_running_requested})", "$warning")
+    return Content(effective)
+
+
+def state_line(panel: GpuPanel) -> Content:
+    """State word (with startup phase), port and pid."""
+    server = panel.server
+    if server is None:
+        return Content.styled("no server", "$text-muted")
+    word = server.state.value
+    if server.state is ServerState.STARTING and server.phase:
+        word = f"{word}: {server.phase}"
+    pid = NA if server.pid is None else str(server.pid)
+    return Content.assemble((word, STATE_STYLE[server.state]), f"  :{server.port} pid {pid}")
+
+
+def gpu_lines(gpu: GpuSnapshot | None, note: str, width: int, full: bool) -> list[Content]:
+    """Memory, utilisation, temperature and power; the note when there is no reading."""
+    if gpu is None:
+        return [Content.styled(note or "no GPU reading", "$text-muted")]
+    used, total = gib(gpu.memory_used), gib(gpu.memory_total)
+    power = NA if gpu.power_w is None else f"{gpu.power_w:.0f}"
+    temp = NA if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
+    if not full:
+        head = f"{gpu.memory_used / 2**30:.0f}/{gpu.memory_total / 2**30:.0f}G"
+        return [Content(f"{head} {pct(gpu.utilization_gpu)} {temp} {power}W")]
+    label = f" {used}/{total} GiB"
+    mem_bar = bar(gpu.memory_fraction, max(4, width - 4 - len(label)))
+    limit = "" if gpu.power_limit_w is None else f"/{gpu.power_limit_w:.0f}"
+    return [
+        Content.assemble("mem ", (mem_bar, "$accent"), label),
+        Content(f"util {pct(gpu.utilization_gpu)}  {temp}  {power}{limit} W"),
+    ]
+
+
+def error_line(server: ServerSnapshot | None) -> Content | None:
+    """The last error in $error, prefixed with its reason; None when there is none."""
+    if server is None or not server.last_error:
+        return None
+    reason = f"{server.error_reason.upper()}: " if server.error_reason else ""
+    return Content.styled(f"{reason}{server.last_error}", "$error")
+
+
+def gen_line(server: ServerSnapshot, width: int, full: bool) -> Content:
+    """Generation tok/s and a sparkline of its recent history filling the rest of the line."""
+    label = (
+        f"gen {num(server.gen_throughput, 1)} tok/s "
+        if full
+        else (f"{short_num(server.gen_throughput)} t/s ")
+    )
+    return Content.assemble(
+        label, (spark(server.throughput_history, width - len(label)), "$success")
+    )
+
+
+def full_lines(panel: GpuPanel, width: int) -> list[Content]:
+    """Every number, one topic per line (about nine lines)."""
+    lines = [state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=True)]
+    server = panel.server
+    if server is not None:
+        lines += [
+            Content(f"KV {num(server.kv_tokens)} tok  mamba {num(server.mamba_slots)} slots"),
+            Content.assemble("max running ", max_running(server)),
+            Content(f"running {num(server.running)}  queued {num(server.queued)}"),
+            Content(f"token {pct(server.token_usage, 100)}  mamba {pct(server.mamba_usage, 100)}"),
+            gen_line(server, width, full=True),
+        ]
+    error = error_line(server)
+    if error is not None:
+        lines.append(error)
+    return lines
+
+
+def compact_lines(panel: GpuPanel, width: int, height: int) -> list[Content]:
+    """The essential numbers, most important first, cut to ``height`` lines."""
+    lines = [state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=False)]
+    server = panel.server
+    error = error_line(server)
+    if error is not None:
+        lines.append(error)
+        # a failed server has no load lines: let its error use the room they would have taken
+        spare = height - len(lines) - (0 if server is None or server.running is None else 3)
+        text = error.plain[width:]
+        while spare > 0 and text:
+            lines.append(Content.styled(text[:width], "$error"))
+            text, spare = text[width:], spare - 1
+    if server is not None and (server.running is not None or server.gen_throughput is not None):
+        limit = (
+            Content.styled(
+                f"/{num(server.max_running_effective)} (cap {server.max_running_requested})",
+                "$warning",
+            )
+            if server.capped
+            else Content(f"/{num(server.max_running_effective)}")
+        )
+        lines.append(
+            Content.assemble(f"run {num(server.running)}", limit, f" q{num(server.queued)}")
+        )
+        lines.append(gen_line(server, width, full=False))
+    if server is not None and server.kv_tokens is not None:
+        lines.append(
+            Content(
+                f"kv {short_num(server.kv_tokens)} m{num(server.mamba_slots)} "
+                f"tok {pct(server.token_usage, 100)}"
+            )
+        )
+    return lines[:height]
+
+
+class GpuPanelView(Widget):
+    """A panel of the grid. The grid sets ``panel`` and ``selected``; clicks post messages up."""
+
+    DEFAULT_CSS = """
+    GpuPanelView {
+        border: round $panel-lighten-2;
+        border-title-color: $text;
+        border-title-style: bold;
+        height: 1fr;
+        width: 1fr;
+        padding: 0 0;
+    }
+    GpuPanelView.-selected {
+        border: heavy $accent;
+    }
+    GpuPanelView.-failed {
+        border-title-color: $error;
+    }
+    """
+
+    panel: reactive[GpuPanel | None] = reactive(None, layout=False)
+    """The GPU and server this panel shows."""
+    selected: reactive[bool] = reactive(False)
+    """Whether this is the selected panel (keyboard focus of the grid)."""
+
+    def __init__(self, gpu_index: int, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.gpu_index = gpu_index
+        """The GPU this panel is for; fixed for the panel's life."""
+
+    def watch_panel(self, panel: GpuPanel | None) -> None:
+        """Retitle and restyle when the data changes."""
+        name = "" if panel is None or panel.gpu is None else f" · {panel.gpu.name}"
+        self.border_title = f"GPU {self.gpu_index}{name}"
+        failed = (
+            panel is not None
+            and panel.server is not None
+            and (panel.server.state is ServerState.FAILED)
+        )
+        self.set_class(failed, "-failed")
+
+    def watch_selected(self, selected: bool) -> None:
+        """Mark the selection with the border."""
+        self.set_class(selected, "-selected")
+
+    def render(self) -> Content:
+        """Full layout when there is room, else the compact one; every line cropped to the width."""
+        if self.panel is None:
+            return Content.styled("waiting for the first reading", "$text-muted")
+        width, height = self.size.width, self.size.height
+        full = width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
+        lines = full_lines(self.panel, width) if full else compact_lines(self.panel, width, height)
+        return Content("\n").join(line.truncate(width) for line in lines[:height])
+
+    def on_click(self, event: events.Click) -> None:
+        """A click selects this panel; a double click opens its detail."""
+        event.stop()
+        self.post_message(PanelSelected(self.gpu_index))
+        if event.chain == 2:
+            self.post_message(PanelOpened(self.gpu_index))

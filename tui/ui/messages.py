@@ -1,0 +1,95 @@
+"""Messages that cross widgets: data flowing in from workers, intents flowing up from panels."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from tui.fleet.snapshot import FleetSnapshot
+from tui.pipeline.status import PipelineStatus
+
+
+class FleetUpdated(Message):
+    """A new fleet snapshot arrived from the poll worker."""
+
+    def __init__(self, snapshot: FleetSnapshot) -> None:
+        self.snapshot = snapshot
+        """The snapshot."""
+        super().__init__()
+
+    def can_replace(self, message: Message) -> bool:
+        """A newer snapshot makes an older one still in the queue worthless."""
+        return isinstance(message, FleetUpdated)
+
+
+class PipelineStatusRead(Message):
+    """A new reading of the pipeline status document (None when absent) and the retune marks."""
+
+    def __init__(self, status: PipelineStatus | None, retune_marks: tuple[float, ...]) -> None:
+        self.status = status
+        """The document, or None when there is none."""
+        self.retune_marks = retune_marks
+        """time.time() of each retune in the journal."""
+        super().__init__()
+
+    def can_replace(self, message: Message) -> bool:
+        """Only the newest reading matters."""
+        return isinstance(message, PipelineStatusRead)
+
+
+class PanelSelected(Message):
+    """The user selected a GPU panel (click, arrows or digits)."""
+
+    def __init__(self, gpu: int) -> None:
+        self.gpu = gpu
+        """GPU index of the panel."""
+        super().__init__()
+
+
+class PanelOpened(Message):
+    """The user asked for a panel's detail (Enter or double click)."""
+
+    def __init__(self, gpu: int) -> None:
+        self.gpu = gpu
+        """GPU index of the panel."""
+        super().__init__()
+
+
+class KillRequested(Message):
+    """The user confirmed killing the servers on ``gpus``."""
+
+    def __init__(self, gpus: tuple[int, ...]) -> None:
+        self.gpus = gpus
+        """GPU indices."""
+        super().__init__()
+
+
+class RelaunchRequested(Message):
+    """The user confirmed relaunching the servers on ``gpus``."""
+
+    def __init__(self, gpus: tuple[int, ...]) -> None:
+        self.gpus = gpus
+        """GPU indices."""
+        super().__init__()
+
+
+class ApplyProfileRequested(Message):
+    """The user confirmed retuning ``gpus`` with ``profile``."""
+
+    def __init__(self, profile: str, gpus: tuple[int, ...]) -> None:
+        self.profile = profile
+        """Profile name."""
+        self.gpus = gpus
+        """GPU indices."""
+        super().__init__()
+
+
+class RollbackRequested(Message):
+    """The user confirmed returning to the previous profile."""
+
+
+class PipelineStartRequested(Message):
+    """The user asked to start the generation pipeline."""
+
+
+class PipelineStopRequested(Message):
+    """The user confirmed stopping the generation pipeline."""

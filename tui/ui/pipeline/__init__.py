@@ -1,0 +1,1 @@
+"""The generation pane: the pipeline's progress, rates and ETA."""

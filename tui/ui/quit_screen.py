@@ -1,0 +1,102 @@
+"""Quitting the console: stop the fleet, keep it running (the default), or stay."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label
+
+
+class QuitChoice(StrEnum):
+    """The answers the quit screen can give."""
+
+    STOP_FLEET = "stop"
+    """Stop every server, then quit."""
+    KEEP_FLEET = "keep"
+    """Quit the console only; the fleet and the pipeline keep running."""
+    CANCEL = "cancel"
+    """Do not quit."""
+
+
+class QuitScreen(ModalScreen[QuitChoice]):
+    """Asks what should happen to the fleet when the console closes."""
+
+    DEFAULT_CSS = """
+    QuitScreen {
+        align: center middle;
+    }
+    QuitScreen > Vertical {
+        width: 70;
+        max-width: 100%;
+        height: auto;
+        border: thick $primary;
+        background: $surface;
+        padding: 1 2;
+    }
+    QuitScreen Horizontal {
+        height: auto;
+        margin-top: 1;
+    }
+    QuitScreen Button {
+        margin-right: 1;
+    }
+    """
+
+    BINDINGS = [
+        Binding("s", "choose('stop')", "Stop fleet and quit", id="quit.stop"),
+        Binding("k", "choose('keep')", "Keep fleet, quit", id="quit.keep"),
+        Binding("escape,c", "choose('cancel')", "Cancel", id="quit.cancel"),
+    ]
+
+    def __init__(self, can_stop_fleet: bool, server_count: int) -> None:
+        """Args:
+        can_stop_fleet: Whether the backend can stop the fleet (else that choice is disabled).
+        server_count: How many servers would be stopped, for the question.
+        """
+        super().__init__()
+        self.can_stop_fleet = can_stop_fleet
+        """Whether 'stop the fleet' is offered."""
+        self.server_count = server_count
+        """Servers that stopping would affect."""
+
+    def compose(self) -> ComposeResult:
+        """The question and the three choices; Keep is focused, so quitting stops nothing."""
+        with Vertical():
+            yield Label("Quit the console?", id="quit-title")
+            yield Label(
+                f"Stopping the fleet stops {self.server_count} servers; the pipeline then waits "
+                "for them. Keeping it leaves servers and pipeline running; reopen the console to "
+                "re-attach."
+            )
+            with Horizontal():
+                yield Button(
+                    "Stop fleet",
+                    variant="error",
+                    id="quit-stop",
+                    disabled=not self.can_stop_fleet,
+                )
+                yield Button("Keep running", variant="primary", id="quit-keep")
+                yield Button("Cancel", id="quit-cancel")
+
+    def on_mount(self) -> None:
+        """Focus the safe choice."""
+        self.query_one("#quit-keep", Button).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """'s' only when the backend can stop the fleet."""
+        if action == "choose" and parameters == ("stop",):
+            return self.can_stop_fleet or None
+        return True
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        """Dismiss with the pressed button's choice."""
+        choice = {"quit-stop": QuitChoice.STOP_FLEET, "quit-keep": QuitChoice.KEEP_FLEET}
+        self.dismiss(choice.get(event.button.id or "", QuitChoice.CANCEL))
+
+    def action_choose(self, choice: str) -> None:
+        """Dismiss with ``choice``."""
+        self.dismiss(QuitChoice(choice))

@@ -1,0 +1,185 @@
+"""The small protocols the console is built from, passed into ``FleetApp`` (tests swap them).
+
+None of these import Textual: the core implements them (``FleetMonitor`` satisfies ``FleetPoller``),
+tests implement them with fixed data and recording fakes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+from tui.fleet.snapshot import FleetSnapshot
+from tui.pipeline.status import PipelineStatus, read_status
+
+
+class FleetPoller(Protocol):
+    """Produces one fleet snapshot per call; ``tui.fleet.monitor.FleetMonitor`` satisfies it."""
+
+    async def poll(self) -> FleetSnapshot:
+        """Sample the fleet once. Must not block the event loop (the monitor uses threads)."""
+        ...
+
+
+class StatusReader(Protocol):
+    """Reads the pipeline status document. Blocking: the console calls it from a thread worker."""
+
+    def __call__(self, path: Path) -> PipelineStatus | None:
+        """Return the document at ``path``, or None when it is missing or malformed."""
+        ...
+
+
+class LogTail(Protocol):
+    """Returns the last lines of a log file. Blocking: called from a thread worker."""
+
+    def __call__(self, path: Path, max_lines: int) -> list[str]:
+        """Return at most ``max_lines`` of the newest lines of ``path`` (empty when unreadable)."""
+        ...
+
+
+class RetuneMarks(Protocol):
+    """Returns the time.time() of each retune (from the journal). Blocking: thread worker."""
+
+    def __call__(self) -> list[float]:
+        """Return retune timestamps, any order; empty when there is no journal."""
+        ...
+
+
+class Intent(StrEnum):
+    """Families of operations a backend may or may not support yet."""
+
+    KILL = "kill"
+    """Kill the server on one GPU or on all of them."""
+    RELAUNCH = "relaunch"
+    """Relaunch the server on one GPU or on all of them."""
+    TUNE = "tune"
+    """Open the tuning form and apply a profile."""
+    ROLLBACK = "rollback"
+    """Return to the previous profile."""
+    JOURNAL = "journal"
+    """Show the journal of applies and rollouts."""
+    PIPELINE = "pipeline"
+    """Start and stop the generation pipeline."""
+    STOP_FLEET = "stop_fleet"
+    """Stop every server (offered when quitting)."""
+
+
+class FleetActions(Protocol):
+    """Operations the console asks the core to perform; later work implements them.
+
+    The console only calls an operation whose intent ``supports`` says yes; the others are shown
+    disabled. Each coroutine runs in a console worker, so it may take its time (it must not block
+    the event loop: use ``asyncio.to_thread`` for blocking calls).
+    """
+
+    def supports(self, intent: Intent) -> bool:
+        """Whether this backend implements ``intent`` now."""
+        ...
+
+    async def kill(self, gpus: tuple[int, ...]) -> None:
+        """Stop the servers on ``gpus``."""
+        ...
+
+    async def relaunch(self, gpus: tuple[int, ...]) -> None:
+        """Stop (if running) and start the servers on ``gpus`` with the current profile."""
+        ...
+
+    async def apply_profile(self, name: str, gpus: tuple[int, ...]) -> None:
+        """Retune ``gpus`` with profile ``name``."""
+        ...
+
+    async def rollback(self) -> None:
+        """Return the fleet to the previous profile."""
+        ...
+
+    async def start_pipeline(self) -> None:
+        """Start the generation pipeline detached, so it outlives the console."""
+        ...
+
+    async def stop_pipeline(self) -> None:
+        """Stop the generation pipeline (it resumes from its done record when restarted)."""
+        ...
+
+    async def stop_fleet(self) -> None:
+        """Stop every server of the fleet."""
+        ...
+
+
+class NoActions:
+    """A backend that supports nothing: every operation key shows disabled."""
+
+    def supports(self, intent: Intent) -> bool:
+        """Nothing is supported."""
+        return False
+
+    async def kill(self, gpus: tuple[int, ...]) -> None:
+        """Unsupported."""
+        raise NotImplementedError("kill")
+
+    async def relaunch(self, gpus: tuple[int, ...]) -> None:
+        """Unsupported."""
+        raise NotImplementedError("relaunch")
+
+    async def apply_profile(self, name: str, gpus: tuple[int, ...]) -> None:
+        """Unsupported."""
+        raise NotImplementedError("apply_profile")
+
+    async def rollback(self) -> None:
+        """Unsupported."""
+        raise NotImplementedError("rollback")
+
+    async def start_pipeline(self) -> None:
+        """Unsupported."""
+        raise NotImplementedError("start_pipeline")
+
+    async def stop_pipeline(self) -> None:
+        """Unsupported."""
+        raise NotImplementedError("stop_pipeline")
+
+    async def stop_fleet(self) -> None:
+        """Unsupported."""
+        raise NotImplementedError("stop_fleet")
+
+
+def read_pipeline_status(path: Path) -> PipelineStatus | None:
+    """The default ``StatusReader``: the core's ``read_status``.
+
+    Args:
+        path: The status document.
+
+    Returns:
+        The parsed document, or None when missing or malformed.
+    """
+    return read_status(path)
+
+
+def tail_file(path: Path, max_lines: int) -> list[str]:
+    """The default ``LogTail``: the last ``max_lines`` lines, reading at most the last 1 MiB.
+
+    Args:
+        path: The log file.
+        max_lines: How many lines at most.
+
+    Returns:
+        The lines without their newlines; empty when the file cannot be read.
+    """
+    window = 1 << 20
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - window))
+            data = handle.read()
+    except OSError:
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if size > window and lines:
+        lines = lines[1:]  # the first line of the window is probably cut in the middle
+    return list(deque(lines, maxlen=max_lines))
+
+
+def no_retune_marks() -> list[float]:
+    """The default ``RetuneMarks`` until the journal exists: none."""
+    return []
