@@ -66,8 +66,9 @@ class FakeServer:
     async def effective(self) -> EffectiveValues:
         return self.script.effective
 
-    async def stop(self) -> None:
+    async def stop(self) -> tuple[int, ...]:
         self.stopped = True
+        return (self.pid,)
 
 
 class FakeTarget:

@@ -73,3 +73,8 @@ def profiles_dir() -> Path:
     if local.is_dir():
         return local
     return Path(__file__).resolve().parent.parent / "profiles"
+
+
+def running_profile_file() -> Path:
+    """Which profile each GPU runs now and ran before (JSON), for ``gpufleet apply --rollback``."""
+    return state_dir() / "running_profiles.json"

@@ -73,8 +73,8 @@ class LaunchedServer(Protocol):
         """Effective values from ``/server_info`` (empty record when unavailable)."""
         ...
 
-    async def stop(self) -> None:
-        """Stop the process group (SIGTERM, deadline, SIGKILL); return once it is gone."""
+    async def stop(self) -> tuple[int, ...]:
+        """Stop the process group (SIGTERM, deadline, SIGKILL); returns every pid it had."""
         ...
 
 

@@ -1,0 +1,76 @@
+"""Cumulative output tokens per GPU from each server's ``/metrics`` (``generation_tokens_total``).
+
+A counter, not the ``gen_throughput`` gauge: the difference of two readings is exactly the tokens
+produced between them, whatever the server's own averaging window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+
+import httpx
+
+COUNTER = "sglang:generation_tokens_total"
+"""SGLang's output-token counter (tokenizer-side; summed over its label sets)."""
+
+
+def parse_counter(text: str, name: str = COUNTER) -> float | None:
+    """Sum every sample of ``name`` in a Prometheus text exposition; None when absent."""
+    total: float | None = None
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        rest = line[len(name) :]
+        if rest and rest[0] not in " {":
+            continue  # another metric sharing the prefix
+        try:
+            value = (
+                float(line.rsplit(maxsplit=1)[-1])
+                if "}" not in rest
+                else float(rest.split("}", 1)[1].split()[0])
+            )
+        except (IndexError, ValueError):
+            continue
+        total = value + (total or 0.0)
+    return total
+
+
+class MetricsCounterProbe:
+    """Reads ``/metrics`` of each GPU's server (servers need ``--enable-metrics``).
+
+    Args:
+        ports: HTTP port of each GPU's server.
+        host: Their address.
+        client: Shared async client.
+        timeout: Seconds per request.
+    """
+
+    def __init__(
+        self,
+        ports: Mapping[int, int],
+        host: str,
+        client: httpx.AsyncClient,
+        timeout: float = 2.0,
+    ) -> None:
+        self._ports = dict(ports)
+        self._host = host
+        self._client = client
+        self._timeout = timeout
+
+    async def _one(self, gpu: int) -> float | None:
+        port = self._ports.get(gpu)
+        if port is None:
+            return None
+        try:
+            response = await self._client.get(
+                f"http://{self._host}:{port}/metrics", timeout=self._timeout
+            )
+        except httpx.HTTPError:
+            return None
+        return parse_counter(response.text) if response.status_code == 200 else None
+
+    async def counters(self, gpus: Sequence[int]) -> dict[int, float | None]:
+        """Every GPU's counter now, read in parallel; None where a server did not answer."""
+        values = await asyncio.gather(*(self._one(g) for g in gpus))
+        return dict(zip(gpus, values, strict=True))
