@@ -6,14 +6,15 @@ about 115 KB instead of seconds and tens of MB.
 
 File layout (all little-endian)::
 
-    header  b"GFDONE1\\n"
-    batch*  magic:u32  shard:u32  nruns:u32  crc32:u32  (start:u32 length:u32) * nruns
+    header  b"GFDONE2\n"
+    batch*  magic:u32  shard:u32  first_byte:u32  nbytes:u32  crc32:u32  bitmap[nbytes]
 
-One batch is appended, flushed and fsynced per shard, after that shard is durable; the crc covers
-shard, nruns and the runs. Indices are stored as runs because a shard's indices are mostly
-contiguous, which makes both the file and the load small. A torn last batch (a kill during the
-append) fails its length or crc check; it is ignored on load and cut off before the next append,
-and its shard counts as not committed.
+One batch is appended, flushed and fsynced per shard, after that shard is durable: the slice of
+the global bitmap that covers the shard's indices (bit i of byte k is index 8*(first_byte+k)+i).
+The crc covers everything after the magic except itself. Loading ORs each slice into one
+bitmap with big-int operations (C speed), so the cost does not depend on the completion order
+inside a shard. A torn last batch (a kill during the append) fails its length or crc check; it is
+ignored on load and cut off before the next append, and its shard counts as not committed.
 """
 
 from __future__ import annotations
@@ -24,51 +25,34 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-HEADER = b"GFDONE1\n"
-_BATCH = struct.Struct("<IIII")
+HEADER = b"GFDONE2\n"
+_BATCH = struct.Struct("<IIIII")
 _BATCH_MAGIC = 0xD0E5BA7C
-_RUN = struct.Struct("<II")
 
 
-def to_runs(indices: Iterable[int]) -> list[tuple[int, int]]:
-    """Collapse indices into sorted (start, length) runs.
-
-    Args:
-        indices: prompt indices, any order, no duplicates needed.
-
-    Returns:
-        Sorted, non-overlapping runs covering exactly the given indices.
-    """
-    runs: list[tuple[int, int]] = []
-    start = -2
-    length = 0
-    for index in sorted(set(indices)):
-        if index == start + length:
-            length += 1
-            continue
-        if length:
-            runs.append((start, length))
-        start, length = index, 1
-    if length:
-        runs.append((start, length))
-    return runs
+def _slice_of(indices: Iterable[int]) -> tuple[int, bytes]:
+    """The bitmap slice covering ``indices``: (first byte number, bytes)."""
+    values = list(indices)
+    if not values:
+        return 0, b""
+    first_byte = min(values) >> 3
+    base = first_byte << 3
+    nbytes = (max(values) >> 3) - first_byte + 1
+    piece = bytearray(nbytes)
+    for index in values:
+        offset = index - base
+        piece[offset >> 3] |= 1 << (offset & 7)
+    return first_byte, bytes(piece)
 
 
-def _set_range(bitmap: bytearray, start: int, length: int) -> None:
-    """Set bits [start, start+length) in a bitmap that is already large enough."""
-    end = start + length
-    first_full = (start + 7) >> 3
-    last_full = end >> 3
-    if first_full >= last_full:
-        # The run lies within one or two partial bytes: bit by bit is cheap enough.
-        for bit in range(start, end):
-            bitmap[bit >> 3] |= 1 << (bit & 7)
-        return
-    for bit in range(start, first_full << 3):
-        bitmap[bit >> 3] |= 1 << (bit & 7)
-    bitmap[first_full:last_full] = b"\xff" * (last_full - first_full)
-    for bit in range(last_full << 3, end):
-        bitmap[bit >> 3] |= 1 << (bit & 7)
+def _or_into(bitmap: bytearray, first_byte: int, piece: bytes | memoryview) -> None:
+    """OR ``piece`` into ``bitmap`` at ``first_byte``, growing the bitmap as needed."""
+    end = first_byte + len(piece)
+    if len(bitmap) < end:
+        bitmap.extend(bytes(end - len(bitmap)))
+    current = int.from_bytes(bitmap[first_byte:end], "little")
+    merged = current | int.from_bytes(piece, "little")
+    bitmap[first_byte:end] = merged.to_bytes(len(piece), "little")
 
 
 class DoneRecord:
@@ -104,28 +88,19 @@ class DoneRecord:
             raise ValueError(f"{path}: not a gpufleet done record (bad header)")
         view = memoryview(data)
         offset = len(HEADER)
-        batches: list[tuple[int, list[tuple[int, int]]]] = []
-        highest = 0
+        bitmap = bytearray()
+        shards: set[int] = set()
         while offset + _BATCH.size <= len(data):
-            magic, shard, nruns, crc = _BATCH.unpack_from(view, offset)
-            end = offset + _BATCH.size + nruns * _RUN.size
+            magic, shard, first_byte, nbytes, crc = _BATCH.unpack_from(view, offset)
+            end = offset + _BATCH.size + nbytes
             if magic != _BATCH_MAGIC or end > len(data):
                 break
-            body_crc = zlib.crc32(view[offset + 4 : offset + 12])
-            if zlib.crc32(view[offset + _BATCH.size : end], body_crc) != crc:
+            head_crc = zlib.crc32(view[offset + 4 : offset + 16])
+            if zlib.crc32(view[offset + _BATCH.size : end], head_crc) != crc:
                 break
-            runs = list(_RUN.iter_unpack(view[offset + _BATCH.size : end]))
-            if runs:
-                last_start, last_len = runs[-1]
-                highest = max(highest, last_start + last_len)
-            batches.append((shard, runs))
-            offset = end
-        bitmap = bytearray((highest + 7) >> 3)
-        shards: set[int] = set()
-        for shard, runs in batches:
+            _or_into(bitmap, first_byte, view[offset + _BATCH.size : end])
             shards.add(shard)
-            for start, length in runs:
-                _set_range(bitmap, start, length)
+            offset = end
         return cls(path, bitmap, shards, offset)
 
     def __contains__(self, index: int) -> bool:
@@ -142,11 +117,10 @@ class DoneRecord:
             shard: the shard number whose file is already durable.
             indices: the indices it holds.
         """
-        runs = to_runs(indices)
-        payload = b"".join(_RUN.pack(start, length) for start, length in runs)
-        head = struct.pack("<II", shard, len(runs))
-        crc = zlib.crc32(payload, zlib.crc32(head))
-        batch = _BATCH.pack(_BATCH_MAGIC, shard, len(runs), crc) + payload
+        first_byte, piece = _slice_of(indices)
+        head = struct.pack("<III", shard, first_byte, len(piece))
+        crc = zlib.crc32(piece, zlib.crc32(head))
+        batch = struct.pack("<I", _BATCH_MAGIC) + head + struct.pack("<I", crc) + piece
         new_file = self._valid_bytes == 0
         with open(self.path, "r+b" if self.path.exists() else "wb") as handle:
             # Cut off a torn tail left by an earlier kill before appending after it.
@@ -160,12 +134,7 @@ class DoneRecord:
             self._valid_bytes = handle.tell()
         if new_file:
             fsync_dir(self.path.parent)
-        if runs:
-            highest = runs[-1][0] + runs[-1][1]
-            if len(self._bitmap) < (highest + 7) >> 3:
-                self._bitmap.extend(bytes(((highest + 7) >> 3) - len(self._bitmap)))
-        for start, length in runs:
-            _set_range(self._bitmap, start, length)
+        _or_into(self._bitmap, first_byte, piece)
         self.shards.add(shard)
         self._count = int.from_bytes(self._bitmap, "little").bit_count()
 
