@@ -1,0 +1,165 @@
+"""Start one server: argv only, its own session, its log kept from the previous run, recorded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from tui.control.records import ProcessRecord, put_record, remove_record
+
+LOG_KEEP = 5
+"""How many previous logs survive a relaunch (``x.log.1`` newest ... ``x.log.5`` oldest)."""
+
+
+class LaunchError(RuntimeError):
+    """The server could not be started, or died at once (the message says why)."""
+
+
+def rotate_log(path: Path, keep: int = LOG_KEEP) -> None:
+    """Move ``path`` to ``path.1`` (shifting older ones up, dropping past ``keep``).
+
+    Args:
+        path: the log about to be reused.
+        keep: how many old logs to keep (0 keeps none).
+    """
+    if not path.exists():
+        return
+    if keep <= 0:
+        path.unlink()
+        return
+    oldest = path.with_name(f"{path.name}.{keep}")
+    oldest.unlink(missing_ok=True)
+    for n in range(keep - 1, 0, -1):
+        older = path.with_name(f"{path.name}.{n}")
+        if older.exists():
+            older.rename(path.with_name(f"{path.name}.{n + 1}"))
+    path.rename(path.with_name(f"{path.name}.1"))
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedProcess:
+    """A server this process launched: the fleet record plus the Popen (for its exit code)."""
+
+    record: ProcessRecord
+    """Identity as written to the fleet record."""
+    popen: subprocess.Popen[bytes]
+    """The child; ``poll()``/``wait()`` reap it."""
+
+    def poll(self) -> int | None:
+        """Exit code, or None while it runs."""
+        return self.popen.poll()
+
+
+def tail_lines(path: Path, count: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
+    """The last ``count`` lines of a (possibly large) text file; [] when unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return text.splitlines()[-count:]
+
+
+def launch(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    cwd: Path | None = None,
+    *,
+    gpu: int,
+    port: int,
+    profile: str = "",
+    host: str = "127.0.0.1",
+    record: bool = True,
+) -> ManagedProcess:
+    """Start a server in its own session with stdout and stderr going to ``log_path``.
+
+    Args:
+        argv: program and arguments (never a shell string).
+        env: the complete environment (``tui.profiles.env_for`` sets CUDA_VISIBLE_DEVICES).
+        log_path: its log; an existing one is rotated to ``.1`` first, not overwritten.
+        cwd: working directory (default: this process's).
+        gpu: GPU index, recorded for re-attaching.
+        port: HTTP port, recorded.
+        profile: profile name, recorded.
+        host: bind address, recorded.
+        record: write the identity into the fleet record (``tui.paths.fleet_file()``).
+
+    Returns:
+        The managed process; its identity is already in the fleet record.
+
+    Raises:
+        LaunchError: the program could not be executed.
+    """
+    if not argv:
+        raise LaunchError("empty argv: nothing to launch")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    rotate_log(log_path)
+    with open(log_path, "wb") as log:
+        try:
+            # Popen returns only after exec succeeded, so the cmdline read below is the server's.
+            popen = subprocess.Popen(
+                list(argv),
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise LaunchError(f"GPU {gpu}: cannot execute {argv[0]!r}: {exc}") from exc
+    try:
+        proc = psutil.Process(popen.pid)
+        create_time = proc.create_time()
+        cmdline = tuple(proc.cmdline())
+    except psutil.NoSuchProcess:
+        # Died before we could look: identity from what we launched; stop() will find it gone.
+        create_time, cmdline = 0.0, tuple(argv)
+    entry = ProcessRecord(
+        gpu=gpu,
+        port=port,
+        pid=popen.pid,
+        pgid=popen.pid,
+        create_time=create_time,
+        cmdline=cmdline,
+        log_path=str(log_path),
+        profile=profile,
+        host=host,
+    )
+    if record:
+        put_record(entry)
+    return ManagedProcess(entry, popen)
+
+
+def check_started(process: ManagedProcess, settle_s: float, log_lines: int = 15) -> None:
+    """Wait up to ``settle_s`` for an immediate death; raise with its exit code and log tail.
+
+    Args:
+        process: the launched server.
+        settle_s: how long a launch that "dies at once" may take to die.
+        log_lines: how many of the last log lines to put in the message.
+
+    Raises:
+        LaunchError: it exited within ``settle_s``.
+    """
+    try:
+        code = process.popen.wait(timeout=settle_s)
+    except subprocess.TimeoutExpired:
+        return
+    r = process.record
+    remove_record(r.gpu, r.pid)
+    tail = "\n".join(f"    {line}" for line in tail_lines(Path(r.log_path), log_lines))
+    raise LaunchError(
+        f"GPU {r.gpu} (port {r.port}): the server exited at once with code {code}; "
+        f"last lines of {r.log_path}:\n{tail or '    (log is empty)'}"
+    )

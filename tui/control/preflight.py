@@ -1,0 +1,125 @@
+"""Checks before a launch, each with a message an operator can act on.
+
+* the port is still held (by whom: pid and command line);
+* a server from an earlier run is still alive on this GPU or port (from the fleet record);
+* other processes still hold memory on the GPU (NVML or simulated telemetry).
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+import psutil
+
+from tui.control.identity import IdentityMismatch, verify
+from tui.control.records import ProcessRecord, read_records
+
+
+@dataclass(frozen=True, slots=True)
+class PortHolder:
+    """Who listens on a port (pid None when the kernel does not say, e.g. another namespace)."""
+
+    port: int
+    """The port."""
+    pid: int | None
+    """Listening process."""
+    cmdline: str
+    """Its command line, or a placeholder."""
+
+
+def port_holder(port: int, host: str = "127.0.0.1") -> PortHolder | None:
+    """Who holds ``port`` (listening), or None when it is free to bind.
+
+    Args:
+        port: TCP port.
+        host: the address the server will bind.
+
+    Returns:
+        The holder, or None.
+    """
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.AccessDenied, OSError):
+        conns = []
+    for conn in conns:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            return PortHolder(port, conn.pid, _cmdline(conn.pid))
+    # The connection table can miss sockets (other namespaces); a bind attempt cannot.
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return PortHolder(port, None, "(unknown process)")
+            raise
+    return None
+
+
+def _cmdline(pid: int | None) -> str:
+    if pid is None:
+        return "(unknown process)"
+    try:
+        return " ".join(psutil.Process(pid).cmdline()) or psutil.Process(pid).name()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "(exited)"
+
+
+class PreflightError(RuntimeError):
+    """A launch would collide with something still running; the message names it."""
+
+
+def check_port(port: int, host: str = "127.0.0.1", gpu: int | None = None) -> None:
+    """Raise ``PreflightError`` when ``port`` is held, naming the holder's pid and command line."""
+    holder = port_holder(port, host)
+    if holder is None:
+        return
+    where = f"GPU {gpu}: " if gpu is not None else ""
+    who = f"pid {holder.pid} ({holder.cmdline})" if holder.pid else holder.cmdline
+    raise PreflightError(
+        f"{where}port {port} is still held by {who}; stop it or choose another port"
+    )
+
+
+def stale_servers(
+    gpu: int, port: int, records: dict[int, ProcessRecord] | None = None
+) -> list[ProcessRecord]:
+    """Recorded servers from an earlier run still alive on ``gpu`` or ``port``."""
+    found = []
+    for record in (read_records() if records is None else records).values():
+        if record.gpu != gpu and record.port != port:
+            continue
+        try:
+            if verify(record).alive:
+                found.append(record)
+        except IdentityMismatch:
+            continue  # the pid is someone else's now: our server is gone
+    return found
+
+
+def check_stale(gpu: int, port: int) -> None:
+    """Raise ``PreflightError`` when an earlier run's server still runs on this GPU or port."""
+    stale = stale_servers(gpu, port)
+    if stale:
+        r = stale[0]
+        raise PreflightError(
+            f"GPU {gpu}: a server from an earlier run is still running (pid {r.pid}, GPU {r.gpu}, "
+            f"port {r.port}, profile {r.profile or '?'}); stop it first"
+        )
+
+
+def check_gpu_free(
+    gpu: int, gpu_pids: Callable[[int], Collection[int]], ignore: Collection[int] = ()
+) -> None:
+    """Raise ``PreflightError`` when processes other than ``ignore`` hold memory on ``gpu``.
+
+    Anything resident shrinks SGLang's measured free memory and so silently shrinks its KV pool.
+    """
+    others = sorted(set(gpu_pids(gpu)) - set(ignore))
+    if others:
+        named = ", ".join(f"pid {p} ({_cmdline(p)})" for p in others)
+        raise PreflightError(f"GPU {gpu} still has processes holding memory: {named}")
