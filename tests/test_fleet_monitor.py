@@ -1,0 +1,197 @@
+"""The fleet monitor against real processes, real loopback HTTP and real simulated-GPU records."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from servers_helpers import canned_server
+
+from tui.fleet.monitor import FleetMonitor
+from tui.fleet.snapshot import FleetSnapshot, ServerState
+from tui.fleet.spec import FleetSpec, ServerSpec
+from tui.gpu.simulated import DRIVER_RESERVED_BYTES, SimulatedSource
+from tui.gpu.source import NoGpuSource
+
+GIB = 1024**3
+REPO = Path(__file__).resolve().parent.parent
+FAKE = Path(__file__).parent / "fixtures" / "servers" / "fake_sglang.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _listeners_readable() -> bool:
+    try:
+        psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return False
+    return True
+
+
+async def _poll_until(
+    monitor: FleetMonitor, done: Callable[[FleetSnapshot], bool], deadline_s: float = 30.0
+) -> FleetSnapshot:
+    deadline = time.monotonic() + deadline_s
+    snap = await monitor.poll()
+    while not done(snap):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not reached; last snapshot: {snap}")
+        await asyncio.sleep(0.05)  # the monitor's own cadence, shortened; not a synchronisation
+        snap = await monitor.poll()
+    return snap
+
+
+class FakeFleet:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.sim_root = tmp / "simgpu"
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(
+        self, gpu: int, fail: bool = False
+    ) -> tuple[ServerSpec, subprocess.Popen[bytes], Path]:
+        port = _free_port()
+        log = self.tmp / f"sglang_gpu{gpu}.log"
+        gate = self.tmp / f"gate{gpu}"
+        argv = [sys.executable, str(FAKE), "--port", str(port), "--gpu", str(gpu)]
+        argv += ["--log", str(log), "--sim-root", str(self.sim_root), "--gate", str(gate)]
+        if fail:
+            argv.append("--fail")
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.Popen(argv, env=env, start_new_session=True, cwd=REPO)
+        self.procs.append(proc)
+        return ServerSpec(gpu, port, log_path=str(log)), proc, gate
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[FakeFleet]:
+    if not _listeners_readable():
+        pytest.skip("the kernel socket table is not readable here; discovery needs it")
+    fake = FakeFleet(tmp_path)
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+async def test_starting_ready_then_sigkill_stopped(fleet: FakeFleet) -> None:
+    spec, proc, gate = fleet.start(gpu=2)
+    fleet.sim_root.mkdir(parents=True, exist_ok=True)
+    monitor = FleetMonitor(
+        FleetSpec((spec,)), SimulatedSource(fleet.sim_root), probe_timeout=2.0, discovery_interval=0
+    )
+    try:
+        snap = await _poll_until(
+            monitor,
+            lambda s: (
+                s.panels[0].server.state is ServerState.STARTING
+                and s.panels[0].server.pid is not None
+            ),
+        )
+        server = snap.panels[0].server
+        assert server.pid == proc.pid
+        assert server.phase  # the log says how far startup got
+        gate.touch()
+        snap = await _poll_until(
+            monitor,
+            lambda s: (
+                s.panels[0].server.state is ServerState.READY
+                and s.panels[0].server.running is not None
+            ),
+        )
+        (panel,) = snap.panels
+        server = panel.server
+        assert panel.gpu_index == 2 and panel.gpu is not None
+        assert panel.gpu.memory_used == 120 * GIB + DRIVER_RESERVED_BYTES
+        assert [p.pid for p in panel.gpu.processes] == [proc.pid]
+        assert server.kv_tokens == 798080
+        assert server.mamba_slots == 200
+        assert server.max_running_requested == 64
+        assert server.max_running_effective == 40
+        assert server.capped
+        assert (server.running, server.queued) == (14, 34)
+        assert server.gen_throughput == pytest.approx(1934.5)
+        assert server.ready_at is not None and server.last_error is None
+        assert any("KV Cache is allocated" in line for line in server.allocation_lines)
+
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        snap = await _poll_until(monitor, lambda s: s.panels[0].server.state is ServerState.STOPPED)
+        assert snap.panels[0].gpu.memory_used == DRIVER_RESERVED_BYTES
+        assert snap.panels[0].gpu.processes == ()
+        assert snap.panels[0].server.running is None
+    finally:
+        await monitor.aclose()
+
+
+async def test_oom_while_alive_is_failed_with_the_error(fleet: FakeFleet) -> None:
+    spec, proc, _ = fleet.start(gpu=0, fail=True)
+    monitor = FleetMonitor(FleetSpec((spec,)), NoGpuSource("none here"), discovery_interval=0)
+    try:
+        snap = await _poll_until(monitor, lambda s: s.panels[0].server.state is ServerState.FAILED)
+        server = snap.panels[0].server
+        assert server.pid == proc.pid and psutil.pid_exists(proc.pid)
+        assert server.error_reason == "oom"
+        assert "Not enough memory" in (server.last_error or "")
+        assert snap.panels[0].gpu is None and "none here" in snap.panels[0].gpu_note
+    finally:
+        await monitor.aclose()
+
+
+async def test_timeouts_mark_a_live_server_stale() -> None:
+    if not _listeners_readable():
+        pytest.skip("the kernel socket table is not readable here; discovery needs it")
+    with canned_server({}) as hung, canned_server({"/health": (200, "text/plain", "")}) as ok:
+        hung.routes["/health_generate"] = hung.slow((200, "text/plain", ""))
+        spec = FleetSpec.from_ports([hung.port, ok.port], gpus=[0, 1])
+        monitor = FleetMonitor(spec, NoGpuSource("none"), probe_timeout=0.3, discovery_interval=0)
+        try:
+            start = time.monotonic()
+            snap = await monitor.poll()
+            elapsed = time.monotonic() - start
+        finally:
+            await monitor.aclose()
+    states = [p.server.state for p in snap.panels]
+    assert states == [ServerState.STALE, ServerState.READY]
+    assert elapsed < 2.0  # the hung server cost one timeout, not the whole poll
+
+
+async def test_nothing_running_is_absent_and_gpus_listed(tmp_path: Path) -> None:
+    spec = FleetSpec((ServerSpec(0, _free_port()),), extra_gpus=(3,))
+    monitor = FleetMonitor(spec, NoGpuSource("no NVIDIA driver"), discovery_interval=0)
+    try:
+        snap = await monitor.poll()
+    finally:
+        await monitor.aclose()
+    assert [p.gpu_index for p in snap.panels] == [0, 3]
+    assert snap.panels[0].server.state is ServerState.ABSENT
+    assert snap.panels[1].server is None
+    assert snap.gpu_source == "no NVIDIA driver"
+
+
+def test_spec_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match=r"port=70000 is out of range; allowed 1\.\.65535"):
+        ServerSpec(0, 70000)
+    with pytest.raises(ValueError, match=r"gpu_index \[1\] has more than one server"):
+        FleetSpec.from_ports([30000, 30001], gpus=[1, 1])
+    with pytest.raises(ValueError, match="gpus has 1 entries; expected 2"):
+        FleetSpec.from_ports([30000, 30001], gpus=[0])

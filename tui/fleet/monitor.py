@@ -1,0 +1,268 @@
+"""The fleet monitor: one ``poll()`` joins GPUs, server processes, HTTP probes and logs.
+
+The UI calls :meth:`FleetMonitor.poll` from an exclusive async worker about once a second and
+renders the immutable :class:`~tui.fleet.snapshot.FleetSnapshot` it returns. Blocking work (NVML or
+the simulated records, psutil, log reads) runs in ``asyncio.to_thread``; the HTTP probes of every
+server run concurrently with short timeouts, so a hung server never delays the others.
+
+State rules, per server (the current launch only; see ``tui.fleet.log_summary``):
+
+* readiness 200 -> READY (it answers, whatever else is known);
+* process alive and the log shows an error since the launch -> FAILED (with the error line);
+* process alive, probes time out -> STALE (busy or hung, not known dead);
+* process alive otherwise -> STARTING, with the log's phase;
+* process gone after it was ready -> STOPPED; gone while starting with an error -> FAILED;
+  gone while starting without one -> STOPPED; never seen -> ABSENT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import httpx
+
+from tui.fleet.log_summary import LogFollower, LogView
+from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
+from tui.fleet.spec import FleetSpec, ServerSpec
+from tui.gpu.snapshot import GpuSnapshot, GpuSource
+from tui.servers.discovery import ServerProcess, find_servers, is_alive
+from tui.servers.probe import ProbeStatus, Readiness, ServerInfo, ServerLoad, ServerProbe
+
+_N = TypeVar("_N", int, float)
+
+
+@dataclass
+class _Tracker:
+    """Mutable per-server memory between polls (never leaves the monitor)."""
+
+    spec: ServerSpec
+    probe: ServerProbe
+    process: ServerProcess | None = None
+    alive: bool = False
+    follower: LogFollower | None = None
+    log: LogView = field(default_factory=LogView)
+    readiness: Readiness | None = None
+    load: ServerLoad | None = None
+    info: ServerInfo | None = None
+    info_at: float = 0.0
+    ever_ready: bool = False
+    ready_at: float | None = None
+    state: ServerState = ServerState.ABSENT
+
+    def new_process(self, process: ServerProcess) -> None:
+        """A different process now serves the port: forget the previous launch."""
+        self.process = process
+        self.ever_ready = False
+        self.ready_at = None
+        self.info = None
+        self.info_at = 0.0
+        self.load = None
+        self.probe.reset()
+
+
+class FleetMonitor:
+    """Polls a fleet and returns immutable snapshots. Not thread-safe: one poll at a time."""
+
+    def __init__(
+        self,
+        spec: FleetSpec,
+        gpu_source: GpuSource,
+        *,
+        client: httpx.AsyncClient | None = None,
+        probe_timeout: float = 0.8,
+        server_info_interval: float = 30.0,
+        discovery_interval: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Args:
+        spec: The fleet to watch.
+        gpu_source: Where GPU readings come from (NVML, simulated, none).
+        client: Shared async HTTP client (default: one owned and closed by the monitor).
+        probe_timeout: Seconds per HTTP request; slower answers count as timeouts (STALE).
+        server_info_interval: Seconds between /server_info reads of a ready server (it goes
+            through the scheduler, so rarely); it is also read when a server becomes ready.
+        discovery_interval: Seconds between process-table scans for servers not yet found.
+        clock: Wall clock (tests pass a fake one).
+        """
+        self.spec = spec
+        self.gpu_source = gpu_source
+        self._own_client = client is None
+        self._client = client or httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32)
+        )
+        self.server_info_interval = server_info_interval
+        self.discovery_interval = discovery_interval
+        self._clock = clock
+        self._trackers = [
+            _Tracker(s, ServerProbe(self._client, s.port, s.host, probe_timeout))
+            for s in sorted(spec.servers, key=lambda s: s.gpu_index)
+        ]
+        self._last_scan = float("-inf")
+
+    async def aclose(self) -> None:
+        """Close log files and the HTTP client if the monitor owns it."""
+        for tracker in self._trackers:
+            if tracker.follower is not None:
+                tracker.follower.close()
+        if self._own_client:
+            await self._client.aclose()
+
+    # --- blocking parts, run in threads -------------------------------------------------------
+
+    def _sample_gpus(self) -> tuple[tuple[GpuSnapshot, ...], str]:
+        try:
+            return self.gpu_source.sample(), ""
+        except Exception as error:  # a driver hiccup must cost one frame, not the console
+            return (), f"GPU sampling failed: {type(error).__name__}: {error}"
+
+    def _host_side(self) -> None:
+        """Refresh process liveness (and discovery, rarely) and read every log's new lines."""
+        now = time.monotonic()
+        unknown = []
+        for tracker in self._trackers:
+            if not tracker.spec.is_local:
+                continue
+            if tracker.process is not None and is_alive(
+                tracker.process.pid, tracker.process.create_time
+            ):
+                tracker.alive = True
+                continue
+            tracker.alive = False
+            unknown.append(tracker)
+        if unknown and now - self._last_scan >= self.discovery_interval:
+            self._last_scan = now
+            hints = {t.spec.port: t.spec.log_path for t in unknown if t.spec.log_path}
+            found = find_servers([t.spec.port for t in unknown], log_hints=hints)
+            for tracker in unknown:
+                process = found.get(tracker.spec.port)
+                if process is not None:
+                    tracker.new_process(process)
+                    tracker.alive = True
+        for tracker in self._trackers:
+            path = tracker.spec.log_path or (tracker.process.log_path if tracker.process else None)
+            if path and (tracker.follower is None or str(tracker.follower.path) != path):
+                if tracker.follower is not None:
+                    tracker.follower.close()
+                tracker.follower = LogFollower(path)
+            if tracker.follower is not None:
+                tracker.log = tracker.follower.poll()
+
+    # --- HTTP ---------------------------------------------------------------------------------
+
+    async def _probe(self, tracker: _Tracker) -> None:
+        readiness = await tracker.probe.readiness()
+        tracker.readiness = readiness
+        if readiness.status is not ProbeStatus.READY:
+            tracker.load = None
+            return
+        now = self._clock()
+        became_ready = not tracker.ever_ready
+        tracker.ever_ready = True
+        if tracker.ready_at is None:
+            tracker.ready_at = now
+        tracker.load = await tracker.probe.load()
+        if became_ready or now - tracker.info_at >= self.server_info_interval:
+            tracker.info_at = now
+            tracker.info = await tracker.probe.server_info() or tracker.info
+
+    # --- joining ------------------------------------------------------------------------------
+
+    async def poll(self) -> FleetSnapshot:
+        """Take one snapshot of the whole fleet.
+
+        Returns:
+            One panel per GPU (configured or sampled), in index order.
+        """
+        gpu_task = asyncio.ensure_future(asyncio.to_thread(self._sample_gpus))
+        try:
+            # Processes and logs first (milliseconds): a relaunch resets a tracker, and the
+            # probes that follow must not race with that reset.
+            await asyncio.to_thread(self._host_side)
+            await asyncio.gather(*(self._probe(t) for t in self._trackers))
+        finally:
+            gpus, gpu_error = await gpu_task
+        now = self._clock()
+        by_gpu = {g.index: g for g in gpus}
+        servers = {t.spec.gpu_index: self._server_snapshot(t, now) for t in self._trackers}
+        indices = sorted(set(self.spec.gpu_indices()) | set(by_gpu))
+        note = gpu_error or self.gpu_source.describe()
+        panels = tuple(
+            GpuPanel(
+                gpu_index=i,
+                gpu=by_gpu.get(i),
+                server=servers.get(i),
+                gpu_note="" if i in by_gpu else (gpu_error or f"no reading: {note}"),
+            )
+            for i in indices
+        )
+        return FleetSnapshot(panels=panels, gpu_source=note, taken_at=now)
+
+    def _state(self, t: _Tracker) -> ServerState:
+        status = t.readiness.status if t.readiness else None
+        if status is ProbeStatus.READY:
+            return ServerState.READY
+        if t.log.ready and t.alive and status is not ProbeStatus.TIMEOUT:
+            t.ever_ready = True  # ready before the console attached; probes may lag a moment
+        if t.alive or (not t.spec.is_local and status in (ProbeStatus.UP, ProbeStatus.TIMEOUT)):
+            if t.log.last_error:
+                return ServerState.FAILED
+            if status is ProbeStatus.TIMEOUT:
+                return ServerState.STALE
+            return ServerState.STARTING
+        if t.process is None:
+            return ServerState.FAILED if t.log.last_error and t.log.launches else ServerState.ABSENT
+        if t.ever_ready or t.log.ready:
+            return ServerState.STOPPED
+        return ServerState.FAILED if t.log.last_error else ServerState.STOPPED
+
+    def _server_snapshot(self, t: _Tracker, now: float) -> ServerSnapshot:
+        state = self._state(t)
+        t.state = state
+        log, load, info = t.log, t.load, t.info
+        live = state in (ServerState.READY, ServerState.STALE)
+
+        def pick(*values: object) -> object:
+            return next((v for v in values if v is not None), None)
+
+        effective = pick(info.max_running_effective if info else None, log.max_running_effective)
+        requested = pick(info.max_running_requested if info else None, log.max_running_requested)
+        capped = log.capped or (
+            isinstance(effective, int) and isinstance(requested, int) and effective < requested
+        )
+        kv = pick(info.max_total_num_tokens if info else None, log.kv_tokens)
+        mamba = pick(info.max_mamba_cache_size if info else None, log.mamba_slots)
+        return ServerSnapshot(
+            port=t.spec.port,
+            state=state,
+            pid=t.process.pid if t.process else None,
+            phase=log.phase if state is ServerState.STARTING else "",
+            log_path=str(t.follower.path) if t.follower else None,
+            kv_tokens=kv if isinstance(kv, int) else None,
+            mamba_slots=mamba if isinstance(mamba, int) else None,
+            max_running_requested=requested if isinstance(requested, int) else None,
+            max_running_effective=effective if isinstance(effective, int) else None,
+            capped=capped,
+            running=_num(live, load.running if load else None, log.running),
+            queued=_num(live, load.queued if load else None, log.queued),
+            token_usage=_num(live, load.token_usage if load else None, log.token_usage),
+            mamba_usage=_num(live, load.mamba_usage if load else None, log.mamba_usage),
+            gen_throughput=_num(live, load.gen_throughput if load else None, log.gen_throughput),
+            accept_len=_num(live, load.accept_len if load else None, log.accept_len),
+            throughput_history=log.throughput_history,
+            allocation_lines=log.allocation_lines,
+            last_error=log.last_error,
+            error_reason=log.error_reason,
+            ready_at=t.ready_at,
+            updated_at=now,
+        )
+
+
+def _num(live: bool, probed: _N | None, logged: _N | None) -> _N | None:
+    """Live load prefers the probe (fresh) over the log (up to 40 iterations old)."""
+    if not live:
+        return None
+    return probed if probed is not None else logged
