@@ -21,12 +21,14 @@ from tui.control.launch import LaunchError as ControlLaunchError
 from tui.control.launch import ManagedProcess
 from tui.control.preflight import PreflightError
 from tui.control.records import read_records, remove_record
-from tui.control.release import GpuPids, wait_gpu_released
+from tui.control.release import GpuPids, nvml_gpu_pids, sim_gpu_pids, wait_gpu_released
 from tui.control.stop import stop
 from tui.gpu.snapshot import GpuSource
+from tui.gpu.source import open_gpu_source
 from tui.logs.parser import parse_line
 from tui.logs.tailer import LogTailer
 from tui.profiles import Profile, argv_for, flags_for, log_path_for
+from tui.retune.counters import MetricsCounterProbe
 from tui.retune.events import EffectiveValues, RequestedValues
 from tui.retune.ports import GpuLaunchSpec, LaunchError, ServerSignal
 from tui.retune.signals import SignalAdapter
@@ -189,3 +191,39 @@ class ProfileTarget:
         except Exception:  # a GPU reading is extra detail in the report, never a failure
             return None
         return None
+
+
+def _no_gpu_pids(gpu: int) -> set[int]:
+    return set()
+
+
+def open_target(
+    profile: Profile, gpus: Sequence[int], term_timeout: float = 30.0
+) -> tuple[ProfileTarget, MetricsCounterProbe]:
+    """The real target and throughput probe for ``profile`` (simulated or NVML GPUs).
+
+    Args:
+        profile: The profile to apply.
+        gpus: GPUs targeted (their ports feed the throughput probe).
+        term_timeout: SIGTERM -> SIGKILL seconds.
+
+    Returns:
+        (target, probe); call ``await target.aclose()`` when done.
+    """
+    gpu_pids: GpuPids
+    if profile.engine.kind == "sim":
+        gpu_pids, prefer = sim_gpu_pids(), "sim"
+    else:
+        prefer = "nvml"
+        try:
+            gpu_pids = nvml_gpu_pids()
+        except Exception:  # no driver: nothing to wait for, the port check still guards
+            gpu_pids = _no_gpu_pids
+    source: GpuSource | None
+    try:
+        source = open_gpu_source(prefer)
+    except Exception:
+        source = None
+    target = ProfileTarget(profile, gpu_pids, source, term_timeout)
+    ports = {g: profile.port_for(g) for g in gpus if g in profile.gpus}
+    return target, MetricsCounterProbe(ports, profile.host, target.client)

@@ -1,0 +1,96 @@
+"""Preflight: the memory plan for a candidate profile, calibrated on a running server's log."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tui.profiles import load_profile
+from tui.retune.preflight import calibration_from_log, preflight
+from tui.sglang.models import MODELS
+
+FIXTURES = Path(__file__).parent / "fixtures" / "retune"
+SIM_AGGRESSIVE = """
+name = "sim-aggr"
+[engine]
+kind = "sim"
+sim_gpu = "b200"
+sim_model = "qwen3.6-27b"
+[fleet]
+gpus = [0, 1, 2]
+base_port = 31000
+[server]
+model_path = "Qwen/Qwen3.6-27B-FP8"
+mem_fraction_static = 0.93
+max_mamba_cache_size = 200
+mamba_full_memory_ratio = 0.6
+max_running_requests = 64
+mamba_radix_cache_strategy = "extra_buffer"
+speculative_algorithm = "EAGLE"
+speculative_num_steps = 3
+speculative_eagle_topk = 1
+speculative_num_draft_tokens = 4
+[gpu.2]
+mem_fraction_static = 0.35
+"""
+
+
+@pytest.fixture()
+def profile_file(tmp_path: Path) -> Path:
+    path = tmp_path / "sim-aggr.toml"
+    path.write_text(SIM_AGGRESSIVE)
+    return path
+
+
+def test_calibration_reads_the_last_launch_allocation_lines() -> None:
+    cal = calibration_from_log(FIXTURES / "aggressive_gpu0.log")
+    assert cal is not None
+    # 24.36 GB each for K and V over 798,080 tokens: 65,536 K+V bytes per token (print rounding).
+    model = MODELS["qwen3.6-27b"]
+    assert cal.kv_bytes_per_token == pytest.approx(model.kv_bytes_per_token, rel=1e-3)
+    assert cal.draft_kv_bytes_per_token == pytest.approx(model.draft_kv_bytes_per_token, rel=5e-3)
+    assert cal.ssm_state_bytes == pytest.approx(150_994_944, rel=1e-3)
+    assert cal.weight_bytes == pytest.approx(MODELS["qwen3.6-27b"].weight_bytes, rel=1e-3)
+
+
+def test_calibration_of_a_log_without_allocations_is_none(tmp_path: Path) -> None:
+    log = tmp_path / "empty.log"
+    log.write_text("[2026-05-09 22:18:01] Load weight begin. avail mem=169.83 GB\n")
+    assert calibration_from_log(log) is None
+    assert calibration_from_log(tmp_path / "missing.log") is None
+
+
+def test_preflight_of_the_seed_aggressive_profile(profile_file: Path) -> None:
+    profile = load_profile(profile_file)
+    cal = calibration_from_log(FIXTURES / "aggressive_gpu0.log")
+    plain = preflight(profile, 0)
+    calibrated = preflight(profile, 0, calibration=cal)
+    for result in (plain, calibrated):
+        assert result.fits and result.why_not is None
+        assert result.mamba_slots == 200
+        assert result.max_running_requested == 64
+        assert result.max_running_effective == 40 and result.capped
+        # The seed's log: 798,080 KV tokens.
+        assert result.kv_tokens == pytest.approx(798080, rel=0.01)
+    assert calibrated.calibrated and not plain.calibrated
+    assert "64 -> 40 (capped)" in calibrated.describe()
+
+
+def test_preflight_says_does_not_fit(profile_file: Path) -> None:
+    result = preflight(load_profile(profile_file), 2)  # the per-GPU override: fraction 0.35
+    assert not result.fits
+    assert result.why_not is not None and result.why_not.startswith("does not fit: ")
+    assert "mem-fraction-static" in result.why_not
+    assert "does not fit" in result.describe()
+
+
+def test_preflight_unknown_model_names_it(profile_file: Path) -> None:
+    profile = load_profile(profile_file)
+    real = dataclasses.replace(profile, engine=dataclasses.replace(profile.engine, kind="sglang"))
+    real = dataclasses.replace(
+        real, server=dataclasses.replace(real.server, model_path="some/unknown-model")
+    )
+    with pytest.raises(ValueError, match="unknown-model"):
+        preflight(real, 0, gpu_total_bytes=183 * 10**9)
