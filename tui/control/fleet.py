@@ -124,7 +124,9 @@ def launch_profile(
                 profile, gpu, settle_s=settle_s, preflight=preflight, gpu_pids=gpu_pids
             )
         except (PreflightError, LaunchError, KeyError) as exc:
-            return GpuOutcome(gpu, False, str(exc).strip("'\""))
+            # KeyError's str() is the repr of its message; show the message itself.
+            text = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+            return GpuOutcome(gpu, False, str(text))
         r = proc.record
         return GpuOutcome(gpu, True, f"GPU {gpu}: pid {r.pid} on port {r.port}", process=proc)
 

@@ -1,0 +1,69 @@
+"""The simulated fleet end to end: start 2 servers from sim-baseline, ready, stop, all released."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from control_helpers import free_port, running
+
+from tui.control import read_records, sim_gpu_pids
+from tui.profiles import load_named
+from tui.sim import fleet
+from tui.sim.fleet_cli import main as fleet_main
+
+SHIPPED = Path(__file__).resolve().parent.parent / "profiles"
+HAVE_SIM = importlib.util.find_spec("tui.sim.cli") is not None
+
+
+def test_cli_refuses_gpus_outside_profile_and_non_sim_profiles(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUFLEET_PROFILES_DIR", str(SHIPPED))
+    assert fleet_main(["start", "--gpus", "7,8", "--wait", "0"]) == 2
+    assert "--gpus [7, 8]: not in profile 'sim-baseline'" in capsys.readouterr().err
+    assert fleet_main(["start", "--profile", "b200-baseline"]) == 1
+    assert "engine.kind = 'sglang': sim-fleet starts only 'sim' profiles" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        fleet_main(["start", "--gpus", "a,b"])
+    assert fleet_main(["status"]) == 0
+    assert "no recorded simulated servers" in capsys.readouterr().out
+
+
+def test_default_profile_is_seven_sim_b200s(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for directory in (SHIPPED, tmp_path):  # shipped file, then the built-in fallback
+        monkeypatch.setenv("GPUFLEET_PROFILES_DIR", str(directory))
+        profile = fleet.sim_profile()
+        assert profile.gpus == tuple(range(7))
+        assert profile.ports == tuple(range(30000, 30007))
+        assert (profile.engine.kind, profile.engine.sim_gpu) == ("sim", "b200")
+
+
+@pytest.mark.skipif(not HAVE_SIM, reason="the simulated server (tui.sim.cli) has not landed")
+def test_two_server_sim_fleet_starts_ready_and_stops_clean() -> None:
+    base = load_named("sim-baseline", SHIPPED)
+    profile = replace(
+        base,
+        gpus=(0, 1),
+        ports=(free_port(), free_port()),
+        engine=replace(base.engine, sim_speed=1000.0),
+    )
+    outcomes = fleet.start(profile, settle_s=0.5)
+    try:
+        assert [o.ok for o in outcomes] == [True, True], [o.message for o in outcomes]
+        records = [o.process.record for o in outcomes if o.process is not None]
+        ready = fleet.wait_ready(records, timeout=60)
+        assert [r.ready for r in ready] == [True, True], [r.message for r in ready]
+        source = sim_gpu_pids()
+        assert all(source(g) for g in (0, 1)), "simulated servers publish their GPU memory"
+    finally:
+        stopped = fleet.stop(term_timeout=20, release_timeout=20)
+    assert [o.ok for o in stopped] == [True, True], [o.message for o in stopped]
+    seen = {pid for o in stopped if o.stopped for pid in o.stopped.pids}
+    assert seen and not any(running(pid) for pid in seen)
+    assert all(not sim_gpu_pids()(g) for g in (0, 1))
+    assert read_records() == {}
