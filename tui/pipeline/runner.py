@@ -284,11 +284,32 @@ class Pipeline:
             self._upload_pending -= 1
 
     async def _drain_uploads(self) -> None:
-        if self.config.s3 is None:
+        """Wait for every upload, then check the bucket agrees; repeat until it does.
+
+        The final check re-reads the manifest and the object list, so a manifest that an outage
+        or a concurrent writer left stale is repaired before the run reports success.
+        """
+        s3 = self.config.s3
+        if s3 is None:
             return
-        # Polled: uploads take seconds, and a stop must be able to interrupt the wait.
-        while not self._stopping and self._upload_pending:
-            await asyncio.sleep(0.05)
+        delay = 0.5
+        while not self._stopping:
+            # Polled: uploads take seconds, and a stop must be able to interrupt the wait.
+            while not self._stopping and self._upload_pending:
+                await asyncio.sleep(0.05)
+            if self._stopping:
+                return
+            try:
+                missing = await asyncio.to_thread(self._reconcile_s3, s3, ())
+            except Exception as exc:  # S3 unreachable at the end: keep trying
+                self._message = f"final S3 check failed ({exc}); retrying in {delay:g}s"
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            if not missing:
+                return
+            for number in missing:
+                self._queue_upload(number)
 
     def _queue_upload(self, number: int) -> None:
         self._upload_pending += 1

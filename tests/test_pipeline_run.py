@@ -1,0 +1,332 @@
+"""gpufleet generate end to end: real fake-OpenAI servers, moto's S3 server, real processes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import psutil
+import pytest
+from pipeline_helpers import (
+    PYTHON,
+    REPO,
+    S3_ENV,
+    ProcessServer,
+    moto_server,
+    openai_server,
+    read_shards,
+    restore_moto,
+    set_mode,
+    wait_until,
+    write_prompts,
+)
+
+from tui.pipeline.detach import start_detached
+from tui.pipeline.status import read_status
+
+BUCKET = "gpufleet-test"
+
+
+@pytest.fixture
+def server() -> Iterator[ProcessServer]:
+    srv = openai_server()
+    try:
+        srv.start()
+        yield srv
+    finally:
+        srv.kill()
+
+
+@pytest.fixture
+def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
+    for key, value in S3_ENV.items():
+        monkeypatch.setenv(key, value)
+    srv = moto_server(tmp_path / "moto-recording.jsonl")
+    try:
+        srv.start()
+        boto3.client("s3", endpoint_url=srv.url).create_bucket(Bucket=BUCKET)
+        yield srv
+    finally:
+        srv.kill()
+
+
+def generate(tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        PYTHON,
+        "-m",
+        "tui",
+        "generate",
+        "--out",
+        str(tmp_path / "out"),
+        "--status",
+        str(tmp_path / "status.json"),
+        *extra,
+    ]
+
+
+def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **S3_ENV},
+    )
+
+
+def check_bucket_matches(moto: ProcessServer, out_dir: Path, prefix: str) -> list[int]:
+    """Manifest == bucket objects == local shards (bytes and sha256); returns all indices."""
+    s3 = boto3.client("s3", endpoint_url=moto.url)
+    manifest = json.loads(
+        s3.get_object(Bucket=BUCKET, Key=f"{prefix}/manifest.json")["Body"].read()
+    )
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/shards/").get("Contents", [])
+    assert sorted(o["Key"] for o in listed) == sorted(e["key"] for e in manifest["shards"])
+    local = sorted(p.name for p in out_dir.glob("shard-*.jsonl"))
+    assert local == sorted(e["name"] for e in manifest["shards"])
+    indices: list[int] = []
+    for entry in manifest["shards"]:
+        body = s3.get_object(Bucket=BUCKET, Key=entry["key"])["Body"].read()
+        assert hashlib.sha256(body).hexdigest() == entry["sha256"]
+        assert body == (out_dir / entry["name"]).read_bytes()
+        shard = [json.loads(line)["index"] for line in body.splitlines()]
+        assert len(shard) == entry["count"] and min(shard) == entry["first_index"]
+        indices += shard
+    return indices
+
+
+def test_run_uploads_every_shard_with_manifest(
+    tmp_path: Path, server: ProcessServer, moto: ProcessServer
+) -> None:
+    prompts = write_prompts(tmp_path / "p.jsonl", 1200, {5: "{not json", 9: '{"x": 1}'})
+    result = run(
+        generate(
+            tmp_path,
+            "--prompts",
+            str(prompts),
+            "--server",
+            server.url,
+            "--s3-bucket",
+            BUCKET,
+            "--s3-prefix",
+            "job",
+            "--s3-endpoint-url",
+            moto.url,
+            "--shard-size",
+            "250",
+        )
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "line 6: not valid JSON" in result.stderr and "line 10: needs a 'messages'" in result.stderr
+    )
+    indices = check_bucket_matches(moto, tmp_path / "out", "job")
+    assert sorted(indices) == [i for i in range(1200) if i not in (5, 9)]
+    status = read_status(tmp_path / "status.json")
+    assert status is not None and status.state == "finished"
+    assert status.done == status.total == 1198 and status.pending_uploads == 0
+    assert status.uploaded_shards == 5
+    # A second run resumes with nothing to do and sends no request.
+    again = run(
+        generate(
+            tmp_path,
+            "--prompts",
+            str(prompts),
+            "--server",
+            server.url,
+            "--s3-bucket",
+            BUCKET,
+            "--s3-prefix",
+            "job",
+            "--s3-endpoint-url",
+            moto.url,
+        )
+    )
+    assert again.returncode == 0 and "0 to generate" in again.stderr
+
+
+def test_s3_outage_midway_loses_nothing(
+    tmp_path: Path, server: ProcessServer, moto: ProcessServer
+) -> None:
+    prompts = write_prompts(tmp_path / "p.jsonl", 3000)
+    status_path = tmp_path / "status.json"
+    process = subprocess.Popen(
+        generate(
+            tmp_path,
+            "--prompts",
+            str(prompts),
+            "--server",
+            server.url,
+            "--s3-bucket",
+            BUCKET,
+            "--s3-prefix",
+            "job",
+            "--s3-endpoint-url",
+            moto.url,
+            "--shard-size",
+            "100",
+            "--per-server-inflight",
+            "4",
+        ),
+        cwd=REPO,
+        env={**os.environ, **S3_ENV},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def uploaded(n: int) -> bool:
+            status = read_status(status_path)
+            return status is not None and status.uploaded_shards >= n
+
+        wait_until(lambda: uploaded(2), 60, "two uploads before the outage")
+        moto.kill()
+
+        def backlog() -> bool:
+            status = read_status(status_path)
+            return (
+                status is not None and status.pending_uploads >= 3 and "retrying" in status.message
+            )
+
+        wait_until(backlog, 60, "uploads failing during the outage")
+        moto.start()
+        restore_moto(moto)
+        _, stderr = process.communicate(timeout=90)
+        assert process.returncode == 0, stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert sorted(check_bucket_matches(moto, tmp_path / "out", "job")) == list(range(3000))
+
+
+def test_missing_bucket_fails_before_any_request(
+    tmp_path: Path, server: ProcessServer, moto: ProcessServer
+) -> None:
+    prompts = write_prompts(tmp_path / "p.jsonl", 10)
+    result = run(
+        generate(
+            tmp_path,
+            "--prompts",
+            str(prompts),
+            "--server",
+            server.url,
+            "--s3-bucket",
+            "no-such-bucket",
+            "--s3-endpoint-url",
+            moto.url,
+        )
+    )
+    assert result.returncode == 2
+    assert "--s3-bucket=no-such-bucket: the bucket does not exist" in result.stderr
+    assert not list((tmp_path / "out").glob("shard-*"))
+    status = read_status(tmp_path / "status.json")
+    assert status is not None and status.state == "failed"
+
+
+def test_bad_inputs_get_clear_errors(tmp_path: Path, server: ProcessServer) -> None:
+    missing = run(
+        generate(tmp_path, "--prompts", str(tmp_path / "nope.jsonl"), "--server", server.url)
+    )
+    assert missing.returncode == 2 and "nope.jsonl: no such file" in missing.stderr
+    prompts = write_prompts(tmp_path / "p.jsonl", 10, {2: "[1, 2]"})
+    refused = run(
+        generate(
+            tmp_path, "--prompts", str(prompts), "--server", server.url, "--on-bad-line", "refuse"
+        )
+    )
+    assert refused.returncode == 2
+    assert "line 3: expected a JSON object, got list" in refused.stderr
+    bad_option = run(
+        generate(tmp_path, "--prompts", str(prompts), "--server", server.url, "--shard-size", "0")
+    )
+    assert bad_option.returncode == 2 and "--shard-size=0: allowed range 1.." in bad_option.stderr
+    dead = openai_server()  # never started
+    unreachable = run(
+        generate(tmp_path, "--prompts", str(prompts), "--server", dead.url, "--fleet-timeout", "1")
+    )
+    assert unreachable.returncode == 1
+    assert "no server answered GET /health with 200 within 1s" in unreachable.stderr
+    assert dead.url in unreachable.stderr
+
+
+def test_sigterm_stops_gracefully_and_resume_completes(
+    tmp_path: Path, server: ProcessServer
+) -> None:
+    prompts = write_prompts(tmp_path / "p.jsonl", 3000)
+    status_path = tmp_path / "status.json"
+    argv = generate(
+        tmp_path,
+        "--prompts",
+        str(prompts),
+        "--server",
+        server.url,
+        "--shard-size",
+        "50",
+        "--per-server-inflight",
+        "4",
+    )
+    process = subprocess.Popen(argv, cwd=REPO, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def progressed() -> bool:
+            status = read_status(status_path)
+            return status is not None and status.done >= 300
+
+        wait_until(progressed, 60, "some progress")
+        set_mode(server, "hang")  # results in flight now never complete: SIGTERM must cut them
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 143
+    status = read_status(status_path)
+    assert status is not None and status.state == "stopped" and status.done < 3000
+    set_mode(server, "ok")
+    result = run(argv)
+    assert result.returncode == 0, result.stderr
+    counts = Counter(int(r["index"]) for r in read_shards(tmp_path / "out"))  # type: ignore[call-overload]
+    assert sorted(counts) == list(range(3000)) and max(counts.values()) == 1
+
+
+def test_detached_pipeline_runs_in_its_own_session(tmp_path: Path, server: ProcessServer) -> None:
+    prompts = write_prompts(tmp_path / "p.jsonl", 100)
+    set_mode(server, "hang")  # keep it running until we stop it
+    pid = start_detached(
+        [
+            "--prompts",
+            str(prompts),
+            "--out",
+            str(tmp_path / "out"),
+            "--server",
+            server.url,
+            "--status",
+            str(tmp_path / "status.json"),
+        ],
+        tmp_path / "pipeline.log",
+    )
+    proc = psutil.Process(pid)
+    try:
+        assert os.getsid(pid) == pid != os.getsid(0)
+        wait_until(
+            lambda: (s := read_status(tmp_path / "status.json")) is not None and s.in_flight > 0,
+            30,
+            "requests in flight",
+        )
+        os.kill(pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        if proc.is_running():
+            proc.kill()
+    status = read_status(tmp_path / "status.json")
+    assert status is not None and status.state == "stopped" and status.pid == pid
