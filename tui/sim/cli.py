@@ -1,0 +1,155 @@
+"""``gpufleet sim [SGLANG FLAGS]``: a drop-in for ``python -m sglang.launch_server``.
+
+SGLang's own flags (tui.sglang.flags) plus the simulator's: ``--sim-gpu {b200,h200,h100}``,
+``--sim-model``, ``--sim-speed FACTOR`` (startup and decoding run FACTOR times faster),
+``--sim-gpu-index N`` (default: the first entry of CUDA_VISIBLE_DEVICES, else 0),
+``--sim-startup-seconds S`` (whole startup in S wall seconds, overriding the speed for startup) and
+``--sim-seed``. Bad values exit 2 with argparse's message; a config that does not fit exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+
+from tui.gpu.sim_records import SIM_GPU_KINDS, ensure_device, live_processes
+from tui.paths import sim_gpu_dir
+from tui.sglang.flags import add_sglang_arguments, ranged, split_unknown
+from tui.sglang.memory import plan_memory
+from tui.sglang.models import MODELS, get_model
+from tui.sim.server import PHASE_SECONDS, Emitter, SimConfig, run_server
+
+
+def default_gpu_index() -> int:
+    """The first entry of CUDA_VISIBLE_DEVICES when it is a number, else 0."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return int(first) if first.isdigit() else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser: SGLang's modelled flags plus the ``--sim-*`` flags."""
+    parser = argparse.ArgumentParser(
+        prog="gpufleet sim", description="A simulated SGLang 0.5.23 server (one GPU)."
+    )
+    add_sglang_arguments(parser)
+    sim = parser.add_argument_group("simulator")
+    sim.add_argument("--sim-gpu", choices=sorted(SIM_GPU_KINDS), default="b200")
+    sim.add_argument("--sim-model", choices=sorted(MODELS), default="qwen3.6-27b")
+    sim.add_argument(
+        "--sim-speed",
+        type=ranged(float, 0.0, 10000.0, low_open=True),
+        default=1.0,
+        help="time compression factor: 1 = real time",
+    )
+    sim.add_argument("--sim-gpu-index", type=ranged(int, 0, 255), default=None)
+    sim.add_argument("--sim-startup-seconds", type=ranged(float, 0.0, 3600.0), default=None)
+    sim.add_argument("--sim-seed", type=int, default=None)
+    return parser
+
+
+def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -> SimConfig:
+    model = get_model(args.sim_model)
+    index = default_gpu_index() if args.sim_gpu_index is None else args.sim_gpu_index
+    root = sim_gpu_dir()
+    device = ensure_device(root, index, args.sim_gpu)
+    others = sum(r.used_bytes for r in live_processes(root, index))
+    strategy = args.mamba_radix_cache_strategy or args.mamba_scheduler_strategy or "auto"
+    plan = plan_memory(
+        model,
+        device.memory_total,
+        other_resident_bytes=others,
+        mem_fraction_static=args.mem_fraction_static,
+        max_running_requests=args.max_running_requests,
+        max_mamba_cache_size=args.max_mamba_cache_size,
+        mamba_full_memory_ratio=args.mamba_full_memory_ratio,
+        max_total_tokens=args.max_total_tokens,
+        page_size=args.page_size,
+        context_length=args.context_length,
+        chunked_prefill_size=args.chunked_prefill_size,
+        cuda_graph_max_bs=args.cuda_graph_max_bs,
+        speculative_algorithm=args.speculative_algorithm,
+        speculative_num_draft_tokens=args.speculative_num_draft_tokens,
+        disable_radix_cache=args.disable_radix_cache,
+        mamba_radix_cache_strategy=strategy,
+        disable_overlap_schedule=args.disable_overlap_schedule,
+        mamba_ssm_dtype=args.mamba_ssm_dtype,
+    )
+    model_path = args.model_path or model.model_path
+    server_args = {k: v for k, v in vars(args).items() if not k.startswith("sim_")}
+    server_args.update(
+        model_path=model_path,
+        mem_fraction_static=plan.mem_fraction_static,
+        max_running_requests=plan.requested_max_running_requests
+        if plan.requested_max_running_requests is not None
+        else (48 if plan.speculative else None),
+        chunked_prefill_size=plan.chunked_prefill_size,
+        context_length=plan.context_len,
+        page_size=plan.page_size,
+        max_mamba_cache_size=args.max_mamba_cache_size,
+        mamba_radix_cache_strategy=plan.mamba_strategy or strategy,
+        speculative_num_draft_tokens=plan.num_draft_tokens or None,
+    )
+    server_args.pop("mamba_scheduler_strategy", None)
+    early = [w for w in plan.warnings if w.startswith("Max running requests is reset")]
+    if unmodelled:
+        early.insert(0, unmodelled)
+    total = sum(PHASE_SECONDS.values())
+    scale = (
+        args.sim_startup_seconds / total
+        if args.sim_startup_seconds is not None
+        else 1.0 / args.sim_speed
+    )
+    return SimConfig(
+        plan=plan,
+        model=model,
+        host=args.host,
+        port=args.port,
+        speed=args.sim_speed,
+        startup_scale=scale,
+        gpu_index=index,
+        gpu_kind=args.sim_gpu,
+        root=root,
+        server_args=server_args,
+        model_path=model_path,
+        served_model_name=args.served_model_name or model_path,
+        launch_command=shlex.join(["gpufleet", "sim", *argv]),
+        enable_metrics=args.enable_metrics,
+        decode_log_interval=args.decode_log_interval,
+        skip_warmup=args.skip_server_warmup,
+        info_logs=args.log_level in ("debug", "info"),
+        early_messages=tuple(early),
+        seed=args.sim_seed if args.sim_seed is not None else args.port * 1000 + index,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one simulated server until it is stopped.
+
+    Args:
+        argv: arguments after ``sim``.
+
+    Returns:
+        Exit status: 0 after a SIGTERM drain, 1 when the config does not fit, 2 on bad flags.
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, extras = parser.parse_known_args(args_list)
+    unmodelled, stray = split_unknown(extras)
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if args.mamba_radix_cache_strategy and args.mamba_scheduler_strategy:
+        parser.error("give --mamba-radix-cache-strategy or --mamba-scheduler-strategy, not both")
+    config = _config(args, args_list, unmodelled.message())
+    emit = Emitter(sys.stdout, info=config.info_logs)
+    try:
+        return asyncio.run(run_server(config, emit))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
