@@ -62,6 +62,8 @@ def canned_server(
     canned = CannedServer(routes=routes)
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn does
+
         def do_GET(self) -> None:
             status, ctype, body = canned.reply(self.path.split("?")[0])
             data = body.encode()
