@@ -1,0 +1,450 @@
+"""Parse one SGLang log line, of any era, into a :class:`~tui.logs.events.LogEvent`.
+
+The line is first stripped of what surrounds the message: docker-compose prefixes
+(``sglang-1  | ``), Ray prefixes (``(SGLangEngine pid=1)``), tqdm text glued in front, and the
+logger's bracket (``[2026-04-05 20:02:51 DP0 TP0]``, ``[16:43:29 TP0]``, ``[gpu_id=0]``, or none).
+Batch lines are split into ``key: value`` parts, so new or unknown keys never break them; every
+other kind is matched by a tolerant regex, tried only when one of the rule's *anchors* (plain
+substrings) is in the line. The fast ingest path (:mod:`tui.logs.ingest`) searches whole chunks
+for the same anchors, which is why every rare rule must declare them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tui.logs import events as ev
+from tui.logs.errors import ERROR_ANCHORS, classify_error
+from tui.logs.events import FieldValue, LogEvent
+
+Fields = dict[str, FieldValue]
+
+_STAMP = re.compile(
+    r"\[(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d:\d\d:\d\d(?:[.,]\d+)?)"
+    r"(?P<ranks>(?:\s+[A-Z][A-Z_]*\d+)*)\s*\]\s?"
+)
+_GPU_ID = re.compile(r"\[gpu_id=(?P<gpu>\d+)\]\s?")
+_COMPOSE = re.compile(r"^[\w.-]+\s+\|\s?")
+_RAY = re.compile(r"^\s*\([^()]*\bpid=\d+[^()]*\)\s*")
+_BATCH_HEAD = re.compile(r"^\s*(?:\[\d+\])?\s*[.,]?\s*")
+_UNIT = re.compile(r"\s*\([^)]*\)")
+_NON_WORD = re.compile(r"[^0-9A-Za-z]+")
+
+_KEY_ALIASES = {
+    "token": "tokens",
+    "full_token": "tokens",
+    "full_token_usage": "token_usage",
+    "npu_graph": "cuda_graph",
+    "cpu_graph": "cuda_graph",
+    "musa_graph": "cuda_graph",
+    # v0.1 ``new fill batch`` spellings.
+    "seq": "new_seq",
+    "remaining_req": "queue_req",
+    "tree_cache_hit_rate": "cache_hit_rate",
+}
+
+
+@lru_cache(maxsize=512)
+def _norm_key(raw: str) -> str:
+    """``'#full token'`` -> ``'tokens'``, ``'gen throughput (token/s)'`` -> ``'gen_throughput'``."""
+    key = _UNIT.sub("", raw).strip().lstrip("#")
+    key = _NON_WORD.sub("_", key).strip("_").lower()
+    return _KEY_ALIASES.get(key, key)
+
+
+def _value(raw: str) -> FieldValue:
+    text = raw.strip().rstrip(".").strip()
+    if text in ("True", "False"):
+        return text == "True"
+    number = text[:-1] if text.endswith("%") else text
+    try:
+        return int(number)
+    except ValueError:
+        pass
+    try:
+        return float(number)
+    except ValueError:
+        return text
+
+
+def _pairs(body: str, separator: str) -> Fields:
+    """Parse ``key: value`` parts; parts without a colon (or an odd key) are ignored."""
+    out: Fields = {}
+    for part in body.split(separator):
+        key, colon, raw = part.partition(":")
+        if not colon:
+            continue
+        name = _norm_key(key)
+        if name and (name[0].isalpha() or name[0] == "_") and name not in out:
+            out[name] = _value(raw)
+    return out
+
+
+def _parse_batch(message: str) -> tuple[str, Fields] | None:
+    idx = message.find("Decode batch")
+    if idx >= 0:
+        body = _BATCH_HEAD.sub("", message[idx + 12 :], count=1)
+        return ev.DECODE, _pairs(body, ", ")
+    idx = message.find("Prefill batch")
+    if idx >= 0:
+        body = _BATCH_HEAD.sub("", message[idx + 13 :], count=1)
+        return ev.PREFILL, _pairs(body, ", ")
+    idx = message.find("new fill batch")
+    if idx >= 0:
+        # v0.1: ``new fill batch. #seq: 1. #cached_token: 17. ... tree_cache_hit_rate: 80.82%.``
+        return ev.PREFILL, _pairs(message[idx + 14 :].lstrip(". "), ". ")
+    stripped = message.lstrip()
+    if stripped.startswith("#running-req:") and "token usage" in stripped:
+        # v0.1 decode lines had no head at all.
+        return ev.DECODE, _pairs(stripped, ", ")
+    return None
+
+
+# --- rare rules ------------------------------------------------------------------------------
+
+
+def _gb(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern + r"\s*([-\d.]+)\s*GB")
+
+
+_NUM = r"(-?\d+(?:\.\d+)?)"
+
+
+def _put(out: Fields, name: str, pattern: re.Pattern[str], text: str) -> None:
+    match = pattern.search(text)
+    if match:
+        out[name] = _value(next(g for g in match.groups() if g is not None))
+
+
+_KV_TOKENS = re.compile(r"#tokens?:\s*(\d+)")
+_KV_DTYPE = re.compile(r"dtype:\s*([\w.]+)")
+_KV_K = _gb(r"\bK size:")
+_KV_V = _gb(r"\bV size:")
+_KV_KV = _gb(r"\bKV size:")
+_KV_LABEL = re.compile(r"^\s*(?:\[?([\w\- ]+?)\]?\s+)?KV Cache")
+
+
+def _kv_cache(message: str) -> Fields | None:
+    if not re.search(r"KV Cache (?:is allocated|VA upper bound)", message):
+        return None
+    out: Fields = {}
+    _put(out, "tokens", _KV_TOKENS, message)
+    _put(out, "k_gb", _KV_K, message)
+    _put(out, "v_gb", _KV_V, message)
+    _put(out, "kv_gb", _KV_KV, message)
+    _put(out, "dtype", _KV_DTYPE, message)
+    if "VA upper bound" in message:
+        out["upper_bound"] = True
+    label = _KV_LABEL.match(message)
+    if label and label.group(1):
+        out["label"] = label.group(1)
+    return out
+
+
+_MAMBA = {
+    "max_mamba_cache_size": re.compile(r"max_mamba_cache_size[:=]\s*(\d+)"),
+    "conv_gb": _gb(r"(?<!_)\bconv_state size:"),
+    "ssm_gb": _gb(r"(?<!_)\bssm_state size:"),
+    "intermediate_ssm_gb": _gb(r"intermediate_ssm_state_cache size:"),
+    "intermediate_conv_gb": _gb(r"intermediate_conv_window_cache size:"),
+}
+
+
+def _mamba_cache(message: str) -> Fields | None:
+    if "Mamba Cache is allocated" not in message:
+        return None
+    out: Fields = {}
+    for name, pattern in _MAMBA.items():
+        _put(out, name, pattern, message)
+    return out
+
+
+_ASSIGN = re.compile(r"(\w+)=\s*(-?[\d.]+)\s*(GB)?")
+_POOL_NAMES = {
+    "max_total_num_token": "max_total_num_tokens",
+    "max_prefill_num_token": "max_prefill_tokens",
+    "available_gpu_mem": "available_gpu_mem_gb",
+}
+
+
+def _pool(message: str) -> Fields | None:
+    if not re.search(r"max_total_num_tokens?=\s*-?\d", message):
+        return None
+    out: Fields = {}
+    for key, raw, _unit in _ASSIGN.findall(message):
+        out[_POOL_NAMES.get(key, key)] = _value(raw)
+    return out
+
+
+_W_ELAPSED = re.compile(r"elapsed=\s*([\d.]+)\s*s")
+_W_TYPE = re.compile(r"\btype=\s*([\w.]+)")
+_W_DTYPE = re.compile(r"\bdtype=\s*([\w.]+)")
+_W_QUANT = re.compile(r"\bquant=\s*([\w.]+)")
+_W_FMT = re.compile(r"\bfmt=\s*([\w.]+)")
+_AVAIL = _gb(r"avail(?:able)? mem(?:ory)?\s*=")
+_USAGE = _gb(r"mem usage\s*=")
+
+
+def _weights(message: str) -> Fields | None:
+    if not re.search(r"Load weight end", message):
+        return None
+    out: Fields = {}
+    _put(out, "elapsed_s", _W_ELAPSED, message)
+    for name, pattern in (("type", _W_TYPE), ("dtype", _W_DTYPE), ("quant", _W_QUANT)):
+        _put(out, name, pattern, message)
+    _put(out, "fmt", _W_FMT, message)
+    _put(out, "avail_mem_gb", _AVAIL, message)
+    _put(out, "mem_usage_gb", _USAGE, message)
+    return out
+
+
+def _avail_only(marker: str) -> Callable[[str], Fields | None]:
+    pattern = re.compile(marker)
+
+    def parse(message: str) -> Fields | None:
+        if not pattern.search(message):
+            return None
+        out: Fields = {}
+        _put(out, "avail_mem_gb", _AVAIL, message)
+        _put(out, "mem_usage_gb", _USAGE, message)
+        return out
+
+    return parse
+
+
+_CAPTURE = re.compile(
+    r"Capture\s+(?P<name>[\w ]*?)\s*(?:cuda|CUDA|npu|NPU|cpu|musa)\s+graph\s+"
+    r"(?P<stage>begin|end|bs)\b"
+)
+_C_ELAPSED = re.compile(r"(?:elapsed=|[Tt]ime elapsed:)\s*([\d.]+)")
+_C_BACKEND = re.compile(r"backend=\s*([\w.-]+)")
+_C_BS = re.compile(r"\bbs\s*=?\s*\[([\d,\s]*)\]")
+
+
+def _graph_capture(message: str) -> Fields | None:
+    match = _CAPTURE.search(message)
+    if not match:
+        return None
+    out: Fields = {"stage": match["stage"], "graph": match["name"].strip() or "target decode"}
+    _put(out, "elapsed_s", _C_ELAPSED, message)
+    _put(out, "avail_mem_gb", _AVAIL, message)
+    _put(out, "mem_usage_gb", _USAGE, message)
+    _put(out, "backend", _C_BACKEND, message)
+    sizes = _C_BS.search(message)
+    if sizes:
+        batch = [int(x) for x in re.findall(r"\d+", sizes.group(1))]
+        out["num_bs"] = len(batch)
+        if batch:
+            out["max_bs"] = max(batch)
+    return out
+
+
+_CAP_MAMBA = re.compile(r"max_running_requests\s+(?:is|was)\s+capped\s+to\s+(\d+)")
+_CAP_REDUCED = re.compile(
+    r"max_running_requests\s+was\s+reduced\s+from\s+the\s+requested\s+(\d+)\s+to\s+(\d+)"
+)
+_CAP_SLOTS = re.compile(r"(\d+)\s+state\s+slots?\s+per\s+request")
+
+
+def _cap(message: str) -> Fields | None:
+    match = _CAP_MAMBA.search(message)
+    if match:
+        out: Fields = {"max_running_requests": int(match.group(1)), "cause": "mamba"}
+        _put(out, "max_mamba_cache_size", _MAMBA["max_mamba_cache_size"], message)
+        _put(out, "slots_per_request", _CAP_SLOTS, message)
+        return out
+    match = _CAP_REDUCED.search(message)
+    if match:
+        return {
+            "max_running_requests": int(match.group(2)),
+            "requested": int(match.group(1)),
+            "cause": "kv_cache" if "KV cache" in message else "capacity",
+        }
+    return None
+
+
+_RESET = re.compile(r"Max running requests is reset to (\d+)")
+_PROFILED = re.compile(r"max_total_tokens=\s*(-?\d+) is larger than the profiled value\s*(-?\d+)")
+
+
+def _reset_48(message: str) -> Fields | None:
+    match = _RESET.search(message)
+    return {"max_running_requests": int(match.group(1))} if match else None
+
+
+def _profiled(message: str) -> Fields | None:
+    match = _PROFILED.search(message)
+    if not match:
+        return None
+    return {"max_total_tokens": int(match.group(1)), "profiled": int(match.group(2))}
+
+
+_ARG = re.compile(
+    r"""['"]?(mem_fraction_static|max_running_requests|max_mamba_cache_size|max_total_tokens|"""
+    r"""port|tp_size|speculative_algorithm|mamba_ssm_dtype|model_path|"""
+    r"""mamba_full_memory_ratio|chunked_prefill_size)['"]?\s*[:=]\s*['"]?([^,'")}\s]+)"""
+)
+
+
+def _server_args(message: str) -> Fields | None:
+    if not re.search(r"server_args\s*=", message):
+        return None
+    out: Fields = {}
+    for key, raw in _ARG.findall(message):
+        out.setdefault(key, None if raw == "None" else _value(raw))  # type: ignore[arg-type]
+    return {k: v for k, v in out.items() if v is not None}
+
+
+_UVICORN = (
+    ("started", re.compile(r"Started server process \[(\d+)\]")),
+    ("waiting", re.compile(r"Waiting for application startup")),
+    ("startup_complete", re.compile(r"Application startup complete")),
+    ("running", re.compile(r"Uvicorn running on (\S+)")),
+)
+
+
+def _uvicorn(message: str) -> Fields | None:
+    for name, pattern in _UVICORN:
+        match = pattern.search(message)
+        if match:
+            out: Fields = {"event": name}
+            if name == "started":
+                out["pid"] = int(match.group(1))
+            if name == "running":
+                out["url"] = match.group(1)
+                port = re.search(r":(\d+)/?$", match.group(1))
+                if port:
+                    out["port"] = int(port.group(1))
+            return out
+    return None
+
+
+_SHUTDOWN_REMAINING = re.compile(r"Remaining number of requests\s*(\d+)")
+
+
+def _shutdown(message: str) -> Fields | None:
+    if "SIGTERM received" in message:
+        return {"event": "sigterm"}
+    match = _SHUTDOWN_REMAINING.search(message)
+    if "Gracefully exiting" in message:
+        return {"event": "draining", **({"remaining": int(match.group(1))} if match else {})}
+    return None
+
+
+def _ready(message: str) -> Fields | None:
+    return {} if re.search(r"fired up and ready to roll", message) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rare kind: tried only when an anchor is in the message."""
+
+    kind: str
+    """The event kind this rule emits."""
+    anchors: tuple[str, ...]
+    """Plain substrings, one of which every line of this kind contains (the ingest search keys)."""
+    parse: Callable[[str], Fields | None]
+    """Returns the fields, or None when the line is not of this kind after all."""
+
+
+RULES: tuple[Rule, ...] = (
+    # Errors first: an error text may mention a pool ("Not enough memory for KV cache").
+    Rule(ev.ERROR, ERROR_ANCHORS, classify_error),
+    Rule(ev.MAMBA_CACHE, ("Mamba Cache",), _mamba_cache),
+    # "V Cache", not "KV Cache": a rare first letter keeps the chunk search fast (see ingest).
+    Rule(ev.KV_CACHE, ("V Cache",), _kv_cache),
+    Rule(ev.PROFILED, ("_total_tokens",), _profiled),
+    Rule(ev.POOL, ("_total_num_token",), _pool),
+    Rule(ev.CAP, ("_running_requests",), _cap),
+    Rule(ev.RESET_48, ("Max running requests",), _reset_48),
+    Rule(ev.WEIGHTS, ("Load weight",), _weights),
+    Rule(ev.WEIGHTS_BEGIN, ("Load weight",), _avail_only(r"Load weight begin")),
+    Rule(
+        ev.MEMORY_BASELINE,
+        ("Memory baseline", "Init torch distributed"),
+        _avail_only(r"Memory baseline taken|Init torch distributed ends"),
+    ),
+    Rule(ev.MEMORY_POOL_END, ("Memory pool",), _avail_only(r"Memory pool end")),
+    Rule(ev.GRAPH_CAPTURE, ("Capture",), _graph_capture),
+    Rule(ev.SERVER_ARGS, ("_args",), _server_args),
+    Rule(
+        ev.UVICORN,
+        ("Started server process", "Waiting for application", "Application startup", "Uvicorn"),
+        _uvicorn,
+    ),
+    Rule(ev.SHUTDOWN, ("SIGTERM", "Gracefully exiting"), _shutdown),
+    # "y to roll": 'y' never starts an anchor candidate in batch or access lines.
+    Rule(ev.READY, ("y to roll",), _ready),
+)
+"""Rare rules in priority order; the first that parses a line wins."""
+
+_ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
+
+
+def split_prefix(text: str) -> tuple[str, str | None, str | None]:
+    """Strip what surrounds a log message.
+
+    Args:
+        text: One raw line (no trailing newline needed).
+
+    Returns:
+        ``(message, stamp, ranks)``; stamp and ranks are None when the line has none.
+    """
+    line = text.rstrip("\r\n")
+    match = _STAMP.search(line)
+    if match:
+        ranks = match["ranks"].strip() or None
+        return line[match.end() :], match["stamp"], ranks
+    match = _GPU_ID.search(line)
+    if match:
+        return line[match.end() :], None, f"gpu_id={match['gpu']}"
+    line = _COMPOSE.sub("", line, count=1)
+    line = _RAY.sub("", line, count=1)
+    # tqdm redraws with carriage returns: the message is what was written last.
+    return line.rsplit("\r", 1)[-1], None, None
+
+
+def parse_message(message: str) -> tuple[str, Fields] | None:
+    """Classify a message already stripped by :func:`split_prefix`.
+
+    Returns:
+        ``(kind, fields)``, or None when the message is of no kind we know.
+    """
+    batch = _parse_batch(message)
+    if batch is not None:
+        return batch
+    # Access lines before the rare rules: the ingest path counts " HTTP/" lines as frequent.
+    access = _ACCESS.search(message) if " HTTP/" in message else None
+    if access:
+        return ev.ACCESS, {
+            "method": access["method"],
+            "path": access["path"],
+            "status": int(access["status"]),
+        }
+    for rule in RULES:
+        if any(anchor in message for anchor in rule.anchors):
+            fields = rule.parse(message)
+            if fields is not None:
+                return rule.kind, fields
+    return None
+
+
+def parse_line(text: str, line: int = 0) -> LogEvent | None:
+    """Parse one SGLang log line of any era.
+
+    Args:
+        text: The raw line, with whatever prefix it was printed with.
+        line: Its 1-based line number when known, else 0.
+
+    Returns:
+        The event, or None when the line says nothing the console uses.
+    """
+    message, stamp, ranks = split_prefix(text)
+    parsed = parse_message(message)
+    if parsed is None:
+        return None
+    kind, fields = parsed
+    return LogEvent(kind, fields, message.strip(), stamp, ranks, line)

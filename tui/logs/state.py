@@ -1,0 +1,227 @@
+"""Per-server state accumulated from log events: what the console shows from a server's log."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from tui.logs import events as ev
+from tui.logs.events import LogEvent
+from tui.logs.ingest import IngestSummary
+
+NON_FATAL_REASONS = frozenset({"input_too_long", "exception"})
+"""Error reasons that do not by themselves mean the server died."""
+
+ALLOCATION_KINDS = frozenset({ev.WEIGHTS, ev.MAMBA_CACHE, ev.KV_CACHE, ev.POOL, ev.CAP})
+ALLOCATION_KINDS |= {ev.RESET_48, ev.PROFILED}
+"""Kinds whose lines are kept as the server's allocation lines."""
+
+_PHASES = {
+    ev.SERVER_ARGS: "starting",
+    ev.MEMORY_BASELINE: "initialising",
+    ev.WEIGHTS_BEGIN: "loading weights",
+    ev.WEIGHTS: "allocating memory pools",
+    ev.MAMBA_CACHE: "allocating KV cache",
+    ev.KV_CACHE: "allocating KV cache",
+    ev.MEMORY_POOL_END: "capturing CUDA graphs",
+    ev.GRAPH_CAPTURE: "capturing CUDA graphs",
+    ev.POOL: "starting HTTP server",
+    ev.READY: "ready",
+    ev.SHUTDOWN: "shutting down",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogView:
+    """An immutable copy of a :class:`LogState`, named like ``ServerSnapshot``'s fields."""
+
+    phase: str
+    """Startup phase from the last startup line ('' before any), 'ready', 'failed', ..."""
+    ready: bool
+    """The ready line was seen since the last launch."""
+    failed: bool
+    """A fatal error line was seen since the last launch."""
+    kv_tokens: int | None
+    """max_total_num_tokens (or the KV line's #tokens before the summary line)."""
+    mamba_slots: int | None
+    """max_mamba_cache_size as allocated."""
+    max_running_requested: int | None
+    """The requested max running requests when the log says it (cap, reset or server_args)."""
+    max_running_effective: int | None
+    """Effective max running requests (pool summary line, or the cap warning)."""
+    capped: bool
+    """SGLang capped max running requests."""
+    running: int | None
+    """Running requests (last decode line)."""
+    queued: int | None
+    """Queued requests (last decode line)."""
+    token_usage: float | None
+    """KV token usage, 0..1."""
+    mamba_usage: float | None
+    """Mamba slot usage, 0..1."""
+    gen_throughput: float | None
+    """Last generation throughput, tokens/s."""
+    accept_len: float | None
+    """Speculative accept length."""
+    throughput_history: tuple[float, ...]
+    """Recent generation throughputs, oldest first."""
+    allocation_lines: tuple[str, ...]
+    """The allocation lines of the current launch, in order."""
+    available_gpu_mem_gb: float | None
+    """``available_gpu_mem`` from the summary line."""
+    last_error: str | None
+    """Text of the last error line."""
+    error_reason: str | None
+    """Its reason ('oom', 'sigquit', ...)."""
+    decode_lines: int
+    """Decode lines seen since the last launch."""
+
+
+def _int(event: LogEvent, name: str, default: int | None) -> int | None:
+    value = event.fields.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _float(event: LogEvent, name: str, default: float | None) -> float | None:
+    value = event.fields.get(name)
+    return float(value) if isinstance(value, int | float) else default
+
+
+class LogState:
+    """Accumulates one server's events; a new launch (``server_args`` line) starts it over.
+
+    Not thread-safe: one worker owns it and hands :meth:`view` copies to others.
+    """
+
+    def __init__(self, history: int = 120, max_allocation_lines: int = 64) -> None:
+        """Start empty.
+
+        Args:
+            history: Throughput readings kept for the sparkline (>= 1).
+            max_allocation_lines: Allocation lines kept (>= 1); the oldest are dropped.
+        """
+        if history < 1:
+            raise ValueError(f"history must be >= 1, got {history}")
+        if max_allocation_lines < 1:
+            raise ValueError(f"max_allocation_lines must be >= 1, got {max_allocation_lines}")
+        self._history = history
+        self._max_alloc = max_allocation_lines
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (a new launch begins)."""
+        self.phase = ""
+        self.ready = False
+        self.failed = False
+        self.kv_tokens: int | None = None
+        self.mamba_slots: int | None = None
+        self.max_running_requested: int | None = None
+        self.max_running_effective: int | None = None
+        self.capped = False
+        self.latest_decode: LogEvent | None = None
+        self.latest_prefill: LogEvent | None = None
+        self.throughput_history: deque[float] = deque(maxlen=self._history)
+        self.allocation_lines: deque[str] = deque(maxlen=self._max_alloc)
+        self.available_gpu_mem_gb: float | None = None
+        self.last_error: str | None = None
+        self.error_reason: str | None = None
+        self.decode_lines = 0
+
+    def apply(self, event: LogEvent) -> None:
+        """Fold one event in (any kind; unknown kinds are ignored)."""
+        kind, get = event.kind, event.fields.get
+        if kind == ev.SERVER_ARGS:
+            self.reset()
+            self.max_running_requested = _int(event, "max_running_requests", None)
+        if kind == ev.DECODE:
+            self.latest_decode = event
+            self.decode_lines += 1
+            throughput = get("gen_throughput")
+            if isinstance(throughput, int | float):
+                self.throughput_history.append(float(throughput))
+            return
+        if kind == ev.PREFILL:
+            self.latest_prefill = event
+            return
+        if kind in ALLOCATION_KINDS:
+            self.allocation_lines.append(event.text)
+        if kind in _PHASES and not self.failed:
+            self.phase = _PHASES[kind]
+        if kind == ev.UVICORN and not self.failed and not self.ready:
+            self.phase = "warming up" if get("event") == "running" else "starting HTTP server"
+        if kind == ev.MAMBA_CACHE:
+            self.mamba_slots = _int(event, "max_mamba_cache_size", self.mamba_slots)
+        elif kind == ev.KV_CACHE and self.kv_tokens is None:
+            self.kv_tokens = _int(event, "tokens", None)  # the first pool is the target's
+        elif kind == ev.POOL:
+            self.kv_tokens = _int(event, "max_total_num_tokens", self.kv_tokens)
+            self.max_running_effective = _int(
+                event, "max_running_requests", self.max_running_effective
+            )
+            self.available_gpu_mem_gb = _float(
+                event, "available_gpu_mem_gb", self.available_gpu_mem_gb
+            )
+        elif kind == ev.CAP:
+            self.capped = True
+            self.max_running_effective = _int(event, "max_running_requests", None)
+            self.max_running_requested = _int(event, "requested", self.max_running_requested)
+            self.mamba_slots = _int(event, "max_mamba_cache_size", self.mamba_slots)
+        elif kind == ev.RESET_48 and self.max_running_requested is None:
+            self.max_running_requested = _int(event, "max_running_requests", None)
+        elif kind == ev.READY:
+            self.ready = True
+        elif kind == ev.ERROR:
+            self.last_error = event.text
+            self.error_reason = str(get("reason", "")) or None
+            if self.error_reason not in NON_FATAL_REASONS:
+                self.failed = True
+                self.phase = "failed"
+
+    def apply_summary(self, summary: IngestSummary) -> None:
+        """Fold in what :func:`~tui.logs.ingest.ingest_bytes` found, rare events in order.
+
+        The latest prefill is applied before the latest decode; the throughput history gets one
+        reading per summary (the chunk's last decode line), plus the counts.
+        """
+        for event in summary.rare:
+            self.apply(event)
+        if summary.latest_prefill is not None:
+            self.apply(summary.latest_prefill)
+        if summary.latest_decode is not None:
+            self.apply(summary.latest_decode)
+            self.decode_lines += summary.decode_lines - 1
+
+    def view(self) -> LogView:
+        """Return an immutable copy for another thread or the UI."""
+        decode = self.latest_decode.fields if self.latest_decode else {}
+
+        def number(name: str) -> float | None:
+            value = decode.get(name)
+            return float(value) if isinstance(value, int | float) else None
+
+        def count(name: str) -> int | None:
+            value = decode.get(name)
+            return value if isinstance(value, int) else None
+
+        return LogView(
+            phase=self.phase,
+            ready=self.ready,
+            failed=self.failed,
+            kv_tokens=self.kv_tokens,
+            mamba_slots=self.mamba_slots,
+            max_running_requested=self.max_running_requested,
+            max_running_effective=self.max_running_effective,
+            capped=self.capped,
+            running=count("running_req"),
+            queued=count("queue_req"),
+            token_usage=number("token_usage"),
+            mamba_usage=number("mamba_usage"),
+            gen_throughput=number("gen_throughput"),
+            accept_len=number("accept_len"),
+            throughput_history=tuple(self.throughput_history),
+            allocation_lines=tuple(self.allocation_lines),
+            available_gpu_mem_gb=self.available_gpu_mem_gb,
+            last_error=self.last_error,
+            error_reason=self.error_reason,
+            decode_lines=self.decode_lines,
+        )
