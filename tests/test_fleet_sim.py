@@ -1,0 +1,125 @@
+"""The monitor against one real simulated SGLang server process (``gpufleet sim``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tui import paths
+from tui.fleet.monitor import FleetMonitor
+from tui.fleet.snapshot import FleetSnapshot, ServerState
+from tui.fleet.spec import FleetSpec, ServerSpec
+from tui.gpu.simulated import DRIVER_RESERVED_BYTES, SimulatedSource
+
+GIB = 1024**3
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def sim_server(
+    tmp_path: Path, isolated_state: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], ServerSpec]]:
+    port = _free_port()
+    log = tmp_path / "sglang_gpu1.log"
+    argv = [sys.executable, "-m", "tui", "sim", "--port", str(port), "--sim-gpu", "b200"]
+    argv += ["--sim-model", "qwen3.6-27b", "--sim-gpu-index", "1", "--sim-startup-seconds", "1.5"]
+    argv += ["--max-running-requests", "64", "--max-mamba-cache-size", "200"]
+    argv += [
+        "--speculative-algorithm",
+        "EAGLE",
+        "--mem-fraction-static",
+        "0.93",
+        "--enable-metrics",
+    ]
+    env = {**os.environ, paths.STATE_ENV: str(isolated_state), "PYTHONPATH": str(REPO)}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True
+        )
+    try:
+        yield proc, ServerSpec(1, port, log_path=str(log))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+async def _poll_until(
+    monitor: FleetMonitor, done: Callable[[FleetSnapshot], bool], deadline_s: float = 60.0
+) -> FleetSnapshot:
+    deadline = time.monotonic() + deadline_s
+    snap = await monitor.poll()
+    while not done(snap):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not reached; last snapshot: {snap}")
+        await asyncio.sleep(0.05)  # the monitor's cadence, shortened; not a synchronisation
+        snap = await monitor.poll()
+    return snap
+
+
+def _state(snap: FleetSnapshot) -> ServerState:
+    server = snap.panels[0].server
+    assert server is not None
+    return server.state
+
+
+async def test_sim_server_starting_ready_killed(
+    sim_server: tuple[subprocess.Popen[bytes], ServerSpec], isolated_state: Path
+) -> None:
+    proc, spec = sim_server
+    monitor = FleetMonitor(
+        FleetSpec((spec,)),
+        SimulatedSource(paths.sim_gpu_dir()),
+        probe_timeout=2.0,
+        discovery_interval=0,
+    )
+    try:
+        snap = await _poll_until(monitor, lambda s: _state(s) is ServerState.STARTING)
+        assert snap.panels[0].server.pid == proc.pid
+        snap = await _poll_until(
+            monitor,
+            lambda s: (
+                _state(s) is ServerState.READY
+                and s.panels[0].server.max_running_effective is not None
+            ),
+        )
+        panel = snap.panels[0]
+        server = panel.server
+        assert panel.gpu_index == 1 and panel.gpu is not None and panel.gpu.source == "sim"
+        assert panel.gpu.memory_used > 100 * GIB  # weights + pools + graphs of the aggressive plan
+        assert server.kv_tokens == 798080
+        assert server.mamba_slots == 200
+        assert server.max_running_requested == 64
+        assert server.max_running_effective == 40
+        assert server.capped
+        assert server.running is not None  # live load from /metrics
+        assert any("Mamba Cache" in line for line in server.allocation_lines)
+
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        snap = await _poll_until(
+            monitor,
+            lambda s: (
+                _state(s) is ServerState.STOPPED
+                and s.panels[0].gpu is not None
+                and s.panels[0].gpu.memory_used == DRIVER_RESERVED_BYTES
+            ),
+        )
+        assert snap.panels[0].gpu.processes == ()
+    finally:
+        await monitor.aclose()
