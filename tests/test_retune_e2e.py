@@ -1,0 +1,171 @@
+"""End to end on a simulated 3-GPU fleet (real processes, real HTTP, real logs, fast sim).
+
+The seed's retune: a baseline fleet runs, ``gpufleet apply`` switches it to the aggressive knobs,
+each GPU reaches /health_generate 200, the verify report shows the cap SGLang applies (64 asked,
+40 effective), and the preflight, calibrated on the baseline's log lines, predicted the KV pool
+within 1%. Then a profile whose per-GPU override does not fit: that GPU fails with the OOM line,
+the others come up, nothing is left running on it, and the command exits non-zero.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tui import paths
+from tui.control import stop_fleet
+from tui.control.identity import verify
+from tui.control.records import read_records
+from tui.control.release import sim_gpu_pids
+from tui.gpu.sim_records import live_processes
+from tui.profiles import load_profile
+from tui.retune import cli
+from tui.retune.journal import read_journal
+from tui.retune.preflight import calibration_from_log, preflight
+from tui.retune.running import read_running
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("tui.sim.cli") is None, reason="the simulator CLI is not there yet"
+)
+
+GPUS = (0, 1, 2)
+SIM_SPEED = 200.0
+
+
+def free_ports(count: int) -> list[int]:
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def profile_text(name: str, ports: list[int], log_dir: Path, server: str, extra: str = "") -> str:
+    return f"""
+name = "{name}"
+[engine]
+kind = "sim"
+sim_gpu = "b200"
+sim_model = "qwen3.6-27b"
+sim_speed = {SIM_SPEED}
+[fleet]
+gpus = {list(GPUS)}
+ports = {ports}
+host = "127.0.0.1"
+log_dir = "{log_dir}"
+log_file = "sglang_gpu{{gpu}}.log"
+[server]
+model_path = "Qwen/Qwen3.6-27B-FP8"
+mamba_radix_cache_strategy = "extra_buffer"
+speculative_algorithm = "EAGLE"
+speculative_num_steps = 3
+speculative_eagle_topk = 1
+speculative_num_draft_tokens = 4
+{server}
+[server.extra_flags]
+enable_metrics = true
+{extra}
+"""
+
+
+BASELINE = "mem_fraction_static = 0.88\nmax_mamba_cache_size = 80\nmamba_full_memory_ratio = 0.4\n"
+AGGRESSIVE = (
+    "mem_fraction_static = 0.93\nmax_mamba_cache_size = 200\n"
+    "mamba_full_memory_ratio = 0.6\nmax_running_requests = 64\n"
+)
+
+
+@pytest.fixture()
+def fleet(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    """Profile files for a 3-GPU simulated fleet; every server is stopped afterwards."""
+    ports = free_ports(len(GPUS))
+    logs = tmp_path / "logs"
+    files = {
+        "baseline": profile_text("e2e-baseline", ports, logs, BASELINE),
+        "aggressive": profile_text("e2e-aggressive", ports, logs, AGGRESSIVE),
+        "gpu1-too-big": profile_text(
+            "e2e-gpu1-too-big", ports, logs, AGGRESSIVE, "[gpu.1]\nmem_fraction_static = 0.35\n"
+        ),
+    }
+    out = {}
+    for key, text in files.items():
+        out[key] = tmp_path / f"{key}.toml"
+        out[key].write_text(text)
+    try:
+        yield out
+    finally:
+        stop_fleet(None, term_timeout=5.0, gpu_pids=sim_gpu_pids(), release_timeout=10.0)
+
+
+FAST = ["--timeout", "60", "--term-timeout", "5", "--release-timeout", "20", "--no-measure"]
+
+
+def test_apply_aggressive_profile_verifies_every_gpu(
+    fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main([str(fleet["baseline"]), *FAST]) == 0
+    baseline_pids = {g: r.pid for g, r in read_records().items()}
+    assert sorted(baseline_pids) == list(GPUS)
+    log0 = read_records()[0].log_path
+    calibration = calibration_from_log(log0)
+    assert calibration is not None and calibration.kv_bytes_per_token
+    predicted = preflight(load_profile(fleet["aggressive"]), 0, calibration=calibration)
+    capsys.readouterr()
+
+    assert cli.main([str(fleet["aggressive"]), *FAST]) == 0
+    out = capsys.readouterr().out
+    entry = read_journal().entries[-1]
+    assert entry["ok"] and entry["profile"] == "e2e-aggressive"
+    assert entry["previous_profiles"] == {str(g): "e2e-baseline" for g in GPUS}
+    assert any("max_mamba_cache_size" in line for line in entry["diff"])
+    for report in entry["reports"]:
+        assert report["ok"], report
+        assert report["requested"]["max_running_requests"] == 64
+        assert report["effective"]["max_running_requests"] == 40
+        assert report["capped"] is True
+        assert report["effective"]["mamba_slots"] == 200
+        kv = report["effective"]["kv_tokens"]
+        assert kv == pytest.approx(predicted.kv_tokens, rel=0.01)
+        assert report["time_to_ready_s"] > 0
+        assert [p for p, _ in report["phases"]][-1] == "ready"
+    assert "requested 64 -> effective 40 (CAPPED)" in out
+    # The baseline's servers are gone; new ones run, recorded under the new profile.
+    records = read_records()
+    assert all(records[g].pid != baseline_pids[g] for g in GPUS)
+    assert {records[g].profile for g in GPUS} == {"e2e-aggressive"}
+    running = read_running()
+    assert {running[g].previous_name for g in GPUS} == {"e2e-baseline"}
+
+    assert cli.main(["--rollback", *FAST]) == 0
+    assert {r.profile for r in read_records().values()} == {"e2e-baseline"}
+
+
+def test_override_that_does_not_fit_fails_only_that_gpu(
+    fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main([str(fleet["baseline"]), *FAST]) == 0
+    old_gpu1 = read_records()[1]
+    capsys.readouterr()
+
+    assert cli.main([str(fleet["gpu1-too-big"]), *FAST]) == 1
+    out = capsys.readouterr().out
+    assert "GPU 1: FAILED OOM" in out
+    entry = read_journal().entries[-1]
+    by_gpu = {r["gpu"]: r for r in entry["reports"]}
+    assert by_gpu[0]["ok"] and by_gpu[2]["ok"]
+    failed = by_gpu[1]
+    assert not failed["ok"] and failed["error_reason"] == "oom"
+    assert "mem-fraction-static" in failed["error_line"]
+    # Nothing left running on GPU 1: no record, old and new processes gone, no GPU memory held.
+    assert 1 not in read_records()
+    assert not verify(old_gpu1).alive
+    assert failed["pid"] is not None
+    assert live_processes(paths.sim_gpu_dir(), 1) == []
+    assert read_running()[1].current is None
