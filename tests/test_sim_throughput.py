@@ -1,0 +1,90 @@
+"""Calibration of the simulated scheduler, as relations with tolerance."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tui.gpu.sim_records import SIM_GPU_KINDS
+from tui.sglang.memory import plan_memory
+from tui.sglang.models import get_model
+from tui.sim.scheduler import SimScheduler
+from tui.sim.throughput import expected_rate
+
+QWEN = get_model("qwen3.6-27b")
+B200 = SIM_GPU_KINDS["b200"][1]
+BASELINE = plan_memory(
+    QWEN, B200, mem_fraction_static=0.88, max_mamba_cache_size=80, speculative_algorithm="EAGLE"
+)
+AGGRESSIVE = plan_memory(
+    QWEN,
+    B200,
+    mem_fraction_static=0.93,
+    max_mamba_cache_size=200,
+    mamba_full_memory_ratio=0.6,
+    max_running_requests=64,
+    speculative_algorithm="EAGLE",
+)
+
+
+def test_baseline_matches_the_seeds_per_server_rate() -> None:
+    rate = expected_rate(BASELINE, QWEN)
+    assert rate.running == 16
+    assert abs(rate.output_tokens_per_s * 7 - 13_500) / 13_500 < 0.15
+    assert abs(rate.requests_per_s * 7 - 6.1) / 6.1 < 0.15
+
+
+def test_more_concurrency_helps_with_diminishing_returns() -> None:
+    base = expected_rate(BASELINE, QWEN).output_tokens_per_s
+    wide = expected_rate(AGGRESSIVE, QWEN).output_tokens_per_s
+    assert AGGRESSIVE.max_running_requests == 40
+    gain = wide / base
+    assert 1.0 < gain < 40 / 16
+
+
+def test_speed_scales_rates() -> None:
+    assert (
+        abs(
+            expected_rate(BASELINE, QWEN, speed=50).output_tokens_per_s
+            - 50 * expected_rate(BASELINE, QWEN).output_tokens_per_s
+        )
+        < 1e-6
+    )
+
+
+async def _measure(
+    plan: object, speed: float, requests: int, tokens: int
+) -> tuple[float, int, int]:
+    lines: list[str] = []
+    sch = SimScheduler(plan, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)  # type: ignore[arg-type]
+    task = asyncio.create_task(sch.run())
+    try:
+        start = time.monotonic()
+        reqs = [sch.submit(f"r{i}", 100, tokens, True) for i in range(requests)]
+        peak = 0
+        while not all(r.done.done() for r in reqs):
+            peak = max(peak, len(sch.running))
+            await asyncio.sleep(0.01)
+        elapsed = time.monotonic() - start
+    finally:
+        task.cancel()
+    decode = [line for line in lines if line.startswith("Decode batch, ")]
+    assert decode and "mamba usage" in decode[0] and "accept len" in decode[0]
+    return requests * tokens / elapsed, peak, len(decode)
+
+
+async def test_scheduler_runs_at_the_modelled_rate_and_respects_the_cap() -> None:
+    speed = 100.0
+    measured, peak, _ = await _measure(BASELINE, speed, 64, 3000)
+    assert peak == 16  # never more than the effective cap
+    # 4 waves of 16 identical requests: the steady-state model applies.
+    expected = expected_rate(BASELINE, QWEN, speed=speed).output_tokens_per_s
+    assert abs(measured - expected) / expected < 0.15
+
+
+async def test_scheduler_wider_cap_is_faster_but_sublinear() -> None:
+    speed = 100.0
+    narrow, _, _ = await _measure(BASELINE, speed, 80, 2000)
+    wide, peak, _ = await _measure(AGGRESSIVE, speed, 80, 2000)
+    assert peak == 40
+    assert narrow < wide < narrow * 40 / 16
