@@ -7,6 +7,7 @@ answers instantly, and ``POST /_control {"mode": ...}`` makes it fail (``fail500
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import boto3
 import httpx
 
 HERE = Path(__file__).resolve().parent
@@ -135,6 +137,29 @@ def read_shards(out_dir: Path) -> Iterator[dict[str, object]]:
         with open(path) as handle:
             for line in handle:
                 yield json.loads(line)
+
+
+def check_bucket_matches(
+    moto: ProcessServer, out_dir: Path, prefix: str, bucket: str = "gpufleet-test"
+) -> list[int]:
+    """Manifest == bucket objects == local shards (bytes and sha256); returns all indices."""
+    s3 = boto3.client("s3", endpoint_url=moto.url)
+    manifest = json.loads(
+        s3.get_object(Bucket=bucket, Key=f"{prefix}/manifest.json")["Body"].read()
+    )
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/shards/").get("Contents", [])
+    assert sorted(o["Key"] for o in listed) == sorted(e["key"] for e in manifest["shards"])
+    local = sorted(p.name for p in out_dir.glob("shard-*.jsonl"))
+    assert local == sorted(e["name"] for e in manifest["shards"])
+    indices: list[int] = []
+    for entry in manifest["shards"]:
+        body = s3.get_object(Bucket=bucket, Key=entry["key"])["Body"].read()
+        assert hashlib.sha256(body).hexdigest() == entry["sha256"]
+        assert body == (out_dir / entry["name"]).read_bytes()
+        shard = [json.loads(line)["index"] for line in body.splitlines()]
+        assert len(shard) == entry["count"] and min(shard) == entry["first_index"]
+        indices += shard
+    return indices
 
 
 def _serve(port: int) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -19,6 +17,7 @@ from pipeline_helpers import (
     REPO,
     S3_ENV,
     ProcessServer,
+    check_bucket_matches,
     moto_server,
     openai_server,
     read_shards,
@@ -80,27 +79,6 @@ def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str
         timeout=timeout,
         env={**os.environ, **S3_ENV},
     )
-
-
-def check_bucket_matches(moto: ProcessServer, out_dir: Path, prefix: str) -> list[int]:
-    """Manifest == bucket objects == local shards (bytes and sha256); returns all indices."""
-    s3 = boto3.client("s3", endpoint_url=moto.url)
-    manifest = json.loads(
-        s3.get_object(Bucket=BUCKET, Key=f"{prefix}/manifest.json")["Body"].read()
-    )
-    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/shards/").get("Contents", [])
-    assert sorted(o["Key"] for o in listed) == sorted(e["key"] for e in manifest["shards"])
-    local = sorted(p.name for p in out_dir.glob("shard-*.jsonl"))
-    assert local == sorted(e["name"] for e in manifest["shards"])
-    indices: list[int] = []
-    for entry in manifest["shards"]:
-        body = s3.get_object(Bucket=BUCKET, Key=entry["key"])["Body"].read()
-        assert hashlib.sha256(body).hexdigest() == entry["sha256"]
-        assert body == (out_dir / entry["name"]).read_bytes()
-        shard = [json.loads(line)["index"] for line in body.splitlines()]
-        assert len(shard) == entry["count"] and min(shard) == entry["first_index"]
-        indices += shard
-    return indices
 
 
 def test_run_uploads_every_shard_with_manifest(
