@@ -1,0 +1,263 @@
+"""parse_line on every reference line of every era: kind and key fields, not just 'parses'."""
+
+from __future__ import annotations
+
+import pytest
+from logs_helpers import FIXTURES
+
+from tui.logs.events import ERROR_REASONS, LogEvent
+from tui.logs.parser import parse_line, split_prefix
+
+# line number in sglang-log-samples.txt -> (kind or None, fields that must be present and equal)
+SAMPLES: dict[int, tuple[str | None, dict[str, object]]] = {
+    1: ("decode", {"running_req": 5, "tokens": 20800, "token_usage": 0.29, "queue_req": 0}),
+    2: ("decode", {"running_req": 1010, "gen_throughput": 1397.13, "queue_req": 12279}),
+    3: ("prefill", {"new_seq": 16, "new_token": 9088, "cached_token": 1114624, "mamba_usage": 0.8}),
+    4: ("decode", {"running_req": 1, "gen_throughput": 84.39, "cache_miss": 1}),
+    5: ("prefill", {"new_seq": 1, "new_token": 2062, "cached_token": 0, "cache_hit_rate": 0.0}),
+    6: ("prefill", {"new_seq": 2, "cached_token": 8027, "running_req": 28, "queue_req": 0}),
+    7: ("decode", {"running_req": 8, "tokens": 62531, "gen_throughput": 186.64}),
+    8: ("kv_cache", {"tokens": 367404, "k_gb": 8.23, "v_gb": 8.23}),
+    9: (None, {}),
+    10: (None, {}),
+    11: ("error", {"reason": "oom", "exception": "RuntimeError"}),
+    12: ("profiled", {"max_total_tokens": 131072, "profiled": -561981}),
+    13: ("memory_pool_end", {"avail_mem_gb": 11.87}),
+    14: ("graph_capture", {"stage": "bs", "num_bs": 52, "max_bs": 512}),
+    15: ("prefill", {"new_seq": 1, "new_token": 28, "queue_req": 0}),
+    16: ("decode", {"accept_len": 1.8, "accept_rate": 0.45, "cuda_graph": True, "queue_req": 0}),
+    17: ("error", {"reason": "sigquit"}),
+    18: (None, {}),
+    19: ("error", {"reason": "oom", "detail": "cuda"}),
+    20: ("graph_capture", {"stage": "begin"}),
+    21: ("uvicorn", {"event": "started", "pid": 3831493}),
+    22: ("uvicorn", {"event": "running", "port": 30000}),
+    23: ("weights", {"mem_usage_gb": 3.76, "avail_mem_gb": 19.08, "elapsed_s": 653.47}),
+    24: ("mamba_cache", {"max_mamba_cache_size": 82, "conv_gb": 0.13, "ssm_gb": 7.29}),
+    25: (None, {}),
+    26: (None, {}),
+    27: ("prefill", {"new_token": 2048, "token_usage": 0.01, "swa_token_usage": 0.02}),
+    28: ("access", {"method": "POST", "path": "/v1/chat/completions", "status": 200}),
+    29: ("prefill", {"new_token": 8192, "queue_req": 1, "pending_token": 46401}),
+    30: ("decode", {"running_req": 32, "tokens": 11179, "gen_throughput": 1635.11}),
+    31: ("prefill", {"new_seq": 1, "new_token": 18, "cached_token": 2510, "running_req": 0}),
+    32: ("prefill", {"new_token": 353, "queue_req": 1, "running_req": 3, "cache_hit_rate": 80.82}),
+    33: ("error", {"reason": "scheduler_exception"}),
+    34: ("decode", {"running_req": 1, "tokens": 137, "gen_throughput": 1.06}),
+    35: ("prefill", {"new_seq": 2, "running_req": 69, "queue_req": 130}),
+    36: ("prefill", {"new_seq": 10, "running_req": 4, "queue_req": 186}),
+    37: ("prefill", {"new_token": 2266, "cached_token": 1}),
+    38: ("memory_pool_end", {"avail_mem_gb": 8.4}),
+    39: (None, {}),
+    40: (None, {}),
+    41: ("error", {"reason": "sigquit"}),
+    42: ("decode", {"running_req": 8, "accept_len": 2.9, "gen_throughput": 171.01}),
+    43: ("prefill", {"new_seq": 8, "cached_token": 482304, "cuda_graph": False}),
+    44: (None, {}),
+    45: ("decode", {"tokens": 1470941, "token_usage": 0.09, "mamba_num": 18, "mamba_usage": 0.9}),
+    46: ("error", {"reason": "illegal_memory_access"}),
+    47: ("decode", {"running_req": 20, "mamba_usage": 1.0, "queue_req": 6}),
+    48: ("kv_cache", {"tokens": 330323, "k_gb": 10.08, "dtype": "torch.bfloat16"}),
+    49: ("ready", {}),
+    50: (
+        "pool",
+        {
+            "max_total_num_tokens": 1543256,
+            "max_running_requests": 32,
+            "chunked_prefill_size": 16384,
+            "context_len": 262144,
+            "available_gpu_mem_gb": 77.76,
+        },
+    ),
+    51: ("weights", {"quant": "fp8", "fmt": "e4m3", "mem_usage_gb": 14.49}),
+    52: ("weights_begin", {"avail_mem_gb": 109.98}),
+    53: ("kv_cache", {"tokens": 1226984, "kv_gb": 9.21}),
+    54: ("pool", {"max_total_num_tokens": 1226984, "available_gpu_mem_gb": 10.39}),
+    55: ("ready", {}),
+}
+
+
+def _check(event: LogEvent | None, kind: str | None, fields: dict[str, object]) -> None:
+    if kind is None:
+        assert event is None
+        return
+    assert event is not None and event.kind == kind
+    for name, value in fields.items():
+        assert event.fields.get(name) == value, (name, dict(event.fields))
+
+
+def test_every_sample_line_has_its_kind_and_fields() -> None:
+    lines = (FIXTURES / "sglang-log-samples.txt").read_text().splitlines()
+    assert len(lines) == len(SAMPLES)
+    for number, text in enumerate(lines, start=1):
+        kind, fields = SAMPLES[number]
+        event = parse_line(text, number)
+        _check(event, kind, fields)
+        if event is not None:
+            assert event.line == number
+
+
+def test_batch_lines_carry_the_schema_fields() -> None:
+    lines = (FIXTURES / "sglang-log-samples.txt").read_text().splitlines()
+    for text in lines:
+        event = parse_line(text)
+        if event and event.kind == "decode":
+            assert {"running_req", "token_usage"} <= set(event.fields)
+        if event and event.kind == "prefill":
+            assert {"new_seq", "new_token", "cached_token", "running_req"} <= set(event.fields)
+
+
+def test_seed_lines() -> None:
+    lines = (FIXTURES / "seed-lines.txt").read_text().splitlines()
+    events = [parse_line(text, i) for i, text in enumerate(lines, start=1)]
+    assert [e.kind if e else None for e in events] == [
+        "mamba_cache",
+        "kv_cache",
+        "kv_cache",
+        "pool",
+    ]
+    mamba, kv_target, kv_draft, pool = events
+    assert mamba is not None and kv_target is not None and kv_draft is not None
+    assert mamba.fields["max_mamba_cache_size"] == 200
+    assert mamba.fields["ssm_gb"] == 28.27 and mamba.fields["conv_gb"] == 0.55
+    assert mamba.fields["intermediate_ssm_gb"] == 23.06
+    assert mamba.fields["intermediate_conv_gb"] == 0.45
+    assert kv_target.fields["tokens"] == kv_draft.fields["tokens"] == 798080
+    assert (kv_target.fields["k_gb"], kv_draft.fields["v_gb"]) == (24.36, 1.52)
+    assert pool is not None and pool.fields["max_total_num_tokens"] == 798080
+    assert pool.stamp == "2026-05-09 22:18:34"
+
+
+OPS: list[tuple[str, dict[str, object]]] = [
+    ("decode", {"running_req": 5, "tokens": 1938, "token_usage": 0.24}),
+    ("decode", {"running_req": 2, "gen_throughput": 447.31}),
+    ("decode", {"accept_len": 2.17, "accept_rate": 0.54, "gen_throughput": 0.39}),
+    ("decode", {"running_req": 46, "cuda_graph": False}),
+    ("decode", {"gen_throughput": 144.95}),
+    ("prefill", {"new_seq": 3, "cache_hit_rate": 2.76}),
+    ("weights", {"dtype": "torch.float16", "avail_mem_gb": 9.69}),
+    ("weights", {"mem_usage_gb": 166.59}),
+    ("memory_baseline", {"mem_usage_gb": 0.62}),
+    ("memory_baseline", {"mem_usage_gb": 0.0}),
+    ("reset_48", {"max_running_requests": 48}),
+    (
+        "cap",
+        {"max_running_requests": 9, "max_mamba_cache_size": 47, "slots_per_request": 5},
+    ),
+    ("cap", {"max_running_requests": 32, "requested": 64}),
+    ("profiled", {"max_total_tokens": 131072, "profiled": 99000}),
+    ("kv_cache", {"tokens": 5000, "label": "target"}),
+    ("kv_cache", {"tokens": 6000, "upper_bound": True}),
+    ("graph_capture", {"stage": "begin", "graph": "target decode", "avail_mem_gb": 20.5}),
+    ("graph_capture", {"stage": "end", "elapsed_s": 3.21, "max_bs": 8, "avail_mem_gb": 19.7}),
+    ("graph_capture", {"graph": "draft extend", "elapsed_s": 62.0}),
+    ("graph_capture", {"stage": "end", "elapsed_s": 12.11, "avail_mem_gb": 16.74}),
+    ("pool", {"max_total_num_tokens": 56524, "max_running_requests": 2049}),
+    ("pool", {"max_total_num_tokens": 40000, "max_prefill_tokens": 16384}),
+    ("server_args", {"port": 30003, "mem_fraction_static": 0.93}),
+    ("uvicorn", {"event": "waiting"}),
+    ("uvicorn", {"event": "startup_complete"}),
+    ("error", {"reason": "oom", "detail": "kv_pool", "mem_fraction_static": 0.84}),
+    ("error", {"reason": "oom", "detail": "kv_pool"}),
+    ("error", {"reason": "oom", "min_fraction": 0.862, "mem_fraction_static": 0.8}),
+    ("error", {"reason": "oom", "detail": "mamba_state_cache"}),
+    ("error", {"reason": "oom", "detail": "mamba_state_cache_too_small"}),
+    ("error", {"reason": "oom", "detail": "mamba_runtime"}),
+    ("error", {"reason": "oom", "exception": "AssertionError"}),
+    ("error", {"reason": "oom", "exception": "torch.OutOfMemoryError"}),
+    ("error", {"reason": "sigquit"}),
+    ("error", {"reason": "killed"}),
+    ("error", {"reason": "input_too_long", "input_tokens": 300000, "max_tokens": 262000}),
+    ("error", {"reason": "health_check_failed"}),
+    ("error", {"reason": "watchdog_timeout"}),
+    ("error", {"reason": "watchdog_timeout"}),
+    ("error", {"reason": "port_in_use"}),
+    ("error", {"reason": "port_in_use"}),
+    ("error", {"reason": "warmup_failed"}),
+    ("shutdown", {"event": "sigterm"}),
+    ("shutdown", {"event": "draining", "remaining": 7}),
+]
+
+
+def test_ops_examples() -> None:
+    lines = (FIXTURES / "ops-examples.txt").read_text().splitlines()
+    assert len(lines) == len(OPS)
+    for text, (kind, fields) in zip(lines, OPS, strict=True):
+        _check(parse_line(text), kind, fields)
+
+
+def test_every_error_reason_but_the_generic_one_is_exercised() -> None:
+    reasons = {fields["reason"] for kind, fields in OPS if kind == "error"}
+    reasons |= {"scheduler_exception", "illegal_memory_access"}  # from the samples file
+    assert ERROR_REASONS - reasons == {"exception"}
+    assert parse_line("KeyError: 'foo'") == LogEvent(
+        "error", {"exception": "KeyError", "reason": "exception"}, "KeyError: 'foo'"
+    )
+
+
+DECODE_BODY = "Decode batch, #running-req: 7, #token: 70, token usage: 0.07, #queue-req: 3"
+DECODE_ITER = DECODE_BODY.replace("Decode batch,", "Decode batch [51341],")
+
+
+@pytest.mark.parametrize(
+    ("raw", "stamp", "ranks"),
+    [
+        (f"[2026-04-05 20:02:51] {DECODE_BODY}", "2026-04-05 20:02:51", None),
+        (
+            f"[2026-04-05 20:02:51.123 DP1 TP1 EP1] {DECODE_BODY}",
+            "2026-04-05 20:02:51.123",
+            "DP1 TP1 EP1",
+        ),
+        (f"[2026-04-05 20:02:51 TP0 EP0] {DECODE_BODY}", "2026-04-05 20:02:51", "TP0 EP0"),
+        (f"[16:43:29 TP0] {DECODE_BODY}", "16:43:29", "TP0"),
+        (f"[gpu_id=0] {DECODE_BODY}", None, "gpu_id=0"),
+        (DECODE_BODY, None, None),
+        (f"sglang-1  | [2026-04-05 20:02:51 TP1] {DECODE_BODY}", "2026-04-05 20:02:51", "TP1"),
+        (f"sglang-1  | {DECODE_BODY}", None, None),
+        (
+            f"(SGLangEngine pid=35555, ip=10.0.0.1) [2026-04-05 20:02:51 TP0] {DECODE_BODY}",
+            "2026-04-05 20:02:51",
+            "TP0",
+        ),
+        (f"(Actor pid=12) {DECODE_BODY}", None, None),
+        (
+            f"Loading: 100%|██████| 3/3 [00:05<00:00,  1.7s/it][2026-04-05 20:02:51] {DECODE_BODY}",
+            "2026-04-05 20:02:51",
+            None,
+        ),
+        (f"Capturing batches (bs=4): 100%|███| 4/4 [00:02<00:00]\r{DECODE_BODY}\r\n", None, None),
+        (
+            f"[2026-04-05 20:02:51] {DECODE_ITER}, ",
+            "2026-04-05 20:02:51",
+            None,
+        ),
+    ],
+)
+def test_prefixes_of_every_era(raw: str, stamp: str | None, ranks: str | None) -> None:
+    event = parse_line(raw, 9)
+    assert event is not None and event.kind == "decode"
+    assert (event.stamp, event.ranks, event.line) == (stamp, ranks, 9)
+    assert event.fields["running_req"] == 7 and event.fields["queue_req"] == 3
+    assert event.text.startswith("Decode batch")
+
+
+def test_unknown_keys_and_trailing_comma_do_not_break_a_line() -> None:
+    event = parse_line(
+        "Decode batch, #running-req: 3, #weird-new-thing: 12, pre-allocated usage: 0.5, "
+        "no colon here, gen throughput (token/s): 10.50, #queue-req: 1, "
+    )
+    assert event is not None and event.fields["gen_throughput"] == 10.5
+    assert event.fields["queue_req"] == 1 and event.fields["weird_new_thing"] == 12
+
+
+def test_split_prefix_keeps_the_message() -> None:
+    message, stamp, ranks = split_prefix("sglang-1  | [2025-11-01 16:50:36 TP1] Setup Custom")
+    assert (message, stamp, ranks) == ("Setup Custom", "2025-11-01 16:50:36", "TP1")
+
+
+def test_to_json_is_flat_and_read_only() -> None:
+    event = parse_line("[2026-10-10 12:00:13] The server is fired up and ready to roll!", 4)
+    assert event is not None
+    assert event.to_json().startswith('{"line": 4, "kind": "ready"')
+    with pytest.raises(TypeError):
+        event.fields["x"] = 1  # type: ignore[index]
