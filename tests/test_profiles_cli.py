@@ -55,7 +55,8 @@ def test_list_show_diff() -> None:
     shown = _run("show", "sim-baseline")
     assert shown.returncode == 0 and 'kind = "sim"' in shown.stdout and "30006" in shown.stdout
     changes = _run("diff", "b200-baseline", "b200-aggressive").stdout.splitlines()
-    assert "server.max_mamba_cache_size: (unset) -> 200" in changes
+    assert "server.max_mamba_cache_size: 80 -> 200" in changes
+    assert "server.max_running_requests: (unset) -> 64" in changes
     assert "server.mamba_full_memory_ratio: 0.4 -> 0.6" in changes
 
 
