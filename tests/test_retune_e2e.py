@@ -9,11 +9,15 @@ the others come up, nothing is left running on it, and the command exits non-zer
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import psutil
 import pytest
 
 from tui import paths
@@ -47,14 +51,21 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def profile_text(name: str, ports: list[int], log_dir: Path, server: str, extra: str = "") -> str:
+def profile_text(
+    name: str,
+    ports: list[int],
+    log_dir: Path,
+    server: str,
+    extra: str = "",
+    speed: float = SIM_SPEED,
+) -> str:
     return f"""
 name = "{name}"
 [engine]
 kind = "sim"
 sim_gpu = "b200"
 sim_model = "qwen3.6-27b"
-sim_speed = {SIM_SPEED}
+sim_speed = {speed}
 [fleet]
 gpus = {list(GPUS)}
 ports = {ports}
@@ -95,6 +106,9 @@ def fleet(tmp_path: Path) -> Iterator[dict[str, Path]]:
         ),
     }
     out = {}
+    # Slower time for the throughput test: at 200x the HTTP clients, not the model, set the pace.
+    files["baseline-20x"] = profile_text("e2e-baseline", ports, logs, BASELINE, speed=20.0)
+    files["aggressive-20x"] = profile_text("e2e-aggressive", ports, logs, AGGRESSIVE, speed=20.0)
     for key, text in files.items():
         out[key] = tmp_path / f"{key}.toml"
         out[key].write_text(text)
@@ -102,6 +116,20 @@ def fleet(tmp_path: Path) -> Iterator[dict[str, Path]]:
         yield out
     finally:
         stop_fleet(None, term_timeout=5.0, gpu_pids=sim_gpu_pids(), release_timeout=10.0)
+        kill_strays(ports)
+
+
+def kill_strays(ports: list[int]) -> None:
+    """Kill simulated servers on this test's ports that the fleet record lost track of."""
+    wanted = {str(p) for p in ports}
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if "sim" in argv and "--port" in argv:
+            i = argv.index("--port")
+            if i + 1 < len(argv) and argv[i + 1] in wanted:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+                    proc.wait(timeout=10)
 
 
 FAST = ["--timeout", "60", "--term-timeout", "5", "--release-timeout", "20", "--no-measure"]
@@ -169,3 +197,53 @@ def test_override_that_does_not_fit_fails_only_that_gpu(
     assert failed["pid"] is not None
     assert live_processes(paths.sim_gpu_dir(), 1) == []
     assert read_running()[1].current is None
+
+
+async def test_apply_under_load_measures_throughput_and_gives_a_verdict(
+    fleet: dict[str, Path],
+) -> None:
+    assert await asyncio.to_thread(cli.main, [str(fleet["baseline-20x"]), *FAST]) == 0
+    profile = load_profile(fleet["aggressive-20x"])
+    urls = [f"http://127.0.0.1:{profile.port_for(g)}/generate" for g in GPUS]
+    body = {"text": "Write a story.", "sampling_params": {"max_new_tokens": 8000}}
+    stop = asyncio.Event()
+
+    async def worker(client: httpx.AsyncClient, url: str) -> None:
+        while not stop.is_set():
+            try:
+                await client.post(url, json=body, timeout=30.0)
+            except httpx.HTTPError:
+                # The server is restarting: retry at a steady cadence until it is back.
+                await asyncio.sleep(0.05)
+
+    args = cli.build_parser().parse_args(
+        [
+            "x",
+            "--timeout",
+            "60",
+            "--term-timeout",
+            "5",
+            "--window",
+            "6",
+            "--warmup",
+            "1",
+            "--interval",
+            "0.5",
+        ]
+    )
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=None)) as client:
+        tasks = [asyncio.create_task(worker(client, u)) for u in urls for _ in range(44)]
+        try:
+            result = await cli.apply_profile(profile, list(GPUS), args)
+        finally:
+            stop.set()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    assert result.ok
+    tp = result.throughput
+    assert len(tp.before) >= 10 and len(tp.after) >= 10, tp
+    assert min(tp.before) > 0 and min(tp.after) > 0
+    print(f"measured: {tp.describe()} before={len(tp.before)} after={len(tp.after)}")
+    assert tp.verdict == "better", tp.describe()
+    assert read_journal().entries[-1]["throughput"]["verdict"] == "better"

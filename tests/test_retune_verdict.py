@@ -72,3 +72,18 @@ def test_interval_rates_skip_restarted_counters() -> None:
         (4.0, {0: 25.0, 1: None}),
     ]
     assert interval_rates(readings) == (110.0, 20.0, 10.0)
+
+
+def test_parse_counter_sums_label_sets_and_ignores_lookalikes() -> None:
+    from tui.retune.counters import parse_counter
+
+    text = (
+        "# HELP sglang:generation_tokens_total Generation tokens produced.\n"
+        "# TYPE sglang:generation_tokens_total counter\n"
+        'sglang:generation_tokens_total{model_name="q",tp_rank="0"} 1200.0\n'
+        'sglang:generation_tokens_total{model_name="q",tp_rank="1"} 34.0\n'
+        'sglang:generation_tokens_created{model_name="q"} 1.7e9\n'
+        "sglang:generation_tokens_total_extra 99.0\n"
+    )
+    assert parse_counter(text) == 1234.0
+    assert parse_counter("sglang:gen_throughput 5.0\n") is None
