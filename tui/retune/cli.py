@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from tui.control.records import read_records
 from tui.profiles import Profile, ProfileError, diff, load_named
@@ -92,11 +93,13 @@ def print_preflight(profile: Profile, gpus: Sequence[int]) -> None:
             print(f"preflight GPU {gpu}: cannot predict: {exc}")
 
 
-def _options(args: argparse.Namespace, measure: bool) -> ApplyOptions:
+def _options(args: argparse.Namespace, measure: bool, profile: Profile) -> ApplyOptions:
+    # Profiles have no stagger field yet; adopt one as soon as the profile model grows it.
+    stagger = args.stagger or float(getattr(profile, "stagger_s", 0.0) or 0.0)
     return ApplyOptions(
         timeout_s=args.timeout,
         release_timeout_s=args.release_timeout,
-        stagger_s=args.stagger,
+        stagger_s=stagger,
         measure=measure,
         window_s=args.window,
         warmup_s=args.warmup,
@@ -131,7 +134,7 @@ async def apply_profile(
         engine = RetuneEngine(
             target,
             gpus,
-            _options(args, measure=not args.no_measure and anything_running),
+            _options(args, not args.no_measure and anything_running, profile),
             probe=probe,
             previous_profiles=previous,
             diff=diff_lines,
@@ -155,19 +158,13 @@ def print_result(result: ApplyResult) -> None:
     for line in result.diff:
         print(f"diff: {line}")
     for report in result.reports:
-        line = format_report({**_report_dict(report), "capped": report.capped})
+        line = format_report({**asdict(report), "capped": report.capped})
         print("verify " + line)
         if report.error_line:
             print(f"  log line: {report.error_line}")
     print(f"throughput: {result.throughput.describe()}")
     ready = sum(r.ok for r in result.reports)
     print(f"{ready}/{len(result.reports)} GPUs ready; profile {result.profile}")
-
-
-def _report_dict(report: object) -> dict[str, object]:
-    from dataclasses import asdict, is_dataclass
-
-    return asdict(report) if is_dataclass(report) and not isinstance(report, type) else {}
 
 
 def _rollback_groups(gpus: list[int] | None) -> list[tuple[Profile, list[int]]]:
