@@ -21,6 +21,7 @@ from tui.paths import sim_gpu_dir
 from tui.sglang.flags import add_sglang_arguments, ranged, split_unknown
 from tui.sglang.memory import plan_memory
 from tui.sglang.models import MODELS, get_model
+from tui.sim.cuda_backing import BackingUnavailable, probe_device
 from tui.sim.server import PHASE_SECONDS, Emitter, SimConfig, run_server
 
 
@@ -48,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-gpu-index", type=ranged(int, 0, 255), default=None)
     sim.add_argument("--sim-startup-seconds", type=ranged(float, 0.0, 3600.0), default=None)
     sim.add_argument("--sim-seed", type=int, default=None)
+    sim.add_argument(
+        "--gpu-backing",
+        choices=("none", "cuda"),
+        default="none",
+        help="cuda: allocate the server's memory for real on its GPU with PyTorch (GPU machines)",
+    )
     return parser
 
 
@@ -56,11 +63,15 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
     index = default_gpu_index() if args.sim_gpu_index is None else args.sim_gpu_index
     root = sim_gpu_dir()
     device = ensure_device(root, index, args.sim_gpu)
+    gpu_total = device.memory_total
     others = sum(r.used_bytes for r in live_processes(root, index))
+    if args.gpu_backing == "cuda":
+        real = probe_device(index)  # the caller turns BackingUnavailable into a usage error
+        gpu_total, others = real.total_bytes, real.used_bytes
     strategy = args.mamba_radix_cache_strategy or args.mamba_scheduler_strategy or "auto"
     plan = plan_memory(
         model,
-        device.memory_total,
+        gpu_total,
         other_resident_bytes=others,
         mem_fraction_static=args.mem_fraction_static,
         max_running_requests=args.max_running_requests,
@@ -123,6 +134,7 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         info_logs=args.log_level in ("debug", "info"),
         early_messages=tuple(early),
         seed=args.sim_seed if args.sim_seed is not None else args.port * 1000 + index,
+        cuda_backing=args.gpu_backing == "cuda",
     )
 
 
@@ -143,7 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if args.mamba_radix_cache_strategy and args.mamba_scheduler_strategy:
         parser.error("give --mamba-radix-cache-strategy or --mamba-scheduler-strategy, not both")
-    config = _config(args, args_list, unmodelled.message())
+    try:
+        config = _config(args, args_list, unmodelled.message())
+    except BackingUnavailable as exc:
+        parser.error(f"--gpu-backing cuda needs PyTorch and an NVIDIA GPU: {exc}")
     emit = Emitter(sys.stdout, info=config.info_logs)
     try:
         return asyncio.run(run_server(config, emit))

@@ -93,6 +93,8 @@ class SimConfig:
     """Warnings printed during argument resolution."""
     seed: int
     """Random seed."""
+    cuda_backing: bool = False
+    """Allocate the memory for real on the GPU (``--gpu-backing cuda``)."""
 
 
 class Emitter:
@@ -143,30 +145,58 @@ def _uvicorn_log_config() -> dict[str, Any]:
 
 
 class Holder:
-    """The scheduler child process that holds the simulated GPU memory."""
+    """The scheduler child process that holds the simulated (or, with cuda, real) GPU memory."""
 
-    def __init__(self, root: Path, gpu_index: int) -> None:
-        """Spawn it (same process group: a group kill reaches it)."""
+    def __init__(self, root: Path, gpu_index: int, cuda: bool = False) -> None:
+        """Spawn it (same process group: a group kill reaches it).
+
+        With ``cuda`` the child allocates real device memory and answers each memory change;
+        its stdout is then a pipe to us instead of the log.
+        """
         env = dict(os.environ)
         project = str(Path(tui.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (project, env.get("PYTHONPATH")) if p)
+        argv = [sys.executable, "-m", "tui.sim.holder", str(root), str(gpu_index)]
+        self.cuda = cuda
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tui.sim.holder", str(root), str(gpu_index)],
+            [*argv, "--cuda"] if cuda else argv,
             stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE if cuda else None,
             text=True,
             env=env,
         )
         self._last: tuple[int, int] | None = None
+        if cuda and self._read() != "ready":
+            raise RuntimeError("the GPU-backed scheduler child failed to initialise CUDA")
 
-    def publish(self, used_bytes: int, utilization: float) -> None:
-        """Tell the child its memory and utilisation (skipped when unchanged)."""
+    def _read(self) -> str:
+        if self.proc.stdout is None:
+            return ""
+        return self.proc.stdout.readline().strip()
+
+    def publish(self, used_bytes: int, utilization: float) -> str | None:
+        """Tell the child its memory and utilisation (skipped when unchanged).
+
+        Returns:
+            With cuda backing, PyTorch's out-of-memory message when a memory change could not
+            be allocated for real; otherwise None.
+        """
         key = (used_bytes, round(utilization))
         if key == self._last or self.proc.stdin is None:
-            return
+            return None
+        grow = self.cuda and (self._last is None or self._last[0] != used_bytes)
         self._last = key
         with contextlib.suppress(BrokenPipeError, ValueError):
-            self.proc.stdin.write(f"{used_bytes} {utilization:.1f} {utilization * 0.6:.1f}\n")
+            mark = "=" if grow else ""
+            self.proc.stdin.write(f"{mark}{used_bytes} {utilization:.1f} {utilization * 0.6:.1f}\n")
             self.proc.stdin.flush()
+            if grow:
+                reply = self._read()
+                if reply.startswith("oom "):
+                    return reply[4:]
+                if reply != "ok":
+                    return "CUDA error: the GPU-backed scheduler child died"
+        return None
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the pipe (the child withdraws its record and exits) and reap it."""
@@ -178,6 +208,11 @@ class Holder:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def _real_oom(message: str, phase: str) -> PlanFailure:
+    """A real CUDA OOM from the GPU-backed child, as SGLang's traceback would end."""
+    return PlanFailure("cuda_oom_real", "torch.OutOfMemoryError", message, phase=phase)
 
 
 async def _phase(cfg: SimConfig, name: str, fraction: float = 1.0) -> float:
@@ -206,7 +241,7 @@ async def run_server(cfg: SimConfig, emit: Emitter) -> int:
     """
     began = time.monotonic()
     ensure_device(cfg.root, cfg.gpu_index, cfg.gpu_kind)
-    holder = Holder(cfg.root, cfg.gpu_index)
+    holder = Holder(cfg.root, cfg.gpu_index, cuda=cfg.cuda_backing)
     try:
         return await _lifecycle(cfg, emit, holder, began)
     finally:
@@ -224,11 +259,12 @@ async def _lifecycle(cfg: SimConfig, emit: Emitter, holder: Holder, began: float
     await _phase(cfg, "baseline")
     emit(logfmt.load_weight_begin_line(plan.pre_bytes))
     elapsed = await _phase(cfg, "weights")
-    if plan.failure is not None and plan.failure.phase == "load_weights":
+    if plan.failure is not None and plan.failure.phase == "load_weights" and not cfg.cuda_backing:
         return _fail(emit, plan.failure, holder)
     after_target = plan.pre_bytes - plan.weight_bytes
     emit(logfmt.load_weight_end_line(model, elapsed, after_target, plan.weight_bytes))
-    holder.publish(CUDA_CONTEXT_BYTES + plan.weight_bytes, 0.0)
+    if (oom := holder.publish(CUDA_CONTEXT_BYTES + plan.weight_bytes, 0.0)) is not None:
+        return _fail(emit, _real_oom(oom, "load_weights"), holder)
     if plan.speculative:
         emit(logfmt.load_weight_begin_line(after_target))
         elapsed = await _phase(cfg, "draft")
@@ -251,13 +287,23 @@ async def _lifecycle(cfg: SimConfig, emit: Emitter, holder: Holder, began: float
     if plan.speculative:
         emit(logfmt.kv_line(plan.max_total_num_tokens, plan.draft_k_bytes, plan.draft_v_bytes))
         emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes))
-    holder.publish(plan.resident_bytes - plan.graph_bytes, 0.0)
+    if (oom := holder.publish(plan.resident_bytes - plan.graph_bytes, 0.0)) is not None:
+        return _fail(emit, _real_oom(oom, "memory_pool"), holder)
+    if cfg.cuda_backing:
+        # Capture for real: the graphs plus the chunked-prefill activations must fit in what the
+        # static fraction left free; if they do not, the allocation fails as SGLang's does.
+        peak = (
+            plan.resident_bytes + cfg.model.activation_bytes_per_token * plan.chunked_prefill_size
+        )
+        if (oom := holder.publish(peak, 0.0)) is not None:
+            return _fail(emit, _real_oom(oom, "cuda_graph"), holder)
     names = logfmt.graph_names(plan)
     avail = plan.available_after_pools_bytes
     for name in names:
         emit(logfmt.capture_begin_line(name, avail))
         elapsed = await _phase(cfg, "capture", 1 / len(names))
-        if plan.failure is not None and plan.failure.phase == "cuda_graph":
+        modelled_oom = plan.failure is not None and plan.failure.phase == "cuda_graph"
+        if modelled_oom and not cfg.cuda_backing and plan.failure is not None:
             return _fail(emit, plan.failure, holder)
         used = plan.graph_bytes // len(names)
         avail -= used
