@@ -267,3 +267,48 @@ def make_app(
         profile=profile,
         poll_interval_s=poll_interval_s,
     )
+
+
+async def settle(pilot: object, app: object) -> None:
+    """Wait (bounded) until the first fleet snapshot and pipeline reading reached the screen."""
+    import asyncio
+
+    from textual.pilot import Pilot
+
+    from tui.ui.app import FleetApp
+
+    assert isinstance(pilot, Pilot) and isinstance(app, FleetApp)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    screen = app.main_screen
+    while not screen.fleet.panels or not screen.query("GpuPanelView"):
+        assert loop.time() < deadline, "no fleet snapshot reached the screen"
+        await pilot.pause(0.01)
+    await pilot.pause()
+
+
+async def finish_actions(pilot: object, app: object) -> None:
+    """Let every backend call the app started complete."""
+    from textual.pilot import Pilot
+
+    from tui.ui.app import ACTIONS, FleetApp
+
+    assert isinstance(pilot, Pilot) and isinstance(app, FleetApp)
+    await pilot.pause()
+    await app.workers.wait_for_complete([w for w in app.workers if w.group == ACTIONS])
+    await pilot.pause()
+
+
+RETUNE_MARKS = (T0 - 2400.0, T0 - 900.0)
+"""Two retunes inside the last hour of the pipeline history."""
+
+
+def pipeline_history_statuses() -> list[PipelineStatus]:
+    """An hour of status documents a minute apart: steady, a dip at each retune, then recovery."""
+    statuses = []
+    for minute in range(61):
+        t = T0 - 3600 + 60 * minute
+        dip = any(0 <= t - mark < 180 for mark in RETUNE_MARKS)
+        rate = 1200.0 if dip else 3300.0 + 4 * minute
+        statuses.append(pipeline_status(updated_at=t, tok_s=rate))
+    return statuses

@@ -107,6 +107,9 @@ class DetailScreen(Screen[None]):
     }
     """
 
+    AUTO_FOCUS = "#detail-log"
+    """The log, not the filter, has focus at first, so the screen's keys work at once."""
+
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="detail.back"),
         Binding("slash", "focus_filter", "Filter log", id="detail.filter"),

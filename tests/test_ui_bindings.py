@@ -1,0 +1,364 @@
+"""Every key of the console through Pilot: what reached the backend or changed on screen."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input, Log
+from ui_helpers import (
+    RecordingActions,
+    finish_actions,
+    make_app,
+    pipeline_status,
+    settle,
+    seven_gpu_fleet,
+)
+
+from tui.ui.app import FleetApp
+from tui.ui.confirm import ConfirmScreen
+from tui.ui.detail.detail_screen import DetailScreen
+from tui.ui.grid.gpu_panel import GpuPanelView
+from tui.ui.help_screen import HelpScreen
+from tui.ui.main_screen import MainScreen
+from tui.ui.pipeline.generation_pane import GenerationPane
+from tui.ui.quit_screen import QuitScreen
+from tui.ui.sources import Intent
+
+
+def app_with(actions: RecordingActions | None = None, **kwargs: object) -> FleetApp:
+    app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(app, FleetApp)
+    return app
+
+
+def selected_views(app: FleetApp) -> list[int]:
+    return [v.gpu_index for v in app.screen.query(GpuPanelView) if v.has_class("-selected")]
+
+
+async def test_arrows_move_the_selection_through_the_grid() -> None:
+    app = app_with()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        assert app.main_screen.selected == 0
+        await pilot.press("right")
+        assert app.main_screen.selected == 1
+        await pilot.press("down")  # three columns at 80x24
+        assert app.main_screen.selected == 4
+        await pilot.press("left")
+        assert app.main_screen.selected == 3
+        await pilot.press("up")
+        assert app.main_screen.selected == 0
+        await pilot.press("left")  # clamped at the first panel
+        assert app.main_screen.selected == 0
+        assert selected_views(app) == [0]
+
+
+async def test_digits_select_the_gpu_with_that_index() -> None:
+    app = app_with()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        for digit in range(10):
+            await pilot.press("2", str(digit))
+            expected = digit if digit < 7 else 2  # no GPU 7-9: the selection stays
+            assert app.main_screen.selected == expected
+            await pilot.pause()
+            assert selected_views(app) == [expected]
+
+
+async def test_click_selects_a_panel() -> None:
+    app = app_with()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.click("#gpu-5")
+        assert app.main_screen.selected == 5
+
+
+async def test_enter_opens_the_detail_and_escape_returns() -> None:
+    app = app_with()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("4", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen) and app.screen.gpu == 4
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_detail_log_is_filterable_and_slash_focuses_the_filter() -> None:
+    app = app_with()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("enter")
+        screen = app.screen
+        assert isinstance(screen, DetailScreen)
+        log = screen.query_one(Log)
+        loop_deadline = 200
+        while log.line_count == 0 and loop_deadline:
+            await pilot.pause(0.01)
+            loop_deadline -= 1
+        assert log.line_count == 6
+        await pilot.press("slash")
+        assert isinstance(app.focused, Input)
+        await pilot.press(*"decode")
+        await pilot.pause()
+        assert log.line_count == 2
+        assert all("Decode" in line for line in log.lines)
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        (("3", "k", "y"), ("kill", ((3,),))),
+        (("K", "y"), ("kill", ((0, 1, 2, 3, 4, 5, 6),))),
+        (("1", "r", "y"), ("relaunch", ((1,),))),
+        (("R", "y"), ("relaunch", ((0, 1, 2, 3, 4, 5, 6),))),
+        (("b", "y"), ("rollback", ())),
+        (("t", "y"), ("apply_profile", ("aggressive", (0, 1, 2, 3, 4, 5, 6)))),
+    ],
+)
+async def test_confirmed_operations_reach_the_backend(
+    keys: tuple[str, ...], expected: tuple[str, tuple[object, ...]]
+) -> None:
+    actions = RecordingActions()
+    app = app_with(actions, profile="aggressive")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press(*keys[:-1])
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press(keys[-1])
+        await finish_actions(pilot, app)
+        assert actions.calls == [expected]
+
+
+@pytest.mark.parametrize("key", ["k", "K", "r", "R", "b", "t"])
+async def test_cancelled_operations_do_not_reach_the_backend(key: str) -> None:
+    actions = RecordingActions()
+    app = app_with(actions, profile="aggressive")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press(key)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        await finish_actions(pilot, app)
+        assert actions.calls == []
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_confirm_names_the_affected_server() -> None:
+    app = app_with()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("2", "k")
+        screen = app.screen
+        assert isinstance(screen, ConfirmScreen)
+        assert "GPU 2" in screen.title_text
+        assert "port 30002" in screen.affected and "failed" in screen.affected
+
+
+async def test_tune_without_a_profile_says_how_to_give_one() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("t")
+        await pilot.pause()
+        assert actions.calls == []
+        assert any("--profile" in str(n.message) for n in app._notifications)
+
+
+async def test_journal_key_points_to_the_journal_command() -> None:
+    app = app_with()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("j")
+        await pilot.pause()
+        assert any("gpufleet journal" in str(n.message) for n in app._notifications)
+
+
+async def test_p_starts_a_stopped_pipeline_without_asking() -> None:
+    actions = RecordingActions()
+    app = app_with(actions, status=pipeline_status(state="stopped"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("p")
+        await finish_actions(pilot, app)
+        assert actions.calls == [("start_pipeline", ())]
+
+
+async def test_p_stops_a_running_pipeline_after_confirmation() -> None:
+    actions = RecordingActions()
+    app = app_with(actions, status=pipeline_status(state="running"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        while app.main_screen.pipeline_status is None:
+            await pilot.pause(0.01)
+        await pilot.press("p")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "in flight" in app.screen.affected
+        await pilot.press("y")
+        await finish_actions(pilot, app)
+        assert actions.calls == [("stop_pipeline", ())]
+
+
+async def test_g_shows_and_focuses_then_hides_the_generation_pane() -> None:
+    app = app_with(status=pipeline_status())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        pane = app.screen.query_one(GenerationPane)
+        assert not pane.display
+        await pilot.press("g")
+        assert pane.display and pane.has_focus
+        await pilot.press("g")
+        assert not pane.display
+
+
+async def test_question_mark_shows_every_key_and_escape_closes() -> None:
+    app = app_with()
+    async with app.run_test(size=(100, 50)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("#help-text").render())
+        for description in ("Kill all", "Relaunch", "Start/stop pipeline", "Filter log", "Quit"):
+            assert description in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_q_keep_running_quits_without_stopping_the_fleet() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("k")
+        await pilot.pause()
+    assert app.return_code == 0
+    assert actions.calls == []
+
+
+async def test_q_stop_fleet_stops_it_then_quits() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("q", "s")
+        await pilot.pause()
+    assert actions.calls == [("stop_fleet", ())]
+    assert not app.is_running
+
+
+async def test_q_cancel_stays() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("q", "escape")
+        assert isinstance(app.screen, MainScreen)
+        assert app.is_running
+    assert actions.calls == []
+
+
+async def test_stop_fleet_is_disabled_without_backend_support() -> None:
+    actions = RecordingActions(supported=frozenset())
+    app = app_with(actions)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("q", "s")  # disabled: nothing happens
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("escape")
+    assert actions.calls == []
+
+
+OPERATION_KEYS = [
+    (Intent.KILL, "kill_selected", "k"),
+    (Intent.KILL, "kill_all", "K"),
+    (Intent.RELAUNCH, "relaunch_selected", "r"),
+    (Intent.RELAUNCH, "relaunch_all", "R"),
+    (Intent.TUNE, "tune", "t"),
+    (Intent.ROLLBACK, "rollback", "b"),
+    (Intent.JOURNAL, "journal", "j"),
+    (Intent.PIPELINE, "toggle_pipeline", "p"),
+]
+
+
+async def test_operation_keys_are_disabled_without_backend_support() -> None:
+    actions = RecordingActions(supported=frozenset())
+    app = app_with(actions, profile="aggressive", status=pipeline_status(state="stopped"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        screen = app.main_screen
+        for intent, action, key in OPERATION_KEYS:
+            assert screen.check_action(action, ()) is None, intent  # greyed out, not hidden
+            actions.supported = frozenset({intent})
+            assert screen.check_action(action, ()) is True, intent
+            actions.supported = frozenset()
+            await pilot.press(key)
+            await finish_actions(pilot, app)
+            assert isinstance(app.screen, MainScreen), key
+        assert actions.calls == []
+        assert not app._notifications
+
+
+async def test_detail_kill_and_relaunch_reach_the_backend_for_that_gpu() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("5", "enter")
+        await pilot.press("k", "y")
+        await pilot.press("r", "y")
+        await finish_actions(pilot, app)
+        assert actions.calls == [("kill", ((5,),)), ("relaunch", ((5,),))]
+        assert isinstance(app.screen, DetailScreen)
+
+
+async def test_footer_lists_operation_keys_with_descriptions_and_ids() -> None:
+    bindings = [*FleetApp.BINDINGS, *MainScreen.BINDINGS, *DetailScreen.BINDINGS]
+    ids = [b.id for b in bindings]  # type: ignore[union-attr]
+    assert all(ids) and len(set(ids)) == len(ids)
+    assert all(b.description for b in bindings)  # type: ignore[union-attr]
+
+
+async def test_command_palette_runs_an_operation_through_its_binding() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Kill all")
+        deadline = 300
+        from textual.command import CommandPalette
+
+        palette = app.screen
+        assert isinstance(palette, CommandPalette)
+        while not palette._list_visible and deadline:  # wait for the search to answer
+            await pilot.pause(0.01)
+            deadline -= 1
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await finish_actions(pilot, app)
+        assert actions.calls == [("kill", ((0, 1, 2, 3, 4, 5, 6),))]
+
+
+async def test_new_snapshots_reach_the_open_detail_screen() -> None:
+    app = app_with(poll_interval_s=0.01)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("enter")
+        screen = app.screen
+        assert isinstance(screen, DetailScreen)
+        poller = app.poller
+        fleet = seven_gpu_fleet()
+        from dataclasses import replace
+
+        changed = replace(fleet.panels[0], server=replace(fleet.panels[0].server, running=3))  # type: ignore[arg-type]
+        poller.snapshot = replace(fleet, panels=(changed, *fleet.panels[1:]))  # type: ignore[attr-defined]
+        for _ in range(500):
+            if screen.panel is not None and screen.panel.server.running == 3:  # type: ignore[union-attr]
+                break
+            await pilot.pause(0.01)
+        assert "running 3 " in str(screen.query_one("#detail-numbers").render())

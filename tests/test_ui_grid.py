@@ -1,0 +1,118 @@
+"""The grid's layout at 80x24, 200x50 and with 16 GPUs; what a panel says."""
+
+from __future__ import annotations
+
+import pytest
+from textual.geometry import Region
+from ui_helpers import fleet_of, make_app, settle, seven_gpu_fleet
+
+from tui.fleet.snapshot import FleetSnapshot
+from tui.ui.app import FleetApp
+from tui.ui.grid.gpu_grid import GpuGrid
+from tui.ui.grid.gpu_panel import GpuPanelView
+from tui.ui.grid.layout import MIN_PANEL_HEIGHT, MIN_PANEL_WIDTH, choose_shape
+
+
+@pytest.mark.parametrize("count", range(1, 17))
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)])
+def test_shape_fits_every_count_in_the_area(count: int, size: tuple[int, int]) -> None:
+    width, height = size[0], size[1] - 2  # header and footer
+    shape = choose_shape(count, width, height)
+    assert shape.columns * shape.rows >= count
+    assert shape.fits
+    assert width // shape.columns >= MIN_PANEL_WIDTH
+    assert height // shape.rows >= MIN_PANEL_HEIGHT
+
+
+def test_shape_prefers_the_full_layout_when_there_is_room() -> None:
+    assert choose_shape(7, 200, 48).full
+    assert not choose_shape(7, 80, 22).full
+
+
+async def panel_regions(
+    fleet: FleetSnapshot, size: tuple[int, int]
+) -> tuple[list[Region], FleetApp]:
+    app = make_app(fleet)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        grid = app.screen.query_one(GpuGrid)
+        regions = [view.region for view in app.screen.query(GpuPanelView)]
+        assert grid.region.bottom <= size[1] - 1  # footer stays visible
+    return regions, app
+
+
+def assert_all_visible(regions: list[Region], size: tuple[int, int], count: int) -> None:
+    screen = Region(0, 1, size[0], size[1] - 2)
+    assert len(regions) == count
+    for region in regions:
+        assert screen.contains_region(region), region  # no panel cut or off screen
+        assert region.height >= MIN_PANEL_HEIGHT
+    for i, a in enumerate(regions):
+        assert all(not a.overlaps(b) for b in regions[i + 1 :])
+
+
+async def test_seven_gpus_fit_at_80x24() -> None:
+    regions, _ = await panel_regions(seven_gpu_fleet(), (80, 24))
+    assert_all_visible(regions, (80, 24), 7)
+
+
+async def test_seven_gpus_show_everything_at_200x50() -> None:
+    app = make_app(seven_gpu_fleet())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        views = list(app.screen.query(GpuPanelView))
+        assert_all_visible([v.region for v in views], (200, 50), 7)
+        assert app.screen.query_one(GpuGrid).shape.full
+        capped = str(views[0].render())
+        for text in (
+            "KV 798,080 tok",
+            "mamba 200 slots",
+            "40 (cap 64)",
+            "running 40",
+            "gen 1,402.3",
+        ):
+            assert text in capped
+        failed = str(views[2].render())
+        assert "OOM: RuntimeError: Not enough memory" in failed
+        assert "capturing CUDA graphs" in str(views[3].render())
+        assert "stale" in str(views[4].render())
+        assert "NVML cannot read GPU 6" in str(views[6].render())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_sixteen_gpus_fit(size: tuple[int, int]) -> None:
+    regions, _ = await panel_regions(fleet_of(16), size)
+    assert_all_visible(regions, size, 16)
+
+
+async def test_columns_follow_a_resize() -> None:
+    app = make_app(seven_gpu_fleet())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        grid = app.screen.query_one(GpuGrid)
+        assert grid.shape.columns == 3
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause()
+        await pilot.pause()
+        assert grid.shape.full
+        assert grid.styles.grid_size_columns == grid.shape.columns
+        assert_all_visible([v.region for v in app.screen.query(GpuPanelView)], (200, 50), 7)
+
+
+async def test_capped_value_is_styled_as_a_warning_and_error_as_error() -> None:
+    app = make_app(seven_gpu_fleet())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        views = list(app.screen.query(GpuPanelView))
+        capped = views[0].render()
+        assert any(
+            "$warning" in str(span.style) and capped.plain[span.start : span.end] == "40 (cap 64)"
+            for span in capped.spans
+        )
+        failed = views[2].render()
+        assert any("$error" in str(span.style) for span in failed.spans)
+        assert views[2].has_class("-failed")

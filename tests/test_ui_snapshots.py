@@ -1,0 +1,104 @@
+"""SVG snapshots of every screen with fixed data, a fixed size, no blink, no animation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Input
+from ui_helpers import (
+    RETUNE_MARKS,
+    T0,
+    make_app,
+    pipeline_history_statuses,
+    pipeline_status,
+    settle,
+)
+
+from tui.ui.app import FleetApp
+
+
+def still_app(**kwargs: Any) -> FleetApp:
+    app = make_app(**kwargs)
+    assert isinstance(app, FleetApp)
+    app.animation_level = "none"
+    return app
+
+
+async def ready(pilot: Pilot[None]) -> None:
+    app = pilot.app
+    assert isinstance(app, FleetApp)
+    await settle(pilot, app)
+    while app.main_screen.pipeline_status is None:
+        await pilot.pause(0.01)
+    for screen in app.screen_stack:
+        for field in screen.query(Input):
+            field.cursor_blink = False
+    await pilot.pause()
+
+
+def test_grid_80x24(snap_compare: Any) -> None:
+    assert snap_compare(
+        still_app(status=pipeline_status()), terminal_size=(80, 24), run_before=ready
+    )
+
+
+def test_grid_200x50(snap_compare: Any) -> None:
+    assert snap_compare(
+        still_app(status=pipeline_status()), terminal_size=(200, 50), run_before=ready
+    )
+
+
+def test_detail_screen(snap_compare: Any) -> None:
+    async def open_detail(pilot: Pilot[None]) -> None:
+        await ready(pilot)
+        await pilot.press("0", "enter")
+        app = pilot.app
+        for _ in range(500):  # the log tail arrives from a thread worker
+            if app.screen.query("Log") and app.screen.query_one("Log").line_count:  # type: ignore[attr-defined]
+                break
+            await pilot.pause(0.01)
+        await ready(pilot)
+
+    assert snap_compare(
+        still_app(status=pipeline_status()), terminal_size=(140, 40), run_before=open_detail
+    )
+
+
+def test_help_screen(snap_compare: Any) -> None:
+    async def open_help(pilot: Pilot[None]) -> None:
+        await ready(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(
+        still_app(status=pipeline_status()), terminal_size=(100, 50), run_before=open_help
+    )
+
+
+def test_generation_pane(snap_compare: Any) -> None:
+    async def show_pane(pilot: Pilot[None]) -> None:
+        await ready(pilot)
+        app = pilot.app
+        assert isinstance(app, FleetApp)
+        for status in pipeline_history_statuses():
+            app.main_screen.record_pipeline(status, RETUNE_MARKS)
+        await pilot.press("g")
+        await pilot.pause()
+
+    assert snap_compare(
+        still_app(status=pipeline_status(updated_at=T0 - 3660), marks=RETUNE_MARKS),
+        terminal_size=(120, 45),
+        run_before=show_pane,
+    )
+
+
+def test_quit_screen(snap_compare: Any) -> None:
+    async def ask_quit(pilot: Pilot[None]) -> None:
+        await ready(pilot)
+        await pilot.press("q")
+        await pilot.pause()
+
+    assert snap_compare(
+        still_app(status=pipeline_status()), terminal_size=(80, 24), run_before=ask_quit
+    )
