@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Sequence
+from pathlib import Path
 
 from tui.ui.sources import FleetPoller
 
@@ -49,16 +49,27 @@ def parse_range(text: str, field: str, low: int, high: int) -> tuple[int, ...]:
 
 def make_poller(
     ports: tuple[int, ...], gpus: tuple[int, ...], log_dir: str | None, log_pattern: str
-) -> FleetPoller | None:
-    """The fleet monitor for these options, or None while the monitor is not built.
+) -> FleetPoller:
+    """The fleet monitor for these options (NVML, else the simulated GPUs, else none).
 
-    The monitor is being written in parallel; its FleetSpec is joined here once it lands.
+    Args:
+        ports: One port per server.
+        gpus: The GPU of each server.
+        log_dir: Directory of the logs; None lets the monitor find them from the processes.
+        log_pattern: Log file name with ``{gpu}`` for the GPU index.
+
+    Returns:
+        The monitor.
     """
-    try:
-        importlib.import_module("tui.fleet.monitor")
-    except ModuleNotFoundError:
-        return None
-    return None
+    from tui.fleet.monitor import FleetMonitor
+    from tui.fleet.spec import FleetSpec
+    from tui.gpu.source import open_gpu_source
+
+    logs: list[str | None] | None = None
+    if log_dir is not None:
+        logs = [str(Path(log_dir) / log_pattern.format(gpu=gpu)) for gpu in gpus]
+    spec = FleetSpec.from_ports(ports, gpus, log_paths=logs)
+    return FleetMonitor(spec, open_gpu_source())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,13 +107,11 @@ def main(argv: Sequence[str]) -> int:
             f"{len(gpus)} GPUs; give one port per GPU"
         )
         return 2
-    poller = make_poller(ports, gpus, args.log_dir, args.log_pattern)
-    if poller is None:
-        print(
-            "gpufleet console: not yet: the fleet monitor (tui.fleet.monitor) is not wired to "
-            "the console; use the Python API FleetApp(poller) meanwhile"
-        )
-        return 1
+    try:
+        poller = make_poller(ports, gpus, args.log_dir, args.log_pattern)
+    except (ValueError, KeyError) as error:
+        print(f"gpufleet console: {error}")
+        return 2
     from tui.ui.app import FleetApp
 
     FleetApp(poller, profile=args.profile).run()
