@@ -105,7 +105,6 @@ def launch(
     rotate_log(log_path)
     with open(log_path, "wb") as log:
         try:
-            # Popen returns only after exec succeeded, so the cmdline read below is the server's.
             popen = subprocess.Popen(
                 list(argv),
                 env=dict(env),
@@ -118,13 +117,13 @@ def launch(
             )
         except OSError as exc:
             raise LaunchError(f"GPU {gpu}: cannot execute {argv[0]!r}: {exc}") from exc
+    # The identity's command line is the argv we exec'd: /proc/<pid>/cmdline can read empty for
+    # a moment right after exec (seen with parallel launches), and after exec it equals argv.
+    cmdline = tuple(argv)
     try:
-        proc = psutil.Process(popen.pid)
-        create_time = proc.create_time()
-        cmdline = tuple(proc.cmdline())
+        create_time = psutil.Process(popen.pid).create_time()
     except psutil.NoSuchProcess:
-        # Died before we could look: identity from what we launched; stop() will find it gone.
-        create_time, cmdline = 0.0, tuple(argv)
+        create_time = 0.0  # died before we could look; stop() will find it gone
     entry = ProcessRecord(
         gpu=gpu,
         port=port,

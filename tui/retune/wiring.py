@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import Sequence
 
 import httpx
-import psutil
 
 from tui.control import launch_gpu
 from tui.control.identity import IdentityMismatch
 from tui.control.launch import LaunchError as ControlLaunchError
 from tui.control.launch import ManagedProcess
 from tui.control.preflight import PreflightError
-from tui.control.records import put_record, read_records, remove_record
+from tui.control.records import read_records, remove_record
 from tui.control.release import GpuPids, nvml_gpu_pids, sim_gpu_pids, wait_gpu_released
 from tui.control.stop import stop
 from tui.gpu.snapshot import GpuSource
@@ -180,7 +178,6 @@ class ProfileTarget:
             )
         except (PreflightError, ControlLaunchError) as exc:
             raise LaunchError(str(exc)) from exc
-        process = await asyncio.to_thread(_complete_identity, process)
         return RealServer(process, self.client, self._term_timeout)
 
     def free_memory(self, gpu: int) -> int | None:
@@ -194,31 +191,6 @@ class ProfileTarget:
         except Exception:  # a GPU reading is extra detail in the report, never a failure
             return None
         return None
-
-
-def _complete_identity(process: ManagedProcess, timeout_s: float = 2.0) -> ManagedProcess:
-    """Re-read a command line recorded empty at launch, and fix the fleet record.
-
-    /proc/<pid>/cmdline can read empty for a moment right after exec; a record with an empty
-    command line would later fail the identity check, and the server could then never be stopped
-    by gpufleet (seen on about one launch in ten with three launches in parallel).
-    """
-    if process.record.cmdline:
-        return process
-    deadline = time.monotonic() + timeout_s
-    cmdline: tuple[str, ...] = ()
-    while not cmdline and time.monotonic() < deadline and process.poll() is None:
-        try:
-            cmdline = tuple(psutil.Process(process.record.pid).cmdline())
-        except psutil.Error:
-            break
-        if not cmdline:
-            time.sleep(0.01)  # poll cadence while the kernel finishes the exec
-    if not cmdline:
-        return process
-    record = dataclasses.replace(process.record, cmdline=cmdline)
-    put_record(record)
-    return ManagedProcess(record, process.popen)
 
 
 def _no_gpu_pids(gpu: int) -> set[int]:
