@@ -147,7 +147,14 @@ async def test_oom_while_alive_is_failed_with_the_error(fleet: FakeFleet) -> Non
     spec, proc, _ = fleet.start(gpu=0, fail=True)
     monitor = FleetMonitor(FleetSpec((spec,)), NoGpuSource("none here"), discovery_interval=0)
     try:
-        snap = await _poll_until(monitor, lambda s: s.panels[0].server.state is ServerState.FAILED)
+        # The fake is found by its listening socket, which may open after the OOM line is logged.
+        snap = await _poll_until(
+            monitor,
+            lambda s: (
+                s.panels[0].server.state is ServerState.FAILED
+                and s.panels[0].server.pid is not None
+            ),
+        )
         server = snap.panels[0].server
         assert server.pid == proc.pid and psutil.pid_exists(proc.pid)
         assert server.error_reason == "oom"

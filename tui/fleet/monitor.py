@@ -5,10 +5,10 @@ renders the immutable :class:`~tui.fleet.snapshot.FleetSnapshot` it returns. Blo
 the simulated records, psutil, log reads) runs in ``asyncio.to_thread``; the HTTP probes of every
 server run concurrently with short timeouts, so a hung server never delays the others.
 
-State rules, per server (the current launch only; see ``tui.fleet.log_summary``):
+State rules, per server (the current launch only; see ``tui.fleet.server_log``):
 
 * readiness 200 -> READY (it answers, whatever else is known);
-* process alive and the log shows an error since the launch -> FAILED (with the error line);
+* process alive and the log shows a fatal error since the launch -> FAILED (with the error line);
 * process alive, probes time out -> STALE (busy or hung, not known dead);
 * process alive otherwise -> STARTING, with the log's phase;
 * process gone after it was ready -> STOPPED; gone while starting with an error -> FAILED;
@@ -20,15 +20,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 import httpx
 
-from tui.fleet.log_summary import LogFollower, LogView
+from tui.fleet.server_log import EMPTY_VIEW, ServerLog
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.snapshot import GpuSnapshot, GpuSource
+from tui.logs.state import LogView
 from tui.servers.discovery import ServerProcess, find_servers, is_alive
 from tui.servers.probe import ProbeStatus, Readiness, ServerInfo, ServerLoad, ServerProbe
 
@@ -43,8 +44,8 @@ class _Tracker:
     probe: ServerProbe
     process: ServerProcess | None = None
     alive: bool = False
-    follower: LogFollower | None = None
-    log: LogView = field(default_factory=LogView)
+    follower: ServerLog | None = None
+    log: LogView = EMPTY_VIEW
     readiness: Readiness | None = None
     load: ServerLoad | None = None
     info: ServerInfo | None = None
@@ -147,7 +148,7 @@ class FleetMonitor:
             if path and (tracker.follower is None or str(tracker.follower.path) != path):
                 if tracker.follower is not None:
                     tracker.follower.close()
-                tracker.follower = LogFollower(path)
+                tracker.follower = ServerLog(path)
             if tracker.follower is not None:
                 tracker.log = tracker.follower.poll()
 
@@ -208,16 +209,17 @@ class FleetMonitor:
         if t.log.ready and t.alive and status is not ProbeStatus.TIMEOUT:
             t.ever_ready = True  # ready before the console attached; probes may lag a moment
         if t.alive or (not t.spec.is_local and status in (ProbeStatus.UP, ProbeStatus.TIMEOUT)):
-            if t.log.last_error:
+            if t.log.failed:
                 return ServerState.FAILED
             if status is ProbeStatus.TIMEOUT:
                 return ServerState.STALE
             return ServerState.STARTING
+        launched = t.follower is not None and t.follower.launches > 0
         if t.process is None:
-            return ServerState.FAILED if t.log.last_error and t.log.launches else ServerState.ABSENT
+            return ServerState.FAILED if t.log.failed and launched else ServerState.ABSENT
         if t.ever_ready or t.log.ready:
             return ServerState.STOPPED
-        return ServerState.FAILED if t.log.last_error else ServerState.STOPPED
+        return ServerState.FAILED if t.log.failed else ServerState.STOPPED
 
     def _server_snapshot(self, t: _Tracker, now: float) -> ServerSnapshot:
         state = self._state(t)
