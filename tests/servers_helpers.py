@@ -57,8 +57,13 @@ def metrics_reply() -> Reply:
 @contextmanager
 def canned_server(
     routes: dict[str, Reply | list[Reply] | Callable[[], Reply]],
+    host: str = "127.0.0.1",
 ) -> Iterator[CannedServer]:
-    """Serve ``routes`` on 127.0.0.1 at a free port until the block exits."""
+    """Serve ``routes`` on ``host`` (a loopback address) at a free port until the block exits.
+
+    A loopback address other than 127.0.0.1 (e.g. 127.0.0.2) makes the monitor treat the server
+    as remote, so no process discovery is involved.
+    """
     canned = CannedServer(routes=routes)
 
     class Handler(BaseHTTPRequestHandler):
@@ -79,7 +84,7 @@ def canned_server(
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = ThreadingHTTPServer((host, 0), Handler)
     httpd.daemon_threads = True
     canned.port = httpd.server_address[1]
     # A short poll interval keeps shutdown() (and so each test) fast.

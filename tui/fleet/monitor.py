@@ -52,6 +52,8 @@ class _Tracker:
     info_at: float = 0.0
     ever_ready: bool = False
     ready_at: float | None = None
+    generated_at: float | None = None
+    """When /health_generate (a real generation) last answered 200 (None: not since launch)."""
     state: ServerState = ServerState.ABSENT
 
     def new_process(self, process: ServerProcess) -> None:
@@ -59,6 +61,8 @@ class _Tracker:
         self.process = process
         self.ever_ready = False
         self.ready_at = None
+        self.generated_at = None
+        self.readiness = None
         self.info = None
         self.info_at = 0.0
         self.load = None
@@ -76,6 +80,7 @@ class FleetMonitor:
         client: httpx.AsyncClient | None = None,
         probe_timeout: float = 0.8,
         server_info_interval: float = 30.0,
+        health_interval: float = 30.0,
         discovery_interval: float = 5.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -86,6 +91,9 @@ class FleetMonitor:
         probe_timeout: Seconds per HTTP request; slower answers count as timeouts (STALE).
         server_info_interval: Seconds between /server_info reads of a ready server (it goes
             through the scheduler, so rarely); it is also read when a server becomes ready.
+        health_interval: Seconds between generating health probes (``/health_generate``) of a
+            ready server; in between, the cheap ``/ready`` is polled. A starting server, or one
+            whose ``/ready`` stops answering 200, gets the generating probe every poll.
         discovery_interval: Seconds between process-table scans for servers not yet found.
         clock: Wall clock (tests pass a fake one).
         """
@@ -96,6 +104,7 @@ class FleetMonitor:
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32)
         )
         self.server_info_interval = server_info_interval
+        self.health_interval = health_interval
         self.discovery_interval = discovery_interval
         self._clock = clock
         self._trackers = [
@@ -154,13 +163,32 @@ class FleetMonitor:
 
     # --- HTTP ---------------------------------------------------------------------------------
 
-    async def _probe(self, tracker: _Tracker) -> None:
+    async def _readiness(self, tracker: _Tracker, now: float) -> Readiness:
+        """The generating probe while starting or every ``health_interval``; else ``/ready``.
+
+        Why: in SGLang 0.5.23 ``/health`` and ``/health_generate`` are one handler that runs a
+        1-token generation; seven busy servers should not get one each per second.
+        """
+        previous = tracker.readiness
+        recent = tracker.generated_at is not None and (
+            now - tracker.generated_at < self.health_interval
+        )
+        if previous is not None and previous.status is ProbeStatus.READY and recent:
+            quick = await tracker.probe.quick_readiness()
+            if quick.status in (ProbeStatus.READY, ProbeStatus.REFUSED, ProbeStatus.TIMEOUT):
+                return quick  # refused/timeout: a generation would not answer either
         readiness = await tracker.probe.readiness()
+        if readiness.status is ProbeStatus.READY:
+            tracker.generated_at = now
+        return readiness
+
+    async def _probe(self, tracker: _Tracker) -> None:
+        now = self._clock()
+        readiness = await self._readiness(tracker, now)
         tracker.readiness = readiness
         if readiness.status is not ProbeStatus.READY:
             tracker.load = None
             return
-        now = self._clock()
         became_ready = not tracker.ever_ready
         tracker.ever_ready = True
         if tracker.ready_at is None:

@@ -8,7 +8,9 @@ Endpoints, newest first, with the older spellings SGLang still answers or used t
 
 * readiness: ``/health_generate`` (a real one-token generation; 503 until warmup ends), else
   ``/health``; ``/model_info`` (``/get_model_info``) answers as soon as uvicorn is up, so it is
-  only the early sign of life, never readiness.
+  only the early sign of life, never readiness. In 0.5.23 ``/health`` and ``/health_generate``
+  are one handler that generates a token, so a ready server is watched with the cheap ``/ready``
+  (200/503; ``/health`` where ``/ready`` is 404, as on <= 0.4 where ``/health`` was cheap).
 * settings: ``/server_info`` (``/get_server_info``) goes through the scheduler, so poll it rarely.
 * load: ``/metrics`` (needs ``--enable-metrics``), else ``/v1/loads``, else ``/get_load``.
 """
@@ -25,6 +27,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 HEALTH_PATHS = ("/health_generate", "/health")
+QUICK_READY_PATHS = ("/ready", "/health")
 MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 LOAD_PATHS = ("/metrics", "/v1/loads", "/get_load")
@@ -294,6 +297,15 @@ class ServerProbe:
             return response
         return None
 
+    def _failure(self, error: httpx.HTTPError, start: float) -> Readiness:
+        latency = time.monotonic() - start
+        if isinstance(error, httpx.ConnectError):
+            return Readiness(ProbeStatus.REFUSED, latency_s=latency, detail=str(error))
+        if isinstance(error, httpx.TimeoutException):
+            detail = f"no answer within {self.timeout:g}s ({type(error).__name__})"
+            return Readiness(ProbeStatus.TIMEOUT, latency_s=latency, detail=detail)
+        return Readiness(ProbeStatus.ERROR, latency_s=latency, detail=str(error))
+
     async def readiness(self) -> Readiness:
         """Probe readiness once (health, then /model_info as the early sign of life).
 
@@ -306,25 +318,31 @@ class ServerProbe:
             if health is not None and health.status_code == 200:
                 return Readiness(ProbeStatus.READY, 200, health.url.path, time.monotonic() - start)
             info = await self._first_present(MODEL_INFO_PATHS)
-        except httpx.ConnectError as error:
-            return Readiness(
-                ProbeStatus.REFUSED, latency_s=time.monotonic() - start, detail=str(error)
-            )
-        except httpx.TimeoutException as error:
-            return Readiness(
-                ProbeStatus.TIMEOUT,
-                latency_s=time.monotonic() - start,
-                detail=f"no answer within {self.timeout:g}s ({type(error).__name__})",
-            )
         except httpx.HTTPError as error:
-            return Readiness(
-                ProbeStatus.ERROR, latency_s=time.monotonic() - start, detail=str(error)
-            )
+            return self._failure(error, start)
         code = health.status_code if health is not None else None
         endpoint = health.url.path if health is not None else ""
         if info is not None and info.status_code == 200:
             endpoint = endpoint or info.url.path
         return Readiness(ProbeStatus.UP, code, endpoint, time.monotonic() - start)
+
+    async def quick_readiness(self) -> Readiness:
+        """Cheap readiness of a server already known ready: ``/ready``, else ``/health``.
+
+        Returns:
+            READY on 200; UP on another status (503: paused, unhealthy or draining); REFUSED,
+            TIMEOUT or ERROR (also ERROR when neither endpoint exists).
+        """
+        start = time.monotonic()
+        try:
+            response = await self._first_present(QUICK_READY_PATHS)
+        except httpx.HTTPError as error:
+            return self._failure(error, start)
+        latency = time.monotonic() - start
+        if response is None:
+            return Readiness(ProbeStatus.ERROR, latency_s=latency, detail="no /ready or /health")
+        status = ProbeStatus.READY if response.status_code == 200 else ProbeStatus.UP
+        return Readiness(status, response.status_code, response.url.path, latency)
 
     async def server_info(self) -> ServerInfo | None:
         """Fetch the effective settings; None when unreachable or not JSON."""
