@@ -211,7 +211,9 @@ def open_target(
         (target, probe); call ``await target.aclose()`` when done.
     """
     gpu_pids: GpuPids
-    if profile.engine.kind == "sim":
+    # A simulator with --gpu-backing cuda holds real device memory: NVML is the truth for it.
+    real_gpu = dict(profile.server.extra_flags).get("gpu_backing") == "cuda"
+    if profile.engine.kind == "sim" and not real_gpu:
         gpu_pids, prefer = sim_gpu_pids(), "sim"
     else:
         prefer = "nvml"

@@ -1,0 +1,202 @@
+"""The GPU-backed simulator (``gpufleet sim --gpu-backing cuda``) on a real NVIDIA GPU.
+
+On a GPU machine (NVML finds a GPU and PyTorch sees CUDA) these tests launch a simulated server
+that really allocates its memory, and check it the way an operator would: NVML (and nvidia-smi)
+show its memory on its GPU, a kill releases the memory and a relaunch waits for that release, and
+a retune that does not fit fails with PyTorch's real CUDA out-of-memory error, shown on the
+console's panel. Elsewhere only the refusal test runs (no torch or no GPU: a clear usage error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tui.control import stop_fleet
+from tui.control.records import read_records
+from tui.control.release import nvml_gpu_pids
+from tui.fleet.monitor import FleetMonitor
+from tui.fleet.snapshot import ServerState
+from tui.fleet.spec import FleetSpec
+from tui.gpu.source import open_gpu_source
+from tui.retune import cli
+from tui.retune.journal import read_journal
+
+MIB = 1024**2
+
+
+def _gpu_ready() -> str | None:
+    """None when a real GPU and CUDA-enabled torch are here, else why not."""
+    if importlib.util.find_spec("torch") is None:
+        return "PyTorch is not installed"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+        pynvml.nvmlShutdown()
+    except Exception as exc:
+        return f"NVML unavailable: {exc}"
+    return None if count > 0 else "NVML found no GPU"
+
+
+WHY_NOT = _gpu_ready()
+needs_gpu = pytest.mark.skipif(WHY_NOT is not None, reason=f"needs a GPU: {WHY_NOT}")
+
+
+@pytest.mark.skipif(WHY_NOT is None, reason="a GPU is here: the refusal cannot happen")
+def test_gpu_backing_without_a_gpu_is_a_clear_usage_error() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "tui", "sim", "--gpu-backing", "cuda", "--port", "39999"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--gpu-backing cuda needs PyTorch and an NVIDIA GPU" in result.stderr
+
+
+def _profile(path: Path, port: int, logs: Path, fraction: float, name: str) -> Path:
+    path.write_text(
+        f"""
+name = "{name}"
+[engine]
+kind = "sim"
+sim_gpu = "h200"
+sim_model = "qwen3.6-27b"
+sim_speed = 10.0
+[fleet]
+gpus = [0]
+ports = [{port}]
+host = "127.0.0.1"
+log_dir = "{logs}"
+log_file = "sglang_gpu{{gpu}}.log"
+[server]
+model_path = "Qwen/Qwen3.6-27B-FP8"
+mem_fraction_static = {fraction}
+max_mamba_cache_size = 80
+mamba_full_memory_ratio = 0.4
+mamba_radix_cache_strategy = "extra_buffer"
+speculative_algorithm = "EAGLE"
+speculative_num_steps = 3
+speculative_eagle_topk = 1
+speculative_num_draft_tokens = 4
+[server.extra_flags]
+enable_metrics = true
+gpu_backing = "cuda"
+"""
+    )
+    return path
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _smi_used_mib(index: int) -> float:
+    out = subprocess.run(
+        [
+            "nvidia-smi",
+            "-i",
+            str(index),
+            "--query-gpu=memory.used",
+            "--format=csv,noheader,nounits",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    return float(out.strip())
+
+
+@pytest.fixture()
+def gpu_fleet(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    port = _free_port()
+    logs = tmp_path / "logs"
+    files = {
+        "fits": _profile(tmp_path / "fits.toml", port, logs, 0.85, "gpu-fits"),
+        "too-big": _profile(tmp_path / "big.toml", port, logs, 0.995, "gpu-too-big"),
+    }
+    try:
+        yield files
+    finally:
+        stop_fleet(None, term_timeout=10.0, gpu_pids=nvml_gpu_pids(), release_timeout=60.0)
+
+
+FAST = ["--timeout", "180", "--term-timeout", "10", "--release-timeout", "60", "--no-measure"]
+
+
+async def _snapshot(profile_port: int, log: Path) -> object:
+    spec = FleetSpec.from_ports([profile_port], gpus=[0], log_paths=[str(log)])
+    monitor = FleetMonitor(spec, open_gpu_source("nvml"))
+    try:
+        return await monitor.poll()
+    finally:
+        await monitor.aclose()
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.timeout(600)
+def test_console_sees_real_memory_kill_releases_and_oom_is_real(
+    gpu_fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    if shutil.which("nvidia-smi") is None:
+        pytest.skip("nvidia-smi not on PATH")
+    idle_mib = _smi_used_mib(0)
+
+    # 1. A config that fits: ready, and the panel's memory is the GPU's real memory.
+    assert cli.main([str(gpu_fleet["fits"]), *FAST]) == 0
+    record = read_records()[0]
+    snap = asyncio.run(_snapshot(record.port, Path(record.log_path)))
+    panel = snap.panels[0]  # type: ignore[attr-defined]
+    assert panel.server is not None and panel.server.state == ServerState.READY
+    assert panel.gpu is not None and panel.gpu.source == "nvml"
+    smi = _smi_used_mib(0)
+    panel_mib = panel.gpu.memory_used / MIB
+    print(f"idle {idle_mib:.0f} MiB; panel {panel_mib:.0f} MiB; nvidia-smi {smi:.0f} MiB")
+    assert abs(panel_mib - smi) <= 64 + 0.02 * smi
+    assert smi - idle_mib > 100 * 1024, "the server's pools should hold over 100 GiB"
+    holders = {p.pid for p in panel.gpu.processes}
+    assert holders, "NVML lists the server's scheduler child as a compute process"
+
+    # 2. Relaunch (same profile): the old process is killed and its memory released first.
+    capsys.readouterr()
+    assert cli.main([str(gpu_fleet["fits"]), *FAST]) == 0
+    entry = read_journal().entries[-1]
+    phases = [p for p, _ in entry["reports"][0]["phases"]]
+    print("relaunch phases:", phases)
+    assert "waiting for GPU memory release" in phases
+    assert phases.index("waiting for GPU memory release") < phases.index("launching")
+    assert not holders & nvml_gpu_pids()(0), "the old holder no longer holds GPU memory"
+
+    # 3. A retune that does not fit: PyTorch's real OOM, on the report and on the panel.
+    capsys.readouterr()
+    assert cli.main([str(gpu_fleet["too-big"]), *FAST]) == 1
+    out = capsys.readouterr().out
+    print(out)
+    report = read_journal().entries[-1]["reports"][0]
+    assert report["error_reason"] == "oom"
+    assert "CUDA out of memory" in report["error_line"]
+    log = Path(gpu_fleet["too-big"]).parent / "logs" / "sglang_gpu0.log"
+    text = log.read_text()
+    assert "torch.OutOfMemoryError: CUDA out of memory" in text
+    snap = asyncio.run(_snapshot(record.port, log))
+    panel = snap.panels[0]  # type: ignore[attr-defined]
+    assert panel.server is not None
+    print("panel after OOM:", panel.server.state, panel.server.last_error)
+    assert panel.server.state in (ServerState.FAILED, ServerState.STOPPED, ServerState.ABSENT)
+    assert panel.server.last_error and "out of memory" in panel.server.last_error
+    assert not nvml_gpu_pids()(0), "nothing is left holding memory on the GPU"
