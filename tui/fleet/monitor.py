@@ -7,6 +7,7 @@ server run concurrently with short timeouts, so a hung server never delays the o
 
 State rules, per server (the current launch only; see ``tui.fleet.server_log``):
 
+* a stop was requested (``mark_stopping``) and the same process still runs -> STOPPING;
 * readiness 200 -> READY (it answers, whatever else is known);
 * process alive and the log shows a fatal error since the launch -> FAILED (with the error line);
 * process alive, probes time out -> STALE (busy or hung, not known dead);
@@ -55,10 +56,15 @@ class _Tracker:
     generated_at: float | None = None
     """When /health_generate (a real generation) last answered 200 (None: not since launch)."""
     state: ServerState = ServerState.ABSENT
+    stopping: bool = False
+    """A stop was requested (``FleetMonitor.mark_stopping``) and not yet seen to finish."""
+    stop_pid: int | None = None
+    """The pid that was to stop (None: none was known), so a relaunch is not shown STOPPING."""
 
     def new_process(self, process: ServerProcess) -> None:
         """A different process now serves the port: forget the previous launch."""
         self.process = process
+        self.stopping = False
         self.ever_ready = False
         self.ready_at = None
         self.generated_at = None
@@ -112,6 +118,23 @@ class FleetMonitor:
             for s in sorted(spec.servers, key=lambda s: s.gpu_index)
         ]
         self._last_scan = float("-inf")
+
+    def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
+        """Show the server on ``gpu`` as STOPPING until its process is gone or replaced.
+
+        Args:
+            gpu: GPU index of a server of the fleet.
+            stopping: False withdraws the mark (the stop was refused or cancelled).
+
+        Raises:
+            ValueError: ``gpu`` has no server in the fleet.
+        """
+        tracker = next((t for t in self._trackers if t.spec.gpu_index == gpu), None)
+        if tracker is None:
+            known = sorted(t.spec.gpu_index for t in self._trackers)
+            raise ValueError(f"gpu={gpu} has no server in the fleet; allowed {known}")
+        tracker.stopping = stopping
+        tracker.stop_pid = tracker.process.pid if stopping and tracker.process else None
 
     async def aclose(self) -> None:
         """Close log files and the HTTP client if the monitor owns it."""
@@ -232,6 +255,12 @@ class FleetMonitor:
 
     def _state(self, t: _Tracker) -> ServerState:
         status = t.readiness.status if t.readiness else None
+        answers = status in (ProbeStatus.READY, ProbeStatus.UP, ProbeStatus.TIMEOUT)
+        if t.stopping:
+            same = t.stop_pid is None or (t.process is not None and t.process.pid == t.stop_pid)
+            if same and (t.alive or (not t.spec.is_local and answers)):
+                return ServerState.STOPPING
+            t.stopping = False  # gone (or replaced by a relaunch): the usual rules apply
         if status is ProbeStatus.READY:
             return ServerState.READY
         if t.log.ready and t.alive and status is not ProbeStatus.TIMEOUT:
@@ -253,7 +282,7 @@ class FleetMonitor:
         state = self._state(t)
         t.state = state
         log, load, info = t.log, t.load, t.info
-        live = state in (ServerState.READY, ServerState.STALE)
+        live = state in (ServerState.READY, ServerState.STALE, ServerState.STOPPING)
 
         def pick(*values: object) -> object:
             return next((v for v in values if v is not None), None)
