@@ -26,6 +26,7 @@ from typing import TypeVar
 
 import httpx
 
+from tui.control.records import ProcessRecord, read_records
 from tui.fleet.server_log import EMPTY_VIEW, ServerLog
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
@@ -166,6 +167,16 @@ class FleetMonitor:
                 continue
             tracker.alive = False
             unknown.append(tracker)
+        if unknown:
+            # The fleet record (written by tui.control at launch) is the first source of truth:
+            # it names a relaunched server the moment it starts, with its exact log path.
+            records = _read_records()
+            for tracker in unknown:
+                process = _recorded(records.get(tracker.spec.gpu_index), tracker.spec.port)
+                if process is not None:
+                    tracker.new_process(process)
+                    tracker.alive = True
+            unknown = [t for t in unknown if not t.alive]
         if unknown and now - self._last_scan >= self.discovery_interval:
             self._last_scan = now
             hints = {t.spec.port: t.spec.log_path for t in unknown if t.spec.log_path}
@@ -176,7 +187,8 @@ class FleetMonitor:
                     tracker.new_process(process)
                     tracker.alive = True
         for tracker in self._trackers:
-            path = tracker.spec.log_path or (tracker.process.log_path if tracker.process else None)
+            process_log = tracker.process.log_path if tracker.process else None
+            path = process_log or tracker.spec.log_path
             if path and (tracker.follower is None or str(tracker.follower.path) != path):
                 if tracker.follower is not None:
                     tracker.follower.close()
@@ -318,6 +330,27 @@ class FleetMonitor:
             ready_at=t.ready_at,
             updated_at=now,
         )
+
+
+def _read_records() -> dict[int, ProcessRecord]:
+    try:
+        return read_records()
+    except OSError:  # an unreadable state dir must not stop the monitor; discovery still works
+        return {}
+
+
+def _recorded(record: ProcessRecord | None, port: int) -> ServerProcess | None:
+    """The recorded server for a GPU, when it serves ``port`` and is still the same process."""
+    if record is None or record.port != port or not is_alive(record.pid, record.create_time):
+        return None
+    return ServerProcess(
+        pid=record.pid,
+        create_time=record.create_time,
+        port=record.port,
+        cmdline=record.cmdline,
+        log_path=record.log_path or None,
+        found_by="record",
+    )
 
 
 def _num(live: bool, probed: _N | None, logged: _N | None) -> _N | None:

@@ -38,7 +38,7 @@ class ServerProcess:
     log_path: str | None = None
     """Its log file: from the fleet definition, else where its stdout points."""
     found_by: str = "cmdline"
-    """'cmdline' or 'listen'."""
+    """'cmdline' or 'listen' (discovery), or 'record' (the fleet record of ``tui.control``)."""
 
 
 def _is_module_launch(argv: Sequence[str], module: str, sub: str | None) -> bool:
