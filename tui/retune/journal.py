@@ -117,3 +117,24 @@ def read_journal(path: Path | None = None) -> JournalRead:
         else:
             skipped += 1
     return JournalRead(tuple(entries), skipped)
+
+
+def journal_marks(path: Path | None = None) -> list[float]:
+    """When each retune happened (``started_at`` of every entry that changed the fleet).
+
+    The console's generation pane marks these on its throughput history; refused applies
+    stopped nothing and are left out.
+
+    Args:
+        path: Journal file; defaults to ``tui.paths.journal_file()``.
+
+    Returns:
+        time.time() values, oldest first (empty when there is no journal).
+    """
+    marks = []
+    for entry in read_journal(path).entries:
+        started = entry.get("started_at")
+        if entry.get("refused") or not isinstance(started, int | float):
+            continue
+        marks.append(float(started))
+    return sorted(marks)

@@ -1,12 +1,25 @@
-"""``gpufleet [console]``: open the console on a fleet given by ports, GPUs and log files."""
+"""``gpufleet [console]``: open the console on a fleet given by a profile, or by ports and GPUs.
+
+With ``--profile NAME`` the fleet (GPUs, ports, host, log files) comes from the profile and every
+operation key works (``tui.operator.FleetOperator``); with ``--ports/--gpus`` only the watching.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.ui.sources import FleetPoller
+
+if TYPE_CHECKING:
+    from tui.operator.pipeline_control import PipelineConfig
+    from tui.profiles import Profile
+
+CONSOLE_FLEET_TIMEOUT_S = 3600.0
+"""A pipeline started from the console waits this long for a ready server (a full retune)."""
 
 PORTS_DEFAULT = "30000-30006"
 GPUS_DEFAULT = "0-6"
@@ -81,8 +94,82 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-pattern", default="sglang_gpu{gpu}.log", help="log file name; {gpu} is the index"
     )
-    parser.add_argument("--profile", default=None, help="tuning profile the fleet runs")
+    parser.add_argument(
+        "--profile", default=None, help="tuning profile of the fleet (its GPUs, ports and logs)"
+    )
+    parser.add_argument(
+        "--prompts",
+        type=Path,
+        default=None,
+        help="JSONL prompts of the pipeline the console starts (default: the demo's, if any)",
+    )
     return parser
+
+
+def run_console(
+    profile: Profile,
+    pipeline: PipelineConfig | None,
+    *,
+    stop_pipeline_with_fleet: bool = False,
+) -> int:
+    """Run the console on ``profile``'s fleet with every operation backed by the real core.
+
+    Args:
+        profile: The fleet's profile.
+        pipeline: The pipeline the console starts and stops (None: no pipeline keys).
+        stop_pipeline_with_fleet: Quitting with "stop" stops the pipeline as well (the demo).
+
+    Returns:
+        0.
+    """
+    from tui.fleet.monitor import FleetMonitor
+    from tui.gpu.simulated import SimulatedSource
+    from tui.gpu.source import open_gpu_source
+    from tui.operator import FleetOperator
+    from tui.operator.setup import spec_for_profile
+    from tui.retune.journal import journal_marks
+    from tui.retune.options import ApplyOptions
+    from tui.ui.app import FleetApp
+
+    # A simulated fleet may not have published its GPUs yet: read them as they appear.
+    gpus = SimulatedSource() if profile.engine.kind == "sim" else open_gpu_source()
+    monitor = FleetMonitor(spec_for_profile(profile), gpus)
+    # Shorter windows than the headless default: the operator watches the verdict arrive.
+    options = ApplyOptions(window_s=30.0, warmup_s=10.0, interval_s=3.0)
+    operator = FleetOperator(
+        profile,
+        pipeline=pipeline,
+        marker=monitor,
+        apply_options=options,
+        stop_pipeline_with_fleet=stop_pipeline_with_fleet,
+    )
+    FleetApp(
+        monitor,
+        actions=operator,
+        status_path=pipeline.status_path if pipeline is not None else None,
+        retune_marks=journal_marks,
+        profile=profile.name,
+    ).run()
+    return 0
+
+
+def _profile_console(args: argparse.Namespace) -> int:
+    from tui.operator.setup import demo_prompts_file, pipeline_config
+    from tui.profiles import ProfileError, load_named
+
+    try:
+        profile = load_named(args.profile)
+    except ProfileError as error:
+        print(f"gpufleet console: --profile: {error}", file=sys.stderr)
+        return 2
+    prompts = args.prompts if args.prompts is not None else demo_prompts_file()
+    if args.prompts is not None and not prompts.is_file():
+        print(f"gpufleet console: --prompts: {str(prompts)!r} is not a file", file=sys.stderr)
+        return 2
+    pipeline = None
+    if prompts.is_file():
+        pipeline = pipeline_config(profile, prompts, CONSOLE_FLEET_TIMEOUT_S)
+    return run_console(profile, pipeline)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -95,6 +182,8 @@ def main(argv: Sequence[str]) -> int:
         The exit status.
     """
     args = build_parser().parse_args(list(argv))
+    if args.profile is not None:
+        return _profile_console(args)
     try:
         ports = parse_range(args.ports, "--ports", 1, 65535)
         gpus = parse_range(args.gpus, "--gpus", 0, 15)
@@ -114,5 +203,5 @@ def main(argv: Sequence[str]) -> int:
         return 2
     from tui.ui.app import FleetApp
 
-    FleetApp(poller, profile=args.profile).run()
+    FleetApp(poller).run()
     return 0

@@ -1,18 +1,83 @@
-"""``gpufleet demo``: the simulated fleet, a pipeline and the console (integrated by the lead)."""
+"""``gpufleet demo``: the simulated 7-GPU fleet, a pipeline over a demo prompt set, the console.
+
+A fleet left running by an earlier demo (fleet record, alive, same identity) is re-attached, not
+started again; so is its pipeline. Quitting offers to stop both or to keep them running for the
+next ``gpufleet demo`` (or ``gpufleet --profile sim-baseline``).
+"""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Sequence
+
+from tui.ui.cli import run_console
+
+DEMO_FLEET_TIMEOUT_S = 3600.0
+"""The demo pipeline waits this long for a ready server (startup, a retune of every GPU)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The demo's options."""
+    parser = argparse.ArgumentParser(prog="gpufleet demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--gpus", type=int, default=None, help="run only the first N GPUs (1-7)")
+    parser.add_argument("--speed", type=float, default=None, help="simulator speed (default 20)")
+    parser.add_argument(
+        "--base-port", type=int, default=None, help="first port (default 30000 from the profile)"
+    )
+    parser.add_argument(
+        "--profile", default=None, help="sim profile to start from (default sim-baseline)"
+    )
+    parser.add_argument(
+        "--no-pipeline", action="store_true", help="do not start the generation pipeline"
+    )
+    return parser
 
 
 def main(argv: Sequence[str]) -> int:
-    """Say that the demo is not wired yet.
+    """Start (or re-attach) the simulated fleet and its pipeline, then run the console.
 
     Args:
-        argv: Ignored.
+        argv: Arguments after ``demo``.
 
     Returns:
-        1.
+        0 after the console closed; 1 when the fleet could not be started; 2 on bad options.
     """
-    print("gpufleet demo: not yet: the simulated fleet and the console are being joined")
-    return 1
+    args = build_parser().parse_args(list(argv))
+    from tui.control import sim_gpu_pids, stop_fleet
+    from tui.operator.pipeline_control import start_pipeline
+    from tui.operator.setup import (
+        attach_or_start,
+        demo_profile,
+        demo_prompts_file,
+        ensure_prompts,
+        pipeline_config,
+    )
+    from tui.profiles import ProfileError
+    from tui.sim.fleet import sim_profile
+
+    try:
+        profile = demo_profile(sim_profile(args.profile), args.gpus, args.speed, args.base_port)
+    except (ProfileError, ValueError) as error:
+        print(f"gpufleet demo: {error}", file=sys.stderr)
+        return 2
+    print(f"gpufleet demo: bringing up {len(profile.gpus)} simulated servers ({profile.name})")
+    up = attach_or_start(profile)
+    if up.attached:
+        print(f"gpufleet demo: re-attached to the running servers on GPU {list(up.attached)}")
+    if not up.ok:
+        for message in up.failures():
+            print(f"gpufleet demo: {message}", file=sys.stderr)
+        launched = [o.gpu for o in up.started if o.ok]
+        if launched:  # leave nothing behind that this run started
+            stop_fleet(launched, term_timeout=10.0, gpu_pids=sim_gpu_pids(), release_timeout=30.0)
+        print("gpufleet demo: the fleet could not be started; nothing was left running")
+        return 1
+    prompts = demo_prompts_file()
+    config = pipeline_config(profile, prompts, DEMO_FLEET_TIMEOUT_S)
+    if not args.no_pipeline:
+        if ensure_prompts(prompts):
+            print(f"gpufleet demo: wrote the demo prompt set {prompts}")
+        pid = start_pipeline(config)
+        print(f"gpufleet demo: pipeline pid {pid}, status {config.status_path}")
+    return run_console(profile, config, stop_pipeline_with_fleet=True)

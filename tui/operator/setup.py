@@ -1,0 +1,201 @@
+"""What a console (or the demo) needs from a profile: the fleet spec, the pipeline, the fleet up.
+
+``attach_or_start`` is the demo's start: servers of a previous run that still run (fleet record,
+alive, same identity) are re-attached, the others are launched, so closing the console with
+"keep" and opening it again shows the same processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from tui import paths
+from tui.control import (
+    GpuOutcome,
+    IdentityMismatch,
+    launch_profile,
+    read_records,
+    sim_gpu_pids,
+    verify,
+)
+from tui.fleet.spec import FleetSpec
+from tui.operator.pipeline_control import PipelineConfig
+from tui.pipeline.fleet_urls import server_urls
+from tui.profiles import Profile, log_path_for
+from tui.retune.running import record_outcome
+
+DEMO_PROMPTS = 100_000
+"""Prompts in the demo's generated prompt set."""
+
+TOPICS = (
+    "the history of the printing press",
+    "how a heat pump works",
+    "the rules of chess for a beginner",
+    "why the sky is blue",
+    "how to bake sourdough bread",
+    "the life cycle of a star",
+    "what a hash table is",
+    "the causes of the first world war",
+)
+"""Subjects of the demo prompts (varied so outputs differ)."""
+
+
+def spec_for_profile(profile: Profile) -> FleetSpec:
+    """The fleet the console watches for ``profile``: its GPUs, ports, host and log files.
+
+    Args:
+        profile: A validated profile.
+
+    Returns:
+        One server per GPU of the profile.
+    """
+    logs: list[str | None] = [str(log_path_for(profile, gpu)) for gpu in profile.gpus]
+    ports = [profile.port_for(gpu) for gpu in profile.gpus]
+    return FleetSpec.from_ports(ports, profile.gpus, profile.host, logs)
+
+
+def demo_prompts_file() -> Path:
+    """The demo's prompt set."""
+    return paths.demo_dir() / "prompts.jsonl"
+
+
+def pipeline_config(profile: Profile, prompts: Path, fleet_timeout_s: float) -> PipelineConfig:
+    """The console's pipeline over ``profile``'s servers, with gpufleet's default files.
+
+    Args:
+        profile: The fleet's profile (its servers' URLs).
+        prompts: The JSONL prompt file.
+        fleet_timeout_s: How long the pipeline waits for a ready server (a retune of every GPU
+            takes them all down for a while).
+
+    Returns:
+        The configuration (outputs under ``paths.pipeline_dir()``).
+    """
+    return PipelineConfig(
+        prompts=prompts,
+        out_dir=paths.pipeline_dir() / "out",
+        status_path=paths.pipeline_status_file(),
+        log_path=paths.pipeline_dir() / "pipeline.log",
+        servers=tuple(server_urls(profile)),
+        extra_args=("--fleet-timeout", f"{fleet_timeout_s:g}"),
+    )
+
+
+def ensure_prompts(path: Path, count: int = DEMO_PROMPTS) -> bool:
+    """Write ``count`` chat prompts (JSONL) to ``path`` unless it already exists.
+
+    Args:
+        path: The prompt file.
+        count: How many prompts.
+
+    Returns:
+        True when the file was written now.
+    """
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i in range(count):
+        text = f"Prompt {i}: explain {TOPICS[i % len(TOPICS)]} in {3 + i % 5} paragraphs."
+        lines.append(json.dumps({"messages": [{"role": "user", "content": text}]}))
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write("\n".join(lines) + "\n")
+        os.replace(tmp, path)  # a half-written set is never seen as the demo's prompts
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def demo_profile(
+    base: Profile,
+    gpu_count: int | None = None,
+    speed: float | None = None,
+    base_port: int | None = None,
+) -> Profile:
+    """The demo's fleet: ``base`` with fewer GPUs, another sim speed or other ports.
+
+    Args:
+        base: The simulated fleet's profile (``sim-baseline``).
+        gpu_count: Use only the first N GPUs (1 .. the profile's count).
+        speed: Simulator time compression (> 0).
+        base_port: First port (the others follow), for running beside another fleet.
+
+    Returns:
+        The adjusted profile (same name: it is the same configuration, run faster or smaller).
+
+    Raises:
+        ValueError: naming the option, its value and the allowed range.
+    """
+    gpus = base.gpus
+    if gpu_count is not None:
+        if not 1 <= gpu_count <= len(base.gpus):
+            raise ValueError(f"--gpus: {gpu_count} is outside 1..{len(base.gpus)}")
+        gpus = base.gpus[:gpu_count]
+    ports = tuple(base.port_for(g) for g in gpus)
+    if base_port is not None:
+        if not 1024 <= base_port <= 65535 - len(gpus):
+            raise ValueError(f"--base-port: {base_port} is outside 1024..{65535 - len(gpus)}")
+        ports = tuple(base_port + i for i in range(len(gpus)))
+    engine = base.engine
+    if speed is not None:
+        if not 0 < speed <= 10_000:
+            raise ValueError(f"--speed: {speed} is outside (0, 10000]")
+        engine = replace(engine, sim_speed=float(speed))
+    overrides = tuple(o for o in base.overrides if o.gpu in gpus)
+    return replace(base, gpus=gpus, ports=ports, engine=engine, overrides=overrides)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetUp:
+    """What ``attach_or_start`` found and did."""
+
+    attached: tuple[int, ...]
+    """GPUs whose server from an earlier run still runs (re-attached)."""
+    started: tuple[GpuOutcome, ...]
+    """Launch outcome of every other GPU."""
+
+    @property
+    def ok(self) -> bool:
+        """Every GPU runs a server now."""
+        return all(o.ok for o in self.started)
+
+    def failures(self) -> list[str]:
+        """One message per GPU that could not be launched."""
+        return [o.message for o in self.started if not o.ok]
+
+
+def attach_or_start(profile: Profile, settle_s: float = 0.5) -> FleetUp:
+    """Re-attach the profile's servers that still run; launch the others.
+
+    Args:
+        profile: A ``sim`` profile (the simulated driver is the GPU source of the preflight).
+        settle_s: How long each launch is watched for dying at once.
+
+    Returns:
+        Which GPUs were re-attached and each launch's outcome (a port held by a stranger gets
+        the preflight's message naming the holder).
+    """
+    records = read_records()
+    attached = []
+    for gpu in profile.gpus:
+        record = records.get(gpu)
+        if record is None or record.port != profile.port_for(gpu):
+            continue
+        try:
+            if verify(record).alive:
+                attached.append(gpu)
+        except IdentityMismatch:
+            continue  # the pid is someone else's now: launch ours (the preflight checks the port)
+    missing = [g for g in profile.gpus if g not in attached]
+    started = launch_profile(profile, missing, settle_s=settle_s, gpu_pids=sim_gpu_pids())
+    ok = [o.gpu for o in started if o.ok]
+    if ok:
+        record_outcome(profile, ok, [])
+    return FleetUp(tuple(attached), tuple(started))
