@@ -1,0 +1,172 @@
+"""Shared fixtures of the operator and end-to-end tests: fast simulated fleets, leftovers scans."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+
+from tui import paths
+from tui.control import read_records, sim_gpu_pids, stop_fleet
+from tui.profiles import Profile, load_profile
+
+SIM_SPEED = 200.0
+"""Simulator speed of the tests' fleets: startup takes about a second."""
+
+BASELINE = "mem_fraction_static = 0.88\nmax_mamba_cache_size = 80\nmamba_full_memory_ratio = 0.4\n"
+AGGRESSIVE = (
+    "mem_fraction_static = 0.93\nmax_mamba_cache_size = 200\n"
+    "mamba_full_memory_ratio = 0.6\nmax_running_requests = 64\n"
+)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct currently free loopback ports."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port_run(count: int, tries: int = 50) -> int:
+    """First of ``count`` consecutive free ports (the demo takes a base port)."""
+    for _ in range(tries):
+        base = free_ports(1)[0]
+        if base + count > 65535:
+            continue
+        ok = True
+        for port in range(base, base + count):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def profile_text(name: str, gpus: list[int], ports: list[int], server: str) -> str:
+    """A sim profile document with the seed's shared flags and ``server`` knobs."""
+    return f"""
+name = "{name}"
+[engine]
+kind = "sim"
+sim_gpu = "b200"
+sim_model = "qwen3.6-27b"
+sim_speed = {SIM_SPEED}
+[fleet]
+gpus = {gpus}
+ports = {ports}
+host = "127.0.0.1"
+log_dir = "{{state}}/logs"
+log_file = "sglang_gpu{{gpu}}.log"
+[server]
+model_path = "Qwen/Qwen3.6-27B-FP8"
+mamba_radix_cache_strategy = "extra_buffer"
+speculative_algorithm = "EAGLE"
+speculative_num_steps = 3
+speculative_eagle_topk = 1
+speculative_num_draft_tokens = 4
+{server}
+[server.extra_flags]
+enable_metrics = true
+"""
+
+
+@dataclass
+class OpFleet:
+    """Profiles of a small simulated fleet, written to a profiles directory."""
+
+    baseline: Profile
+    """The fleet's starting profile ('op-baseline')."""
+    ports: list[int]
+    """Its ports."""
+    profiles_dir: Path
+    """Where 'op-baseline' and 'op-aggressive' live (GPUFLEET_PROFILES_DIR)."""
+
+
+def write_profiles(directory: Path, gpus: list[int]) -> OpFleet:
+    """Write 'op-baseline' and 'op-aggressive' for ``gpus`` on free ports."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ports = free_ports(len(gpus))
+    (directory / "op-baseline.toml").write_text(profile_text("op-baseline", gpus, ports, BASELINE))
+    (directory / "op-aggressive.toml").write_text(
+        profile_text("op-aggressive", gpus, ports, AGGRESSIVE)
+    )
+    return OpFleet(load_profile(directory / "op-baseline.toml"), ports, directory)
+
+
+def healthy(port: int) -> bool:
+    """``GET /health`` answers 200."""
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def pid_alive(pid: int) -> bool:
+    """The pid runs (a zombie counts as gone)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def leftovers(state_dir: Path, ports: list[int] | None = None) -> list[str]:
+    """Processes a test may have left: sim servers on ``ports`` or anything run for ``state_dir``.
+
+    A process belongs to the test when its environment names the state directory, or its
+    command line names a port of the test's fleet or a file under the state directory.
+    """
+    wanted = {str(p) for p in ports or []}
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.pid == os.getpid():
+            continue
+        argv = proc.info["cmdline"] or []
+        if "tui" not in argv or not ("sim" in argv or "generate" in argv):
+            continue
+        try:
+            mine = proc.environ().get(paths.STATE_ENV) == str(state_dir)
+        except (psutil.AccessDenied, psutil.NoSuchProcess):
+            mine = False
+        mine = mine or any(str(state_dir) in a for a in argv)
+        if "--port" in argv:
+            i = argv.index("--port")
+            mine = mine or (i + 1 < len(argv) and argv[i + 1] in wanted)
+        if mine and pid_alive(proc.pid):
+            found.append(f"{proc.pid}: {' '.join(argv)}")
+    return found
+
+
+def kill_leftovers(state_dir: Path, ports: list[int] | None = None) -> None:
+    """Stop the recorded fleet, then SIGKILL whatever of the test still runs."""
+    with contextlib.suppress(Exception):
+        if read_records():
+            stop_fleet(None, term_timeout=5.0, gpu_pids=sim_gpu_pids(), release_timeout=10.0)
+    for line in leftovers(state_dir, ports):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(int(line.split(":", 1)[0]))
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def cleaned(state_dir: Path, ports: list[int] | None = None) -> Iterator[None]:
+    """Whatever happens inside, nothing of the test keeps running afterwards."""
+    try:
+        yield
+    finally:
+        kill_leftovers(state_dir, ports)

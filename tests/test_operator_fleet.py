@@ -1,0 +1,149 @@
+"""FleetOperator on a real simulated fleet: kill, relaunch, apply with events, rollback, stop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from operator_helpers import (
+    OpFleet,
+    cleaned,
+    healthy,
+    leftovers,
+    pid_alive,
+    write_profiles,
+)
+from sim_helpers import wait_until
+
+from tui import paths
+from tui.control import ProcessRecord, put_record, read_records
+from tui.gpu.sim_records import live_processes
+from tui.operator import FleetOperator, OperationError, OperatorTimeouts
+from tui.operator.setup import attach_or_start
+from tui.retune.events import ApplyFinished, GpuPhase, GpuReady
+from tui.retune.journal import journal_marks, read_journal
+from tui.retune.options import ApplyOptions
+from tui.retune.running import read_running
+
+GPUS = [0, 1]
+FAST = ApplyOptions(timeout_s=60.0, release_timeout_s=20.0, poll_s=0.1, measure=False)
+
+
+class Marks:
+    """Records the STOPPING marks the operator sets (the monitor's ``mark_stopping``)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, bool]] = []
+
+    def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
+        self.calls.append((gpu, stopping))
+
+
+@pytest.fixture()
+def fleet(
+    tmp_path: Path, isolated_state: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[OpFleet]:
+    """A running 2-GPU simulated fleet of 'op-baseline'; everything is stopped afterwards."""
+    made = write_profiles(tmp_path / "profiles", GPUS)
+    monkeypatch.setenv(paths.PROFILES_ENV, str(made.profiles_dir))
+    with cleaned(isolated_state, made.ports):
+        up = attach_or_start(made.baseline, settle_s=0.2)
+        assert up.ok, up.failures()
+        assert wait_until(lambda: all(healthy(p) for p in made.ports), 30)
+        yield made
+
+
+def operator(fleet: OpFleet, marks: Marks | None = None) -> FleetOperator:
+    return FleetOperator(
+        fleet.baseline,
+        marker=marks,
+        apply_options=FAST,
+        timeouts=OperatorTimeouts(term_s=5.0, release_s=20.0, settle_s=0.2),
+    )
+
+
+async def test_kill_stops_one_gpu_and_waits_for_its_memory(fleet: OpFleet) -> None:
+    marks = Marks()
+    before = read_records()
+    await operator(fleet, marks).kill((0,))
+    assert marks.calls == [(0, True)]
+    assert not pid_alive(before[0].pid)
+    assert live_processes(paths.sim_gpu_dir(), 0) == []  # the GPU's memory is released
+    assert 0 not in read_records()
+    assert pid_alive(before[1].pid) and healthy(fleet.ports[1])  # the other GPU is untouched
+
+
+async def test_relaunch_starts_the_current_profile_again(fleet: OpFleet) -> None:
+    old = read_records()[1]
+    await operator(fleet).relaunch((1,))
+    new = read_records()[1]
+    assert new.pid != old.pid and not pid_alive(old.pid)
+    assert new.profile == "op-baseline" and new.port == fleet.ports[1]
+    assert wait_until(lambda: healthy(fleet.ports[1]), 30)
+    assert read_running()[1].current_name == "op-baseline"
+
+
+async def test_stop_refuses_a_pid_that_is_not_ours(fleet: OpFleet) -> None:
+    real = read_records()[0]
+    fake = ProcessRecord(**{**real.to_json(), "cmdline": ("python", "-m", "something-else")})
+    put_record(ProcessRecord.from_json(fake.to_json()))
+    marks = Marks()
+    with pytest.raises(OperationError, match="refusing to signal"):
+        await operator(fleet, marks).kill((0,))
+    assert pid_alive(real.pid)  # nothing was signalled
+    assert marks.calls == [(0, True), (0, False)]  # the STOPPING mark is withdrawn
+    put_record(real)
+
+
+async def test_apply_forwards_events_journals_and_rolls_back(fleet: OpFleet) -> None:
+    op = operator(fleet)
+    assert op.current_profile() == "op-baseline"
+    assert {"op-baseline", "op-aggressive"} <= set(op.profile_names())
+    predicted = await op.preflight(op.load_profile("op-aggressive"), (0, 1))
+    assert [p.calibrated for p in predicted] == [True, True]
+    events: list[object] = []
+
+    result = await op.apply_profile("op-aggressive", (0, 1), on_event=events.append)
+
+    assert result.ok, result.reports
+    assert isinstance(events[-1], ApplyFinished) and events[-1].result == result
+    assert {e.gpu for e in events if isinstance(e, GpuReady)} == {0, 1}
+    phases = [e.phase for e in events if isinstance(e, GpuPhase) and e.gpu == 0]
+    assert phases and phases[-1] == "ready"
+    for report, guess in zip(result.reports, predicted, strict=True):
+        assert report.effective.kv_tokens == pytest.approx(guess.kv_tokens, rel=0.01)
+    assert {r.profile for r in read_records().values()} == {"op-aggressive"}
+    assert op.current_profile() == "op-aggressive"
+    assert read_journal().entries[-1]["profile"] == "op-aggressive"
+    assert journal_marks() == [pytest.approx(result.started_at)]
+
+    back = await op.rollback()
+    assert back is not None and back.ok and back.profile == "op-baseline"
+    assert {r.profile for r in read_records().values()} == {"op-baseline"}
+    assert len(journal_marks()) == 2
+
+
+async def test_apply_of_an_unknown_profile_stops_nothing(fleet: OpFleet) -> None:
+    before = read_records()
+    with pytest.raises(Exception, match="no-such-profile"):
+        await operator(fleet).apply_profile("no-such-profile", (0, 1))
+    assert all(pid_alive(r.pid) for r in before.values())
+
+
+async def test_save_profile_writes_a_loadable_file(fleet: OpFleet) -> None:
+    op = operator(fleet)
+    from dataclasses import replace
+
+    path = op.save_profile(replace(op.load_profile("op-aggressive"), name="op-saved"))
+    assert path == fleet.profiles_dir / "op-saved.toml"
+    assert op.load_profile("op-saved").server == op.load_profile("op-aggressive").server
+
+
+async def test_stop_fleet_leaves_nothing_running(fleet: OpFleet, isolated_state: Path) -> None:
+    pids = [r.pid for r in read_records().values()]
+    await operator(fleet).stop_fleet()
+    assert read_records() == {}
+    assert not any(pid_alive(p) for p in pids)
+    assert leftovers(isolated_state, fleet.ports) == []
+    assert all(live_processes(paths.sim_gpu_dir(), g) == [] for g in GPUS)
