@@ -261,3 +261,25 @@ def test_to_json_is_flat_and_read_only() -> None:
     assert event.to_json().startswith('{"line": 4, "kind": "ready"')
     with pytest.raises(TypeError):
         event.fields["x"] = 1  # type: ignore[index]
+
+
+def test_log_state_keeps_the_oom_as_the_cause_of_a_crash_chain() -> None:
+    from tui.logs.state import LogState
+
+    state = LogState()
+    chain = [
+        "[2026-12-02 17:45:00] Scheduler hit an exception: Traceback (most recent call last):",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total "
+        "capacity of 139.81 GiB of which 1.02 GiB is free.",
+        "[2026-12-02 17:45:00] Received sigquit from a child process. It usually means the child "
+        "failed.",
+        "Killed",
+    ]
+    for number, text in enumerate(chain, 1):
+        event = parse_line(text, number)
+        assert event is not None, text
+        state.apply(event)
+    view = state.view()
+    assert view.failed
+    assert view.error_reason == "oom"
+    assert view.last_error is not None and "CUDA out of memory" in view.last_error

@@ -12,6 +12,9 @@ from tui.logs.ingest import IngestSummary
 NON_FATAL_REASONS = frozenset({"input_too_long", "exception"})
 """Error reasons that do not by themselves mean the server died."""
 
+CHAIN_REASONS = frozenset({"scheduler_exception", "sigquit", "killed", "exception"})
+"""Reasons that follow a root cause in SGLang's process-death chain."""
+
 ALLOCATION_KINDS = frozenset({ev.WEIGHTS, ev.MAMBA_CACHE, ev.KV_CACHE, ev.POOL, ev.CAP})
 ALLOCATION_KINDS |= {ev.RESET_48, ev.PROFILED}
 """Kinds whose lines are kept as the server's allocation lines."""
@@ -171,9 +174,13 @@ class LogState:
         elif kind == ev.READY:
             self.ready = True
         elif kind == ev.ERROR:
-            self.last_error = event.text
-            self.error_reason = str(get("reason", "")) or None
-            if self.error_reason not in NON_FATAL_REASONS:
+            reason = str(get("reason", "")) or None
+            # A crash prints a chain (the OOM, then the scheduler's exception, SIGQUIT, Killed):
+            # the cause is what the operator needs, so a later link never hides an OOM.
+            if not (self.error_reason == "oom" and self.failed and reason in CHAIN_REASONS):
+                self.last_error = event.text
+                self.error_reason = reason
+            if reason not in NON_FATAL_REASONS:
                 self.failed = True
                 self.phase = "failed"
 
