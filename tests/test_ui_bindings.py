@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from textual.screen import ModalScreen
 from textual.widgets import Input, Log
 from ui_helpers import (
     RecordingActions,
     finish_actions,
     make_app,
     pipeline_status,
+    press_until,
     settle,
     seven_gpu_fleet,
+    wait_for,
 )
 
 from tui.ui.app import FleetApp
@@ -109,10 +112,9 @@ async def test_detail_log_is_filterable_and_slash_focuses_the_filter() -> None:
     [
         (("3", "k", "y"), ("kill", ((3,),))),
         (("K", "y"), ("kill", ((0, 1, 2, 3, 4, 5, 6),))),
-        (("1", "r", "y"), ("relaunch", ((1,),))),
-        (("R", "y"), ("relaunch", ((0, 1, 2, 3, 4, 5, 6),))),
+        (("1", "r", "enter", "y"), ("relaunch", ((1,),))),  # the picker keeps the running one
+        (("R", "enter", "y"), ("relaunch", ((0, 1, 2, 3, 4, 5, 6),))),
         (("b", "y"), ("rollback", ())),
-        (("t", "y"), ("apply_profile", ("aggressive", (0, 1, 2, 3, 4, 5, 6)))),
     ],
 )
 async def test_confirmed_operations_reach_the_backend(
@@ -122,21 +124,21 @@ async def test_confirmed_operations_reach_the_backend(
     app = app_with(actions, profile="aggressive")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
-        await pilot.press(*keys[:-1])
-        assert isinstance(app.screen, ConfirmScreen)
+        await press_until(pilot, keys[:-1], ConfirmScreen)
         await pilot.press(keys[-1])
         await finish_actions(pilot, app)
         assert actions.calls == [expected]
 
 
-@pytest.mark.parametrize("key", ["k", "K", "r", "R", "b", "t"])
-async def test_cancelled_operations_do_not_reach_the_backend(key: str) -> None:
+@pytest.mark.parametrize(
+    "keys", [("k",), ("K",), ("r", "enter"), ("R", "enter"), ("b",), ("r",), ("R",)]
+)
+async def test_cancelled_operations_do_not_reach_the_backend(keys: tuple[str, ...]) -> None:
     actions = RecordingActions()
     app = app_with(actions, profile="aggressive")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
-        await pilot.press(key)
-        assert isinstance(app.screen, ConfirmScreen)
+        await press_until(pilot, keys, ModalScreen)
         await pilot.press("escape")
         await finish_actions(pilot, app)
         assert actions.calls == []
@@ -155,23 +157,14 @@ async def test_confirm_names_the_affected_server() -> None:
 
 
 async def test_tune_without_a_profile_says_how_to_give_one() -> None:
-    actions = RecordingActions()
+    actions = RecordingActions(current=None)
     app = app_with(actions)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
         await pilot.press("t")
-        await pilot.pause()
+        await wait_for(pilot, lambda: bool(app._notifications))
         assert actions.calls == []
         assert any("--profile" in str(n.message) for n in app._notifications)
-
-
-async def test_journal_key_points_to_the_journal_command() -> None:
-    app = app_with()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot, app)
-        await pilot.press("j")
-        await pilot.pause()
-        assert any("gpufleet journal" in str(n.message) for n in app._notifications)
 
 
 async def test_p_starts_a_stopped_pipeline_without_asking() -> None:

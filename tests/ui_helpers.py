@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
 from tui.pipeline.status import PipelineStatus, Rate, ServerShare
-from tui.ui.sources import Intent
+from tui.profiles import Profile, load_profile
+from tui.retune.events import (
+    ApplyFinished,
+    ApplyResult,
+    EffectiveValues,
+    GpuFailed,
+    GpuPhase,
+    GpuReady,
+    MeasureProgress,
+    RequestedValues,
+    ThroughputComparison,
+    VerifyReport,
+)
+from tui.retune.journal import JournalRead
+from tui.retune.preflight import Preflight, preflight
+from tui.ui.sources import EventSink, Intent
+
+REPO = Path(__file__).resolve().parents[1]
+"""The repository root (the shipped profiles live in ``profiles/``)."""
+
+
+def shipped_profiles() -> dict[str, Profile]:
+    """The repository's simulated profiles, by name."""
+    return {
+        name: load_profile(REPO / "profiles" / f"{name}.toml")
+        for name in ("sim-baseline", "sim-aggressive")
+    }
+
 
 GIB = 1024**3
 T0 = 1_778_364_000.0
@@ -207,12 +236,27 @@ class FixedPoller:
         return self.snapshot
 
 
+ScriptedApply = Callable[[str, tuple[int, ...]], list[object]]
+"""Gives the events an apply emits (the last one an ``ApplyFinished``) for (profile, gpus)."""
+
+
 @dataclass
 class RecordingActions:
-    """A FleetActions fake that supports ``supported`` and records every call in order."""
+    """A FleetActions fake that supports ``supported`` and records every call in order.
+
+    Profiles live in memory (the shipped sim profiles by default); the preflight is the real core
+    prediction for those sim profiles; an apply plays ``apply_script``'s events through
+    ``on_event``, yielding to the loop between events so the screen shows each one.
+    """
 
     supported: frozenset[Intent] = frozenset(Intent)
     calls: list[tuple[str, tuple[object, ...]]] = field(default_factory=list)
+    profiles: dict[str, Profile] = field(default_factory=shipped_profiles)
+    current: str | None = "sim-baseline"
+    apply_script: ScriptedApply | None = None
+    saved: list[Profile] = field(default_factory=list)
+    release_apply: asyncio.Event | None = None
+    """When set, an apply pauses before its last event until this event is set."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""
@@ -224,11 +268,43 @@ class RecordingActions:
     async def relaunch(self, gpus: tuple[int, ...]) -> None:
         self.calls.append(("relaunch", (gpus,)))
 
-    async def apply_profile(self, name: str, gpus: tuple[int, ...]) -> None:
+    async def apply_profile(
+        self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
+    ) -> ApplyResult:
         self.calls.append(("apply_profile", (name, gpus)))
+        script = self.apply_script or scripted_apply()
+        events = script(name, gpus)
+        for index, event in enumerate(events):
+            if self.release_apply is not None and index == len(events) - 1:
+                await self.release_apply.wait()
+            if on_event is not None:
+                on_event(event)
+            await asyncio.sleep(0)
+        final = events[-1]
+        assert isinstance(final, ApplyFinished)
+        return final.result
 
-    async def rollback(self) -> None:
+    async def rollback(self) -> ApplyResult | None:
         self.calls.append(("rollback", ()))
+        return None
+
+    def profile_names(self) -> list[str]:
+        return sorted(self.profiles)
+
+    def current_profile(self) -> str | None:
+        return self.current
+
+    def load_profile(self, name: str) -> Profile:
+        return self.profiles[name]
+
+    def save_profile(self, profile: Profile) -> Path:
+        self.calls.append(("save_profile", (profile.name,)))
+        self.saved.append(profile)
+        self.profiles[profile.name] = profile
+        return Path(f"/profiles/{profile.name}.toml")
+
+    async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
+        return [preflight(profile, gpu) for gpu in gpus]
 
     async def start_pipeline(self) -> None:
         self.calls.append(("start_pipeline", ()))
@@ -238,6 +314,91 @@ class RecordingActions:
 
     async def stop_fleet(self) -> None:
         self.calls.append(("stop_fleet", ()))
+
+    def applied(self) -> list[tuple[object, ...]]:
+        """The (name, gpus) of every apply, in order."""
+        return [args for name, args in self.calls if name == "apply_profile"]
+
+
+STARTUP_PHASES = (
+    "stopping",
+    "memory released",
+    "launching",
+    "loading weights",
+    "allocating KV cache",
+    "capturing CUDA graphs",
+)
+"""The phases every scripted GPU goes through."""
+
+APPLY_OOM_LINE = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 5 has a total "
+    "capacity of 178.35 GiB of which 1.02 GiB is free."
+)
+"""GPU 5's failure line in the scripted apply."""
+
+
+def verify_report(gpu: int, profile: str, *, failed: bool = False) -> VerifyReport:
+    """The seed's aggressive numbers on ``gpu`` (64 asked, 40 effective); or an OOM failure."""
+    requested = RequestedValues(0.93, 200, 0.6, 64)
+    if failed:
+        return VerifyReport(
+            gpu=gpu,
+            ok=False,
+            profile=profile,
+            requested=requested,
+            effective=EffectiveValues(),
+            failure="OOM while allocating the Mamba cache",
+            error_line=APPLY_OOM_LINE,
+            error_reason="oom",
+            phases=tuple((p, 5.0 * i) for i, p in enumerate(STARTUP_PHASES)),
+        )
+    return VerifyReport(
+        gpu=gpu,
+        ok=True,
+        profile=profile,
+        requested=requested,
+        effective=EffectiveValues(40, 200, 798_080 - 1000 * gpu, 12.5, "capped to 40"),
+        time_to_ready_s=61.0 + gpu,
+        free_memory_bytes=int((11.0 + 0.1 * gpu) * GIB),
+        phases=tuple((p, 5.0 * i) for i, p in enumerate(STARTUP_PHASES)),
+    )
+
+
+def scripted_apply(failing: tuple[int, ...] = ()) -> ScriptedApply:
+    """An apply where every GPU goes through the phases, ``failing`` ones fail with an OOM line,
+    then the throughput is measured ('better', +21%)."""
+
+    def script(name: str, gpus: tuple[int, ...]) -> list[object]:
+        events: list[object] = []
+        for step, phase in enumerate(STARTUP_PHASES):
+            events += [GpuPhase(g, phase, 5.0 * step) for g in gpus]
+        reports = tuple(verify_report(g, name, failed=g in failing) for g in gpus)
+        events += [GpuFailed(r.gpu, r) if not r.ok else GpuReady(r.gpu, r) for r in reports]
+        events += [MeasureProgress("before", 6, 30.0), MeasureProgress("warm-up", 0, 10.0)]
+        events += [MeasureProgress("after", n, 30.0) for n in (1, 3, 6)]
+        throughput = ThroughputComparison(
+            before=(13_000.0, 13_400.0, 13_200.0, 13_600.0, 13_100.0, 13_500.0),
+            after=(16_000.0, 16_300.0, 15_900.0, 16_400.0, 16_100.0, 16_200.0),
+            verdict="better",
+            relative_change=0.2134,
+            ci_low=0.1872,
+            ci_high=0.2396,
+            sureness=0.9999,
+        )
+        result = ApplyResult(
+            profile=name,
+            previous_profiles={g: "sim-baseline" for g in gpus},
+            gpus=gpus,
+            reports=reports,
+            throughput=throughput,
+            started_at=T0,
+            finished_at=T0 + 142.0,
+            diff=("server.max_mamba_cache_size: 80 -> 200",),
+        )
+        events.append(ApplyFinished(result))
+        return events
+
+    return script
 
 
 def fixed_log_tail(path: Path, max_lines: int) -> list[str]:
@@ -253,6 +414,8 @@ def make_app(
     marks: tuple[float, ...] = (),
     profile: str | None = None,
     poll_interval_s: float = 3600.0,
+    journal: JournalRead | None = None,
+    running: dict[int, object] | None = None,
 ) -> object:
     """A FleetApp on fixed data. A long poll interval keeps each test to its first reading."""
     from tui.ui.app import FleetApp
@@ -266,6 +429,8 @@ def make_app(
         retune_marks=lambda: list(marks),
         profile=profile,
         poll_interval_s=poll_interval_s,
+        journal_reader=lambda: journal if journal is not None else JournalRead((), 0),
+        running_reader=lambda: dict(running or {}),  # type: ignore[arg-type]
     )
 
 
@@ -312,3 +477,32 @@ def pipeline_history_statuses() -> list[PipelineStatus]:
         rate = 1200.0 if dip else 3300.0 + 4 * minute
         statuses.append(pipeline_status(updated_at=t, tok_s=rate))
     return statuses
+
+
+async def wait_for(pilot: object, condition: Callable[[], bool], what: str = "condition") -> None:
+    """Pause the pilot until ``condition()`` holds (bounded: 10 s)."""
+    from textual.pilot import Pilot
+
+    assert isinstance(pilot, Pilot)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while not condition():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.01)
+
+
+async def press_until(pilot: object, keys: tuple[str, ...], screen_type: type) -> None:
+    """Press ``keys`` one by one, each after the screens the previous one opened (workers read
+    the backend before a modal appears), and wait until the top screen is a ``screen_type``."""
+    from textual.pilot import Pilot
+
+    assert isinstance(pilot, Pilot)
+    for key in keys:
+        before = len(pilot.app.screen_stack)
+        await pilot.press(key)
+        await pilot.pause()
+        if key in ("r", "R", "t", "T", "b", "j"):  # these open a screen from a worker
+            await wait_for(
+                pilot, lambda n=before: len(pilot.app.screen_stack) > n, f"screen on {key}"
+            )
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, screen_type), screen_type.__name__)

@@ -28,18 +28,24 @@ from tui.ui.messages import (
     RollbackRequested,
 )
 from tui.ui.quit_screen import QuitChoice, QuitScreen
+from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.sources import (
     FleetActions,
     FleetPoller,
     Intent,
+    JournalReader,
     LogTail,
     NoActions,
     RetuneMarks,
+    RunningReader,
     StatusReader,
     no_retune_marks,
+    read_default_journal,
+    read_default_running,
     read_pipeline_status,
     tail_file,
 )
+from tui.ui.tuning.form_screen import TuningFormScreen
 
 FLEET_POLL = "fleet-poll"
 """Worker group of the fleet poll."""
@@ -71,6 +77,8 @@ class FleetApp(App[None]):
         retune_marks: RetuneMarks = no_retune_marks,
         profile: str | None = None,
         poll_interval_s: float = 1.0,
+        journal_reader: JournalReader = read_default_journal,
+        running_reader: RunningReader = read_default_running,
     ) -> None:
         """Args:
         poller: Gives one fleet snapshot per call (``FleetMonitor``).
@@ -81,6 +89,8 @@ class FleetApp(App[None]):
         retune_marks: Retune timestamps from the journal (blocking, run in a thread).
         profile: Profile named on the command line (offered by the tune key).
         poll_interval_s: Seconds from the end of one poll to the start of the next.
+        journal_reader: Reads the journal (journal screen, apply screen; blocking, in a thread).
+        running_reader: Each GPU's current and previous profile (rollback confirm; blocking).
         """
         super().__init__()
         self.poller = poller
@@ -99,7 +109,11 @@ class FleetApp(App[None]):
         """The profile from the command line."""
         self.poll_interval_s = poll_interval_s
         """Seconds between polls."""
-        self.main_screen = MainScreen(self.actions, profile)
+        self.journal_reader = journal_reader
+        """The journal source."""
+        self.main_screen = MainScreen(
+            self.actions, profile, running_reader=running_reader, journal_reader=journal_reader
+        )
         """The grid screen (the app's base screen)."""
 
     def get_default_screen(self) -> MainScreen:
@@ -171,6 +185,7 @@ class FleetApp(App[None]):
                     ("Everywhere", self.BINDINGS),
                     ("Grid", MainScreen.BINDINGS),
                     ("Detail", DetailScreen.BINDINGS),
+                    ("Tuning form", TuningFormScreen.BINDINGS),
                 ]
             )
         )
@@ -213,15 +228,27 @@ class FleetApp(App[None]):
         )
 
     def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:
-        """Retune with a profile."""
-        self._perform(
-            f"applied {message.profile} to GPU {_gpus(message.gpus)}",
-            lambda: self.actions.apply_profile(message.profile, message.gpus),
+        """Retune with a profile, on the apply screen (live phases, verify report, verdict)."""
+        self.push_screen(
+            ApplyScreen(self.actions, message.profile, message.gpus, self.journal_reader)
         )
 
     def on_rollback_requested(self, message: RollbackRequested) -> None:
-        """Roll back."""
-        self._perform("rolled back", self.actions.rollback)
+        """Roll back; say how it ended when the backend returns a result."""
+
+        async def run() -> None:
+            result = await self.actions.rollback()
+            if result is None:
+                self.notify("rolled back", title="Done")
+                return
+            ready = sum(1 for r in result.reports if r.ok)
+            self.notify(
+                f"rolled back to {result.profile}: {ready} of {len(result.reports)} GPUs ready",
+                title="Done" if result.ok else "Rollback incomplete",
+                severity="information" if result.ok else "error",
+            )
+
+        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name="rollback")
 
     def on_pipeline_start_requested(self, message: PipelineStartRequested) -> None:
         """Start the pipeline."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
@@ -14,6 +15,7 @@ from tui.pipeline.status import PipelineStatus
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
 from tui.ui.grid.gpu_grid import GpuGrid
+from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.messages import (
     ApplyProfileRequested,
     KillRequested,
@@ -26,7 +28,15 @@ from tui.ui.messages import (
 )
 from tui.ui.pipeline.generation_pane import GenerationPane
 from tui.ui.pipeline.throughput_history import Sample, append_sample
-from tui.ui.sources import FleetActions, Intent
+from tui.ui.retune.flows import choose_relaunch, confirm_rollback, open_tuning
+from tui.ui.sources import (
+    FleetActions,
+    Intent,
+    JournalReader,
+    RunningReader,
+    read_default_journal,
+    read_default_running,
+)
 
 ACTION_INTENTS: dict[str, Intent] = {
     "kill_selected": Intent.KILL,
@@ -34,6 +44,7 @@ ACTION_INTENTS: dict[str, Intent] = {
     "relaunch_selected": Intent.RELAUNCH,
     "relaunch_all": Intent.RELAUNCH,
     "tune": Intent.TUNE,
+    "tune_all": Intent.TUNE,
     "rollback": Intent.ROLLBACK,
     "journal": Intent.JOURNAL,
     "toggle_pipeline": Intent.PIPELINE,
@@ -60,7 +71,8 @@ class MainScreen(Screen[None]):
         Binding("K", "kill_all", "Kill all", id="fleet.kill_all"),
         Binding("r", "relaunch_selected", "Relaunch", id="fleet.relaunch"),
         Binding("R", "relaunch_all", "Relaunch all", id="fleet.relaunch_all"),
-        Binding("t", "tune", "Tune", id="fleet.tune"),
+        Binding("t", "tune", "Tune GPU", id="fleet.tune"),
+        Binding("T", "tune_all", "Tune all", id="fleet.tune_all"),
         Binding("b", "rollback", "Rollback", id="fleet.rollback"),
         Binding("j", "journal", "Journal", id="fleet.journal"),
     ]
@@ -76,16 +88,30 @@ class MainScreen(Screen[None]):
     retune_marks: reactive[tuple[float, ...]] = reactive(())
     """time.time() of each retune, from the journal."""
 
-    def __init__(self, actions: FleetActions, profile: str | None = None) -> None:
+    def __init__(
+        self,
+        actions: FleetActions,
+        profile: str | None = None,
+        *,
+        running_reader: RunningReader = read_default_running,
+        journal_reader: JournalReader = read_default_journal,
+    ) -> None:
         """Args:
-        actions: The backend; only its ``supports`` is used here (intents go up as messages).
-        profile: The profile named on the command line, offered by the tune key.
+        actions: The backend: ``supports`` and the blocking profile look-ups used before
+            asking (operations go up to the app as messages).
+        profile: The profile named on the command line, when the backend knows no running one.
+        running_reader: Which profile each GPU ran before (named by the rollback confirm).
+        journal_reader: Reads the journal for the journal screen.
         """
         super().__init__()
         self.actions = actions
         """What the backend can do."""
         self.profile = profile
-        """Profile to apply with the tune key, when one was given."""
+        """Profile to start the tuning form from when the backend knows no running one."""
+        self.running_reader = running_reader
+        """Current and previous profile of each GPU."""
+        self.journal_reader = journal_reader
+        """The journal source."""
 
     def compose(self) -> ComposeResult:
         """Header, grid, generation pane (hidden until `g`), footer."""
@@ -209,52 +235,51 @@ class MainScreen(Screen[None]):
         )
 
     def action_relaunch_selected(self) -> None:
-        """Relaunch the selected GPU's server, after confirmation."""
-        gpus = (self.selected,)
-        self._confirm_then_post(
-            f"Relaunch the server on GPU {self.selected}?",
-            describe_servers(self.fleet, gpus),
-            RelaunchRequested(gpus),
-        )
+        """Relaunch the selected GPU's server with a chosen profile, after confirmation."""
+        self._relaunch_flow((self.selected,))
 
     def action_relaunch_all(self) -> None:
-        """Relaunch every server, after confirmation."""
-        gpus = tuple(self._indices)
-        self._confirm_then_post(
-            f"Relaunch all {len(gpus)} servers?",
-            describe_servers(self.fleet, gpus),
-            RelaunchRequested(gpus),
+        """Relaunch every server with a chosen profile, after confirmation."""
+        self._relaunch_flow(tuple(self._indices))
+
+    @work(group="ask", exclusive=True, exit_on_error=False)
+    async def _relaunch_flow(self, gpus: tuple[int, ...]) -> None:
+        choice = await choose_relaunch(
+            self.app, self.actions, gpus, describe_servers(self.fleet, gpus)
         )
+        if choice is None:
+            return
+        if choice.same or choice.profile is None:
+            self.post_message(RelaunchRequested(gpus))
+        else:
+            self.post_message(ApplyProfileRequested(choice.profile, gpus))
 
     def action_tune(self) -> None:
-        """Apply the command line's profile to every GPU (the tuning form is later work)."""
-        if self.profile is None:
-            self.notify(
-                "No profile given: start the console with --profile NAME "
-                "(the tuning form is not built yet).",
-                title="Tune",
-                severity="warning",
-            )
-            return
-        gpus = tuple(self._indices)
-        self._confirm_then_post(
-            f"Apply profile {self.profile!r} to all {len(gpus)} GPUs?",
-            "Each server is stopped and relaunched with the profile:\n"
-            + describe_servers(self.fleet, gpus),
-            ApplyProfileRequested(self.profile, gpus),
-        )
+        """Open the tuning form on the selected GPU (a per-GPU override)."""
+        self._tune_flow(self.selected)
+
+    def action_tune_all(self) -> None:
+        """Open the tuning form on every GPU."""
+        self._tune_flow(None)
+
+    @work(group="ask", exclusive=True, exit_on_error=False)
+    async def _tune_flow(self, gpu: int | None) -> None:
+        plan = await open_tuning(self.app, self.actions, gpu, self.profile)
+        if plan is not None:
+            self.post_message(ApplyProfileRequested(plan.name, plan.gpus))
 
     def action_rollback(self) -> None:
-        """Return to the previous profile, after confirmation."""
-        self._confirm_then_post(
-            "Roll back to the previous profile?",
-            "Every server is relaunched:\n" + describe_servers(self.fleet, self._indices),
-            RollbackRequested(),
-        )
+        """Return to the previous profile, after a confirmation naming it and the GPUs."""
+        self._rollback_flow()
+
+    @work(group="ask", exclusive=True, exit_on_error=False)
+    async def _rollback_flow(self) -> None:
+        if await confirm_rollback(self.app, self.running_reader, tuple(self._indices)):
+            self.post_message(RollbackRequested())
 
     def action_journal(self) -> None:
-        """The journal view is later work; say where the journal is readable meanwhile."""
-        self.notify("The journal view is not built yet; run 'gpufleet journal'.", title="Journal")
+        """Show the journal."""
+        self.app.push_screen(JournalScreen(self.journal_reader))
 
     def action_toggle_pipeline(self) -> None:
         """Start the pipeline, or stop it (after confirmation) when it is running."""

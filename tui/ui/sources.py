@@ -7,12 +7,21 @@ tests implement them with fixed data and recording fakes.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
 from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus, read_status
+from tui.profiles import Profile
+from tui.retune.events import ApplyResult
+from tui.retune.journal import JournalRead, read_journal
+from tui.retune.preflight import Preflight
+from tui.retune.running import GpuProfiles, read_running
+
+EventSink = Callable[[object], None]
+"""Receives the retune events of an apply (``tui.retune.events``) as they happen, on the loop."""
 
 
 class FleetPoller(Protocol):
@@ -86,12 +95,34 @@ class FleetActions(Protocol):
         """Stop (if running) and start the servers on ``gpus`` with the current profile."""
         ...
 
-    async def apply_profile(self, name: str, gpus: tuple[int, ...]) -> None:
-        """Retune ``gpus`` with profile ``name``."""
+    async def apply_profile(
+        self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
+    ) -> ApplyResult:
+        """Retune ``gpus`` with profile ``name``; ``on_event`` gets each retune event."""
         ...
 
-    async def rollback(self) -> None:
-        """Return the fleet to the previous profile."""
+    async def rollback(self) -> ApplyResult | None:
+        """Return the fleet to the previous profile (its result, when the backend has one)."""
+        ...
+
+    def profile_names(self) -> list[str]:
+        """Names of the saved profiles. Blocking (reads files): called from a worker thread."""
+        ...
+
+    def current_profile(self) -> str | None:
+        """Name of the profile the fleet runs now (None = unknown). Blocking."""
+        ...
+
+    def load_profile(self, name: str) -> Profile:
+        """The saved profile ``name`` (raises ``ProfileError``). Blocking."""
+        ...
+
+    def save_profile(self, profile: Profile) -> Path:
+        """Save ``profile`` under its name (replacing a file of that name). Blocking."""
+        ...
+
+    async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
+        """Predict what ``profile`` allocates on each of ``gpus`` (nothing is stopped)."""
         ...
 
     async def start_pipeline(self) -> None:
@@ -122,13 +153,35 @@ class NoActions:
         """Unsupported."""
         raise NotImplementedError("relaunch")
 
-    async def apply_profile(self, name: str, gpus: tuple[int, ...]) -> None:
+    async def apply_profile(
+        self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
+    ) -> ApplyResult:
         """Unsupported."""
         raise NotImplementedError("apply_profile")
 
-    async def rollback(self) -> None:
+    async def rollback(self) -> ApplyResult | None:
         """Unsupported."""
         raise NotImplementedError("rollback")
+
+    def profile_names(self) -> list[str]:
+        """No profiles."""
+        return []
+
+    def current_profile(self) -> str | None:
+        """Unknown."""
+        return None
+
+    def load_profile(self, name: str) -> Profile:
+        """Unsupported."""
+        raise NotImplementedError("load_profile")
+
+    def save_profile(self, profile: Profile) -> Path:
+        """Unsupported."""
+        raise NotImplementedError("save_profile")
+
+    async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
+        """Unsupported."""
+        raise NotImplementedError("preflight")
 
     async def start_pipeline(self) -> None:
         """Unsupported."""
@@ -178,6 +231,32 @@ def tail_file(path: Path, max_lines: int) -> list[str]:
     if size > window and lines:
         lines = lines[1:]  # the first line of the window is probably cut in the middle
     return list(deque(lines, maxlen=max_lines))
+
+
+class JournalReader(Protocol):
+    """Reads the journal of applies. Blocking: called from a thread worker."""
+
+    def __call__(self) -> JournalRead:
+        """Every entry, oldest first, and how many lines could not be read."""
+        ...
+
+
+class RunningReader(Protocol):
+    """Which profile each GPU runs now and ran before (what a rollback returns to). Blocking."""
+
+    def __call__(self) -> dict[int, GpuProfiles]:
+        """GPU index -> its current and previous profile documents."""
+        ...
+
+
+def read_default_journal() -> JournalRead:
+    """The default ``JournalReader``: the journal at ``tui.paths.journal_file()``."""
+    return read_journal()
+
+
+def read_default_running() -> dict[int, GpuProfiles]:
+    """The default ``RunningReader``: ``tui.paths.running_profile_file()``."""
+    return read_running()
 
 
 def no_retune_marks() -> list[float]:

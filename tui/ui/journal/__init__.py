@@ -1,0 +1,1 @@
+"""The journal of applies, canaries and rollouts."""

@@ -1,0 +1,1 @@
+"""Apply progress, verify report, throughput verdict; the profile picker."""

@@ -1,0 +1,209 @@
+"""Apply progress: live per-GPU phases, then the verify report, the throughput verdict, the
+journal. A modal over the lower part of the screen, so the grid above keeps updating."""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Static
+from textual.worker import Worker, WorkerState
+
+from tui.retune.events import ApplyResult
+from tui.ui.format import duration
+from tui.ui.retune.progress import ApplyProgress, advance, finish
+from tui.ui.retune.report_view import REPORT_HEADER, failure_lines, report_row, verdict_lines
+from tui.ui.sources import FleetActions, JournalReader
+from tui.ui.text_table import text_table
+from tui.ui.tuning.candidate import gpu_range
+
+APPLY = "apply"
+"""Worker group of the apply itself."""
+
+
+class RetuneEventArrived(Message):
+    """One retune event from the backend (posted so the backend never touches widgets)."""
+
+    def __init__(self, event: object) -> None:
+        self.event = event
+        """The event."""
+        super().__init__()
+
+
+class ApplyScreen(ModalScreen[ApplyResult | None]):
+    """Runs one apply through the backend and shows it; closes (Escape) once it has ended."""
+
+    DEFAULT_CSS = """
+    ApplyScreen {
+        align: center bottom;
+        background: $background 30%;
+    }
+    ApplyScreen > VerticalScroll {
+        height: 72%;
+        border: thick $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    ApplyScreen Static {
+        margin-bottom: 1;
+    }
+    """
+
+    BINDINGS = [Binding("escape,enter", "close", "Close", id="apply.close")]
+
+    def __init__(
+        self,
+        actions: FleetActions,
+        profile: str,
+        gpus: tuple[int, ...],
+        journal_reader: JournalReader,
+    ) -> None:
+        """Args:
+        actions: The backend whose ``apply_profile`` runs here.
+        profile: Profile to apply.
+        gpus: GPUs to restart with it.
+        journal_reader: Reads the journal, to say whether the result was recorded.
+        """
+        super().__init__()
+        self.actions = actions
+        """The backend."""
+        self.gpus = tuple(sorted(gpus))
+        """Targeted GPUs."""
+        self.progress = ApplyProgress.start(profile, self.gpus)
+        """What is shown."""
+        self.journal_reader = journal_reader
+        """The journal source."""
+        self.journal_note = ""
+        """Whether the result is in the journal, once checked."""
+        self.error: str | None = None
+        """The backend's exception, when the apply itself raised."""
+
+    def compose(self) -> ComposeResult:
+        """Title, GPU rows, throughput, summary."""
+        with VerticalScroll():
+            yield Static(id="apply-title")
+            yield Static(id="apply-gpus")
+            yield Static(id="apply-throughput")
+            yield Static(id="apply-summary")
+
+    def on_mount(self) -> None:
+        """Start the apply."""
+        self._redraw()
+        self._run_apply()
+
+    @work(group=APPLY, exit_on_error=False)
+    async def _run_apply(self) -> ApplyResult:
+        return await self.actions.apply_profile(
+            self.progress.profile, self.gpus, on_event=self._on_event
+        )
+
+    def _on_event(self, event: object) -> None:
+        self.post_message(RetuneEventArrived(event))
+
+    def on_retune_event_arrived(self, message: RetuneEventArrived) -> None:
+        """Advance the progress and redraw."""
+        self.progress = advance(self.progress, message.event)
+        self._redraw()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The apply ended: take its result (or its error), then look for it in the journal."""
+        if event.worker.group != APPLY:
+            return
+        if event.state is WorkerState.SUCCESS and isinstance(event.worker.result, ApplyResult):
+            self.progress = finish(self.progress, event.worker.result)
+            self.journal_note = "checking the journal..."
+            self._check_journal(event.worker.result)
+        elif event.state is WorkerState.ERROR:
+            self.error = f"{type(event.worker.error).__name__}: {event.worker.error}"
+        self._redraw()
+
+    @work(thread=True, group="apply-journal", exit_on_error=False)
+    def _check_journal(self, result: ApplyResult) -> None:
+        read = self.journal_reader()
+        found = any(
+            e.get("type") == "apply"
+            and e.get("profile") == result.profile
+            and e.get("started_at") == result.started_at
+            for e in read.entries
+        )
+        note = "written to the journal" if found else "NOT found in the journal"
+        self.app.call_from_thread(self._set_journal_note, note)
+
+    def _set_journal_note(self, note: str) -> None:
+        self.journal_note = note
+        self._redraw()
+
+    @property
+    def finished(self) -> bool:
+        """True once the apply ended (result, refusal or error)."""
+        return self.progress.finished or self.error is not None
+
+    def action_close(self) -> None:
+        """Close once the apply has ended (closing earlier would cancel it)."""
+        if not self.finished:
+            self.notify("The apply is still running; this closes when it has ended.")
+            return
+        self.dismiss(self.progress.result)
+
+    # --- drawing -----------------------------------------------------------------------------
+
+    def _redraw(self) -> None:
+        progress = self.progress
+        state = "running" if not self.finished else "finished"
+        self.query_one("#apply-title", Static).update(
+            Content.from_markup(
+                f"[b]Apply [$accent]{progress.profile}[/] to GPU{'s' if len(self.gpus) > 1 else ''}"
+                f" {gpu_range(self.gpus)}[/b]  ({state})"
+            )
+        )
+        rows = []
+        for row in progress.rows:
+            phase = f"{row.phase} ({duration(row.elapsed_s)})" if row.report is None else ""
+            rows.append(report_row(row.gpu, row.state, phase, row.report))
+        reports = [r.report for r in progress.rows if r.report is not None]
+        table = text_table(REPORT_HEADER, rows, left=3)
+        self.query_one("#apply-gpus", Static).update(
+            Content("\n").join([table, *failure_lines(reports)])
+        )
+        self.query_one("#apply-throughput", Static).update(self._throughput())
+        self.query_one("#apply-summary", Static).update(self._summary())
+
+    def _throughput(self) -> Content:
+        result = self.progress.result
+        if result is not None:
+            return Content("\n").join(verdict_lines(result.throughput))
+        measure = self.progress.measure
+        if measure is None:
+            return Content.styled("throughput: measured once every GPU has settled", "dim")
+        return Content(
+            f"throughput: measuring {measure.stage}, {measure.samples} samples "
+            f"({measure.window_s:.0f} s window)"
+        )
+
+    def _summary(self) -> Content:
+        if self.error is not None:
+            return Content.styled(f"the apply failed: {self.error}", "bold $error")
+        if self.progress.refused:
+            refused = ["refused, nothing was stopped:", *self.progress.refused]
+            return Content.styled("\n".join(refused), "bold $error")
+        result = self.progress.result
+        if result is None:
+            return Content.styled("Escape closes once the apply has ended", "dim")
+        failed = [r for r in result.reports if not r.ok]
+        ready = len(result.reports) - len(failed)
+        text = f"{ready} of {len(result.reports)} GPUs ready"
+        if failed:
+            text += "; failed: " + ", ".join(
+                f"GPU {r.gpu} ({r.error_reason or 'failed'})" for r in failed
+            )
+        text += f"; took {duration(result.finished_at - result.started_at)}"
+        style = "bold $success" if result.ok else "bold $error"
+        lines = [Content.styled(text, style)]
+        if self.journal_note:
+            lines.append(Content(f"journal: {self.journal_note}"))
+        lines.append(Content.styled("Escape: close", "dim"))
+        return Content("\n").join(lines)

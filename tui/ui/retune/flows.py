@@ -1,0 +1,148 @@
+"""The keyboard flows before an operation: gather what the backend knows (off the loop), ask the
+operator (picker, form, confirm), and return what to do. Run inside a screen's worker, since they
+wait on modal screens."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from textual.app import App
+
+from tui.profiles import Profile
+from tui.retune.running import GpuProfiles
+from tui.ui.confirm import ConfirmScreen
+from tui.ui.retune.profile_picker import ProfilePickerScreen
+from tui.ui.sources import FleetActions, RunningReader
+from tui.ui.tuning.candidate import gpu_range, unique_name
+from tui.ui.tuning.form_screen import ApplyPlan, TuningFormScreen
+
+
+@dataclass(frozen=True, slots=True)
+class RelaunchChoice:
+    """Relaunch ``gpus`` with ``profile`` (``same``: the running one, a plain relaunch)."""
+
+    profile: str | None
+    """Profile chosen (None when the backend knows no profiles)."""
+    gpus: tuple[int, ...]
+    """GPUs to restart."""
+    same: bool
+    """True when the chosen profile is the one running (relaunch), False for another (apply)."""
+
+
+def _restart_title(gpus: tuple[int, ...], profile: str | None) -> str:
+    servers = "server" if len(gpus) == 1 else "servers"
+    plural = "s" if len(gpus) > 1 else ""
+    what = f" with profile {profile}" if profile else ""
+    return f"Restart GPU{plural} {gpu_range(gpus)} ({len(gpus)} {servers}){what}?"
+
+
+async def choose_relaunch(
+    app: App[None], actions: FleetActions, gpus: tuple[int, ...], affected: str
+) -> RelaunchChoice | None:
+    """Ask which profile (the running one preselected), then confirm what restarts.
+
+    Args:
+        app: The app, to show the modals.
+        actions: The backend (profile names, the running profile).
+        gpus: GPUs to restart.
+        affected: The servers in words (ports, pids) for the confirm screen.
+
+    Returns:
+        The choice, or None when the operator backed out.
+    """
+    names, current = await asyncio.to_thread(
+        lambda: (actions.profile_names(), actions.current_profile())
+    )
+    chosen = current
+    if names:
+        title = f"Relaunch GPU{'s' if len(gpus) > 1 else ''} {gpu_range(gpus)} with which profile?"
+        chosen = await app.push_screen_wait(ProfilePickerScreen(title, names, current))
+        if chosen is None:
+            return None
+    same = chosen == current
+    how = "relaunched" if same else "stopped, its memory released, and launched with the profile"
+    confirmed = await app.push_screen_wait(
+        ConfirmScreen(_restart_title(gpus, chosen), f"Each server is {how}:\n{affected}")
+    )
+    return RelaunchChoice(chosen, gpus, same) if confirmed else None
+
+
+async def open_tuning(
+    app: App[None], actions: FleetActions, gpu: int | None, fallback: str | None
+) -> ApplyPlan | None:
+    """Load the running profile, open the tuning form on it, return what it decided.
+
+    Args:
+        app: The app, to show the form.
+        actions: The backend.
+        gpu: The GPU to tune (a per-GPU override), or None for all.
+        fallback: Profile to start from when the backend does not know the running one.
+
+    Returns:
+        The confirmed apply, or None (cancelled, or nothing to start from: the operator is told).
+    """
+
+    def load() -> tuple[Profile | None, list[str]]:
+        names = actions.profile_names()
+        name = actions.current_profile() or fallback
+        return (actions.load_profile(name) if name else None), names
+
+    try:
+        running, names = await asyncio.to_thread(load)
+    except Exception as error:  # a broken profile file: say which and why
+        app.notify(str(error), title="Cannot open the tuning form", severity="error")
+        return None
+    if running is None:
+        app.notify(
+            "No running profile is known: start the console with --profile NAME.",
+            title="Tune",
+            severity="warning",
+        )
+        return None
+    if gpu is not None and gpu not in running.gpus:
+        gpu = None
+    base = f"{running.name}-gpu{gpu}" if gpu is not None else f"{running.name}-tuned"
+    form = TuningFormScreen(actions, running, names, gpu, unique_name(base, names))
+    return await app.push_screen_wait(form)
+
+
+def describe_rollback(running: dict[int, GpuProfiles], gpus: tuple[int, ...]) -> tuple[str, str]:
+    """The rollback question and its detail: which profile each GPU returns to.
+
+    Args:
+        running: Each GPU's current and previous profile.
+        gpus: The fleet's GPUs.
+
+    Returns:
+        (title, detail) for the confirm screen.
+    """
+    targets: dict[str, list[int]] = {}
+    for gpu in gpus:
+        entry = running.get(gpu)
+        if entry is not None and entry.previous_name:
+            targets.setdefault(entry.previous_name, []).append(gpu)
+    if not targets:
+        return (
+            "Roll back to the previous profile?",
+            "No previous profile is recorded here; the backend decides what to relaunch.",
+        )
+    names = sorted(targets)
+    back = sorted(g for members in targets.values() for g in members)
+    plural = "s" if len(back) > 1 else ""
+    title = f"Roll back GPU{plural} {gpu_range(back)} to {', '.join(names)}?"
+    lines = []
+    for name in names:
+        members = targets[name]
+        now = sorted({running[g].current_name or "nothing" for g in members})
+        lines.append(f"GPU {gpu_range(members)}: {', '.join(now)} -> {name}")
+    lines.append(f"{len(back)} server{plural} stopped and relaunched.")
+    return title, "\n".join(lines)
+
+
+async def confirm_rollback(app: App[None], reader: RunningReader, gpus: tuple[int, ...]) -> bool:
+    """Read which profile each GPU ran before, and ask (naming it and the GPUs)."""
+    running = await asyncio.to_thread(reader)
+    title, detail = describe_rollback(running, gpus)
+    confirmed: bool | None = await app.push_screen_wait(ConfirmScreen(title, detail, "Roll back"))
+    return bool(confirmed)

@@ -1,0 +1,105 @@
+"""The state of one apply as the console shows it, advanced by each retune event (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tui.retune.events import (
+    ApplyFinished,
+    ApplyRefused,
+    ApplyResult,
+    GpuFailed,
+    GpuPhase,
+    GpuReady,
+    MeasureProgress,
+    VerifyReport,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRow:
+    """One GPU's line: its newest phase, and its verify report once it settled."""
+
+    gpu: int
+    """GPU index."""
+    phase: str = "waiting"
+    """Newest step or startup phase in words."""
+    elapsed_s: float = 0.0
+    """Seconds since this GPU's apply began, at the newest phase."""
+    report: VerifyReport | None = None
+    """The verify report (ready or failed)."""
+
+    @property
+    def state(self) -> str:
+        """'ready', 'failed' or 'in progress'."""
+        if self.report is None:
+            return "in progress"
+        return "ready" if self.report.ok else "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyProgress:
+    """Everything the apply screen shows."""
+
+    profile: str
+    """Profile being applied."""
+    rows: tuple[GpuRow, ...]
+    """One per targeted GPU, in GPU order."""
+    measure: MeasureProgress | None = None
+    """The newest throughput measurement step."""
+    refused: tuple[str, ...] = ()
+    """Why the apply was refused (nothing was stopped)."""
+    result: ApplyResult | None = None
+    """The final result, once the apply ended."""
+
+    @classmethod
+    def start(cls, profile: str, gpus: tuple[int, ...]) -> ApplyProgress:
+        """Every GPU waiting."""
+        return cls(profile, tuple(GpuRow(g) for g in sorted(gpus)))
+
+    @property
+    def finished(self) -> bool:
+        """True once the result (or a refusal) arrived."""
+        return self.result is not None or bool(self.refused)
+
+    def _with_row(self, gpu: int, **changes: object) -> ApplyProgress:
+        rows = list(self.rows)
+        index = next((i for i, r in enumerate(rows) if r.gpu == gpu), None)
+        if index is None:  # a GPU the screen was not told about: show it anyway
+            rows.append(GpuRow(gpu))
+            rows.sort(key=lambda r: r.gpu)
+            index = next(i for i, r in enumerate(rows) if r.gpu == gpu)
+        rows[index] = replace(rows[index], **changes)  # type: ignore[arg-type]
+        return replace(self, rows=tuple(rows))
+
+
+def advance(progress: ApplyProgress, event: object) -> ApplyProgress:
+    """The progress after ``event`` (unknown events change nothing).
+
+    Args:
+        progress: The progress so far.
+        event: A ``tui.retune.events`` event.
+
+    Returns:
+        The new progress.
+    """
+    if isinstance(event, GpuPhase):
+        return progress._with_row(event.gpu, phase=event.phase, elapsed_s=event.elapsed_s)
+    if isinstance(event, GpuReady | GpuFailed):
+        phase = "ready" if isinstance(event, GpuReady) else "failed"
+        return progress._with_row(event.gpu, phase=phase, report=event.report)
+    if isinstance(event, MeasureProgress):
+        return replace(progress, measure=event)
+    if isinstance(event, ApplyRefused):
+        return replace(progress, refused=event.errors)
+    if isinstance(event, ApplyFinished):
+        return finish(progress, event.result)
+    return progress
+
+
+def finish(progress: ApplyProgress, result: ApplyResult) -> ApplyProgress:
+    """Take the final result: every report it holds fills its row."""
+    done = replace(progress, result=result, refused=result.refused or progress.refused)
+    for report in result.reports:
+        done = done._with_row(report.gpu, phase="ready" if report.ok else "failed", report=report)
+    return done

@@ -1,0 +1,1 @@
+"""The tuning form: four knobs, extra flags, preflight, diff, save and apply."""

@@ -1,0 +1,88 @@
+"""The PREFLIGHT panel: what the candidate will allocate on each GPU, before anything stops."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual.content import Content
+from textual.widgets import Static
+
+from tui.retune.preflight import Preflight
+from tui.ui.format import GIB, num
+from tui.ui.text_table import Cell, text_table
+
+HEADER = ("GPU", "fits", "Mamba slots", "Mamba GB", "KV tokens", "max running", "free GB")
+
+
+def mamba_pool_bytes(item: Preflight) -> int:
+    """The Mamba pool SGLang's 'Mamba Cache is allocated' line reports (conv + ssm state)."""
+    return item.plan.conv_state_bytes + item.plan.ssm_state_bytes
+
+
+def render_preflight(items: Sequence[Preflight]) -> Content:
+    """A table, one row per GPU, then one plain 'does not fit: why' line per GPU that will not.
+
+    Args:
+        items: The predictions, any order.
+
+    Returns:
+        The text to show.
+    """
+    ordered = sorted(items, key=lambda p: p.gpu)
+    rows: list[list[Cell]] = []
+    for item in ordered:
+        asked = "auto" if item.max_running_requested is None else str(item.max_running_requested)
+        running: Cell = f"{asked} -> {item.max_running_effective}"
+        if item.capped:
+            running = (f"{running} (capped)", "$warning")
+        rows.append(
+            [
+                str(item.gpu),
+                ("yes", "$success") if item.fits else ("NO", "bold $error"),
+                num(item.mamba_slots),
+                f"{mamba_pool_bytes(item) / GIB:.1f}",
+                num(item.kv_tokens),
+                running,
+                f"{item.available_gpu_mem_bytes / GIB:.1f}",
+            ]
+        )
+    lines = [text_table(HEADER, rows, left=2)]
+    lines += [
+        Content.styled(f"GPU {item.gpu} {item.why_not}", "$error")
+        for item in ordered
+        if not item.fits
+    ]
+    if ordered:
+        calibrated = all(item.calibrated for item in ordered)
+        source = "calibrated on the running servers' logs" if calibrated else "model constants"
+        lines.append(Content.styled(f"sizes from {source}", "dim"))
+    return Content("\n").join(lines)
+
+
+class PreflightPanel(Static):
+    """Shows the newest preflight, a waiting line, or why it could not be computed."""
+
+    DEFAULT_CSS = """
+    PreflightPanel {
+        border: round $primary;
+        height: auto;
+        padding: 0 1;
+    }
+    PreflightPanel.-unfit {
+        border: round $error;
+    }
+    """
+
+    def on_mount(self) -> None:
+        """Title the border."""
+        self.border_title = "PREFLIGHT"
+
+    def show_items(self, items: Sequence[Preflight]) -> None:
+        """Show the predictions; the border turns red when a GPU does not fit."""
+        self.set_class(any(not item.fits for item in items), "-unfit")
+        self.update(render_preflight(items))
+
+    def show_note(self, note: str, *, error: bool = False) -> None:
+        """Show a line instead of a table (waiting for valid values, computing, or a failure)."""
+        self.set_class(error, "-unfit")
+        self.update(Content.styled(note, "$error" if error else "dim"))
