@@ -1,0 +1,449 @@
+"""Canary: a candidate profile on ONE GPU, measured against the others over the same seconds.
+
+Steps: validate -> sample every GPU's counters for a short baseline -> apply the candidate to the
+canary GPU through the retune engine (stop, release, launch, ready, verify report) -> warm-up
+(ignored by the verdict) -> one paired sample (canary rate, mean control rate) per interval ->
+after ``min_intervals``, a look per interval at the Bonferroni-corrected level (see
+``tui.rollout.stats``): stop as soon as the interval excludes 0 (better / worse) or lies within
++/- margin (no measurable difference); at ``window_s`` stop too unless the observed spread says
+a verdict is reachable by ``max_window_s``. The canary GPU keeps the candidate afterwards (a
+rollout can continue from it; ``gpufleet rollout --rollback --gpus N`` undoes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from statistics import fmean
+from typing import Any
+
+from tui.control.records import read_records
+from tui.profiles import Profile, diff
+from tui.retune.engine import RetuneEngine
+from tui.retune.events import RetuneEvent, VerifyReport
+from tui.retune.options import ApplyOptions
+from tui.retune.running import profile_of, read_running, record_outcome
+from tui.rollout.cost import CostMeter, RetuneCost
+from tui.rollout.fleet_io import fleet_sampler, journal, running_gpus
+from tui.rollout.stats import Decision, PairedEstimate, decide, look_level, paired
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryOptions:
+    """How one canary measures."""
+
+    window_s: float = 60.0
+    """Planned measuring window after the warm-up."""
+    warmup_s: float = 20.0
+    """Ignored seconds after the canary is ready (its batch fills, caches warm)."""
+    max_window_s: float = 180.0
+    """Longest the window may be extended when a verdict is in reach."""
+    interval_s: float = 5.0
+    """One paired sample per interval."""
+    level: float = 0.95
+    """Family-wise two-sided confidence level over all looks."""
+    min_intervals: int = 5
+    """No look before this many paired samples."""
+    margin: float = 0.03
+    """'No measurable difference' is shown once the interval lies within +/- this (relative)."""
+    baseline_s: float = 10.0
+    """Seconds sampled before the canary restarts (the cost's baseline)."""
+    settle_s: float = 30.0
+    """Longest the cost is integrated after the canary is ready."""
+    apply: ApplyOptions = field(default_factory=lambda: ApplyOptions(measure=False))
+    """The retune engine's timeouts for the canary GPU (its own measurement is off)."""
+
+    @property
+    def max_intervals(self) -> int:
+        """Most paired samples the window can take."""
+        return max(self.min_intervals, int(self.max_window_s / self.interval_s + 1e-9))
+
+    @property
+    def looks(self) -> int:
+        """Looks the window may take (the Bonferroni divisor)."""
+        return self.max_intervals - self.min_intervals + 1
+
+    def errors(self) -> list[str]:
+        """Invalid options, each naming field, value and allowed range."""
+        out = [f"apply.{e}" for e in self.apply.errors()]
+        if not self.interval_s > 0:
+            out.append(f"interval_s={self.interval_s!r}: must be > 0")
+        for name in ("warmup_s", "baseline_s", "settle_s"):
+            if getattr(self, name) < 0:
+                out.append(f"{name}={getattr(self, name)!r}: must be >= 0")
+        if self.min_intervals < 3:
+            out.append(f"min_intervals={self.min_intervals!r}: must be >= 3")
+        if self.window_s < self.min_intervals * self.interval_s:
+            out.append(
+                f"window_s={self.window_s!r}: must be >= min_intervals * interval_s "
+                f"({self.min_intervals * self.interval_s:g})"
+            )
+        if self.max_window_s < self.window_s:
+            out.append(
+                f"max_window_s={self.max_window_s!r}: must be >= window_s ({self.window_s:g})"
+            )
+        if not 0 < self.level < 1:
+            out.append(f"level={self.level!r}: must be in (0, 1)")
+        if not 0 < self.margin < 1:
+            out.append(f"margin={self.margin!r}: must be in (0, 1)")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryResult:
+    """Everything one canary did and measured (also its journal entry)."""
+
+    profile: str
+    """Candidate profile."""
+    gpu: int
+    """Canary GPU."""
+    controls: tuple[int, ...]
+    """Control GPUs (still on their profile)."""
+    previous_profile: str | None
+    """What the canary GPU ran before."""
+    verdict: str
+    """better / worse / no measurable difference / not measured."""
+    reason: str
+    """Why the window ended."""
+    tokens: PairedEstimate | None
+    """Output tokens/s per GPU: canary vs mean control, at the last look's level."""
+    requests: PairedEstimate | None
+    """Finished requests/s per GPU, same intervals and level."""
+    canary_tokens: tuple[float, ...] = ()
+    """Canary output tokens/s per interval (after warm-up)."""
+    control_tokens: tuple[float, ...] = ()
+    """Mean control output tokens/s per interval."""
+    per_gpu_tokens: dict[int, float] = field(default_factory=dict)
+    """Mean output tokens/s of every GPU over the window."""
+    pre_relative: float | None = None
+    """Canary GPU vs controls before the change (relative): the GPUs' own spread."""
+    more_s_to_exclude_zero: float | None = None
+    """Further seconds for the interval to exclude 0 at the observed effect."""
+    more_s_to_bound: float | None = None
+    """Further seconds for the interval to lie within +/- margin."""
+    margin: float = 0.03
+    """The margin used."""
+    looks: int = 0
+    """Looks taken."""
+    look_level: float = 0.95
+    """Per-look (Bonferroni) level."""
+    family_level: float = 0.95
+    """Family-wise level asked for."""
+    stopped_early: bool = False
+    """True when the answer was clear before ``window_s``."""
+    window_s: float = 0.0
+    """Seconds actually measured (after warm-up)."""
+    report: VerifyReport | None = None
+    """The canary GPU's verify report."""
+    diff: tuple[str, ...] = ()
+    """Previous vs candidate profile."""
+    cost: RetuneCost | None = None
+    """Throughput the canary's restart cost the fleet."""
+    started_at: float = 0.0
+    """time.time() at start."""
+    finished_at: float = 0.0
+    """time.time() at the end."""
+    refused: tuple[str, ...] = ()
+    """Validation errors (nothing was stopped)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the canary came up and a verdict was reached."""
+        return not self.refused and self.report is not None and self.report.ok
+
+    def describe(self) -> str:
+        """One paragraph for humans."""
+        if self.refused:
+            return "refused: " + "; ".join(self.refused)
+        if self.report is not None and not self.report.ok:
+            return f"canary GPU {self.gpu} failed: {self.report.failure}"
+        t = self.tokens
+        if t is None:
+            return f"{self.verdict} ({self.reason})"
+        lines = [
+            f"{self.verdict}: canary GPU {self.gpu} {t.canary_mean:,.0f} tok/s vs control mean "
+            f"{t.control_mean:,.0f} tok/s per GPU: {t.relative:+.1%} "
+            f"({t.abs_diff:+,.0f} tok/s/GPU), {t.level:.2%} CI "
+            f"{t.rel_low:+.1%} .. {t.rel_high:+.1%}"
+            f" (family {self.family_level:.0%} over {self.looks} look(s), sure {t.sureness:.1%})",
+        ]
+        if self.requests is not None:
+            r = self.requests
+            lines.append(
+                f"requests/s per GPU: {r.canary_mean:.2f} vs {r.control_mean:.2f} "
+                f"({r.relative:+.1%}, CI {r.rel_low:+.1%} .. {r.rel_high:+.1%})"
+            )
+        lines.append(f"window {self.window_s:.1f} s, {t.n} intervals; {self.reason}")
+        if self.verdict == "no measurable difference":
+            if self.more_s_to_exclude_zero:
+                lines.append(
+                    f"to tell {t.relative:+.1%} from 0: about "
+                    f"{self.more_s_to_exclude_zero:.0f} s more"
+                )
+            if self.more_s_to_bound:
+                lines.append(
+                    f"to bound within +/-{self.margin:.0%}: about {self.more_s_to_bound:.0f} s more"
+                )
+        if self.cost is not None and self.cost.lost_gpu_seconds is not None:
+            lines.append(f"cost: {self.cost.lost_gpu_seconds:.1f} GPU-seconds of throughput lost")
+        return "\n".join(lines)
+
+
+def canary_entry(result: CanaryResult) -> dict[str, Any]:
+    """The journal entry of one canary (type 'canary')."""
+    data = asdict(result)
+    data["per_gpu_tokens"] = {str(k): v for k, v in result.per_gpu_tokens.items()}
+    if result.report is not None:
+        data["report"] = {**asdict(result.report), "capped": result.report.capped}
+    return {
+        "type": "canary",
+        **data,
+        "ok": result.ok,
+        "summary": result.describe(),
+        "lost_gpu_seconds": result.cost.lost_gpu_seconds if result.cost else None,
+    }
+
+
+class Canary:
+    """One canary of ``profile`` on ``gpu`` against every other running GPU of the fleet.
+
+    Args:
+        profile: The candidate profile (its fleet section must describe the running fleet).
+        gpu: The canary GPU.
+        options: Windows, levels, timeouts.
+        controls: Control GPUs (default: every other GPU of the profile with a running server).
+        on_event: Called with every retune-engine event of the canary's restart.
+        on_look: Called with (paired samples so far, decision) after every look.
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        gpu: int,
+        options: CanaryOptions | None = None,
+        controls: list[int] | None = None,
+        on_event: Callable[[RetuneEvent], None] | None = None,
+        on_look: Callable[[int, Decision], None] | None = None,
+    ) -> None:
+        self.profile = profile
+        self.gpu = gpu
+        self.options = options or CanaryOptions()
+        self._controls = controls
+        self._on_event = on_event
+        self._on_look = on_look
+
+    def _validate(self, controls: list[int]) -> list[str]:
+        errors = self.options.errors()
+        if self.gpu not in self.profile.gpus:
+            errors.append(
+                f"gpu={self.gpu}: not in profile {self.profile.name!r} ({self.profile.gpus})"
+            )
+        if not controls:
+            errors.append("controls: no other GPU of the fleet is running to compare with")
+        if self.gpu in controls:
+            errors.append(f"controls: the canary GPU {self.gpu} cannot be its own control")
+        return errors
+
+    async def run(self) -> CanaryResult:
+        """Run the canary; the result is also appended to the journal."""
+        result = await self._run()
+        journal(canary_entry(result))
+        return result
+
+    async def _run(self) -> CanaryResult:
+        from tui.retune.wiring import open_target  # real processes only when really running
+
+        started = time.time()
+        opts = self.options
+        controls = sorted(
+            self._controls
+            if self._controls is not None
+            else [g for g in running_gpus(self.profile) if g != self.gpu]
+        )
+        running = read_running()
+        before = running.get(self.gpu)
+        previous = before.current_name if before and before.current_name else None
+        if previous is None and self.gpu in (records := read_records()):
+            previous = records[self.gpu].profile or None
+        diff_lines: tuple[str, ...] = ()
+        if before is not None and before.current:
+            diff_lines = tuple(str(c) for c in diff(profile_of(before.current), self.profile))
+        base = CanaryResult(
+            self.profile.name,
+            self.gpu,
+            tuple(controls),
+            previous,
+            "not measured",
+            "",
+            None,
+            None,
+            margin=opts.margin,
+            family_level=opts.level,
+            diff=diff_lines,
+            started_at=started,
+        )
+        errors = self._validate(controls)
+        target, _ = open_target(self.profile, [self.gpu], opts.apply.release_timeout_s)
+        try:
+            errors += target.validate([self.gpu])
+            if errors:
+                return replace(
+                    base, refused=tuple(errors), reason="refused", finished_at=time.time()
+                )
+            sampler = fleet_sampler(
+                self.profile, [self.gpu, *controls], opts.interval_s, target.client
+            )
+            sampler.start()
+            try:
+                return await self._measured(base, target, sampler, controls)
+            finally:
+                await sampler.stop()
+        finally:
+            await target.aclose()
+
+    async def _measured(
+        self, base: CanaryResult, target: Any, sampler: Any, controls: list[int]
+    ) -> CanaryResult:
+        opts = self.options
+        loop = asyncio.get_running_loop()
+        t_start = loop.time()
+        meter = CostMeter(sampler, opts.settle_s)
+        baseline_until = t_start + max(opts.baseline_s, 2 * opts.interval_s)
+        while loop.time() < baseline_until:
+            await sampler.next_reading()
+        pre = _pairs(sampler.rates(), self.gpu, controls, t_start, loop.time())
+        pre_rel = fmean(pre[0]) / fmean(pre[1]) - 1.0 if pre[0] and fmean(pre[1]) > 0 else None
+        engine = RetuneEngine(
+            target,
+            [self.gpu],
+            opts.apply,
+            previous_profiles={self.gpu: base.previous_profile},
+            diff=base.diff,
+        )
+        if self._on_event is not None:
+            engine.subscribe(self._on_event)
+        meter.begin()
+        applied = await engine.run()
+        meter.end()
+        report = applied.reports[0] if applied.reports else None
+        if report is None or not report.ok:
+            record_outcome(self.profile, [], [self.gpu])
+            cost = await meter.finish()
+            return replace(
+                base,
+                report=report,
+                pre_relative=pre_rel,
+                cost=cost,
+                reason="the canary GPU did not come up",
+                finished_at=time.time(),
+            )
+        record_outcome(self.profile, [self.gpu], [])
+        measure_from = loop.time() + opts.warmup_s
+        return await self._window(base, sampler, meter, controls, measure_from, report, pre_rel)
+
+    async def _window(
+        self,
+        base: CanaryResult,
+        sampler: Any,
+        meter: CostMeter,
+        controls: list[int],
+        measure_from: float,
+        report: VerifyReport,
+        pre_rel: float | None,
+    ) -> CanaryResult:
+        opts = self.options
+        level = look_level(opts.level, opts.looks)
+        looks = 0
+        decision = decide(None, opts.margin)
+        tok: PairedEstimate | None = None
+        canary: list[float] = []
+        control: list[float] = []
+        while True:
+            await sampler.next_reading()
+            rates = sampler.rates()
+            canary, control = _pairs(rates, self.gpu, controls, measure_from, float("inf"))
+            n = len(canary)
+            if n < opts.min_intervals:
+                continue
+            looks += 1
+            tok = paired(canary, control, level)
+            decision = decide(tok, opts.margin)
+            if self._on_look is not None:
+                self._on_look(n, decision)
+            if decision.final:
+                reason = decision.reason
+                break
+            if n >= opts.max_intervals:
+                reason = f"longest window ({opts.max_window_s:g} s) reached"
+                break
+            if n * opts.interval_s >= opts.window_s - 1e-9:
+                need = min(
+                    x
+                    for x in (
+                        decision.more_intervals_to_exclude_zero,
+                        decision.more_intervals_to_bound,
+                        10**9,
+                    )
+                    if x is not None
+                )
+                if n + need > opts.max_intervals:
+                    reason = (
+                        f"window {opts.window_s:g} s ended; a verdict would need about "
+                        f"{need * opts.interval_s:.0f} s more (beyond --max-window)"
+                    )
+                    break
+        req_c, req_k = _pairs(rates, self.gpu, controls, measure_from, float("inf"), "requests")
+        reqs = paired(req_c, req_k, level)
+        window = [r for r in rates if r.t0 >= measure_from - 1e-9]
+        per_gpu = {
+            g: round(fmean(r.tokens.get(g, 0.0) for r in window), 3) for g in [self.gpu, *controls]
+        }
+        # The window usually outlasts the settle time; the cost is what was measured until then.
+        cost = meter.current()
+
+        def secs(k: int | None) -> float | None:
+            return None if k is None else round(k * opts.interval_s, 1)
+
+        assert tok is not None
+        return replace(
+            base,
+            verdict=decision.verdict,
+            reason=reason,
+            tokens=tok,
+            requests=reqs,
+            canary_tokens=tuple(round(x, 3) for x in canary),
+            control_tokens=tuple(round(x, 3) for x in control),
+            per_gpu_tokens=per_gpu,
+            pre_relative=pre_rel,
+            more_s_to_exclude_zero=secs(decision.more_intervals_to_exclude_zero),
+            more_s_to_bound=secs(decision.more_intervals_to_bound),
+            looks=looks,
+            look_level=level,
+            stopped_early=decision.final and tok.n * opts.interval_s < opts.window_s - 1e-9,
+            window_s=round(tok.n * opts.interval_s, 3),
+            report=report,
+            cost=cost,
+            finished_at=time.time(),
+        )
+
+
+def _pairs(
+    rates: list[Any],
+    gpu: int,
+    controls: list[int],
+    t_from: float,
+    t_to: float,
+    what: str = "tokens",
+) -> tuple[list[float], list[float]]:
+    """(canary rate, mean control rate) of every interval inside [t_from, t_to]."""
+    canary: list[float] = []
+    control: list[float] = []
+    for r in rates:
+        if r.t0 < t_from - 1e-9 or r.t1 > t_to + 1e-9:
+            continue
+        values = getattr(r, what)
+        canary.append(values.get(gpu, 0.0))
+        control.append(fmean(values.get(g, 0.0) for g in controls))
+    return canary, control

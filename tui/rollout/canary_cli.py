@@ -1,0 +1,87 @@
+"""``gpufleet canary PROFILE --gpu N``: try a profile on one GPU against the others, headless.
+
+Exit 0 when the canary came up and a verdict was reached (whatever it is; the verdict is printed
+and journalled), 1 when the canary GPU failed to come up, 2 on invalid input (nothing stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from tui.profiles import ProfileError, load_named
+from tui.retune.cli import _printer
+from tui.retune.options import ApplyOptions
+from tui.rollout.canary import Canary, CanaryOptions, CanaryResult
+from tui.rollout.stats import Decision
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser."""
+    p = argparse.ArgumentParser(prog="gpufleet canary", description=__doc__.split("\n")[0])
+    p.add_argument("profile", help="candidate profile (name in the profiles dir or TOML path)")
+    p.add_argument("--gpu", type=int, required=True, help="the canary GPU")
+    p.add_argument("--controls", help="comma-separated control GPUs (default: all other running)")
+    p.add_argument("--window", type=float, default=60.0, help="planned window seconds")
+    p.add_argument("--warmup", type=float, default=20.0, help="ignored seconds after ready")
+    p.add_argument("--max-window", type=float, default=180.0, help="longest window seconds")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds per paired sample")
+    p.add_argument("--min-intervals", type=int, default=5, help="samples before the first look")
+    p.add_argument("--level", type=float, default=0.95, help="family-wise confidence level")
+    p.add_argument("--margin", type=float, default=0.03, help="'no difference' bound (relative)")
+    p.add_argument("--baseline", type=float, default=10.0, help="seconds sampled before restart")
+    p.add_argument("--settle", type=float, default=30.0, help="cost: seconds after ready")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to ready")
+    p.add_argument("--release-timeout", type=float, default=120.0, help="GPU release wait")
+    p.add_argument("--term-timeout", type=float, default=30.0, help="SIGTERM -> SIGKILL seconds")
+    return p
+
+
+def options_from(args: argparse.Namespace) -> CanaryOptions:
+    """Canary options from parsed arguments."""
+    return CanaryOptions(
+        window_s=args.window,
+        warmup_s=args.warmup,
+        max_window_s=args.max_window,
+        interval_s=args.interval,
+        level=args.level,
+        min_intervals=args.min_intervals,
+        margin=args.margin,
+        baseline_s=args.baseline,
+        settle_s=args.settle,
+        apply=ApplyOptions(
+            timeout_s=args.timeout, release_timeout_s=args.release_timeout, measure=False
+        ),
+    )
+
+
+def _look(n: int, decision: Decision) -> None:
+    print(f"look at {n} intervals: {decision.verdict} ({decision.reason})", flush=True)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run ``gpufleet canary``; returns the exit status."""
+    args = build_parser().parse_args(list(argv))
+    try:
+        profile = load_named(args.profile)
+        controls = (
+            [int(x) for x in args.controls.split(",") if x.strip()] if args.controls else None
+        )
+    except ProfileError as exc:
+        print(f"gpufleet canary: {exc}", file=sys.stderr)
+        return 2
+    except ValueError:
+        print(
+            f"gpufleet canary: --controls={args.controls!r}: expected e.g. 1,2,3", file=sys.stderr
+        )
+        return 2
+    canary = Canary(profile, args.gpu, options_from(args), controls, _printer, _look)
+    result: CanaryResult = asyncio.run(canary.run())
+    if result.refused:
+        for error in result.refused:
+            print(f"gpufleet canary: refused: {error}", file=sys.stderr)
+        return 2
+    print(result.describe())
+    return 0 if result.ok else 1

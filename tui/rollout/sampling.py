@@ -1,0 +1,200 @@
+"""Per-GPU cumulative counters sampled on a fixed cadence, and per-interval per-GPU rates.
+
+Two counters from each server's ``/metrics``: output tokens (``sglang:generation_tokens_total``)
+and finished requests (``sglang:num_requests_total``). A restarted server's counters start again
+from 0 and a server that is down does not answer; ``interval_rates`` turns both into honest
+rates (a reset counts what the new process produced, a down server counts 0), so a restart shows
+up as lost throughput, never as negative throughput.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from tui.retune.counters import COUNTER, parse_counter
+
+REQUESTS_COUNTER = "sglang:num_requests_total"
+"""SGLang's finished-requests counter."""
+
+Counts = tuple[float, float]
+"""(cumulative output tokens, cumulative finished requests) of one server."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """Every GPU's counters at one moment."""
+
+    t: float
+    """Monotonic time of the reading (the event loop's clock)."""
+    wall: float
+    """time.time() of the reading."""
+    values: dict[int, Counts | None]
+    """Per GPU: its counters, or None when its server did not answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalRates:
+    """Per-GPU rates over one interval between two readings."""
+
+    t0: float
+    """Start (monotonic)."""
+    t1: float
+    """End (monotonic)."""
+    tokens: dict[int, float]
+    """Output tokens/s per GPU."""
+    requests: dict[int, float]
+    """Finished requests/s per GPU."""
+
+    @property
+    def mid(self) -> float:
+        """Middle of the interval."""
+        return (self.t0 + self.t1) / 2.0
+
+
+def interval_rates(readings: Sequence[Reading], gpus: Sequence[int]) -> list[IntervalRates]:
+    """Per-interval, per-GPU rates from consecutive readings, robust to restarts.
+
+    Args:
+        readings: In time order.
+        gpus: GPUs to report (a GPU missing from a reading counts as down).
+
+    Returns:
+        One entry per consecutive pair of readings with a positive time step.
+    """
+    last: dict[int, Counts | None] = {g: None for g in gpus}
+    out: list[IntervalRates] = []
+    prev_t: float | None = None
+    for reading in readings:
+        tokens: dict[int, float] = {}
+        requests: dict[int, float] = {}
+        for gpu in gpus:
+            now = reading.values.get(gpu)
+            before = last[gpu]
+            if now is None:
+                tokens[gpu] = requests[gpu] = 0.0  # down (or not answering): nothing produced
+                continue
+            if before is None or now[0] < before[0]:
+                # Not seen since the window began, or counters went back: a new process whose
+                # counters started from 0 (the first reading only sets the starting point).
+                delta = now if prev_t is not None else (0.0, 0.0)
+            else:
+                delta = (now[0] - before[0], max(now[1] - before[1], 0.0))
+            last[gpu] = now
+            tokens[gpu], requests[gpu] = delta
+        if prev_t is not None and reading.t > prev_t:
+            dt = reading.t - prev_t
+            out.append(
+                IntervalRates(
+                    prev_t,
+                    reading.t,
+                    {g: v / dt for g, v in tokens.items()},
+                    {g: v / dt for g, v in requests.items()},
+                )
+            )
+        prev_t = reading.t
+    return out
+
+
+class MetricsProbe:
+    """Reads both counters from each GPU's server ``/metrics`` (needs ``--enable-metrics``).
+
+    Args:
+        ports: HTTP port of each GPU's server.
+        host: Their address.
+        client: Shared async client.
+        timeout: Seconds per request.
+    """
+
+    def __init__(
+        self, ports: Mapping[int, int], host: str, client: httpx.AsyncClient, timeout: float = 2.0
+    ) -> None:
+        self._ports = dict(ports)
+        self._host = host
+        self._client = client
+        self._timeout = timeout
+
+    async def _one(self, gpu: int) -> Counts | None:
+        port = self._ports.get(gpu)
+        if port is None:
+            return None
+        try:
+            response = await self._client.get(
+                f"http://{self._host}:{port}/metrics", timeout=self._timeout
+            )
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        tokens = parse_counter(response.text, COUNTER)
+        if tokens is None:
+            return None
+        return tokens, parse_counter(response.text, REQUESTS_COUNTER) or 0.0
+
+    async def read(self, gpus: Sequence[int]) -> dict[int, Counts | None]:
+        """Every GPU's counters now, read in parallel (None where a server did not answer)."""
+        values = await asyncio.gather(*(self._one(g) for g in gpus))
+        return dict(zip(gpus, values, strict=True))
+
+
+class Sampler:
+    """Reads the counters every ``interval_s`` in a background task and keeps every reading.
+
+    Args:
+        probe: Where the counters come from.
+        gpus: GPUs to read.
+        interval_s: Cadence (> 0).
+    """
+
+    def __init__(self, probe: MetricsProbe, gpus: Sequence[int], interval_s: float) -> None:
+        if not interval_s > 0:
+            raise ValueError(f"interval_s={interval_s!r}: must be > 0")
+        self.gpus = tuple(sorted(set(gpus)))
+        self.interval_s = interval_s
+        self.readings: list[Reading] = []
+        self._probe = probe
+        self._task: asyncio.Task[None] | None = None
+        self._new = asyncio.Event()
+
+    def start(self) -> None:
+        """Start sampling (the first reading is taken at once)."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        """Stop sampling; the readings stay."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        i = 0
+        while True:
+            # Sampling cadence: reading i is due at a fixed offset from the start (no drift).
+            delay = start + i * self.interval_s - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            values = await self._probe.read(self.gpus)
+            self.readings.append(Reading(loop.time(), time.time(), values))
+            self._new.set()
+            self._new = asyncio.Event()
+            i += 1
+
+    async def next_reading(self) -> Reading:
+        """Wait for the next reading and return it."""
+        event = self._new
+        await event.wait()
+        return self.readings[-1]
+
+    def rates(self) -> list[IntervalRates]:
+        """Per-interval rates of every reading so far."""
+        return interval_rates(self.readings, self.gpus)

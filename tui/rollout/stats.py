@@ -1,0 +1,176 @@
+"""Paired per-interval statistics of a canary: canary GPU vs the mean of the control GPUs.
+
+Each interval gives one pair (canary rate, mean control rate) measured over the same seconds, so
+workload drift that moves every GPU alike cancels in the pair. The relative effect is the ratio
+estimator R = mean(canary) / mean(control) - 1 with its paired standard error
+sd(canary_i - R' * control_i) / (sqrt(n) * mean(control)) (R' = R + 1), on n - 1 degrees of
+freedom; the absolute effect is the mean paired difference with its t interval.
+
+Repeated looks: the canary checks after every interval. To keep the family-wise error at most
+``1 - level`` over all looks it may take, each look uses the Bonferroni level
+``1 - (1 - level) / looks`` (conservative, simple, and valid whatever the correlation between
+looks).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import fmean, stdev
+
+from tui.retune.events import Verdict
+from tui.retune.verdict import t_quantile, t_two_sided_p
+
+
+@dataclass(frozen=True, slots=True)
+class PairedEstimate:
+    """Canary vs control over the same intervals, with intervals at one confidence level."""
+
+    n: int
+    """Number of paired intervals."""
+    canary_mean: float
+    """Mean canary rate (per GPU)."""
+    control_mean: float
+    """Mean of the control GPUs' mean rate (per GPU)."""
+    abs_diff: float
+    """canary_mean - control_mean (per GPU, in the rate's unit)."""
+    abs_low: float
+    """Lower bound of the absolute difference."""
+    abs_high: float
+    """Upper bound of the absolute difference."""
+    relative: float
+    """canary_mean / control_mean - 1."""
+    rel_low: float
+    """Lower bound of the relative difference."""
+    rel_high: float
+    """Upper bound of the relative difference."""
+    level: float
+    """Two-sided confidence level of both intervals."""
+    se_rel: float
+    """Standard error of the relative difference."""
+    df: int
+    """Degrees of freedom (n - 1)."""
+    sureness: float
+    """1 - p of the paired t test of 'no difference'."""
+
+
+def paired(
+    canary: Sequence[float], control: Sequence[float], level: float = 0.95
+) -> PairedEstimate | None:
+    """Estimate the canary's effect from paired per-interval rates.
+
+    Args:
+        canary: The canary GPU's rate in each interval.
+        control: The mean rate of the control GPUs in the same intervals.
+        level: Two-sided confidence level, in (0, 1).
+
+    Returns:
+        The estimate, or None with fewer than 3 pairs or no control throughput.
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level={level!r}: must be in (0, 1)")
+    if len(canary) != len(control):
+        raise ValueError(f"canary has {len(canary)} samples, control {len(control)}: must match")
+    n = len(canary)
+    if n < 3:
+        return None
+    mc, mk = fmean(canary), fmean(control)
+    if mk <= 0.0:
+        return None
+    ratio = mc / mk
+    diffs = [c - k for c, k in zip(canary, control, strict=True)]
+    residuals = [c - ratio * k for c, k in zip(canary, control, strict=True)]
+    sd_d, sd_e = stdev(diffs), stdev(residuals)
+    df = n - 1
+    t = t_quantile(level, df)
+    se_abs = sd_d / math.sqrt(n)
+    se_rel = sd_e / (math.sqrt(n) * mk)
+    rel = ratio - 1.0
+    no_spread = 0.0 if rel == 0.0 else 1.0
+    sure = 1.0 - t_two_sided_p(rel / se_rel, df) if se_rel > 0.0 else no_spread
+    return PairedEstimate(
+        n,
+        mc,
+        mk,
+        mc - mk,
+        mc - mk - t * se_abs,
+        mc - mk + t * se_abs,
+        rel,
+        rel - t * se_rel,
+        rel + t * se_rel,
+        level,
+        se_rel,
+        df,
+        sure,
+    )
+
+
+def look_level(level: float, looks: int) -> float:
+    """The per-look level that keeps the family-wise level over ``looks`` looks (Bonferroni)."""
+    if looks < 1:
+        raise ValueError(f"looks={looks}: must be >= 1")
+    return 1.0 - (1.0 - level) / looks
+
+
+def intervals_needed(est: PairedEstimate, target: float) -> int | None:
+    """Pairs needed for the interval's half-width to shrink below ``target`` (relative).
+
+    Assumes the per-interval spread stays as observed: half-width = t * s / sqrt(n).
+
+    Args:
+        est: The current estimate.
+        target: Wanted half-width of the relative interval (> 0).
+
+    Returns:
+        The total number of pairs needed (>= est.n), or None when ``target`` <= 0.
+    """
+    if target <= 0.0:
+        return None
+    spread = est.se_rel * math.sqrt(est.n)
+    t = t_quantile(est.level, max(est.df, 1))
+    return max(est.n, math.ceil((t * spread / target) ** 2))
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What one look concludes."""
+
+    verdict: Verdict
+    """better / worse / no measurable difference / not measured."""
+    final: bool
+    """True when the answer is clear (stop measuring)."""
+    reason: str
+    """Why, in words."""
+    more_intervals_to_exclude_zero: int | None
+    """Further pairs for the interval to exclude 0 at the observed effect (None if no effect)."""
+    more_intervals_to_bound: int | None
+    """Further pairs for the interval to fit within +/- margin (None if |effect| >= margin)."""
+
+
+def decide(est: PairedEstimate | None, margin: float) -> Decision:
+    """The verdict of one look (the caller picks the look's level and when to give up).
+
+    Args:
+        est: The estimate at the look's level (None: too few pairs).
+        margin: Relative half-width within which 'no difference' counts as shown (e.g. 0.03).
+
+    Returns:
+        better/worse when the interval excludes 0; 'no measurable difference' (final) when it
+        lies within +/- margin; otherwise 'no measurable difference', not final.
+    """
+    if est is None:
+        return Decision("not measured", False, "too few intervals", None, None)
+    to_zero = intervals_needed(est, abs(est.relative)) if est.relative != 0.0 else None
+    to_bound = intervals_needed(est, margin - abs(est.relative))
+    more_zero = None if to_zero is None else to_zero - est.n
+    more_bound = None if to_bound is None else to_bound - est.n
+    if est.rel_low > 0.0:
+        return Decision("better", True, "interval above 0", 0, more_bound)
+    if est.rel_high < 0.0:
+        return Decision("worse", True, "interval below 0", 0, more_bound)
+    if -margin < est.rel_low and est.rel_high < margin:
+        return Decision(
+            "no measurable difference", True, f"interval within +/-{margin:.1%}", more_zero, 0
+        )
+    return Decision("no measurable difference", False, "interval spans 0", more_zero, more_bound)
