@@ -7,6 +7,7 @@ operation key works (``tui.operator.FleetOperator``); with ``--ports/--gpus`` on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -156,12 +157,18 @@ def run_console(
 def _profile_console(args: argparse.Namespace) -> int:
     from tui.operator.setup import demo_prompts_file, pipeline_config
     from tui.profiles import ProfileError, load_named
+    from tui.retune.running import profile_of, read_running
 
     try:
         profile = load_named(args.profile)
     except ProfileError as error:
         print(f"gpufleet console: --profile: {error}", file=sys.stderr)
         return 2
+    # The fleet may run this profile as launched (the demo's speed and ports): watch that.
+    docs = [p.current for p in read_running().values() if p.current_name == profile.name]
+    if docs and docs[0] is not None:
+        with contextlib.suppress(ProfileError):
+            profile = profile_of(docs[0])
     prompts = args.prompts if args.prompts is not None else demo_prompts_file()
     if args.prompts is not None and not prompts.is_file():
         print(f"gpufleet console: --prompts: {str(prompts)!r} is not a file", file=sys.stderr)
@@ -169,7 +176,8 @@ def _profile_console(args: argparse.Namespace) -> int:
     pipeline = None
     if prompts.is_file():
         pipeline = pipeline_config(profile, prompts, CONSOLE_FLEET_TIMEOUT_S)
-    return run_console(profile, pipeline)
+    # Quitting with "stop" stops the pipeline too: otherwise it would wait an hour for servers.
+    return run_console(profile, pipeline, stop_pipeline_with_fleet=True)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -1,0 +1,96 @@
+"""``gpufleet demo`` in a real terminal (tmux): the fleet comes up, quits stop or keep it.
+
+Each test runs ``python -m tui demo`` with its own state directory, a fast simulator and free
+ports, reads the screen until every panel says ready (deadline-bounded polling, no sleeps),
+quits through the keyboard and checks with psutil that nothing of it is left running.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from operator_helpers import cleaned, free_port_run, leftovers, pid_alive
+from tmux_helpers import TmuxSession, require_tmux, tmux_session
+
+from tui import paths
+from tui.control import read_records
+
+pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180)]
+
+ROOT = Path(__file__).resolve().parent.parent
+GPUS = 7
+READY_S = 90.0
+"""Deadline for all seven panels to say ready (a few seconds on an idle machine)."""
+READY = re.compile(r"ready\s+:(\d+) pid (\d+)")
+
+
+def demo_argv(base_port: int) -> list[str]:
+    return [sys.executable, "-m", "tui", "demo", "--speed", "200", "--base-port", str(base_port)]
+
+
+def demo_env(state: Path) -> dict[str, str]:
+    return {paths.STATE_ENV: str(state), paths.PROFILES_ENV: str(ROOT / "profiles")}
+
+
+def ready_ports(screen: str) -> dict[int, int]:
+    """Port -> pid of every panel that says ready."""
+    return {int(port): int(pid) for port, pid in READY.findall(screen)}
+
+
+def wait_all_ready(term: TmuxSession, base_port: int) -> dict[int, int]:
+    wanted = set(range(base_port, base_port + GPUS))
+    screen = term.wait_for(lambda s: set(ready_ports(s)) >= wanted, READY_S)
+    return ready_ports(screen)
+
+
+def quit_with(term: TmuxSession, key: str) -> None:
+    term.send("q")
+    term.wait_for(lambda s: "Quit the console?" in s, 20)
+    term.send(key)
+    assert term.wait_exit(60), f"the console did not exit:\n{term.screen()}"
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (200, 50)])
+def test_demo_comes_up_ready_and_stop_leaves_nothing(
+    width: int, height: int, isolated_state: Path
+) -> None:
+    require_tmux()
+    base = free_port_run(GPUS)
+    ports = list(range(base, base + GPUS))
+    with cleaned(isolated_state, ports):
+        with tmux_session(demo_argv(base), width, height, demo_env(isolated_state)) as term:
+            shown = wait_all_ready(term, base)
+            records = read_records()
+            assert sorted(r.port for r in records.values()) == ports
+            assert {records[g].pid for g in records} == {shown[p] for p in ports}
+            assert (isolated_state / "demo" / "prompts.jsonl").is_file()
+            quit_with(term, "s")
+        assert read_records() == {}
+        assert not any(pid_alive(r.pid) for r in records.values())
+        assert leftovers(isolated_state, ports) == []
+
+
+def test_keep_then_reopen_reattaches_to_the_same_fleet(isolated_state: Path) -> None:
+    require_tmux()
+    base = free_port_run(GPUS)
+    ports = list(range(base, base + GPUS))
+    env = demo_env(isolated_state)
+    with cleaned(isolated_state, ports):
+        with tmux_session(demo_argv(base), 200, 50, env) as term:
+            first = wait_all_ready(term, base)
+            quit_with(term, "k")
+        assert all(pid_alive(pid) for pid in first.values())  # kept running
+        pipelines = [line for line in leftovers(isolated_state, ports) if "generate" in line]
+        assert len(pipelines) == 1
+
+        with tmux_session(demo_argv(base), 200, 50, env) as term:
+            again = wait_all_ready(term, base)
+            assert again == first  # the same processes, re-attached, not restarted
+            # ... and the same pipeline: the demo does not start a second one.
+            assert [x for x in leftovers(isolated_state, ports) if "generate" in x] == pipelines
+            quit_with(term, "s")
+        assert leftovers(isolated_state, ports) == []
+        assert not any(pid_alive(pid) for pid in first.values())
