@@ -348,7 +348,7 @@ async def test_new_snapshots_reach_the_open_detail_screen() -> None:
         fleet = seven_gpu_fleet()
         from dataclasses import replace
 
-        changed = replace(fleet.panels[0], server=replace(fleet.panels[0].server, running=3))  # type: ignore[arg-type]
+        changed = replace(fleet.panels[0], server=replace(fleet.panels[0].server, running=3))  # type: ignore[arg-type,type-var]
         poller.snapshot = replace(fleet, panels=(changed, *fleet.panels[1:]))  # type: ignore[attr-defined]
         for _ in range(500):
             if screen.panel is not None and screen.panel.server.running == 3:  # type: ignore[union-attr]

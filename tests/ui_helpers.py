@@ -497,12 +497,15 @@ async def press_until(pilot: object, keys: tuple[str, ...], screen_type: type) -
     from textual.pilot import Pilot
 
     assert isinstance(pilot, Pilot)
+    app = pilot.app
     for key in keys:
-        before = len(pilot.app.screen_stack)
+        before = len(app.screen_stack)
+
+        def opened(before: int = before) -> bool:
+            return len(app.screen_stack) > before
+
         await pilot.press(key)
         await pilot.pause()
         if key in ("r", "R", "t", "T", "b", "j"):  # these open a screen from a worker
-            await wait_for(
-                pilot, lambda n=before: len(pilot.app.screen_stack) > n, f"screen on {key}"
-            )
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, screen_type), screen_type.__name__)
+            await wait_for(pilot, opened, f"a screen after {key!r}")
+    await wait_for(pilot, lambda: isinstance(app.screen, screen_type), screen_type.__name__)

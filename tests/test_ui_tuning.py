@@ -1,0 +1,230 @@
+"""The tuning form through Pilot: pre-fill, validation as typed, preflight, save, apply, scope."""
+
+from __future__ import annotations
+
+from textual.pilot import Pilot
+from textual.widgets import Input, Label, TextArea
+from ui_helpers import RecordingActions, make_app, press_until, settle, wait_for
+
+from tui.profiles import GpuOverride, diff
+from tui.ui.app import FleetApp
+from tui.ui.confirm import ConfirmScreen
+from tui.ui.retune.apply_screen import ApplyScreen
+from tui.ui.tuning.candidate import FormValues, build_candidate, parse_extra_flags
+from tui.ui.tuning.form_screen import TuningFormScreen
+from tui.ui.tuning.preflight_panel import PreflightPanel
+
+ALL = (0, 1, 2, 3, 4, 5, 6)
+
+
+def app_with(actions: RecordingActions) -> FleetApp:
+    app = make_app(actions=actions)
+    assert isinstance(app, FleetApp)
+    return app
+
+
+async def open_form(pilot: Pilot[None], *keys: str) -> TuningFormScreen:
+    app = pilot.app
+    assert isinstance(app, FleetApp)
+    await settle(pilot, app)
+    await press_until(pilot, keys, TuningFormScreen)
+    form = app.screen
+    assert isinstance(form, TuningFormScreen)
+    return form
+
+
+async def type_into(pilot: Pilot[None], form: TuningFormScreen, selector: str, text: str) -> None:
+    field = form.query_one(selector, Input)
+    field.focus()
+    field.value = ""
+    await pilot.press(*text)
+    await pilot.pause()
+
+
+def error_text(form: TuningFormScreen, key: str) -> str:
+    label = form.query_one(f"#error-{key}", Label)
+    return str(label.render()) if label.display else ""
+
+
+async def preflight_text(pilot: Pilot[None], form: TuningFormScreen) -> str:
+    await wait_for(pilot, lambda: form.preflight is not None, "the preflight")
+    return str(form.query_one(PreflightPanel).render())
+
+
+async def test_t_opens_the_form_on_the_selected_gpu_prefilled_from_the_running_profile() -> None:
+    app = app_with(RecordingActions())
+    async with app.run_test(size=(140, 45)) as pilot:
+        form = await open_form(pilot, "3", "t")
+        assert form.gpu == 3 and form.running.name == "sim-baseline"
+        values = {k: v for k, v in form.values().knobs}
+        assert values == {
+            "mem_fraction_static": "0.88",
+            "max_mamba_cache_size": "80",
+            "mamba_full_memory_ratio": "0.4",
+            "max_running_requests": "",
+        }
+        assert form.query_one("#profile-name", Input).value == "sim-baseline-gpu3"
+        await pilot.press("escape")
+        assert not isinstance(app.screen, TuningFormScreen)
+
+
+async def test_invalid_values_are_named_as_typed_and_nothing_is_applied() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(140, 45)) as pilot:
+        form = await open_form(pilot, "T")
+        await type_into(pilot, form, "#knob-mem_fraction_static", "1.5")
+        assert "server.mem_fraction_static = 1.5: must be in (0, 1)" in error_text(
+            form, "mem_fraction_static"
+        )
+        await type_into(pilot, form, "#knob-max_running_requests", "6x")
+        assert "max_running_requests = '6x': must be an integer" in error_text(
+            form, "max_running_requests"
+        )
+        area = form.query_one("#extra-flags", TextArea)
+        area.focus()
+        area.text = ""
+        await pilot.press(*"--tokenizer-path $(rm")
+        await pilot.pause()
+        assert "shell metacharacters" in error_text(form, "extra_flags")
+        assert "tokenizer-path" in error_text(form, "extra_flags")
+        assert form.query_one("#knob-mem_fraction_static", Input).has_class("-invalid")
+        assert "waiting for valid values" in str(form.query_one(PreflightPanel).render())
+        await pilot.press("ctrl+t")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, TuningFormScreen)  # no confirm: nothing to confirm
+        assert actions.calls == [] and actions.saved == []
+        assert any("Nothing done" in str(n.message) for n in app._notifications)
+        await type_into(pilot, form, "#knob-mem_fraction_static", "0.9")
+        assert error_text(form, "mem_fraction_static") == ""
+
+
+async def test_preflight_shows_each_gpu_and_says_plainly_when_it_does_not_fit() -> None:
+    app = app_with(RecordingActions())
+    async with app.run_test(size=(140, 45)) as pilot:
+        form = await open_form(pilot, "T")
+        text = await preflight_text(pilot, form)
+        assert "KV tokens" in text and "Mamba slots" in text
+        assert all(f"\n{gpu} " in text for gpu in ALL), text
+        assert "auto -> 16 (capped)" in text  # the seed: 80 slots // 5 per request
+        await type_into(pilot, form, "#knob-max_mamba_cache_size", "200")
+        await type_into(pilot, form, "#knob-max_running_requests", "64")
+        text = await preflight_text(pilot, form)
+        assert "64 -> 40 (capped)" in text
+        assert form.preflight is not None and all(p.fits for p in form.preflight)
+        await type_into(pilot, form, "#knob-max_mamba_cache_size", "5000")
+        text = await preflight_text(pilot, form)
+        assert "does not fit:" in text
+        assert form.query_one(PreflightPanel).has_class("-unfit")
+
+
+async def test_apply_to_all_saves_the_candidate_and_restarts_every_gpu_after_confirming() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(140, 45)) as pilot:
+        form = await open_form(pilot, "T")
+        await type_into(pilot, form, "#knob-max_mamba_cache_size", "200")
+        await type_into(pilot, form, "#knob-max_running_requests", "64")
+        await preflight_text(pilot, form)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        assert confirm.title_text == (
+            "Restart GPUs 0-6 (7 servers) with profile sim-baseline-tuned?"
+        )
+        assert "server.max_mamba_cache_size: 80 -> 200" in confirm.affected
+        assert actions.calls == []  # nothing before the answer
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
+        assert actions.applied()[0] == ("sim-baseline-tuned", ALL)
+        saved = actions.saved[0]
+        assert saved.name == "sim-baseline-tuned"
+        assert saved.server.max_mamba_cache_size == 200
+        assert saved.server.max_running_requests == 64
+        changes = {c.field for c in diff(actions.profiles["sim-baseline"], saved)}
+        assert changes == {"server.max_mamba_cache_size", "server.max_running_requests"}
+
+
+async def test_opened_on_one_gpu_the_change_is_an_override_applied_to_that_gpu_only() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(140, 45)) as pilot:
+        form = await open_form(pilot, "5", "t")
+        await type_into(pilot, form, "#knob-mem_fraction_static", "0.95")
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        assert confirm.title_text.startswith("Restart GPU 5 (1 server) with profile")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: bool(actions.applied()), "the apply")
+        assert actions.applied() == [("sim-baseline-gpu5", (5,))]
+        saved = actions.saved[0]
+        assert saved.overrides == (GpuOverride(5, (("mem_fraction_static", 0.95),)),)
+        assert saved.server == actions.profiles["sim-baseline"].server
+
+
+async def test_the_toggle_switches_between_one_gpu_and_all() -> None:
+    app = app_with(RecordingActions())
+    async with app.run_test(size=(140, 45)) as pilot:
+        form = await open_form(pilot, "2", "t")
+        assert form.target_gpus == (2,)
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert form.gpu is None and form.target_gpus == ALL
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert form.target_gpus == (2,)
+
+
+async def test_save_as_new_profile_and_an_existing_name_needs_confirmation() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(140, 45)) as pilot:
+        form = await open_form(pilot, "T")
+        await type_into(pilot, form, "#knob-max_mamba_cache_size", "120")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: bool(actions.saved), "the save")
+        assert actions.saved[0].name == "sim-baseline-tuned"
+        assert actions.saved[0].server.max_mamba_cache_size == 120
+        await type_into(pilot, form, "#profile-name", "sim-aggressive")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the overwrite ask")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(actions.saved) == 1  # refused
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the overwrite ask")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: len(actions.saved) == 2, "the overwrite")
+        assert actions.saved[1].name == "sim-aggressive"
+        assert actions.applied() == []  # saving restarts nothing
+
+
+def test_extra_flag_lines_accept_three_spellings_and_name_a_bad_line() -> None:
+    flags, problems = parse_extra_flags(
+        "--enable-metrics\n--chunked-prefill-size 8192\nfoo=bar\n?!"
+    )
+    assert flags == [("enable-metrics", True), ("chunked-prefill-size", 8192), ("foo", "bar")]
+    assert problems == [
+        "extra_flags line 4 = '?!': expected '--flag value', '--flag' or 'key=value'"
+    ]
+
+
+def test_a_reserved_flag_in_extra_flags_is_refused_naming_it() -> None:
+    actions = RecordingActions()
+    running = actions.profiles["sim-baseline"]
+    knobs = tuple(
+        (k, "")
+        for k in (
+            "mem_fraction_static",
+            "max_mamba_cache_size",
+            "mamba_full_memory_ratio",
+            "max_running_requests",
+        )
+    )
+    candidate = build_candidate(running, FormValues(knobs, "--port 31000", "x", None))
+    assert candidate.profile is None
+    assert "server.extra_flags.port" in candidate.problems["extra_flags"][0]
