@@ -255,8 +255,8 @@ class RecordingActions:
     current: str | None = "sim-baseline"
     apply_script: ScriptedApply | None = None
     saved: list[Profile] = field(default_factory=list)
-    release_apply: asyncio.Event | None = None
-    """When set, an apply pauses before its last event until this event is set."""
+    gates: dict[int, asyncio.Event] = field(default_factory=dict)
+    """An apply waits on ``gates[i]`` (when present) before emitting its event number i."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""
@@ -275,8 +275,8 @@ class RecordingActions:
         script = self.apply_script or scripted_apply()
         events = script(name, gpus)
         for index, event in enumerate(events):
-            if self.release_apply is not None and index == len(events) - 1:
-                await self.release_apply.wait()
+            if index in self.gates:
+                await self.gates[index].wait()
             if on_event is not None:
                 on_event(event)
             await asyncio.sleep(0)

@@ -1,0 +1,198 @@
+"""Apply screen, relaunch picker, rollback confirm and journal screen through Pilot."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual.widgets import DataTable, OptionList, Static
+from ui_helpers import (
+    APPLY_OOM_LINE,
+    STARTUP_PHASES,
+    T0,
+    RecordingActions,
+    finish_actions,
+    make_app,
+    press_until,
+    scripted_apply,
+    settle,
+    wait_for,
+)
+
+from tui.retune.events import ApplyFinished
+from tui.retune.journal import JournalRead, apply_entry
+from tui.retune.running import GpuProfiles
+from tui.ui.app import FleetApp
+from tui.ui.confirm import ConfirmScreen
+from tui.ui.journal.journal_screen import JournalEntryScreen, JournalScreen
+from tui.ui.main_screen import MainScreen
+from tui.ui.messages import ApplyProfileRequested
+from tui.ui.retune.apply_screen import ApplyScreen
+from tui.ui.retune.profile_picker import ProfilePickerScreen
+
+ALL = (0, 1, 2, 3, 4, 5, 6)
+
+
+def app_with(actions: RecordingActions, **kwargs: object) -> FleetApp:
+    app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(app, FleetApp)
+    return app
+
+
+def text_of(screen: object, selector: str) -> str:
+    assert isinstance(screen, ApplyScreen | JournalEntryScreen)
+    return str(screen.query_one(selector, Static).render())
+
+
+def states(table: str) -> list[str]:
+    """The state column of the report table (it may hold 'in progress')."""
+    return [
+        " ".join(w for w in line.split()[1:3] if w in ("in", "progress", "ready", "failed"))
+        for line in table.splitlines()[1:]
+        if line[:1].isdigit()
+    ]
+
+
+def journal_with_failed_apply() -> JournalRead:
+    events = scripted_apply(failing=(5,))("sim-aggressive", ALL)
+    final = events[-1]
+    assert isinstance(final, ApplyFinished)
+    entry = apply_entry(final.result)
+    return JournalRead((entry, {**entry, "type": "rollout", "lost_gpu_seconds": 412.5}), 0)
+
+
+async def test_apply_screen_shows_phases_live_then_reports_and_the_verdict() -> None:
+    script = scripted_apply(failing=(5,))
+    count = len(script("sim-aggressive", ALL))
+    phases_done, measured = asyncio.Event(), asyncio.Event()
+    gates = {len(STARTUP_PHASES) * 7: phases_done, count - 1: measured}
+    actions = RecordingActions(apply_script=script, gates=gates)
+    journal = journal_with_failed_apply()
+    app = app_with(actions, journal=journal)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app)
+        app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", ALL))
+        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
+        screen = app.screen
+        assert isinstance(screen, ApplyScreen)
+        last = "capturing CUDA graphs"
+        await wait_for(pilot, lambda: all(r.phase == last for r in screen.progress.rows), "phases")
+        live = text_of(screen, "#apply-gpus")
+        assert (
+            states(live) == ["in progress"] * 7 and live.count("capturing CUDA graphs (25s)") == 7
+        )
+        phases_done.set()
+        await wait_for(pilot, lambda: screen.progress.measure is not None, "the measurement")
+        live = text_of(screen, "#apply-gpus")
+        assert states(live) == ["ready"] * 5 + ["failed", "ready"]
+        assert APPLY_OOM_LINE in live
+        assert "measuring after, 6 samples" in text_of(screen, "#apply-throughput")
+        await pilot.press("escape")  # still running: refuses to close
+        assert app.screen is screen
+        measured.set()
+        await wait_for(pilot, lambda: screen.finished, "the end of the apply")
+        await wait_for(pilot, lambda: "written" in screen.journal_note, "the journal check")
+        report = text_of(screen, "#apply-gpus")
+        assert "64 -> 40 CAPPED" in report and "798,080" in report and "11.0" in report
+        assert "1m 01s" in report  # GPU 0's time to ready
+        assert "GPU 5: OOM while allocating the Mamba cache" in report
+        throughput = text_of(screen, "#apply-throughput")
+        assert "verdict: better: +21.3% (95% CI +18.7% .. +24.0%, sure 100.0%)" in throughput
+        summary = text_of(screen, "#apply-summary")
+        assert "6 of 7 GPUs ready; failed: GPU 5 (oom)" in summary
+        assert "journal: written to the journal" in summary
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+    assert actions.applied() == [("sim-aggressive", ALL)]
+
+
+async def test_apply_screen_says_when_the_result_is_missing_from_the_journal() -> None:
+    actions = RecordingActions(apply_script=scripted_apply())
+    app = app_with(actions)  # empty journal
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app)
+        app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", (1, 2)))
+        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
+        screen = app.screen
+        assert isinstance(screen, ApplyScreen)
+        await wait_for(pilot, lambda: "NOT" in screen.journal_note, "the journal check")
+        assert "2 of 2 GPUs ready" in text_of(screen, "#apply-summary")
+
+
+async def test_relaunch_picker_defaults_to_the_running_profile_and_offers_others() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("2", "r"), ProfilePickerScreen)
+        options = app.screen.query_one(OptionList)
+        assert "sim-baseline  (running)" in str(options.get_option_at_index(1).prompt)
+        assert options.highlighted == 1  # the running one: Enter keeps it
+        await pilot.press("up", "enter")  # sim-aggressive
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        assert confirm.title_text == "Restart GPU 2 (1 server) with profile sim-aggressive?"
+        assert "port 30002" in confirm.affected
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
+        await wait_for(pilot, lambda: bool(actions.applied()), "the apply")
+        assert actions.applied() == [("sim-aggressive", (2,))]
+        assert ("relaunch", ((2,),)) not in actions.calls
+
+
+async def test_rollback_confirm_names_the_previous_profile_and_the_gpus() -> None:
+    baseline = {"name": "sim-baseline"}
+    tuned = {"name": "sim-baseline-tuned"}
+    running = {g: GpuProfiles(tuned, baseline) for g in ALL}
+    actions = RecordingActions()
+    app = app_with(actions, running=running)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("b",), ConfirmScreen)
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        assert confirm.title_text == "Roll back GPUs 0-6 to sim-baseline?"
+        assert "GPU 0-6: sim-baseline-tuned -> sim-baseline" in confirm.affected
+        assert actions.calls == []
+        await pilot.press("y")
+        await finish_actions(pilot, app)
+        assert actions.calls == [("rollback", ())]
+
+
+async def test_journal_lists_entries_newest_first_and_enter_shows_the_detail() -> None:
+    app = app_with(RecordingActions(), journal=journal_with_failed_apply())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("j",), JournalScreen)
+        screen = app.screen
+        assert isinstance(screen, JournalScreen)
+        table = screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 2, "the journal rows")
+        newest = [str(c) for c in table.get_row_at(0)]
+        assert newest[1:] == [
+            "rollout",
+            "sim-baseline -> sim-aggressive",
+            "0-6",
+            "better",
+            "5",
+            "412",
+        ]
+        assert table.get_row_at(1)[1] == "apply"
+        await pilot.press("down", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, JournalEntryScreen), "the detail")
+        detail = text_of(app.screen, "#journal-entry")
+        assert "server.max_mamba_cache_size: 80 -> 200" in detail
+        assert APPLY_OOM_LINE in detail and "64 -> 40 CAPPED" in detail
+        assert "verdict: better" in detail
+        await pilot.press("escape", "escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_an_empty_journal_says_so() -> None:
+    app = app_with(RecordingActions())
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("j",), JournalScreen)
+        note = app.screen.query_one("#journal-note", Static)
+        await wait_for(pilot, lambda: "empty" in str(note.render()), "the empty note")
+        assert T0 > 0
