@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rollout_helpers import PipelineRun, SimFleet, pipeline, sim_fleet, wait_done_at_least
 
 from tui.profiles import load_profile
 from tui.retune.journal import read_journal
@@ -19,8 +20,6 @@ from tui.retune.preflight import model_for, preflight
 from tui.retune.running import read_running
 from tui.rollout.canary import Canary, CanaryOptions
 from tui.sim.throughput import expected_rate
-
-from rollout_helpers import PipelineRun, SimFleet, pipeline, sim_fleet, wait_done_at_least
 
 SPEED = 10.0
 CANARY_GPU = 0

@@ -1,0 +1,395 @@
+"""Rolling rollout: restart GPUs k at a time, each batch verified, stop at the first failure.
+
+Each batch goes through the retune engine (stop, GPU memory released, launch, ready on
+``/health_generate``, verify report); the next batch starts only when every GPU of this one is
+ready. At the first failure the rollout stops: the GPUs not yet reached stay on their profile,
+and the failed GPU, which the engine left with nothing running, is relaunched with the profile it
+ran before (unless ``restore_failed`` is off) so the pipeline gets its capacity back. Rollback is
+the same walk, in reverse GPU order, to each GPU's previous profile (from ``running.py``).
+Every batch and the summary are journalled as ``type: "rollout"`` entries; the summary carries
+the throughput the whole rollout cost (``lost_gpu_seconds``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tui.profiles import Profile, profile_to_dict
+from tui.retune.engine import RetuneEngine
+from tui.retune.events import ApplyResult, RetuneEvent, VerifyReport
+from tui.retune.options import ApplyOptions
+from tui.retune.running import profile_of, read_running, record_outcome
+from tui.rollout.cost import CostMeter, RetuneCost
+from tui.rollout.fleet_io import fleet_sampler, journal, running_gpus
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutOptions:
+    """How a rollout proceeds."""
+
+    batch: int = 1
+    """GPUs restarted together."""
+    apply: ApplyOptions = field(default_factory=lambda: ApplyOptions(measure=False))
+    """Per-GPU timeouts of each batch (the engine's own before/after measurement is off)."""
+    restore_failed: bool = True
+    """Relaunch a failed GPU with the profile it ran before."""
+    measure_cost: bool = True
+    """Sample the fleet's counters and journal the throughput the rollout cost."""
+    interval_s: float = 1.0
+    """Cost sampling interval."""
+    baseline_s: float = 5.0
+    """Seconds sampled before the first batch (the cost's baseline)."""
+    settle_s: float = 30.0
+    """Longest the cost is integrated after the last batch."""
+
+    def errors(self) -> list[str]:
+        """Invalid options, each naming field, value and allowed range."""
+        out = [f"apply.{e}" for e in self.apply.errors()]
+        if self.batch < 1:
+            out.append(f"batch={self.batch!r}: must be >= 1")
+        if not self.interval_s > 0:
+            out.append(f"interval_s={self.interval_s!r}: must be > 0")
+        for name in ("baseline_s", "settle_s"):
+            if getattr(self, name) < 0:
+                out.append(f"{name}={getattr(self, name)!r}: must be >= 0")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutStep:
+    """One batch."""
+
+    index: int
+    """0-based batch number."""
+    gpus: tuple[int, ...]
+    """GPUs restarted in it."""
+    profiles: dict[int, str]
+    """Profile launched on each."""
+    ok: bool
+    """Every GPU of the batch reached ready."""
+    reports: tuple[VerifyReport, ...]
+    """Verify reports, in GPU order."""
+    started_at: float
+    """time.time() at its start."""
+    finished_at: float
+    """time.time() at its end."""
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutResult:
+    """Everything one rollout (or rollback) did."""
+
+    profile: str
+    """Profile rolled out ('' for a rollback: each GPU's previous one)."""
+    rollback: bool
+    """True for a rollback."""
+    planned: tuple[int, ...]
+    """GPUs to restart, in order."""
+    steps: tuple[RolloutStep, ...]
+    """Batches run."""
+    done: tuple[int, ...]
+    """GPUs now on the new profile."""
+    failed: tuple[int, ...]
+    """GPUs whose relaunch failed (the rollout stopped there)."""
+    stayed: tuple[int, ...]
+    """GPUs never restarted: still on their old profile."""
+    restored: tuple[int, ...] = ()
+    """Failed GPUs relaunched on their old profile."""
+    skipped: tuple[int, ...] = ()
+    """GPUs already on the profile (not restarted)."""
+    failure: str | None = None
+    """'GPU 4: OOM: ...' for the first failure."""
+    cost: RetuneCost | None = None
+    """Throughput the whole rollout cost."""
+    started_at: float = 0.0
+    """time.time() at start."""
+    finished_at: float = 0.0
+    """time.time() at the end."""
+    refused: tuple[str, ...] = ()
+    """Validation errors (nothing was stopped)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when every planned GPU reached ready."""
+        return not self.refused and not self.failed and set(self.done) == set(self.planned)
+
+    def describe(self) -> str:
+        """A few lines for humans."""
+        if self.refused:
+            return "refused: " + "; ".join(self.refused)
+        what = "rollback" if self.rollback else f"rollout of {self.profile}"
+        lines = [f"{what}: {len(self.done)}/{len(self.planned)} GPUs done {list(self.done)}"]
+        if self.skipped:
+            lines.append(f"already on it: {list(self.skipped)}")
+        if self.failure:
+            lines.append(f"STOPPED at {self.failure}")
+            lines.append(f"stayed on the old profile: {list(self.stayed)}")
+            if self.restored:
+                lines.append(f"relaunched on the old profile: {list(self.restored)}")
+        if self.cost is not None and self.cost.lost_gpu_seconds is not None:
+            lines.append(f"cost: {self.cost.lost_gpu_seconds:.1f} GPU-seconds of throughput lost")
+        return "\n".join(lines)
+
+
+def _step_entry(step: RolloutStep, result_profile: str, rollback: bool) -> dict[str, Any]:
+    return {
+        "type": "rollout",
+        "kind": "step",
+        "profile": result_profile,
+        "rollback": rollback,
+        **asdict(step),
+        "profiles": {str(k): v for k, v in step.profiles.items()},
+        "reports": [{**asdict(r), "capped": r.capped} for r in step.reports],
+    }
+
+
+def rollout_entry(result: RolloutResult) -> dict[str, Any]:
+    """The summary journal entry (type 'rollout', kind 'summary')."""
+    data = asdict(result)
+    data.pop("steps")
+    return {
+        "type": "rollout",
+        "kind": "summary",
+        **data,
+        "ok": result.ok,
+        "steps": len(result.steps),
+        "summary": result.describe(),
+        "lost_gpu_seconds": result.cost.lost_gpu_seconds if result.cost else None,
+    }
+
+
+Plan = list[tuple[int, Profile]]
+"""(GPU, profile to launch on it), in rollout order."""
+
+
+class Rollout:
+    """Restart ``plan``'s GPUs batch by batch, verified, stopping at the first failure.
+
+    Args:
+        plan: (GPU, profile) in order; build it with ``rollout_plan`` or ``rollback_plan``.
+        fleet: The profile describing the whole fleet (for the cost's sampler and the name).
+        options: Batch size, timeouts, cost measurement.
+        rollback: True when walking back (journal wording).
+        skipped: GPUs left out because they already run the profile (reported only).
+        on_event: Called with every retune-engine event.
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        fleet: Profile,
+        options: RolloutOptions | None = None,
+        *,
+        rollback: bool = False,
+        skipped: Sequence[int] = (),
+        on_event: Callable[[RetuneEvent], None] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.fleet = fleet
+        self.options = options or RolloutOptions()
+        self.rollback = rollback
+        self.skipped = tuple(skipped)
+        self._on_event = on_event
+
+    async def run(self) -> RolloutResult:
+        """Run the rollout; every step and the summary are journalled."""
+        import httpx
+
+        started = time.time()
+        name = "" if self.rollback else self.fleet.name
+        planned = tuple(g for g, _ in self.plan)
+        errors = self.options.errors() + ([] if self.plan else ["gpus: nothing to restart"])
+        if errors:
+            result = RolloutResult(
+                name,
+                self.rollback,
+                planned,
+                (),
+                (),
+                (),
+                planned,
+                skipped=self.skipped,
+                started_at=started,
+                finished_at=time.time(),
+                refused=tuple(errors),
+            )
+            journal(rollout_entry(result))
+            return result
+        meter: CostMeter | None = None
+        async with httpx.AsyncClient() as client:
+            sampler = None
+            if self.options.measure_cost:
+                gpus = running_gpus(self.fleet) or list(self.fleet.gpus)
+                sampler = fleet_sampler(self.fleet, gpus, self.options.interval_s, client)
+                sampler.start()
+                meter = CostMeter(sampler, self.options.settle_s)
+                await asyncio.sleep(self.options.baseline_s)  # baseline window for the cost
+                meter.begin()
+            try:
+                result = await self._batches(name, planned, started)
+                if meter is not None:
+                    meter.end()
+                    result = _with_cost(result, await meter.finish())
+            finally:
+                if sampler is not None:
+                    await sampler.stop()
+        journal(rollout_entry(result))
+        return result
+
+    async def _batches(self, name: str, planned: tuple[int, ...], started: float) -> RolloutResult:
+        k = self.options.batch
+        steps: list[RolloutStep] = []
+        done: list[int] = []
+        for i in range(0, len(self.plan), k):
+            batch = self.plan[i : i + k]
+            step = await self._run_batch(len(steps), batch)
+            steps.append(step)
+            journal(_step_entry(step, name, self.rollback))
+            done += [r.gpu for r in step.reports if r.ok]
+            if not step.ok:
+                failed = tuple(r.gpu for r in step.reports if not r.ok)
+                first = next(r for r in step.reports if not r.ok)
+                stayed = tuple(g for g, _ in self.plan[i + k :])
+                restored = await self._restore(failed)
+                return RolloutResult(
+                    name,
+                    self.rollback,
+                    planned,
+                    tuple(steps),
+                    tuple(done),
+                    failed,
+                    stayed,
+                    restored,
+                    self.skipped,
+                    f"GPU {first.gpu}: {first.failure}",
+                    started_at=started,
+                    finished_at=time.time(),
+                )
+        return RolloutResult(
+            name,
+            self.rollback,
+            planned,
+            tuple(steps),
+            tuple(done),
+            (),
+            (),
+            (),
+            self.skipped,
+            started_at=started,
+            finished_at=time.time(),
+        )
+
+    async def _run_batch(self, index: int, batch: Plan) -> RolloutStep:
+        started = time.time()
+        groups: dict[str, tuple[Profile, list[int]]] = {}
+        for gpu, profile in batch:
+            key = str(profile_to_dict(profile))
+            groups.setdefault(key, (profile, []))[1].append(gpu)
+        results = await asyncio.gather(*(self._apply(p, g) for p, g in groups.values()))
+        reports = sorted((r for res in results for r in res.reports), key=lambda r: r.gpu)
+        ok = bool(reports) and all(r.ok for r in reports) and not any(r.refused for r in results)
+        return RolloutStep(
+            index,
+            tuple(g for g, _ in batch),
+            {g: p.name for g, p in batch},
+            ok,
+            tuple(reports),
+            started,
+            time.time(),
+        )
+
+    async def _apply(self, profile: Profile, gpus: list[int]) -> ApplyResult:
+        from tui.retune.wiring import open_target  # real processes only when really running
+
+        running = read_running()
+        previous = {g: running[g].current_name if g in running else None for g in gpus}
+        target, _ = open_target(profile, gpus, self.options.apply.release_timeout_s)
+        try:
+            engine = RetuneEngine(target, gpus, self.options.apply, previous_profiles=previous)
+            if self._on_event is not None:
+                engine.subscribe(self._on_event)
+            result = await engine.run()
+        finally:
+            await target.aclose()
+        if not result.refused:
+            record_outcome(
+                profile,
+                [r.gpu for r in result.reports if r.ok],
+                [r.gpu for r in result.reports if not r.ok],
+            )
+        return result
+
+    async def _restore(self, failed: tuple[int, ...]) -> tuple[int, ...]:
+        """Relaunch each failed GPU with the profile it ran before this rollout."""
+        if not self.options.restore_failed:
+            return ()
+        running = read_running()
+        restored: list[int] = []
+        for gpu in failed:
+            old = running[gpu].previous if gpu in running else None
+            if old is None:
+                continue  # nothing known ran there before: leave it stopped
+            result = await self._apply(profile_of(old), [gpu])
+            restored += [r.gpu for r in result.reports if r.ok]
+        return tuple(restored)
+
+
+def _with_cost(result: RolloutResult, cost: RetuneCost) -> RolloutResult:
+    from dataclasses import replace
+
+    return replace(result, cost=cost)
+
+
+def rollout_plan(profile: Profile, gpus: Sequence[int] | None = None) -> tuple[Plan, list[int]]:
+    """The GPUs still to move to ``profile``, in GPU order, and those already on it.
+
+    Args:
+        profile: The profile to roll out.
+        gpus: Restrict to these GPUs (default: every GPU of the profile).
+
+    Returns:
+        (plan, skipped): GPUs whose recorded current profile already equals ``profile`` (the
+        canary GPU, a rollout resumed after a failure) are skipped.
+    """
+    doc = profile_to_dict(profile)
+    running = read_running()
+    chosen = sorted(set(gpus)) if gpus is not None else list(profile.gpus)
+    plan: Plan = []
+    skipped: list[int] = []
+    for gpu in chosen:
+        if gpu in running and running[gpu].current == doc:
+            skipped.append(gpu)
+        else:
+            plan.append((gpu, profile))
+    return plan, skipped
+
+
+def rollback_plan(gpus: Sequence[int] | None = None) -> Plan:
+    """Each GPU's previous profile, in reverse GPU order (the rollout walked back).
+
+    Args:
+        gpus: Restrict to these GPUs (default: every GPU with a previous profile recorded).
+
+    Returns:
+        The plan.
+
+    Raises:
+        ValueError: a chosen GPU has no previous profile recorded (naming it).
+    """
+    running = read_running()
+    chosen = (
+        sorted(set(gpus))
+        if gpus is not None
+        else sorted(g for g, p in running.items() if p.previous)
+    )
+    plan: Plan = []
+    for gpu in reversed(chosen):
+        entry = running.get(gpu)
+        if entry is None or entry.previous is None:
+            raise ValueError(f"gpus: GPU {gpu} has no previous profile recorded")
+        plan.append((gpu, profile_of(entry.previous)))
+    return plan
