@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import boto3
 import httpx
@@ -30,6 +31,19 @@ S3_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_EC2_METADATA_DISABLED": "true",
 }
+FAST_SIM_ARGS = [
+    "--sim-model",
+    "llama-8b",
+    "--sim-speed",
+    "1000",
+    "--sim-startup-seconds",
+    "0.3",
+    "--max-running-requests",
+    "256",
+    "--log-level",
+    "warning",
+]
+"""``gpufleet sim`` flags for a simulated server that starts and serves short requests fast."""
 
 
 def free_port() -> int:
@@ -171,7 +185,7 @@ def _serve(port: int) -> None:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    state = {"mode": "ok", "requests": 0}
+    state: dict[str, Any] = {"mode": "ok", "requests": 0}
 
     async def control(request: Request) -> Response:
         state["mode"] = (await request.json())["mode"]

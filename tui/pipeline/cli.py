@@ -16,9 +16,11 @@ from pathlib import Path
 
 from tui import paths
 from tui.pipeline.detach import start_detached
+from tui.pipeline.fleet_urls import server_urls
 from tui.pipeline.prompts import PromptFile, PromptFileError
 from tui.pipeline.runner import EXIT_BAD_INPUT, GenerateConfig, Pipeline
 from tui.pipeline.s3_sink import S3Sink
+from tui.profiles import ProfileError, load_named
 
 
 def _positive(name: str, low: int = 1, high: int = 10**9) -> type[int]:
@@ -41,8 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--prompts", type=Path, required=True, help="JSONL prompt file")
     parser.add_argument("--out", type=Path, required=True, help="local output directory")
-    parser.add_argument(
+    fleet = parser.add_mutually_exclusive_group()
+    fleet.add_argument(
         "--server", action="append", default=[], metavar="URL", help="server base URL (repeat)"
+    )
+    fleet.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="servers from this tuning profile (name or file): its GPUs' ports on its host",
     )
     parser.add_argument("--s3-bucket", help="upload shards to this bucket")
     parser.add_argument("--s3-prefix", default="", help="key prefix in the bucket")
@@ -77,8 +85,20 @@ def main(argv: Sequence[str]) -> int:
         args = parser.parse_args(list(argv))
     except SystemExit as exc:
         return int(exc.code or 0)
-    if not args.server:
-        print("gpufleet generate: give at least one --server URL", file=sys.stderr)
+    servers = list(args.server)
+    if args.profile is not None:
+        try:
+            servers = server_urls(load_named(args.profile))
+        except ProfileError as exc:
+            print(f"gpufleet generate: --profile={args.profile}: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if not servers:
+            print(f"gpufleet generate: --profile={args.profile}: it has no GPUs", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    if not servers:
+        print(
+            "gpufleet generate: give --profile NAME or at least one --server URL", file=sys.stderr
+        )
         return EXIT_BAD_INPUT
     for name in ("fleet_timeout", "request_timeout", "flush_interval"):
         if getattr(args, name) <= 0:
@@ -107,7 +127,7 @@ def main(argv: Sequence[str]) -> int:
     config = GenerateConfig(
         prompts=prompts,
         out_dir=args.out,
-        servers=tuple(args.server),
+        servers=tuple(servers),
         status_path=args.status or paths.pipeline_status_file(),
         s3=s3,
         per_server_inflight=args.per_server_inflight,
