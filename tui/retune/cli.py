@@ -14,6 +14,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
 from tui.control.records import read_records
 from tui.profiles import Profile, ProfileError, diff, load_named
@@ -27,7 +28,7 @@ from tui.retune.events import (
     MeasureProgress,
     RetuneEvent,
 )
-from tui.retune.journal import record_apply
+from tui.retune.journal import append_entry, apply_entry
 from tui.retune.journal_cli import format_report
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import calibration_from_log, preflight
@@ -129,18 +130,33 @@ async def apply_profile(
         assert old_doc is not None
         diff_lines = tuple(str(c) for c in diff(profile_of(old_doc), profile))
     anything_running = any(g in records for g in gpus)
+    measuring = not args.no_measure and anything_running
     target, probe = open_target(profile, gpus, args.term_timeout)
+    cost: dict[str, Any] = {}
     try:
+        options = _options(args, measuring, profile)
         engine = RetuneEngine(
-            target,
-            gpus,
-            _options(args, not args.no_measure and anything_running, profile),
-            probe=probe,
-            previous_profiles=previous,
-            diff=diff_lines,
+            target, gpus, options, probe=probe, previous_profiles=previous, diff=diff_lines
         )
         engine.subscribe(_printer)
-        result = await engine.run()
+        if measuring:
+            # The throughput the apply costs the fleet (its 'before' window is the baseline).
+            from tui.rollout.apply_cost import ApplyCostWatch
+            from tui.rollout.fleet_io import fleet_sampler
+
+            fleet = sorted(set(gpus) | {g for g in records if g in profile.gpus})
+            sampler = fleet_sampler(profile, fleet, options.interval_s, target.client)
+            watch = ApplyCostWatch(sampler, gpus, options.warmup_s + options.window_s)
+            engine.subscribe(watch.on_event)
+            sampler.start()
+            try:
+                result = await engine.run()
+            finally:
+                await sampler.stop()
+            measured = watch.cost()
+            cost = {"lost_gpu_seconds": measured.lost_gpu_seconds, "cost": measured.to_json()}
+        else:
+            result = await engine.run()
     finally:
         await target.aclose()
     if not result.refused:
@@ -149,7 +165,7 @@ async def apply_profile(
             [r.gpu for r in result.reports if r.ok],
             [r.gpu for r in result.reports if not r.ok],
         )
-    record_apply(result)
+    append_entry({**apply_entry(result), **cost})
     return result
 
 
