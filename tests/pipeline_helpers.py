@@ -7,9 +7,11 @@ answers instantly, and ``POST /_control {"mode": ...}`` makes it fail (``fail500
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -86,8 +88,8 @@ class ProcessServer:
         """Base URL."""
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> None:
-        """Start it and wait until it answers."""
+    def start(self, timeout: float = 20.0, wait: bool = True) -> None:
+        """Start it in its own session and (unless ``wait`` is False) wait until it answers."""
         self.process = subprocess.Popen(
             self.argv,
             env={**os.environ, **self.env},
@@ -95,12 +97,18 @@ class ProcessServer:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        if wait:
+            self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        """Wait until it answers its readiness path."""
         wait_until(lambda: _answers(self.url + self.ready_path), timeout, f"{self.url} up")
 
     def kill(self) -> None:
-        """SIGKILL it and reap it."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        """SIGKILL its whole process group (a sim's scheduler child too) and reap it."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
         self.process = None
 
@@ -110,6 +118,17 @@ def openai_server(port: int | None = None) -> ProcessServer:
     port = port or free_port()
     argv = [PYTHON, str(HERE / "pipeline_helpers.py"), "serve", "--port", str(port)]
     return ProcessServer(argv, port, "/health")
+
+
+def sim_server(gpu_index: int, port: int | None = None) -> ProcessServer:
+    """A real ``gpufleet sim`` server (FAST_SIM_ARGS) on simulated GPU ``gpu_index`` (not started).
+
+    Its simulated GPU lives under the caller's GPUFLEET_STATE_DIR (the test's state directory).
+    """
+    port = port or free_port()
+    argv = [PYTHON, "-m", "tui", "sim", "--host", "127.0.0.1", "--port", str(port)]
+    argv += [*FAST_SIM_ARGS, "--sim-gpu-index", str(gpu_index)]
+    return ProcessServer(argv, port, "/health", {"PYTHONPATH": str(REPO)})
 
 
 def moto_server(recording: Path, port: int | None = None) -> ProcessServer:

@@ -1,12 +1,18 @@
-"""The issue's fault test: SIGKILL the pipeline >= 20 times and kill/relaunch servers >= 10 times.
+"""The issue's fault test, against the simulated fleet.
 
-At the end every index appears exactly once across the uploaded shards, the manifest matches the
-bucket, and the local and S3 outputs agree. The servers are the loopback OpenAI-compatible test
-servers (the simulated SGLang fleet can replace them: any base URL with /health works).
+20,000 prompts through three real ``gpufleet sim`` servers while the pipeline is SIGKILLed at
+least 20 times and restarted, and simulated servers are SIGKILLed (whole process group) and
+relaunched on the same port at least 10 times. Kills follow observed progress in the status
+document (done grew by a random amount since the run started, then a random short delay), so
+they are spread over the whole job rather than bunched at its start. At the end every index
+appears exactly once across the uploaded shards, none is missing, the manifest matches the
+bucket, and the local and S3 outputs agree.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import random
 import subprocess
@@ -24,11 +30,13 @@ from pipeline_helpers import (
     ProcessServer,
     check_bucket_matches,
     moto_server,
-    openai_server,
+    sim_server,
+    wait_until,
     write_prompts,
 )
 
 from tui.pipeline.done_record import DoneRecord
+from tui.pipeline.status import read_status
 
 PROMPTS = 20_000
 PIPELINE_KILLS = 20
@@ -38,10 +46,12 @@ BUCKET = "gpufleet-test"
 
 @pytest.fixture
 def fleet() -> Iterator[list[ProcessServer]]:
-    servers = [openai_server() for _ in range(3)]
+    servers = [sim_server(gpu) for gpu in range(3)]
     try:
         for server in servers:
-            server.start()
+            server.start(wait=False)
+        for server in servers:
+            server.wait_ready()
         yield servers
     finally:
         for server in servers:
@@ -61,6 +71,26 @@ def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessSer
         srv.kill()
 
 
+def _progress(status_path: Path, pid: int) -> int | None:
+    """Done count in the status document of run ``pid`` (None before that run wrote one)."""
+    status = read_status(status_path)
+    return status.done if status is not None and status.pid == pid else None
+
+
+def _wait_done(status_path: Path, process: subprocess.Popen[bytes], target: int) -> int:
+    """Wait until this run's status shows ``done >= target``; returns the done count seen."""
+    seen = [0]
+
+    def reached() -> bool:
+        assert process.poll() is None, "the pipeline exited before being killed"
+        done = _progress(status_path, process.pid)
+        seen[0] = done if done is not None else 0
+        return done is not None and done >= target
+
+    wait_until(reached, 60, f"done >= {target} (pid {process.pid})", interval=0.05)
+    return seen[0]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_sigkill_storm_loses_and_duplicates_nothing(
@@ -69,6 +99,7 @@ def test_sigkill_storm_loses_and_duplicates_nothing(
     rng = random.Random(int(os.environ.get("GPUFLEET_FAULT_SEED", "20260509")))
     prompts = write_prompts(tmp_path / "p.jsonl", PROMPTS)
     out = tmp_path / "out"
+    status_path = tmp_path / "status.json"
     argv = [
         PYTHON,
         "-m",
@@ -79,7 +110,7 @@ def test_sigkill_storm_loses_and_duplicates_nothing(
         "--out",
         str(out),
         "--status",
-        str(tmp_path / "status.json"),
+        str(status_path),
         "--s3-bucket",
         BUCKET,
         "--s3-prefix",
@@ -90,6 +121,8 @@ def test_sigkill_storm_loses_and_duplicates_nothing(
         "150",
         "--per-server-inflight",
         "16",
+        "--max-tokens",
+        "8",
         "--max-retries",
         "50",
         "--flush-interval",
@@ -97,39 +130,65 @@ def test_sigkill_storm_loses_and_duplicates_nothing(
     ]
     argv += [arg for server in fleet for arg in ("--server", server.url)]
     env = {**os.environ, **S3_ENV}
-    pipeline_kills = server_kills = 0
+    # Which runs also lose a server, and where each run is killed: durable done counts spread
+    # evenly (with random jitter) up to ~85% of the job, so the kills cover the whole job and
+    # the final run still has work. Absolute targets absorb the overshoot of a status
+    # document written once a second.
+    server_runs = set(rng.sample(range(PIPELINE_KILLS), SERVER_KILLS + 2))
+    spacing = PROMPTS * 0.85 / PIPELINE_KILLS
+    targets = [int(spacing * (i + 1 + rng.uniform(-0.3, 0.3))) for i in range(PIPELINE_KILLS)]
+    kills_at: list[int] = []
+    server_kills = 0
     started = time.monotonic()
-    while pipeline_kills < PIPELINE_KILLS:
+    for run in range(PIPELINE_KILLS):
         process = subprocess.Popen(
             argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         try:
-            # Random fault times are the point here, not a stand-in for synchronisation.
-            time.sleep(rng.uniform(0.4, 1.6))
-            if server_kills < SERVER_KILLS or rng.random() < 0.3:
+            base = _wait_done(status_path, process, 0)
+            target = max(targets[run], base + 30)
+            if run in server_runs:
+                # Kill a server partway through this run, relaunch it on the same port; the
+                # pipeline keeps going on the others and takes the relaunched one back.
+                _wait_done(status_path, process, rng.randint(base + 1, target))
                 victim = rng.choice(fleet)
                 victim.kill()
                 server_kills += 1
-                time.sleep(rng.uniform(0.0, 0.5))
-                victim.start()
-            time.sleep(rng.uniform(0.0, 0.8))
+                victim.start(wait=rng.random() < 0.5)
+            _wait_done(status_path, process, target)
+            # Random fault times are the point here, not a stand-in for synchronisation.
+            time.sleep(rng.uniform(0.0, 0.4))
             assert process.poll() is None, "the pipeline exited before being killed"
         finally:
             process.kill()  # SIGKILL
             process.wait(timeout=10)
-        pipeline_kills += 1
-    done_before_final = len(DoneRecord.load(out / "done_record.bin"))
+        kills_at.append(len(DoneRecord.load(out / "done_record.bin")))
+    for server in fleet:
+        server.wait_ready()
+    done_before_final = kills_at[-1]
     final = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=200)
     elapsed = time.monotonic() - started
     print(
-        f"\nfault test: {pipeline_kills} pipeline SIGKILLs, {server_kills} server kills, "
-        f"{done_before_final} done before the final run, {elapsed:.1f} s in all"
+        f"\nfault test: {len(kills_at)} pipeline SIGKILLs, {server_kills} server kills, "
+        f"durable done at each kill {kills_at}, {elapsed:.1f} s in all"
     )
     assert final.returncode == 0, final.stderr[-3000:]
-    assert pipeline_kills >= PIPELINE_KILLS and server_kills >= SERVER_KILLS
-    assert 0 < done_before_final < PROMPTS  # the kills really interrupted a run in progress
+    assert len(kills_at) >= PIPELINE_KILLS and server_kills >= SERVER_KILLS
+    # The kills were spread over the job: durable progress grew between them and the last one
+    # came well into it, yet before the end.
+    assert all(a < b for a, b in itertools.pairwise(kills_at))
+    assert PROMPTS // 2 < done_before_final < PROMPTS
     indices = check_bucket_matches(moto, out, "fault", BUCKET)
     counts = Counter(indices)
     assert len(indices) == PROMPTS and sorted(counts) == list(range(PROMPTS))
     assert max(counts.values()) == 1
     assert len(DoneRecord.load(out / "done_record.bin")) == PROMPTS
+    urls = {server.url for server in fleet}
+    served = Counter(json.loads(line)["server"] for line in _lines(out))
+    assert set(served) == urls  # every simulated server did part of the work
+
+
+def _lines(out: Path) -> Iterator[str]:
+    for path in sorted(out.glob("shard-*.jsonl")):
+        with open(path) as handle:
+            yield from handle
