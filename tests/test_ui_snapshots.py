@@ -102,3 +102,98 @@ def test_quit_screen(snap_compare: Any) -> None:
     assert snap_compare(
         still_app(status=pipeline_status()), terminal_size=(80, 24), run_before=ask_quit
     )
+
+
+def _focus_free(pilot: Pilot[None]) -> None:
+    for screen in pilot.app.screen_stack:
+        for field in screen.query(Input):
+            field.cursor_blink = False
+
+
+async def _open_form(pilot: Pilot[None], mamba: str | None = None) -> None:
+    from ui_helpers import press_until, wait_for
+
+    from tui.ui.tuning.form_screen import TuningFormScreen
+
+    await ready(pilot)
+    await press_until(pilot, ("T",), TuningFormScreen)
+    form = pilot.app.screen
+    assert isinstance(form, TuningFormScreen)
+    form.debounce_s = 0.0
+    if mamba is not None:
+        form.query_one("#knob-max_mamba_cache_size", Input).value = mamba
+        form.query_one("#knob-max_running_requests", Input).value = "64"
+    await wait_for(pilot, lambda: form.preflight is not None, "the preflight")
+    form.set_focus(None)
+    _focus_free(pilot)
+    await pilot.pause()
+
+
+def test_tuning_form_with_preflight(snap_compare: Any) -> None:
+    async def run(pilot: Pilot[None]) -> None:
+        await _open_form(pilot, "200")
+
+    assert snap_compare(
+        still_app(status=pipeline_status()), terminal_size=(150, 45), run_before=run
+    )
+
+
+def test_tuning_form_does_not_fit(snap_compare: Any) -> None:
+    async def run(pilot: Pilot[None]) -> None:
+        await _open_form(pilot, "5000")
+
+    assert snap_compare(
+        still_app(status=pipeline_status()), terminal_size=(150, 45), run_before=run
+    )
+
+
+def test_apply_screen_with_verify_report_and_verdict(snap_compare: Any) -> None:
+    from ui_helpers import RecordingActions, scripted_apply, wait_for
+
+    from tui.ui.messages import ApplyProfileRequested
+    from tui.ui.retune.apply_screen import ApplyScreen
+
+    async def run(pilot: Pilot[None]) -> None:
+        await ready(pilot)
+        app = pilot.app
+        assert isinstance(app, FleetApp)
+        app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", tuple(range(7))))
+        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
+        screen = app.screen
+        assert isinstance(screen, ApplyScreen)
+        await wait_for(pilot, lambda: bool(screen.journal_note.startswith("NOT")), "the end")
+        await pilot.pause()
+
+    actions = RecordingActions(apply_script=scripted_apply(failing=(5,)))
+    app = still_app(actions=actions, status=pipeline_status())
+    assert snap_compare(app, terminal_size=(150, 50), run_before=run)
+
+
+def test_journal_screen(snap_compare: Any, monkeypatch: Any) -> None:
+    import time
+
+    from test_ui_retune import journal_with_failed_apply
+    from ui_helpers import press_until, wait_for
+
+    from tui.ui.journal.journal_screen import JournalScreen
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+
+    async def run(pilot: Pilot[None]) -> None:
+        await ready(pilot)
+        await press_until(pilot, ("j",), JournalScreen)
+        screen = pilot.app.screen
+        assert isinstance(screen, JournalScreen)
+        await wait_for(pilot, lambda: len(screen.entries) == 2, "the entries")
+        await pilot.pause()
+
+    try:
+        assert snap_compare(
+            still_app(journal=journal_with_failed_apply(), status=pipeline_status()),
+            terminal_size=(130, 30),
+            run_before=run,
+        )
+    finally:
+        monkeypatch.undo()
+        time.tzset()

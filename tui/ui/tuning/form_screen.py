@@ -210,7 +210,7 @@ class TuningFormScreen(Screen[ApplyPlan | None]):
             panel.show_note("waiting for valid values")
             return
         panel.show_note("computing...")
-        self._timer = self.set_timer(self.debounce_s, self._start_preflight)
+        self._timer = self.set_timer(max(self.debounce_s, 0.01), self._start_preflight)
 
     def _start_preflight(self) -> None:
         if self.candidate.profile is not None:

@@ -10,6 +10,7 @@ from textual.widgets import Static
 from tui.retune.preflight import Preflight
 from tui.ui.format import GIB, num
 from tui.ui.text_table import Cell, text_table
+from tui.ui.tuning.candidate import gpu_range
 
 HEADER = ("GPU", "fits", "Mamba slots", "Mamba GB", "KV tokens", "max running", "free GB")
 
@@ -47,11 +48,13 @@ def render_preflight(items: Sequence[Preflight]) -> Content:
             ]
         )
     lines = [text_table(HEADER, rows, left=2)]
-    lines += [
-        Content.styled(f"GPU {item.gpu} {item.why_not}", "$error")
-        for item in ordered
-        if not item.fits
-    ]
+    unfit: dict[str, list[int]] = {}  # the same reason on every GPU is said once
+    for item in ordered:
+        if not item.fits:
+            unfit.setdefault(item.why_not or "does not fit", []).append(item.gpu)
+    for why, gpus in unfit.items():
+        label = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {gpu_range(gpus)}"
+        lines.append(Content.styled(f"{label} {why}", "$error"))
     if ordered:
         calibrated = all(item.calibrated for item in ordered)
         source = "calibrated on the running servers' logs" if calibrated else "model constants"
