@@ -87,7 +87,8 @@ async def test_apply_screen_shows_phases_live_then_reports_and_the_verdict() -> 
         assert APPLY_OOM_LINE in live
         assert "measuring after, 6 samples" in text_of(screen, "#apply-throughput")
         await pilot.press("escape")  # still running: refuses to close
-        assert app.screen is screen
+        still_open = app.screen is screen
+        assert still_open
         measured.set()
         await wait_for(pilot, lambda: screen.finished, "the end of the apply")
         await wait_for(pilot, lambda: "written" in screen.journal_note, "the journal check")

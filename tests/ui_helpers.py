@@ -25,6 +25,7 @@ from tui.retune.events import (
 )
 from tui.retune.journal import JournalRead
 from tui.retune.preflight import Preflight, preflight
+from tui.retune.running import GpuProfiles
 from tui.ui.sources import EventSink, Intent
 
 REPO = Path(__file__).resolve().parents[1]
@@ -315,6 +316,12 @@ class RecordingActions:
     async def stop_fleet(self) -> None:
         self.calls.append(("stop_fleet", ()))
 
+    def apply_script_events(
+        self, name: str = "x", gpus: tuple[int, ...] = (0,) * 7
+    ) -> list[object]:
+        """The events the apply would emit for (name, gpus), to place gates by index."""
+        return (self.apply_script or scripted_apply())(name, gpus)
+
     def applied(self) -> list[tuple[object, ...]]:
         """The (name, gpus) of every apply, in order."""
         return [args for name, args in self.calls if name == "apply_profile"]
@@ -415,7 +422,7 @@ def make_app(
     profile: str | None = None,
     poll_interval_s: float = 3600.0,
     journal: JournalRead | None = None,
-    running: dict[int, object] | None = None,
+    running: dict[int, GpuProfiles] | None = None,
 ) -> object:
     """A FleetApp on fixed data. A long poll interval keeps each test to its first reading."""
     from tui.ui.app import FleetApp
@@ -430,7 +437,7 @@ def make_app(
         profile=profile,
         poll_interval_s=poll_interval_s,
         journal_reader=lambda: journal if journal is not None else JournalRead((), 0),
-        running_reader=lambda: dict(running or {}),  # type: ignore[arg-type]
+        running_reader=lambda: dict(running or {}),
     )
 
 
