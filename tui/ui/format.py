@@ -5,6 +5,7 @@ Pure functions of their arguments (no clock, no Textual), so snapshots stay dete
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 GIB = 1024**3
@@ -74,3 +75,25 @@ def duration(seconds: float | None) -> str:
     if minutes:
         return f"{minutes}m {secs:02d}s"
     return f"{secs}s"
+
+
+def sig3(value: float | None) -> float | None:
+    """``value`` rounded to 3 significant digits (None stays None).
+
+    Why: a rate read once a second jitters in its last digits; showing those repaints the
+    panel every second without telling the operator anything.
+    """
+    if value is None or value == 0:
+        return value
+    digits = 2 - math.floor(math.log10(abs(value)))
+    return round(value, digits)
+
+
+def sig3_text(value: float | None) -> str:
+    """``value`` to 3 significant digits with thousands separators: 1234.5 -> '1,230',
+    45.67 -> '45.7'; a dash when unknown."""
+    rounded = sig3(value)
+    if rounded is None:
+        return NA
+    decimals = 0 if rounded == 0 else max(0, 2 - math.floor(math.log10(abs(rounded))))
+    return f"{rounded:,.{decimals}f}"

@@ -77,15 +77,17 @@ class MainScreen(Screen[None]):
         Binding("j", "journal", "Journal", id="fleet.journal"),
     ]
 
-    fleet: reactive[FleetSnapshot] = reactive(FleetSnapshot, always_update=True)
+    # Data reactives never repaint the screen itself: a screen repaint resends every cell to
+    # the terminal (tens of KB a second over SSH); the widgets bound to them repaint their part.
+    fleet: reactive[FleetSnapshot] = reactive(FleetSnapshot, always_update=True, repaint=False)
     """The newest fleet snapshot; the grid binds to it."""
-    selected: reactive[int] = reactive(0)
+    selected: reactive[int] = reactive(0, repaint=False)
     """GPU index of the selected panel."""
-    pipeline_status: reactive[PipelineStatus | None] = reactive(None)
+    pipeline_status: reactive[PipelineStatus | None] = reactive(None, repaint=False)
     """The newest pipeline status document."""
-    pipeline_history: reactive[tuple[Sample, ...]] = reactive(())
+    pipeline_history: reactive[tuple[Sample, ...]] = reactive((), repaint=False)
     """Output tok/s over the last hour, from successive status documents."""
-    retune_marks: reactive[tuple[float, ...]] = reactive(())
+    retune_marks: reactive[tuple[float, ...]] = reactive((), repaint=False)
     """time.time() of each retune, from the journal."""
 
     def __init__(
@@ -112,6 +114,8 @@ class MainScreen(Screen[None]):
         """Current and previous profile of each GPU."""
         self.journal_reader = journal_reader
         """The journal source."""
+        self._binding_inputs: dict[str, object] = {}
+        """The inputs of ``check_action`` at the last Footer refresh (see _bindings_may_change)."""
 
     def compose(self) -> ComposeResult:
         """Header, grid, generation pane (hidden until `g`), footer."""
@@ -132,7 +136,7 @@ class MainScreen(Screen[None]):
         indices = [panel.gpu_index for panel in fleet.panels]
         if indices and self.selected not in indices:
             self.selected = indices[0]
-        self.refresh_bindings()
+        self._bindings_may_change("fleet", bool(indices))
 
     def record_pipeline(self, status: PipelineStatus | None, marks: tuple[float, ...]) -> None:
         """Take a new status reading: keep it, extend the hour of history, set the marks.
@@ -145,7 +149,17 @@ class MainScreen(Screen[None]):
         if status is not None:
             self.pipeline_history = append_sample(self.pipeline_history, status)
         self.retune_marks = marks
-        self.refresh_bindings()
+        self._bindings_may_change("pipeline", None if status is None else status.state)
+
+    def _bindings_may_change(self, name: str, value: object) -> None:
+        """Refresh the Footer's keys only when what ``check_action`` reads has changed.
+
+        Why: a refresh recomposes the Footer (new widgets, a layout pass and a repaint of the
+        line); doing it on every reading cost more CPU than the panels themselves.
+        """
+        if name not in self._binding_inputs or self._binding_inputs[name] != value:
+            self._binding_inputs[name] = value
+            self.refresh_bindings()
 
     # --- which keys apply now -------------------------------------------------------------
 

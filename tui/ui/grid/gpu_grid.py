@@ -27,11 +27,14 @@ class GpuGrid(ScrollableContainer, can_focus=False):
     }
     """
 
-    fleet: reactive[FleetSnapshot] = reactive(FleetSnapshot, always_update=True)
-    """The whole fleet; bound to the screen's ``fleet``."""
-    selected: reactive[int] = reactive(0)
+    fleet: reactive[FleetSnapshot] = reactive(FleetSnapshot, always_update=True, repaint=False)
+    """The whole fleet; bound to the screen's ``fleet``. Data only: repainting the grid would
+    resend every panel to the terminal each second; each panel repaints what changed in it."""
+    selected: reactive[int] = reactive(0, repaint=False)
     """GPU index of the selected panel; bound to the screen's ``selected``."""
-    shape: reactive[GridShape] = reactive(GridShape(columns=3, rows=3, full=False, fits=True))
+    shape: reactive[GridShape] = reactive(
+        GridShape(columns=3, rows=3, full=False, fits=True), repaint=False
+    )
     """The arrangement in use (recomputed on resize and when the GPU count changes)."""
 
     @property

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual import events
 from textual.content import Content
+from textual.geometry import Region
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from tui.fleet.snapshot import GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuSnapshot
-from tui.ui.format import NA, bar, gib, num, pct, short_num, spark
+from tui.ui.format import NA, bar, gib, num, pct, short_num, sig3, sig3_text, spark
 from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
 from tui.ui.messages import PanelOpened, PanelSelected
 
@@ -75,9 +77,9 @@ def error_line(server: ServerSnapshot | None) -> Content | None:
 def gen_line(server: ServerSnapshot, width: int, full: bool) -> Content:
     """Generation tok/s and a sparkline of its recent history filling the rest of the line."""
     label = (
-        f"gen {num(server.gen_throughput, 1)} tok/s "
+        f"gen {sig3_text(server.gen_throughput)} tok/s "
         if full
-        else (f"{short_num(server.gen_throughput)} t/s ")
+        else (f"{short_num(sig3(server.gen_throughput))} t/s ")
     )
     return Content.assemble(
         label, (spark(server.throughput_history, width - len(label)), "$success")
@@ -138,8 +140,39 @@ def compact_lines(panel: GpuPanel, width: int, height: int) -> list[Content]:
     return lines[:height]
 
 
+def changed_span(old: Content, new: Content) -> tuple[int, int] | None:
+    """The cells of a line that differ between two renderings, as (start, end); None if none.
+
+    Why: a panel line is mostly labels; only a number or two in it change each second, and
+    repainting just those cells keeps what goes over an SSH link to a few bytes per value.
+    A change of style (not of text) repaints the whole line.
+    """
+    if old.plain == new.plain:
+        return None if old.spans == new.spans else (0, max(cell_len(new.plain), 1))
+    if old.spans != new.spans and not _same_style_layout(old, new):
+        return (0, max(cell_len(old.plain), cell_len(new.plain), 1))
+    a, b = old.plain, new.plain
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    end_a, end_b = len(a), len(b)
+    while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
+        end_a, end_b = end_a - 1, end_b - 1
+    left = cell_len(b[:start])
+    return (left, max(cell_len(a[:end_a]), cell_len(b[:end_b]), left + 1))
+
+
+def _same_style_layout(old: Content, new: Content) -> bool:
+    """Same styles in the same order (spans may have moved with the text lengths)."""
+    return [span.style for span in old.spans] == [span.style for span in new.spans]
+
+
 class GpuPanelView(Widget):
-    """A panel of the grid. The grid sets ``panel`` and ``selected``; clicks post messages up."""
+    """A panel of the grid. The grid sets ``panel`` and ``selected``; clicks post messages up.
+
+    A new reading repaints only the cells whose text changed (see ``changed_span``), not the
+    panel: the grid gets a new snapshot every second and most of it is the same.
+    """
 
     DEFAULT_CSS = """
     GpuPanelView {
@@ -158,8 +191,8 @@ class GpuPanelView(Widget):
     }
     """
 
-    panel: reactive[GpuPanel | None] = reactive(None, layout=False)
-    """The GPU and server this panel shows."""
+    panel: reactive[GpuPanel | None] = reactive(None, layout=False, repaint=False)
+    """The GPU and server this panel shows (the watcher repaints what changed)."""
     selected: reactive[bool] = reactive(False)
     """Whether this is the selected panel (keyboard focus of the grid)."""
 
@@ -167,30 +200,62 @@ class GpuPanelView(Widget):
         super().__init__(id=id)
         self.gpu_index = gpu_index
         """The GPU this panel is for; fixed for the panel's life."""
+        self._title = ""
+        self._shown: list[Content] | None = None
+        """The lines last rendered (None: nothing yet, or the size changed since)."""
 
     def watch_panel(self, panel: GpuPanel | None) -> None:
-        """Retitle and restyle when the data changes."""
+        """Retitle and restyle when they change; repaint the cells whose text changed."""
         name = "" if panel is None or panel.gpu is None else f" · {panel.gpu.name}"
-        self.border_title = f"GPU {self.gpu_index}{name}"
+        title = f"GPU {self.gpu_index}{name}"
+        if title != self._title:  # setting border_title repaints the whole panel
+            self._title = title
+            self.border_title = title
         failed = (
             panel is not None
             and panel.server is not None
             and (panel.server.state is ServerState.FAILED)
         )
         self.set_class(failed, "-failed")
+        self._repaint_changes()
 
     def watch_selected(self, selected: bool) -> None:
         """Mark the selection with the border."""
         self.set_class(selected, "-selected")
 
-    def render(self) -> Content:
-        """Full layout when there is room, else the compact one; every line cropped to the width."""
+    def lines(self) -> list[Content]:
+        """The panel's lines for its current size: full layout when there is room, else compact."""
         if self.panel is None:
-            return Content.styled("waiting for the first reading", "$text-muted")
+            return [Content.styled("waiting for the first reading", "$text-muted")]
         width, height = self.size.width, self.size.height
         full = width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
         lines = full_lines(self.panel, width) if full else compact_lines(self.panel, width, height)
-        return Content("\n").join(line.truncate(width) for line in lines[:height])
+        return [line.truncate(width) for line in lines[:height]]
+
+    def _repaint_changes(self) -> None:
+        shown = self._shown
+        if shown is None or not self.size:
+            self.refresh()
+            return
+        lines = self.lines()
+        blank = Content("")
+        for y in range(max(len(shown), len(lines))):
+            old = shown[y] if y < len(shown) else blank
+            new = lines[y] if y < len(lines) else blank
+            span = changed_span(old, new)
+            if span is not None:
+                self.refresh(Region(span[0], y, span[1] - span[0], 1))
+        self._shown = lines
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A new size lays the lines out anew: the next render starts from scratch."""
+        self._shown = None
+
+    def render(self) -> Content:
+        """The lines, every one cropped to the width."""
+        lines = self.lines()
+        self._shown = lines
+        return Content("\n").join(lines)
 
     def on_click(self, event: events.Click) -> None:
         """A click selects this panel; a double click opens its detail."""

@@ -115,6 +115,11 @@ class GenerationPane(Vertical, can_focus=True):
     retune_marks: reactive[tuple[float, ...]] = reactive(())
     """time.time() of each retune."""
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._stale = False
+        """Readings arrived while the pane was hidden and are not shown yet."""
+
     def compose(self) -> ComposeResult:
         """Summary, progress bar, per-server share, throughput chart with retune markers."""
         yield Static("no pipeline status document yet", id="pipeline-summary")
@@ -129,25 +134,39 @@ class GenerationPane(Vertical, can_focus=True):
         self.border_subtitle = "throughput, last hour (▲ retune)"
 
     def watch_status(self, status: PipelineStatus | None) -> None:
-        """Show the new document's numbers."""
+        """Show the new document's numbers (when the pane is shown; else on showing)."""
+        if not self.display:
+            # Hidden (the default): an update would still cost a layout pass every second.
+            self._stale = True
+            return
         summary = self.query_one("#pipeline-summary", Static)
         progress = self.query_one("#pipeline-progress", ProgressBar)
         servers = self.query_one("#pipeline-servers", Static)
         if status is None:
-            summary.update("no pipeline status document yet (press p to start the pipeline)")
-            servers.update("")
+            _update(summary, Content("no pipeline status document yet (press p to start it)"))
+            _update(servers, Content(""))
             return
-        summary.update(summary_lines(status))
+        _update(summary, summary_lines(status))
         progress.update(total=max(status.total, 1), progress=status.done)
-        servers.update(server_lines(status))
+        _update(servers, server_lines(status))
+
+    def on_show(self, event: events.Show) -> None:
+        """Catch up with what arrived while hidden."""
+        if self._stale:
+            self._stale = False
+            self.watch_status(self.status)
+            self._redraw_chart()
 
     def watch_history(self) -> None:
         """Redraw the chart."""
-        self._redraw_chart()
+        if self.display:
+            self._redraw_chart()
+        else:
+            self._stale = True
 
     def watch_retune_marks(self) -> None:
         """Redraw the markers."""
-        self._redraw_chart()
+        self.watch_history()
 
     def on_resize(self, event: events.Resize) -> None:
         """The chart has one value per column, so a new width needs a new resampling."""
@@ -159,3 +178,14 @@ class GenerationPane(Vertical, can_focus=True):
         width = self.content_size.width
         sparkline.data = resample(self.history, width)
         markers.columns = frozenset(marker_columns(self.retune_marks, self.history, width))
+
+
+def _update(static: Static, content: Content) -> None:
+    """Set a Static's text; a layout pass only when its line count changes, and nothing at all
+    when the text is the same (the document is rewritten even when no number moved)."""
+    old = static.content
+    if isinstance(old, Content) and old.plain == content.plain and old.spans == content.spans:
+        return
+    lines = content.plain.count("\n")
+    same_height = isinstance(old, Content) and old.plain.count("\n") == lines
+    static.update(content, layout=not same_height)
