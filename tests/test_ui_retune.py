@@ -18,7 +18,7 @@ from ui_helpers import (
     wait_for,
 )
 
-from tui.retune.events import ApplyFinished
+from tui.retune.events import ApplyFinished, MeasureProgress
 from tui.retune.journal import JournalRead, apply_entry
 from tui.retune.running import GpuProfiles
 from tui.ui.app import FleetApp
@@ -82,8 +82,10 @@ async def test_apply_screen_shows_phases_live_then_reports_and_the_verdict() -> 
         )
         phases_done.set()
         await wait_for(pilot, lambda: screen.progress.measure is not None, "the measurement")
-        live = text_of(screen, "#apply-gpus")
+        live = text_of(screen, "#apply-gpus")  # every GPU settled before the measurement
         assert states(live) == ["ready"] * 5 + ["failed", "ready"]
+        last_sample = MeasureProgress("after", 6, 30.0)
+        await wait_for(pilot, lambda: screen.progress.measure == last_sample, "the last sample")
         assert APPLY_OOM_LINE in live
         assert "measuring after, 6 samples" in text_of(screen, "#apply-throughput")
         await pilot.press("escape")  # still running: refuses to close
