@@ -26,7 +26,11 @@ class FakeClock:
 def _monitor(server: CannedServer, clock: FakeClock) -> FleetMonitor:
     # A remote-looking host: the test is about HTTP, not about finding processes.
     spec = FleetSpec((ServerSpec(0, server.port, host=REMOTE),))
-    return FleetMonitor(spec, NoGpuSource("none"), probe_timeout=2.0, clock=clock)
+    # ready_interval=0: these tests are about the /ready vs generation schedule; skipping
+    # /ready while /metrics answers is tested in test_ui_perf_probe.py.
+    return FleetMonitor(
+        spec, NoGpuSource("none"), probe_timeout=2.0, ready_interval=0.0, clock=clock
+    )
 
 
 async def _state(monitor: FleetMonitor) -> ServerState:
