@@ -202,7 +202,9 @@ class GpuPanelView(Widget):
         """The GPU this panel is for; fixed for the panel's life."""
         self._title = ""
         self._shown: list[Content] | None = None
-        """The lines last rendered (None: nothing yet, or the size changed since)."""
+        """The lines last rendered (None: nothing yet)."""
+        self._shown_size = (0, 0)
+        """The size they were rendered for (another size lays them out anew)."""
 
     def watch_panel(self, panel: GpuPanel | None) -> None:
         """Retitle and restyle when they change; repaint the cells whose text changed."""
@@ -234,7 +236,7 @@ class GpuPanelView(Widget):
 
     def _repaint_changes(self) -> None:
         shown = self._shown
-        if shown is None or not self.size:
+        if shown is None or not self.size or self._shown_size != tuple(self.size):
             self.refresh()
             return
         lines = self.lines()
@@ -247,14 +249,10 @@ class GpuPanelView(Widget):
                 self.refresh(Region(span[0], y, span[1] - span[0], 1))
         self._shown = lines
 
-    def on_resize(self, event: events.Resize) -> None:
-        """A new size lays the lines out anew: the next render starts from scratch."""
-        self._shown = None
-
     def render(self) -> Content:
         """The lines, every one cropped to the width."""
         lines = self.lines()
-        self._shown = lines
+        self._shown, self._shown_size = lines, (self.size.width, self.size.height)
         return Content("\n").join(lines)
 
     def on_click(self, event: events.Click) -> None:

@@ -1,0 +1,89 @@
+"""What a new reading repaints: only the cells whose text changed, never the screen or grid."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from textual.content import Content
+from textual.geometry import Region
+from textual.widget import Widget
+from ui_helpers import make_app, settle, seven_gpu_fleet
+
+from tui.fleet.snapshot import FleetSnapshot, GpuPanel
+from tui.ui.app import FleetApp
+from tui.ui.format import sig3_text
+from tui.ui.grid.gpu_grid import GpuGrid
+from tui.ui.grid.gpu_panel import GpuPanelView, changed_span
+from tui.ui.main_screen import MainScreen
+
+
+def test_changed_span_covers_only_the_differing_cells() -> None:
+    old = Content("running 16  queued 30")
+    assert changed_span(old, Content("running 16  queued 30")) is None
+    assert changed_span(old, Content("running 16  queued 32")) == (20, 21)
+    assert changed_span(old, Content("running 16  queued 3")) == (20, 21)  # shorter: old cell
+    assert changed_span(old, Content("running 9  queued 30")) == (8, 10)
+
+
+def test_changed_span_repaints_the_line_when_only_the_style_changes() -> None:
+    old = Content.styled("ready", "$success")
+    assert changed_span(old, Content.styled("ready", "$warning")) == (0, 5)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(1402.31, "1,400"), (45.67, "45.7"), (3.456, "3.46"), (0.0, "0"), (None, "–")],
+)
+def test_rates_show_three_significant_digits(value: float | None, text: str) -> None:
+    assert sig3_text(value) == text
+
+
+def _with(fleet: FleetSnapshot, gpu: int, **changes: Any) -> FleetSnapshot:
+    panels = []
+    for panel in fleet.panels:
+        server = panel.server
+        if server is not None:
+            server = replace(server, updated_at=server.updated_at + 1.0)  # a new reading
+            if panel.gpu_index == gpu:
+                server = replace(server, **changes)
+        panels.append(GpuPanel(panel.gpu_index, panel.gpu, server, panel.gpu_note))
+    return FleetSnapshot(tuple(panels), fleet.gpu_source, fleet.taken_at + 1.0)
+
+
+async def test_a_new_reading_repaints_only_the_changed_cells(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fleet = seven_gpu_fleet()
+    app = make_app(fleet)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        await pilot.pause()
+        calls: list[tuple[str, tuple[Region, ...]]] = []
+
+        def spy(cls: type[Widget]) -> None:
+            original = cls.refresh
+
+            def refresh(self: Any, *regions: Region, **kwargs: Any) -> Any:
+                calls.append((type(self).__name__ + str(getattr(self, "gpu_index", "")), regions))
+                return original(self, *regions, **kwargs)
+
+            monkeypatch.setattr(cls, "refresh", refresh)
+
+        for cls in (MainScreen, GpuGrid, GpuPanelView):
+            spy(cls)
+        app.main_screen.fleet = _with(fleet, 99)  # same numbers, newer timestamps
+        await pilot.pause()
+        assert calls == []
+        app.main_screen.fleet = _with(fleet, 2, queued=7)  # "queued 10" -> "queued 7"
+        await pilot.pause()
+        assert len(calls) == 1
+        name, regions = calls[0]
+        assert name == "GpuPanelView2"
+        view = app.screen.query_one("#gpu-2", GpuPanelView)
+        line = next(i for i, c in enumerate(view.lines()) if c.plain.startswith("running"))
+        assert len(regions) == 1 and regions[0].y == line and regions[0].height == 1
+        assert regions[0].width <= 2  # the digits, not the line
+        assert "queued 7" in str(view.render())
