@@ -1,9 +1,10 @@
 """``gpufleet generate``: the resumable generation pipeline, headless.
 
 Exit status: 0 every prompt done (and uploaded with --s3-bucket); 1 the run failed (no server
-answered in time); 2 bad input (missing prompts file, malformed lines refused, missing bucket,
-bad option); 3 finished but some prompts failed after their retries (rerun to retry them);
-143 stopped by SIGTERM/SIGINT (durable shards kept; run again to resume).
+answered in time, or S3 unreachable for --s3-wait); 2 bad input (missing prompts file, malformed
+lines refused, missing bucket, bad option); 3 finished but some prompts failed after their
+retries (rerun to retry them); 143 stopped by SIGTERM/SIGINT (durable shards kept; run again
+to resume).
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--s3-endpoint-url", help="endpoint of an S3-compatible store")
     parser.add_argument("--status", type=Path, default=None, help="status document path")
     parser.add_argument(
+        "--s3-wait",
+        type=float,
+        default=3600.0,
+        help="seconds to keep retrying an unreachable S3 at start while generating (exit 1 after)",
+    )
+    parser.add_argument(
         "--per-server-inflight", type=_positive("--per-server-inflight", 1, 4096), default=48
     )
     parser.add_argument("--shard-size", type=_positive("--shard-size", 1, 10**7), default=1000)
@@ -100,7 +107,7 @@ def main(argv: Sequence[str]) -> int:
             "gpufleet generate: give --profile NAME or at least one --server URL", file=sys.stderr
         )
         return EXIT_BAD_INPUT
-    for name in ("fleet_timeout", "request_timeout", "flush_interval"):
+    for name in ("fleet_timeout", "request_timeout", "flush_interval", "s3_wait"):
         if getattr(args, name) <= 0:
             flag = "--" + name.replace("_", "-")
             print(f"gpufleet generate: {flag}={getattr(args, name)}: must be > 0", file=sys.stderr)
@@ -138,5 +145,6 @@ def main(argv: Sequence[str]) -> int:
         fleet_timeout_s=args.fleet_timeout,
         request_timeout_s=args.request_timeout,
         flush_interval_s=args.flush_interval,
+        s3_wait_s=args.s3_wait,
     )
     return asyncio.run(Pipeline(config).run())

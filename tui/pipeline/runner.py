@@ -22,9 +22,10 @@ from tui.pipeline.dispatch import Dispatcher
 from tui.pipeline.done_record import DoneRecord
 from tui.pipeline.prompts import PromptFile
 from tui.pipeline.rates import RateMeter
-from tui.pipeline.s3_sink import ManifestEntry, S3Error, S3Sink
+from tui.pipeline.s3_sink import S3Error, S3Sink
 from tui.pipeline.shards import ShardStore
 from tui.pipeline.status import SCHEMA_VERSION, PipelineStatus, ServerShare, write_status
+from tui.pipeline.uploads import Uploads
 
 EXIT_DONE = 0
 EXIT_FAILED_RUN = 1
@@ -63,6 +64,8 @@ class GenerateConfig:
     """Read timeout of one request."""
     flush_interval_s: float = 60.0
     """A partial shard older than this is written anyway, bounding what a kill can lose."""
+    s3_wait_s: float = 3600.0
+    """How long to keep retrying an S3 that cannot be reached at start (generation goes on)."""
 
 
 def _log(message: str) -> None:
@@ -95,9 +98,17 @@ class Pipeline:
         self._unwritten: set[int] = set()
         self._next_shard = 1
         self._write_queue: asyncio.Queue[tuple[int, list[int], list[bytes]]] = asyncio.Queue()
-        self._upload_queue: asyncio.Queue[int] = asyncio.Queue()
-        self._upload_pending = 0
-        self._manifest: dict[str, ManifestEntry] = {}
+        self._uploads: Uploads | None = None
+        if config.s3 is not None:
+            self._uploads = Uploads(
+                config.s3,
+                self._store,
+                self._done,
+                wait_s=config.s3_wait_s,
+                notify=self._notify,
+                fatal=self._s3_fatal,
+            )
+        self._fatal: tuple[str, int] | None = None
         self._failed = 0
         self._state = "running"
         self._message = ""
@@ -121,27 +132,26 @@ class Pipeline:
                 f"{len(found.removed_uncommitted)} uncommitted shard file(s); redoing them"
             )
         self._next_shard = self._store.next_number(self._done)
-        if config.s3 is not None:
+        workers: list[asyncio.Task[None]] = []
+        if self._uploads is not None:
             try:
-                await asyncio.to_thread(config.s3.check_bucket)
-                uploads = await asyncio.to_thread(
-                    self._reconcile_s3, config.s3, found.missing_committed
-                )
+                retrying = await self._uploads.connect(found.missing_committed)
             except S3Error as exc:
                 self._fail(str(exc), EXIT_BAD_INPUT)
                 self._write_status()
                 _log(str(exc))
                 return EXIT_BAD_INPUT
-            for number in uploads:
-                self._queue_upload(number)
+            workers.append(asyncio.create_task(self._uploads.run()))
+            if retrying is not None:
+                workers.append(retrying)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
         todo = self._todo_count()
-        _log(f"{len(self._done)} done, {todo} to generate, {self._upload_pending} to upload")
-        workers = [
+        pending = self._uploads.pending if self._uploads is not None else 0
+        _log(f"{len(self._done)} done, {todo} to generate, {pending} to upload")
+        workers += [
             asyncio.create_task(self._writer()),
-            asyncio.create_task(self._uploader()),
             asyncio.create_task(self._status_loop()),
         ]
         try:
@@ -158,13 +168,13 @@ class Pipeline:
                 await self._dispatcher.run(self._pending(), todo)
             self._flush()
             await self._write_queue.join()
+            if self._fatal is None and not self._stopping and self._uploads is not None:
+                await self._uploads.drain(lambda: self._stopping)
+            if self._fatal is not None:
+                return self._fail(*self._fatal)
             if self._stopping:
                 self._state = "stopped"
                 self._message = "stopped by signal; durable shards kept, resume to continue"
-                return EXIT_STOPPED
-            await self._drain_uploads()
-            if self._stopping:
-                self._state = "stopped"
                 return EXIT_STOPPED
             self._state = "finished"
             if self._failed:
@@ -185,6 +195,15 @@ class Pipeline:
             self._stopping = True
             self._dispatcher.stop()
 
+    def _notify(self, message: str) -> None:
+        self._message = message
+
+    def _s3_fatal(self, message: str, bad_input: bool) -> None:
+        """S3 cannot be used after all (found once it answered, or never answered): stop."""
+        _log(message)
+        self._fatal = (message, EXIT_BAD_INPUT if bad_input else EXIT_FAILED_RUN)
+        self.stop()
+
     def _fail(self, message: str, code: int) -> int:
         self._state = "failed"
         self._message = message
@@ -197,26 +216,6 @@ class Pipeline:
     def _pending(self) -> Iterator[int]:
         prompts, done = self.config.prompts, self._done
         return (i for i in range(len(prompts)) if prompts.is_valid(i) and i not in done)
-
-    def _reconcile_s3(self, s3: S3Sink, missing_local: tuple[int, ...]) -> list[int]:
-        """Committed local shards the bucket lacks (not in the manifest, or object gone)."""
-        self._manifest = s3.load_manifest()
-        objects = s3.list_shard_keys()
-        local = self._store.local_shards()
-        uploads = []
-        for number in sorted(self._done.shards):
-            name = self._store.path(number).name
-            entry = self._manifest.get(name)
-            if entry is not None and objects.get(entry.key) == entry.bytes:
-                continue
-            if number in local:
-                self._manifest.pop(name, None)
-                uploads.append(number)
-            elif entry is not None:
-                _log(f"warning: {entry.key} is in the manifest, missing in S3 and locally")
-        if missing_local:
-            _log(f"warning: committed shards missing locally: {list(missing_local)[:10]}")
-        return uploads
 
     def _on_result(self, index: int, line: bytes, tokens: int) -> None:
         if index in self._done or index in self._unwritten:
@@ -258,62 +257,10 @@ class Pipeline:
             try:
                 await asyncio.to_thread(self._store.commit, self._done, number, indices, lines)
                 self._unwritten.difference_update(indices)
-                if self.config.s3 is not None:
-                    self._queue_upload(number)
+                if self._uploads is not None:
+                    self._uploads.committed(number)
             finally:
                 self._write_queue.task_done()
-
-    async def _uploader(self) -> None:
-        s3 = self.config.s3
-        if s3 is None:
-            return
-        while True:
-            number = await self._upload_queue.get()
-            path = self._store.path(number)
-            delay = 0.5
-            while True:
-                try:
-                    entry = await asyncio.to_thread(s3.upload, path)
-                    self._manifest[entry.name] = entry
-                    await asyncio.to_thread(s3.save_manifest, dict(self._manifest))
-                    break
-                except Exception as exc:  # any S3 failure: keep the shard, back off, retry
-                    self._message = f"upload of {path.name} failed ({exc}); retrying in {delay:g}s"
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 10.0)
-            self._upload_pending -= 1
-
-    async def _drain_uploads(self) -> None:
-        """Wait for every upload, then check the bucket agrees; repeat until it does.
-
-        The final check re-reads the manifest and the object list, so a manifest that an outage
-        or a concurrent writer left stale is repaired before the run reports success.
-        """
-        s3 = self.config.s3
-        if s3 is None:
-            return
-        delay = 0.5
-        while not self._stopping:
-            # Polled: uploads take seconds, and a stop must be able to interrupt the wait.
-            while not self._stopping and self._upload_pending:
-                await asyncio.sleep(0.05)
-            if self._stopping:
-                return
-            try:
-                missing = await asyncio.to_thread(self._reconcile_s3, s3, ())
-            except Exception as exc:  # S3 unreachable at the end: keep trying
-                self._message = f"final S3 check failed ({exc}); retrying in {delay:g}s"
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-                continue
-            if not missing:
-                return
-            for number in missing:
-                self._queue_upload(number)
-
-    def _queue_upload(self, number: int) -> None:
-        self._upload_pending += 1
-        self._upload_queue.put_nowait(number)
 
     async def _status_loop(self) -> None:
         while True:
@@ -342,8 +289,8 @@ class Pipeline:
                 ServerShare(s.url, s.done, s.failed, s.in_flight, s.healthy, s.output_tokens)
                 for s in self._dispatcher.servers
             ),
-            uploaded_shards=len(self._manifest),
-            pending_uploads=self._upload_pending,
+            uploaded_shards=len(self._uploads.keeper.entries) if self._uploads else 0,
+            pending_uploads=self._uploads.pending if self._uploads else 0,
             message=self._message,
         )
         try:

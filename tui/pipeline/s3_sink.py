@@ -5,6 +5,12 @@ every uploaded shard with its key, record count, first/last index, size and sha2
 rewritten after each upload, so an object missing from it is re-uploaded on resume and an entry
 whose object is gone is re-uploaded from the local shard. Every method blocks (boto3): the
 pipeline calls them with ``asyncio.to_thread``.
+
+Each manifest carries a ``generation`` (one more than the manifest it replaces, across runs) and
+is written with a conditional PUT (``If-Match`` the ETag the writer last saw, ``If-None-Match: *``
+for the first one), so a stale write (a PUT that timed out client-side and lands late, a retry,
+another pipeline) can never replace a newer manifest: it fails with :class:`ManifestConflict`
+and the writer re-reads and merges. Stores without conditional writes fall back to plain PUTs.
 """
 
 from __future__ import annotations
@@ -28,6 +34,24 @@ class S3Error(Exception):
     """The bucket cannot be used (missing, forbidden, unreachable)."""
 
 
+class S3Unreachable(S3Error):
+    """S3 cannot be reached now (connection refused, timeout, 5xx): worth retrying."""
+
+
+class ManifestConflict(Exception):
+    """The manifest changed since the writer last read or wrote it; nothing was written."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether an S3 failure says "cannot reach it now" rather than "this cannot work"."""
+    if isinstance(exc, BotoCoreError):
+        return True
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return int(status) >= 500 or exc.response.get("Error", {}).get("Code") == "SlowDown"
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class ManifestEntry:
     """One uploaded shard."""
@@ -46,6 +70,20 @@ class ManifestEntry:
     """Object size."""
     sha256: str
     """Hex sha256 of the object's bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """The manifest as read from the bucket."""
+
+    entries: dict[str, ManifestEntry]
+    """Uploaded shards by name."""
+    generation: int = 0
+    """Write counter (0: no manifest yet, or one written before generations existed)."""
+    run_id: str = ""
+    """Identity of the run that wrote it."""
+    etag: str | None = None
+    """The object's ETag (None: no manifest object)."""
 
 
 def describe_shard(path: Path) -> tuple[int, int, int, int, str]:
@@ -81,6 +119,7 @@ class S3Sink:
         )
         self._client = boto3.client("s3", endpoint_url=endpoint_url, config=config)
         self._transfer = TransferConfig(multipart_threshold=64 * 1024 * 1024, max_concurrency=4)
+        self._conditional = True
 
     def key(self, name: str) -> str:
         """Object key of a shard file name."""
@@ -92,44 +131,98 @@ class S3Sink:
         return f"{self.prefix}/manifest.json" if self.prefix else "manifest.json"
 
     def check_bucket(self) -> None:
-        """Fail early with a clear message when the bucket is missing, forbidden or unreachable."""
+        """Fail early with a clear message when the bucket is missing or forbidden.
+
+        Raises:
+            S3Unreachable: S3 cannot be reached now (retry later).
+            S3Error: the bucket does not exist, access is denied, or another permanent error.
+        """
         try:
             self._client.head_bucket(Bucket=self.bucket)
-        except ClientError as exc:
+        except (ClientError, BotoCoreError) as exc:
+            if is_transient(exc):
+                raise S3Unreachable(f"--s3-bucket={self.bucket}: cannot reach S3 ({exc})") from None
+            assert isinstance(exc, ClientError)
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("404", "NoSuchBucket", "NotFound"):
                 raise S3Error(f"--s3-bucket={self.bucket}: the bucket does not exist") from None
             if code in ("403", "AccessDenied", "Forbidden"):
                 raise S3Error(f"--s3-bucket={self.bucket}: access denied (credentials?)") from None
             raise S3Error(f"--s3-bucket={self.bucket}: {exc}") from None
-        except BotoCoreError as exc:
-            raise S3Error(f"--s3-bucket={self.bucket}: cannot reach S3 ({exc})") from None
 
     def load_manifest(self) -> dict[str, ManifestEntry]:
         """The manifest's entries by shard name (empty when there is no manifest yet)."""
+        return self.read_manifest().entries
+
+    def read_manifest(self) -> Manifest:
+        """The manifest with its generation and ETag (empty when there is none yet)."""
         try:
-            body = self._client.get_object(Bucket=self.bucket, Key=self.manifest_key)["Body"]
-            data = json.loads(body.read())
+            response = self._client.get_object(Bucket=self.bucket, Key=self.manifest_key)
+            data = json.loads(response["Body"].read())
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return {}
+                return Manifest({})
             raise
-        return {e["name"]: ManifestEntry(**e) for e in data.get("shards", [])}
+        entries = {e["name"]: ManifestEntry(**e) for e in data.get("shards", [])}
+        generation = int(data.get("generation", 0))
+        return Manifest(entries, generation, str(data.get("run_id", "")), response.get("ETag"))
 
-    def save_manifest(self, entries: dict[str, ManifestEntry]) -> None:
-        """Replace the manifest with ``entries``."""
+    def write_manifest(
+        self,
+        entries: dict[str, ManifestEntry],
+        generation: int,
+        run_id: str,
+        expect_etag: str | None,
+    ) -> str | None:
+        """Replace the manifest only if it is still the one the writer knows.
+
+        Args:
+            entries: the shards to list.
+            generation: the new manifest's generation (the known one's plus one).
+            run_id: the writing run.
+            expect_etag: ETag of the manifest the writer last read or wrote; None: there is none.
+
+        Returns:
+            The new manifest's ETag.
+
+        Raises:
+            ManifestConflict: the bucket holds a different manifest (nothing written).
+        """
         document: dict[str, Any] = {
             "schema": MANIFEST_SCHEMA,
+            "generation": generation,
+            "run_id": run_id,
             "updated_at": time.time(),
             "records": sum(e.count for e in entries.values()),
             "shards": [asdict(entries[name]) for name in sorted(entries)],
         }
-        self._client.put_object(
-            Bucket=self.bucket,
-            Key=self.manifest_key,
-            Body=json.dumps(document, indent=1).encode(),
-            ContentType="application/json",
-        )
+        body = json.dumps(document, indent=1).encode()
+        condition: dict[str, str] = {}
+        if self._conditional:
+            condition = {"IfMatch": expect_etag} if expect_etag else {"IfNoneMatch": "*"}
+        try:
+            response = self._client.put_object(
+                Bucket=self.bucket,
+                Key=self.manifest_key,
+                Body=body,
+                ContentType="application/json",
+                **condition,
+            )
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+                raise ManifestConflict(f"{self.manifest_key} changed ({code or status})") from None
+            if code in ("NoSuchKey", "NotImplemented") and condition:
+                # A store without conditional writes (or If-Match on a vanished object): plain
+                # PUTs from now on; the final check still repairs a stale manifest.
+                self._conditional = code != "NotImplemented"
+                if code == "NoSuchKey":
+                    raise ManifestConflict(f"{self.manifest_key} vanished") from None
+                return self.write_manifest(entries, generation, run_id, expect_etag)
+            raise
+        etag: str | None = response.get("ETag")
+        return etag
 
     def list_shard_keys(self) -> dict[str, int]:
         """Shard objects in the bucket: key -> size."""

@@ -1,0 +1,177 @@
+"""S3 robustness: unreachable at start, stale manifest writes, against moto's real server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from pipeline_helpers import (
+    PYTHON,
+    REPO,
+    S3_ENV,
+    ProcessServer,
+    TcpForwarder,
+    check_bucket_matches,
+    moto_server,
+    openai_server,
+    read_shards,
+    wait_until,
+    write_prompts,
+)
+
+from tui.pipeline.manifest_keeper import ManifestKeeper
+from tui.pipeline.s3_sink import ManifestConflict, ManifestEntry, S3Sink, S3Unreachable
+from tui.pipeline.status import read_status
+
+BUCKET = "gpufleet-test"
+
+
+@pytest.fixture
+def server() -> Iterator[ProcessServer]:
+    srv = openai_server()
+    try:
+        srv.start()
+        yield srv
+    finally:
+        srv.kill()
+
+
+@pytest.fixture
+def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
+    for key, value in S3_ENV.items():
+        monkeypatch.setenv(key, value)
+    srv = moto_server(tmp_path / "moto-recording.jsonl")
+    try:
+        srv.start()
+        boto3.client("s3", endpoint_url=srv.url).create_bucket(Bucket=BUCKET)
+        yield srv
+    finally:
+        srv.kill()
+
+
+def _argv(tmp_path: Path, prompts: Path, server: str, endpoint: str, *extra: str) -> list[str]:
+    return [
+        PYTHON,
+        "-m",
+        "tui",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--out",
+        str(tmp_path / "out"),
+        "--status",
+        str(tmp_path / "status.json"),
+        "--server",
+        server,
+        "--s3-bucket",
+        BUCKET,
+        "--s3-prefix",
+        "job",
+        "--s3-endpoint-url",
+        endpoint,
+        *extra,
+    ]
+
+
+def test_s3_down_at_start_generates_then_uploads_when_back(
+    tmp_path: Path, server: ProcessServer, moto: ProcessServer
+) -> None:
+    prompts = write_prompts(tmp_path / "p.jsonl", 1500)
+    gate = TcpForwarder(moto.port)  # S3's address, closed for now
+    process = subprocess.Popen(
+        _argv(tmp_path, prompts, server.url, gate.url, "--shard-size", "100"),
+        cwd=REPO,
+        env={**os.environ, **S3_ENV},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def held_locally() -> bool:
+            status = read_status(tmp_path / "status.json")
+            return (
+                status is not None
+                and status.done == 1500
+                and status.pending_uploads == 15
+                and "S3 unreachable" in status.message
+            )
+
+        wait_until(held_locally, 60, "every shard generated and held while S3 is down")
+        assert process.poll() is None  # still waiting for S3, not failed
+        gate.start()
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0, stderr
+    finally:
+        gate.stop()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "cannot reach S3" in stderr and "S3 reachable again" in stderr
+    assert sorted(check_bucket_matches(moto, tmp_path / "out", "job")) == list(range(1500))
+
+
+def test_s3_down_past_the_wait_exits_1_keeping_shards(
+    tmp_path: Path, server: ProcessServer
+) -> None:
+    prompts = write_prompts(tmp_path / "p.jsonl", 200)
+    closed = TcpForwarder(1)  # never started: connection refused
+    result = subprocess.run(
+        _argv(tmp_path, prompts, server.url, closed.url, "--s3-wait", "1"),
+        cwd=REPO,
+        env={**os.environ, **S3_ENV},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "S3 unreachable for 1s" in result.stderr and "run again to upload" in result.stderr
+    assert sorted(int(r["index"]) for r in read_shards(tmp_path / "out")) == list(range(200))  # type: ignore[call-overload]
+    status = read_status(tmp_path / "status.json")
+    assert status is not None and status.state == "failed" and status.pending_uploads == 1
+
+
+def test_bucket_check_tells_unreachable_from_missing(moto: ProcessServer) -> None:
+    with pytest.raises(S3Unreachable, match="cannot reach S3"):
+        S3Sink(BUCKET, "x", TcpForwarder(1).url).check_bucket()
+    missing = S3Sink("no-such-bucket", "x", moto.url)
+    with pytest.raises(Exception, match="the bucket does not exist") as info:
+        missing.check_bucket()
+    assert not isinstance(info.value, S3Unreachable)
+
+
+def _entry(name: str) -> ManifestEntry:
+    return ManifestEntry(name, f"job/shards/{name}", 1, 0, 0, 10, "0" * 64)
+
+
+def test_stale_manifest_write_never_replaces_a_newer_one(moto: ProcessServer) -> None:
+    sink = S3Sink(BUCKET, "job", moto.url)
+    first = sink.write_manifest({"a": _entry("a")}, 1, "run", None)
+    second = sink.write_manifest({"a": _entry("a"), "b": _entry("b")}, 2, "run", first)
+    with pytest.raises(ManifestConflict):
+        sink.write_manifest({"a": _entry("a")}, 2, "run", first)  # a late, stale PUT
+    with pytest.raises(ManifestConflict):
+        sink.write_manifest({}, 1, "other", None)  # "no manifest yet" is stale too
+    now = sink.read_manifest()
+    assert now.generation == 2 and now.etag == second and sorted(now.entries) == ["a", "b"]
+
+
+def test_two_writers_merge_instead_of_losing_entries(moto: ProcessServer) -> None:
+    sink = S3Sink(BUCKET, "job", moto.url)
+    one, two = ManifestKeeper(), ManifestKeeper()
+    one.adopt(sink.read_manifest())
+    two.adopt(sink.read_manifest())
+    one.add(_entry("shard-000001.jsonl"))
+    one.publish(sink)
+    two.add(_entry("shard-000002.jsonl"))
+    two.publish(sink)  # conflicts with one's write, re-reads, merges, writes generation 2
+    now = sink.read_manifest()
+    assert now.generation == 2 and now.run_id == two.run_id
+    assert sorted(now.entries) == ["shard-000001.jsonl", "shard-000002.jsonl"]
+    one.add(_entry("shard-000003.jsonl"))
+    one.publish(sink)
+    assert sorted(sink.read_manifest().entries) == [f"shard-00000{i}.jsonl" for i in (1, 2, 3)]
+    assert sink.read_manifest().generation == 3
