@@ -162,6 +162,33 @@ async def test_rollback_confirm_names_the_previous_profile_and_the_gpus() -> Non
         assert actions.calls == [("rollback", ())]
 
 
+async def test_rollback_runs_on_the_apply_screen_with_report_and_verdict() -> None:
+    running = {
+        g: GpuProfiles({"name": "sim-baseline-tuned"}, {"name": "sim-baseline"}) for g in ALL
+    }
+    actions = RecordingActions(rollback_script=scripted_apply(failing=(3,)))
+    app = app_with(actions, running=running)
+    async with app.run_test(size=(150, 45)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("b",), ConfirmScreen)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
+        screen = app.screen
+        assert isinstance(screen, ApplyScreen) and screen.rollback
+        await wait_for(pilot, lambda: screen.finished, "the rollback's end")
+        title = str(screen.query_one("#apply-title", Static).render())
+        assert title.startswith("Roll back GPUs 0-6 to sim-baseline")
+        rows = str(screen.query_one("#apply-gpus", Static).render())
+        states = [line.split()[1] for line in rows.splitlines()[1:8]]
+        assert states == ["ready"] * 3 + ["failed"] + ["ready"] * 3
+        assert "GPU 3: OOM while allocating the Mamba cache" in rows
+        summary = str(screen.query_one("#apply-summary", Static).render())
+        assert "6 of 7 GPUs ready; failed: GPU 3 (oom)" in summary
+        assert actions.calls == [("rollback", ())]
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
 async def test_journal_lists_entries_newest_first_and_enter_shows_the_detail() -> None:
     app = app_with(RecordingActions(), journal=journal_with_failed_apply())
     async with app.run_test(size=(160, 45)) as pilot:

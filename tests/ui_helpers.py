@@ -44,6 +44,9 @@ GIB = 1024**3
 T0 = 1_778_364_000.0
 """A fixed 'now' (2026-05-09) every builder uses instead of the clock."""
 
+ALL_GPUS = (0, 1, 2, 3, 4, 5, 6)
+"""The seven GPUs of the fixed fleet."""
+
 ALLOCATION_LINES = (
     "[2026-05-09 22:18:20] Load weight end. type=Qwen3NextForCausalLM, dtype=torch.bfloat16, "
     "avail mem=123.41 GB, mem usage=51.62 GB.",
@@ -258,6 +261,8 @@ class RecordingActions:
     saved: list[Profile] = field(default_factory=list)
     gates: dict[int, asyncio.Event] = field(default_factory=dict)
     """An apply waits on ``gates[i]`` (when present) before emitting its event number i."""
+    rollback_script: ScriptedApply | None = None
+    """Events of a rollback (to sim-baseline on every GPU); None: it returns no result."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""
@@ -274,7 +279,9 @@ class RecordingActions:
     ) -> ApplyResult:
         self.calls.append(("apply_profile", (name, gpus)))
         script = self.apply_script or scripted_apply()
-        events = script(name, gpus)
+        return await self._play(script(name, gpus), on_event)
+
+    async def _play(self, events: list[object], on_event: EventSink | None) -> ApplyResult:
         for index, event in enumerate(events):
             if index in self.gates:
                 await self.gates[index].wait()
@@ -285,9 +292,11 @@ class RecordingActions:
         assert isinstance(final, ApplyFinished)
         return final.result
 
-    async def rollback(self) -> ApplyResult | None:
+    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
         self.calls.append(("rollback", ()))
-        return None
+        if self.rollback_script is None:
+            return None
+        return await self._play(self.rollback_script("sim-baseline", ALL_GPUS), on_event)
 
     def profile_names(self) -> list[str]:
         return sorted(self.profiles)
@@ -464,10 +473,12 @@ async def finish_actions(pilot: object, app: object) -> None:
     from textual.pilot import Pilot
 
     from tui.ui.app import ACTIONS, FleetApp
+    from tui.ui.retune.apply_screen import APPLY
 
     assert isinstance(pilot, Pilot) and isinstance(app, FleetApp)
     await pilot.pause()
-    await app.workers.wait_for_complete([w for w in app.workers if w.group == ACTIONS])
+    # the apply screen runs applies and rollbacks in its own workers
+    await app.workers.wait_for_complete([w for w in app.workers if w.group in (ACTIONS, APPLY)])
     await pilot.pause()
 
 

@@ -234,21 +234,12 @@ class FleetApp(App[None]):
         )
 
     def on_rollback_requested(self, message: RollbackRequested) -> None:
-        """Roll back; say how it ended when the backend returns a result."""
-
-        async def run() -> None:
-            result = await self.actions.rollback()
-            if result is None:
-                self.notify("rolled back", title="Done")
-                return
-            ready = sum(1 for r in result.reports if r.ok)
-            self.notify(
-                f"rolled back to {result.profile}: {ready} of {len(result.reports)} GPUs ready",
-                title="Done" if result.ok else "Rollback incomplete",
-                severity="information" if result.ok else "error",
+        """Roll back on the apply screen: live phases, verify report, verdict, like an apply."""
+        self.push_screen(
+            ApplyScreen(
+                self.actions, message.target, message.gpus, self.journal_reader, rollback=True
             )
-
-        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name="rollback")
+        )
 
     def on_pipeline_start_requested(self, message: PipelineStartRequested) -> None:
         """Start the pipeline."""

@@ -18,9 +18,15 @@ from tui.ui.sources import FleetPoller
 if TYPE_CHECKING:
     from tui.operator.pipeline_control import PipelineConfig
     from tui.profiles import Profile
+    from tui.retune.options import ApplyOptions
 
 CONSOLE_FLEET_TIMEOUT_S = 3600.0
 """A pipeline started from the console waits this long for a ready server (a full retune)."""
+
+MEASURE_WINDOW_DEFAULT_S = 30.0
+"""The console's throughput window: shorter than the headless default, the operator waits."""
+MEASURE_WINDOW_RANGE_S = (1.0, 3600.0)
+"""Allowed ``--measure-window`` seconds."""
 
 PORTS_DEFAULT = "30000-30006"
 GPUS_DEFAULT = "0-6"
@@ -86,6 +92,47 @@ def make_poller(
     return FleetMonitor(spec, open_gpu_source())
 
 
+def console_apply_options(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> ApplyOptions:
+    """The apply options of the console: a ``measure_window_s`` window each side of the change.
+
+    The warm-up is a third of the window and the sampling interval a tenth (at least 0.5 s),
+    so a short window (tests, a quick look) still gets about ten samples each side.
+
+    Args:
+        measure_window_s: Seconds of each throughput window.
+
+    Returns:
+        The options.
+
+    Raises:
+        ValueError: the window is outside ``MEASURE_WINDOW_RANGE_S`` (naming field and range).
+    """
+    from tui.retune.options import ApplyOptions
+
+    low, high = MEASURE_WINDOW_RANGE_S
+    if not low <= measure_window_s <= high:
+        raise ValueError(
+            f"--measure-window: {measure_window_s:g} is outside {low:g}-{high:g} seconds"
+        )
+    return ApplyOptions(
+        window_s=measure_window_s,
+        warmup_s=measure_window_s / 3,
+        interval_s=max(0.5, measure_window_s / 10),
+    )
+
+
+def add_measure_window(parser: argparse.ArgumentParser) -> None:
+    """Add ``--measure-window S`` (the throughput window of applies from the console)."""
+    parser.add_argument(
+        "--measure-window",
+        type=float,
+        default=MEASURE_WINDOW_DEFAULT_S,
+        metavar="S",
+        help="seconds of each throughput window of an apply "
+        f"(default {MEASURE_WINDOW_DEFAULT_S:g})",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The console's options."""
     parser = argparse.ArgumentParser(prog="gpufleet console", description=__doc__)
@@ -104,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="JSONL prompts of the pipeline the console starts (default: the demo's, if any)",
     )
+    add_measure_window(parser)
     return parser
 
 
@@ -112,6 +160,7 @@ def run_console(
     pipeline: PipelineConfig | None,
     *,
     stop_pipeline_with_fleet: bool = False,
+    apply_options: ApplyOptions | None = None,
 ) -> int:
     """Run the console on ``profile``'s fleet with every operation backed by the real core.
 
@@ -119,6 +168,7 @@ def run_console(
         profile: The fleet's profile.
         pipeline: The pipeline the console starts and stops (None: no pipeline keys).
         stop_pipeline_with_fleet: Quitting with "stop" stops the pipeline as well (the demo).
+        apply_options: Timeouts and throughput windows of applies (``console_apply_options()``).
 
     Returns:
         0.
@@ -129,14 +179,13 @@ def run_console(
     from tui.operator import FleetOperator
     from tui.operator.setup import spec_for_profile
     from tui.retune.journal import journal_marks
-    from tui.retune.options import ApplyOptions
     from tui.ui.app import FleetApp
 
     # A simulated fleet may not have published its GPUs yet: read them as they appear.
     gpus = SimulatedSource() if profile.engine.kind == "sim" else open_gpu_source()
     monitor = FleetMonitor(spec_for_profile(profile), gpus)
     # Shorter windows than the headless default: the operator watches the verdict arrive.
-    options = ApplyOptions(window_s=30.0, warmup_s=10.0, interval_s=3.0)
+    options = apply_options or console_apply_options()
     operator = FleetOperator(
         profile,
         pipeline=pipeline,
@@ -160,9 +209,13 @@ def _profile_console(args: argparse.Namespace) -> int:
     from tui.retune.running import profile_of, read_running
 
     try:
+        options = console_apply_options(args.measure_window)
         profile = load_named(args.profile)
-    except ProfileError as error:
+    except ProfileError as error:  # a ValueError too: caught first
         print(f"gpufleet console: --profile: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:
+        print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
     # The fleet may run this profile as launched (the demo's speed and ports): watch that.
     docs = [p.current for p in read_running().values() if p.current_name == profile.name]
@@ -177,7 +230,7 @@ def _profile_console(args: argparse.Namespace) -> int:
     if prompts.is_file():
         pipeline = pipeline_config(profile, prompts, CONSOLE_FLEET_TIMEOUT_S)
     # Quitting with "stop" stops the pipeline too: otherwise it would wait an hour for servers.
-    return run_console(profile, pipeline, stop_pipeline_with_fleet=True)
+    return run_console(profile, pipeline, stop_pipeline_with_fleet=True, apply_options=options)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -288,8 +288,9 @@ class MainScreen(Screen[None]):
 
     @work(group="ask", exclusive=True, exit_on_error=False)
     async def _rollback_flow(self) -> None:
-        if await confirm_rollback(self.app, self.running_reader, tuple(self._indices)):
-            self.post_message(RollbackRequested())
+        choice = await confirm_rollback(self.app, self.running_reader, tuple(self._indices))
+        if choice is not None:
+            self.post_message(RollbackRequested(choice.target, choice.gpus))
 
     def action_journal(self) -> None:
         """Show the journal."""

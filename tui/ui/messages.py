@@ -86,6 +86,13 @@ class ApplyProfileRequested(Message):
 class RollbackRequested(Message):
     """The user confirmed returning to the previous profile."""
 
+    def __init__(self, target: str = "the previous profile", gpus: tuple[int, ...] = ()) -> None:
+        self.target = target
+        """The previous profile(s) in words, for the apply screen's title."""
+        self.gpus = gpus
+        """GPUs that go back (empty: the backend decides)."""
+        super().__init__()
+
 
 class PipelineStartRequested(Message):
     """The user asked to start the generation pipeline."""

@@ -101,8 +101,9 @@ class FleetActions(Protocol):
         """Retune ``gpus`` with profile ``name``; ``on_event`` gets each retune event."""
         ...
 
-    async def rollback(self) -> ApplyResult | None:
-        """Return the fleet to the previous profile (its result, when the backend has one)."""
+    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
+        """Return the fleet to the previous profile (its result, when the backend has one);
+        ``on_event`` gets each retune event."""
         ...
 
     def profile_names(self) -> list[str]:
@@ -159,7 +160,7 @@ class NoActions:
         """Unsupported."""
         raise NotImplementedError("apply_profile")
 
-    async def rollback(self) -> ApplyResult | None:
+    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
         """Unsupported."""
         raise NotImplementedError("rollback")
 

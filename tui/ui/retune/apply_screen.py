@@ -1,5 +1,6 @@
 """Apply progress: live per-GPU phases, then the verify report, the throughput verdict, the
-journal. A modal over the lower part of the screen, so the grid above keeps updating."""
+journal. A modal over the lower part of the screen, so the grid above keeps updating. A rollback
+runs here too: it is an apply of each GPU's previous profile."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
-from tui.retune.events import ApplyResult
+from tui.retune.events import ApplyFinished, ApplyResult
 from tui.ui.format import duration
 from tui.ui.retune.progress import ApplyProgress, advance, finish
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines, report_row, verdict_lines
@@ -35,7 +36,8 @@ class RetuneEventArrived(Message):
 
 
 class ApplyScreen(ModalScreen[ApplyResult | None]):
-    """Runs one apply through the backend and shows it; closes (Escape) once it has ended."""
+    """Runs one apply (or a rollback) through the backend and shows it; closes (Escape) once it
+    has ended."""
 
     DEFAULT_CSS = """
     ApplyScreen {
@@ -61,12 +63,15 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
         profile: str,
         gpus: tuple[int, ...],
         journal_reader: JournalReader,
+        *,
+        rollback: bool = False,
     ) -> None:
         """Args:
-        actions: The backend whose ``apply_profile`` runs here.
-        profile: Profile to apply.
+        actions: The backend whose ``apply_profile`` (or ``rollback``) runs here.
+        profile: Profile to apply (for a rollback: the previous profile(s), in words).
         gpus: GPUs to restart with it.
         journal_reader: Reads the journal, to say whether the result was recorded.
+        rollback: Run the backend's rollback instead of an apply.
         """
         super().__init__()
         self.actions = actions
@@ -81,6 +86,10 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
         """Whether the result is in the journal, once checked."""
         self.error: str | None = None
         """The backend's exception, when the apply itself raised."""
+        self.rollback = rollback
+        """True when this screen runs a rollback."""
+        self.ended_without_result = False
+        """The backend's rollback returned no result (it reports nothing per GPU)."""
 
     def compose(self) -> ComposeResult:
         """Title, GPU rows, throughput, summary."""
@@ -96,12 +105,18 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
         self._run_apply()
 
     @work(group=APPLY, exit_on_error=False)
-    async def _run_apply(self) -> ApplyResult:
+    async def _run_apply(self) -> ApplyResult | None:
+        if self.rollback:
+            return await self.actions.rollback(on_event=self._on_event)
         return await self.actions.apply_profile(
             self.progress.profile, self.gpus, on_event=self._on_event
         )
 
     def _on_event(self, event: object) -> None:
+        # A rollback to several previous profiles runs one apply per profile: only the backend's
+        # returned result ends it, not the first apply's ApplyFinished.
+        if self.rollback and isinstance(event, ApplyFinished):
+            return
         self.post_message(RetuneEventArrived(event))
 
     def on_retune_event_arrived(self, message: RetuneEventArrived) -> None:
@@ -117,6 +132,8 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
             self.progress = finish(self.progress, event.worker.result)
             self.journal_note = "checking the journal..."
             self._check_journal(event.worker.result)
+        elif event.state is WorkerState.SUCCESS:
+            self.ended_without_result = True
         elif event.state is WorkerState.ERROR:
             self.error = f"{type(event.worker.error).__name__}: {event.worker.error}"
         self._redraw()
@@ -140,7 +157,7 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
     @property
     def finished(self) -> bool:
         """True once the apply ended (result, refusal or error)."""
-        return self.progress.finished or self.error is not None
+        return self.progress.finished or self.error is not None or self.ended_without_result
 
     def action_close(self) -> None:
         """Close once the apply has ended (closing earlier would cancel it)."""
@@ -154,12 +171,12 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
     def _redraw(self) -> None:
         progress = self.progress
         state = "running" if not self.finished else "finished"
-        self.query_one("#apply-title", Static).update(
-            Content.from_markup(
-                f"[b]Apply [$accent]{progress.profile}[/] to GPU{'s' if len(self.gpus) > 1 else ''}"
-                f" {gpu_range(self.gpus)}[/b]  ({state})"
-            )
-        )
+        plural = "s" if len(self.gpus) > 1 else ""
+        gpus = f"GPU{plural} {gpu_range(self.gpus)}" if self.gpus else "the fleet"
+        name = f"[$accent]{progress.profile}[/]"
+        what = f"Roll back {gpus} to {name}" if self.rollback else f"Apply {name} to {gpus}"
+        what = f"[b]{what}[/b]"
+        self.query_one("#apply-title", Static).update(Content.from_markup(f"{what}  ({state})"))
         rows = []
         for row in progress.rows:
             phase = f"{row.phase} ({duration(row.elapsed_s)})" if row.report is None else ""
@@ -191,6 +208,8 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
             refused = ["refused, nothing was stopped:", *self.progress.refused]
             return Content.styled("\n".join(refused), "bold $error")
         result = self.progress.result
+        if result is None and self.ended_without_result:
+            return Content.styled("rolled back (the backend reports nothing per GPU)", "bold")
         if result is None:
             return Content.styled("Escape closes once the apply has ended", "dim")
         failed = [r for r in result.reports if not r.ok]

@@ -107,6 +107,18 @@ async def open_tuning(
     return await app.push_screen_wait(form)
 
 
+def rollback_targets(
+    running: dict[int, GpuProfiles], gpus: tuple[int, ...]
+) -> dict[str, list[int]]:
+    """Previous profile name -> the GPUs of ``gpus`` that go back to it."""
+    targets: dict[str, list[int]] = {}
+    for gpu in gpus:
+        entry = running.get(gpu)
+        if entry is not None and entry.previous_name:
+            targets.setdefault(entry.previous_name, []).append(gpu)
+    return targets
+
+
 def describe_rollback(running: dict[int, GpuProfiles], gpus: tuple[int, ...]) -> tuple[str, str]:
     """The rollback question and its detail: which profile each GPU returns to.
 
@@ -117,11 +129,7 @@ def describe_rollback(running: dict[int, GpuProfiles], gpus: tuple[int, ...]) ->
     Returns:
         (title, detail) for the confirm screen.
     """
-    targets: dict[str, list[int]] = {}
-    for gpu in gpus:
-        entry = running.get(gpu)
-        if entry is not None and entry.previous_name:
-            targets.setdefault(entry.previous_name, []).append(gpu)
+    targets = rollback_targets(running, gpus)
     if not targets:
         return (
             "Roll back to the previous profile?",
@@ -140,9 +148,34 @@ def describe_rollback(running: dict[int, GpuProfiles], gpus: tuple[int, ...]) ->
     return title, "\n".join(lines)
 
 
-async def confirm_rollback(app: App[None], reader: RunningReader, gpus: tuple[int, ...]) -> bool:
-    """Read which profile each GPU ran before, and ask (naming it and the GPUs)."""
+@dataclass(frozen=True, slots=True)
+class RollbackChoice:
+    """A confirmed rollback: where to, in words, and which GPUs go back."""
+
+    target: str
+    """The previous profile name(s), comma-separated ('the previous profile' when unknown)."""
+    gpus: tuple[int, ...]
+    """GPUs with a previous profile recorded (the fleet's GPUs when none is)."""
+
+
+async def confirm_rollback(
+    app: App[None], reader: RunningReader, gpus: tuple[int, ...]
+) -> RollbackChoice | None:
+    """Read which profile each GPU ran before, and ask (naming it and the GPUs).
+
+    Args:
+        app: The app, to show the confirm screen.
+        reader: Each GPU's current and previous profile (blocking: run in a thread).
+        gpus: The fleet's GPUs.
+
+    Returns:
+        The confirmed rollback, or None when the operator said no.
+    """
     running = await asyncio.to_thread(reader)
     title, detail = describe_rollback(running, gpus)
     confirmed: bool | None = await app.push_screen_wait(ConfirmScreen(title, detail, "Roll back"))
-    return bool(confirmed)
+    if not confirmed:
+        return None
+    targets = rollback_targets(running, gpus)
+    back = tuple(sorted(g for members in targets.values() for g in members)) or gpus
+    return RollbackChoice(", ".join(sorted(targets)) or "the previous profile", back)
