@@ -52,3 +52,23 @@ class RateMeter:
             # Too young for a meaningful rate.
             return Rate(round(span, 3), 0.0, 0.0)
         return Rate(round(span, 3), requests / span, tokens / span)
+
+
+def eta_seconds(remaining: int, rate_1m: Rate, rate_10m: Rate) -> float | None:
+    """Seconds to finish ``remaining`` prompts at the recent rate.
+
+    The last minute's rate, or the last ten minutes' when nothing finished in the last minute
+    (a fleet being restarted); never the lifetime average, which a retune makes wrong.
+
+    Args:
+        remaining: prompts neither done nor failed.
+        rate_1m: throughput over the last minute.
+        rate_10m: throughput over the last ten minutes.
+
+    Returns:
+        The ETA, 0 when nothing remains, None when no recent rate is known.
+    """
+    if remaining <= 0:
+        return 0.0
+    recent = rate_1m.requests_per_s or rate_10m.requests_per_s
+    return remaining / recent if recent > 0 else None

@@ -21,7 +21,7 @@ from pathlib import Path
 from tui.pipeline.dispatch import Dispatcher
 from tui.pipeline.done_record import DoneRecord
 from tui.pipeline.prompts import PromptFile
-from tui.pipeline.rates import RateMeter
+from tui.pipeline.rates import RateMeter, eta_seconds
 from tui.pipeline.s3_sink import S3Error, S3Sink
 from tui.pipeline.shards import ShardStore
 from tui.pipeline.status import SCHEMA_VERSION, PipelineStatus, ServerShare, write_status
@@ -271,7 +271,6 @@ class Pipeline:
         rate_1m, rate_10m = self._meter.rate(60), self._meter.rate(600)
         total = self.config.prompts.valid_count
         remaining = max(total - len(self._done) - self._failed, 0)
-        recent = rate_1m.requests_per_s or rate_10m.requests_per_s
         status = PipelineStatus(
             schema=SCHEMA_VERSION,
             state=self._state,
@@ -284,7 +283,7 @@ class Pipeline:
             in_flight=self._dispatcher.in_flight,
             rate_1m=rate_1m,
             rate_10m=rate_10m,
-            eta_s=remaining / recent if recent > 0 else (0.0 if remaining == 0 else None),
+            eta_s=eta_seconds(remaining, rate_1m, rate_10m),
             servers=tuple(
                 ServerShare(s.url, s.done, s.failed, s.in_flight, s.healthy, s.output_tokens)
                 for s in self._dispatcher.servers
