@@ -57,7 +57,9 @@ def numbers_text(panel: GpuPanel) -> Content:
             Content.assemble(
                 "max running requests ",
                 max_running(server),
-                f"  (requested {num(server.max_running_requested)})",
+                "  capped by SGLang"
+                if server.capped
+                else f"  (requested {num(server.max_running_requested)})",
             ),
             Content(
                 f"running {num(server.running)}  queued {num(server.queued)}  "

@@ -31,7 +31,7 @@ def max_running(server: ServerSnapshot) -> Content:
     """Effective max running requests, marked in $warning with the requested value when capped."""
     effective = num(server.max_running_effective)
     if server.capped and server.max_running_requested is not None:
-        return Content.styled(f"{effective} (cap {server.max_running_requested})", "$warning")
+        return Content.styled(f"{effective} (asked {server.max_running_requested})", "$warning")
     return Content(effective)
 
 
@@ -120,7 +120,7 @@ def compact_lines(panel: GpuPanel, width: int, height: int) -> list[Content]:
     if server is not None and (server.running is not None or server.gen_throughput is not None):
         limit = (
             Content.styled(
-                f"/{num(server.max_running_effective)} (cap {server.max_running_requested})",
+                f"/{num(server.max_running_effective)} (asked {server.max_running_requested})",
                 "$warning",
             )
             if server.capped
