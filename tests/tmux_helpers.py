@@ -36,9 +36,10 @@ class TmuxSession:
             ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=20
         )
 
-    def screen(self) -> str:
-        """The visible screen as text."""
-        return self._tmux("capture-pane", "-p", "-t", self.name).stdout
+    def screen(self, ansi: bool = False) -> str:
+        """The visible screen as text (with its colour escapes when ``ansi``: focus shows there)."""
+        flags = ["-e"] if ansi else []
+        return self._tmux("capture-pane", "-p", *flags, "-t", self.name).stdout
 
     def send(self, *keys: str) -> None:
         """Send keys (tmux key names such as 'Enter', 'Escape', 'Down', or literal text)."""
@@ -54,13 +55,17 @@ class TmuxSession:
         return int(out) if out.isdigit() else None
 
     def wait_for(
-        self, predicate: Callable[[str], bool], timeout: float, interval: float = 0.2
+        self,
+        predicate: Callable[[str], bool],
+        timeout: float,
+        interval: float = 0.2,
+        ansi: bool = False,
     ) -> str:
         """Poll the screen until predicate(screen) holds; fail with the last screen if not."""
         deadline = time.monotonic() + timeout
         screen = ""
         while time.monotonic() < deadline:
-            screen = self.screen()
+            screen = self.screen(ansi)
             if predicate(screen):
                 return screen
             time.sleep(interval)

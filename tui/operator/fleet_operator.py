@@ -130,7 +130,19 @@ class FleetOperator:
         return max(set(known), key=known.count)
 
     def load_profile(self, name: str) -> Profile:
-        """A profile by name (or path), validated; raises ``ProfileError`` naming every problem."""
+        """A profile by name (or path), validated; raises ``ProfileError`` naming every problem.
+
+        The profile a GPU of this fleet runs now comes as it was launched (the running-profile
+        state), not as its file says: the demo launches the file with other ports and speed, and
+        the tuning form builds its candidate on what this returns.
+        """
+        running = read_running()
+        for gpu in self.profile.gpus:
+            entry = running.get(gpu)
+            if entry is not None and entry.current_name == name and entry.current is not None:
+                return profile_of(entry.current)
+        if name == self.profile.name:
+            return self.profile
         return load_named(name)
 
     def save_profile(self, profile: Profile) -> Path:
