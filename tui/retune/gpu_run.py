@@ -183,8 +183,12 @@ class GpuRun:
             return
         self._stopped = True
         self._phase("stopping failed server")
-        await server.stop()
-        await self._target.wait_released(self.gpu, (server.pid,), self._options.release_timeout_s)
+        # Wait on every pid of the group: after a failed start the main process is gone but its
+        # scheduler child may still hold (and be releasing) GPU memory (seen on the H200).
+        pids = await server.stop()
+        await self._target.wait_released(
+            self.gpu, tuple({server.pid, *pids}), self._options.release_timeout_s
+        )
 
     def _failed(self, why: str, reason: str, line: str | None = None) -> VerifyReport:
         spec = self._spec
