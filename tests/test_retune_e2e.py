@@ -234,6 +234,9 @@ async def test_apply_under_load_measures_throughput_and_gives_a_verdict(
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=None)) as client:
         tasks = [asyncio.create_task(worker(client, u)) for u in urls for _ in range(44)]
         try:
+            # Measure "before" on a fleet already producing, as in use: the first requests of a
+            # cold load finish only after a while, which would read as an interval of 0 tok/s.
+            await _until_generating(client, [u.removesuffix("/generate") for u in urls])
             result = await cli.apply_profile(profile, list(GPUS), args)
         finally:
             stop.set()
@@ -247,3 +250,23 @@ async def test_apply_under_load_measures_throughput_and_gives_a_verdict(
     print(f"measured: {tp.describe()} before={len(tp.before)} after={len(tp.after)}")
     assert tp.verdict == "better", tp.describe()
     assert read_journal().entries[-1]["throughput"]["verdict"] == "better"
+
+
+async def _until_generating(
+    client: httpx.AsyncClient, bases: list[str], timeout: float = 60
+) -> None:
+    """Poll each server's /metrics until its generation token counter has moved."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    pending = set(bases)
+    while pending and asyncio.get_running_loop().time() < deadline:
+        for base in list(pending):
+            text = (await client.get(base + "/metrics", timeout=5.0)).text
+            for line in text.splitlines():
+                if (
+                    line.startswith("sglang:generation_tokens_total")
+                    and float(line.split()[-1]) > 0
+                ):
+                    pending.discard(base)
+        if pending:
+            await asyncio.sleep(0.1)  # poll cadence, bounded by the deadline
+    assert not pending, f"servers never produced tokens: {sorted(pending)}"
