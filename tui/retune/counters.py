@@ -58,7 +58,8 @@ class MetricsCounterProbe:
         self._client = client
         self._timeout = timeout
 
-    async def _one(self, gpu: int) -> float | None:
+    async def metrics_text(self, gpu: int) -> str | None:
+        """The GPU's server's ``/metrics`` body, or None when it did not answer 200."""
         port = self._ports.get(gpu)
         if port is None:
             return None
@@ -68,7 +69,11 @@ class MetricsCounterProbe:
             )
         except httpx.HTTPError:
             return None
-        return parse_counter(response.text) if response.status_code == 200 else None
+        return response.text if response.status_code == 200 else None
+
+    async def _one(self, gpu: int) -> float | None:
+        text = await self.metrics_text(gpu)
+        return None if text is None else parse_counter(text)
 
     async def counters(self, gpus: Sequence[int]) -> dict[int, float | None]:
         """Every GPU's counter now, read in parallel; None where a server did not answer."""

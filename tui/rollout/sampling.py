@@ -12,12 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import httpx
-
-from tui.retune.counters import COUNTER, parse_counter
+from tui.retune.counters import COUNTER, MetricsCounterProbe, parse_counter
 
 REQUESTS_COUNTER = "sglang:num_requests_total"
 """SGLang's finished-requests counter."""
@@ -101,44 +99,19 @@ def interval_rates(readings: Sequence[Reading], gpus: Sequence[int]) -> list[Int
     return out
 
 
-class MetricsProbe:
-    """Reads both counters from each GPU's server ``/metrics`` (needs ``--enable-metrics``).
+class MetricsProbe(MetricsCounterProbe):
+    """Reads both counters (tokens, requests) from each GPU's server ``/metrics``."""
 
-    Args:
-        ports: HTTP port of each GPU's server.
-        host: Their address.
-        client: Shared async client.
-        timeout: Seconds per request.
-    """
-
-    def __init__(
-        self, ports: Mapping[int, int], host: str, client: httpx.AsyncClient, timeout: float = 2.0
-    ) -> None:
-        self._ports = dict(ports)
-        self._host = host
-        self._client = client
-        self._timeout = timeout
-
-    async def _one(self, gpu: int) -> Counts | None:
-        port = self._ports.get(gpu)
-        if port is None:
+    async def _counts(self, gpu: int) -> Counts | None:
+        text = await self.metrics_text(gpu)
+        tokens = None if text is None else parse_counter(text, COUNTER)
+        if text is None or tokens is None:
             return None
-        try:
-            response = await self._client.get(
-                f"http://{self._host}:{port}/metrics", timeout=self._timeout
-            )
-        except httpx.HTTPError:
-            return None
-        if response.status_code != 200:
-            return None
-        tokens = parse_counter(response.text, COUNTER)
-        if tokens is None:
-            return None
-        return tokens, parse_counter(response.text, REQUESTS_COUNTER) or 0.0
+        return tokens, parse_counter(text, REQUESTS_COUNTER) or 0.0
 
     async def read(self, gpus: Sequence[int]) -> dict[int, Counts | None]:
         """Every GPU's counters now, read in parallel (None where a server did not answer)."""
-        values = await asyncio.gather(*(self._one(g) for g in gpus))
+        values = await asyncio.gather(*(self._counts(g) for g in gpus))
         return dict(zip(gpus, values, strict=True))
 
 
