@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from profile_helpers import sim_profile_text
 
 from tui import paths
 from tui.control import read_records, sim_gpu_pids, stop_fleet
@@ -59,30 +60,7 @@ def free_port_run(count: int, tries: int = 50) -> int:
 
 def profile_text(name: str, gpus: list[int], ports: list[int], server: str) -> str:
     """A sim profile document with the seed's shared flags and ``server`` knobs."""
-    return f"""
-name = "{name}"
-[engine]
-kind = "sim"
-sim_gpu = "b200"
-sim_model = "qwen3.6-27b"
-sim_speed = {SIM_SPEED}
-[fleet]
-gpus = {gpus}
-ports = {ports}
-host = "127.0.0.1"
-log_dir = "{{state}}/logs"
-log_file = "sglang_gpu{{gpu}}.log"
-[server]
-model_path = "Qwen/Qwen3.6-27B-FP8"
-mamba_radix_cache_strategy = "extra_buffer"
-speculative_algorithm = "EAGLE"
-speculative_num_steps = 3
-speculative_eagle_topk = 1
-speculative_num_draft_tokens = 4
-{server}
-[server.extra_flags]
-enable_metrics = true
-"""
+    return sim_profile_text(name, gpus, ports, "{state}/logs", server, SIM_SPEED)
 
 
 @dataclass

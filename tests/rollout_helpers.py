@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from profile_helpers import sim_profile_text
 
 from tui.control import stop_fleet
 from tui.control.release import sim_gpu_pids
@@ -59,31 +60,7 @@ def profile_text(
     extra: str = "",
 ) -> str:
     """A sim profile for the fleet (same fleet section for every variant)."""
-    return f"""
-name = "{name}"
-[engine]
-kind = "sim"
-sim_gpu = "b200"
-sim_model = "qwen3.6-27b"
-sim_speed = {speed}
-[fleet]
-gpus = {gpus}
-ports = {ports}
-host = "127.0.0.1"
-log_dir = "{log_dir}"
-log_file = "sglang_gpu{{gpu}}.log"
-[server]
-model_path = "Qwen/Qwen3.6-27B-FP8"
-mamba_radix_cache_strategy = "extra_buffer"
-speculative_algorithm = "EAGLE"
-speculative_num_steps = 3
-speculative_eagle_topk = 1
-speculative_num_draft_tokens = 4
-{server}
-[server.extra_flags]
-enable_metrics = true
-{extra}
-"""
+    return sim_profile_text(name, gpus, ports, str(log_dir), server, speed, extra)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from profile_helpers import sim_profile_text
 
 from tui import paths
 from tui.control import stop_fleet
@@ -59,31 +60,7 @@ def profile_text(
     extra: str = "",
     speed: float = SIM_SPEED,
 ) -> str:
-    return f"""
-name = "{name}"
-[engine]
-kind = "sim"
-sim_gpu = "b200"
-sim_model = "qwen3.6-27b"
-sim_speed = {speed}
-[fleet]
-gpus = {list(GPUS)}
-ports = {ports}
-host = "127.0.0.1"
-log_dir = "{log_dir}"
-log_file = "sglang_gpu{{gpu}}.log"
-[server]
-model_path = "Qwen/Qwen3.6-27B-FP8"
-mamba_radix_cache_strategy = "extra_buffer"
-speculative_algorithm = "EAGLE"
-speculative_num_steps = 3
-speculative_eagle_topk = 1
-speculative_num_draft_tokens = 4
-{server}
-[server.extra_flags]
-enable_metrics = true
-{extra}
-"""
+    return sim_profile_text(name, list(GPUS), ports, str(log_dir), server, speed, extra)
 
 
 BASELINE = "mem_fraction_static = 0.88\nmax_mamba_cache_size = 80\nmamba_full_memory_ratio = 0.4\n"
