@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
+from tui.operator.rollout_ops import CanaryLook, look_from
 from tui.pipeline.status import PipelineStatus, Rate, ServerShare
 from tui.profiles import Profile, load_profile
 from tui.retune.events import (
@@ -26,6 +27,10 @@ from tui.retune.events import (
 from tui.retune.journal import JournalRead
 from tui.retune.preflight import Preflight, preflight
 from tui.retune.running import GpuProfiles
+from tui.rollout.canary import CanaryResult
+from tui.rollout.cost import RetuneCost
+from tui.rollout.rollout import RolloutResult
+from tui.rollout.stats import decide, look_level, paired
 from tui.ui.sources import EventSink, Intent
 
 REPO = Path(__file__).resolve().parents[1]
@@ -243,6 +248,12 @@ class FixedPoller:
 ScriptedApply = Callable[[str, tuple[int, ...]], list[object]]
 """Gives the events an apply emits (the last one an ``ApplyFinished``) for (profile, gpus)."""
 
+ScriptedCanary = Callable[[str, int], tuple[list[object], CanaryResult]]
+"""Gives a canary's retune events and looks (in order), and its result, for (profile, gpu)."""
+
+ScriptedRollout = Callable[[str, int], tuple[list[object], RolloutResult]]
+"""Gives a rollout's retune events (in order) and its result, for (profile, batch)."""
+
 
 @dataclass
 class RecordingActions:
@@ -263,6 +274,10 @@ class RecordingActions:
     """An apply waits on ``gates[i]`` (when present) before emitting its event number i."""
     rollback_script: ScriptedApply | None = None
     """Events of a rollback (to sim-baseline on every GPU); None: it returns no result."""
+    canary_script: ScriptedCanary | None = None
+    """Events, looks and result of a canary (default: ``scripted_canary()``, 'better')."""
+    rollout_script: ScriptedRollout | None = None
+    """Events and result of a rollout (default: ``scripted_rollout()``, GPU 4 failing)."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""
@@ -324,6 +339,45 @@ class RecordingActions:
 
     async def stop_fleet(self) -> None:
         self.calls.append(("stop_fleet", ()))
+
+    async def canary(
+        self,
+        profile_name: str,
+        gpu: int,
+        on_event: EventSink | None = None,
+        on_look: Callable[[CanaryLook], None] | None = None,
+    ) -> CanaryResult:
+        self.calls.append(("canary", (profile_name, gpu)))
+        items, result = (self.canary_script or scripted_canary())(profile_name, gpu)
+        await self._feed(items, on_event, on_look)
+        return result
+
+    async def rollout(
+        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+    ) -> RolloutResult:
+        self.calls.append(("rollout", (profile_name, batch)))
+        items, result = (self.rollout_script or scripted_rollout())(profile_name, batch)
+        await self._feed(items, on_event, None)
+        return result
+
+    async def _feed(
+        self,
+        items: list[object],
+        on_event: EventSink | None,
+        on_look: Callable[[CanaryLook], None] | None,
+    ) -> None:
+        """Play ``items`` (gated like an apply; ``gates[len(items)]`` holds back the result)."""
+        for index, item in enumerate(items):
+            if index in self.gates:
+                await self.gates[index].wait()
+            if isinstance(item, CanaryLook):
+                if on_look is not None:
+                    on_look(item)
+            elif on_event is not None:
+                on_event(item)
+            await asyncio.sleep(0)
+        if len(items) in self.gates:
+            await self.gates[len(items)].wait()
 
     def apply_script_events(
         self, name: str = "x", gpus: tuple[int, ...] = (0,) * 7
@@ -417,6 +471,114 @@ def scripted_apply(failing: tuple[int, ...] = ()) -> ScriptedApply:
     return script
 
 
+CONTROL_TOKENS = (1380.0, 1402.0, 1365.0, 1391.0, 1377.0, 1398.0, 1384.0, 1370.0)
+"""Mean control output tokens/s per interval of the scripted canaries."""
+CONTROL_REQUESTS = (0.47, 0.48, 0.46, 0.47, 0.47, 0.48, 0.47, 0.46)
+"""Mean control requests/s per interval."""
+NOISE = (-5.0, 4.0, -2.0, 6.0, -3.0, 1.0, 0.0, -4.0)
+"""A fixed per-interval wobble of the canary GPU."""
+
+
+def scripted_canary(verdict: str = "better", lost: float = 6.3) -> ScriptedCanary:
+    """A canary whose GPU restarts through the phases, then looks at 5, 6, ... intervals of 5 s
+    (the core's own ``decide``) until a look is final or 8 intervals were measured.
+
+    ``verdict`` 'better': the canary makes 10% more with a wide wobble (final at the third
+    look); otherwise the same as the control, undecided at the end of the window.
+    """
+    gain, wobble = (1.10, 25.0) if verdict == "better" else (1.0, 10.0)
+    canary = [k * gain + wobble * e for k, e in zip(CONTROL_TOKENS, NOISE, strict=True)]
+    requests = [k * gain + e / 1000 for k, e in zip(CONTROL_REQUESTS, NOISE, strict=True)]
+    level = look_level(0.95, 4)
+
+    def script(name: str, gpu: int) -> tuple[list[object], CanaryResult]:
+        events: list[object] = [GpuPhase(gpu, p, 5.0 * i) for i, p in enumerate(STARTUP_PHASES)]
+        report = verify_report(gpu, name)
+        events.append(GpuReady(gpu, report))
+        for n in range(5, 9):
+            est = paired(canary[:n], CONTROL_TOKENS[:n], level)
+            decision = decide(est, 0.03)
+            look = look_from(n, decision, 5.0)
+            events.append(replace(look, estimate=est))
+            if decision.final:
+                break
+        assert est is not None
+        result = CanaryResult(
+            name,
+            gpu,
+            tuple(g for g in ALL_GPUS if g != gpu),
+            "sim-baseline",
+            decision.verdict,
+            decision.reason if decision.final else "window 40 s ended; no verdict in reach",
+            est,
+            paired(requests[:n], CONTROL_REQUESTS[:n], level),
+            per_gpu_tokens={g: 1380.0 for g in ALL_GPUS},
+            more_s_to_exclude_zero=look.more_s_to_exclude_zero,
+            more_s_to_bound=look.more_s_to_bound,
+            looks=n - 4,
+            look_level=level,
+            stopped_early=decision.final,
+            window_s=5.0 * n,
+            report=report,
+            cost=RetuneCost(lost, lost, lost, 9660.0, 1380.0, 7, 30.0, True),
+            started_at=T0,
+            finished_at=T0 + 110.0,
+        )
+        return events, result
+
+    return script
+
+
+def scripted_rollout(failing: int | None = 4, skipped: tuple[int, ...] = (3,)) -> ScriptedRollout:
+    """A rollout one batch per GPU (GPU order, ``skipped`` left out), stopping at ``failing``:
+    its OOM, the later GPUs stay, the failed one is relaunched on its old profile."""
+
+    def script(name: str, batch: int) -> tuple[list[object], RolloutResult]:
+        planned = tuple(g for g in ALL_GPUS if g not in skipped)
+        events: list[object] = []
+        done: list[int] = []
+        for gpu in planned:
+            events += [GpuPhase(gpu, p, 5.0 * i) for i, p in enumerate(STARTUP_PHASES)]
+            report = verify_report(gpu, name, failed=gpu == failing)
+            events.append(GpuReady(gpu, report) if report.ok else GpuFailed(gpu, report))
+            events.append(ApplyFinished(_batch_result(name, report)))
+            if gpu == failing:
+                break
+            done.append(gpu)
+        stopped = failing in planned
+        result = RolloutResult(
+            name,
+            False,
+            planned,
+            (),
+            tuple(done),
+            (failing,) if stopped and failing is not None else (),
+            tuple(g for g in planned if failing is not None and g > failing) if stopped else (),
+            (failing,) if stopped and failing is not None else (),
+            skipped,
+            f"GPU {failing}: OOM while allocating the Mamba cache" if stopped else None,
+            RetuneCost(71.4, 70.2, 80.0, 9660.0, 1380.0, 7, 300.0, True),
+            T0,
+            T0 + 251.0,
+        )
+        return events, result
+
+    return script
+
+
+def _batch_result(name: str, report: VerifyReport) -> ApplyResult:
+    """One batch's apply result (the rollout's screen must not end on it)."""
+    return ApplyResult(
+        name,
+        {report.gpu: "sim-baseline"},
+        (report.gpu,),
+        (report,),
+        ThroughputComparison((), (), "not measured"),
+        T0,
+        T0 + 60.0,
+    )
+
+
 def fixed_log_tail(path: Path, max_lines: int) -> list[str]:
     """A LogTail returning ``LOG_LINES`` whatever the path."""
     return list(LOG_LINES)[-max_lines:]
@@ -474,11 +636,14 @@ async def finish_actions(pilot: object, app: object) -> None:
 
     from tui.ui.app import ACTIONS, FleetApp
     from tui.ui.retune.apply_screen import APPLY
+    from tui.ui.rollout.canary_screen import CANARY
+    from tui.ui.rollout.rollout_screen import ROLLOUT
 
     assert isinstance(pilot, Pilot) and isinstance(app, FleetApp)
     await pilot.pause()
-    # the apply screen runs applies and rollbacks in its own workers
-    await app.workers.wait_for_complete([w for w in app.workers if w.group in (ACTIONS, APPLY)])
+    # the apply, canary and rollout screens run their operation in their own workers
+    groups = (ACTIONS, APPLY, CANARY, ROLLOUT)
+    await app.workers.wait_for_complete([w for w in app.workers if w.group in groups])
     await pilot.pause()
 
 
@@ -524,6 +689,6 @@ async def press_until(pilot: object, keys: tuple[str, ...], screen_type: type) -
 
         await pilot.press(key)
         await pilot.pause()
-        if key in ("r", "R", "t", "T", "b", "j"):  # these open a screen from a worker
+        if key in ("r", "R", "t", "T", "b", "j", "c", "o"):  # these open a screen from a worker
             await wait_for(pilot, opened, f"a screen after {key!r}")
     await wait_for(pilot, lambda: isinstance(app.screen, screen_type), screen_type.__name__)

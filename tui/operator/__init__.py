@@ -14,6 +14,9 @@ Public API::
     PipelineConfig(prompts, out_dir, status_path, log_path, servers, extra_args=())
     start_pipeline(config) -> pid; stop_pipelines(status_path) -> pids; find_pipelines(status_path)
     run_apply(profile, gpus, options, on_event=None) -> ApplyResult
+    FleetOperator.canary(profile_name, gpu, on_event=None, on_look=None) -> CanaryResult
+    FleetOperator.rollout(profile_name, batch=1, on_event=None) -> RolloutResult
+    CanaryLook (one look of a canary, as the console shows it); LookSink
 """
 
 from tui.operator.apply import EventSink, run_apply
@@ -29,16 +32,21 @@ from tui.operator.pipeline_control import (
     start_pipeline,
     stop_pipelines,
 )
+from tui.operator.rollout_ops import CanaryLook, LookSink, run_canary, run_rollout
 
 __all__ = [
+    "CanaryLook",
     "EventSink",
     "FleetOperator",
+    "LookSink",
     "OperationError",
     "OperatorTimeouts",
     "PipelineConfig",
     "StopMarker",
     "find_pipelines",
     "run_apply",
+    "run_canary",
+    "run_rollout",
     "start_pipeline",
     "stop_pipelines",
 ]

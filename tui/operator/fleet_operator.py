@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -30,11 +30,14 @@ from tui.control import (
 from tui.control.release import GpuPids, nvml_gpu_pids, sim_gpu_pids
 from tui.operator.apply import EventSink, run_apply
 from tui.operator.pipeline_control import PipelineConfig, start_pipeline, stop_pipelines
+from tui.operator.rollout_ops import LookSink, run_canary, run_rollout
 from tui.profiles import Profile, list_profiles, load_named, save_profile
 from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import Preflight, calibration_from_log, preflight
 from tui.retune.running import profile_of, read_running, record_outcome
+from tui.rollout.canary import CanaryOptions, CanaryResult
+from tui.rollout.rollout import RolloutOptions, RolloutResult
 
 
 class StopMarker(Protocol):
@@ -82,6 +85,8 @@ class FleetOperator:
         timeouts: Stop, release and settle deadlines.
         gpu_pids: Who holds memory on a GPU; default from the profile's engine.
         stop_pipeline_with_fleet: ``stop_fleet`` also stops the pipeline (the demo's "stop").
+        canary_options: Windows and levels of a canary (default: the core's).
+        rollout_options: Timeouts and cost measurement of a rollout (its batch is per call).
     """
 
     def __init__(
@@ -94,6 +99,8 @@ class FleetOperator:
         timeouts: OperatorTimeouts | None = None,
         gpu_pids: GpuPids | None = None,
         stop_pipeline_with_fleet: bool = False,
+        canary_options: CanaryOptions | None = None,
+        rollout_options: RolloutOptions | None = None,
     ) -> None:
         self.profile = profile
         """The console's profile."""
@@ -109,6 +116,10 @@ class FleetOperator:
         """The GPU source for release waits."""
         self.stop_pipeline_with_fleet = stop_pipeline_with_fleet
         """Whether stopping the fleet also stops the pipeline."""
+        self.canary_options = canary_options or CanaryOptions()
+        """Options of every canary."""
+        self.rollout_options = rollout_options or RolloutOptions()
+        """Options of every rollout (the batch comes with each call)."""
 
     # --- capabilities and profiles -------------------------------------------------------------
 
@@ -330,6 +341,38 @@ class FleetOperator:
                 )
             )
         return next((r for r in results if not r.ok), results[-1])
+
+    # --- canary and rollout ------------------------------------------------------------------
+
+    async def canary(
+        self,
+        profile_name: str,
+        gpu: int,
+        on_event: EventSink | None = None,
+        on_look: LookSink | None = None,
+    ) -> CanaryResult:
+        """Try ``profile_name`` on ``gpu``, the other running GPUs as control (journalled).
+
+        The profile is loaded like ``load_profile`` (a running one as launched), so the
+        canary's ports and speed match the running fleet.
+
+        Raises:
+            ProfileError: the profile cannot be loaded (nothing is stopped).
+        """
+        profile = await asyncio.to_thread(self.load_profile, profile_name)
+        return await run_canary(profile, gpu, self.canary_options, on_event, on_look)
+
+    async def rollout(
+        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+    ) -> RolloutResult:
+        """Move every GPU not yet on ``profile_name`` to it, ``batch`` at a time (journalled).
+
+        Raises:
+            ProfileError: the profile cannot be loaded (nothing is stopped).
+        """
+        profile = await asyncio.to_thread(self.load_profile, profile_name)
+        options = replace(self.rollout_options, batch=batch)
+        return await run_rollout(profile, options, on_event)
 
     # --- pipeline ---------------------------------------------------------------------------
 

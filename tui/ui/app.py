@@ -29,6 +29,9 @@ from tui.ui.messages import (
 )
 from tui.ui.quit_screen import QuitChoice, QuitScreen
 from tui.ui.retune.apply_screen import ApplyScreen
+from tui.ui.rollout.canary_screen import CanaryScreen
+from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
+from tui.ui.rollout.rollout_screen import RolloutScreen
 from tui.ui.sources import (
     FleetActions,
     FleetPoller,
@@ -186,6 +189,7 @@ class FleetApp(App[None]):
                     ("Grid", MainScreen.BINDINGS),
                     ("Detail", DetailScreen.BINDINGS),
                     ("Tuning form", TuningFormScreen.BINDINGS),
+                    ("Canary", CanaryScreen.BINDINGS),
                 ]
             )
         )
@@ -240,6 +244,15 @@ class FleetApp(App[None]):
                 self.actions, message.target, message.gpus, self.journal_reader, rollback=True
             )
         )
+
+    def on_canary_requested(self, message: CanaryRequested) -> None:
+        """Run a canary on its screen: live phases and looks, then the verdict."""
+        fleet = tuple(panel.gpu_index for panel in self.fleet.panels)
+        self.push_screen(CanaryScreen(self.actions, message.profile, message.gpu, fleet))
+
+    def on_rollout_requested(self, message: RolloutRequested) -> None:
+        """Run a rollout on its screen: per-GPU progress, then where it stopped and why."""
+        self.push_screen(RolloutScreen(self.actions, message.profile, message.batch))
 
     def on_pipeline_start_requested(self, message: PipelineStartRequested) -> None:
         """Start the pipeline."""

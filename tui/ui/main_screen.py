@@ -29,6 +29,8 @@ from tui.ui.messages import (
 from tui.ui.pipeline.generation_pane import GenerationPane
 from tui.ui.pipeline.throughput_history import Sample, append_sample
 from tui.ui.retune.flows import choose_relaunch, confirm_rollback, open_tuning
+from tui.ui.rollout.flows import choose_canary, choose_rollout
+from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.sources import (
     FleetActions,
     Intent,
@@ -48,6 +50,8 @@ ACTION_INTENTS: dict[str, Intent] = {
     "rollback": Intent.ROLLBACK,
     "journal": Intent.JOURNAL,
     "toggle_pipeline": Intent.PIPELINE,
+    "canary": Intent.CANARY,
+    "rollout": Intent.ROLLOUT,
 }
 """Which backend capability each operation key needs (disabled in the Footer without it)."""
 
@@ -75,6 +79,8 @@ class MainScreen(Screen[None]):
         Binding("T", "tune_all", "Tune all", id="fleet.tune_all"),
         Binding("b", "rollback", "Rollback", id="fleet.rollback"),
         Binding("j", "journal", "Journal", id="fleet.journal"),
+        Binding("c", "canary", "Canary", id="fleet.canary"),
+        Binding("o", "rollout", "Roll out", id="fleet.rollout"),
     ]
 
     # Data reactives never repaint the screen itself: a screen repaint resends every cell to
@@ -170,8 +176,10 @@ class MainScreen(Screen[None]):
             return True
         if not self.actions.supports(intent):
             return None
-        if action in ("kill_selected", "relaunch_selected", "kill_all", "relaunch_all"):
+        if action in ("kill_selected", "relaunch_selected", "kill_all", "relaunch_all", "rollout"):
             return bool(self.fleet.panels) or None
+        if action == "canary":  # needs a selected GPU and at least one other as control
+            return (self.selected in self._indices and len(self._indices) > 1) or None
         return True
 
     # --- selection -----------------------------------------------------------------------
@@ -291,6 +299,29 @@ class MainScreen(Screen[None]):
         choice = await confirm_rollback(self.app, self.running_reader, tuple(self._indices))
         if choice is not None:
             self.post_message(RollbackRequested(choice.target, choice.gpus))
+
+    def action_canary(self) -> None:
+        """Try a profile on the selected GPU, the others as control, after confirmation."""
+        self._canary_flow(self.selected)
+
+    @work(group="ask", exclusive=True, exit_on_error=False)
+    async def _canary_flow(self, gpu: int) -> None:
+        fleet = tuple(self._indices)
+        profile = await choose_canary(
+            self.app, self.actions, gpu, fleet, describe_servers(self.fleet, (gpu,))
+        )
+        if profile is not None:
+            self.post_message(CanaryRequested(profile, gpu))
+
+    def action_rollout(self) -> None:
+        """Roll a profile out one GPU at a time, after confirmation."""
+        self._rollout_flow()
+
+    @work(group="ask", exclusive=True, exit_on_error=False)
+    async def _rollout_flow(self) -> None:
+        profile = await choose_rollout(self.app, self.actions, tuple(self._indices))
+        if profile is not None:
+            self.post_message(RolloutRequested(profile, 1))
 
     def action_journal(self) -> None:
         """Show the journal."""

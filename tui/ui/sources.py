@@ -13,12 +13,15 @@ from pathlib import Path
 from typing import Protocol
 
 from tui.fleet.snapshot import FleetSnapshot
+from tui.operator.rollout_ops import LookSink
 from tui.pipeline.status import PipelineStatus, read_status
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult
 from tui.retune.journal import JournalRead, read_journal
 from tui.retune.preflight import Preflight
 from tui.retune.running import GpuProfiles, read_running
+from tui.rollout.canary import CanaryResult
+from tui.rollout.rollout import RolloutResult
 
 EventSink = Callable[[object], None]
 """Receives the retune events of an apply (``tui.retune.events``) as they happen, on the loop."""
@@ -73,6 +76,10 @@ class Intent(StrEnum):
     """Start and stop the generation pipeline."""
     STOP_FLEET = "stop_fleet"
     """Stop every server (offered when quitting)."""
+    CANARY = "canary"
+    """Try a profile on one GPU against the others over the same minutes."""
+    ROLLOUT = "rollout"
+    """Move the fleet to a profile a few GPUs at a time, stopping at the first failure."""
 
 
 class FleetActions(Protocol):
@@ -138,6 +145,24 @@ class FleetActions(Protocol):
         """Stop every server of the fleet."""
         ...
 
+    async def canary(
+        self,
+        profile_name: str,
+        gpu: int,
+        on_event: EventSink | None = None,
+        on_look: LookSink | None = None,
+    ) -> CanaryResult:
+        """Try ``profile_name`` on ``gpu`` against the other GPUs; ``on_event`` gets the
+        restart's retune events, ``on_look`` each look of the measuring window."""
+        ...
+
+    async def rollout(
+        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+    ) -> RolloutResult:
+        """Move every GPU not yet on ``profile_name`` to it, ``batch`` at a time, verified,
+        stopping at the first failure; ``on_event`` gets every batch's retune events."""
+        ...
+
 
 class NoActions:
     """A backend that supports nothing: every operation key shows disabled."""
@@ -195,6 +220,22 @@ class NoActions:
     async def stop_fleet(self) -> None:
         """Unsupported."""
         raise NotImplementedError("stop_fleet")
+
+    async def canary(
+        self,
+        profile_name: str,
+        gpu: int,
+        on_event: EventSink | None = None,
+        on_look: LookSink | None = None,
+    ) -> CanaryResult:
+        """Unsupported."""
+        raise NotImplementedError("canary")
+
+    async def rollout(
+        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+    ) -> RolloutResult:
+        """Unsupported."""
+        raise NotImplementedError("rollout")
 
 
 def read_pipeline_status(path: Path) -> PipelineStatus | None:

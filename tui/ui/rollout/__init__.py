@@ -1,0 +1,1 @@
+"""Canary and rolling rollout screens."""

@@ -1,0 +1,178 @@
+"""Canary and rollout in words: confirm texts, each look, the verdict, the summary (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tui.operator.rollout_ops import CanaryLook
+from tui.rollout.canary import CanaryResult
+from tui.rollout.rollout import RolloutResult
+from tui.rollout.stats import PairedEstimate
+from tui.ui.format import duration
+
+VERDICT_STYLES = {
+    "better": "bold $success",
+    "worse": "bold $error",
+    "no measurable difference": "bold $warning",
+}
+"""How each verdict is highlighted."""
+
+
+def compact_range(gpus: Sequence[int]) -> str:
+    """GPU indices with runs collapsed: (0, 1, 2, 4, 5, 6) -> '0-2,4-6'; () -> 'none'."""
+    ordered = sorted(set(gpus))
+    if not ordered:
+        return "none"
+    runs: list[str] = []
+    start = prev = ordered[0]
+    for gpu in [*ordered[1:], None]:
+        if gpu is not None and gpu == prev + 1:
+            prev = gpu
+            continue
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+        if gpu is not None:
+            start = prev = gpu
+    return ",".join(runs)
+
+
+def canary_question(profile: str, gpu: int, fleet: Sequence[int]) -> tuple[str, str]:
+    """The canary confirm: its title and what happens.
+
+    Args:
+        profile: The candidate.
+        gpu: The canary GPU.
+        fleet: Every GPU of the fleet.
+
+    Returns:
+        (title, detail).
+    """
+    controls = [g for g in fleet if g != gpu]
+    title = f"Try profile {profile} on GPU {gpu}; GPUs {compact_range(controls)} stay as control"
+    detail = (
+        f"GPU {gpu}'s server is stopped and relaunched with {profile}; after a warm-up its "
+        "output tokens/s and requests/s are compared with the control GPUs' over the same "
+        f"intervals. GPU {gpu} keeps {profile} afterwards."
+    )
+    return title, detail
+
+
+def rollout_question(profile: str, gpus: Sequence[int], batch: int = 1) -> tuple[str, str]:
+    """The rollout confirm: its title and what happens.
+
+    Args:
+        profile: The profile rolled out.
+        gpus: The GPUs it may restart (those already on it are skipped).
+        batch: GPUs restarted together.
+
+    Returns:
+        (title, detail).
+    """
+    pace = "one GPU at a time" if batch == 1 else f"{batch} GPUs at a time"
+    title = f"Roll out {profile} to GPUs {compact_range(gpus)}, {pace}?"
+    detail = (
+        f"GPUs not yet on {profile} restart {pace}, each verified before the next starts. "
+        "The first failure stops the rollout: the GPUs not reached stay on their profile. "
+        "The pipeline keeps sending to the GPUs that are up."
+    )
+    return title, detail
+
+
+def estimate_text(est: PairedEstimate, unit: str, places: int = 0) -> str:
+    """'1,520 vs 1,380 tok/s (+10.1%, 99.5% CI +6.2% .. +14.0%)'."""
+    return (
+        f"{est.canary_mean:,.{places}f} vs {est.control_mean:,.{places}f} {unit} "
+        f"({est.relative:+.1%}, {est.level:.1%} CI {est.rel_low:+.1%} .. {est.rel_high:+.1%})"
+    )
+
+
+def look_line(look: CanaryLook) -> str:
+    """One look: intervals and window so far, the estimate and its interval, the decision."""
+    head = f"{look.intervals} intervals ({duration(look.window_s)})"
+    if look.estimate is not None:
+        e = look.estimate
+        head += f": {e.relative:+.1%} (CI {e.rel_low:+.1%} .. {e.rel_high:+.1%})"
+    return f"{head} -> {look.verdict} ({look.reason})"
+
+
+def canary_verdict_lines(result: CanaryResult) -> list[tuple[str, str]]:
+    """The canary's outcome as (text, style) lines.
+
+    Args:
+        result: The canary's result.
+
+    Returns:
+        The verdict, the per-GPU change in tokens/s and requests/s with the interval and level,
+        how much longer an undecided window would need, and the lost GPU-seconds.
+    """
+    if result.refused:
+        return [("refused, nothing was stopped:", "bold $error")] + [
+            (f"  {e}", "$error") for e in result.refused
+        ]
+    if result.report is not None and not result.report.ok:
+        return [(f"canary GPU {result.gpu} failed: {result.report.failure}", "bold $error")]
+    lines = [(f"verdict: {result.verdict}", VERDICT_STYLES.get(result.verdict, "bold"))]
+    if result.tokens is not None:
+        lines.append((f"tokens/s per GPU: {estimate_text(result.tokens, 'tok/s')}", ""))
+    if result.requests is not None:
+        lines.append((f"requests/s per GPU: {estimate_text(result.requests, 'req/s', 2)}", ""))
+    n = result.tokens.n if result.tokens is not None else 0
+    lines.append(
+        (
+            f"{result.family_level:.0%} over {result.looks} look(s) (each at "
+            f"{result.look_level:.2%}); window {duration(result.window_s)}, {n} intervals"
+            f"{', stopped early' if result.stopped_early else ''}: {result.reason}",
+            "",
+        )
+    )
+    if result.verdict == "no measurable difference" and result.tokens is not None:
+        if result.more_s_to_exclude_zero:
+            lines.append(
+                (
+                    f"to tell {result.tokens.relative:+.1%} from 0: about "
+                    f"{duration(result.more_s_to_exclude_zero)} more measuring",
+                    "",
+                )
+            )
+        if result.more_s_to_bound:
+            lines.append(
+                (
+                    f"to bound within +/-{result.margin:.0%}: about "
+                    f"{duration(result.more_s_to_bound)} more measuring",
+                    "",
+                )
+            )
+    lines.append((cost_text(result.cost.lost_gpu_seconds if result.cost else None), ""))
+    return lines
+
+
+def cost_text(lost: float | None) -> str:
+    """'throughput lost: 6.3 GPU-seconds', or that it was not measured."""
+    if lost is None:
+        return "throughput lost: not measured"
+    return f"throughput lost: {lost:.1f} GPU-seconds"
+
+
+def rollout_summary_lines(result: RolloutResult) -> list[tuple[str, str]]:
+    """The rollout's outcome as (text, style) lines: done, and at a failure which GPU failed,
+    which stayed on the old profile, which were relaunched on it."""
+    if result.refused:
+        return [("refused, nothing was stopped:", "bold $error")] + [
+            (f"  {e}", "$error") for e in result.refused
+        ]
+    what = "rollback" if result.rollback else f"rollout of {result.profile}"
+    took = duration(result.finished_at - result.started_at)
+    head = f"{what}: {len(result.done)} of {len(result.planned)} GPUs done; took {took}"
+    lines = [(head, "bold $success" if result.ok else "bold $error")]
+    if result.skipped:
+        lines.append((f"already on it (skipped): GPUs {compact_range(result.skipped)}", ""))
+    if result.failure:
+        lines.append((f"STOPPED at {result.failure}", "bold $error"))
+        lines.append(
+            (f"stayed on the old profile: GPUs {compact_range(result.stayed)}", "$warning")
+        )
+        if result.restored:
+            lines.append(
+                (f"relaunched on the old profile: GPUs {compact_range(result.restored)}", "")
+            )
+    lines.append((cost_text(result.cost.lost_gpu_seconds if result.cost else None), ""))
+    return lines

@@ -1,0 +1,71 @@
+"""The keyboard flows before a canary or a rollout: pick a profile, confirm what restarts.
+
+Run inside a screen's worker, since they wait on modal screens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual.app import App
+
+from tui.ui.confirm import ConfirmScreen
+from tui.ui.retune.profile_picker import ProfilePickerScreen
+from tui.ui.rollout.describe import canary_question, rollout_question
+from tui.ui.sources import FleetActions
+
+
+async def _pick(app: App[None], actions: FleetActions, title: str) -> str | None:
+    names, current = await asyncio.to_thread(
+        lambda: (actions.profile_names(), actions.current_profile())
+    )
+    if not names:
+        app.notify("No saved profiles to choose from.", title=title, severity="warning")
+        return None
+    return await app.push_screen_wait(ProfilePickerScreen(title, names, current))
+
+
+async def choose_canary(
+    app: App[None], actions: FleetActions, gpu: int, fleet: tuple[int, ...], affected: str
+) -> str | None:
+    """Ask which profile to try on ``gpu``, then confirm naming the GPU and the controls.
+
+    Args:
+        app: The app, to show the modals.
+        actions: The backend (profile names, the running profile).
+        gpu: The canary GPU.
+        fleet: Every GPU of the fleet.
+        affected: The canary GPU's server in words (port, pid).
+
+    Returns:
+        The chosen profile, or None when the operator backed out.
+    """
+    profile = await _pick(app, actions, f"Canary on GPU {gpu}: try which profile?")
+    if profile is None:
+        return None
+    title, detail = canary_question(profile, gpu, fleet)
+    confirmed = await app.push_screen_wait(
+        ConfirmScreen(title, f"{detail}\n{affected}", "Start canary")
+    )
+    return profile if confirmed else None
+
+
+async def choose_rollout(
+    app: App[None], actions: FleetActions, fleet: tuple[int, ...]
+) -> str | None:
+    """Ask which profile to roll out, then confirm (one GPU at a time, stop at a failure).
+
+    Args:
+        app: The app, to show the modals.
+        actions: The backend (profile names, the running profile).
+        fleet: Every GPU of the fleet.
+
+    Returns:
+        The chosen profile, or None when the operator backed out.
+    """
+    profile = await _pick(app, actions, "Roll out which profile, one GPU at a time?")
+    if profile is None:
+        return None
+    title, detail = rollout_question(profile, fleet)
+    confirmed = await app.push_screen_wait(ConfirmScreen(title, detail, "Roll out"))
+    return profile if confirmed else None

@@ -1,0 +1,37 @@
+"""Messages of the canary and rollout screens: intents going up, backend progress coming in."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+
+class CanaryRequested(Message):
+    """The user confirmed trying ``profile`` on ``gpu`` against the other GPUs."""
+
+    def __init__(self, profile: str, gpu: int) -> None:
+        self.profile = profile
+        """Candidate profile name."""
+        self.gpu = gpu
+        """The canary GPU."""
+        super().__init__()
+
+
+class RolloutRequested(Message):
+    """The user confirmed rolling ``profile`` out, ``batch`` GPUs at a time."""
+
+    def __init__(self, profile: str, batch: int = 1) -> None:
+        self.profile = profile
+        """Profile name."""
+        self.batch = batch
+        """GPUs restarted together."""
+        super().__init__()
+
+
+class ProgressArrived(Message):
+    """One retune event or canary look from the backend (posted: the backend never touches
+    widgets)."""
+
+    def __init__(self, item: object) -> None:
+        self.item = item
+        """The event or look."""
+        super().__init__()
