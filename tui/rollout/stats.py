@@ -146,6 +146,8 @@ class Decision:
     """Further pairs for the interval to exclude 0 at the observed effect (None if no effect)."""
     more_intervals_to_bound: int | None
     """Further pairs for the interval to fit within +/- margin (None if |effect| >= margin)."""
+    estimate: PairedEstimate | None = None
+    """The estimate and interval this look decided on (None: too few pairs)."""
 
 
 def decide(est: PairedEstimate | None, margin: float) -> Decision:
@@ -166,11 +168,13 @@ def decide(est: PairedEstimate | None, margin: float) -> Decision:
     more_zero = None if to_zero is None else to_zero - est.n
     more_bound = None if to_bound is None else to_bound - est.n
     if est.rel_low > 0.0:
-        return Decision("better", True, "interval above 0", 0, more_bound)
+        return Decision("better", True, "interval above 0", 0, more_bound, est)
     if est.rel_high < 0.0:
-        return Decision("worse", True, "interval below 0", 0, more_bound)
+        return Decision("worse", True, "interval below 0", 0, more_bound, est)
     if -margin < est.rel_low and est.rel_high < margin:
         return Decision(
-            "no measurable difference", True, f"interval within +/-{margin:.1%}", more_zero, 0
+            "no measurable difference", True, f"interval within +/-{margin:.1%}", more_zero, 0, est
         )
-    return Decision("no measurable difference", False, "interval spans 0", more_zero, more_bound)
+    return Decision(
+        "no measurable difference", False, "interval spans 0", more_zero, more_bound, est
+    )
