@@ -22,6 +22,9 @@ from tui.retune.ports import (
     ServerSignal,
 )
 
+LOG_POLL_S = 0.05
+"""How often a starting server's log is read (a file read; the HTTP probe runs every poll_s)."""
+
 
 class GpuRun:
     """The state machine of one GPU in one apply.
@@ -100,6 +103,7 @@ class GpuRun:
 
     async def _follow(self, server: LaunchedServer) -> VerifyReport:
         deadline = self._launched_at_or_now() + self._options.timeout_s
+        last_probe = float("-inf")
         while True:
             failure = self._drain_log(server)
             if failure is not None:
@@ -111,13 +115,18 @@ class GpuRun:
                     f"process exited with code {code}", "exit"
                 )
                 return await self._fail_and_stop(server, failure)
-            if await server.ready():
-                return await self._ready(server)
+            # The HTTP probe is the truth, but the log says when it is worth asking: probe at
+            # once when the log shows the ready line, else every poll_s.
+            log_says_ready = bool(self._phases) and self._phases[-1][0] == "ready"
+            if log_says_ready or self._now() - last_probe >= self._options.poll_s:
+                last_probe = self._now()
+                if await server.ready():
+                    return await self._ready(server)
             if self._now() >= deadline:
                 timeout = self._failed(f"not ready within {self._options.timeout_s:g} s", "timeout")
                 return await self._fail_and_stop(server, timeout)
-            # Poll cadence of a live process, not a stand-in for synchronisation.
-            await asyncio.sleep(min(self._options.poll_s, max(0.0, deadline - self._now())))
+            # Poll cadence of a live process's log, not a stand-in for synchronisation.
+            await asyncio.sleep(min(LOG_POLL_S, max(0.0, deadline - self._now())))
 
     def _launched_at_or_now(self) -> float:
         return self._launched_at if self._launched_at is not None else self._now()
