@@ -120,7 +120,9 @@ def test_sigkill_storm_loses_and_duplicates_nothing(
         "--shard-size",
         "150",
         "--per-server-inflight",
-        "16",
+        # Few in flight: the job must not outrun the kill points (the status document is
+        # written once a second; at full speed a run finished between two of them).
+        "4",
         "--max-tokens",
         "8",
         "--max-retries",
