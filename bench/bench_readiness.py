@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.harness import Context, Row, Stat
+from bench.harness import Context, Row, Stat, free_ports
 from tui.sim.logfmt import READY_LINE
 
 BENCH = "readiness detection"
@@ -32,17 +31,6 @@ SPEEDS = (6.1, 8.3, 10.7)
 """One --sim-speed per run: startups of ~5.4, ~4 and ~3.1 s (the seed's took ~33 s at speed 1),
 so the ready line falls at a different phase of the 0.5 s verify poll in each run."""
 _READY = READY_LINE.encode()
-
-
-def _free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _profile(path: Path, gpus: list[int], ports: list[int], logs: Path, speed: float) -> None:
@@ -134,7 +122,7 @@ _STOP = (
 
 def one_run(work: Path, gpus: list[int], speed: float) -> tuple[list[float], list[float]]:
     """Launch, watch, stop; returns (gpufleet delays, seed loop delays) in seconds."""
-    ports = _free_ports(len(gpus))
+    ports = free_ports(len(gpus))
     logs = work / "logs"
     profile = work / "profile.toml"
     _profile(profile, gpus, ports, logs, speed)

@@ -18,13 +18,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench.harness import Context, Row, Stat
+from bench.harness import Context, Row, Stat, free_ports
 from tui.profiles import load_profile
 from tui.profiles.launch_args import argv_for
 from tui.sim.logfmt import READY_LINE
@@ -43,17 +42,6 @@ KNOBS = {
         "mamba_full_memory_ratio = 0.6\nmax_running_requests = 64"
     ),
 }
-
-
-def _free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _profile(path: Path, name: str, ports: list[int], logs: Path) -> Path:
@@ -175,7 +163,7 @@ def run(ctx: Context) -> list[Row]:
         state = ctx.scratch / f"retune-{n}"
         logs = state / "logs"
         logs.mkdir(parents=True)
-        ports = _free_ports(len(GPUS))
+        ports = free_ports(len(GPUS))
         env = {**os.environ, "GPUFLEET_STATE_DIR": str(state), "PYTHONPATH": str(ROOT)}
         base = _profile(state / "baseline.toml", "baseline", ports, logs)
         cand = _profile(state / "aggressive.toml", "aggressive", ports, logs)
