@@ -60,6 +60,10 @@ def verify(record: ProcessRecord) -> Identity:
             f"refusing to signal {who}: it started at {create_time:.2f}, the fleet's server at "
             f"{record.create_time:.2f}; the pid was reused by another process, not ours"
         )
+    if not cmdline:
+        # An exec'd process reads an empty command line only while it exits (its memory map is
+        # gone, it is not yet a zombie): the fleet's own server on its way out, not a stranger.
+        return Identity(False, None)
     if cmdline != record.cmdline:
         raise IdentityMismatch(
             f"refusing to signal {who}: its command line {' '.join(cmdline)!r} is not the one "
