@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.sglang.memory import plan_memory
 from tui.sglang.models import get_model
-from tui.sim.scheduler import SimScheduler
+from tui.sim.scheduler import SimScheduler, step_seconds
 from tui.sim.throughput import expected_rate
 
 QWEN = get_model("qwen3.6-27b")
@@ -88,3 +89,23 @@ async def test_scheduler_wider_cap_is_faster_but_sublinear() -> None:
     wide, peak, _ = await _measure(AGGRESSIVE, speed, 80, 2000)
     assert peak == 40
     assert narrow < wide < narrow * 40 / 16
+
+
+async def test_a_late_catch_up_logs_each_interval_at_its_own_rate() -> None:
+    """One wake-up that is many log intervals late writes several decode lines at once; each
+    line's gen throughput must still be tokens over that interval's own duration."""
+    lines: list[str] = []
+    speed = 10.0
+    sch = SimScheduler(BASELINE, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)  # type: ignore[arg-type]
+    for i in range(16):
+        sch.submit(f"r{i}", 100, 100_000, True)
+    sch._admit()
+    step = step_seconds(QWEN, 16, speed)
+    start = time.monotonic()
+    sch._log_at = start
+    sch._advance(40 * step * 5.5, start + 40 * step * 5.5)  # 5 intervals in one go
+    rates = [float(m) for m in re.findall(r"gen throughput \(token/s\): ([0-9.]+)", "".join(lines))]
+    assert len(rates) == 5, lines
+    expected = expected_rate(BASELINE, QWEN, speed=speed).output_tokens_per_s
+    for rate in rates:
+        assert abs(rate - expected) / expected < 0.1, (rate, expected)
