@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable
 
 import httpx
 import pytest
 from servers_helpers import FIXTURES, canned_server, json_reply, metrics_reply
 
+from tui.servers.keepalive import KeepAliveTransport
 from tui.servers.probe import ProbeStatus, ServerProbe, parse_loads_json, parse_metrics
+
+ClientFactory = Callable[[], httpx.AsyncClient]
+
+
+@pytest.fixture(params=["httpcore", "keepalive"])
+def make_client(request: pytest.FixtureRequest) -> ClientFactory:
+    """Every probe test runs over httpx's default transport and over the monitor's own."""
+    if request.param == "keepalive":
+        return lambda: httpx.AsyncClient(transport=KeepAliveTransport())
+    return httpx.AsyncClient
 
 
 def _free_port() -> int:
@@ -18,7 +30,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_readiness_503_then_200() -> None:
+async def test_readiness_503_then_200(make_client: ClientFactory) -> None:
     routes = {
         "/health_generate": [
             (503, "text/plain", ""),
@@ -28,7 +40,7 @@ async def test_readiness_503_then_200() -> None:
         "/model_info": json_reply('{"model_path": "Qwen/Qwen3.6-27B"}'),
     }
     with canned_server(routes) as server:
-        async with httpx.AsyncClient() as client:
+        async with make_client() as client:
             probe = ServerProbe(client, server.port)
             first = await probe.readiness()
             second = await probe.readiness()
@@ -43,29 +55,31 @@ async def test_readiness_503_then_200() -> None:
     assert server.hits["/model_info"] == 2  # asked only while not ready
 
 
-async def test_readiness_falls_back_to_health_and_remembers() -> None:
+async def test_readiness_falls_back_to_health_and_remembers(make_client: ClientFactory) -> None:
     with canned_server({"/health": (200, "text/plain", "")}) as server:
-        async with httpx.AsyncClient() as client:
+        async with make_client() as client:
             probe = ServerProbe(client, server.port)
             results = [await probe.readiness() for _ in range(3)]
     assert all(r.status is ProbeStatus.READY and r.endpoint == "/health" for r in results)
     assert server.hits["/health_generate"] == 1  # 404 once, then never asked again
 
 
-async def test_model_info_alone_is_up_not_ready() -> None:
+async def test_model_info_alone_is_up_not_ready(make_client: ClientFactory) -> None:
     with canned_server({"/model_info": json_reply("{}")}) as server:
-        async with httpx.AsyncClient() as client:
+        async with make_client() as client:
             result = await ServerProbe(client, server.port).readiness()
     assert result.status is ProbeStatus.UP and result.endpoint == "/model_info"
 
 
-async def test_refused_when_nothing_listens() -> None:
-    async with httpx.AsyncClient() as client:
+async def test_refused_when_nothing_listens(make_client: ClientFactory) -> None:
+    async with make_client() as client:
         result = await ServerProbe(client, _free_port()).readiness()
     assert result.status is ProbeStatus.REFUSED
 
 
-async def test_slow_server_times_out_as_stale_without_delaying_others() -> None:
+async def test_slow_server_times_out_as_stale_without_delaying_others(
+    make_client: ClientFactory,
+) -> None:
     import asyncio
     import time
 
@@ -74,7 +88,7 @@ async def test_slow_server_times_out_as_stale_without_delaying_others() -> None:
         canned_server({}) as slow,
     ):
         slow.routes["/health_generate"] = slow.slow((200, "text/plain", ""))
-        async with httpx.AsyncClient() as client:
+        async with make_client() as client:
             slow_probe = ServerProbe(client, slow.port, timeout=0.3)
             fast_probe = ServerProbe(client, fast.port, timeout=0.3)
             start = time.monotonic()
@@ -88,9 +102,9 @@ async def test_slow_server_times_out_as_stale_without_delaying_others() -> None:
     assert elapsed < 2.0
 
 
-async def test_load_from_metrics() -> None:
+async def test_load_from_metrics(make_client: ClientFactory) -> None:
     with canned_server({"/metrics": metrics_reply()}) as server:
-        async with httpx.AsyncClient() as client:
+        async with make_client() as client:
             load = await ServerProbe(client, server.port).load()
     assert load is not None and load.source == "/metrics"
     assert (load.running, load.queued) == (14, 34)
@@ -101,7 +115,7 @@ async def test_load_from_metrics() -> None:
     assert load.max_total_num_tokens == 798080
 
 
-async def test_load_falls_back_to_v1_loads_then_get_load() -> None:
+async def test_load_falls_back_to_v1_loads_then_get_load(make_client: ClientFactory) -> None:
     loads = {
         "loads": [
             {"dp_rank": 0, "num_running_reqs": 3, "num_waiting_reqs": 5, "token_usage": 0.2},
@@ -109,22 +123,22 @@ async def test_load_falls_back_to_v1_loads_then_get_load() -> None:
         ]
     }
     with canned_server({"/v1/loads": json_reply(json.dumps(loads))}) as server:
-        async with httpx.AsyncClient() as client:
+        async with make_client() as client:
             load = await ServerProbe(client, server.port).load()
     assert load is not None and load.source == "/v1/loads"
     assert (load.running, load.queued, load.token_usage) == (7, 6, 0.4)
 
     old = [{"dp_rank": 0, "num_reqs": 9, "num_waiting_reqs": 2}]
     with canned_server({"/get_load": json_reply(json.dumps(old))}) as server:
-        async with httpx.AsyncClient() as client:
+        async with make_client() as client:
             load = await ServerProbe(client, server.port).load()
     assert load is not None and (load.source, load.running, load.queued) == ("/get_load", 9, 2)
 
 
-async def test_server_info_effective_values() -> None:
+async def test_server_info_effective_values(make_client: ClientFactory) -> None:
     body = (FIXTURES / "server_info.json").read_text()
     with canned_server({"/get_server_info": json_reply(body)}) as server:
-        async with httpx.AsyncClient() as client:
+        async with make_client() as client:
             info = await ServerProbe(client, server.port).server_info()
     assert info is not None
     assert info.max_running_effective == 40
@@ -134,8 +148,8 @@ async def test_server_info_effective_values() -> None:
     assert info.version == "0.5.23"
 
 
-async def test_load_is_none_when_server_is_down() -> None:
-    async with httpx.AsyncClient() as client:
+async def test_load_is_none_when_server_is_down(make_client: ClientFactory) -> None:
+    async with make_client() as client:
         probe = ServerProbe(client, _free_port())
         assert await probe.load() is None
         assert await probe.server_info() is None

@@ -33,6 +33,7 @@ from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.snapshot import GpuSnapshot, GpuSource
 from tui.logs.state import LogView
 from tui.servers.discovery import ServerProcess, find_servers, is_alive
+from tui.servers.keepalive import KeepAliveTransport
 from tui.servers.probe import ProbeStatus, Readiness, ServerInfo, ServerLoad, ServerProbe
 
 _N = TypeVar("_N", int, float)
@@ -116,9 +117,8 @@ class FleetMonitor:
         self.spec = spec
         self.gpu_source = gpu_source
         self._own_client = client is None
-        self._client = client or httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32)
-        )
+        # The lean keep-alive transport: these probes run every second for days.
+        self._client = client or httpx.AsyncClient(transport=KeepAliveTransport())
         self.server_info_interval = server_info_interval
         self.health_interval = health_interval
         self.ready_interval = ready_interval
