@@ -113,6 +113,7 @@ class Pipeline:
         self._state = "running"
         self._message = ""
         self._started_at = time.time()
+        self._no_server_since: float | None = None
         self._stopping = False
 
     async def run(self) -> int:
@@ -269,6 +270,11 @@ class Pipeline:
 
     def _write_status(self) -> None:
         rate_1m, rate_10m = self._meter.rate(60), self._meter.rate(600)
+        # Observed at the status cadence: a whole-fleet outage lasts seconds at least (a relaunch).
+        if any(s.healthy for s in self._dispatcher.servers):
+            self._no_server_since = None
+        elif self._no_server_since is None:
+            self._no_server_since = time.time()
         total = self.config.prompts.valid_count
         remaining = max(total - len(self._done) - self._failed, 0)
         status = PipelineStatus(
@@ -291,6 +297,7 @@ class Pipeline:
             uploaded_shards=len(self._uploads.keeper.entries) if self._uploads else 0,
             pending_uploads=self._uploads.pending if self._uploads else 0,
             message=self._message,
+            no_server_since=self._no_server_since if self._state == "running" else None,
         )
         try:
             write_status(self.config.status_path, status)

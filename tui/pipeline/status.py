@@ -82,6 +82,9 @@ class PipelineStatus:
     """Durable local shards not yet uploaded."""
     message: str = ""
     """Last notable event in plain words (e.g. an upload being retried)."""
+    no_server_since: float | None = None
+    """time.time() since when no server has been healthy (the run waits for one, e.g. through
+    a full-fleet relaunch); None while one is."""
 
     def to_json(self) -> dict[str, Any]:
         """The document as JSON-ready data."""

@@ -38,6 +38,15 @@ def summary_lines(status: PipelineStatus) -> Content:
             ("failed " + num(status.failed), "$error" if status.failed else ""),
         ),
     ]
+    if status.state == "running" and status.no_server_since is not None:
+        waited = max(status.updated_at - status.no_server_since, 0.0)
+        lines.append(
+            Content.styled(
+                f"waiting: no server healthy for {duration(waited)}; "
+                "work resumes when one answers /health",
+                "$warning",
+            )
+        )
     if status.message:
         lines.append(Content.styled(status.message, "$text-muted"))
     return Content("\n").join(lines)
