@@ -41,3 +41,16 @@ def test_tail_file_reads_only_the_end_of_a_large_file(tmp_path: Path) -> None:
         handle.seek(0, 2)
         handle.write(b"partial\nlast one\n")
     assert tail_file(log, 1) == ["last one"]
+
+
+@pytest.mark.parametrize("window", [1.0, 5.0, 30.0, 600.0, 3600.0])
+def test_the_console_canary_follows_the_measure_window(window: float) -> None:
+    from tui.ui.cli import MEASURE_WINDOW_RANGE_S, console_canary_options
+
+    assert MEASURE_WINDOW_RANGE_S[0] <= window <= MEASURE_WINDOW_RANGE_S[1]
+    options = console_canary_options(window)
+    assert options.errors() == []  # valid across the whole --measure-window range
+    assert options.window_s >= window and options.max_window_s == 3 * options.window_s
+    assert options.window_s / options.interval_s >= 6  # enough paired samples for a look
+    if window >= 6.0:  # long enough for 0.5 s samples: the window is exactly what was asked
+        assert options.window_s == window and options.warmup_s == pytest.approx(window / 3)

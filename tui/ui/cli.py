@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from tui.operator.pipeline_control import PipelineConfig
     from tui.profiles import Profile
     from tui.retune.options import ApplyOptions
+    from tui.rollout.canary import CanaryOptions
 
 CONSOLE_FLEET_TIMEOUT_S = 3600.0
 """A pipeline started from the console waits this long for a ready server (a full retune)."""
@@ -121,6 +122,31 @@ def console_apply_options(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) ->
     )
 
 
+def console_canary_options(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> CanaryOptions:
+    """The canary options of the console: the same ``--measure-window`` as its applies.
+
+    The window is planned at ``measure_window_s`` (at least six samples), may stretch to three
+    times that when a verdict is in reach, and samples every twelfth of it (at least 0.5 s).
+
+    Args:
+        measure_window_s: Seconds of the planned window (already range-checked by
+            :func:`console_apply_options`).
+
+    Returns:
+        The options.
+    """
+    from tui.rollout.canary import CanaryOptions
+
+    interval = max(0.5, measure_window_s / 12)
+    window = max(measure_window_s, 6 * interval)
+    return CanaryOptions(
+        window_s=window,
+        warmup_s=measure_window_s / 3,
+        max_window_s=3 * window,
+        interval_s=interval,
+    )
+
+
 def add_measure_window(parser: argparse.ArgumentParser) -> None:
     """Add ``--measure-window S`` (the throughput window of applies from the console)."""
     parser.add_argument(
@@ -128,7 +154,7 @@ def add_measure_window(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=MEASURE_WINDOW_DEFAULT_S,
         metavar="S",
-        help="seconds of each throughput window of an apply "
+        help="seconds of each throughput window of an apply, and of a canary's planned window "
         f"(default {MEASURE_WINDOW_DEFAULT_S:g})",
     )
 
@@ -161,6 +187,7 @@ def run_console(
     *,
     stop_pipeline_with_fleet: bool = False,
     apply_options: ApplyOptions | None = None,
+    canary_options: CanaryOptions | None = None,
 ) -> int:
     """Run the console on ``profile``'s fleet with every operation backed by the real core.
 
@@ -169,6 +196,7 @@ def run_console(
         pipeline: The pipeline the console starts and stops (None: no pipeline keys).
         stop_pipeline_with_fleet: Quitting with "stop" stops the pipeline as well (the demo).
         apply_options: Timeouts and throughput windows of applies (``console_apply_options()``).
+        canary_options: Windows of canaries (``console_canary_options()``).
 
     Returns:
         0.
@@ -191,6 +219,7 @@ def run_console(
         pipeline=pipeline,
         marker=monitor,
         apply_options=options,
+        canary_options=canary_options or console_canary_options(),
         stop_pipeline_with_fleet=stop_pipeline_with_fleet,
     )
     FleetApp(
@@ -230,7 +259,13 @@ def _profile_console(args: argparse.Namespace) -> int:
     if prompts.is_file():
         pipeline = pipeline_config(profile, prompts, CONSOLE_FLEET_TIMEOUT_S)
     # Quitting with "stop" stops the pipeline too: otherwise it would wait an hour for servers.
-    return run_console(profile, pipeline, stop_pipeline_with_fleet=True, apply_options=options)
+    return run_console(
+        profile,
+        pipeline,
+        stop_pipeline_with_fleet=True,
+        apply_options=options,
+        canary_options=console_canary_options(args.measure_window),
+    )
 
 
 def main(argv: Sequence[str]) -> int:

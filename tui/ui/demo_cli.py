@@ -11,7 +11,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tui.ui.cli import add_measure_window, console_apply_options, run_console
+from tui.ui.cli import (
+    add_measure_window,
+    console_apply_options,
+    console_canary_options,
+    run_console,
+)
 
 DEMO_FLEET_TIMEOUT_S = 3600.0
 """The demo pipeline waits this long for a ready server (startup, a retune of every GPU)."""
@@ -82,4 +87,10 @@ def main(argv: Sequence[str]) -> int:
             print(f"gpufleet demo: wrote the demo prompt set {prompts}")
         pid = start_pipeline(config)
         print(f"gpufleet demo: pipeline pid {pid}, status {config.status_path}")
-    return run_console(profile, config, stop_pipeline_with_fleet=True, apply_options=options)
+    return run_console(
+        profile,
+        config,
+        stop_pipeline_with_fleet=True,
+        apply_options=options,
+        canary_options=console_canary_options(args.measure_window),
+    )
