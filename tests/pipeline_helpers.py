@@ -21,10 +21,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import httpx
+
+if TYPE_CHECKING:  # only for a type: this module is also the fake endpoint's script
+    import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -48,6 +51,8 @@ FAST_SIM_ARGS = [
     "warning",
 ]
 """``gpufleet sim`` flags for a simulated server that starts and serves short requests fast."""
+BUCKET = "gpufleet-test"
+"""The bucket ``moto_with_bucket`` creates."""
 
 
 def free_port() -> int:
@@ -139,6 +144,71 @@ def moto_server(recording: Path, port: int | None = None) -> ProcessServer:
     argv = [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
     env = {**S3_ENV, "MOTO_ENABLE_RECORDING": "1", "MOTO_RECORDER_FILEPATH": str(recording)}
     return ProcessServer(argv, port, "/moto-api/", env)
+
+
+def started(server: ProcessServer) -> Iterator[ProcessServer]:
+    """Start ``server``, yield it, always kill it: a fixture's body (``yield from`` it)."""
+    try:
+        server.start()
+        yield server
+    finally:
+        server.kill()
+
+
+def moto_with_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
+    """moto's S3 server holding an empty BUCKET, S3_ENV's fake credentials set: a fixture's body.
+
+    The credentials go into the test's environment because boto3 clients made in the test
+    process (checks, sinks) need them as much as the pipeline subprocesses do.
+    """
+    for key, value in S3_ENV.items():
+        monkeypatch.setenv(key, value)
+    srv = moto_server(tmp_path / "moto-recording.jsonl")
+    try:
+        srv.start()
+        boto3.client("s3", endpoint_url=srv.url).create_bucket(Bucket=BUCKET)
+        yield srv
+    finally:
+        srv.kill()
+
+
+def generate_argv(tmp_path: Path, *extra: str) -> list[str]:
+    """``gpufleet generate`` writing out/ and status.json under ``tmp_path``, then ``extra``."""
+    out, status = str(tmp_path / "out"), str(tmp_path / "status.json")
+    return [PYTHON, "-m", "tui", "generate", "--out", out, "--status", status, *extra]
+
+
+def s3_args(endpoint: str, prefix: str = "job") -> list[str]:
+    """The ``generate`` flags that upload to BUCKET/``prefix`` at ``endpoint``."""
+    return ["--s3-bucket", BUCKET, "--s3-prefix", prefix, "--s3-endpoint-url", endpoint]
+
+
+def s3_job_argv(
+    tmp_path: Path, prompts: Path, server: str, endpoint: str, *extra: str
+) -> list[str]:
+    """``generate_argv`` of ``prompts`` on one ``server``, to BUCKET/job at ``endpoint``."""
+    return generate_argv(
+        tmp_path, "--prompts", str(prompts), "--server", server, *s3_args(endpoint), *extra
+    )
+
+
+def run_generate(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run a ``generate`` command line to its end from the repository, S3_ENV set."""
+    return subprocess.run(
+        argv,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **S3_ENV},
+    )
+
+
+def start_generate(argv: list[str]) -> subprocess.Popen[str]:
+    """Start a ``generate`` command line from the repository, S3_ENV set, stderr piped as text."""
+    return subprocess.Popen(
+        argv, cwd=REPO, env={**os.environ, **S3_ENV}, stderr=subprocess.PIPE, text=True
+    )
 
 
 class TcpForwarder:

@@ -21,15 +21,16 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 from pipeline_helpers import (
-    PYTHON,
+    BUCKET,
     REPO,
     S3_ENV,
     ProcessServer,
     check_bucket_matches,
-    moto_server,
+    generate_argv,
+    moto_with_bucket,
+    s3_args,
     sim_server,
     wait_until,
     write_prompts,
@@ -41,7 +42,6 @@ from tui.pipeline.status import read_status
 PROMPTS = 20_000
 PIPELINE_KILLS = 20
 SERVER_KILLS = 10
-BUCKET = "gpufleet-test"
 
 
 @pytest.fixture
@@ -60,15 +60,7 @@ def fleet() -> Iterator[list[ProcessServer]]:
 
 @pytest.fixture
 def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
-    for key, value in S3_ENV.items():
-        monkeypatch.setenv(key, value)
-    srv = moto_server(tmp_path / "moto-recording.jsonl")
-    try:
-        srv.start()
-        boto3.client("s3", endpoint_url=srv.url).create_bucket(Bucket=BUCKET)
-        yield srv
-    finally:
-        srv.kill()
+    yield from moto_with_bucket(tmp_path, monkeypatch)
 
 
 def _progress(status_path: Path, pid: int) -> int | None:
@@ -100,23 +92,11 @@ def test_sigkill_storm_loses_and_duplicates_nothing(
     prompts = write_prompts(tmp_path / "p.jsonl", PROMPTS)
     out = tmp_path / "out"
     status_path = tmp_path / "status.json"
-    argv = [
-        PYTHON,
-        "-m",
-        "tui",
-        "generate",
+    argv = generate_argv(  # writes ``out`` and ``status_path``
+        tmp_path,
         "--prompts",
         str(prompts),
-        "--out",
-        str(out),
-        "--status",
-        str(status_path),
-        "--s3-bucket",
-        BUCKET,
-        "--s3-prefix",
-        "fault",
-        "--s3-endpoint-url",
-        moto.url,
+        *s3_args(moto.url, "fault"),
         "--shard-size",
         "150",
         "--per-server-inflight",
@@ -129,7 +109,7 @@ def test_sigkill_storm_loses_and_duplicates_nothing(
         "50",
         "--flush-interval",
         "1",
-    ]
+    )
     argv += [arg for server in fleet for arg in ("--server", server.url)]
     env = {**os.environ, **S3_ENV}
     # Which runs also lose a server, and where each run is killed: durable done counts spread

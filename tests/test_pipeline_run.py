@@ -9,20 +9,22 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import psutil
 import pytest
 from pipeline_helpers import (
-    PYTHON,
     REPO,
-    S3_ENV,
     ProcessServer,
     check_bucket_matches,
-    moto_server,
+    generate_argv,
+    moto_with_bucket,
     openai_server,
     read_shards,
     restore_moto,
+    run_generate,
+    s3_job_argv,
     set_mode,
+    start_generate,
+    started,
     wait_until,
     write_prompts,
 )
@@ -30,77 +32,23 @@ from pipeline_helpers import (
 from tui.pipeline.detach import start_detached
 from tui.pipeline.status import read_status
 
-BUCKET = "gpufleet-test"
-
 
 @pytest.fixture
 def server() -> Iterator[ProcessServer]:
-    srv = openai_server()
-    try:
-        srv.start()
-        yield srv
-    finally:
-        srv.kill()
+    yield from started(openai_server())
 
 
 @pytest.fixture
 def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
-    for key, value in S3_ENV.items():
-        monkeypatch.setenv(key, value)
-    srv = moto_server(tmp_path / "moto-recording.jsonl")
-    try:
-        srv.start()
-        boto3.client("s3", endpoint_url=srv.url).create_bucket(Bucket=BUCKET)
-        yield srv
-    finally:
-        srv.kill()
-
-
-def generate(tmp_path: Path, *extra: str) -> list[str]:
-    return [
-        PYTHON,
-        "-m",
-        "tui",
-        "generate",
-        "--out",
-        str(tmp_path / "out"),
-        "--status",
-        str(tmp_path / "status.json"),
-        *extra,
-    ]
-
-
-def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **S3_ENV},
-    )
+    yield from moto_with_bucket(tmp_path, monkeypatch)
 
 
 def test_run_uploads_every_shard_with_manifest(
     tmp_path: Path, server: ProcessServer, moto: ProcessServer
 ) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", 1200, {5: "{not json", 9: '{"x": 1}'})
-    result = run(
-        generate(
-            tmp_path,
-            "--prompts",
-            str(prompts),
-            "--server",
-            server.url,
-            "--s3-bucket",
-            BUCKET,
-            "--s3-prefix",
-            "job",
-            "--s3-endpoint-url",
-            moto.url,
-            "--shard-size",
-            "250",
-        )
+    result = run_generate(
+        s3_job_argv(tmp_path, prompts, server.url, moto.url, "--shard-size", "250")
     )
     assert result.returncode == 0, result.stderr
     assert (
@@ -113,21 +61,7 @@ def test_run_uploads_every_shard_with_manifest(
     assert status.done == status.total == 1198 and status.pending_uploads == 0
     assert status.uploaded_shards == 5
     # A second run resumes with nothing to do and sends no request.
-    again = run(
-        generate(
-            tmp_path,
-            "--prompts",
-            str(prompts),
-            "--server",
-            server.url,
-            "--s3-bucket",
-            BUCKET,
-            "--s3-prefix",
-            "job",
-            "--s3-endpoint-url",
-            moto.url,
-        )
-    )
+    again = run_generate(s3_job_argv(tmp_path, prompts, server.url, moto.url))
     assert again.returncode == 0 and "0 to generate" in again.stderr
 
 
@@ -136,28 +70,17 @@ def test_s3_outage_midway_loses_nothing(
 ) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", 3000)
     status_path = tmp_path / "status.json"
-    process = subprocess.Popen(
-        generate(
+    process = start_generate(
+        s3_job_argv(
             tmp_path,
-            "--prompts",
-            str(prompts),
-            "--server",
+            prompts,
             server.url,
-            "--s3-bucket",
-            BUCKET,
-            "--s3-prefix",
-            "job",
-            "--s3-endpoint-url",
             moto.url,
             "--shard-size",
             "100",
             "--per-server-inflight",
             "4",
-        ),
-        cwd=REPO,
-        env={**os.environ, **S3_ENV},
-        stderr=subprocess.PIPE,
-        text=True,
+        )
     )
     try:
 
@@ -190,8 +113,8 @@ def test_missing_bucket_fails_before_any_request(
     tmp_path: Path, server: ProcessServer, moto: ProcessServer
 ) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", 10)
-    result = run(
-        generate(
+    result = run_generate(
+        generate_argv(
             tmp_path,
             "--prompts",
             str(prompts),
@@ -211,25 +134,29 @@ def test_missing_bucket_fails_before_any_request(
 
 
 def test_bad_inputs_get_clear_errors(tmp_path: Path, server: ProcessServer) -> None:
-    missing = run(
-        generate(tmp_path, "--prompts", str(tmp_path / "nope.jsonl"), "--server", server.url)
+    missing = run_generate(
+        generate_argv(tmp_path, "--prompts", str(tmp_path / "nope.jsonl"), "--server", server.url)
     )
     assert missing.returncode == 2 and "nope.jsonl: no such file" in missing.stderr
     prompts = write_prompts(tmp_path / "p.jsonl", 10, {2: "[1, 2]"})
-    refused = run(
-        generate(
+    refused = run_generate(
+        generate_argv(
             tmp_path, "--prompts", str(prompts), "--server", server.url, "--on-bad-line", "refuse"
         )
     )
     assert refused.returncode == 2
     assert "line 3: expected a JSON object, got list" in refused.stderr
-    bad_option = run(
-        generate(tmp_path, "--prompts", str(prompts), "--server", server.url, "--shard-size", "0")
+    bad_option = run_generate(
+        generate_argv(
+            tmp_path, "--prompts", str(prompts), "--server", server.url, "--shard-size", "0"
+        )
     )
     assert bad_option.returncode == 2 and "--shard-size=0: allowed range 1.." in bad_option.stderr
     dead = openai_server()  # never started
-    unreachable = run(
-        generate(tmp_path, "--prompts", str(prompts), "--server", dead.url, "--fleet-timeout", "1")
+    unreachable = run_generate(
+        generate_argv(
+            tmp_path, "--prompts", str(prompts), "--server", dead.url, "--fleet-timeout", "1"
+        )
     )
     assert unreachable.returncode == 1
     assert "no server answered GET /health with 200 within 1s" in unreachable.stderr
@@ -241,7 +168,7 @@ def test_sigterm_stops_gracefully_and_resume_completes(
 ) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", 3000)
     status_path = tmp_path / "status.json"
-    argv = generate(
+    argv = generate_argv(
         tmp_path,
         "--prompts",
         str(prompts),
@@ -271,7 +198,7 @@ def test_sigterm_stops_gracefully_and_resume_completes(
     status = read_status(status_path)
     assert status is not None and status.state == "stopped" and status.done < 3000
     set_mode(server, "ok")
-    result = run(argv)
+    result = run_generate(argv)
     assert result.returncode == 0, result.stderr
     counts = Counter(int(r["index"]) for r in read_shards(tmp_path / "out"))  # type: ignore[call-overload]
     assert sorted(counts) == list(range(3000)) and max(counts.values()) == 1

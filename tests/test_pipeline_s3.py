@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 from pipeline_helpers import (
-    PYTHON,
-    REPO,
-    S3_ENV,
+    BUCKET,
     ProcessServer,
     TcpForwarder,
     check_bucket_matches,
-    moto_server,
+    moto_with_bucket,
     openai_server,
     read_shards,
+    run_generate,
+    s3_job_argv,
+    start_generate,
+    started,
     wait_until,
     write_prompts,
 )
@@ -27,54 +26,15 @@ from tui.pipeline.manifest_keeper import ManifestKeeper
 from tui.pipeline.s3_sink import ManifestConflict, ManifestEntry, S3Sink, S3Unreachable
 from tui.pipeline.status import read_status
 
-BUCKET = "gpufleet-test"
-
 
 @pytest.fixture
 def server() -> Iterator[ProcessServer]:
-    srv = openai_server()
-    try:
-        srv.start()
-        yield srv
-    finally:
-        srv.kill()
+    yield from started(openai_server())
 
 
 @pytest.fixture
 def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
-    for key, value in S3_ENV.items():
-        monkeypatch.setenv(key, value)
-    srv = moto_server(tmp_path / "moto-recording.jsonl")
-    try:
-        srv.start()
-        boto3.client("s3", endpoint_url=srv.url).create_bucket(Bucket=BUCKET)
-        yield srv
-    finally:
-        srv.kill()
-
-
-def _argv(tmp_path: Path, prompts: Path, server: str, endpoint: str, *extra: str) -> list[str]:
-    return [
-        PYTHON,
-        "-m",
-        "tui",
-        "generate",
-        "--prompts",
-        str(prompts),
-        "--out",
-        str(tmp_path / "out"),
-        "--status",
-        str(tmp_path / "status.json"),
-        "--server",
-        server,
-        "--s3-bucket",
-        BUCKET,
-        "--s3-prefix",
-        "job",
-        "--s3-endpoint-url",
-        endpoint,
-        *extra,
-    ]
+    yield from moto_with_bucket(tmp_path, monkeypatch)
 
 
 def test_s3_down_at_start_generates_then_uploads_when_back(
@@ -82,12 +42,8 @@ def test_s3_down_at_start_generates_then_uploads_when_back(
 ) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", 1500)
     gate = TcpForwarder(moto.port)  # S3's address, closed for now
-    process = subprocess.Popen(
-        _argv(tmp_path, prompts, server.url, gate.url, "--shard-size", "100"),
-        cwd=REPO,
-        env={**os.environ, **S3_ENV},
-        stderr=subprocess.PIPE,
-        text=True,
+    process = start_generate(
+        s3_job_argv(tmp_path, prompts, server.url, gate.url, "--shard-size", "100")
     )
     try:
 
@@ -119,14 +75,7 @@ def test_s3_down_past_the_wait_exits_1_keeping_shards(
 ) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", 200)
     closed = TcpForwarder(1)  # never started: connection refused
-    result = subprocess.run(
-        _argv(tmp_path, prompts, server.url, closed.url, "--s3-wait", "1"),
-        cwd=REPO,
-        env={**os.environ, **S3_ENV},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_generate(s3_job_argv(tmp_path, prompts, server.url, closed.url, "--s3-wait", "1"))
     assert result.returncode == 1, result.stderr
     assert "S3 unreachable for 1s" in result.stderr and "run again to upload" in result.stderr
     assert sorted(int(r["index"]) for r in read_shards(tmp_path / "out")) == list(range(200))  # type: ignore[call-overload]
