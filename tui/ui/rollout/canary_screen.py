@@ -7,21 +7,15 @@ verdict, `o` offers to roll the profile out to the remaining GPUs one at a time.
 from __future__ import annotations
 
 from textual import work
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.screen import ModalScreen
-from textual.widgets import Static
-from textual.worker import Worker, WorkerState
 
 from tui.operator.rollout_ops import CanaryLook
 from tui.retune.events import GpuFailed, GpuReady
 from tui.rollout.canary import CanaryResult
 from tui.ui.confirm import ConfirmScreen
-from tui.ui.format import duration
 from tui.ui.retune.progress import ApplyProgress, advance
-from tui.ui.retune.report_view import REPORT_HEADER, failure_lines, report_row
+from tui.ui.retune.report_view import REPORT_HEADER, failure_lines
 from tui.ui.rollout.describe import (
     canary_verdict_lines,
     compact_range,
@@ -29,6 +23,7 @@ from tui.ui.rollout.describe import (
     rollout_question,
 )
 from tui.ui.rollout.messages import ProgressArrived, RolloutRequested
+from tui.ui.rollout.run_screen import RunScreen, progress_row
 from tui.ui.sources import FleetActions, Intent
 from tui.ui.text_table import text_table
 
@@ -36,24 +31,12 @@ CANARY = "canary"
 """Worker group of the canary itself."""
 
 
-class CanaryScreen(ModalScreen[CanaryResult | None]):
+class CanaryScreen(RunScreen[CanaryResult]):
     """Runs one canary through the backend and shows it; closes (Escape) once it has ended."""
 
-    DEFAULT_CSS = """
-    CanaryScreen {
-        align: center bottom;
-        background: $background 30%;
-    }
-    CanaryScreen > VerticalScroll {
-        height: 72%;
-        border: thick $primary;
-        background: $surface;
-        padding: 0 1;
-    }
-    CanaryScreen Static {
-        margin-bottom: 1;
-    }
-    """
+    NOUN = CANARY
+    RESULT = CanaryResult
+    PARTS = ("canary-title", "canary-gpu", "canary-looks", "canary-verdict")
 
     BINDINGS = [
         Binding("escape,enter", "close", "Close", id="canary.close"),
@@ -69,42 +52,16 @@ class CanaryScreen(ModalScreen[CanaryResult | None]):
         gpu: The canary GPU.
         fleet: Every GPU of the fleet (the others are the control).
         """
-        super().__init__()
-        self.actions = actions
-        """The backend."""
+        super().__init__(actions, ApplyProgress.start(profile, (gpu,)))
         self.gpu = gpu
         """The canary GPU."""
         self.fleet = tuple(sorted(fleet))
         """Every GPU of the fleet."""
-        self.progress = ApplyProgress.start(profile, (gpu,))
-        """The canary GPU's restart."""
         self.looks: list[CanaryLook] = []
         """Every look so far."""
-        self.result: CanaryResult | None = None
-        """The result, once the canary ended."""
-        self.error: str | None = None
-        """The backend's exception, when the canary itself raised."""
-
-    @property
-    def profile(self) -> str:
-        """The candidate profile."""
-        return self.progress.profile
-
-    def compose(self) -> ComposeResult:
-        """Title, the canary GPU's row, the looks, the verdict."""
-        with VerticalScroll():
-            yield Static(id="canary-title")
-            yield Static(id="canary-gpu")
-            yield Static(id="canary-looks")
-            yield Static(id="canary-verdict")
-
-    def on_mount(self) -> None:
-        """Start the canary."""
-        self._redraw()
-        self._run_canary()
 
     @work(group=CANARY, exit_on_error=False)
-    async def _run_canary(self) -> CanaryResult:
+    async def _run(self) -> CanaryResult:
         return await self.actions.canary(
             self.profile, self.gpu, on_event=self._arrived, on_look=self._arrived
         )
@@ -112,31 +69,21 @@ class CanaryScreen(ModalScreen[CanaryResult | None]):
     def _arrived(self, item: object) -> None:
         self.post_message(ProgressArrived(item))
 
-    def on_progress_arrived(self, message: ProgressArrived) -> None:
+    def _take(self, item: object) -> None:
         """A look joins the list; a retune event advances the GPU's row."""
-        if isinstance(message.item, CanaryLook):
-            self.looks.append(message.item)
+        if isinstance(item, CanaryLook):
+            self.looks.append(item)
         else:
-            self.progress = advance(self.progress, message.item)
-        self._redraw()
+            super()._take(item)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The canary ended: take its result (or its error); `o` may now apply."""
-        if event.worker.group != CANARY:
-            return
-        if event.state is WorkerState.SUCCESS and isinstance(event.worker.result, CanaryResult):
-            self.result = event.worker.result
-            if self.result.report is not None:
-                self.progress = advance(self.progress, _settled(self.result))
-        elif event.state is WorkerState.ERROR:
-            self.error = f"{type(event.worker.error).__name__}: {event.worker.error}"
+    def _took_result(self) -> None:
+        """A backend may end without the ready/failed event: the report settles the row."""
+        if self.result is not None and self.result.report is not None:
+            self.progress = advance(self.progress, _settled(self.result))
+
+    def _worker_changed(self) -> None:
+        """`o` may now apply."""
         self.refresh_bindings()
-        self._redraw()
-
-    @property
-    def finished(self) -> bool:
-        """True once the canary ended (result or error)."""
-        return self.result is not None or self.error is not None
 
     @property
     def rollout_offered(self) -> bool:
@@ -152,13 +99,6 @@ class CanaryScreen(ModalScreen[CanaryResult | None]):
         if action == "rollout":
             return self.rollout_offered
         return True
-
-    def action_close(self) -> None:
-        """Close once the canary has ended (closing earlier would cancel it)."""
-        if not self.finished:
-            self.notify("The canary is still running; this closes when it has ended.")
-            return
-        self.dismiss(self.result)
 
     def action_rollout(self) -> None:
         """Roll the winner out to the remaining GPUs one at a time, after confirmation."""
@@ -181,18 +121,13 @@ class CanaryScreen(ModalScreen[CanaryResult | None]):
             f"[b]Canary of [$accent]{self.profile}[/] on GPU {self.gpu}[/b]  "
             f"(control: GPUs {controls}; {state})"
         )
-        self.query_one("#canary-title", Static).update(Content.from_markup(title))
+        self._part("canary-title", Content.from_markup(title))
         row = self.progress.rows[0]
-        phase = f"{row.phase} ({duration(row.elapsed_s)})" if row.report is None else ""
-        table = text_table(
-            REPORT_HEADER, [report_row(row.gpu, row.state, phase, row.report)], left=3
-        )
+        table = text_table(REPORT_HEADER, [progress_row(row)], left=3)
         reports = [row.report] if row.report is not None else []
-        self.query_one("#canary-gpu", Static).update(
-            Content("\n").join([table, *failure_lines(reports)])
-        )
-        self.query_one("#canary-looks", Static).update(self._looks())
-        self.query_one("#canary-verdict", Static).update(self._verdict())
+        self._part("canary-gpu", Content("\n").join([table, *failure_lines(reports)]))
+        self._part("canary-looks", self._looks())
+        self._part("canary-verdict", self._verdict())
 
     def _looks(self) -> Content:
         if not self.looks:

@@ -1,0 +1,144 @@
+"""What the canary and rollout screens share: a modal that runs one backend operation and shows it.
+
+The subclass names the operation (``NOUN``, also its worker group), the result type it returns,
+its parts and how it draws them; this base starts the worker on mount, folds progress into the
+GPU rows, takes the result (or the backend's exception), and refuses to close before the end
+(closing earlier would cancel the worker).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Generic, TypeVar
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+from textual.worker import Worker, WorkerState
+
+from tui.ui.format import duration
+from tui.ui.retune.progress import ApplyProgress, GpuRow, advance
+from tui.ui.retune.report_view import report_row
+from tui.ui.rollout.messages import ProgressArrived
+from tui.ui.sources import FleetActions
+from tui.ui.text_table import Cell
+
+ResultT = TypeVar("ResultT")
+
+
+class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
+    """Runs one backend operation and shows it; closes (Escape) once it has ended."""
+
+    DEFAULT_CSS = """
+    RunScreen {
+        align: center bottom;
+        background: $background 30%;
+    }
+    RunScreen > VerticalScroll {
+        height: 72%;
+        border: thick $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    RunScreen Static {
+        margin-bottom: 1;
+    }
+    """
+
+    NOUN: ClassVar[str]
+    """What runs ("canary", "rollout"): the worker group and the word in the messages."""
+    RESULT: ClassVar[type[Any]]
+    """The type of the worker's result (another value is not taken as the result)."""
+    PARTS: ClassVar[tuple[str, ...]]
+    """Ids of the Static parts, top to bottom."""
+
+    def __init__(self, actions: FleetActions, progress: ApplyProgress) -> None:
+        """Args:
+        actions: The backend whose operation runs here.
+        progress: The GPU rows at the start.
+        """
+        super().__init__()
+        self.actions = actions
+        """The backend."""
+        self.progress = progress
+        """The GPUs' restart rows."""
+        self.result: ResultT | None = None
+        """The result, once the operation ended."""
+        self.error: str | None = None
+        """The backend's exception, when the operation itself raised."""
+
+    @property
+    def profile(self) -> str:
+        """The profile the operation applies."""
+        return self.progress.profile
+
+    def compose(self) -> ComposeResult:
+        """One Static per part, in a scroll."""
+        with VerticalScroll():
+            for part in self.PARTS:
+                yield Static(id=part)
+
+    def on_mount(self) -> None:
+        """Start the operation."""
+        self._redraw()
+        self._run()
+
+    def _run(self) -> object:
+        """Start the worker (a ``@work`` method of group NOUN)."""
+        raise NotImplementedError
+
+    def on_progress_arrived(self, message: ProgressArrived) -> None:
+        """Take what the backend reported and redraw."""
+        self._take(message.item)
+        self._redraw()
+
+    def _take(self, item: object) -> None:
+        """Advance the GPU rows by a retune event."""
+        self.progress = advance(self.progress, item)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The operation ended: take its result (or its error)."""
+        if event.worker.group != self.NOUN:
+            return
+        if event.state is WorkerState.SUCCESS and isinstance(event.worker.result, self.RESULT):
+            self.result = event.worker.result
+            self._took_result()
+        elif event.state is WorkerState.ERROR:
+            self.error = f"{type(event.worker.error).__name__}: {event.worker.error}"
+        self._worker_changed()
+        self._redraw()
+
+    def _took_result(self) -> None:
+        """Hook: ``result`` was just taken."""
+
+    def _worker_changed(self) -> None:
+        """Hook: the worker changed state (before the redraw)."""
+
+    @property
+    def finished(self) -> bool:
+        """True once the operation ended (result or error)."""
+        return self.result is not None or self.error is not None
+
+    def action_close(self) -> None:
+        """Close once the operation has ended (closing earlier would cancel it)."""
+        if not self.finished:
+            self.notify(f"The {self.NOUN} is still running; this closes when it has ended.")
+            return
+        self.dismiss(self.result)
+
+    # --- drawing -----------------------------------------------------------------------------
+
+    def _redraw(self) -> None:
+        """Draw every part from the current state."""
+        raise NotImplementedError
+
+    def _part(self, part: str, content: Content) -> None:
+        """Show ``content`` in the part of that id."""
+        self.query_one(f"#{part}", Static).update(content)
+
+
+def progress_row(row: GpuRow) -> list[Cell]:
+    """A GPU's report row, its current phase and time in it while it has no report."""
+    phase = f"{row.phase} ({duration(row.elapsed_s)})" if row.report is None else ""
+    return report_row(row.gpu, row.state, phase, row.report)
