@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fleet_helpers import poll_until
 from servers_helpers import canned_server
 
 from tui.fleet.monitor import FleetMonitor
@@ -42,16 +42,9 @@ def _listeners_readable() -> bool:
 
 
 async def _poll_until(
-    monitor: FleetMonitor, done: Callable[[FleetSnapshot], bool], deadline_s: float = 30.0
+    monitor: FleetMonitor, done: Callable[[FleetSnapshot], bool]
 ) -> FleetSnapshot:
-    deadline = time.monotonic() + deadline_s
-    snap = await monitor.poll()
-    while not done(snap):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not reached; last snapshot: {snap}")
-        await asyncio.sleep(0.05)  # the monitor's own cadence, shortened; not a synchronisation
-        snap = await monitor.poll()
-    return snap
+    return await poll_until(monitor, done, deadline_s=30.0)  # canned servers: a short deadline
 
 
 class FakeFleet:

@@ -7,14 +7,12 @@ server can only be known from the record.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+from fleet_helpers import poll_until
 from sim_helpers import running_sim
 
 from tui import paths
@@ -28,19 +26,6 @@ from tui.gpu.simulated import DRIVER_RESERVED_BYTES, SimulatedSource
 GPU = 3
 FAST = ["--sim-speed", "100", "--sim-startup-seconds", "1", "--enable-metrics"]
 FAST += ["--sim-gpu-index", str(GPU), "--max-running-requests", "64"]
-
-
-async def _poll_until(
-    monitor: FleetMonitor, done: Callable[[FleetSnapshot], bool], deadline_s: float = 60.0
-) -> FleetSnapshot:
-    deadline = time.monotonic() + deadline_s
-    snap = await monitor.poll()
-    while not done(snap):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not reached; last snapshot: {snap}")
-        await asyncio.sleep(0.05)  # the monitor's cadence, shortened; not a synchronisation
-        snap = await monitor.poll()
-    return snap
 
 
 def _server(snap: FleetSnapshot) -> ServerSnapshot:
@@ -64,7 +49,7 @@ async def test_relaunch_on_the_same_gpu_and_log(isolated_state: Path) -> None:
             discovery_interval=3600.0,
         )
         try:
-            snap = await _poll_until(monitor, lambda s: _server(s).state is ServerState.READY)
+            snap = await poll_until(monitor, lambda s: _server(s).state is ServerState.READY)
             old = _server(snap)
             assert old.pid == first.proc.pid and old.mamba_slots == 200
             assert old.log_path == str(first.log_path)
@@ -74,7 +59,7 @@ async def test_relaunch_on_the_same_gpu_and_log(isolated_state: Path) -> None:
             assert _server(await monitor.poll()).state is ServerState.STOPPING
             os.killpg(first.proc.pid, signal.SIGKILL)
             first.proc.wait(10)
-            snap = await _poll_until(
+            snap = await poll_until(
                 monitor,
                 lambda s: (
                     _server(s).state is ServerState.STOPPED
@@ -104,7 +89,7 @@ async def test_relaunch_on_the_same_gpu_and_log(isolated_state: Path) -> None:
                     log_path=str(log_path),
                 )
             )
-            snap = await _poll_until(
+            snap = await poll_until(
                 monitor, lambda s: _server(s).pid == second.proc.pid, deadline_s=10.0
             )
             new = _server(snap)
@@ -114,7 +99,7 @@ async def test_relaunch_on_the_same_gpu_and_log(isolated_state: Path) -> None:
             assert all("max_mamba_cache_size: 200" not in line for line in new.allocation_lines)
             assert new.mamba_slots != 200 and new.ready_at is None
 
-            snap = await _poll_until(monitor, lambda s: _server(s).state is ServerState.READY)
+            snap = await poll_until(monitor, lambda s: _server(s).state is ServerState.READY)
             new = _server(snap)
             assert new.pid == second.proc.pid and new.mamba_slots == 100
             assert ["max_mamba_cache_size: 100" in line for line in _mamba_lines(new)] == [True]

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fleet_helpers import poll_until
 
 from tui import paths
 from tui.fleet.monitor import FleetMonitor
@@ -59,19 +58,6 @@ def sim_server(
         proc.wait(timeout=10)
 
 
-async def _poll_until(
-    monitor: FleetMonitor, done: Callable[[FleetSnapshot], bool], deadline_s: float = 60.0
-) -> FleetSnapshot:
-    deadline = time.monotonic() + deadline_s
-    snap = await monitor.poll()
-    while not done(snap):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not reached; last snapshot: {snap}")
-        await asyncio.sleep(0.05)  # the monitor's cadence, shortened; not a synchronisation
-        snap = await monitor.poll()
-    return snap
-
-
 def _state(snap: FleetSnapshot) -> ServerState:
     server = snap.panels[0].server
     assert server is not None
@@ -89,9 +75,9 @@ async def test_sim_server_starting_ready_killed(
         discovery_interval=0,
     )
     try:
-        snap = await _poll_until(monitor, lambda s: _state(s) is ServerState.STARTING)
+        snap = await poll_until(monitor, lambda s: _state(s) is ServerState.STARTING)
         assert snap.panels[0].server.pid == proc.pid
-        snap = await _poll_until(
+        snap = await poll_until(
             monitor,
             lambda s: (
                 _state(s) is ServerState.READY
@@ -112,7 +98,7 @@ async def test_sim_server_starting_ready_killed(
 
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        snap = await _poll_until(
+        snap = await poll_until(
             monitor,
             lambda s: (
                 _state(s) is ServerState.STOPPED
