@@ -22,7 +22,8 @@ from pathlib import Path
 
 import psutil
 
-from bench.harness import Context, Row, Stat, free_ports
+from bench.harness import Context, Row, Stat
+from bench.simfleet import BASELINE, free_ports, sim_profile_text, sims_on_ports
 from tui.sim.logfmt import READY_LINE
 
 BENCH = "readiness detection"
@@ -34,26 +35,11 @@ _READY = READY_LINE.encode()
 
 
 def _profile(path: Path, gpus: list[int], ports: list[int], logs: Path, speed: float) -> None:
-    path.write_text(
-        f"""name = "bench-readiness"
-[engine]
-kind = "sim"
-sim_gpu = "b200"
-sim_model = "qwen3.6-27b"
-sim_speed = {speed}
-[fleet]
-gpus = {gpus}
-ports = {ports}
-host = "127.0.0.1"
-log_dir = "{logs}"
-log_file = "sglang_gpu{{gpu}}.log"
-[server]
-model_path = "Qwen/Qwen3.6-27B-FP8"
-mem_fraction_static = 0.88
-max_mamba_cache_size = 80
-mamba_full_memory_ratio = 0.4
-"""
+    # The bare model and baseline knobs, no metrics flag: what the seed's loop was timed on.
+    text = sim_profile_text(
+        "bench-readiness", gpus, ports, str(logs), BASELINE, speed, seed_flags=False, metrics=False
     )
+    path.write_text(text)
 
 
 class _LogWatch:
@@ -101,16 +87,11 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 def _kill_strays(ports: list[int]) -> None:
     """Kill simulated servers on these ports that a failed stop left behind."""
-    wanted = {str(p) for p in ports}
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        argv = proc.info["cmdline"] or []
-        if "sim" in argv and "--port" in argv:
-            i = argv.index("--port")
-            if i + 1 < len(argv) and argv[i + 1] in wanted:
-                with contextlib.suppress(psutil.Error):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
+    for proc in sims_on_ports(ports):
+        with contextlib.suppress(psutil.Error):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
 
 
 _STOP = (

@@ -23,7 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.harness import Context, Row, Stat, free_ports
+from bench.harness import Context, Row, Stat
+from bench.simfleet import AGGRESSIVE, BASELINE, free_ports, sim_profile_text, sims_on_ports
 from tui.profiles import load_profile
 from tui.profiles.launch_args import argv_for
 from tui.sim.logfmt import READY_LINE
@@ -33,41 +34,13 @@ ROOT = Path(__file__).resolve().parent.parent
 GPUS = list(range(7))
 SPEED = 10.0
 """Fixed speed factor: a server's own startup is ~3.3 s of phases plus Python's start."""
-KNOBS = {
-    "baseline": (
-        "mem_fraction_static = 0.88\nmax_mamba_cache_size = 80\nmamba_full_memory_ratio = 0.4"
-    ),
-    "aggressive": (
-        "mem_fraction_static = 0.93\nmax_mamba_cache_size = 200\n"
-        "mamba_full_memory_ratio = 0.6\nmax_running_requests = 64"
-    ),
-}
+KNOBS = {"baseline": BASELINE, "aggressive": AGGRESSIVE}
 
 
 def _profile(path: Path, name: str, ports: list[int], logs: Path) -> Path:
-    path.write_text(
-        f"""name = "{name}"
-[engine]
-kind = "sim"
-sim_gpu = "b200"
-sim_model = "qwen3.6-27b"
-sim_speed = {SPEED}
-[fleet]
-gpus = {GPUS}
-ports = {ports}
-host = "127.0.0.1"
-log_dir = "{logs}"
-log_file = "sglang_gpu{{gpu}}.log"
-[server]
-model_path = "Qwen/Qwen3.6-27B-FP8"
-mamba_radix_cache_strategy = "extra_buffer"
-speculative_algorithm = "EAGLE"
-speculative_num_steps = 3
-speculative_eagle_topk = 1
-speculative_num_draft_tokens = 4
-{KNOBS[name]}
-"""
-    )
+    # No metrics flag: the servers start as the seed's did, and both sides time the same ones.
+    text = sim_profile_text(name, GPUS, ports, str(logs), KNOBS[name], SPEED, metrics=False)
+    path.write_text(text)
     return path
 
 
@@ -89,15 +62,10 @@ def _stop_all(env: dict[str, str]) -> None:
 def _server_pgids(ports: list[int]) -> list[int]:
     import psutil
 
-    wanted = {str(p) for p in ports}
     found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        argv = proc.info["cmdline"] or []
-        if "sim" in argv and "--port" in argv:
-            i = argv.index("--port")
-            if i + 1 < len(argv) and argv[i + 1] in wanted:
-                with contextlib.suppress(psutil.Error):
-                    found.append(os.getpgid(proc.info["pid"]))
+    for proc in sims_on_ports(ports):
+        with contextlib.suppress(psutil.Error):
+            found.append(os.getpgid(proc.info["pid"]))
     return sorted(set(found))
 
 

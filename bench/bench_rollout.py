@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from pathlib import Path
 
 from bench.harness import Context, Row, Stat
+from bench.simfleet import pipeline, sim_fleet, wait_done_at_least
 from tui.profiles import load_profile
 from tui.retune.options import ApplyOptions
 from tui.rollout.apply_cost import measured_apply
 from tui.rollout.rollout import Rollout, RolloutOptions, rollout_plan
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the shared fleet kit
-from rollout_helpers import pipeline, sim_fleet, wait_done_at_least
 
 BENCH = "rollout"
 GPUS = 7

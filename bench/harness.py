@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -183,15 +182,3 @@ def print_table(rows: list[Row]) -> None:
             f"{row.peer_name:<28} {peer:<28} ratio {ratio:<8} {row.target} "
             f"[{'met' if row.met else 'MISSED' if row.met is False else '-'}]"
         )
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports (held open together while choosing)."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()

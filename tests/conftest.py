@@ -1,12 +1,22 @@
-"""Project-wide test fixtures: every test gets its own state directory."""
+"""Project-wide test fixtures: every test gets its own state directory.
+
+The tests share the simulated-fleet kit with the benchmarks (``bench.simfleet``), so the
+repository root must be importable: ``python -m pytest`` puts it on sys.path, a bare ``pytest``
+(which only adds tests/) does not.
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from tui import paths
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
 
 
 @pytest.fixture(autouse=True)

@@ -11,32 +11,14 @@ from pathlib import Path
 
 import httpx
 import psutil
-from profile_helpers import sim_profile_text
 
+from bench.simfleet import AGGRESSIVE, BASELINE, free_ports, sim_profile_text
 from tui import paths
 from tui.control import read_records, sim_gpu_pids, stop_fleet
 from tui.profiles import Profile, load_profile
 
 SIM_SPEED = 200.0
 """Simulator speed of the tests' fleets: startup takes about a second."""
-
-BASELINE = "mem_fraction_static = 0.88\nmax_mamba_cache_size = 80\nmamba_full_memory_ratio = 0.4\n"
-AGGRESSIVE = (
-    "mem_fraction_static = 0.93\nmax_mamba_cache_size = 200\n"
-    "mamba_full_memory_ratio = 0.6\nmax_running_requests = 64\n"
-)
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct currently free loopback ports."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def free_port_run(count: int, tries: int = 50) -> int:

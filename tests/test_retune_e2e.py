@@ -10,17 +10,21 @@ the others come up, nothing is left running on it, and the command exits non-zer
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
-from profile_helpers import sim_profile_text
 
+from bench.simfleet import (
+    AGGRESSIVE,
+    BASELINE,
+    FAST_APPLY,
+    free_ports,
+    kill_strays,
+    sim_profile_text,
+)
 from tui import paths
 from tui.control import stop_fleet
 from tui.control.identity import verify
@@ -41,17 +45,6 @@ GPUS = (0, 1, 2)
 SIM_SPEED = 200.0
 
 
-def free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def profile_text(
     name: str,
     ports: list[int],
@@ -61,13 +54,6 @@ def profile_text(
     speed: float = SIM_SPEED,
 ) -> str:
     return sim_profile_text(name, list(GPUS), ports, str(log_dir), server, speed, extra)
-
-
-BASELINE = "mem_fraction_static = 0.88\nmax_mamba_cache_size = 80\nmamba_full_memory_ratio = 0.4\n"
-AGGRESSIVE = (
-    "mem_fraction_static = 0.93\nmax_mamba_cache_size = 200\n"
-    "mamba_full_memory_ratio = 0.6\nmax_running_requests = 64\n"
-)
 
 
 @pytest.fixture()
@@ -96,26 +82,10 @@ def fleet(tmp_path: Path) -> Iterator[dict[str, Path]]:
         kill_strays(ports)
 
 
-def kill_strays(ports: list[int]) -> None:
-    """Kill simulated servers on this test's ports that the fleet record lost track of."""
-    wanted = {str(p) for p in ports}
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        argv = proc.info["cmdline"] or []
-        if "sim" in argv and "--port" in argv:
-            i = argv.index("--port")
-            if i + 1 < len(argv) and argv[i + 1] in wanted:
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
-                    proc.wait(timeout=10)
-
-
-FAST = ["--timeout", "60", "--term-timeout", "5", "--release-timeout", "20", "--no-measure"]
-
-
 def test_apply_aggressive_profile_verifies_every_gpu(
     fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main([str(fleet["baseline"]), *FAST]) == 0
+    assert cli.main([str(fleet["baseline"]), *FAST_APPLY]) == 0
     baseline_pids = {g: r.pid for g, r in read_records().items()}
     assert sorted(baseline_pids) == list(GPUS)
     log0 = read_records()[0].log_path
@@ -124,7 +94,7 @@ def test_apply_aggressive_profile_verifies_every_gpu(
     predicted = preflight(load_profile(fleet["aggressive"]), 0, calibration=calibration)
     capsys.readouterr()
 
-    assert cli.main([str(fleet["aggressive"]), *FAST]) == 0
+    assert cli.main([str(fleet["aggressive"]), *FAST_APPLY]) == 0
     out = capsys.readouterr().out
     entry = read_journal().entries[-1]
     assert entry["ok"] and entry["profile"] == "e2e-aggressive"
@@ -148,18 +118,18 @@ def test_apply_aggressive_profile_verifies_every_gpu(
     running = read_running()
     assert {running[g].previous_name for g in GPUS} == {"e2e-baseline"}
 
-    assert cli.main(["--rollback", *FAST]) == 0
+    assert cli.main(["--rollback", *FAST_APPLY]) == 0
     assert {r.profile for r in read_records().values()} == {"e2e-baseline"}
 
 
 def test_override_that_does_not_fit_fails_only_that_gpu(
     fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main([str(fleet["baseline"]), *FAST]) == 0
+    assert cli.main([str(fleet["baseline"]), *FAST_APPLY]) == 0
     old_gpu1 = read_records()[1]
     capsys.readouterr()
 
-    assert cli.main([str(fleet["gpu1-too-big"]), *FAST]) == 1
+    assert cli.main([str(fleet["gpu1-too-big"]), *FAST_APPLY]) == 1
     out = capsys.readouterr().out
     assert "GPU 1: FAILED OOM" in out
     entry = read_journal().entries[-1]
@@ -179,7 +149,7 @@ def test_override_that_does_not_fit_fails_only_that_gpu(
 async def test_apply_under_load_measures_throughput_and_gives_a_verdict(
     fleet: dict[str, Path],
 ) -> None:
-    assert await asyncio.to_thread(cli.main, [str(fleet["baseline-20x"]), *FAST]) == 0
+    assert await asyncio.to_thread(cli.main, [str(fleet["baseline-20x"]), *FAST_APPLY]) == 0
     profile = load_profile(fleet["aggressive-20x"])
     urls = [f"http://127.0.0.1:{profile.port_for(g)}/generate" for g in GPUS]
     body = {"text": "Write a story.", "sampling_params": {"max_new_tokens": 8000}}
