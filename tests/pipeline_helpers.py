@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import httpx
 
-if TYPE_CHECKING:  # only for a type: this module is also the fake endpoint's script
+if TYPE_CHECKING:  # only for types: this module is also the fake endpoint's script
     import pytest
+
+    from tui.pipeline.status import PipelineStatus
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -71,6 +73,25 @@ def wait_until(predicate: object, timeout: float, what: str, interval: float = 0
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def status_when(
+    status_path: Path, pid: int, check: Callable[[PipelineStatus], bool], what: str
+) -> PipelineStatus:
+    """Wait (60 s at most) until run ``pid``'s status document passes ``check``; return it."""
+    from tui.pipeline.status import read_status  # here: the endpoint's script never needs it
+
+    seen: list[PipelineStatus] = []
+
+    def ok() -> bool:
+        status = read_status(status_path)
+        if status is not None and status.pid == pid and check(status):
+            seen.append(status)
+            return True
+        return False
+
+    wait_until(ok, 60, what)
+    return seen[0]
 
 
 def _answers(url: str) -> bool:

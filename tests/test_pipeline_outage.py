@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from pipeline_helpers import PYTHON, REPO, sim_server, wait_until, write_prompts
+from pipeline_helpers import PYTHON, REPO, sim_server, status_when, write_prompts
 
 from tui.pipeline.rates import Rate
 from tui.pipeline.status import PipelineStatus, ServerShare, read_status
@@ -29,17 +29,7 @@ def test_the_status_says_since_when_no_server_is_up_and_clears_when_one_is(
     process = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ), stderr=subprocess.DEVNULL)
 
     def status_where(check: Callable[[PipelineStatus], bool], what: str) -> PipelineStatus:
-        seen: list[PipelineStatus] = []
-
-        def ok() -> bool:
-            status = read_status(status_path)
-            if status is not None and status.pid == process.pid and check(status):
-                seen.append(status)
-                return True
-            return False
-
-        wait_until(ok, 60, what)
-        return seen[0]
+        return status_when(status_path, process.pid, check, what)
 
     try:
         up = status_where(lambda s: s.done > 50, "work done")

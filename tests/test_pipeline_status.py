@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from pipeline_helpers import PYTHON, REPO, ProcessServer, sim_server, wait_until, write_prompts
+from pipeline_helpers import PYTHON, REPO, ProcessServer, sim_server, status_when, write_prompts
 
 from tui.pipeline.rates import RateMeter, eta_seconds
 from tui.pipeline.status import PipelineStatus, read_status
@@ -77,18 +77,8 @@ def test_server_shares_after_a_kill_and_relaunch(
     argv += ["--max-tokens", "64", "--per-server-inflight", "8", "--shard-size", "200"]
     process = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ), stderr=subprocess.DEVNULL)
 
-    def status_where(check: object, what: str) -> PipelineStatus:
-        seen: list[PipelineStatus] = []
-
-        def ok() -> bool:
-            status = read_status(status_path)
-            if status is not None and status.pid == process.pid and check(status):  # type: ignore[operator]
-                seen.append(status)
-                return True
-            return False
-
-        wait_until(ok, 60, what)
-        return seen[0]
+    def status_where(check: Callable[[PipelineStatus], bool], what: str) -> PipelineStatus:
+        return status_when(status_path, process.pid, check, what)
 
     try:
         status_where(lambda s: s.servers[0].done > 200 and s.servers[1].done > 200, "both busy")
