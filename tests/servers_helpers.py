@@ -9,10 +9,35 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tui.fleet.monitor import FleetMonitor
+from tui.fleet.snapshot import ServerState
+
 FIXTURES = Path(__file__).parent / "fixtures" / "servers"
 
 Reply = tuple[int, str, str]
 """(status, content type, body)."""
+OK: Reply = (200, "text/plain", "")
+UNAVAILABLE: Reply = (503, "text/plain", "")
+REMOTE = "127.0.0.2"
+"""Loopback, but not an address the monitor treats as local (no process discovery)."""
+
+
+class FakeClock:
+    """The monitor's clock, moved by the test (``clock.now += 30``) instead of waited for."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def polled_state(monitor: FleetMonitor) -> ServerState:
+    """The first server's state after one poll."""
+    snap = await monitor.poll()
+    server = snap.panels[0].server
+    assert server is not None
+    return server.state
 
 
 @dataclass

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-from servers_helpers import CannedServer, canned_server, json_reply, metrics_reply
+from servers_helpers import (
+    OK,
+    REMOTE,
+    UNAVAILABLE,
+    CannedServer,
+    FakeClock,
+    canned_server,
+    json_reply,
+    metrics_reply,
+    polled_state,
+)
 
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.source import NoGpuSource
-
-OK = (200, "text/plain", "")
-UNAVAILABLE = (503, "text/plain", "")
-REMOTE = "127.0.0.2"
-"""Loopback, but not an address the monitor treats as local."""
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _monitor(server: CannedServer, clock: FakeClock) -> FleetMonitor:
@@ -31,13 +28,6 @@ def _monitor(server: CannedServer, clock: FakeClock) -> FleetMonitor:
     return FleetMonitor(
         spec, NoGpuSource("none"), probe_timeout=2.0, ready_interval=0.0, clock=clock
     )
-
-
-async def _state(monitor: FleetMonitor) -> ServerState:
-    snap = await monitor.poll()
-    server = snap.panels[0].server
-    assert server is not None
-    return server.state
 
 
 def _routes() -> dict[str, object]:
@@ -55,29 +45,29 @@ async def test_ready_server_gets_ready_each_poll_and_a_generation_every_interval
     with canned_server(_routes(), host=REMOTE) as server:  # type: ignore[arg-type]
         monitor = _monitor(server, clock)
         try:
-            assert await _state(monitor) is ServerState.READY
+            assert await polled_state(monitor) is ServerState.READY
             assert server.hits.get("/health_generate") == 1
             for _ in range(10):
                 clock.now += 1.0
-                assert await _state(monitor) is ServerState.READY
+                assert await polled_state(monitor) is ServerState.READY
             assert server.hits.get("/health_generate") == 1
             assert server.hits.get("/ready") == 10
             assert server.hits.get("/metrics") == 11
             assert "/health" not in server.hits
 
             clock.now += 25.0  # 35 s since the generation
-            assert await _state(monitor) is ServerState.READY
+            assert await polled_state(monitor) is ServerState.READY
             assert server.hits["/health_generate"] == 2
             assert server.hits["/ready"] == 10
 
             server.routes["/ready"] = UNAVAILABLE  # paused or unhealthy: ask the truth now
             clock.now += 1.0
-            assert await _state(monitor) is ServerState.READY
+            assert await polled_state(monitor) is ServerState.READY
             assert (server.hits["/ready"], server.hits["/health_generate"]) == (11, 3)
 
             server.routes["/health_generate"] = UNAVAILABLE
             clock.now += 1.0
-            assert await _state(monitor) is ServerState.STARTING
+            assert await polled_state(monitor) is ServerState.STARTING
             for _ in range(3):  # not ready: the generating probe every poll, /ready not asked
                 clock.now += 1.0
                 await monitor.poll()
@@ -95,7 +85,7 @@ async def test_starting_server_gets_the_generating_probe_then_ready_after() -> N
         try:
             states = []
             for _ in range(5):
-                states.append(await _state(monitor))
+                states.append(await polled_state(monitor))
                 clock.now += 1.0
         finally:
             await monitor.aclose()
@@ -113,7 +103,7 @@ async def test_without_ready_endpoint_falls_back_to_health() -> None:
         monitor = _monitor(server, clock)
         try:
             for _ in range(4):
-                assert await _state(monitor) is ServerState.READY
+                assert await polled_state(monitor) is ServerState.READY
                 clock.now += 1.0
         finally:
             await monitor.aclose()
