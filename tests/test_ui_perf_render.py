@@ -87,3 +87,27 @@ async def test_a_new_reading_repaints_only_the_changed_cells(
         assert len(regions) == 1 and regions[0].y == line and regions[0].height == 1
         assert regions[0].width <= 2  # the digits, not the line
         assert "queued 7" in str(view.render())
+
+
+async def test_only_the_changed_line_is_rendered_again_and_a_theme_renders_all() -> None:
+    fleet = seven_gpu_fleet()
+    app = make_app(fleet)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        await pilot.pause()
+        view = app.screen.query_one("#gpu-2", GpuPanelView)
+        before = list(view._strips)
+        assert before and all(strip is not None for strip in before)  # every line drawn once
+        app.main_screen.fleet = _with(fleet, 2, queued=7)
+        await pilot.pause()
+        after = list(view._strips)
+        changed = [y for y, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]
+        line = next(i for i, c in enumerate(view.lines()) if c.plain.startswith("running"))
+        assert changed == [line]
+        assert "queued 7" in after[line].text  # type: ignore[union-attr]
+        app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+        await pilot.pause()
+        themed = list(view._strips)
+        assert all(strip is not None for strip in themed)
+        assert all(a is not b for a, b in zip(after, themed, strict=True))  # new colours

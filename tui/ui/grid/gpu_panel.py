@@ -7,6 +7,9 @@ from textual import events
 from textual.content import Content
 from textual.geometry import Region
 from textual.reactive import reactive
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.visual import Visual
 from textual.widget import Widget
 
 from tui.fleet.snapshot import GpuPanel, ServerSnapshot, ServerState
@@ -205,6 +208,10 @@ class GpuPanelView(Widget):
         """The lines last rendered (None: nothing yet)."""
         self._shown_size = (0, 0)
         """The size they were rendered for (another size lays them out anew)."""
+        self._strips: list[Strip | None] = []
+        """Each shown line as rendered cells; None until asked for (or after it changed)."""
+        self._strip_style: VisualStyle | None = None
+        """The style the strips were rendered in."""
 
     def watch_panel(self, panel: GpuPanel | None) -> None:
         """Retitle and restyle when they change; repaint the cells whose text changed."""
@@ -237,23 +244,44 @@ class GpuPanelView(Widget):
     def _repaint_changes(self) -> None:
         shown = self._shown
         if shown is None or not self.size or self._shown_size != tuple(self.size):
+            self._shown = None
             self.refresh()
             return
         lines = self.lines()
         blank = Content("")
+        strips = self._strips + [None] * (len(lines) - len(self._strips))
         for y in range(max(len(shown), len(lines))):
             old = shown[y] if y < len(shown) else blank
             new = lines[y] if y < len(lines) else blank
             span = changed_span(old, new)
             if span is not None:
+                if y < len(strips):
+                    strips[y] = None
                 self.refresh(Region(span[0], y, span[1] - span[0], 1))
-        self._shown = lines
+        self._shown, self._strips = lines, strips[: len(lines)]
+
+    def render_line(self, y: int) -> Strip:
+        """One line of the panel; only lines whose text changed are rendered again.
+
+        Why: Textual renders a whole widget again when any region of it is refreshed; a panel
+        changes two or three of its lines a second, and rendering all of them was most of the
+        console's drawing cost.
+        """
+        size = (self.size.width, self.size.height)
+        style = self.visual_style  # a new object after any CSS or theme change
+        if self._shown is None or self._shown_size != size or style is not self._strip_style:
+            self._shown, self._shown_size = self.lines(), size
+            self._strips, self._strip_style = [None] * len(self._shown), style
+        if y >= len(self._shown):
+            return Strip.blank(size[0], style.rich_style)
+        strip = self._strips[y]
+        if strip is None:
+            strip = self._strips[y] = Visual.to_strips(self, self._shown[y], size[0], 1, style)[0]
+        return strip
 
     def render(self) -> Content:
-        """The lines, every one cropped to the width."""
-        lines = self.lines()
-        self._shown, self._shown_size = lines, (self.size.width, self.size.height)
-        return Content("\n").join(lines)
+        """The lines, every one cropped to the width (what ``render_line`` shows, as one)."""
+        return Content("\n").join(self.lines())
 
     def on_click(self, event: events.Click) -> None:
         """A click selects this panel; a double click opens its detail."""
