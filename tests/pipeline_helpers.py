@@ -215,14 +215,8 @@ def s3_job_argv(
 
 def run_generate(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run a ``generate`` command line to its end from the repository, S3_ENV set."""
-    return subprocess.run(
-        argv,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **S3_ENV},
-    )
+    env = {**os.environ, **S3_ENV}
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def start_generate(argv: list[str]) -> subprocess.Popen[str]:
