@@ -168,5 +168,15 @@ def test_parse_metrics_sums_ranks_and_ignores_other_families() -> None:
     assert load.queued is None
 
 
+def test_parse_metrics_label_values_with_braces_and_timestamps() -> None:
+    text = (
+        'sglang:num_queue_reqs{model_name="odd} name{",dp_rank="0"} 3 1700000000000\n'
+        'sglang:num_queue_reqs{model_name="a,b=\\"c\\"",dp_rank="1"} 4\n'
+        "sglang:gen_throughput 12.5\n"
+    )
+    load = parse_metrics(text)
+    assert load.queued == 7 and load.gen_throughput == pytest.approx(12.5)
+
+
 def test_parse_loads_json_tolerates_junk() -> None:
     assert parse_loads_json("nonsense", "/v1/loads").running is None

@@ -132,6 +132,18 @@ def _to_float(value: Any) -> float | None:
         return None
 
 
+def _without_labels(line: str) -> str:
+    """``name{labels} value`` -> ``name value``: the console sums or maxes over every label set.
+
+    Why: prometheus_client parses label sets character by character; dropping them halves the
+    parse of the monitor's every-second ``/metrics`` read. The label block ends at the last
+    ``}`` (a value or timestamp never holds one), whatever the quoted label values contain.
+    """
+    if line.startswith("#") or "{" not in line:
+        return line
+    return line[: line.index("{")] + line[line.rindex("}") + 1 :]
+
+
 def parse_metrics(text: str) -> ServerLoad:
     """Read the console's gauges from a Prometheus exposition body.
 
@@ -145,7 +157,7 @@ def parse_metrics(text: str) -> ServerLoad:
         f"{name} " for name in METRIC_NAMES
     )
     kept = [
-        line
+        _without_labels(line)
         for line in text.splitlines()
         if line.startswith(wanted)
         or (line.startswith("# ") and any(n in line for n in METRIC_NAMES))
