@@ -157,11 +157,16 @@ class FleetMonitor:
 
     # --- blocking parts, run in threads -------------------------------------------------------
 
-    def _sample_gpus(self) -> tuple[tuple[GpuSnapshot, ...], str]:
+    def _sample_gpus(self) -> tuple[tuple[GpuSnapshot, ...], str, str]:
+        """The readings, the source's description, and why sampling failed ("" when it did not).
+
+        The description is taken here too: for the simulated source it lists the device
+        records, a file read that must not run on the event loop.
+        """
         try:
-            return self.gpu_source.sample(), ""
+            return self.gpu_source.sample(), self.gpu_source.describe(), ""
         except Exception as error:  # a driver hiccup must cost one frame, not the console
-            return (), f"GPU sampling failed: {type(error).__name__}: {error}"
+            return (), "", f"GPU sampling failed: {type(error).__name__}: {error}"
 
     def _host_side(self) -> None:
         """Refresh process liveness (and discovery, rarely) and read every log's new lines."""
@@ -280,12 +285,12 @@ class FleetMonitor:
             await asyncio.to_thread(self._host_side)
             await asyncio.gather(*(self._probe(t) for t in self._trackers))
         finally:
-            gpus, gpu_error = await gpu_task
+            gpus, description, gpu_error = await gpu_task
+        note = gpu_error or description
         now = self._clock()
         by_gpu = {g.index: g for g in gpus}
         servers = {t.spec.gpu_index: self._server_snapshot(t, now) for t in self._trackers}
         indices = sorted(set(self.spec.gpu_indices()) | set(by_gpu))
-        note = gpu_error or self.gpu_source.describe()
         panels = tuple(
             GpuPanel(
                 gpu_index=i,

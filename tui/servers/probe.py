@@ -44,6 +44,13 @@ METRIC_NAMES = (
 )
 """The gauges the console reads; other families are dropped before parsing (cheaper)."""
 
+_KEPT_PREFIXES = tuple(
+    prefix
+    for name in METRIC_NAMES
+    for prefix in (f"{name}{{", f"{name} ", f"# HELP {name} ", f"# TYPE {name} ")
+)
+"""Lines of the wanted families: samples with or without labels, and their HELP and TYPE."""
+
 
 class ProbeStatus(StrEnum):
     """What one readiness probe found."""
@@ -153,15 +160,7 @@ def parse_metrics(text: str) -> ServerLoad:
     Returns:
         The load; counts and throughput are summed over ranks, usages take the max.
     """
-    wanted = tuple(f"{name}{{" for name in METRIC_NAMES) + tuple(
-        f"{name} " for name in METRIC_NAMES
-    )
-    kept = [
-        _without_labels(line)
-        for line in text.splitlines()
-        if line.startswith(wanted)
-        or (line.startswith("# ") and any(n in line for n in METRIC_NAMES))
-    ]
+    kept = [_without_labels(line) for line in text.splitlines() if line.startswith(_KEPT_PREFIXES)]
     values: dict[str, list[float]] = {}
     for family in text_string_to_metric_families("\n".join(kept) + "\n"):
         for sample in family.samples:
