@@ -69,12 +69,20 @@ def _progress(status_path: Path, pid: int) -> int | None:
     return status.done if status is not None and status.pid == pid else None
 
 
-def _wait_done(status_path: Path, process: subprocess.Popen[bytes], target: int) -> int:
+def _exited(status_path: Path, process: subprocess.Popen[bytes], log: Path) -> str:
+    """Why a run ended on its own: exit code, status message and the tail of its stderr."""
+    status = read_status(status_path)
+    said = status.message if status is not None and status.pid == process.pid else "(no status)"
+    tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+    return f"the pipeline exited ({process.returncode}) before being killed: {said}\n{tail}"
+
+
+def _wait_done(status_path: Path, process: subprocess.Popen[bytes], target: int, log: Path) -> int:
     """Wait until this run's status shows ``done >= target``; returns the done count seen."""
     seen = [0]
 
     def reached() -> bool:
-        assert process.poll() is None, "the pipeline exited before being killed"
+        assert process.poll() is None, _exited(status_path, process, log)
         done = _progress(status_path, process.pid)
         seen[0] = done if done is not None else 0
         return done is not None and done >= target
@@ -123,24 +131,26 @@ def test_sigkill_storm_loses_and_duplicates_nothing(
     server_kills = 0
     started = time.monotonic()
     for run in range(PIPELINE_KILLS):
-        process = subprocess.Popen(
-            argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        log = tmp_path / f"run-{run}.log"
+        with log.open("wb") as stderr:
+            process = subprocess.Popen(
+                argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+            )
         try:
-            base = _wait_done(status_path, process, 0)
+            base = _wait_done(status_path, process, 0, log)
             target = max(targets[run], base + 30)
             if run in server_runs:
                 # Kill a server partway through this run, relaunch it on the same port; the
                 # pipeline keeps going on the others and takes the relaunched one back.
-                _wait_done(status_path, process, rng.randint(base + 1, target))
+                _wait_done(status_path, process, rng.randint(base + 1, target), log)
                 victim = rng.choice(fleet)
                 victim.kill()
                 server_kills += 1
                 victim.start(wait=rng.random() < 0.5)
-            _wait_done(status_path, process, target)
+            _wait_done(status_path, process, target, log)
             # Random fault times are the point here, not a stand-in for synchronisation.
             time.sleep(rng.uniform(0.0, 0.4))
-            assert process.poll() is None, "the pipeline exited before being killed"
+            assert process.poll() is None, _exited(status_path, process, log)
         finally:
             process.kill()  # SIGKILL
             process.wait(timeout=10)
