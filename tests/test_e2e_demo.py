@@ -46,6 +46,24 @@ def wait_all_ready(term: TmuxSession, base_port: int) -> dict[int, int]:
     return ready_ports(screen)
 
 
+FULL_UTIL = re.compile(r"util (\d+)%  \d+°C  \d+/\d+ W\s*$")
+COMPACT_UTIL = re.compile(r"\d+/\d+G (\d+)% \d+°C \d+W\s*$")
+BOX = re.compile(r"[│┃]")
+
+
+def util_cells(screen: str) -> list[str]:
+    """Each panel's GPU line as the terminal shows it (cells between the panel borders)."""
+    cells = [cell for line in screen.splitlines() for cell in BOX.split(line)]
+    return [c for c in cells if c.startswith("util ") or re.match(r"\d+/\d+G ", c)]
+
+
+def all_busy(screen: str) -> bool:
+    """Seven GPU lines, each showing a busy GPU (however the rest of the line reads)."""
+    cells = util_cells(screen)
+    found = [re.match(r"(?:util |\d+/\d+G )(\d+)%", c) for c in cells]
+    return len(cells) == GPUS and all(m is not None and int(m.group(1)) > 0 for m in found)
+
+
 def quit_with(term: TmuxSession, key: str) -> None:
     term.send("q")
     term.wait_for(lambda s: "Quit the console?" in s, 20)
@@ -67,6 +85,12 @@ def test_demo_comes_up_ready_and_stop_leaves_nothing(
             assert sorted(r.port for r in records.values()) == ports
             assert {records[g].pid for g in records} == {shown[p] for p in ports}
             assert (isolated_state / "demo" / "prompts.jsonl").is_file()
+            # Every GPU went from idle to busy, each cell repainted only where its text
+            # changed: what the terminal shows must still be each line's text, whole (a
+            # partial repaint once left '8431000 W' of '97/1000 W' -> '843/1000 W').
+            screen = term.wait_for(all_busy, 60)
+            for cell in util_cells(screen):
+                assert FULL_UTIL.match(cell) or COMPACT_UTIL.match(cell), (cell, screen)
             quit_with(term, "s")
         assert read_records() == {}
         assert not any(pid_alive(r.pid) for r in records.values())

@@ -24,7 +24,38 @@ def test_changed_span_covers_only_the_differing_cells() -> None:
     assert changed_span(old, Content("running 16  queued 30")) is None
     assert changed_span(old, Content("running 16  queued 32")) == (20, 21)
     assert changed_span(old, Content("running 16  queued 3")) == (20, 21)  # shorter: old cell
-    assert changed_span(old, Content("running 9  queued 30")) == (8, 10)
+    # A width change moves everything after it: the rest of the line is repainted.
+    assert changed_span(old, Content("running 9  queued 30")) == (8, 21)
+    assert changed_span(old, Content("running 17  queued 30")) == (9, 10)  # same width
+
+
+def _painted(old: str, new: str) -> str:
+    """What a terminal shows after ``old`` is drawn, then only ``changed_span``'s cells of
+    ``new`` (one character per cell here)."""
+    width = max(len(old), len(new)) + 2
+    screen, fresh = list(old.ljust(width)), new.ljust(width)
+    span = changed_span(Content(old), Content(new))
+    if span is not None:
+        screen[span[0] : span[1]] = fresh[span[0] : span[1]]
+    return "".join(screen)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("util 45%  60°C  97/1000 W", "util 99%  75°C  843/1000 W"),  # the demo's '8431000 W'
+        ("util 99%  75°C  843/1000 W", "util 5%  41°C  97/1000 W"),
+        ("running 16  queued 30", "running 9  queued 30"),
+        ("running 16  queued 30", "running 16  queued 3"),
+        ("gen 38,700 tok/s ▃▄▅", "gen 1,930 tok/s ▄▅▆"),
+        ("token 1%  mamba 8%", "token 12%  mamba 80%"),
+        ("abc", ""),
+        ("", "abc"),
+        ("same", "same"),
+    ],
+)
+def test_painting_only_the_changed_span_leaves_the_new_line_on_screen(old: str, new: str) -> None:
+    assert _painted(old, new) == new.ljust(max(len(old), len(new)) + 2)
 
 
 def test_changed_span_repaints_the_line_when_only_the_style_changes() -> None:

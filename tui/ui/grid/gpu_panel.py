@@ -158,10 +158,15 @@ def changed_span(old: Content, new: Content) -> tuple[int, int] | None:
     start = 0
     while start < min(len(a), len(b)) and a[start] == b[start]:
         start += 1
+    left = cell_len(b[:start])
+    width_a, width_b = cell_len(a), cell_len(b)
+    if width_a != width_b:
+        # Everything after the first difference moved: "97/1000 W" -> "843/1000 W" must
+        # repaint "/1000 W" too, or the screen keeps the old cells ("8431000 W").
+        return (left, max(width_a, width_b, left + 1))
     end_a, end_b = len(a), len(b)
     while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
         end_a, end_b = end_a - 1, end_b - 1
-    left = cell_len(b[:start])
     return (left, max(cell_len(a[:end_a]), cell_len(b[:end_b]), left + 1))
 
 
