@@ -237,6 +237,7 @@ def run(ctx: Context) -> list[Row]:
             ratio >= 1 / 3,
             higher_is_better=True,
             fmt="{:.0f}",
+            note=GREP_NOTE,
         ),
         Row(
             BENCH,
@@ -267,3 +268,15 @@ def run(ctx: Context) -> list[Row]:
         ),
     ]
     return rows + _attach_rows(ctx, tail)
+
+
+GREP_NOTE = (
+    "what stands in the way of 1/3 of grep: no line is parsed in a quiet stretch, but proving "
+    "a stretch quiet takes four C passes over it (bytes.count of newlines, 'Decode batch', "
+    "'fill batch' and ' HTTP/': the marker counts must add up to the line count), and "
+    "CPython's counting loops run ~1-2.4 GB/s each where grep's vectorised search runs "
+    "~3.9 GB/s once; fewer passes would mean guessing what a rare line looks like, and "
+    "missing an error line is worse than a slower first read (the console reads at most the "
+    "last 4 MiB of a log on attach, then only what is new)"
+)
+"""Why the ingest misses 1/3 of grep (the note of its row)."""
