@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from textual.content import Content
 from textual.geometry import Region
+from textual.pilot import Pilot
 from textual.widget import Widget
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
@@ -83,15 +86,22 @@ def _with(fleet: FleetSnapshot, gpu: int, **changes: Any) -> FleetSnapshot:
     return FleetSnapshot(tuple(panels), fleet.gpu_source, fleet.taken_at + 1.0)
 
 
-async def test_a_new_reading_repaints_only_the_changed_cells(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fleet = seven_gpu_fleet()
+@asynccontextmanager
+async def settled_console(fleet: FleetSnapshot) -> AsyncIterator[tuple[FleetApp, Pilot[None]]]:
+    """The console at 200x50 on ``fleet``, every panel drawn once."""
     app = make_app(fleet)
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.pause()
+        yield app, pilot
+
+
+async def test_a_new_reading_repaints_only_the_changed_cells(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fleet = seven_gpu_fleet()
+    async with settled_console(fleet) as (app, pilot):
         calls: list[tuple[str, tuple[Region, ...]]] = []
 
         def spy(cls: type[Widget]) -> None:
@@ -122,11 +132,7 @@ async def test_a_new_reading_repaints_only_the_changed_cells(
 
 async def test_only_the_changed_line_is_rendered_again_and_a_theme_renders_all() -> None:
     fleet = seven_gpu_fleet()
-    app = make_app(fleet)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot, app)
-        await pilot.pause()
+    async with settled_console(fleet) as (app, pilot):
         view = app.screen.query_one("#gpu-2", GpuPanelView)
         before = list(view._strips)
         assert before and all(strip is not None for strip in before)  # every line drawn once

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -147,6 +148,27 @@ def console_canary_options(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ConsoleWindows:
+    """The measuring windows of the console's operations, all from one ``--measure-window``."""
+
+    apply: ApplyOptions
+    """Timeouts and before/after throughput windows of applies."""
+    canary: CanaryOptions
+    """Windows of canaries."""
+
+
+def console_windows(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> ConsoleWindows:
+    """The apply and canary options of one ``--measure-window``.
+
+    Raises:
+        ValueError: the window is outside ``MEASURE_WINDOW_RANGE_S`` (naming field and range).
+    """
+    return ConsoleWindows(
+        console_apply_options(measure_window_s), console_canary_options(measure_window_s)
+    )
+
+
 def add_measure_window(parser: argparse.ArgumentParser) -> None:
     """Add ``--measure-window S`` (the throughput window of applies from the console)."""
     parser.add_argument(
@@ -186,8 +208,7 @@ def run_console(
     pipeline: PipelineConfig | None,
     *,
     stop_pipeline_with_fleet: bool = False,
-    apply_options: ApplyOptions | None = None,
-    canary_options: CanaryOptions | None = None,
+    windows: ConsoleWindows | None = None,
 ) -> int:
     """Run the console on ``profile``'s fleet with every operation backed by the real core.
 
@@ -195,8 +216,7 @@ def run_console(
         profile: The fleet's profile.
         pipeline: The pipeline the console starts and stops (None: no pipeline keys).
         stop_pipeline_with_fleet: Quitting with "stop" stops the pipeline as well (the demo).
-        apply_options: Timeouts and throughput windows of applies (``console_apply_options()``).
-        canary_options: Windows of canaries (``console_canary_options()``).
+        windows: Timeouts and throughput windows of applies and canaries (``console_windows()``).
 
     Returns:
         0.
@@ -213,13 +233,13 @@ def run_console(
     gpus = SimulatedSource() if profile.engine.kind == "sim" else open_gpu_source()
     monitor = FleetMonitor(spec_for_profile(profile), gpus)
     # Shorter windows than the headless default: the operator watches the verdict arrive.
-    options = apply_options or console_apply_options()
+    windows = windows or console_windows()
     operator = FleetOperator(
         profile,
         pipeline=pipeline,
         marker=monitor,
-        apply_options=options,
-        canary_options=canary_options or console_canary_options(),
+        apply_options=windows.apply,
+        canary_options=windows.canary,
         stop_pipeline_with_fleet=stop_pipeline_with_fleet,
     )
     FleetApp(
@@ -238,7 +258,7 @@ def _profile_console(args: argparse.Namespace) -> int:
     from tui.retune.running import profile_of, read_running
 
     try:
-        options = console_apply_options(args.measure_window)
+        windows = console_windows(args.measure_window)
         profile = load_named(args.profile)
     except ProfileError as error:  # a ValueError too: caught first
         print(f"gpufleet console: --profile: {error}", file=sys.stderr)
@@ -259,13 +279,7 @@ def _profile_console(args: argparse.Namespace) -> int:
     if prompts.is_file():
         pipeline = pipeline_config(profile, prompts, CONSOLE_FLEET_TIMEOUT_S)
     # Quitting with "stop" stops the pipeline too: otherwise it would wait an hour for servers.
-    return run_console(
-        profile,
-        pipeline,
-        stop_pipeline_with_fleet=True,
-        apply_options=options,
-        canary_options=console_canary_options(args.measure_window),
-    )
+    return run_console(profile, pipeline, stop_pipeline_with_fleet=True, windows=windows)
 
 
 def main(argv: Sequence[str]) -> int:

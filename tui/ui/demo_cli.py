@@ -11,12 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tui.ui.cli import (
-    add_measure_window,
-    console_apply_options,
-    console_canary_options,
-    run_console,
-)
+from tui.ui.cli import add_measure_window, console_windows, run_console
 
 DEMO_FLEET_TIMEOUT_S = 3600.0
 """The demo pipeline waits this long for a ready server (startup, a retune of every GPU)."""
@@ -63,7 +58,7 @@ def main(argv: Sequence[str]) -> int:
     from tui.sim.fleet import sim_profile
 
     try:
-        options = console_apply_options(args.measure_window)
+        windows = console_windows(args.measure_window)
         profile = demo_profile(sim_profile(args.profile), args.gpus, args.speed, args.base_port)
     except (ProfileError, ValueError) as error:
         print(f"gpufleet demo: {error}", file=sys.stderr)
@@ -87,10 +82,4 @@ def main(argv: Sequence[str]) -> int:
             print(f"gpufleet demo: wrote the demo prompt set {prompts}")
         pid = start_pipeline(config)
         print(f"gpufleet demo: pipeline pid {pid}, status {config.status_path}")
-    return run_console(
-        profile,
-        config,
-        stop_pipeline_with_fleet=True,
-        apply_options=options,
-        canary_options=console_canary_options(args.measure_window),
-    )
+    return run_console(profile, config, stop_pipeline_with_fleet=True, windows=windows)
