@@ -47,6 +47,8 @@ class SimulatedSource:
             root: Directory holding ``gpu<N>/device.json`` and ``gpu<N>/proc-<pid>.json``.
         """
         self.root = root if root is not None else paths.sim_gpu_dir()
+        self._devices: list[sim_records.SimDevice] | None = None
+        """The devices the last ``sample`` listed (``describe`` reuses them)."""
 
     def exists(self) -> bool:
         """True when at least one simulated GPU has been published under the root."""
@@ -60,7 +62,8 @@ class SimulatedSource:
         """
         now = time.time()
         snapshots = []
-        for device in sim_records.list_devices(self.root):
+        self._devices = sim_records.list_devices(self.root)
+        for device in self._devices:
             live = sim_records.live_processes(self.root, device.index)
             held = sum(max(0, r.used_bytes) for r in live)
             used = min(device.memory_total, DRIVER_RESERVED_BYTES + held)
@@ -106,7 +109,10 @@ class SimulatedSource:
 
     def describe(self) -> str:
         """Say what this source reads, e.g. 'simulated: 7 x NVIDIA B200 under /tmp/simgpu'."""
-        devices = sim_records.list_devices(self.root)
+        # The monitor describes right after sampling: reuse that listing, not a second one.
+        devices = (
+            self._devices if self._devices is not None else sim_records.list_devices(self.root)
+        )
         names = sorted({d.name for d in devices})
         what = ", ".join(f"{sum(d.name == n for d in devices)} x {n}" for n in names)
         return f"simulated: {what or 'no GPUs'} under {self.root}"

@@ -139,10 +139,15 @@ class Dispatcher:
         for server in self.servers:
             self._ensure_probe(server)
 
+    @property
+    def any_healthy(self) -> bool:
+        """Whether some server is getting work now."""
+        return any(s.healthy for s in self.servers)
+
     async def wait_any_healthy(self, deadline_s: float) -> bool:
         """Wait until some server is healthy or the deadline passes; True when one is."""
         end = time.monotonic() + deadline_s
-        while not any(s.healthy for s in self.servers):
+        while not self.any_healthy:
             remaining = end - time.monotonic()
             if remaining <= 0:
                 return False

@@ -271,7 +271,7 @@ class Pipeline:
     def _write_status(self) -> None:
         rate_1m, rate_10m = self._meter.rate(60), self._meter.rate(600)
         # Observed at the status cadence: a whole-fleet outage lasts seconds at least (a relaunch).
-        if any(s.healthy for s in self._dispatcher.servers):
+        if self._dispatcher.any_healthy:
             self._no_server_since = None
         elif self._no_server_since is None:
             self._no_server_since = time.time()
