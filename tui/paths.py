@@ -78,3 +78,8 @@ def profiles_dir() -> Path:
 def running_profile_file() -> Path:
     """Which profile each GPU runs now and ran before (JSON), for ``gpufleet apply --rollback``."""
     return state_dir() / "running_profiles.json"
+
+
+def cordon_file() -> Path:
+    """Servers closed to new work while an operation drains them (``tui.servers.cordon``)."""
+    return state_dir() / "cordons.json"
