@@ -16,12 +16,17 @@ import psutil
 import pytest
 
 # A server stand-in: announces its pid, spawns a grandchild in its own process group (as SGLang
-# spawns its scheduler), writes both pids to a file, then waits. With "ignore" both ignore SIGTERM.
+# spawns its scheduler), writes both pids to a file, then waits. With "term" a SIGTERM to the main
+# pid stops its child and exits 0 (SGLang's drain ends with kill_process_tree of its children);
+# with "ignore" both ignore SIGTERM.
 PARENT = r"""
 import os, signal, subprocess, sys, threading
 mode, pid_file = sys.argv[1], sys.argv[2]
-if mode == "ignore":
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+def drained(signum, frame):
+    child.kill()
+    child.wait()
+    os._exit(0)
+signal.signal(signal.SIGTERM, signal.SIG_IGN if mode == "ignore" else drained)
 child = subprocess.Popen([sys.executable, "-c", sys.argv[3], mode])
 print("server starting", flush=True)
 tmp = pid_file + ".tmp"

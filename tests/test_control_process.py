@@ -48,12 +48,26 @@ def test_launch_records_identity_in_its_own_session(tmp_path: Path) -> None:
         wait_for(lambda: "server starting" in Path(recorded.log_path).read_text(), 10, "log")
 
 
-def test_stop_terminates_whole_group_with_sigterm(tmp_path: Path) -> None:
+def test_stop_drains_through_the_main_pid_only(tmp_path: Path) -> None:
     with reaper() as groups:
         proc, pid_file = _launch(tmp_path, "term")
         groups.append(proc.record.pgid)
         parent, child = read_pids(pid_file)
         result = stop(proc.record, term_timeout=10, kill_timeout=5)
+        # The main pid stopped its own child: the group was never signalled (SGLang 0.5.23's
+        # children die on a group SIGTERM and take the in-flight requests with them).
+        assert result.outcome == "drained"
+        assert {parent, child} <= set(result.pids)
+        assert not running(parent) and not running(child)
+        assert 0 not in read_records()
+
+
+def test_terminate_mode_signals_the_whole_group(tmp_path: Path) -> None:
+    with reaper() as groups:
+        proc, pid_file = _launch(tmp_path, "term")
+        groups.append(proc.record.pgid)
+        parent, child = read_pids(pid_file)
+        result = stop(proc.record, term_timeout=10, kill_timeout=5, mode="terminate")
         assert result.outcome == "terminated"
         assert {parent, child} <= set(result.pids)
         assert not running(parent) and not running(child)
@@ -87,6 +101,27 @@ def test_stop_kills_orphaned_children_when_leader_is_gone(tmp_path: Path) -> Non
         assert not running(child)
 
 
+def test_dead_pid_with_a_foreign_group_signals_nothing(tmp_path: Path) -> None:
+    # A record whose server is gone, and whose pgid is now an unrelated group (a stranger that
+    # became a group leader): nothing of that group is ours, so nothing may be signalled.
+    stranger = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
+    try:
+        with reaper() as groups:
+            proc, pid_file = _launch(tmp_path, "term")
+            groups.append(proc.record.pgid)
+            read_pids(pid_file)
+            forged = replace(proc.record, pid=99999999, pgid=stranger.pid)
+            result = stop(forged, term_timeout=1, kill_timeout=1)
+            assert result.outcome == "already_exited"
+            assert running(stranger.pid)
+            assert running(proc.record.pid)
+    finally:
+        stranger.kill()
+        stranger.wait(timeout=10)
+
+
 def test_stop_refuses_process_not_started_by_fleet(tmp_path: Path) -> None:
     stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -111,7 +146,7 @@ def test_stop_refuses_pid_whose_start_time_changed(tmp_path: Path) -> None:
         with pytest.raises(IdentityMismatch, match="pid was reused"):
             stop(reused, term_timeout=1)
         assert running(proc.record.pid)
-        assert stop(proc.record, term_timeout=10).outcome == "terminated"
+        assert stop(proc.record, term_timeout=10).outcome == "drained"
 
 
 def test_stop_of_exited_server_reports_already_exited(tmp_path: Path) -> None:

@@ -9,6 +9,9 @@ import psutil
 
 from tui.control.records import ProcessRecord
 
+LAUNCH_ID_ENV = "GPUFLEET_LAUNCH_ID"
+"""Environment variable that marks every process of one launch (children inherit it)."""
+
 CREATE_TIME_TOLERANCE_S = 0.05
 """psutil derives create_time from boot time and clock ticks; allow its rounding."""
 

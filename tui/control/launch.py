@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from tui.control.identity import LAUNCH_ID_ENV
 from tui.control.records import ProcessRecord, put_record, remove_record
 
 LOG_KEEP = 5
@@ -103,11 +105,12 @@ def launch(
         raise LaunchError("empty argv: nothing to launch")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     rotate_log(log_path)
+    launch_id = uuid.uuid4().hex
     with open(log_path, "wb") as log:
         try:
             popen = subprocess.Popen(
                 list(argv),
-                env=dict(env),
+                env={**env, LAUNCH_ID_ENV: launch_id},
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -134,6 +137,7 @@ def launch(
         log_path=str(log_path),
         profile=profile,
         host=host,
+        launch_id=launch_id,
     )
     if record:
         put_record(entry)

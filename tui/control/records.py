@@ -45,6 +45,8 @@ class ProcessRecord:
     """Name of the profile it was launched from ("" when launched from a bare argv)."""
     host: str = "127.0.0.1"
     """Address it serves on."""
+    launch_id: str = ""
+    """``GPUFLEET_LAUNCH_ID`` given to the launch: its children carry it, strangers do not."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
