@@ -150,7 +150,7 @@ def monitor_cpu_per_minute(polls: int = 15) -> float:
     from tui.gpu.simulated import SimulatedSource
     from tui.operator.setup import spec_for_profile
     from tui.profiles import load_named
-    from tui.retune.running import profile_of, read_running
+    from tui.state.fleet_state import profile_of, read_running
 
     profile = load_named("sim-baseline")
     docs = [p.current for p in read_running().values() if p.current_name == profile.name]

@@ -17,11 +17,11 @@ from sim_helpers import running_sim
 
 from tui import paths
 from tui.control.launch import rotate_log
-from tui.control.records import ProcessRecord, put_record
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import FleetSnapshot, ServerSnapshot, ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.simulated import DRIVER_RESERVED_BYTES, SimulatedSource
+from tui.state.fleet_state import ProcessRecord, put_record
 
 GPU = 3
 FAST = ["--sim-speed", "100", "--sim-startup-seconds", "1", "--enable-metrics"]

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from tui.control import stop_fleet
-from tui.control.records import read_records
 from tui.control.release import nvml_gpu_pids
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import ServerState
@@ -29,6 +28,7 @@ from tui.fleet.spec import FleetSpec
 from tui.gpu.source import open_gpu_source
 from tui.retune import cli
 from tui.retune.journal import read_journal
+from tui.state.fleet_state import read_records
 
 MIB = 1024**2
 

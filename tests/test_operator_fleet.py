@@ -24,7 +24,7 @@ from tui.operator.setup import attach_or_start
 from tui.retune.events import ApplyFinished, GpuPhase, GpuReady
 from tui.retune.journal import journal_marks, read_journal
 from tui.retune.options import ApplyOptions
-from tui.retune.running import read_running
+from tui.state.fleet_state import read_running
 
 GPUS = [0, 1]
 FAST = ApplyOptions(timeout_s=60.0, release_timeout_s=20.0, poll_s=0.1, measure=False)

@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tui.control.records import ProcessRecord, put_record, read_records
 from tui.retune import cli
+from tui.state.fleet_state import ProcessRecord, put_record, read_records
 
 
 def write_profile(tmp_path: Path, body: str) -> Path:

@@ -28,14 +28,13 @@ from bench.simfleet import (
 from tui import paths
 from tui.control import stop_fleet
 from tui.control.identity import verify
-from tui.control.records import read_records
 from tui.control.release import sim_gpu_pids
 from tui.gpu.sim_records import live_processes
 from tui.profiles import load_profile
 from tui.retune import cli
 from tui.retune.journal import read_journal
 from tui.retune.preflight import calibration_from_log, preflight
-from tui.retune.running import read_running
+from tui.state.fleet_state import read_records, read_running
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("tui.sim.cli") is None, reason="the simulator CLI is not there yet"

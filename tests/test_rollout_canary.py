@@ -18,9 +18,9 @@ from tui.profiles import load_profile
 from tui.retune.journal import read_journal
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import model_for, preflight
-from tui.retune.running import read_running
 from tui.rollout.canary import Canary, CanaryOptions
 from tui.sim.throughput import expected_rate
+from tui.state.fleet_state import read_running
 
 SPEED = 10.0
 CANARY_GPU = 0

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 from rollout_helpers import PipelineRun, SimFleet, pipeline, sim_fleet, wait_done_at_least
 
-from tui.control.records import read_records
 from tui.profiles import load_profile
 from tui.retune.journal import read_journal
 from tui.retune.options import ApplyOptions
-from tui.retune.running import read_running
 from tui.rollout import rollout_cli
 from tui.rollout.rollout import Rollout, RolloutOptions, rollout_plan
+from tui.state.fleet_state import read_records, read_running
 
 SPEED = 20.0
 

@@ -9,7 +9,7 @@ import asyncio
 from textual.widgets import Input, Static
 from ui_helpers import RecordingActions, finish_actions, make_app, press_until, settle, wait_for
 
-from tui.retune.running import GpuProfiles
+from tui.state.fleet_state import GpuState
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.main_screen import MainScreen
@@ -24,7 +24,8 @@ async def test_keyboard_alone_tune_apply_verify_and_roll_back() -> None:
     measured = asyncio.Event()
     actions = RecordingActions(gates={})
     running = {
-        g: GpuProfiles({"name": "sim-baseline-tuned"}, {"name": "sim-baseline"}) for g in ALL
+        g: GpuState(g, current={"name": "sim-baseline-tuned"}, previous={"name": "sim-baseline"})
+        for g in ALL
     }
     app = make_app(actions=actions, running=running)
     assert isinstance(app, FleetApp)

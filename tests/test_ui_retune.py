@@ -20,7 +20,7 @@ from ui_helpers import (
 
 from tui.retune.events import ApplyFinished, MeasureProgress
 from tui.retune.journal import JournalRead, apply_entry
-from tui.retune.running import GpuProfiles
+from tui.state.fleet_state import GpuState
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.journal.journal_screen import JournalEntryScreen, JournalScreen
@@ -146,7 +146,7 @@ async def test_relaunch_picker_defaults_to_the_running_profile_and_offers_others
 async def test_rollback_confirm_names_the_previous_profile_and_the_gpus() -> None:
     baseline = {"name": "sim-baseline"}
     tuned = {"name": "sim-baseline-tuned"}
-    running = {g: GpuProfiles(tuned, baseline) for g in ALL}
+    running = {g: GpuState(g, current=tuned, previous=baseline) for g in ALL}
     actions = RecordingActions()
     app = app_with(actions, running=running)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -164,7 +164,8 @@ async def test_rollback_confirm_names_the_previous_profile_and_the_gpus() -> Non
 
 async def test_rollback_runs_on_the_apply_screen_with_report_and_verdict() -> None:
     running = {
-        g: GpuProfiles({"name": "sim-baseline-tuned"}, {"name": "sim-baseline"}) for g in ALL
+        g: GpuState(g, current={"name": "sim-baseline-tuned"}, previous={"name": "sim-baseline"})
+        for g in ALL
     }
     actions = RecordingActions(rollback_script=scripted_apply(failing=(3,)))
     app = app_with(actions, running=running)

@@ -14,10 +14,10 @@ from tui.operator import FleetOperator
 from tui.operator import fleet_operator as fleet_operator_module
 from tui.operator.rollout_ops import CanaryLook, look_from
 from tui.profiles import Profile
-from tui.retune.running import record_outcome
 from tui.rollout.canary import CanaryOptions
 from tui.rollout.rollout import RolloutOptions
 from tui.rollout.stats import decide, look_level, paired
+from tui.state.fleet_state import record_outcome
 
 
 @pytest.fixture

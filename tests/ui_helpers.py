@@ -26,11 +26,11 @@ from tui.retune.events import (
 )
 from tui.retune.journal import JournalRead
 from tui.retune.preflight import Preflight, preflight
-from tui.retune.running import GpuProfiles
 from tui.rollout.canary import CanaryResult
 from tui.rollout.cost import RetuneCost
 from tui.rollout.rollout import RolloutResult
 from tui.rollout.stats import decide, look_level, paired
+from tui.state.fleet_state import GpuState
 from tui.ui.sources import EventSink, Intent
 
 REPO = Path(__file__).resolve().parents[1]
@@ -593,7 +593,7 @@ def make_app(
     profile: str | None = None,
     poll_interval_s: float = 3600.0,
     journal: JournalRead | None = None,
-    running: dict[int, GpuProfiles] | None = None,
+    running: dict[int, GpuState] | None = None,
 ) -> object:
     """A FleetApp on fixed data. A long poll interval keeps each test to its first reading."""
     from tui.ui.app import FleetApp

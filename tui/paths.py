@@ -41,9 +41,14 @@ def demo_dir() -> Path:
     return state_dir() / "demo"
 
 
-def fleet_file() -> Path:
-    """Record of the fleet gpufleet launched (pids, start times, argv), for re-attaching."""
-    return state_dir() / "fleet.json"
+def fleet_state_file() -> Path:
+    """What runs on each GPU: server identity, port, current and previous profile (one file)."""
+    return state_dir() / "fleet_state.json"
+
+
+def operation_lock_file() -> Path:
+    """Held by the one operation (apply, canary, rollout, ...) changing the fleet now."""
+    return state_dir() / "operation.lock"
 
 
 def journal_file() -> Path:
@@ -73,11 +78,6 @@ def profiles_dir() -> Path:
     if local.is_dir():
         return local
     return Path(__file__).resolve().parent.parent / "profiles"
-
-
-def running_profile_file() -> Path:
-    """Which profile each GPU runs now and ran before (JSON), for ``gpufleet apply --rollback``."""
-    return state_dir() / "running_profiles.json"
 
 
 def cordon_file() -> Path:

@@ -56,9 +56,9 @@ from tui.control.preflight import (
     check_stale,
     port_holder,
 )
-from tui.control.records import ProcessRecord, put_record, read_records, remove_record
 from tui.control.release import GpuPids, nvml_gpu_pids, sim_gpu_pids, wait_gpu_released
 from tui.control.stop import StopResult, stop
+from tui.state.fleet_state import ProcessRecord, put_record, read_records, remove_record
 
 __all__ = [
     "GpuOutcome",

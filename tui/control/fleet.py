@@ -16,10 +16,10 @@ from typing import TypeVar
 from tui.control.identity import IdentityMismatch, verify
 from tui.control.launch import LaunchError, ManagedProcess, check_started, launch
 from tui.control.preflight import PreflightError, check_gpu_free, check_port, check_stale
-from tui.control.records import ProcessRecord, read_records
 from tui.control.release import GpuPids, wait_gpu_released
 from tui.control.stop import StopResult, stop
 from tui.profiles import Profile, argv_for, env_for, log_path_for
+from tui.state.fleet_state import ProcessRecord, read_records
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from tui.control.records import ProcessRecord
+from tui.state.fleet_state import ProcessRecord
 
 LAUNCH_ID_ENV = "GPUFLEET_LAUNCH_ID"
 """Environment variable that marks every process of one launch (children inherit it)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 
 from tui.control.identity import LAUNCH_ID_ENV
-from tui.control.records import ProcessRecord, put_record, remove_record
+from tui.state.fleet_state import ProcessRecord, put_record, remove_record
 
 LOG_KEEP = 5
 """How many previous logs survive a relaunch (``x.log.1`` newest ... ``x.log.5`` oldest)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import psutil
 
 from tui.control.identity import IdentityMismatch, verify
-from tui.control.records import ProcessRecord, read_records
+from tui.state.fleet_state import ProcessRecord, read_records
 
 
 @dataclass(frozen=True, slots=True)

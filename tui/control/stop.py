@@ -32,7 +32,7 @@ from typing import Literal
 import psutil
 
 from tui.control.identity import LAUNCH_ID_ENV, group_members, verify
-from tui.control.records import ProcessRecord, remove_record
+from tui.state.fleet_state import ProcessRecord, remove_record
 
 StopMode = Literal["drain", "terminate", "kill"]
 """drain: SIGTERM to the main pid (SGLang finishes in-flight requests), group after a deadline;

@@ -26,7 +26,6 @@ from typing import TypeVar
 
 import httpx
 
-from tui.control.records import ProcessRecord, read_records
 from tui.fleet.server_log import EMPTY_VIEW, ServerLog
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
@@ -35,6 +34,7 @@ from tui.logs.state import LogView
 from tui.servers.discovery import ServerProcess, find_servers, is_alive
 from tui.servers.keepalive import KeepAliveTransport
 from tui.servers.probe import ProbeStatus, Readiness, ServerInfo, ServerLoad, ServerProbe
+from tui.state.fleet_state import ProcessRecord, read_records
 
 _N = TypeVar("_N", int, float)
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from tui.control.records import read_records
 from tui.profiles import Profile, diff
 from tui.retune.engine import RetuneEngine
 from tui.retune.events import ApplyResult
 from tui.retune.journal import record_apply
 from tui.retune.options import ApplyOptions
-from tui.retune.running import profile_of, read_running, record_outcome
+from tui.state.fleet_state import profile_of, read_records, read_running, record_outcome
 
 EventSink = Callable[[object], None]
 """Receives every ``tui.retune.events`` dataclass of an apply, on the event loop."""

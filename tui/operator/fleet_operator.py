@@ -35,9 +35,9 @@ from tui.profiles import Profile, list_profiles, load_named, save_profile
 from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import Preflight, calibration_from_log, preflight
-from tui.retune.running import profile_of, read_running, record_outcome
 from tui.rollout.canary import CanaryOptions, CanaryResult
 from tui.rollout.rollout import RolloutOptions, RolloutResult
+from tui.state.fleet_state import profile_of, read_running, record_outcome
 
 
 class StopMarker(Protocol):

@@ -26,7 +26,7 @@ from tui.fleet.spec import FleetSpec
 from tui.operator.pipeline_control import PipelineConfig
 from tui.pipeline.fleet_urls import server_urls
 from tui.profiles import Profile, log_path_for
-from tui.retune.running import record_outcome
+from tui.state.fleet_state import record_outcome
 
 DEMO_PROMPTS = 100_000
 """Prompts in the demo's generated prompt set."""

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from tui.control.records import read_records
 from tui.profiles import Profile, ProfileError, diff, load_named
 from tui.retune.engine import RetuneEngine
 from tui.retune.events import (
@@ -32,7 +31,7 @@ from tui.retune.journal import append_entry, apply_entry
 from tui.retune.journal_cli import format_report
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import calibration_from_log, preflight
-from tui.retune.running import profile_of, read_running, record_outcome
+from tui.state.fleet_state import profile_of, read_records, read_running, record_outcome
 
 
 class UsageError(ValueError):

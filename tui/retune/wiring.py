@@ -20,7 +20,6 @@ from tui.control.identity import IdentityMismatch
 from tui.control.launch import LaunchError as ControlLaunchError
 from tui.control.launch import ManagedProcess
 from tui.control.preflight import PreflightError
-from tui.control.records import read_records, remove_record
 from tui.control.release import GpuPids, nvml_gpu_pids, sim_gpu_pids, wait_gpu_released
 from tui.control.stop import stop
 from tui.gpu.snapshot import GpuSource
@@ -33,6 +32,7 @@ from tui.retune.events import EffectiveValues, RequestedValues
 from tui.retune.ports import GpuLaunchSpec, LaunchError, ServerSignal
 from tui.retune.signals import SignalAdapter
 from tui.servers.probe import ProbeStatus, ServerProbe
+from tui.state.fleet_state import read_records, remove_record
 
 
 class RealServer:

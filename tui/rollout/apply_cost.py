@@ -15,9 +15,9 @@ from tui.profiles import Profile
 from tui.retune.engine import RetuneEngine
 from tui.retune.events import ApplyResult, GpuFailed, GpuPhase, GpuReady, RetuneEvent
 from tui.retune.options import ApplyOptions
-from tui.retune.running import record_outcome
 from tui.rollout.cost import CostMeter, RetuneCost
 from tui.rollout.sampling import Sampler
+from tui.state.fleet_state import record_outcome
 
 
 class ApplyCostWatch:

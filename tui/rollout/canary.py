@@ -19,15 +19,14 @@ from dataclasses import asdict, dataclass, field, replace
 from statistics import fmean
 from typing import Any
 
-from tui.control.records import read_records
 from tui.profiles import Profile, diff
 from tui.retune.engine import RetuneEngine
 from tui.retune.events import RetuneEvent, VerifyReport
 from tui.retune.options import ApplyOptions
-from tui.retune.running import profile_of, read_running, record_outcome
 from tui.rollout.cost import CostMeter, RetuneCost
 from tui.rollout.fleet_io import fleet_sampler, journal, running_gpus
 from tui.rollout.stats import Decision, PairedEstimate, decide, look_level, paired
+from tui.state.fleet_state import profile_of, read_records, read_running, record_outcome
 
 
 @dataclass(frozen=True, slots=True)

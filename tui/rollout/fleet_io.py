@@ -7,10 +7,10 @@ from typing import Any
 
 import httpx
 
-from tui.control.records import read_records
 from tui.profiles import Profile
 from tui.retune.journal import append_entry
 from tui.rollout.sampling import MetricsProbe, Sampler
+from tui.state.fleet_state import read_records
 
 
 def running_gpus(profile: Profile) -> list[int]:

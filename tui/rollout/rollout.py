@@ -22,9 +22,9 @@ from tui.profiles import Profile, profile_to_dict
 from tui.retune.engine import RetuneEngine
 from tui.retune.events import ApplyResult, RetuneEvent, VerifyReport
 from tui.retune.options import ApplyOptions
-from tui.retune.running import profile_of, read_running, record_outcome
 from tui.rollout.cost import CostMeter, RetuneCost
 from tui.rollout.fleet_io import fleet_sampler, journal, running_gpus
+from tui.state.fleet_state import profile_of, read_running, record_outcome
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,6 @@ from tui.profiles import ProfileError, load_named
 from tui.retune.cli import UsageError, _printer, parse_gpus
 from tui.retune.journal import read_journal
 from tui.retune.options import ApplyOptions
-from tui.retune.running import profile_of, read_running
 from tui.rollout.rollout import (
     Rollout,
     RolloutOptions,
@@ -24,6 +23,7 @@ from tui.rollout.rollout import (
     rollback_plan,
     rollout_plan,
 )
+from tui.state.fleet_state import profile_of, read_running
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -255,7 +255,7 @@ def run_console(
 def _profile_console(args: argparse.Namespace) -> int:
     from tui.operator.setup import demo_prompts_file, pipeline_config
     from tui.profiles import ProfileError, load_named
-    from tui.retune.running import profile_of, read_running
+    from tui.state.fleet_state import profile_of, read_running
 
     try:
         windows = console_windows(args.measure_window)

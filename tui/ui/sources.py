@@ -19,9 +19,9 @@ from tui.profiles import Profile
 from tui.retune.events import ApplyResult
 from tui.retune.journal import JournalRead, read_journal
 from tui.retune.preflight import Preflight
-from tui.retune.running import GpuProfiles, read_running
 from tui.rollout.canary import CanaryResult
 from tui.rollout.rollout import RolloutResult
+from tui.state.fleet_state import GpuState, read_running
 
 EventSink = Callable[[object], None]
 """Receives the retune events of an apply (``tui.retune.events``) as they happen, on the loop."""
@@ -286,7 +286,7 @@ class JournalReader(Protocol):
 class RunningReader(Protocol):
     """Which profile each GPU runs now and ran before (what a rollback returns to). Blocking."""
 
-    def __call__(self) -> dict[int, GpuProfiles]:
+    def __call__(self) -> dict[int, GpuState]:
         """GPU index -> its current and previous profile documents."""
         ...
 
@@ -296,8 +296,8 @@ def read_default_journal() -> JournalRead:
     return read_journal()
 
 
-def read_default_running() -> dict[int, GpuProfiles]:
-    """The default ``RunningReader``: ``tui.paths.running_profile_file()``."""
+def read_default_running() -> dict[int, GpuState]:
+    """The default ``RunningReader``: the fleet state store."""
     return read_running()
 
 

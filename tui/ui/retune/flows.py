@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from textual.app import App
 
 from tui.profiles import Profile
-from tui.retune.running import GpuProfiles
+from tui.state.fleet_state import GpuState
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.profile_picker import ProfilePickerScreen
 from tui.ui.sources import FleetActions, RunningReader
@@ -107,9 +107,7 @@ async def open_tuning(
     return await app.push_screen_wait(form)
 
 
-def rollback_targets(
-    running: dict[int, GpuProfiles], gpus: tuple[int, ...]
-) -> dict[str, list[int]]:
+def rollback_targets(running: dict[int, GpuState], gpus: tuple[int, ...]) -> dict[str, list[int]]:
     """Previous profile name -> the GPUs of ``gpus`` that go back to it."""
     targets: dict[str, list[int]] = {}
     for gpu in gpus:
@@ -119,7 +117,7 @@ def rollback_targets(
     return targets
 
 
-def describe_rollback(running: dict[int, GpuProfiles], gpus: tuple[int, ...]) -> tuple[str, str]:
+def describe_rollback(running: dict[int, GpuState], gpus: tuple[int, ...]) -> tuple[str, str]:
     """The rollback question and its detail: which profile each GPU returns to.
 
     Args:

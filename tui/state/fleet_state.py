@@ -1,0 +1,318 @@
+"""What runs on each GPU: the one locked store the console, the CLI and every operation share.
+
+``tui.paths.fleet_state_file()`` holds, per GPU: the identity of the server gpufleet launched
+there (pid, process group, start time, command line, launch id: enough never to signal a
+stranger), the port the console and the pipeline use for that GPU (it outlives the server, so a
+relaunch keeps the GPU on it), and the profile document it runs now and ran before (a rollback
+relaunches exactly what ran, even if the profile file was edited since)::
+
+    {"version": 2, "gpus": {"3": {"port": 30003, "host": "127.0.0.1",
+                                  "server": {...} | null, "current": {...} | null,
+                                  "previous": {...} | null}}}
+
+Every write is a locked read-modify-write replaced atomically (``tui.state.files``); a damaged
+file raises ``StateFileError`` naming it. The two files of earlier versions (``fleet.json`` and
+``running_profiles.json``) are read once, when this one does not exist yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tui import paths
+from tui.profiles import Profile, profile_from_dict, profile_to_dict
+from tui.state.files import expect, locked, read_document, write_document
+
+VERSION = 2
+
+ProfileDoc = dict[str, Any]
+"""A whole profile as ``tui.profiles.profile_to_dict`` writes it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecord:
+    """Identity of one server process gpufleet started (enough to never signal a stranger)."""
+
+    gpu: int
+    """GPU index (``CUDA_VISIBLE_DEVICES``)."""
+    port: int
+    """HTTP port."""
+    pid: int
+    """Main process id."""
+    pgid: int
+    """Process group (== pid: each server is a session and group leader)."""
+    create_time: float
+    """``psutil.Process(pid).create_time()`` at launch: a reused pid has another."""
+    cmdline: tuple[str, ...]
+    """The command line as the kernel reported it at launch."""
+    log_path: str
+    """Where its stdout and stderr go."""
+    profile: str = ""
+    """Name of the profile it was launched from ("" when launched from a bare argv)."""
+    host: str = "127.0.0.1"
+    """Address it serves on."""
+    launch_id: str = ""
+    """``GPUFLEET_LAUNCH_ID`` given to the launch: its children carry it, strangers do not."""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        data = asdict(self)
+        data["cmdline"] = list(self.cmdline)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> ProcessRecord:
+        """Inverse of ``to_json``; raises ValueError/TypeError/KeyError on a wrong shape."""
+        expect(isinstance(data, dict), "a server entry is not an object")
+        cmdline = data["cmdline"]
+        expect(isinstance(cmdline, list), "server.cmdline is not a list")
+        return cls(
+            gpu=_int(data["gpu"], "server.gpu"),
+            port=_int(data["port"], "server.port"),
+            pid=_int(data["pid"], "server.pid"),
+            pgid=_int(data["pgid"], "server.pgid"),
+            create_time=_num(data["create_time"], "server.create_time"),
+            cmdline=tuple(str(part) for part in cmdline),
+            log_path=_str(data["log_path"], "server.log_path"),
+            profile=_str(data.get("profile", ""), "server.profile"),
+            host=_str(data.get("host", "127.0.0.1"), "server.host"),
+            launch_id=_str(data.get("launch_id", ""), "server.launch_id"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuState:
+    """Everything gpufleet knows about one GPU."""
+
+    gpu: int
+    """GPU index."""
+    port: int | None = None
+    """The port the console and the pipeline use for this GPU (None: never launched)."""
+    host: str = "127.0.0.1"
+    """Address its server serves on."""
+    server: ProcessRecord | None = None
+    """The server gpufleet launched there and has not seen stop (None: none)."""
+    current: ProfileDoc | None = None
+    """The profile document running now (None after a failed apply: nothing runs)."""
+    previous: ProfileDoc | None = None
+    """The one it ran before the last change."""
+
+    @property
+    def current_name(self) -> str | None:
+        """Name of the current profile."""
+        return str(self.current.get("name")) if self.current else None
+
+    @property
+    def previous_name(self) -> str | None:
+        """Name of the previous profile."""
+        return str(self.previous.get("name")) if self.previous else None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (the GPU index is the key, not a field)."""
+        return {
+            "port": self.port,
+            "host": self.host,
+            "server": self.server.to_json() if self.server else None,
+            "current": self.current,
+            "previous": self.previous,
+        }
+
+
+FleetState = dict[int, GpuState]
+"""GPU index -> its state."""
+
+
+def _int(value: Any, field: str) -> int:
+    expect(isinstance(value, int) and not isinstance(value, bool), f"{field} is not an integer")
+    return int(value)
+
+
+def _num(value: Any, field: str) -> float:
+    expect(isinstance(value, int | float) and not isinstance(value, bool), f"{field} is no number")
+    return float(value)
+
+
+def _str(value: Any, field: str) -> str:
+    expect(isinstance(value, str), f"{field} is not a string")
+    return str(value)
+
+
+def _doc(value: Any, field: str) -> ProfileDoc | None:
+    expect(value is None or isinstance(value, dict), f"{field} is not a profile document")
+    return value if value else None
+
+
+def _gpu_key(key: Any) -> int:
+    expect(isinstance(key, str) and key.isascii() and key.isdigit(), f"GPU key {key!r}")
+    return int(key)
+
+
+def _parse(data: Any) -> FleetState:
+    expect(isinstance(data, dict), "the document is not an object")
+    gpus = data["gpus"]
+    expect(isinstance(gpus, dict), "'gpus' is not an object")
+    out: FleetState = {}
+    for key, entry in gpus.items():
+        gpu = _gpu_key(key)
+        expect(isinstance(entry, dict), f"gpus.{key} is not an object")
+        port = entry.get("port")
+        server = entry.get("server")
+        out[gpu] = GpuState(
+            gpu=gpu,
+            port=None if port is None else _int(port, f"gpus.{key}.port"),
+            host=_str(entry.get("host", "127.0.0.1"), f"gpus.{key}.host"),
+            server=None if server is None else ProcessRecord.from_json(server),
+            current=_doc(entry.get("current"), f"gpus.{key}.current"),
+            previous=_doc(entry.get("previous"), f"gpus.{key}.previous"),
+        )
+    return out
+
+
+def _legacy() -> FleetState:
+    """The state of earlier versions' two files (fleet record + running profiles)."""
+
+    def servers(data: Any) -> dict[int, ProcessRecord]:
+        expect(isinstance(data, dict) and isinstance(data.get("servers"), dict), "no 'servers'")
+        return {_gpu_key(k): ProcessRecord.from_json(v) for k, v in data["servers"].items()}
+
+    def running(data: Any) -> dict[int, tuple[ProfileDoc | None, ProfileDoc | None]]:
+        expect(isinstance(data, dict) and isinstance(data.get("gpus"), dict), "no 'gpus'")
+        return {
+            _gpu_key(k): (_doc(v.get("current"), "current"), _doc(v.get("previous"), "previous"))
+            for k, v in data["gpus"].items()
+        }
+
+    no_records: dict[int, ProcessRecord] = {}
+    no_profiles: dict[int, tuple[ProfileDoc | None, ProfileDoc | None]] = {}
+    records = read_document(paths.state_dir() / "fleet.json", servers, no_records)
+    profiles = read_document(paths.state_dir() / "running_profiles.json", running, no_profiles)
+    out: FleetState = {}
+    for gpu in sorted(set(records) | set(profiles)):
+        record = records.get(gpu)
+        current, previous = profiles.get(gpu, (None, None))
+        out[gpu] = GpuState(
+            gpu,
+            record.port if record else None,
+            record.host if record else "127.0.0.1",
+            record,
+            current,
+            previous,
+        )
+    return out
+
+
+def read_fleet(path: Path | None = None) -> FleetState:
+    """Every GPU's state (empty when gpufleet never launched anything).
+
+    Raises:
+        StateFileError: the state file is damaged (named in the message).
+    """
+    target = path or paths.fleet_state_file()
+    state = read_document(target, _parse, None)
+    if state is None:
+        return _legacy() if path is None else {}
+    return state
+
+
+def _write(target: Path, state: FleetState) -> None:
+    write_document(
+        target,
+        {"version": VERSION, "gpus": {str(g): s.to_json() for g, s in sorted(state.items())}},
+    )
+
+
+def update_fleet(change: Callable[[FleetState], FleetState], path: Path | None = None) -> None:
+    """Apply ``change`` to the state under the writer lock and replace the file atomically.
+
+    Raises:
+        StateFileError: the state file is damaged (nothing is written over it).
+    """
+    target = path or paths.fleet_state_file()
+    with locked(target):
+        state = read_fleet(path)
+        _write(target, change(dict(state)))
+
+
+def read_records(path: Path | None = None) -> dict[int, ProcessRecord]:
+    """The recorded servers, by GPU index.
+
+    Raises:
+        StateFileError: the state file is damaged.
+    """
+    return {g: s.server for g, s in read_fleet(path).items() if s.server is not None}
+
+
+def read_running(path: Path | None = None) -> FleetState:
+    """The GPUs that have a current or previous profile recorded.
+
+    Raises:
+        StateFileError: the state file is damaged.
+    """
+    return {g: s for g, s in read_fleet(path).items() if s.current or s.previous}
+
+
+def fleet_ports(path: Path | None = None) -> dict[int, int]:
+    """The port of every GPU gpufleet has launched on (the fleet's, not any profile's).
+
+    Raises:
+        StateFileError: the state file is damaged.
+    """
+    return {g: s.port for g, s in read_fleet(path).items() if s.port is not None}
+
+
+def put_record(record: ProcessRecord, path: Path | None = None) -> None:
+    """Record (or replace) the server on ``record.gpu``; its port becomes the GPU's port."""
+
+    def change(state: FleetState) -> FleetState:
+        old = state.get(record.gpu, GpuState(record.gpu))
+        state[record.gpu] = replace(old, port=record.port, host=record.host, server=record)
+        return state
+
+    update_fleet(change, path)
+
+
+def remove_record(gpu: int, pid: int | None = None, path: Path | None = None) -> None:
+    """Forget the server on ``gpu`` (only if its pid is ``pid``, when given); keep its port."""
+
+    def change(state: FleetState) -> FleetState:
+        old = state.get(gpu)
+        if old is not None and old.server is not None and (pid is None or old.server.pid == pid):
+            state[gpu] = replace(old, server=None)
+        return state
+
+    update_fleet(change, path)
+
+
+def record_outcome(
+    profile: Profile, ready: Iterable[int], failed: Iterable[int], path: Path | None = None
+) -> None:
+    """Record a change of profile: ``ready`` GPUs now run ``profile``; ``failed`` run nothing.
+
+    Re-applying the running profile keeps the older one as the rollback target.
+    """
+    doc = profile_to_dict(profile)
+
+    def change(state: FleetState) -> FleetState:
+        for gpu in ready:
+            old = state.get(gpu, GpuState(gpu))
+            same = old.current is not None and old.current == doc
+            state[gpu] = replace(old, current=doc, previous=old.previous if same else old.current)
+        for gpu in failed:
+            old = state.get(gpu, GpuState(gpu))
+            keep = old.current if old.current is not None else old.previous
+            state[gpu] = replace(old, current=None, previous=keep)
+        return state
+
+    update_fleet(change, path)
+
+
+def profile_of(doc: ProfileDoc) -> Profile:
+    """The profile a stored document describes (validated again).
+
+    Raises:
+        ProfileError: the stored document is no longer a valid profile.
+    """
+    return profile_from_dict(doc, default_name=str(doc.get("name", "previous")))
