@@ -31,6 +31,7 @@ check: $(STAMP)
 	$(BIN)/ruff check tui tests bench
 	$(BIN)/ruff format --check tui tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: $(STAMP) tools check
 	$(BIN)/python -m pytest -q

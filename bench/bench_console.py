@@ -16,6 +16,7 @@ console CPU as % of one core, peak RSS, bytes/s to the terminal, at 200x50 and 8
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import socket
@@ -69,24 +70,21 @@ def _base_port(count: int) -> int:
 def busy_fleet(state: Path, gpus: int = 7) -> Iterator[None]:
     """The demo's fleet and pipeline under ``state``; everything is stopped on exit."""
     os.environ["GPUFLEET_STATE_DIR"] = str(state)
-    from tui.control import sim_gpu_pids, stop_fleet
-    from tui.operator.pipeline_control import start_pipeline, stop_pipelines
-    from tui.operator.setup import (
-        attach_or_start,
-        demo_profile,
-        demo_prompts_file,
-        ensure_prompts,
-        pipeline_config,
-    )
-    from tui.sim.fleet import sim_profile, wait_ready
+    from bench.simfleet import stop_all
+    from tui.ops.demo import demo_profile, demo_prompts_file, ensure_prompts, pipeline_config
+    from tui.ops.pipeline import start_pipeline, stop_pipelines
+    from tui.ops.service import FleetOps
+    from tui.ops.simfleet import sim_profile, wait_ready
+    from tui.state.fleet_state import read_records
 
     profile = demo_profile(sim_profile(None), gpus, None, _base_port(gpus))
-    up = attach_or_start(profile)
+    up = asyncio.run(FleetOps(profile, by="bench").start(profile))
     config = pipeline_config(profile, demo_prompts_file(), 3600.0)
     try:
-        if not up.ok:
-            raise RuntimeError("; ".join(up.failures()))
-        records = [o.process.record for o in up.started if o.process is not None]
+        failures = [why for why in up.values() if why]
+        if failures:
+            raise RuntimeError("; ".join(failures))
+        records = list(read_records().values())
         not_ready = [r.message for r in wait_ready(records, 120.0) if not r.ready]
         if not_ready:
             raise RuntimeError("; ".join(not_ready))
@@ -95,9 +93,7 @@ def busy_fleet(state: Path, gpus: int = 7) -> Iterator[None]:
         yield
     finally:
         stop_pipelines(config.status_path)
-        stop_fleet(
-            list(profile.gpus), term_timeout=10.0, gpu_pids=sim_gpu_pids(), release_timeout=30.0
-        )
+        stop_all(release_s=30.0)
 
 
 def console_argv() -> list[str]:
@@ -148,7 +144,7 @@ def monitor_cpu_per_minute(polls: int = 15) -> float:
 
     from tui.fleet.monitor import FleetMonitor
     from tui.gpu.simulated import SimulatedSource
-    from tui.operator.setup import spec_for_profile
+    from tui.ops.demo import spec_for_profile
     from tui.profiles import load_named
     from tui.state.fleet_state import profile_of, read_running
 

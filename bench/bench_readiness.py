@@ -94,11 +94,7 @@ def _kill_strays(ports: list[int]) -> None:
             proc.kill()
 
 
-_STOP = (
-    "from tui.control import stop_fleet\n"
-    "from tui.control.release import sim_gpu_pids\n"
-    "stop_fleet(None, term_timeout=5.0, gpu_pids=sim_gpu_pids(), release_timeout=10.0)\n"
-)
+_STOP = "from bench.simfleet import stop_all\nstop_all()\n"
 
 
 def one_run(work: Path, gpus: list[int], speed: float) -> tuple[list[float], list[float]]:

@@ -56,8 +56,7 @@ def _apply(profile: Path, env: dict[str, str]) -> float:
 
 
 def _stop_all(env: dict[str, str]) -> None:
-    code = "from tui.control import stop_fleet; from tui.control.release import sim_gpu_pids; "
-    code += "stop_fleet(None, term_timeout=5.0, gpu_pids=sim_gpu_pids(), release_timeout=20.0)"
+    code = "from bench.simfleet import stop_all; stop_all(release_s=20.0)"
     subprocess.run([sys.executable, "-c", code], env=env, timeout=120, check=False)
 
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from bench.harness import Context, Row, Stat
 from bench.simfleet import pipeline, sim_fleet, wait_done_at_least
+from tui.ops.journal import read_journal
+from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import load_profile
 from tui.retune.options import ApplyOptions
-from tui.rollout.apply_cost import measured_apply
-from tui.rollout.rollout import Rollout, RolloutOptions, rollout_plan
+from tui.rollout.rollout import RolloutOptions, rollout_plan
 
 BENCH = "rollout"
 GPUS = 7
@@ -31,21 +33,24 @@ SETTLE_S = 8.0
 APPLY = ApplyOptions(timeout_s=60, release_timeout_s=30, measure=False)
 
 
+def _ops() -> FleetOps:
+    # The apply's own 'before' window is the cost's baseline, its warm-up and 'after' window
+    # the settle time: the same seconds the rollout gets.
+    apply = replace(
+        APPLY, window_s=BASELINE_S, warmup_s=SETTLE_S - BASELINE_S, interval_s=INTERVAL_S
+    )
+    return FleetOps(options=OpsOptions(apply=apply), by="bench")
+
+
 async def _full(profile_path: Path) -> tuple[float, float, float]:
     profile = load_profile(profile_path)
-    result, cost = await measured_apply(
-        profile,
-        list(profile.gpus),
-        list(profile.gpus),
-        APPLY,
-        interval_s=INTERVAL_S,
-        baseline_s=BASELINE_S,
-        settle_s=SETTLE_S,
-    )
-    if not result.ok or cost.lost_gpu_seconds is None or cost.gpu_downtime_gpu_seconds is None:
+    result = await _ops().apply(profile, list(profile.gpus), measure=True)
+    cost = read_journal().entries[-1].detail.get("cost") or {}
+    lost, down = cost.get("lost_gpu_seconds"), cost.get("gpu_downtime_gpu_seconds")
+    if not result.ok or lost is None or down is None:
         raise RuntimeError(f"full apply failed or unmeasured: {cost}")
     ready = [r.time_to_ready_s or 0.0 for r in result.reports]
-    return cost.lost_gpu_seconds, cost.gpu_downtime_gpu_seconds, sum(ready) / len(ready)
+    return float(lost), float(down), sum(ready) / len(ready)
 
 
 async def _rolling(profile_path: Path) -> tuple[float, float, float | None]:
@@ -54,7 +59,8 @@ async def _rolling(profile_path: Path) -> tuple[float, float, float | None]:
     options = RolloutOptions(
         batch=1, apply=APPLY, interval_s=INTERVAL_S, baseline_s=BASELINE_S, settle_s=SETTLE_S
     )
-    result = await Rollout(plan, profile, options).run()
+    assert [g for g, _ in plan] == list(profile.gpus)
+    result = await _ops().rollout(profile, 1, options=options)
     cost = result.cost
     if not result.ok or cost is None or cost.lost_gpu_seconds is None:
         raise RuntimeError(f"rollout failed or unmeasured: {result.describe()}")
@@ -74,16 +80,8 @@ def run(ctx: Context) -> list[Row]:
             wait_done_at_least(job, 50, timeout=60)
             full_lost, full_down, ready_s = asyncio.run(_full(fleet.files["aggressive"]))
             # Back to the baseline (not measured), then the same change rolled out.
-            back, _ = asyncio.run(
-                measured_apply(
-                    load_profile(fleet.files["baseline"]),
-                    fleet.gpus,
-                    fleet.gpus,
-                    APPLY,
-                    interval_s=INTERVAL_S,
-                    baseline_s=0.0,
-                    settle_s=0.0,
-                )
+            back = asyncio.run(
+                _ops().apply(load_profile(fleet.files["baseline"]), fleet.gpus, measure=False)
             )
             if not back.ok:
                 raise RuntimeError("could not put the fleet back on the baseline")

@@ -28,9 +28,10 @@ from pathlib import Path
 
 import psutil
 
-from tui.control import stop_fleet
-from tui.control.release import sim_gpu_pids
-from tui.retune import cli as apply_cli
+from tui.control.stop import StopMode
+from tui.control.stop_release import StopTimeouts
+from tui.ops.cli import apply as apply_cli
+from tui.ops.service import FleetOps, OperationError, OpsOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -187,8 +188,24 @@ def sim_fleet(
             raise AssertionError("the baseline fleet did not come up")
         yield SimFleet(gpus, ports, files)
     finally:
-        stop_fleet(None, term_timeout=5.0, gpu_pids=sim_gpu_pids(), release_timeout=10.0)
+        stop_all()
         kill_strays(ports)
+
+
+def stop_all(mode: StopMode = "terminate", drain_s: float = 5.0, release_s: float = 10.0) -> None:
+    """Stop every server the fleet state records, through the operations core (teardown).
+
+    Args:
+        mode: drain, terminate (default: a test's teardown loses nothing it measures) or kill.
+        drain_s: With drain, the drain's deadline.
+        release_s: The GPU-release wait.
+    """
+    import asyncio
+
+    options = OpsOptions(stop=StopTimeouts(drain_s=drain_s, kill_s=5.0, release_s=release_s))
+    # A GPU whose stop failed is left to kill_strays, which every teardown calls next.
+    with contextlib.suppress(OperationError):
+        asyncio.run(FleetOps(options=options, by="test").stop_fleet(mode=mode))
 
 
 def write_prompts(path: Path, count: int) -> Path:

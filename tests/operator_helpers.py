@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench.simfleet import AGGRESSIVE, BASELINE, free_ports, sim_profile_text
+from bench.simfleet import AGGRESSIVE, BASELINE, free_ports, sim_profile_text, stop_all
 from tui import paths
-from tui.control import read_records, sim_gpu_pids, stop_fleet
 from tui.profiles import Profile, load_profile
+from tui.state.fleet_state import read_records
 
 SIM_SPEED = 200.0
 """Simulator speed of the tests' fleets: startup takes about a second."""
@@ -113,9 +113,9 @@ def leftovers(state_dir: Path, ports: list[int] | None = None) -> list[str]:
 
 def kill_leftovers(state_dir: Path, ports: list[int] | None = None) -> None:
     """Stop the recorded fleet, then SIGKILL whatever of the test still runs."""
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception):  # a damaged state file: the scan below still cleans up
         if read_records():
-            stop_fleet(None, term_timeout=5.0, gpu_pids=sim_gpu_pids(), release_timeout=10.0)
+            stop_all()
     for line in leftovers(state_dir, ports):
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(int(line.split(":", 1)[0]))

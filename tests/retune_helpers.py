@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tui.retune.events import EffectiveValues, RequestedValues
-from tui.retune.ports import GpuLaunchSpec, LaunchError, ServerSignal
+from tui.retune.ports import GpuLaunchSpec, LaunchError, ServerSignal, Stopped
 
 
 @dataclass
@@ -66,9 +66,9 @@ class FakeServer:
     async def effective(self) -> EffectiveValues:
         return self.script.effective
 
-    async def stop(self) -> tuple[int, ...]:
+    async def stop(self) -> Stopped:
         self.stopped = True
-        return (self.pid,)
+        return Stopped(True, f"pid {self.pid} stopped")
 
 
 class FakeTarget:
@@ -80,11 +80,13 @@ class FakeTarget:
         errors: Sequence[str] = (),
         running: Sequence[int] = (),
         release_s: dict[int, float] | None = None,
+        release_timeout_s: float = 120.0,
     ) -> None:
         self.scripts = scripts
         self.errors = list(errors)
         self.running = {gpu: 1000 + gpu for gpu in running}
         self.release_s = release_s or {}
+        self.release_timeout_s = release_timeout_s
         self.calls: list[tuple[str, int, float]] = []
         self.servers: dict[int, FakeServer] = {}
         self._pid = 5000
@@ -98,19 +100,20 @@ class FakeTarget:
     def spec_for(self, gpu: int) -> GpuLaunchSpec:
         return GpuLaunchSpec(gpu, "candidate", RequestedValues(0.93, 200, 0.6, 64))
 
-    async def stop_current(self, gpu: int) -> tuple[int, ...]:
+    async def stop_current(self, gpu: int, on_stage: Callable[[str], None]) -> Stopped:
         self._log("stop", gpu)
         pid = self.running.pop(gpu, None)
-        return (pid,) if pid is not None else ()
-
-    async def wait_released(self, gpu: int, pids: Sequence[int], timeout_s: float) -> bool:
+        on_stage("waiting for GPU memory release")
         self._log("wait_released", gpu)
         delay = self.release_s.get(gpu, 0.0)
-        if delay > timeout_s:
-            await asyncio.sleep(timeout_s)
-            return False
+        if delay > self.release_timeout_s:
+            await asyncio.sleep(self.release_timeout_s)
+            return Stopped(
+                False,
+                f"GPU memory still held by [{pid}] after {self.release_timeout_s:g}s",
+            )
         await asyncio.sleep(delay)
-        return True
+        return Stopped(True, "stopped")
 
     async def launch(self, spec: GpuLaunchSpec) -> FakeServer:
         self._log("launch", spec.gpu)

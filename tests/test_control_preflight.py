@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import socket
@@ -20,17 +21,16 @@ from tui.control import (
     check_gpu_free,
     check_port,
     check_stale,
-    fleet_status,
     launch,
-    launch_profile,
     port_holder,
     sim_gpu_pids,
-    stop_fleet,
     wait_gpu_released,
 )
 from tui.gpu.sim_records import SimProcessRecord, publish_process
+from tui.ops.service import FleetOps, OpsOptions
 from tui.paths import sim_gpu_dir
-from tui.profiles import profile_from_dict
+from tui.profiles import Profile, profile_from_dict
+from tui.state.fleet_state import read_records
 
 
 def test_port_holder_names_pid_and_cmdline() -> None:
@@ -96,7 +96,7 @@ def test_wait_gpu_released_with_simulated_records(tmp_path: Path) -> None:
         check_gpu_free(1, source)
 
 
-def _profile(ports: list[int], python: str = sys.executable) -> object:
+def _profile(ports: list[int], python: str = sys.executable) -> Profile:
     return profile_from_dict(
         {
             "engine": {"kind": "sglang", "python": python},
@@ -107,22 +107,21 @@ def _profile(ports: list[int], python: str = sys.executable) -> object:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("sglang") is not None, reason="sglang installed")
-def test_launch_profile_reports_each_gpu_independently() -> None:
+def test_start_reports_each_gpu_independently() -> None:
     busy, free = free_port(), free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", busy))
         sock.listen()
-        outcomes = launch_profile(_profile([busy, free]), settle_s=20)  # type: ignore[arg-type]
-    by_gpu = {o.gpu: o for o in outcomes}
-    assert not by_gpu[0].ok and f"port {busy} is still held" in by_gpu[0].message
+        ops = FleetOps(options=OpsOptions(settle_s=20))
+        why = asyncio.run(ops.start(_profile([busy, free])))
+    assert why[0] is not None and f"port {busy} is still held" in why[0]
     # GPU 1 started, but python -m sglang.launch_server dies at once without sglang installed.
-    assert not by_gpu[1].ok
-    assert "exited at once with code 1" in by_gpu[1].message
-    assert "No module named 'sglang'" in by_gpu[1].message
-    assert fleet_status() == []
+    assert why[1] is not None and "exited at once with code 1" in why[1]
+    assert "No module named 'sglang'" in why[1]
+    assert read_records() == {}
 
 
-def test_stop_fleet_and_status(tmp_path: Path) -> None:
+def test_stop_fleet_drains_every_recorded_server_and_waits_for_memory(tmp_path: Path) -> None:
     with reaper() as groups:
         procs = [
             launch(
@@ -138,9 +137,9 @@ def test_stop_fleet_and_status(tmp_path: Path) -> None:
         children = [read_pids(tmp_path / f"p{g}")[1] for g in (0, 1)]
         for g, child in enumerate(children):
             _publish(child, g)
-        assert [s.alive for s in fleet_status()] == [True, True]
-        outcomes = stop_fleet(gpu_pids=sim_gpu_pids(), term_timeout=10, release_timeout=10)
+        assert sorted(read_records()) == [0, 1]
+        outcomes = asyncio.run(FleetOps(gpu_pids=sim_gpu_pids()).stop_fleet())
         assert [o.ok for o in outcomes] == [True, True]
         assert all("GPU memory released" in o.message for o in outcomes)
-        assert fleet_status() == []
+        assert read_records() == {}
         wait_for(lambda: all(not psutil.pid_exists(c) for c in children), 10, "children reaped")

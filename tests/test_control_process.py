@@ -19,9 +19,9 @@ from tui.control import (
     ManagedProcess,
     check_started,
     launch,
-    read_records,
     stop,
 )
+from tui.state.fleet_state import read_records
 
 
 def _launch(tmp_path: Path, mode: str, gpu: int = 0) -> tuple[ManagedProcess, Path]:

@@ -23,7 +23,8 @@ from operator_helpers import cleaned, free_port_run, leftovers, pid_alive
 from tmux_helpers import TmuxSession, require_tmux, tmux_session
 
 from tui import paths
-from tui.control import read_records, sim_gpu_pids
+from tui.control import sim_gpu_pids
+from tui.state.fleet_state import read_records
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180)]
 

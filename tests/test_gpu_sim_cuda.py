@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from tui.control import stop_fleet
+from bench.simfleet import stop_all
 from tui.control.release import nvml_gpu_pids
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import ServerState
 from tui.fleet.spec import FleetSpec
 from tui.gpu.source import open_gpu_source
-from tui.retune import cli
-from tui.retune.journal import read_journal
+from tui.ops.cli import apply as cli
+from tui.ops.journal import read_journal
 from tui.state.fleet_state import read_records
 
 MIB = 1024**2
@@ -133,7 +133,7 @@ def gpu_fleet(tmp_path: Path) -> Iterator[dict[str, Path]]:
     try:
         yield files
     finally:
-        stop_fleet(None, term_timeout=10.0, gpu_pids=nvml_gpu_pids(), release_timeout=60.0)
+        stop_all(drain_s=10.0, release_s=60.0)
 
 
 FAST = ["--timeout", "180", "--term-timeout", "10", "--release-timeout", "60", "--no-measure"]
@@ -187,7 +187,7 @@ def test_console_sees_real_memory_kill_releases_and_oom_is_real(
     assert cli.main([str(gpu_fleet["too-big"]), *FAST]) == 1
     out = capsys.readouterr().out
     print(out)
-    report = read_journal().entries[-1]["reports"][0]
+    report = read_journal().entries[-1].detail["reports"][0]
     assert report["error_reason"] == "oom"
     assert "CUDA out of memory" in report["error_line"]
     log = Path(gpu_fleet["too-big"]).parent / "logs" / "sglang_gpu0.log"

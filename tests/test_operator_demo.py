@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from operator_helpers import cleaned, free_port_run, leftovers
 
-from tui.control import read_records
+from tui.state.fleet_state import read_records
 from tui.ui import demo_cli
 
 

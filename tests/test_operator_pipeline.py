@@ -10,9 +10,14 @@ from pathlib import Path
 from operator_helpers import cleaned, leftovers, pid_alive
 from sim_helpers import running_sim, wait_until
 
-from tui.operator import PipelineConfig, find_pipelines, start_pipeline, stop_pipelines
-from tui.operator.pipeline_control import is_pipeline_of
-from tui.operator.setup import ensure_prompts
+from tui.ops.demo import ensure_prompts
+from tui.ops.pipeline import (
+    PipelineConfig,
+    find_pipelines,
+    is_pipeline_of,
+    start_pipeline,
+    stop_pipelines,
+)
 from tui.pipeline.status import read_status, write_status
 
 

@@ -24,15 +24,14 @@ from bench.simfleet import (
     free_ports,
     kill_strays,
     sim_profile_text,
+    stop_all,
 )
 from tui import paths
-from tui.control import stop_fleet
 from tui.control.identity import verify
-from tui.control.release import sim_gpu_pids
 from tui.gpu.sim_records import live_processes
+from tui.ops.cli import apply as cli
+from tui.ops.journal import read_journal
 from tui.profiles import load_profile
-from tui.retune import cli
-from tui.retune.journal import read_journal
 from tui.retune.preflight import calibration_from_log, preflight
 from tui.state.fleet_state import read_records, read_running
 
@@ -77,7 +76,7 @@ def fleet(tmp_path: Path) -> Iterator[dict[str, Path]]:
     try:
         yield out
     finally:
-        stop_fleet(None, term_timeout=5.0, gpu_pids=sim_gpu_pids(), release_timeout=10.0)
+        stop_all()
         kill_strays(ports)
 
 
@@ -96,10 +95,10 @@ def test_apply_aggressive_profile_verifies_every_gpu(
     assert cli.main([str(fleet["aggressive"]), *FAST_APPLY]) == 0
     out = capsys.readouterr().out
     entry = read_journal().entries[-1]
-    assert entry["ok"] and entry["profile"] == "e2e-aggressive"
-    assert entry["previous_profiles"] == {str(g): "e2e-baseline" for g in GPUS}
-    assert any("max_mamba_cache_size" in line for line in entry["diff"])
-    for report in entry["reports"]:
+    assert entry.ok and entry.target == "e2e-aggressive" and entry.source == "e2e-baseline"
+    assert entry.detail["previous_profiles"] == {str(g): "e2e-baseline" for g in GPUS}
+    assert any("max_mamba_cache_size" in line for line in entry.detail["diff"])
+    for report in entry.detail["reports"]:
         assert report["ok"], report
         assert report["requested"]["max_running_requests"] == 64
         assert report["effective"]["max_running_requests"] == 40
@@ -132,7 +131,7 @@ def test_override_that_does_not_fit_fails_only_that_gpu(
     out = capsys.readouterr().out
     assert "GPU 1: FAILED OOM" in out
     entry = read_journal().entries[-1]
-    by_gpu = {r["gpu"]: r for r in entry["reports"]}
+    by_gpu = {r["gpu"]: r for r in entry.detail["reports"]}
     assert by_gpu[0]["ok"] and by_gpu[2]["ok"]
     failed = by_gpu[1]
     assert not failed["ok"] and failed["error_reason"] == "oom"
@@ -186,7 +185,7 @@ async def test_apply_under_load_measures_throughput_and_gives_a_verdict(
             # Measure "before" on a fleet already producing, as in use: the first requests of a
             # cold load finish only after a while, which would read as an interval of 0 tok/s.
             await _until_generating(client, [u.removesuffix("/generate") for u in urls])
-            result = await cli.apply_profile(profile, list(GPUS), args)
+            result = await cli.operations(args).apply(profile, list(GPUS))
         finally:
             stop.set()
             for task in tasks:
@@ -198,7 +197,7 @@ async def test_apply_under_load_measures_throughput_and_gives_a_verdict(
     assert min(tp.before) > 0 and min(tp.after) > 0
     print(f"measured: {tp.describe()} before={len(tp.before)} after={len(tp.after)}")
     assert tp.verdict == "better", tp.describe()
-    assert read_journal().entries[-1]["throughput"]["verdict"] == "better"
+    assert read_journal().entries[-1].verdict == "better"
 
 
 async def _until_generating(

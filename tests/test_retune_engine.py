@@ -130,8 +130,9 @@ async def test_launch_error_and_release_timeout_fail_that_gpu_only() -> None:
     target = FakeTarget(
         {0: Script(launch_error="port 30000 held by pid 77"), 1: ready_script(), 2: ready_script()},
         release_s={2: 5.0},
+        release_timeout_s=0.1,
     )
-    opts = ApplyOptions(timeout_s=2.0, release_timeout_s=0.1, poll_s=0.01, measure=False)
+    opts = ApplyOptions(timeout_s=2.0, poll_s=0.01, measure=False)
     result = await RetuneEngine(target, [0, 1, 2], opts).run()
     by_gpu = {r.gpu: r for r in result.reports}
     assert by_gpu[0].error_reason == "launch" and "port 30000" in (by_gpu[0].failure or "")

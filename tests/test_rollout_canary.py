@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 from rollout_helpers import PipelineRun, SimFleet, pipeline, sim_fleet, wait_done_at_least
 
+from tui.ops.journal import read_journal
+from tui.ops.service import FleetOps
 from tui.profiles import load_profile
-from tui.retune.journal import read_journal
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import model_for, preflight
-from tui.rollout.canary import Canary, CanaryOptions
+from tui.rollout.canary import CanaryOptions
 from tui.sim.throughput import expected_rate
 from tui.state.fleet_state import read_running
 
@@ -62,7 +63,9 @@ async def test_aggressive_canary_is_better_by_the_model_ratio(
     loaded_fleet: tuple[SimFleet, PipelineRun],
 ) -> None:
     fleet, run = loaded_fleet
-    result = await Canary(load_profile(fleet.files["aggressive"]), CANARY_GPU, OPTIONS).run()
+    result = await FleetOps().canary(
+        load_profile(fleet.files["aggressive"]), CANARY_GPU, options=OPTIONS
+    )
     assert result.ok, result.describe()
     assert result.controls == (1, 2, 3)
     print(result.describe())
@@ -80,9 +83,9 @@ async def test_aggressive_canary_is_better_by_the_model_ratio(
     assert tok.control_mean == pytest.approx(rate_of(fleet.files["baseline"]), rel=0.2)
     assert run.proc.poll() is None, "the pipeline kept running"
     entry = read_journal().entries[-1]
-    assert entry["type"] == "canary" and entry["verdict"] == "better"
-    assert entry["gpu"] == CANARY_GPU and entry["controls"] == [1, 2, 3]
-    assert entry["lost_gpu_seconds"] is not None and entry["lost_gpu_seconds"] > 0
+    assert entry.type == "canary" and entry.verdict == "better"
+    assert entry.gpus == (CANARY_GPU,) and entry.detail["controls"] == [1, 2, 3]
+    assert entry.lost_gpu_seconds is not None and entry.lost_gpu_seconds > 0
     assert read_running()[CANARY_GPU].current_name == "t-aggressive"
     assert read_running()[1].current_name == "t-baseline"
 
@@ -96,7 +99,9 @@ async def test_identical_profile_is_no_measurable_difference(
     # under 1% whatever the machine's noise (a busy CI box once measured -7% +-25% here; the
     # point estimate alone is no test of a 6 s window, its interval is).
     options = replace(OPTIONS, level=0.99)
-    result = await Canary(load_profile(fleet.files["baseline"]), CANARY_GPU, options).run()
+    result = await FleetOps().canary(
+        load_profile(fleet.files["baseline"]), CANARY_GPU, options=options
+    )
     print(result.describe())
     assert result.ok and result.verdict == "no measurable difference", result.describe()
     tok = result.tokens
@@ -108,7 +113,9 @@ async def test_identical_profile_is_no_measurable_difference(
 
 async def test_capped_concurrency_is_worse(loaded_fleet: tuple[SimFleet, PipelineRun]) -> None:
     fleet, _ = loaded_fleet
-    result = await Canary(load_profile(fleet.files["worse"]), CANARY_GPU, OPTIONS).run()
+    result = await FleetOps().canary(
+        load_profile(fleet.files["worse"]), CANARY_GPU, options=OPTIONS
+    )
     print(result.describe())
     assert result.ok and result.verdict == "worse", result.describe()
     tok = result.tokens

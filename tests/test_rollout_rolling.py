@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from rollout_helpers import PipelineRun, SimFleet, pipeline, sim_fleet, wait_done_at_least
 
+from tui.ops.cli import rollout as rollout_cli
+from tui.ops.journal import read_journal
+from tui.ops.service import FleetOps
 from tui.profiles import load_profile
-from tui.retune.journal import read_journal
 from tui.retune.options import ApplyOptions
-from tui.rollout import rollout_cli
-from tui.rollout.rollout import Rollout, RolloutOptions, rollout_plan
+from tui.rollout.rollout import RolloutOptions, rollout_plan
 from tui.state.fleet_state import read_records, read_running
 
 SPEED = 20.0
@@ -50,6 +51,7 @@ async def test_rollout_keeps_the_pipeline_running_and_loses_no_request(
     profile = load_profile(fleet.files["aggressive"])
     plan, skipped = rollout_plan(profile)
     assert [g for g, _ in plan] == fleet.gpus and skipped == []
+    ops = FleetOps()
     options = RolloutOptions(
         batch=1,
         apply=ApplyOptions(timeout_s=60, release_timeout_s=20, measure=False),
@@ -57,7 +59,7 @@ async def test_rollout_keeps_the_pipeline_running_and_loses_no_request(
         baseline_s=2.0,
         settle_s=3.0,
     )
-    result = await Rollout(plan, profile, options).run()
+    result = await ops.rollout(profile, 1, options=options)
     print(result.describe())
     assert result.ok, result.describe()
     assert [s.gpus for s in result.steps] == [(0,), (1,), (2,)]
@@ -73,8 +75,8 @@ async def test_rollout_keeps_the_pipeline_running_and_loses_no_request(
         indices += [json.loads(line)["index"] for line in shard.read_text().splitlines()]
     assert sorted(indices) == list(range(total)), "every prompt exactly once"
     summary = read_journal().entries[-1]
-    assert summary["type"] == "rollout" and summary["kind"] == "summary" and summary["ok"]
-    assert summary["lost_gpu_seconds"] == result.cost.lost_gpu_seconds
+    assert summary.type == "rollout" and summary.ok
+    assert summary.lost_gpu_seconds == result.cost.lost_gpu_seconds
 
 
 def test_rollout_stops_at_the_gpu_that_fails_and_rolls_back(
@@ -97,18 +99,18 @@ def test_rollout_stops_at_the_gpu_that_fails_and_rolls_back(
         records = read_records()
         assert sorted(records) == fleet.gpus
         assert records[3].profile == "t-baseline" and records[2].profile == "t-baseline"
-        steps = [e for e in read_journal().entries if e["type"] == "rollout"]
-        assert [s["kind"] for s in steps] == ["step", "step", "step", "summary"]
-        assert [s["ok"] for s in steps[:3]] == [True, True, False]
+        steps = [e for e in read_journal().entries if e.type.startswith("rollout")]
+        assert [s.type for s in steps] == ["rollout-step"] * 3 + ["rollout"]
+        assert [s.ok for s in steps[:3]] == [True, True, False]
         summary = steps[-1]
-        assert not summary["ok"]
-        assert summary["failed"] == [2] and summary["stayed"] == [3]
-        assert summary["done"] == [0, 1] and summary["restored"] == [2]
-        assert summary["failure"].startswith("GPU 2: OOM")
-        assert steps[2]["reports"][0]["error_reason"] == "oom"
+        assert not summary.ok
+        assert summary.failed == (2,) and summary.detail["stayed"] == [3]
+        assert summary.detail["done"] == [0, 1] and summary.detail["restored"] == [2]
+        assert summary.detail["failure"].startswith("GPU 2: OOM")
+        assert steps[2].detail["reports"][0]["error_reason"] == "oom"
 
         assert rollout_cli.main(["--rollback", *fast]) == 0
-        steps = [e for e in read_journal().entries if e["type"] == "rollout"][-3:]
-        assert [s["gpus"] for s in steps[:2]] == [[1], [0]], "walked back in reverse order"
-        assert steps[-1]["rollback"] and steps[-1]["ok"]
+        steps = [e for e in read_journal().entries if e.type.startswith("rollback")][-3:]
+        assert [s.gpus for s in steps[:2]] == [(1,), (0,)], "walked back in reverse order"
+        assert steps[-1].type == "rollback" and steps[-1].ok
         assert {r.profile for r in read_records().values()} == {"t-baseline"}

@@ -95,3 +95,18 @@ def test_cost_of_one_gpu_down_for_two_seconds() -> None:
     assert cost.recovered and cost.per_gpu_baseline_tokens_per_s == pytest.approx(100.0)
     none = lost_throughput(interval_rates(readings, [0, 1]), [0, 1], 0.0, 1.0, settle_s=1.0)
     assert none.lost_gpu_seconds is None and "before" in none.note
+
+
+def test_look_from_turns_intervals_into_seconds() -> None:
+    from tui.rollout.canary import CanaryLook, look_from
+
+    canary = [110.0, 112.0, 108.0, 111.0, 109.0, 113.0]
+    control = [100.0, 101.0, 99.0, 100.0, 100.0, 102.0]
+    est = paired(canary, control, look_level(0.95, 4))
+    decision = decide(est, 0.03)
+    look = look_from(3, 6, decision, 5.0)
+    assert isinstance(look, CanaryLook) and look.gpu == 3
+    assert (look.intervals, look.window_s, look.verdict) == (6, 30.0, decision.verdict)
+    assert look.estimate == decision.estimate
+    more = decision.more_intervals_to_bound
+    assert look.more_s_to_bound == (None if more is None else more * 5.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from dataclasses import replace
 from pathlib import Path
@@ -9,10 +10,12 @@ from pathlib import Path
 import pytest
 from control_helpers import free_port, running
 
-from tui.control import read_records, sim_gpu_pids
+from tui.control import StopTimeouts, sim_gpu_pids
+from tui.ops import simfleet as fleet
+from tui.ops.cli.sim_fleet import main as fleet_main
+from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import load_named
-from tui.sim import fleet
-from tui.sim.fleet_cli import main as fleet_main
+from tui.state.fleet_state import read_records
 
 SHIPPED = Path(__file__).resolve().parent.parent / "profiles"
 HAVE_SIM = importlib.util.find_spec("tui.sim.cli") is not None
@@ -24,7 +27,7 @@ def test_cli_refuses_gpus_outside_profile_and_non_sim_profiles(
     monkeypatch.setenv("GPUFLEET_PROFILES_DIR", str(SHIPPED))
     assert fleet_main(["start", "--gpus", "7,8", "--wait", "0"]) == 2
     assert "--gpus [7, 8]: not in profile 'sim-baseline'" in capsys.readouterr().err
-    assert fleet_main(["start", "--profile", "b200-baseline"]) == 1
+    assert fleet_main(["start", "--profile", "b200-baseline"]) == 2
     assert "engine.kind = 'sglang': sim-fleet starts only 'sim' profiles" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         fleet_main(["start", "--gpus", "a,b"])
@@ -52,18 +55,20 @@ def test_two_server_sim_fleet_starts_ready_and_stops_clean() -> None:
         ports=(free_port(), free_port()),
         engine=replace(base.engine, sim_speed=1000.0),
     )
-    outcomes = fleet.start(profile, settle_s=0.5)
+    ops = FleetOps(options=OpsOptions(settle_s=0.5, stop=StopTimeouts(drain_s=20, release_s=20)))
+    why = asyncio.run(ops.start(profile))
     try:
-        assert [o.ok for o in outcomes] == [True, True], [o.message for o in outcomes]
-        records = [o.process.record for o in outcomes if o.process is not None]
+        assert why == {0: None, 1: None}
+        records = list(read_records().values())
         ready = fleet.wait_ready(records, timeout=60)
         assert [r.ready for r in ready] == [True, True], [r.message for r in ready]
         source = sim_gpu_pids()
         assert all(source(g) for g in (0, 1)), "simulated servers publish their GPU memory"
     finally:
-        stopped = fleet.stop(term_timeout=20, release_timeout=20)
+        stopped = asyncio.run(ops.stop_fleet())
     assert [o.ok for o in stopped] == [True, True], [o.message for o in stopped]
-    seen = {pid for o in stopped if o.stopped for pid in o.stopped.pids}
+    assert [o.result.outcome for o in stopped if o.result] == ["drained", "drained"]
+    seen = {pid for o in stopped if o.result for pid in o.result.pids}
     assert seen and not any(running(pid) for pid in seen)
     assert all(not sim_gpu_pids()(g) for g in (0, 1))
     assert read_records() == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace as _replace
 
 from textual.widgets import DataTable, OptionList, Static
 from ui_helpers import (
@@ -18,8 +19,9 @@ from ui_helpers import (
     wait_for,
 )
 
+from tui.ops.entries import apply_entry
+from tui.ops.journal import JournalRead
 from tui.retune.events import ApplyFinished, MeasureProgress
-from tui.retune.journal import JournalRead, apply_entry
 from tui.state.fleet_state import GpuState
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
@@ -56,8 +58,8 @@ def journal_with_failed_apply() -> JournalRead:
     events = scripted_apply(failing=(5,))("sim-aggressive", ALL)
     final = events[-1]
     assert isinstance(final, ApplyFinished)
-    entry = apply_entry(final.result)
-    return JournalRead((entry, {**entry, "type": "rollout", "lost_gpu_seconds": 412.5}), 0)
+    entry = apply_entry(final.result, "console")
+    return JournalRead((entry, _replace(entry, type="rollout", lost_gpu_seconds=412.5)), 0)
 
 
 async def test_apply_screen_shows_phases_live_then_reports_and_the_verdict() -> None:

@@ -19,7 +19,7 @@ from ui_helpers import (
     wait_for,
 )
 
-from tui.operator.rollout_ops import CanaryLook
+from tui.rollout.canary import CanaryLook
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.format import duration
@@ -203,5 +203,5 @@ def test_compact_range_collapses_runs() -> None:
 
 
 def test_canary_look_window_is_intervals_times_interval() -> None:
-    look = CanaryLook(7, 5.0, "better", True, "interval above 0")
+    look = CanaryLook(0, 7, 5.0, "better", True, "interval above 0")
     assert look.window_s == 35.0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
-from tui.operator.rollout_ops import CanaryLook, look_from
+from tui.ops.journal import JournalRead
 from tui.pipeline.status import PipelineStatus, Rate, ServerShare
 from tui.profiles import Profile, load_profile
 from tui.retune.events import (
@@ -24,9 +24,8 @@ from tui.retune.events import (
     ThroughputComparison,
     VerifyReport,
 )
-from tui.retune.journal import JournalRead
 from tui.retune.preflight import Preflight, preflight
-from tui.rollout.canary import CanaryResult
+from tui.rollout.canary import CanaryLook, CanaryResult, look_from
 from tui.rollout.cost import RetuneCost
 from tui.rollout.rollout import RolloutResult
 from tui.rollout.stats import decide, look_level, paired
@@ -498,7 +497,7 @@ def scripted_canary(verdict: str = "better", lost: float = 6.3) -> ScriptedCanar
         for n in range(5, 9):
             est = paired(canary[:n], CONTROL_TOKENS[:n], level)
             decision = decide(est, 0.03)
-            look = look_from(n, decision, 5.0)
+            look = look_from(gpu, n, decision, 5.0)
             events.append(replace(look, estimate=est))
             if decision.final:
                 break

@@ -20,6 +20,10 @@ class IdentityMismatch(RuntimeError):
     """The recorded pid now belongs to a process the fleet did not start: it is never signalled."""
 
 
+class PidReused(IdentityMismatch):
+    """The recorded pid runs a process started at another time: the fleet's server is gone."""
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     """Outcome of an identity check."""
@@ -59,7 +63,7 @@ def verify(record: ProcessRecord) -> Identity:
         return Identity(False, None)
     who = f"pid {record.pid} (GPU {record.gpu}, port {record.port})"
     if abs(create_time - record.create_time) > CREATE_TIME_TOLERANCE_S:
-        raise IdentityMismatch(
+        raise PidReused(
             f"refusing to signal {who}: it started at {create_time:.2f}, the fleet's server at "
             f"{record.create_time:.2f}; the pid was reused by another process, not ours"
         )

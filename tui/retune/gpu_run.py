@@ -57,6 +57,7 @@ class GpuRun:
         self._spec: GpuLaunchSpec | None = None
         self._server: LaunchedServer | None = None
         self._stopped = False
+        self._last_stage = ""
 
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -66,6 +67,11 @@ class GpuRun:
         if self._launched_at is not None:
             self._phases.append((phase, round(since_launch, 3)))
         self._emit(GpuPhase(self.gpu, phase, round(self._now() - self._t0, 3)))
+
+    def _stage(self, stage: str) -> None:
+        if stage != self._last_stage:
+            self._last_stage = stage
+            self._phase(stage)
 
     async def execute(self) -> VerifyReport:
         """Run every step; never raises for a per-GPU failure (it becomes the report)."""
@@ -85,13 +91,9 @@ class GpuRun:
     async def _steps(self) -> VerifyReport:
         self._spec = self._target.spec_for(self.gpu)
         self._phase("stopping")
-        pids = await self._target.stop_current(self.gpu)
-        self._phase("waiting for GPU memory release")
-        if not await self._target.wait_released(self.gpu, pids, self._options.release_timeout_s):
-            timeout = self._options.release_timeout_s
-            return self._failed(
-                f"GPU memory not released within {timeout:g} s by pids {list(pids)}", "release"
-            )
+        stopped = await self._target.stop_current(self.gpu, self._stage)
+        if not stopped.ok:
+            return self._failed(f"could not stop the old server: {stopped.message}", "release")
         await self._launch_slot()
         self._phase("launching")
         try:
@@ -192,12 +194,9 @@ class GpuRun:
             return
         self._stopped = True
         self._phase("stopping failed server")
-        # Wait on every pid of the group: after a failed start the main process is gone but its
-        # scheduler child may still hold (and be releasing) GPU memory (seen on the H200).
-        pids = await server.stop()
-        await self._target.wait_released(
-            self.gpu, tuple({server.pid, *pids}), self._options.release_timeout_s
-        )
+        # The stop waits on every pid of the group: after a failed start the main process is gone
+        # but its scheduler child may still hold (and be releasing) GPU memory (seen on the H200).
+        await server.stop()
 
     def _failed(self, why: str, reason: str, line: str | None = None) -> VerifyReport:
         spec = self._spec

@@ -6,7 +6,7 @@ the real implementations to these protocols.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -47,6 +47,18 @@ class GpuLaunchSpec:
     """Where the server logs."""
     port: int = 0
     """HTTP port."""
+    host: str = "127.0.0.1"
+    """Address it serves on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """What stopping a GPU's server did (the process stop and the GPU-memory release wait)."""
+
+    ok: bool
+    """Nothing of the server runs and its GPU memory is released."""
+    message: str = ""
+    """One line for the operator."""
 
 
 class LaunchedServer(Protocol):
@@ -73,8 +85,8 @@ class LaunchedServer(Protocol):
         """Effective values from ``/server_info`` (empty record when unavailable)."""
         ...
 
-    async def stop(self) -> tuple[int, ...]:
-        """Stop the process group (SIGTERM, deadline, SIGKILL); returns every pid it had."""
+    async def stop(self) -> Stopped:
+        """Stop it and wait until its GPU memory is released (the one stop-and-release)."""
         ...
 
 
@@ -89,12 +101,10 @@ class FleetTarget(Protocol):
         """The launch spec of this GPU (profile with its per-GPU override)."""
         ...
 
-    async def stop_current(self, gpu: int) -> tuple[int, ...]:
-        """Stop what the fleet runs on this GPU, if anything; returns the pids that were stopped."""
-        ...
-
-    async def wait_released(self, gpu: int, pids: Sequence[int], timeout_s: float) -> bool:
-        """Wait until none of ``pids`` (when empty: no fleet process) holds memory on the GPU."""
+    async def stop_current(self, gpu: int, on_stage: Callable[[str], None]) -> Stopped:
+        """Stop what the fleet runs on this GPU, if anything, and wait for its GPU memory;
+        ``on_stage`` gets each stage as it begins ('draining', 'waiting for GPU memory
+        release'), on the event loop."""
         ...
 
     async def launch(self, spec: GpuLaunchSpec) -> LaunchedServer:

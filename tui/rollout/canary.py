@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from statistics import fmean
-from typing import Any
+from typing import Any, Protocol
 
 from tui.profiles import Profile, diff
-from tui.retune.engine import RetuneEngine
-from tui.retune.events import RetuneEvent, VerifyReport
+from tui.retune.events import ApplyResult, VerifyReport
 from tui.retune.options import ApplyOptions
 from tui.rollout.cost import CostMeter, RetuneCost
-from tui.rollout.fleet_io import fleet_sampler, journal, running_gpus
+from tui.rollout.sampling import Sampler
 from tui.rollout.stats import Decision, PairedEstimate, decide, look_level, paired
-from tui.state.fleet_state import profile_of, read_records, read_running, record_outcome
+from tui.state.fleet_state import profile_of, read_fleet
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +87,67 @@ class CanaryOptions:
         if not 0 < self.margin < 1:
             out.append(f"margin={self.margin!r}: must be in (0, 1)")
         return out
+
+
+Applier = Callable[[Profile, Sequence[int]], Awaitable[ApplyResult]]
+"""Relaunches GPUs with a profile and verifies them (the operations core's engine run; it
+records the outcome in the fleet state)."""
+
+
+class SamplerFactory(Protocol):
+    """Makes a (not started) counters sampler over some GPUs of the fleet."""
+
+    def __call__(self, gpus: Sequence[int], interval_s: float) -> Sampler:
+        """A sampler over ``gpus`` every ``interval_s``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryLook:
+    """One look of a canary's window, as a console shows it."""
+
+    gpu: int
+    """The canary GPU."""
+    intervals: int
+    """Paired intervals measured so far (after the warm-up)."""
+    interval_s: float
+    """Seconds per interval."""
+    verdict: str
+    """better / worse / no measurable difference / not measured, at this look."""
+    final: bool
+    """True when this look ends the window."""
+    reason: str
+    """Why, in words."""
+    estimate: PairedEstimate | None = None
+    """Output tokens/s canary vs control at the look's level."""
+    more_s_to_exclude_zero: float | None = None
+    """Further seconds for the interval to exclude 0 at the observed effect."""
+    more_s_to_bound: float | None = None
+    """Further seconds for the interval to lie within +/- margin."""
+
+    @property
+    def window_s(self) -> float:
+        """Seconds measured so far."""
+        return self.intervals * self.interval_s
+
+
+def look_from(gpu: int, intervals: int, decision: Decision, interval_s: float) -> CanaryLook:
+    """A look of the canary on ``gpu`` after ``intervals`` paired samples."""
+
+    def secs(k: int | None) -> float | None:
+        return None if k is None else k * interval_s
+
+    return CanaryLook(
+        gpu,
+        intervals,
+        interval_s,
+        decision.verdict,
+        decision.final,
+        decision.reason,
+        decision.estimate,
+        secs(decision.more_intervals_to_exclude_zero),
+        secs(decision.more_intervals_to_bound),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,47 +250,35 @@ class CanaryResult:
         return "\n".join(lines)
 
 
-def canary_entry(result: CanaryResult) -> dict[str, Any]:
-    """The journal entry of one canary (type 'canary')."""
-    data = asdict(result)
-    data["per_gpu_tokens"] = {str(k): v for k, v in result.per_gpu_tokens.items()}
-    if result.report is not None:
-        data["report"] = {**asdict(result.report), "capped": result.report.capped}
-    return {
-        "type": "canary",
-        **data,
-        "ok": result.ok,
-        "summary": result.describe(),
-        "lost_gpu_seconds": result.cost.lost_gpu_seconds if result.cost else None,
-    }
-
-
 class Canary:
     """One canary of ``profile`` on ``gpu`` against every other running GPU of the fleet.
 
     Args:
-        profile: The candidate profile (its fleet section must describe the running fleet).
+        profile: The candidate profile, fitted to the running fleet.
         gpu: The canary GPU.
+        apply: Relaunches and verifies GPUs (the operations core's engine run).
+        sampler: Makes the counters sampler over the canary and its controls.
         options: Windows, levels, timeouts.
         controls: Control GPUs (default: every other GPU of the profile with a running server).
-        on_event: Called with every retune-engine event of the canary's restart.
-        on_look: Called with (paired samples so far, decision) after every look.
+        on_look: Called with every look of the measuring window.
     """
 
     def __init__(
         self,
         profile: Profile,
         gpu: int,
+        apply: Applier,
+        sampler: SamplerFactory,
         options: CanaryOptions | None = None,
         controls: list[int] | None = None,
-        on_event: Callable[[RetuneEvent], None] | None = None,
-        on_look: Callable[[int, Decision], None] | None = None,
+        on_look: Callable[[CanaryLook], None] | None = None,
     ) -> None:
         self.profile = profile
         self.gpu = gpu
         self.options = options or CanaryOptions()
+        self._apply = apply
+        self._sampler = sampler
         self._controls = controls
-        self._on_event = on_event
         self._on_look = on_look
 
     def _validate(self, controls: list[int]) -> list[str]:
@@ -246,29 +294,24 @@ class Canary:
         return errors
 
     async def run(self) -> CanaryResult:
-        """Run the canary; the result is also appended to the journal."""
-        result = await self._run()
-        journal(canary_entry(result))
-        return result
-
-    async def _run(self) -> CanaryResult:
-        from tui.retune.wiring import open_target  # real processes only when really running
-
+        """Run the canary (the caller journals the result)."""
         started = time.time()
         opts = self.options
+        state = read_fleet()
+        running = [g for g in self.profile.gpus if g in state and state[g].server is not None]
         controls = sorted(
-            self._controls
-            if self._controls is not None
-            else [g for g in running_gpus(self.profile) if g != self.gpu]
+            self._controls if self._controls is not None else [g for g in running if g != self.gpu]
         )
-        running = read_running()
-        before = running.get(self.gpu)
-        previous = before.current_name if before and before.current_name else None
-        if previous is None and self.gpu in (records := read_records()):
-            previous = records[self.gpu].profile or None
+        before = state.get(self.gpu)
+        previous = before.current_name if before is not None else None
+        if previous is None and before is not None and before.server is not None:
+            previous = before.server.profile or None
         diff_lines: tuple[str, ...] = ()
         if before is not None and before.current:
-            diff_lines = tuple(str(c) for c in diff(profile_of(before.current), self.profile))
+            try:
+                diff_lines = tuple(str(c) for c in diff(profile_of(before.current), self.profile))
+            except Exception:  # a stored profile that no longer validates: no diff to show
+                diff_lines = ()
         base = CanaryResult(
             self.profile.name,
             self.gpu,
@@ -284,26 +327,17 @@ class Canary:
             started_at=started,
         )
         errors = self._validate(controls)
-        target, _ = open_target(self.profile, [self.gpu], opts.apply.release_timeout_s)
+        if errors:
+            return replace(base, refused=tuple(errors), reason="refused", finished_at=time.time())
+        sampler = self._sampler([self.gpu, *controls], opts.interval_s)
+        sampler.start()
         try:
-            errors += target.validate([self.gpu])
-            if errors:
-                return replace(
-                    base, refused=tuple(errors), reason="refused", finished_at=time.time()
-                )
-            sampler = fleet_sampler(
-                self.profile, [self.gpu, *controls], opts.interval_s, target.client
-            )
-            sampler.start()
-            try:
-                return await self._measured(base, target, sampler, controls)
-            finally:
-                await sampler.stop()
+            return await self._measured(base, sampler, controls)
         finally:
-            await target.aclose()
+            await sampler.stop()
 
     async def _measured(
-        self, base: CanaryResult, target: Any, sampler: Any, controls: list[int]
+        self, base: CanaryResult, sampler: Sampler, controls: list[int]
     ) -> CanaryResult:
         opts = self.options
         loop = asyncio.get_running_loop()
@@ -314,21 +348,16 @@ class Canary:
             await sampler.next_reading()
         pre = _pairs(sampler.rates(), self.gpu, controls, t_start, loop.time())
         pre_rel = fmean(pre[0]) / fmean(pre[1]) - 1.0 if pre[0] and fmean(pre[1]) > 0 else None
-        engine = RetuneEngine(
-            target,
-            [self.gpu],
-            opts.apply,
-            previous_profiles={self.gpu: base.previous_profile},
-            diff=base.diff,
-        )
-        if self._on_event is not None:
-            engine.subscribe(self._on_event)
         meter.begin()
-        applied = await engine.run()
+        applied = await self._apply(self.profile, [self.gpu])
         meter.end()
         report = applied.reports[0] if applied.reports else None
+        if applied.refused:
+            cost = await meter.finish()
+            return replace(
+                base, refused=applied.refused, reason="refused", cost=cost, finished_at=time.time()
+            )
         if report is None or not report.ok:
-            record_outcome(self.profile, [], [self.gpu])
             cost = await meter.finish()
             return replace(
                 base,
@@ -338,14 +367,13 @@ class Canary:
                 reason="the canary GPU did not come up",
                 finished_at=time.time(),
             )
-        record_outcome(self.profile, [self.gpu], [])
         measure_from = loop.time() + opts.warmup_s
         return await self._window(base, sampler, meter, controls, measure_from, report, pre_rel)
 
     async def _window(
         self,
         base: CanaryResult,
-        sampler: Any,
+        sampler: Sampler,
         meter: CostMeter,
         controls: list[int],
         measure_from: float,
@@ -370,7 +398,7 @@ class Canary:
             tok = paired(canary, control, level)
             decision = decide(tok, opts.margin)
             if self._on_look is not None:
-                self._on_look(n, decision)
+                self._on_look(look_from(self.gpu, n, decision, opts.interval_s))
             if decision.final:
                 reason = decision.reason
                 break

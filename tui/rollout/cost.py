@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from statistics import fmean
 from typing import Any
 
+from tui.retune.events import GpuFailed, GpuPhase, GpuReady, RetuneEvent
 from tui.rollout.sampling import IntervalRates, Sampler
 
 DEFAULT_RECOVER_TOL = 0.03
@@ -178,3 +179,30 @@ class CostMeter:
             if self._now() >= self.ended + self.settle_s + self.sampler.interval_s:
                 return cost
             await self.sampler.next_reading()
+
+
+class ApplyCostWatch:
+    """Turns an apply's events into the cost meter's begin and end marks.
+
+    Args:
+        sampler: A started sampler over every GPU of the fleet.
+        gpus: GPUs the apply restarts (the end is when all of them settled).
+        settle_s: Longest time measured after the end.
+    """
+
+    def __init__(self, sampler: Sampler, gpus: Sequence[int], settle_s: float) -> None:
+        self.meter = CostMeter(sampler, settle_s)
+        self._pending = set(gpus)
+
+    def on_event(self, event: RetuneEvent) -> None:
+        """Engine listener."""
+        if isinstance(event, GpuPhase):
+            self.meter.begin()
+        elif isinstance(event, GpuReady | GpuFailed):
+            self._pending.discard(event.gpu)
+            if not self._pending:
+                self.meter.end()
+
+    def cost(self) -> RetuneCost:
+        """The cost from the readings so far."""
+        return self.meter.current()

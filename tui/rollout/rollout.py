@@ -6,8 +6,8 @@ ready. At the first failure the rollout stops: the GPUs not yet reached stay on 
 and the failed GPU, which the engine left with nothing running, is relaunched with the profile it
 ran before (unless ``restore_failed`` is off) so the pipeline gets its capacity back. Rollback is
 the same walk, in reverse GPU order, to each GPU's previous profile (from ``running.py``).
-Every batch and the summary are journalled as ``type: "rollout"`` entries; the summary carries
-the throughput the whole rollout cost (``lost_gpu_seconds``).
+The operations core journals every batch and the summary; the summary carries the throughput the
+whole rollout cost (``lost_gpu_seconds``).
 """
 
 from __future__ import annotations
@@ -15,16 +15,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from tui.profiles import Profile, profile_to_dict
-from tui.retune.engine import RetuneEngine
-from tui.retune.events import ApplyResult, RetuneEvent, VerifyReport
+from tui.retune.events import ApplyResult, VerifyReport
 from tui.retune.options import ApplyOptions
+from tui.rollout.canary import Applier, SamplerFactory
 from tui.rollout.cost import CostMeter, RetuneCost
-from tui.rollout.fleet_io import fleet_sampler, journal, running_gpus
-from tui.state.fleet_state import profile_of, read_running, record_outcome
+from tui.state.fleet_state import profile_of, read_fleet, read_running
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,33 +133,6 @@ class RolloutResult:
         return "\n".join(lines)
 
 
-def _step_entry(step: RolloutStep, result_profile: str, rollback: bool) -> dict[str, Any]:
-    return {
-        "type": "rollout",
-        "kind": "step",
-        "profile": result_profile,
-        "rollback": rollback,
-        **asdict(step),
-        "profiles": {str(k): v for k, v in step.profiles.items()},
-        "reports": [{**asdict(r), "capped": r.capped} for r in step.reports],
-    }
-
-
-def rollout_entry(result: RolloutResult) -> dict[str, Any]:
-    """The summary journal entry (type 'rollout', kind 'summary')."""
-    data = asdict(result)
-    data.pop("steps")
-    return {
-        "type": "rollout",
-        "kind": "summary",
-        **data,
-        "ok": result.ok,
-        "steps": len(result.steps),
-        "summary": result.describe(),
-        "lost_gpu_seconds": result.cost.lost_gpu_seconds if result.cost else None,
-    }
-
-
 Plan = list[tuple[int, Profile]]
 """(GPU, profile to launch on it), in rollout order."""
 
@@ -172,33 +143,37 @@ class Rollout:
     Args:
         plan: (GPU, profile) in order; build it with ``rollout_plan`` or ``rollback_plan``.
         fleet: The profile describing the whole fleet (for the cost's sampler and the name).
+        apply: Relaunches and verifies GPUs (the operations core's engine run).
+        sampler: Makes the counters sampler for the cost.
         options: Batch size, timeouts, cost measurement.
         rollback: True when walking back (journal wording).
         skipped: GPUs left out because they already run the profile (reported only).
-        on_event: Called with every retune-engine event.
+        on_step: Called with every batch once it has settled (the caller journals it).
     """
 
     def __init__(
         self,
         plan: Plan,
         fleet: Profile,
+        apply: Applier,
+        sampler: SamplerFactory,
         options: RolloutOptions | None = None,
         *,
         rollback: bool = False,
         skipped: Sequence[int] = (),
-        on_event: Callable[[RetuneEvent], None] | None = None,
+        on_step: Callable[[RolloutStep], None] | None = None,
     ) -> None:
         self.plan = plan
         self.fleet = fleet
         self.options = options or RolloutOptions()
         self.rollback = rollback
         self.skipped = tuple(skipped)
-        self._on_event = on_event
+        self._apply_profile = apply
+        self._sampler = sampler
+        self._on_step = on_step
 
     async def run(self) -> RolloutResult:
-        """Run the rollout; every step and the summary are journalled."""
-        import httpx
-
+        """Run the rollout (the caller journals the summary; ``on_step`` gets each batch)."""
         started = time.time()
         name = "" if self.rollback else self.fleet.name
         planned = tuple(g for g, _ in self.plan)
@@ -217,27 +192,25 @@ class Rollout:
                 finished_at=time.time(),
                 refused=tuple(errors),
             )
-            journal(rollout_entry(result))
             return result
         meter: CostMeter | None = None
-        async with httpx.AsyncClient() as client:
-            sampler = None
-            if self.options.measure_cost:
-                gpus = running_gpus(self.fleet) or list(self.fleet.gpus)
-                sampler = fleet_sampler(self.fleet, gpus, self.options.interval_s, client)
-                sampler.start()
-                meter = CostMeter(sampler, self.options.settle_s)
-                await asyncio.sleep(self.options.baseline_s)  # baseline window for the cost
-                meter.begin()
-            try:
-                result = await self._batches(name, planned, started)
-                if meter is not None:
-                    meter.end()
-                    result = _with_cost(result, await meter.finish())
-            finally:
-                if sampler is not None:
-                    await sampler.stop()
-        journal(rollout_entry(result))
+        sampler = None
+        if self.options.measure_cost:
+            state = read_fleet()
+            running = [g for g in self.fleet.gpus if g in state and state[g].server]
+            sampler = self._sampler(running or list(self.fleet.gpus), self.options.interval_s)
+            sampler.start()
+            meter = CostMeter(sampler, self.options.settle_s)
+            await asyncio.sleep(self.options.baseline_s)  # baseline window for the cost
+            meter.begin()
+        try:
+            result = await self._batches(name, planned, started)
+            if meter is not None:
+                meter.end()
+                result = _with_cost(result, await meter.finish())
+        finally:
+            if sampler is not None:
+                await sampler.stop()
         return result
 
     async def _batches(self, name: str, planned: tuple[int, ...], started: float) -> RolloutResult:
@@ -248,7 +221,8 @@ class Rollout:
             batch = self.plan[i : i + k]
             step = await self._run_batch(len(steps), batch)
             steps.append(step)
-            journal(_step_entry(step, name, self.rollback))
+            if self._on_step is not None:
+                self._on_step(step)
             done += [r.gpu for r in step.reports if r.ok]
             if not step.ok:
                 failed = tuple(r.gpu for r in step.reports if not r.ok)
@@ -303,25 +277,7 @@ class Rollout:
         )
 
     async def _apply(self, profile: Profile, gpus: list[int]) -> ApplyResult:
-        from tui.retune.wiring import open_target  # real processes only when really running
-
-        running = read_running()
-        previous = {g: running[g].current_name if g in running else None for g in gpus}
-        target, _ = open_target(profile, gpus, self.options.apply.release_timeout_s)
-        try:
-            engine = RetuneEngine(target, gpus, self.options.apply, previous_profiles=previous)
-            if self._on_event is not None:
-                engine.subscribe(self._on_event)
-            result = await engine.run()
-        finally:
-            await target.aclose()
-        if not result.refused:
-            record_outcome(
-                profile,
-                [r.gpu for r in result.reports if r.ok],
-                [r.gpu for r in result.reports if not r.ok],
-            )
-        return result
+        return await self._apply_profile(profile, gpus)
 
     async def _restore(self, failed: tuple[int, ...]) -> tuple[int, ...]:
         """Relaunch each failed GPU with the profile it ran before this rollout."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from tui.ui.sources import FleetPoller
 
 if TYPE_CHECKING:
-    from tui.operator.pipeline_control import PipelineConfig
+    from tui.ops.pipeline import PipelineConfig
     from tui.profiles import Profile
     from tui.retune.options import ApplyOptions
     from tui.rollout.canary import CanaryOptions
@@ -224,9 +224,10 @@ def run_console(
     from tui.fleet.monitor import FleetMonitor
     from tui.gpu.simulated import SimulatedSource
     from tui.gpu.source import open_gpu_source
-    from tui.operator import FleetOperator
-    from tui.operator.setup import spec_for_profile
-    from tui.retune.journal import journal_marks
+    from tui.ops.console import ConsoleBackend
+    from tui.ops.demo import spec_for_profile
+    from tui.ops.journal import journal_marks
+    from tui.ops.service import FleetOps, OpsOptions
     from tui.ui.app import FleetApp
 
     # A simulated fleet may not have published its GPUs yet: read them as they appear.
@@ -234,14 +235,14 @@ def run_console(
     monitor = FleetMonitor(spec_for_profile(profile), gpus)
     # Shorter windows than the headless default: the operator watches the verdict arrive.
     windows = windows or console_windows()
-    operator = FleetOperator(
+    ops = FleetOps(
         profile,
+        options=OpsOptions(apply=windows.apply, canary=windows.canary),
+        by="console",
         pipeline=pipeline,
-        marker=monitor,
-        apply_options=windows.apply,
-        canary_options=windows.canary,
         stop_pipeline_with_fleet=stop_pipeline_with_fleet,
     )
+    operator = ConsoleBackend(ops, marker=monitor)
     FleetApp(
         monitor,
         actions=operator,
@@ -253,7 +254,7 @@ def run_console(
 
 
 def _profile_console(args: argparse.Namespace) -> int:
-    from tui.operator.setup import demo_prompts_file, pipeline_config
+    from tui.ops.demo import demo_prompts_file, pipeline_config
     from tui.profiles import ProfileError, load_named
     from tui.state.fleet_state import profile_of, read_running
 

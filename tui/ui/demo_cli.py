@@ -8,6 +8,8 @@ next ``gpufleet demo`` (or ``gpufleet --profile sim-baseline``).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -45,17 +47,13 @@ def main(argv: Sequence[str]) -> int:
         0 after the console closed; 1 when the fleet could not be started; 2 on bad options.
     """
     args = build_parser().parse_args(list(argv))
-    from tui.control import sim_gpu_pids, stop_fleet
-    from tui.operator.pipeline_control import start_pipeline
-    from tui.operator.setup import (
-        attach_or_start,
-        demo_profile,
-        demo_prompts_file,
-        ensure_prompts,
-        pipeline_config,
-    )
+    from tui.ops.demo import demo_profile, demo_prompts_file, ensure_prompts, pipeline_config
+    from tui.ops.lock import OperationBusy
+    from tui.ops.pipeline import start_pipeline
+    from tui.ops.service import FleetOps, OperationError
+    from tui.ops.simfleet import sim_profile
     from tui.profiles import ProfileError
-    from tui.sim.fleet import sim_profile
+    from tui.state.files import StateFileError
 
     try:
         windows = console_windows(args.measure_window)
@@ -64,15 +62,20 @@ def main(argv: Sequence[str]) -> int:
         print(f"gpufleet demo: {error}", file=sys.stderr)
         return 2
     print(f"gpufleet demo: bringing up {len(profile.gpus)} simulated servers ({profile.name})")
-    up = attach_or_start(profile)
-    if up.attached:
-        print(f"gpufleet demo: re-attached to the running servers on GPU {list(up.attached)}")
-    if not up.ok:
-        for message in up.failures():
+    ops = FleetOps(profile, by="demo")
+    try:
+        started = asyncio.run(ops.start(profile))
+    except (OperationBusy, StateFileError) as error:
+        print(f"gpufleet demo: {error}", file=sys.stderr)
+        return 1
+    failed = {g: why for g, why in started.items() if why}
+    if failed:
+        for message in failed.values():
             print(f"gpufleet demo: {message}", file=sys.stderr)
-        launched = [o.gpu for o in up.started if o.ok]
-        if launched:  # leave nothing behind that this run started
-            stop_fleet(launched, term_timeout=10.0, gpu_pids=sim_gpu_pids(), release_timeout=30.0)
+        running = [g for g in started if g not in failed]
+        if running:  # leave nothing behind
+            with contextlib.suppress(OperationError, OperationBusy):
+                asyncio.run(ops.kill(running, mode="terminate"))
         print("gpufleet demo: the fleet could not be started; nothing was left running")
         return 1
     prompts = demo_prompts_file()

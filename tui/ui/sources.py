@@ -7,24 +7,21 @@ tests implement them with fixed data and recording fakes.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
 from tui.fleet.snapshot import FleetSnapshot
-from tui.operator.rollout_ops import LookSink
+from tui.ops.console import LookSink
+from tui.ops.events import EventSink
+from tui.ops.journal import JournalRead, read_journal
 from tui.pipeline.status import PipelineStatus, read_status
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult
-from tui.retune.journal import JournalRead, read_journal
 from tui.retune.preflight import Preflight
 from tui.rollout.canary import CanaryResult
 from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState, read_running
-
-EventSink = Callable[[object], None]
-"""Receives the retune events of an apply (``tui.retune.events``) as they happen, on the loop."""
 
 
 class FleetPoller(Protocol):

@@ -8,6 +8,7 @@ from typing import Any
 
 from textual.content import Content
 
+from tui.ops.journal import JournalEntry
 from tui.ui.format import NA, num
 from tui.ui.retune.report_view import (
     report_from_dict,
@@ -28,64 +29,71 @@ def when(timestamp: object) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
 
 
-def _previous(entry: Mapping[str, Any]) -> str:
-    previous = entry.get("previous_profiles")
-    if isinstance(previous, Mapping):
-        names = sorted({str(v) for v in previous.values() if v})
-        return ",".join(names) or "?"
-    return str(entry.get("from_profile") or "?")
+def profiles_text(entry: JournalEntry) -> str:
+    """'before -> after' profile names of an entry ('' when it changed no profile)."""
+    if entry.target is None:
+        return entry.source or NA
+    return f"{entry.source or '?'} -> {entry.target}"
 
 
-def profiles_text(entry: Mapping[str, Any]) -> str:
-    """'before -> after' profile names of an entry."""
-    return f"{_previous(entry)} -> {entry.get('profile', '?')}"
-
-
-def failed_gpus(entry: Mapping[str, Any]) -> list[int]:
-    """GPUs whose report says they did not reach ready."""
-    reports = entry.get("reports") or []
-    return [int(r.get("gpu", -1)) for r in reports if isinstance(r, Mapping) and not r.get("ok")]
-
-
-def entry_row(entry: Mapping[str, Any]) -> tuple[str, ...]:
+def entry_row(entry: JournalEntry) -> tuple[str, ...]:
     """One line of the journal list."""
-    gpus = [g for g in entry.get("gpus") or [] if isinstance(g, int)]
-    failed = failed_gpus(entry)
-    lost = entry.get("lost_gpu_seconds")
-    refused = bool(entry.get("refused"))
     return (
-        when(entry.get("started_at", entry.get("time"))),
-        str(entry.get("type", "?")),
+        when(entry.started_at),
+        entry.type,
         profiles_text(entry),
-        gpu_range(gpus) if gpus else NA,
-        "refused" if refused else str(entry.get("verdict", NA)),
-        gpu_range(failed) if failed else "none",
-        num(lost) if isinstance(lost, int | float) else NA,
+        gpu_range(list(entry.gpus)) if entry.gpus else NA,
+        "refused" if entry.refused else (entry.verdict or NA),
+        gpu_range(list(entry.failed)) if entry.failed else "none",
+        num(entry.lost_gpu_seconds) if entry.lost_gpu_seconds is not None else NA,
     )
 
 
-def entry_detail(entry: Mapping[str, Any]) -> Content:
-    """Everything about one entry: times, diff, per-GPU reports, verdict, refusals."""
+def entry_detail(entry: JournalEntry) -> Content:
+    """Everything about one entry: times, diff, per-GPU reports, verdict, refusals.
+
+    The header fields are typed; the operation's detail is read defensively, and a detail that
+    cannot be shown (an older or damaged entry) is said so instead of failing the screen.
+    """
     lines: list[Content] = [
-        Content.styled(f"{entry.get('type', '?')}: {profiles_text(entry)}", "bold"),
-        Content(
-            f"started {when(entry.get('started_at'))}, finished {when(entry.get('finished_at'))}"
-        ),
+        Content.styled(f"{entry.type}: {profiles_text(entry)}", "bold"),
+        Content(f"started {when(entry.started_at)}, finished {when(entry.finished_at)}"),
     ]
-    refused = entry.get("refused") or []
-    if refused:
+    if entry.by:
+        lines.append(Content(f"by {entry.by}"))
+    if entry.summary:
+        lines.append(Content(entry.summary))
+    if entry.refused:
         lines.append(Content.styled("refused, nothing was stopped:", "bold $error"))
-        lines += [Content(f"  {r}") for r in refused]
-    lines.append(Content.styled("diff", "bold"))
-    lines += [Content(f"  {d}") for d in entry.get("diff") or []] or [Content("  (none)")]
-    reports = [report_from_dict(r) for r in entry.get("reports") or [] if isinstance(r, Mapping)]
+        lines += [Content(f"  {r}") for r in entry.refused]
+    try:
+        lines += _detail(entry.detail)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        lines.append(Content.styled(f"the detail of this entry cannot be shown: {exc}", "$warning"))
+    if entry.lost_gpu_seconds is not None:
+        lines.append(Content(f"lost GPU-seconds: {num(entry.lost_gpu_seconds)}"))
+    return Content("\n").join(lines)
+
+
+def _detail(detail: Mapping[str, Any]) -> list[Content]:
+    lines: list[Content] = []
+    diff = detail.get("diff")
+    if isinstance(diff, list):
+        lines.append(Content.styled("diff", "bold"))
+        lines += [Content(f"  {d}") for d in diff] or [Content("  (none)")]
+    raw = detail.get("reports")
+    reports = (
+        [report_from_dict(r) for r in raw if isinstance(r, Mapping)]
+        if isinstance(raw, list)
+        else []
+    )
+    single = detail.get("report")
+    if isinstance(single, Mapping):
+        reports.append(report_from_dict(single))
     if reports:
         lines.append(Content.styled("verify report", "bold"))
         lines.append(reports_table(reports))
-    throughput = entry.get("throughput")
+    throughput = detail.get("throughput")
     if isinstance(throughput, Mapping):
         lines += verdict_lines(throughput_from_dict(throughput))
-    lost = entry.get("lost_gpu_seconds")
-    if isinstance(lost, int | float):
-        lines.append(Content(f"lost GPU-seconds: {num(lost)}"))
-    return Content("\n").join(lines)
+    return lines

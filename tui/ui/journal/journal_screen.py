@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.retune.journal import JournalRead
+from tui.ops.journal import JournalEntry, JournalRead
 from tui.ui.journal.entry_view import ROW_HEADER, entry_detail, entry_row
 from tui.ui.sources import JournalReader
 
@@ -34,7 +32,7 @@ class JournalEntryScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,enter,q", "close", "Close", id="journal.entry.close")]
 
-    def __init__(self, entry: dict[str, Any]) -> None:
+    def __init__(self, entry: JournalEntry) -> None:
         """Args:
         entry: The journal entry.
         """
@@ -78,7 +76,7 @@ class JournalScreen(Screen[None]):
         super().__init__()
         self.reader = reader
         """The journal source."""
-        self.entries: list[dict[str, Any]] = []
+        self.entries: list[JournalEntry] = []
         """Entries shown, newest first."""
 
     def compose(self) -> ComposeResult:

@@ -142,9 +142,7 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
     def _check_journal(self, result: ApplyResult) -> None:
         read = self.journal_reader()
         found = any(
-            e.get("type") == "apply"
-            and e.get("profile") == result.profile
-            and e.get("started_at") == result.started_at
+            e.type == "apply" and e.target == result.profile and e.started_at == result.started_at
             for e in read.entries
         )
         note = "written to the journal" if found else "NOT found in the journal"

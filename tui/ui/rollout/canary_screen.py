@@ -10,9 +10,8 @@ from textual import work
 from textual.binding import Binding
 from textual.content import Content
 
-from tui.operator.rollout_ops import CanaryLook
 from tui.retune.events import GpuFailed, GpuReady
-from tui.rollout.canary import CanaryResult
+from tui.rollout.canary import CanaryLook, CanaryResult
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.progress import ApplyProgress, advance
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines

@@ -1,7 +1,9 @@
-"""FleetOperator on a real simulated fleet: kill, relaunch, apply with events, rollback, stop."""
+"""The operations core on a real simulated fleet, through the console's backend: kill, relaunch,
+apply with typed events, rollback, stop."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,14 +19,15 @@ from operator_helpers import (
 from sim_helpers import wait_until
 
 from tui import paths
-from tui.control import ProcessRecord, put_record, read_records
+from tui.control.stop_release import StopTimeouts
 from tui.gpu.sim_records import live_processes
-from tui.operator import FleetOperator, OperationError, OperatorTimeouts
-from tui.operator.setup import attach_or_start
+from tui.ops.console import ConsoleBackend
+from tui.ops.events import OperationFinished, OperationStarted, OpEvent
+from tui.ops.journal import journal_marks, read_journal
+from tui.ops.service import FleetOps, OperationError, OpsOptions
 from tui.retune.events import ApplyFinished, GpuPhase, GpuReady
-from tui.retune.journal import journal_marks, read_journal
 from tui.retune.options import ApplyOptions
-from tui.state.fleet_state import read_running
+from tui.state.fleet_state import ProcessRecord, put_record, read_records, read_running
 
 GPUS = [0, 1]
 FAST = ApplyOptions(timeout_s=60.0, release_timeout_s=20.0, poll_s=0.1, measure=False)
@@ -48,26 +51,22 @@ def fleet(
     made = write_profiles(tmp_path / "profiles", GPUS)
     monkeypatch.setenv(paths.PROFILES_ENV, str(made.profiles_dir))
     with cleaned(isolated_state, made.ports):
-        up = attach_or_start(made.baseline, settle_s=0.2)
-        assert up.ok, up.failures()
+        up = asyncio.run(FleetOps(made.baseline).start(made.baseline))
+        assert all(why is None for why in up.values()), up
         assert wait_until(lambda: all(healthy(p) for p in made.ports), 30)
         yield made
 
 
-def operator(fleet: OpFleet, marks: Marks | None = None) -> FleetOperator:
-    return FleetOperator(
-        fleet.baseline,
-        marker=marks,
-        apply_options=FAST,
-        timeouts=OperatorTimeouts(term_s=5.0, release_s=20.0, settle_s=0.2),
-    )
+def operator(fleet: OpFleet, marks: Marks | None = None) -> ConsoleBackend:
+    options = OpsOptions(apply=FAST, stop=StopTimeouts(drain_s=10.0, release_s=20.0), settle_s=0.2)
+    return ConsoleBackend(FleetOps(fleet.baseline, options=options, by="console"), marks)
 
 
 async def test_kill_stops_one_gpu_and_waits_for_its_memory(fleet: OpFleet) -> None:
     marks = Marks()
     before = read_records()
     await operator(fleet, marks).kill((0,))
-    assert marks.calls == [(0, True)]
+    assert marks.calls[0] == (0, True) and (0, False) not in marks.calls
     assert not pid_alive(before[0].pid)
     assert live_processes(paths.sim_gpu_dir(), 0) == []  # the GPU's memory is released
     assert 0 not in read_records()
@@ -92,7 +91,8 @@ async def test_stop_refuses_a_pid_that_is_not_ours(fleet: OpFleet) -> None:
     with pytest.raises(OperationError, match="refusing to signal"):
         await operator(fleet, marks).kill((0,))
     assert pid_alive(real.pid)  # nothing was signalled
-    assert marks.calls == [(0, True), (0, False)]  # the STOPPING mark is withdrawn
+    assert marks.calls[-1] == (0, False)  # the STOPPING mark is withdrawn
+    assert read_records()[0].cmdline == fake.cmdline  # the record is kept for the operator
     put_record(real)
 
 
@@ -102,12 +102,15 @@ async def test_apply_forwards_events_journals_and_rolls_back(fleet: OpFleet) -> 
     assert {"op-baseline", "op-aggressive"} <= set(op.profile_names())
     predicted = await op.preflight(op.load_profile("op-aggressive"), (0, 1))
     assert [p.calibrated for p in predicted] == [True, True]
-    events: list[object] = []
+    events: list[OpEvent] = []
 
     result = await op.apply_profile("op-aggressive", (0, 1), on_event=events.append)
 
     assert result.ok, result.reports
-    assert isinstance(events[-1], ApplyFinished) and events[-1].result == result
+    assert isinstance(events[0], OperationStarted) and events[0].gpus == (0, 1)
+    assert isinstance(events[-1], OperationFinished) and events[-1].ok
+    finished = [e for e in events if isinstance(e, ApplyFinished)]
+    assert len(finished) == 1 and finished[0].result == result
     assert {e.gpu for e in events if isinstance(e, GpuReady)} == {0, 1}
     phases = [e.phase for e in events if isinstance(e, GpuPhase) and e.gpu == 0]
     assert phases and phases[-1] == "ready"
@@ -115,13 +118,17 @@ async def test_apply_forwards_events_journals_and_rolls_back(fleet: OpFleet) -> 
         assert report.effective.kv_tokens == pytest.approx(guess.kv_tokens, rel=0.01)
     assert {r.profile for r in read_records().values()} == {"op-aggressive"}
     assert op.current_profile() == "op-aggressive"
-    assert read_journal().entries[-1]["profile"] == "op-aggressive"
-    assert journal_marks() == [pytest.approx(result.started_at)]
+    last = read_journal().entries[-1]
+    assert (last.type, last.source, last.target) == ("apply", "op-baseline", "op-aggressive")
+    assert last.by == "console" and last.gpus == (0, 1)
+    applies = [e for e in read_journal().entries if e.type == "apply"]
+    assert [e.started_at for e in applies] == [pytest.approx(result.started_at)]
 
     back = await op.rollback()
     assert back is not None and back.ok and back.profile == "op-baseline"
     assert {r.profile for r in read_records().values()} == {"op-baseline"}
-    assert len(journal_marks()) == 2
+    assert read_journal().entries[-1].type == "rollback"
+    assert len(journal_marks()) == 3  # the start, the apply and the rollback
 
 
 async def test_apply_of_an_unknown_profile_stops_nothing(fleet: OpFleet) -> None:

@@ -1,13 +1,23 @@
-"""``gpufleet sim-fleet start|stop|status [--profile NAME] [--gpus 0,1]``."""
+"""``gpufleet sim-fleet start|stop|status [--profile NAME] [--gpus 0,1]``.
+
+Start and stop go through the operations core (``FleetOps.start`` / ``FleetOps.stop_fleet``):
+the operation lock, the fleet state, the one stop-and-release, the journal. ``stop`` stops
+every server the fleet state records, whatever profile it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Sequence
 
-from tui.profiles import ProfileError
-from tui.sim import fleet
+from tui.control.identity import IdentityMismatch, verify
+from tui.control.stop_release import StopTimeouts
+from tui.ops import simfleet as fleet
+from tui.ops.cli.common import run_refusing
+from tui.ops.service import FleetOps, OperationError, OpsOptions
+from tui.state.fleet_state import read_records
 
 
 def _gpus(text: str) -> list[int]:
@@ -36,7 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     stop = sub.add_parser("stop", help="stop the recorded servers and wait for GPU release")
     stop.add_argument("--gpus", type=_gpus)
-    stop.add_argument("--timeout", type=float, default=30.0, help="SIGTERM deadline, seconds")
+    stop.add_argument(
+        "--timeout", type=float, default=60.0, help="drain deadline before the group's SIGTERM"
+    )
+    stop.add_argument(
+        "--mode", choices=("drain", "terminate", "kill"), default="drain", help="how to stop"
+    )
     st = sub.add_parser("status", help="list the recorded servers and their /health")
     st.add_argument("--gpus", type=_gpus)
     return parser
@@ -49,11 +64,14 @@ def _start(args: argparse.Namespace) -> int:
         print(f"gpufleet sim-fleet: --gpus {unknown}: not in profile {profile.name!r} "
               f"(GPUs {list(profile.gpus)})", file=sys.stderr)  # fmt: skip
         return 2
-    outcomes = fleet.start(profile, args.gpus)
-    for outcome in outcomes:
-        print(("ok    " if outcome.ok else "FAILED ") + outcome.message)
-    started = [o.process.record for o in outcomes if o.process is not None]
-    ok = all(o.ok for o in outcomes)
+    outcome = asyncio.run(FleetOps(by="cli").start(profile, args.gpus))
+    records = read_records()
+    for gpu, why in outcome.items():
+        record = records.get(gpu)
+        where = f"pid {record.pid} on port {record.port}" if record else "?"
+        print(f"ok    GPU {gpu}: {where}" if why is None else f"FAILED {why}")
+    ok = all(why is None for why in outcome.values())
+    started = [records[g] for g, why in outcome.items() if why is None and g in records]
     if args.wait > 0 and started:
         for r in fleet.wait_ready(started, args.wait):
             ok &= r.ready
@@ -62,21 +80,35 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    outcomes = fleet.stop(args.gpus, term_timeout=args.timeout)
-    if not outcomes:
+    records = read_records()
+    gpus = sorted(records if args.gpus is None else set(args.gpus) & set(records))
+    if not gpus:
         print("no recorded simulated servers")
+        return 0
+    ops = FleetOps(options=OpsOptions(stop=StopTimeouts(drain_s=args.timeout)), by="cli")
+    try:
+        outcomes = asyncio.run(ops.kill(gpus, mode=args.mode))
+    except OperationError as exc:
+        print(f"FAILED {exc}")
+        return 1
     for outcome in outcomes:
-        print(("ok    " if outcome.ok else "FAILED ") + outcome.message)
-    return 0 if all(o.ok for o in outcomes) else 1
+        print(f"ok    {outcome.message}")
+    return 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    rows = fleet.status(args.gpus)
-    if not rows:
+    records = read_records()
+    chosen = sorted(records if args.gpus is None else set(args.gpus) & set(records))
+    if not chosen:
         print("no recorded simulated servers")
-    for s, code in rows:
-        r = s.record
-        state = "alive" if s.alive else s.note
+    for gpu in chosen:
+        r = records[gpu]
+        try:
+            alive = verify(r).alive
+            state = "alive" if alive else "exited"
+        except IdentityMismatch:
+            alive, state = False, "exited (pid reused by another process)"
+        code = fleet.health(r) if alive else None
         print(f"GPU {r.gpu}  port {r.port}  pid {r.pid}  {state}  /health={code}  "
               f"profile={r.profile}  log={r.log_path}")  # fmt: skip
     return 0
@@ -85,8 +117,6 @@ def _status(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str]) -> int:
     """Run ``gpufleet sim-fleet``; non-zero when any GPU failed."""
     args = _parser().parse_args(list(argv))
-    try:
-        return {"start": _start, "stop": _stop, "status": _status}[args.command](args)
-    except ProfileError as exc:
-        print(f"gpufleet sim-fleet: {exc}", file=sys.stderr)
-        return 1
+    commands = {"start": _start, "stop": _stop, "status": _status}
+    status, code = run_refusing("gpufleet sim-fleet", lambda: commands[args.command](args))
+    return status or int(code)

@@ -1,8 +1,8 @@
-"""What a console (or the demo) needs from a profile: the fleet spec, the pipeline, the fleet up.
+"""What a console (or the demo) needs from a profile: the fleet spec, the pipeline, the prompts.
 
-``attach_or_start`` is the demo's start: servers of a previous run that still run (fleet record,
-alive, same identity) are re-attached, the others are launched, so closing the console with
-"keep" and opening it again shows the same processes.
+The demo's fleet is started with ``FleetOps.start``: servers of a previous run that still run
+(fleet state, alive, same identity) are re-attached, the others are launched, so closing the
+console with "keep" and opening it again shows the same processes.
 """
 
 from __future__ import annotations
@@ -10,23 +10,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from tui import paths
-from tui.control import (
-    GpuOutcome,
-    IdentityMismatch,
-    launch_profile,
-    read_records,
-    sim_gpu_pids,
-    verify,
-)
 from tui.fleet.spec import FleetSpec
-from tui.operator.pipeline_control import PipelineConfig
+from tui.ops.pipeline import PipelineConfig
 from tui.pipeline.fleet_urls import server_urls
 from tui.profiles import Profile, log_path_for
-from tui.state.fleet_state import record_outcome
 
 DEMO_PROMPTS = 100_000
 """Prompts in the demo's generated prompt set."""
@@ -150,52 +141,3 @@ def demo_profile(
         engine = replace(engine, sim_speed=float(speed))
     overrides = tuple(o for o in base.overrides if o.gpu in gpus)
     return replace(base, gpus=gpus, ports=ports, engine=engine, overrides=overrides)
-
-
-@dataclass(frozen=True, slots=True)
-class FleetUp:
-    """What ``attach_or_start`` found and did."""
-
-    attached: tuple[int, ...]
-    """GPUs whose server from an earlier run still runs (re-attached)."""
-    started: tuple[GpuOutcome, ...]
-    """Launch outcome of every other GPU."""
-
-    @property
-    def ok(self) -> bool:
-        """Every GPU runs a server now."""
-        return all(o.ok for o in self.started)
-
-    def failures(self) -> list[str]:
-        """One message per GPU that could not be launched."""
-        return [o.message for o in self.started if not o.ok]
-
-
-def attach_or_start(profile: Profile, settle_s: float = 0.5) -> FleetUp:
-    """Re-attach the profile's servers that still run; launch the others.
-
-    Args:
-        profile: A ``sim`` profile (the simulated driver is the GPU source of the preflight).
-        settle_s: How long each launch is watched for dying at once.
-
-    Returns:
-        Which GPUs were re-attached and each launch's outcome (a port held by a stranger gets
-        the preflight's message naming the holder).
-    """
-    records = read_records()
-    attached = []
-    for gpu in profile.gpus:
-        record = records.get(gpu)
-        if record is None or record.port != profile.port_for(gpu):
-            continue
-        try:
-            if verify(record).alive:
-                attached.append(gpu)
-        except IdentityMismatch:
-            continue  # the pid is someone else's now: launch ours (the preflight checks the port)
-    missing = [g for g in profile.gpus if g not in attached]
-    started = launch_profile(profile, missing, settle_s=settle_s, gpu_pids=sim_gpu_pids())
-    ok = [o.gpu for o in started if o.ok]
-    if ok:
-        record_outcome(profile, ok, [])
-    return FleetUp(tuple(attached), tuple(started))

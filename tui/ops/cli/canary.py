@@ -1,7 +1,8 @@
 """``gpufleet canary PROFILE --gpu N``: try a profile on one GPU against the others, headless.
 
 Exit 0 when the canary came up and a verdict was reached (whatever it is; the verdict is printed
-and journalled), 1 when the canary GPU failed to come up, 2 on invalid input (nothing stopped).
+and journalled), 1 when the canary GPU failed to come up, 2 when refused before anything was
+stopped (invalid input or profile, another operation running).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from tui.profiles import ProfileError, load_named
-from tui.retune.cli import _printer
+from tui.control.stop_release import StopTimeouts
+from tui.ops.cli.common import parse_gpus, print_event, run_refusing
+from tui.ops.service import FleetOps, OpsOptions
 from tui.retune.options import ApplyOptions
-from tui.rollout.canary import Canary, CanaryOptions, CanaryResult
-from tui.rollout.stats import Decision
+from tui.rollout.canary import CanaryOptions, CanaryResult
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--settle", type=float, default=30.0, help="cost: seconds after ready")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to ready")
     p.add_argument("--release-timeout", type=float, default=120.0, help="GPU release wait")
-    p.add_argument("--term-timeout", type=float, default=30.0, help="SIGTERM -> SIGKILL seconds")
+    p.add_argument("--term-timeout", type=float, default=60.0, help="drain seconds before SIGTERM")
     return p
 
 
@@ -57,28 +58,20 @@ def options_from(args: argparse.Namespace) -> CanaryOptions:
     )
 
 
-def _look(n: int, decision: Decision) -> None:
-    print(f"look at {n} intervals: {decision.verdict} ({decision.reason})", flush=True)
-
-
 def main(argv: Sequence[str]) -> int:
     """Run ``gpufleet canary``; returns the exit status."""
     args = build_parser().parse_args(list(argv))
-    try:
-        profile = load_named(args.profile)
-        controls = (
-            [int(x) for x in args.controls.split(",") if x.strip()] if args.controls else None
-        )
-    except ProfileError as exc:
-        print(f"gpufleet canary: {exc}", file=sys.stderr)
-        return 2
-    except ValueError:
-        print(
-            f"gpufleet canary: --controls={args.controls!r}: expected e.g. 1,2,3", file=sys.stderr
-        )
-        return 2
-    canary = Canary(profile, args.gpu, options_from(args), controls, _printer, _look)
-    result: CanaryResult = asyncio.run(canary.run())
+    opts = options_from(args)
+    stop = StopTimeouts(drain_s=args.term_timeout, release_s=args.release_timeout)
+    ops = FleetOps(options=OpsOptions(stop=stop, canary=opts), by="cli")
+
+    def run() -> CanaryResult:
+        controls = parse_gpus(args.controls, "--controls") if args.controls else None
+        return asyncio.run(ops.canary(args.profile, args.gpu, print_event, opts, controls=controls))
+
+    status, result = run_refusing("gpufleet canary", run)
+    if status:
+        return status
     if result.refused:
         for error in result.refused:
             print(f"gpufleet canary: refused: {error}", file=sys.stderr)

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tui.retune import cli
+from tui.ops.cli import apply as cli
 from tui.state.fleet_state import ProcessRecord, put_record, read_records
 
 

@@ -1,33 +1,25 @@
 """A fleet of simulated SGLang servers for the demo and the tests (``gpufleet sim-fleet``).
 
-It is the real control path (``tui.control``) driving the ``sim`` engine: the same profile
-format, process groups, fleet record and GPU-release wait as a real fleet, with the simulated
-driver's records as the GPU source. The default fleet is ``profiles/sim-baseline.toml`` (7 GPUs,
-ports 30000-30006, simulated B200s), or a built-in equivalent when that file is not found.
+It is started and stopped through the operations core (``gpufleet sim-fleet``,
+``tui.ops.cli.sim_fleet``) like a real fleet: the same profile format, process groups, fleet
+state and GPU-release wait, with the simulated driver's records as the GPU source. The default
+fleet is ``profiles/sim-baseline.toml`` (7 GPUs, ports 30000-30006, simulated B200s), or a
+built-in equivalent when that file is not found.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
 
-from tui.control import (
-    GpuOutcome,
-    ProcessRecord,
-    ServerStatus,
-    fleet_status,
-    launch_profile,
-    sim_gpu_pids,
-    stop_fleet,
-    verify,
-)
-from tui.control.identity import IdentityMismatch
+from tui.control.identity import IdentityMismatch, verify
 from tui.profiles import Problem, Profile, ProfileError, load_named, profile_from_dict
+from tui.state.fleet_state import ProcessRecord
 
 DEFAULT_PROFILE = "sim-baseline"
 """Profile ``gpufleet sim-fleet`` starts when none is named."""
@@ -81,7 +73,12 @@ def probe_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
-def health(record: ProcessRecord, timeout: float = 1.0) -> int | None:
+HEALTH_TIMEOUT_S = 25.0
+"""SGLang 0.5.23's ``/health`` answers 200 after >= 1 s, 503 after up to 20 s
+(``SGLANG_HEALTH_CHECK_TIMEOUT``): wait longer than that for its answer."""
+
+
+def health(record: ProcessRecord, timeout: float = HEALTH_TIMEOUT_S) -> int | None:
     """HTTP status of ``GET /health`` on the recorded server, None when it does not answer."""
     url = f"http://{probe_host(record.host)}:{record.port}/health"
     try:
@@ -105,7 +102,7 @@ class Readiness:
 def _wait_one(record: ProcessRecord, deadline: float, started: float) -> Readiness:
     pause = threading.Event()
     while time.monotonic() < deadline:
-        if health(record) == 200:
+        if health(record, max(0.1, min(HEALTH_TIMEOUT_S, deadline - time.monotonic()))) == 200:
             return Readiness(record.gpu, True, f"ready in {time.monotonic() - started:.1f}s")
         try:
             if not verify(record).alive:
@@ -128,31 +125,3 @@ def wait_ready(records: Sequence[ProcessRecord], timeout: float) -> list[Readine
     deadline = started + timeout
     with ThreadPoolExecutor(max_workers=len(records)) as pool:
         return list(pool.map(lambda r: _wait_one(r, deadline, started), records))
-
-
-def start(
-    profile: Profile, gpus: Iterable[int] | None = None, settle_s: float = 1.0
-) -> list[GpuOutcome]:
-    """Launch the simulated fleet (every GPU in parallel, with preflight checks).
-
-    Returns:
-        One outcome per GPU.
-    """
-    return launch_profile(profile, gpus, settle_s=settle_s, gpu_pids=sim_gpu_pids())
-
-
-def stop(
-    gpus: Iterable[int] | None = None, term_timeout: float = 30.0, release_timeout: float = 30.0
-) -> list[GpuOutcome]:
-    """Stop the recorded servers and wait until their simulated GPU memory is released."""
-    return stop_fleet(
-        gpus,
-        term_timeout=term_timeout,
-        gpu_pids=sim_gpu_pids(),
-        release_timeout=release_timeout,
-    )
-
-
-def status(gpus: Iterable[int] | None = None) -> list[tuple[ServerStatus, int | None]]:
-    """Every recorded server with its ``/health`` status code (None: no answer or not alive)."""
-    return [(s, health(s.record) if s.alive else None) for s in fleet_status(gpus)]

@@ -1,8 +1,8 @@
 """``gpufleet rollout PROFILE [--gpus 0,1] [--batch K] [--from-canary]`` and ``--rollback``.
 
 Exit 0 when every planned GPU is ready on the profile, 1 when the rollout stopped at a failure
-(the journal says which GPU failed and which stayed on the old profile), 2 on invalid input
-(nothing stopped).
+(the journal says which GPU failed and which stayed on the old profile), 2 when refused before
+anything was stopped.
 """
 
 from __future__ import annotations
@@ -12,18 +12,14 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from tui.profiles import ProfileError, load_named
-from tui.retune.cli import UsageError, _printer, parse_gpus
-from tui.retune.journal import read_journal
+from tui.control.stop_release import StopTimeouts
+from tui.ops.cli.common import UsageError, parse_gpus, print_event, run_refusing
+from tui.ops.journal import read_journal
+from tui.ops.service import FleetOps, OpsOptions
+from tui.profiles import Profile
 from tui.retune.options import ApplyOptions
-from tui.rollout.rollout import (
-    Rollout,
-    RolloutOptions,
-    RolloutResult,
-    rollback_plan,
-    rollout_plan,
-)
-from tui.state.fleet_state import profile_of, read_running
+from tui.rollout.rollout import RolloutOptions, RolloutResult
+from tui.state.fleet_state import profile_of, read_fleet
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,27 +37,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-restore", action="store_true", help="leave a failed GPU stopped")
     p.add_argument("--timeout", type=float, default=600.0, help="per-GPU seconds to ready")
     p.add_argument("--release-timeout", type=float, default=120.0, help="GPU release wait")
-    p.add_argument("--term-timeout", type=float, default=30.0, help="SIGTERM -> SIGKILL seconds")
+    p.add_argument("--term-timeout", type=float, default=60.0, help="drain seconds before SIGTERM")
     p.add_argument("--no-cost", action="store_true", help="do not measure the throughput cost")
     p.add_argument("--baseline", type=float, default=10.0, help="cost: seconds before")
     p.add_argument("--settle", type=float, default=30.0, help="cost: seconds after")
     return p
 
 
-def _canary_profile() -> str:
-    """The profile of the last canary entry, which must say 'better'."""
+def canary_profile() -> Profile:
+    """The profile the last canary's GPU runs, when that canary said 'better'."""
     for entry in reversed(read_journal().entries):
-        if entry.get("type") == "canary" and not entry.get("refused"):
-            if entry.get("verdict") != "better":
+        if entry.type == "canary" and not entry.refused:
+            if entry.verdict != "better":
                 raise UsageError(
-                    f"--from-canary: the last canary ({entry.get('profile')!r} on GPU "
-                    f"{entry.get('gpu')}) said {entry.get('verdict')!r}, not 'better'"
+                    f"--from-canary: the last canary ({entry.target!r} on GPU "
+                    f"{list(entry.gpus)}) said {entry.verdict!r}, not 'better'"
                 )
-            gpu = int(entry["gpu"])
-            current = read_running().get(gpu)
+            gpu = entry.gpus[0] if entry.gpus else -1
+            current = read_fleet().get(gpu)
             if current is None or current.current is None:
                 raise UsageError(f"--from-canary: GPU {gpu} has no running profile recorded")
-            return str(current.current.get("name"))
+            return profile_of(current.current)
     raise UsageError("--from-canary: no canary in the journal")
 
 
@@ -78,32 +74,31 @@ def main(argv: Sequence[str]) -> int:
         baseline_s=args.baseline,
         settle_s=args.settle,
     )
-    try:
+    stop = StopTimeouts(drain_s=args.term_timeout, release_s=args.release_timeout)
+    ops = FleetOps(options=OpsOptions(stop=stop, rollout=options), by="cli")
+
+    def run() -> RolloutResult:
+        errors = options.errors()
+        if errors:
+            raise UsageError("; ".join(errors))
         gpus = parse_gpus(args.gpus) if args.gpus else None
         if args.rollback:
             if args.profile or args.from_canary:
                 raise UsageError("--rollback takes no PROFILE and no --from-canary")
-            plan = rollback_plan(gpus)
-            rollout = Rollout(plan, plan[0][1], options, rollback=True, on_event=_printer)
+            return asyncio.run(ops.rollout_back(gpus, args.batch, print_event))
+        if args.from_canary:
+            if args.profile:
+                raise UsageError("give PROFILE or --from-canary, not both")
+            profile: Profile | str = canary_profile()
+        elif args.profile:
+            profile = args.profile
         else:
-            if args.from_canary:
-                if args.profile:
-                    raise UsageError("give PROFILE or --from-canary, not both")
-                running = read_running()
-                name = _canary_profile()
-                doc = next(p.current for p in running.values() if p.current_name == name)
-                assert doc is not None
-                profile = profile_of(doc)
-            elif args.profile:
-                profile = load_named(args.profile)
-            else:
-                raise UsageError("PROFILE is required (or --from-canary, or --rollback)")
-            todo, skipped = rollout_plan(profile, gpus)
-            rollout = Rollout(todo, profile, options, skipped=skipped, on_event=_printer)
-    except (UsageError, ProfileError, ValueError) as exc:
-        print(f"gpufleet rollout: {exc}", file=sys.stderr)
-        return 2
-    result: RolloutResult = asyncio.run(rollout.run())
+            raise UsageError("PROFILE is required (or --from-canary, or --rollback)")
+        return asyncio.run(ops.rollout(profile, args.batch, gpus, print_event))
+
+    status, result = run_refusing("gpufleet rollout", run)
+    if status:
+        return status
     if result.refused:
         for error in result.refused:
             print(f"gpufleet rollout: refused: {error}", file=sys.stderr)

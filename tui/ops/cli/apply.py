@@ -1,0 +1,153 @@
+"""``gpufleet apply PROFILE [--gpus 0,5] ...``: retune and verify, headless.
+
+Same operation as the console's apply (``FleetOps.apply``): preflight, drain the old servers
+(cordoned: the pipeline sends them nothing new), GPU memory released, launch, startup phases,
+ready on every targeted GPU with logs and processes watched, a verify report per GPU, a
+throughput verdict, a journal entry. Exit 0 only when every targeted GPU is ready; 1 when any
+failed; 2 when refused before anything was stopped (invalid input or profile, another operation
+running). ``--rollback`` relaunches, on each GPU, the profile it ran before the last change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from tui.control.stop_release import StopTimeouts
+from tui.ops.cli.common import UsageError, format_report, parse_gpus, print_event, run_refusing
+from tui.ops.service import FleetOps, OpsOptions
+from tui.profiles import Profile
+from tui.retune.events import ApplyResult
+from tui.retune.options import ApplyOptions
+from tui.retune.preflight import calibration_from_log, preflight
+from tui.state.fleet_state import read_records
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser."""
+    p = argparse.ArgumentParser(prog="gpufleet apply", description=__doc__.split("\n")[0])
+    p.add_argument("profile", nargs="?", help="profile name (in the profiles dir) or TOML path")
+    p.add_argument("--gpus", help="comma-separated GPU indices (default: every GPU of the profile)")
+    p.add_argument("--timeout", type=float, default=600.0, help="per-GPU seconds to ready")
+    p.add_argument("--release-timeout", type=float, default=120.0, help="per-GPU release wait")
+    p.add_argument(
+        "--term-timeout",
+        type=float,
+        default=60.0,
+        help="seconds an old server may drain before its process group is signalled",
+    )
+    p.add_argument(
+        "--stop-mode",
+        choices=("drain", "terminate", "kill"),
+        default="drain",
+        help="drain (default: finish in-flight requests), terminate or kill the old servers",
+    )
+    p.add_argument("--stagger", type=float, default=0.0, help="seconds between launches")
+    p.add_argument("--window", type=float, default=60.0, help="throughput window seconds")
+    p.add_argument("--warmup", type=float, default=30.0, help="ignored seconds before 'after'")
+    p.add_argument("--interval", type=float, default=5.0, help="throughput sample interval")
+    p.add_argument("--no-measure", action="store_true", help="skip the throughput comparison")
+    p.add_argument("--preflight-only", action="store_true", help="print the preflight, stop")
+    p.add_argument("--rollback", action="store_true", help="relaunch each GPU's previous profile")
+    return p
+
+
+def print_preflight(profile: Profile, gpus: Sequence[int]) -> None:
+    """Print each GPU's predicted allocation (calibrated on its running server's log)."""
+    records = read_records()
+    for gpu in gpus:
+        record = records.get(gpu)
+        calibration = calibration_from_log(record.log_path) if record is not None else None
+        try:
+            print("preflight " + preflight(profile, gpu, calibration=calibration).describe())
+        except (ValueError, KeyError) as exc:
+            print(f"preflight GPU {gpu}: cannot predict: {exc}")
+
+
+def print_result(result: ApplyResult) -> None:
+    """The verify reports and the verdict."""
+    for line in result.diff:
+        print(f"diff: {line}")
+    for report in result.reports:
+        print("verify " + format_report({**asdict(report), "capped": report.capped}))
+        if report.error_line:
+            print(f"  log line: {report.error_line}")
+    print(f"throughput: {result.throughput.describe()}")
+    ready = sum(r.ok for r in result.reports)
+    print(f"{ready}/{len(result.reports)} GPUs ready; profile {result.profile}")
+
+
+def operations(args: argparse.Namespace) -> FleetOps:
+    """The operations service with the command line's timeouts and windows.
+
+    Raises:
+        UsageError: an option is out of range (naming it).
+    """
+    apply = ApplyOptions(
+        timeout_s=args.timeout,
+        release_timeout_s=args.release_timeout,
+        stagger_s=args.stagger,
+        window_s=args.window,
+        warmup_s=args.warmup,
+        interval_s=args.interval,
+    )
+    errors = apply.errors() + (
+        [f"--term-timeout={args.term_timeout!r}: must be > 0"] if not args.term_timeout > 0 else []
+    )
+    if errors:
+        raise UsageError("; ".join(errors))
+    stop = StopTimeouts(drain_s=args.term_timeout, release_s=args.release_timeout)
+    return FleetOps(options=OpsOptions(apply=apply, stop=stop), by="cli")
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run ``gpufleet apply``; returns the exit status (0 ok, 1 a GPU failed, 2 refused)."""
+    args = build_parser().parse_args(list(argv))
+
+    def prepare() -> tuple[FleetOps, Profile | None, list[int] | None]:
+        ops = operations(args)
+        gpus = parse_gpus(args.gpus) if args.gpus else None
+        if args.rollback:
+            if args.profile:
+                raise UsageError("--rollback takes no PROFILE (it uses each GPU's previous one)")
+            return ops, None, gpus
+        if not args.profile:
+            raise UsageError("PROFILE is required (or --rollback)")
+        return ops, ops.load(args.profile), gpus
+
+    status, prepared = run_refusing("gpufleet apply", prepare)
+    if status:
+        return status
+    ops, profile, gpus = prepared
+    if profile is None:
+        status, result = run_refusing(
+            "gpufleet apply", lambda: asyncio.run(ops.rollback(gpus, print_event))
+        )
+    else:
+        targets = gpus if gpus is not None else list(profile.gpus)
+        print_preflight(profile, [g for g in targets if g in profile.gpus])
+        if args.preflight_only:
+            return 0
+        status, result = run_refusing(
+            "gpufleet apply",
+            lambda: asyncio.run(
+                ops.apply(
+                    profile,
+                    targets,
+                    print_event,
+                    measure=not args.no_measure,
+                    mode=args.stop_mode,
+                )
+            ),
+        )
+    if status:
+        return status
+    if result.refused:
+        for error in result.refused:
+            print(f"gpufleet apply: refused: {error}", file=sys.stderr)
+        return 2
+    print_result(result)
+    return 0 if result.ok else 1

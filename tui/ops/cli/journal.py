@@ -1,0 +1,69 @@
+"""``gpufleet journal [--json] [--last N]``: every operation that changed the fleet."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tui import paths
+from tui.ops.cli.common import format_report
+from tui.ops.journal import JournalEntry, read_journal
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def format_entry(entry: JournalEntry) -> list[str]:
+    """Readable lines of one journal entry (the detail read defensively)."""
+    status = "ok" if entry.ok else ("REFUSED" if entry.refused else "FAILED")
+    took = f" in {entry.finished_at - entry.started_at:.0f} s"
+    gpus = ",".join(str(g) for g in entry.gpus)
+    change = f"{entry.source or '?'} -> {entry.target}" if entry.target else ""
+    lines = [
+        f"{_when(entry.started_at)}  {entry.type} {change} on GPUs {gpus}: {status}{took}"
+        + (f" ({entry.by})" if entry.by else "")
+    ]
+    if entry.summary:
+        lines.append(f"  {entry.summary}")
+    detail: Mapping[str, Any] = entry.detail
+    diff = detail.get("diff")
+    if isinstance(diff, list):
+        lines += [f"  diff: {d}" for d in diff]
+    lines += [f"  refused: {e}" for e in entry.refused]
+    reports = detail.get("reports")
+    for rep in reports if isinstance(reports, list) else []:
+        if isinstance(rep, dict):
+            lines.append("  " + format_report(rep))
+    return lines
+
+
+def main(argv: Sequence[str]) -> int:
+    """Print the journal; returns 0 (2 on bad arguments)."""
+    parser = argparse.ArgumentParser(prog="gpufleet journal", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("--last", type=int, default=None, metavar="N", help="only the last N")
+    args = parser.parse_args(list(argv))
+    if args.last is not None and args.last < 1:
+        print(f"gpufleet journal: --last={args.last}: must be >= 1", file=sys.stderr)
+        return 2
+    read = read_journal()
+    entries = read.entries[-args.last :] if args.last else read.entries
+    if args.json:
+        for entry in entries:
+            print(json.dumps(entry.to_json(), default=str))
+    else:
+        if not entries:
+            print(f"journal is empty ({paths.journal_file()})")
+        for entry in entries:
+            print("\n".join(format_entry(entry)))
+    if read.skipped:
+        print(
+            f"({read.skipped} unreadable line(s) skipped; first: {read.first_problem})",
+            file=sys.stderr,
+        )
+    return 0

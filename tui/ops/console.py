@@ -1,0 +1,168 @@
+"""The console's backend: ``FleetOps`` seen through the console's protocol (``FleetActions``).
+
+An adapter, not a second door: every call goes to the operations service. It adds what only the
+console needs: which keys it supports, the monitor's STOPPING marks while a GPU's server is
+being stopped, and the canary's looks split from the rest of the event stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from tui.control.stop import StopMode
+from tui.control.stop_release import DrainProgress
+from tui.ops.events import EventSink, OpEvent
+from tui.ops.service import FleetOps, OperationError
+from tui.profiles import Profile
+from tui.retune.events import ApplyResult, GpuFailed, GpuPhase
+from tui.retune.preflight import Preflight
+from tui.rollout.canary import CanaryLook, CanaryResult
+from tui.rollout.rollout import RolloutResult
+
+LookSink = Callable[[CanaryLook], None]
+"""Receives every look of a canary, on the event loop."""
+
+
+class StopMarker(Protocol):
+    """Shows a GPU as STOPPING while its stop runs (``tui.fleet.monitor.FleetMonitor``)."""
+
+    def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
+        """Mark ``gpu``'s server as stopping (until it is gone), or withdraw the mark."""
+        ...
+
+
+class ConsoleBackend:
+    """The console's operations, all through ``ops``.
+
+    Args:
+        ops: The operations service.
+        marker: Shows GPUs as STOPPING during a stop (the monitor); None shows nothing.
+    """
+
+    def __init__(self, ops: FleetOps, marker: StopMarker | None = None) -> None:
+        self.ops = ops
+        """The one door."""
+        self.marker = marker
+        """STOPPING marks on the monitor."""
+
+    def supports(self, intent: str) -> bool:
+        """Every intent but 'pipeline' without a pipeline."""
+        return intent != "pipeline" or self.ops.pipeline is not None
+
+    def _mark(self, gpu: int, stopping: bool) -> None:
+        # On the event loop: the monitor is not thread-safe. Its mark clears itself once the
+        # process is gone, so only a failed stop withdraws it.
+        if self.marker is not None:
+            with contextlib.suppress(ValueError):  # a GPU the monitor does not show
+                self.marker.mark_stopping(gpu, stopping)
+
+    def _sink(self, on_event: EventSink | None, on_look: LookSink | None = None) -> EventSink:
+        def sink(event: OpEvent) -> None:
+            starts_stop = isinstance(event, GpuPhase) and event.phase == "stopping"
+            drains = isinstance(event, DrainProgress) and event.stage == "draining"
+            if (starts_stop or drains) and isinstance(event, GpuPhase | DrainProgress):
+                self._mark(event.gpu, True)
+            elif isinstance(event, GpuFailed) and event.report.error_reason == "release":
+                self._mark(event.gpu, False)
+            if isinstance(event, CanaryLook) and on_look is not None:
+                on_look(event)
+            if on_event is not None:
+                on_event(event)
+
+        return sink
+
+    # --- operations -------------------------------------------------------------------------------
+
+    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+        """Stop the servers on ``gpus`` and wait for their GPU memory.
+
+        Raises:
+            OperationError: naming each GPU whose stop failed.
+        """
+        for gpu in gpus:
+            self._mark(gpu, True)
+        try:
+            await self.ops.kill(gpus, self._sink(None), mode)
+        except OperationError:
+            for gpu in gpus:
+                self._mark(gpu, False)
+            raise
+
+    async def relaunch(self, gpus: tuple[int, ...]) -> None:
+        """Stop and start each GPU's own profile again, verified.
+
+        Raises:
+            OperationError: naming each GPU that failed.
+        """
+        await self.ops.relaunch(gpus, self._sink(None))
+
+    async def apply_profile(
+        self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
+    ) -> ApplyResult:
+        """Retune ``gpus`` with profile ``name`` (measured, journalled)."""
+        return await self.ops.apply(name, gpus, self._sink(on_event))
+
+    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
+        """Relaunch, on each GPU that has one, the profile it ran before.
+
+        Raises:
+            OperationError: no GPU of the fleet has a previous profile recorded.
+        """
+        return await self.ops.rollback(None, self._sink(on_event))
+
+    async def canary(
+        self,
+        profile_name: str,
+        gpu: int,
+        on_event: EventSink | None = None,
+        on_look: LookSink | None = None,
+    ) -> CanaryResult:
+        """Try ``profile_name`` on ``gpu``, the other running GPUs as control."""
+        return await self.ops.canary(profile_name, gpu, self._sink(on_event, on_look))
+
+    async def rollout(
+        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+    ) -> RolloutResult:
+        """Move every GPU not yet on ``profile_name`` to it, ``batch`` at a time."""
+        return await self.ops.rollout(profile_name, batch, None, self._sink(on_event))
+
+    async def stop_fleet(self) -> None:
+        """Stop every server of the fleet (and the pipeline, when configured so)."""
+        await self.ops.stop_fleet(self._sink(None))
+
+    async def start_pipeline(self) -> None:
+        """Start the pipeline detached."""
+        await self.ops.start_pipeline()
+
+    async def stop_pipeline(self) -> None:
+        """Stop the pipeline."""
+        await self.ops.stop_pipeline()
+
+    # --- profiles -------------------------------------------------------------------------------
+
+    def profile_names(self) -> list[str]:
+        """Names of the profiles in the profiles directory. Blocking."""
+        return self.ops.profile_names()
+
+    def current_profile(self) -> str | None:
+        """The profile most of the fleet runs. Blocking."""
+        return self.ops.current_profile()
+
+    def load_profile(self, name: str) -> Profile:
+        """The profile ``name`` as it would run on this fleet (fitted). Blocking.
+
+        Raises:
+            ProfileError: it cannot be loaded.
+        """
+        return self.ops.load(name)
+
+    def save_profile(self, profile: Profile) -> Path:
+        """Save ``profile`` under its name. Blocking."""
+        return self.ops.save_profile(profile)
+
+    async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
+        """Predicted allocation of ``profile`` on ``gpus`` (nothing is stopped)."""
+        return await self.ops.preflight(profile, gpus)

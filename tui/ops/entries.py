@@ -1,0 +1,164 @@
+"""Journal entries of every operation's result (``tui.ops.journal.JournalEntry``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from tui.ops.journal import JournalEntry
+from tui.retune.events import ApplyResult, VerifyReport
+from tui.rollout.canary import CanaryResult
+from tui.rollout.cost import RetuneCost
+from tui.rollout.rollout import RolloutResult, RolloutStep
+
+
+def report_dict(report: VerifyReport) -> dict[str, Any]:
+    """One verify report as the journal keeps it (with the derived ``capped``)."""
+    return {**asdict(report), "capped": report.capped}
+
+
+def _sources(previous: dict[int, str | None]) -> str | None:
+    names = sorted({v for v in previous.values() if v})
+    return ", ".join(names) or None
+
+
+def apply_entry(
+    result: ApplyResult,
+    by: str,
+    kind: str = "apply",
+    cost: RetuneCost | None = None,
+    restored: tuple[int, ...] = (),
+) -> JournalEntry:
+    """The entry of an apply (also relaunch and rollback, which run the same sequence)."""
+    failed = tuple(r.gpu for r in result.reports if not r.ok)
+    if result.refused:
+        summary = "refused: " + "; ".join(result.refused)
+    else:
+        ready = len(result.reports) - len(failed)
+        summary = f"{ready}/{len(result.reports)} GPUs ready on {result.profile}"
+        if result.throughput.verdict != "not measured":
+            summary += f"; throughput {result.throughput.describe()}"
+        if restored:
+            summary += f"; restored the previous profile on GPUs {list(restored)}"
+    return JournalEntry(
+        type=kind,
+        started_at=result.started_at,
+        finished_at=result.finished_at,
+        ok=result.ok,
+        gpus=result.gpus,
+        source=_sources(result.previous_profiles),
+        target=result.profile or None,
+        by=by,
+        summary=summary,
+        verdict=result.throughput.verdict,
+        refused=result.refused,
+        failed=failed,
+        lost_gpu_seconds=cost.lost_gpu_seconds if cost else None,
+        detail={
+            "previous_profiles": {str(k): v for k, v in result.previous_profiles.items()},
+            "diff": list(result.diff),
+            "reports": [report_dict(r) for r in result.reports],
+            "throughput": {**asdict(result.throughput), "summary": result.throughput.describe()},
+            "cost": cost.to_json() if cost else None,
+            "restored": list(restored),
+        },
+    )
+
+
+def canary_entry(result: CanaryResult, by: str) -> JournalEntry:
+    """The entry of a canary."""
+    data = asdict(result)
+    data["per_gpu_tokens"] = {str(k): v for k, v in result.per_gpu_tokens.items()}
+    data["report"] = report_dict(result.report) if result.report is not None else None
+    data["cost"] = result.cost.to_json() if result.cost else None
+    return JournalEntry(
+        type="canary",
+        started_at=result.started_at,
+        finished_at=result.finished_at,
+        ok=result.ok,
+        gpus=(result.gpu,),
+        source=result.previous_profile,
+        target=result.profile,
+        by=by,
+        summary=result.describe().splitlines()[0],
+        verdict=result.verdict,
+        refused=result.refused,
+        failed=() if result.report is None or result.report.ok else (result.gpu,),
+        lost_gpu_seconds=result.cost.lost_gpu_seconds if result.cost else None,
+        detail=data,
+    )
+
+
+def rollout_step_entry(step: RolloutStep, profile: str, rollback: bool, by: str) -> JournalEntry:
+    """The entry of one batch of a rollout."""
+    failed = tuple(r.gpu for r in step.reports if not r.ok)
+    return JournalEntry(
+        type="rollback-step" if rollback else "rollout-step",
+        started_at=step.started_at,
+        finished_at=step.finished_at,
+        ok=step.ok,
+        gpus=step.gpus,
+        target=profile or ", ".join(sorted(set(step.profiles.values()))),
+        by=by,
+        summary=f"batch {step.index}: GPUs {list(step.gpus)} "
+        + ("ready" if step.ok else f"failed on {list(failed)}"),
+        failed=failed,
+        detail={
+            "index": step.index,
+            "profiles": {str(k): v for k, v in step.profiles.items()},
+            "reports": [report_dict(r) for r in step.reports],
+        },
+    )
+
+
+def rollout_entry(result: RolloutResult, by: str) -> JournalEntry:
+    """The summary entry of a rollout (or a walk back)."""
+    data = asdict(result)
+    data.pop("steps")
+    data["cost"] = result.cost.to_json() if result.cost else None
+    return JournalEntry(
+        type="rollback" if result.rollback else "rollout",
+        started_at=result.started_at,
+        finished_at=result.finished_at,
+        ok=result.ok,
+        gpus=result.planned,
+        target=result.profile or None,
+        by=by,
+        summary=result.describe().splitlines()[0],
+        refused=result.refused,
+        failed=result.failed,
+        lost_gpu_seconds=result.cost.lost_gpu_seconds if result.cost else None,
+        detail={**data, "steps": len(result.steps)},
+    )
+
+
+def simple_entry(
+    kind: str,
+    started_at: float,
+    finished_at: float,
+    ok: bool,
+    gpus: tuple[int, ...],
+    by: str,
+    summary: str,
+    *,
+    source: str | None = None,
+    target: str | None = None,
+    failed: tuple[int, ...] = (),
+    refused: tuple[str, ...] = (),
+    detail: dict[str, Any] | None = None,
+) -> JournalEntry:
+    """The entry of a kill, a stop of the fleet, a start, or a pipeline start/stop."""
+    return JournalEntry(
+        type=kind,
+        started_at=started_at,
+        finished_at=finished_at,
+        ok=ok,
+        gpus=gpus,
+        source=source,
+        target=target,
+        by=by,
+        summary=summary,
+        refused=refused,
+        failed=failed,
+        detail=detail or {},
+    )

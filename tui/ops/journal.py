@@ -1,0 +1,258 @@
+"""The journal: one JSON line per operation that changed (or tried to change) the fleet.
+
+Every operation of the operations core is journalled through ``append``, with the same header:
+what it was (``type``), when, on which GPUs, from which profile to which, by whom, whether it
+worked, and a one-line summary; operation-specific detail (verify reports, the throughput
+comparison, the canary's estimate, ...) goes under ``detail``. Appends are one ``write`` of a
+whole line followed by ``fsync``, so a crash can at worst leave a torn last line. ``read_journal``
+never fails on a bad line: a line that is not JSON, or whose header has the wrong shape, is
+skipped and counted, so neither the CLI nor the console can be brought down by the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui import paths
+
+SCHEMA = 2
+
+MAX_JOURNAL_LINE = 4 << 20
+"""A line longer than this is damage, not an entry (a 7-GPU apply is a few KB)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One operation, as journalled."""
+
+    type: str
+    """apply, canary, rollout, rollout-step, rollback, relaunch, kill, stop-fleet, start,
+    pipeline-start, pipeline-stop, autotune-..."""
+    started_at: float
+    """time.time() at its start."""
+    finished_at: float
+    """time.time() at its end."""
+    ok: bool
+    """It did everything it set out to do."""
+    gpus: tuple[int, ...] = ()
+    """GPUs it touched."""
+    source: str | None = None
+    """Profile the GPUs ran before ('a, b' when they differed; None: unknown or not a change)."""
+    target: str | None = None
+    """Profile they run after (None: not a change of profile)."""
+    by: str = ""
+    """Who asked: 'console', 'cli', 'autotune'."""
+    summary: str = ""
+    """One line, for the list views."""
+    verdict: str | None = None
+    """better / worse / no measurable difference / not measured, when it measured one."""
+    refused: tuple[str, ...] = ()
+    """Why it was refused before anything was stopped."""
+    failed: tuple[int, ...] = ()
+    """GPUs on which it failed."""
+    lost_gpu_seconds: float | None = None
+    """Throughput it cost the fleet, when measured."""
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    """Operation-specific record (read defensively: older or damaged entries may lack keys)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The journal line's object."""
+        return {
+            "schema": SCHEMA,
+            "type": self.type,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "ok": self.ok,
+            "gpus": list(self.gpus),
+            "source": self.source,
+            "target": self.target,
+            "by": self.by,
+            "summary": self.summary,
+            "verdict": self.verdict,
+            "refused": list(self.refused),
+            "failed": list(self.failed),
+            "lost_gpu_seconds": self.lost_gpu_seconds,
+            "detail": dict(self.detail),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> JournalEntry:
+        """Parse one line's object (schema 2, or an older entry's fields mapped onto it).
+
+        Raises:
+            ValueError: the header has the wrong shape.
+        """
+        if not isinstance(data, dict):
+            raise ValueError("an entry is not an object")
+        kind = data.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("no 'type'")
+        started = _number(data.get("started_at", data.get("time")), "started_at")
+        finished = data.get("finished_at", started)
+        detail = data.get("detail")
+        if data.get("schema") != SCHEMA:
+            detail = {k: v for k, v in data.items() if k not in _HEADER}  # schema 1: flat
+        source = data.get("source")
+        if source is None and isinstance(data.get("previous_profiles"), dict):
+            names = sorted({str(v) for v in data["previous_profiles"].values() if v})
+            source = ", ".join(names) or None
+        source = source if source is not None else data.get("previous_profile")
+        target = data.get("target", data.get("profile"))
+        return cls(
+            type=kind,
+            started_at=started,
+            finished_at=_number(finished, "finished_at"),
+            ok=bool(data.get("ok", False)),
+            gpus=_ints(data.get("gpus", ()), "gpus"),
+            source=_text(source, "source"),
+            target=_text(target, "target"),
+            by=_text(data.get("by"), "by") or "",
+            summary=_text(data.get("summary"), "summary") or "",
+            verdict=_text(data.get("verdict"), "verdict"),
+            refused=tuple(str(r) for r in _list(data.get("refused", ()), "refused")),
+            failed=_ints(data.get("failed", ()), "failed"),
+            lost_gpu_seconds=(
+                None
+                if data.get("lost_gpu_seconds") is None
+                else _number(data["lost_gpu_seconds"], "lost_gpu_seconds")
+            ),
+            detail=detail if isinstance(detail, dict) else {},
+        )
+
+
+_HEADER = {
+    "schema",
+    "type",
+    "started_at",
+    "finished_at",
+    "ok",
+    "gpus",
+    "source",
+    "target",
+    "by",
+    "summary",
+    "verdict",
+    "refused",
+    "failed",
+    "lost_gpu_seconds",
+}
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} is not a number")
+    return float(value)
+
+
+def _list(value: Any, name: str) -> Sequence[Any]:
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"{name} is not a list")
+    return value
+
+
+def _ints(value: Any, name: str) -> tuple[int, ...]:
+    items = _list(value, name)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise ValueError(f"{name} holds something other than GPU indices")
+    return tuple(int(v) for v in items)
+
+
+def _text(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str | int | float):
+        raise ValueError(f"{name} is not text")
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRead:
+    """What ``read_journal`` found."""
+
+    entries: tuple[JournalEntry, ...]
+    """Every readable entry, oldest first."""
+    skipped: int
+    """Lines that could not be read (torn, not JSON, wrong shape)."""
+    first_problem: str = ""
+    """The first skipped line's number and why (empty when none was skipped)."""
+
+
+def append(entry: JournalEntry, path: Path | None = None) -> Path:
+    """Append one entry as a JSON line and fsync it.
+
+    Args:
+        entry: The entry.
+        path: Journal file; defaults to ``tui.paths.journal_file()``.
+
+    Returns:
+        The journal path.
+    """
+    target = path or paths.journal_file()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = (json.dumps(entry.to_json(), default=str) + "\n").encode()
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        # A torn previous line (crash mid-write) must not swallow this entry: start on a new line.
+        if os.fstat(fd).st_size > 0 and _last_byte(target) != b"\n":
+            data = b"\n" + data
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return target
+
+
+def _last_byte(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1)
+
+
+def read_journal(path: Path | None = None) -> JournalRead:
+    """Read every entry; unreadable lines are counted, never fatal.
+
+    Args:
+        path: Journal file; defaults to ``tui.paths.journal_file()``.
+
+    Returns:
+        The entries oldest first and how many lines were skipped (empty when no journal exists).
+    """
+    target = path or paths.journal_file()
+    try:
+        raw = target.read_bytes()
+    except FileNotFoundError:
+        return JournalRead((), 0)
+    except OSError as exc:
+        return JournalRead((), 1, f"{target}: cannot be read ({exc.strerror or exc})")
+    entries: list[JournalEntry] = []
+    skipped = 0
+    problem = ""
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            if len(line) > MAX_JOURNAL_LINE:
+                raise ValueError("line too long")
+            entries.append(JournalEntry.from_json(json.loads(line)))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            skipped += 1
+            problem = problem or f"{target}:{number}: {exc}"
+    return JournalRead(tuple(entries), skipped, problem)
+
+
+def journal_marks(path: Path | None = None) -> list[float]:
+    """When each change of the fleet happened (``started_at`` of every entry that was not
+    refused), for the throughput history's markers.
+
+    Args:
+        path: Journal file; defaults to ``tui.paths.journal_file()``.
+
+    Returns:
+        time.time() values, oldest first (empty when there is no journal).
+    """
+    return sorted(e.started_at for e in read_journal(path).entries if not e.refused)

@@ -1,0 +1,193 @@
+"""One engine run on the real fleet: the single sequence behind apply, relaunch, rollback,
+canary and rollout.
+
+``EngineRunner.run(profile, gpus)``: the profile (already fitted to the fleet) goes through the
+retune engine (per GPU: cordon, drain, release, launch, startup phases, ready, verify report;
+optionally the before/after throughput windows), its events are forwarded typed, and the outcome
+is recorded in the fleet state (ready GPUs run the profile, failed ones run nothing). Nothing
+here takes the operation lock or writes the journal: the operations service does, once per
+operation, around however many runs the operation needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import httpx
+
+from tui.control.release import GpuPids, nvml_gpu_pids, sim_gpu_pids
+from tui.control.stop import StopMode
+from tui.control.stop_release import DrainProgress, StopTimeouts
+from tui.gpu.snapshot import GpuSource
+from tui.gpu.source import open_gpu_source
+from tui.ops.target import FleetTarget
+from tui.profiles import Profile, diff
+from tui.retune.counters import MetricsCounterProbe
+from tui.retune.engine import RetuneEngine
+from tui.retune.events import ApplyResult, RetuneEvent
+from tui.retune.options import ApplyOptions
+from tui.rollout.cost import ApplyCostWatch, RetuneCost
+from tui.rollout.sampling import MetricsProbe, Sampler
+from tui.state.fleet_state import FleetState, profile_of, read_fleet, record_outcome
+
+EventSink = Callable[[RetuneEvent | DrainProgress], None]
+"""Receives a run's events on the event loop."""
+
+
+def _no_gpu_pids(gpu: int) -> set[int]:
+    return set()
+
+
+def gpu_pids_for(profile: Profile) -> GpuPids:
+    """Who holds memory on a GPU for this profile's engine: the simulated driver, else NVML
+    (a simulator with ``--gpu-backing cuda`` holds real device memory: NVML is its truth)."""
+    real_gpu = dict(profile.server.extra_flags).get("gpu_backing") == "cuda"
+    if profile.engine.kind == "sim" and not real_gpu:
+        return sim_gpu_pids()
+    try:
+        return nvml_gpu_pids()
+    except Exception:  # no driver: nothing to wait for; the port and identity checks still guard
+        return _no_gpu_pids
+
+
+def _gpu_source(profile: Profile) -> GpuSource | None:
+    real_gpu = dict(profile.server.extra_flags).get("gpu_backing") == "cuda"
+    try:
+        return open_gpu_source("sim" if profile.engine.kind == "sim" and not real_gpu else "nvml")
+    except Exception:  # the free memory in a report is extra detail, never a failure
+        return None
+
+
+def previous_names(state: FleetState, gpus: Sequence[int]) -> dict[int, str | None]:
+    """The profile each GPU runs now (its recorded profile, else its server's), by name."""
+    out: dict[int, str | None] = {}
+    for gpu in gpus:
+        entry = state.get(gpu)
+        if entry is not None and entry.current_name:
+            out[gpu] = entry.current_name
+        elif entry is not None and entry.server is not None:
+            out[gpu] = entry.server.profile or None
+        else:
+            out[gpu] = None
+    return out
+
+
+def diff_lines(state: FleetState, profile: Profile, gpus: Sequence[int]) -> tuple[str, ...]:
+    """The profile's diff from what the GPUs run now, when they all run the same document."""
+    docs = [state[g].current for g in gpus if g in state and state[g].current]
+    if not docs or any(doc != docs[0] for doc in docs):
+        return ()
+    old = docs[0]
+    assert old is not None
+    with contextlib.suppress(Exception):  # a stored profile that no longer validates: no diff
+        return tuple(str(change) for change in diff(profile_of(old), profile))
+    return ()
+
+
+class EngineRunner:
+    """Runs the retune engine on the real fleet.
+
+    Args:
+        options: The engine's timeouts and measurement windows.
+        stop: The stop's deadlines.
+        gpu_pids: Who holds memory on a GPU (default: from each profile's engine).
+    """
+
+    def __init__(
+        self,
+        options: ApplyOptions,
+        stop: StopTimeouts,
+        gpu_pids: GpuPids | None = None,
+    ) -> None:
+        self.options = options
+        self.stop = stop
+        self._gpu_pids = gpu_pids
+
+    async def run(
+        self,
+        profile: Profile,
+        gpus: Sequence[int],
+        *,
+        measure: bool = False,
+        mode: StopMode = "drain",
+        on_event: EventSink | None = None,
+        fleet_gpus: Sequence[int] = (),
+    ) -> tuple[ApplyResult, RetuneCost | None]:
+        """Run the engine for ``profile`` on ``gpus`` and record the outcome.
+
+        Args:
+            profile: The fitted profile.
+            gpus: GPUs to (re)launch.
+            measure: Take the before/after throughput windows (only when something runs) and
+                measure the throughput the run cost the fleet.
+            mode: How the old servers are stopped.
+            on_event: Receives every event.
+            fleet_gpus: Every GPU of the fleet (the cost is the fleet's); default ``gpus``.
+
+        Returns:
+            The engine's result, and the cost when measured.
+        """
+        state = read_fleet()
+        targets = tuple(sorted(set(gpus)))
+        measuring = measure and any(state.get(g) and state[g].server for g in targets)
+        options = replace(self.options, measure=measuring)
+        gpu_pids = self._gpu_pids or gpu_pids_for(profile)
+
+        def progress(p: DrainProgress) -> None:
+            if on_event is not None:
+                on_event(p)
+
+        async with httpx.AsyncClient() as client:
+            target = FleetTarget(
+                profile, gpu_pids, client, _gpu_source(profile), self.stop, mode, progress
+            )
+            ports = {g: profile.port_for(g) for g in targets if g in profile.gpus}
+            probe = MetricsCounterProbe(ports, profile.host, client) if measuring else None
+            engine = RetuneEngine(
+                target,
+                targets,
+                options,
+                probe=probe,
+                previous_profiles=previous_names(state, targets),
+                diff=diff_lines(state, profile, targets),
+            )
+            if on_event is not None:
+                engine.subscribe(on_event)
+            cost: RetuneCost | None = None
+            if measuring:
+                fleet = sorted(set(fleet_gpus or targets) | set(targets))
+                sampler = self.sampler(profile, fleet, options.interval_s, client)
+                watch = ApplyCostWatch(sampler, targets, options.warmup_s + options.window_s)
+                engine.subscribe(watch.on_event)
+                sampler.start()
+                try:
+                    result = await engine.run()
+                finally:
+                    await sampler.stop()
+                cost = watch.cost()
+            else:
+                result = await engine.run()
+        if not result.refused:
+            record_outcome(
+                profile,
+                [r.gpu for r in result.reports if r.ok],
+                [r.gpu for r in result.reports if not r.ok],
+            )
+        return result, cost
+
+    @staticmethod
+    def sampler(
+        profile: Profile, gpus: Sequence[int], interval_s: float, client: httpx.AsyncClient
+    ) -> Sampler:
+        """A counters sampler over ``gpus``, each on its recorded port (else the profile's)."""
+        state = read_fleet()
+        ports = {}
+        for gpu in gpus:
+            known = state.get(gpu)
+            if known is not None and known.port is not None:
+                ports[gpu] = known.port
+            elif gpu in profile.gpus:
+                ports[gpu] = profile.port_for(gpu)
+        return Sampler(MetricsProbe(ports, profile.host, client), sorted(ports), interval_s)
