@@ -31,8 +31,9 @@ class Script:
 class FakeServer:
     """A scripted server: its clock starts at launch."""
 
-    def __init__(self, gpu: int, script: Script, pid: int) -> None:
+    def __init__(self, gpu: int, script: Script, pid: int, release_s: float = 0.0) -> None:
         self.gpu = gpu
+        self.release_s = release_s
         self.script = script
         self.pid = pid
         self.log_path = f"/fake/gpu{gpu}.log"
@@ -68,6 +69,7 @@ class FakeServer:
 
     async def stop(self) -> Stopped:
         self.stopped = True
+        await asyncio.sleep(self.release_s)  # the stop waits for the GPU's memory
         return Stopped(True, f"pid {self.pid} stopped")
 
 
@@ -121,7 +123,7 @@ class FakeTarget:
         if script.launch_error:
             raise LaunchError(script.launch_error)
         self._pid += 1
-        server = FakeServer(spec.gpu, script, self._pid)
+        server = FakeServer(spec.gpu, script, self._pid, self.release_s.get(spec.gpu, 0.0))
         self.servers[spec.gpu] = server
         return server
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from textual.screen import ModalScreen
 from textual.widgets import Input, Log
 from ui_helpers import (
+    FixedPoller,
     RecordingActions,
     finish_actions,
     make_app,
@@ -16,6 +19,7 @@ from ui_helpers import (
     wait_for,
 )
 
+from tui.control.stop_release import DrainProgress
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.detail_screen import DetailScreen
@@ -25,6 +29,7 @@ from tui.ui.main_screen import MainScreen
 from tui.ui.pipeline.generation_pane import GenerationPane
 from tui.ui.quit_screen import QuitScreen
 from tui.ui.sources import Intent
+from tui.ui.stop_screen import StopScreen
 
 
 def app_with(actions: RecordingActions | None = None, **kwargs: object) -> FleetApp:
@@ -112,6 +117,9 @@ async def test_detail_log_is_filterable_and_slash_focuses_the_filter() -> None:
     [
         (("3", "k", "y"), ("kill", ((3,),))),
         (("K", "y"), ("kill", ((0, 1, 2, 3, 4, 5, 6),))),
+        (("3", "k", "d"), ("kill", ((3,),))),
+        (("3", "k", "t"), ("kill", ((3,), "terminate"))),
+        (("K", "9"), ("kill", ((0, 1, 2, 3, 4, 5, 6), "kill"))),
         (("1", "r", "enter", "y"), ("relaunch", ((1,),))),  # the picker keeps the running one
         (("R", "enter", "y"), ("relaunch", ((0, 1, 2, 3, 4, 5, 6),))),
         (("b", "y"), ("rollback", ())),
@@ -124,7 +132,7 @@ async def test_confirmed_operations_reach_the_backend(
     app = app_with(actions, profile="aggressive")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
-        await press_until(pilot, keys[:-1], ConfirmScreen)
+        await press_until(pilot, keys[:-1], ModalScreen)
         await pilot.press(keys[-1])
         await finish_actions(pilot, app)
         assert actions.calls == [expected]
@@ -151,7 +159,7 @@ async def test_confirm_names_the_affected_server() -> None:
         await settle(pilot, app)
         await pilot.press("2", "k")
         screen = app.screen
-        assert isinstance(screen, ConfirmScreen)
+        assert isinstance(screen, StopScreen)
         assert "GPU 2" in screen.title_text
         assert "port 30002" in screen.affected and "failed" in screen.affected
 
@@ -239,6 +247,28 @@ async def test_q_stop_fleet_stops_it_then_quits() -> None:
         await pilot.pause()
     assert actions.calls == [("stop_fleet", ())]
     assert not app.is_running
+
+
+async def test_quit_with_stop_keeps_the_console_live_until_the_stop_is_over() -> None:
+    gate = asyncio.Event()
+    drain = DrainProgress(3, "draining", 12.0, running=4, queued=0)
+    actions = RecordingActions(stop_events=[drain], stop_gate=gate)
+    app = make_app(actions=actions, poll_interval_s=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("q", "s")
+        await wait_for(pilot, lambda: "GPU 3 draining 12 s, 4 running" in app.sub_title, "progress")
+        # The stop is running: the grid still takes keys and the polls still arrive.
+        assert isinstance(app.screen, MainScreen) and app.is_running
+        before = app.main_screen.selected
+        await pilot.press("right")
+        assert app.main_screen.selected == before + 1
+        assert isinstance(app.poller, FixedPoller)
+        polls = app.poller.polls
+        await wait_for(pilot, lambda: app.poller.polls > polls + 1, "more polls")
+        gate.set()
+        await wait_for(pilot, lambda: not app.is_running, "the console to close")
+    assert actions.calls == [("stop_fleet", ())]
 
 
 async def test_q_cancel_stays() -> None:
@@ -331,7 +361,7 @@ async def test_command_palette_runs_an_operation_through_its_binding() -> None:
             deadline -= 1
         await pilot.press("enter")
         await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
+        assert isinstance(app.screen, StopScreen)
         await pilot.press("y")
         await finish_actions(pilot, app)
         assert actions.calls == [("kill", ((0, 1, 2, 3, 4, 5, 6),))]

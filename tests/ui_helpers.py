@@ -7,8 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
+from tui.ops.events import OpEvent
 from tui.ops.journal import JournalRead
 from tui.pipeline.status import PipelineStatus, Rate, ServerShare
 from tui.profiles import Profile, load_profile
@@ -277,13 +279,17 @@ class RecordingActions:
     """Events, looks and result of a canary (default: ``scripted_canary()``, 'better')."""
     rollout_script: ScriptedRollout | None = None
     """Events and result of a rollout (default: ``scripted_rollout()``, GPU 4 failing)."""
+    stop_events: list[OpEvent] = field(default_factory=list)
+    """What stopping the fleet reports (drain progress) before it waits on ``stop_gate``."""
+    stop_gate: asyncio.Event | None = None
+    """Stopping the fleet lasts until this is set (None: it ends at once)."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""
         return intent in self.supported
 
-    async def kill(self, gpus: tuple[int, ...]) -> None:
-        self.calls.append(("kill", (gpus,)))
+    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+        self.calls.append(("kill", (gpus,) if mode == "drain" else (gpus, mode)))
 
     async def relaunch(self, gpus: tuple[int, ...]) -> None:
         self.calls.append(("relaunch", (gpus,)))
@@ -336,8 +342,14 @@ class RecordingActions:
     async def stop_pipeline(self) -> None:
         self.calls.append(("stop_pipeline", ()))
 
-    async def stop_fleet(self) -> None:
+    async def stop_fleet(self, on_event: EventSink | None = None) -> None:
         self.calls.append(("stop_fleet", ()))
+        for event in self.stop_events:
+            if on_event is not None:
+                on_event(event)
+            await asyncio.sleep(0)
+        if self.stop_gate is not None:
+            await self.stop_gate.wait()
 
     async def canary(
         self,

@@ -129,9 +129,9 @@ class ConsoleBackend:
         """Move every GPU not yet on ``profile_name`` to it, ``batch`` at a time."""
         return await self.ops.rollout(profile_name, batch, None, self._sink(on_event))
 
-    async def stop_fleet(self) -> None:
+    async def stop_fleet(self, on_event: EventSink | None = None) -> None:
         """Stop every server of the fleet (and the pipeline, when configured so)."""
-        await self.ops.stop_fleet(self._sink(None))
+        await self.ops.stop_fleet(self._sink(on_event))
 
     async def start_pipeline(self) -> None:
         """Start the pipeline detached."""

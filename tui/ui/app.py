@@ -11,7 +11,9 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
 from tui import paths
+from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.events import OpEvent
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.help_screen import HelpScreen
@@ -56,6 +58,8 @@ PIPELINE_READ = "pipeline-status"
 """Worker group of the status document read."""
 ACTIONS = "actions"
 """Worker group of backend operations."""
+QUIT = "quit"
+"""Worker group of the stop that ends the console."""
 
 
 class FleetApp(App[None]):
@@ -201,16 +205,30 @@ class FleetApp(App[None]):
         can_stop = self.actions.supports(Intent.STOP_FLEET)
         self.push_screen(QuitScreen(can_stop, len(self.fleet.panels)), self._quit_chosen)
 
-    async def _quit_chosen(self, choice: QuitChoice | None) -> None:
+    def _quit_chosen(self, choice: QuitChoice | None) -> None:
         if choice is QuitChoice.STOP_FLEET:
-            try:
-                await self.actions.stop_fleet()
-            except Exception as error:  # the console must still close; say what went wrong
-                self.notify(str(error), title="Stopping the fleet failed", severity="error")
-                return
-            self.exit()
+            # A drain takes seconds to minutes: the stop runs in a worker and the console stays
+            # live (grid, details, logs) until it is over; then it closes.
+            self.notify("draining and stopping every server...", title="Quitting")
+            self.run_worker(self._stop_then_exit(), group=QUIT, exclusive=True, exit_on_error=False)
         elif choice is QuitChoice.KEEP_FLEET:
             self.exit()
+
+    async def _stop_then_exit(self) -> None:
+        def progress(event: OpEvent) -> None:
+            if isinstance(event, DrainProgress):
+                load = "" if event.running is None else f", {event.running} running"
+                self.sub_title = (
+                    f"quitting: GPU {event.gpu} {event.stage} {event.elapsed_s:.0f} s{load}"
+                )
+
+        try:
+            await self.actions.stop_fleet(progress)
+        except Exception as error:  # the console stays open; say what went wrong
+            self.sub_title = ""
+            self.notify(str(error), title="Stopping the fleet failed", severity="error")
+            return
+        self.exit()
 
     # --- intents from the screens, performed by the backend ---------------------------------------
 
@@ -222,8 +240,11 @@ class FleetApp(App[None]):
         self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
 
     def on_kill_requested(self, message: KillRequested) -> None:
-        """Kill servers."""
-        self._perform(f"killed GPU {_gpus(message.gpus)}", lambda: self.actions.kill(message.gpus))
+        """Stop servers (drain, terminate or kill, as chosen)."""
+        self._perform(
+            f"stopped GPU {_gpus(message.gpus)} ({message.mode})",
+            lambda: self.actions.kill(message.gpus, message.mode),
+        )
 
     def on_relaunch_requested(self, message: RelaunchRequested) -> None:
         """Relaunch servers."""

@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
+from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus
 from tui.ui.confirm import ConfirmScreen
@@ -39,6 +40,7 @@ from tui.ui.sources import (
     read_default_journal,
     read_default_running,
 )
+from tui.ui.stop_screen import StopScreen
 
 ACTION_INTENTS: dict[str, Intent] = {
     "kill_selected": Intent.KILL,
@@ -238,23 +240,23 @@ class MainScreen(Screen[None]):
 
         self.app.push_screen(ConfirmScreen(title, affected), done)
 
+    def _ask_how_to_stop(self, title: str, gpus: tuple[int, ...]) -> None:
+        """Ask how (drain, terminate, kill), and post the stop only when one was chosen."""
+
+        def done(mode: StopMode | None) -> None:
+            if mode is not None:
+                self.post_message(KillRequested(gpus, mode))
+
+        self.app.push_screen(StopScreen(title, describe_servers(self.fleet, gpus)), done)
+
     def action_kill_selected(self) -> None:
-        """Kill the selected GPU's server, after confirmation."""
-        gpus = (self.selected,)
-        self._confirm_then_post(
-            f"Kill the server on GPU {self.selected}?",
-            describe_servers(self.fleet, gpus),
-            KillRequested(gpus),
-        )
+        """Stop the selected GPU's server, the way the operator chooses."""
+        self._ask_how_to_stop(f"Stop the server on GPU {self.selected}?", (self.selected,))
 
     def action_kill_all(self) -> None:
-        """Kill every server, after confirmation."""
+        """Stop every server, the way the operator chooses."""
         gpus = tuple(self._indices)
-        self._confirm_then_post(
-            f"Kill all {len(gpus)} servers?",
-            describe_servers(self.fleet, gpus),
-            KillRequested(gpus),
-        )
+        self._ask_how_to_stop(f"Stop all {len(gpus)} servers?", gpus)
 
     def action_relaunch_selected(self) -> None:
         """Relaunch the selected GPU's server with a chosen profile, after confirmation."""

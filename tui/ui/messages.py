@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus
 
@@ -55,11 +56,13 @@ class PanelOpened(Message):
 
 
 class KillRequested(Message):
-    """The user confirmed killing the servers on ``gpus``."""
+    """The user chose to stop the servers on ``gpus``, and how."""
 
-    def __init__(self, gpus: tuple[int, ...]) -> None:
+    def __init__(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
         self.gpus = gpus
         """GPU indices."""
+        self.mode: StopMode = mode
+        """drain, terminate or kill."""
         super().__init__()
 
 

@@ -11,6 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.console import LookSink
 from tui.ops.events import EventSink
@@ -91,8 +92,8 @@ class FleetActions(Protocol):
         """Whether this backend implements ``intent`` now."""
         ...
 
-    async def kill(self, gpus: tuple[int, ...]) -> None:
-        """Stop the servers on ``gpus``."""
+    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+        """Stop the servers on ``gpus`` (drain: no in-flight request lost)."""
         ...
 
     async def relaunch(self, gpus: tuple[int, ...]) -> None:
@@ -138,8 +139,8 @@ class FleetActions(Protocol):
         """Stop the generation pipeline (it resumes from its done record when restarted)."""
         ...
 
-    async def stop_fleet(self) -> None:
-        """Stop every server of the fleet."""
+    async def stop_fleet(self, on_event: EventSink | None = None) -> None:
+        """Stop every server of the fleet; ``on_event`` gets the drain's progress."""
         ...
 
     async def canary(
@@ -168,7 +169,7 @@ class NoActions:
         """Nothing is supported."""
         return False
 
-    async def kill(self, gpus: tuple[int, ...]) -> None:
+    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
         """Unsupported."""
         raise NotImplementedError("kill")
 
@@ -214,7 +215,7 @@ class NoActions:
         """Unsupported."""
         raise NotImplementedError("stop_pipeline")
 
-    async def stop_fleet(self) -> None:
+    async def stop_fleet(self, on_event: EventSink | None = None) -> None:
         """Unsupported."""
         raise NotImplementedError("stop_fleet")
 

@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Log, Static
 from textual.worker import Worker, WorkerState
 
+from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_servers
@@ -22,6 +23,7 @@ from tui.ui.format import NA, gib, num, pct
 from tui.ui.grid.gpu_panel import error_line, max_running, state_line
 from tui.ui.messages import KillRequested, RelaunchRequested
 from tui.ui.sources import FleetActions, Intent, LogTail
+from tui.ui.stop_screen import StopScreen
 
 LOG_LINES = 500
 """How many of the newest log lines the detail screen keeps."""
@@ -262,8 +264,14 @@ class DetailScreen(Screen[None]):
         self.app.push_screen(ConfirmScreen(title, affected), done)
 
     def action_kill(self) -> None:
-        """Kill this GPU's server, after confirmation."""
-        self._confirm(f"Kill the server on GPU {self.gpu}?", KillRequested((self.gpu,)))
+        """Stop this GPU's server, the way the operator chooses (drain, terminate, kill)."""
+
+        def done(mode: StopMode | None) -> None:
+            if mode is not None:
+                self.post_message(KillRequested((self.gpu,), mode))
+
+        affected = describe_servers(self.fleet, (self.gpu,))
+        self.app.push_screen(StopScreen(f"Stop the server on GPU {self.gpu}?", affected), done)
 
     def action_relaunch(self) -> None:
         """Relaunch this GPU's server, after confirmation."""
