@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace as _replace
 
+import pytest
 from textual.widgets import DataTable, OptionList, Static
 from ui_helpers import (
     APPLY_OOM_LINE,
@@ -20,7 +21,7 @@ from ui_helpers import (
 )
 
 from tui.ops.entries import apply_entry
-from tui.ops.journal import JournalRead
+from tui.ops.journal import JournalEntry, JournalRead
 from tui.retune.events import ApplyFinished, MeasureProgress
 from tui.state.fleet_state import GpuState
 from tui.ui.app import FleetApp
@@ -219,6 +220,30 @@ async def test_journal_lists_entries_newest_first_and_enter_shows_the_detail() -
         assert "verdict: better" in detail
         await pilot.press("escape", "escape")
         assert isinstance(app.screen, MainScreen)
+
+
+@pytest.mark.parametrize(
+    "detail",
+    [
+        {"reports": "not a list", "diff": 5, "throughput": "x"},
+        {"reports": [{"gpu": "zero", "ok": "yes", "requested": 3}], "throughput": {"before": 7}},
+        {"report": {"effective": [1, 2]}, "diff": [None, {"a": 1}]},
+    ],
+)
+async def test_an_entry_with_a_damaged_detail_opens_and_says_so(detail: dict[str, object]) -> None:
+    entry = JournalEntry("apply", T0, T0 + 30, False, (0, 1), "a", "b", "cli", "odd", detail=detail)
+    app = app_with(RecordingActions(), journal=JournalRead((entry,), 0))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("j",), JournalScreen)
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1, "the journal row")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, JournalEntryScreen), "the detail")
+        text = text_of(app.screen, "#journal-entry")
+        assert "apply: a -> b" in text and "odd" in text
+        await pilot.press("escape", "escape")
+        assert isinstance(app.screen, MainScreen) and app.is_running
 
 
 async def test_an_empty_journal_says_so() -> None:

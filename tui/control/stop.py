@@ -136,10 +136,13 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _signal_each(procs: list[psutil.Process], sig: signal.Signals) -> None:
+def _signal_strays(procs: list[psutil.Process], pgid: int, sig: signal.Signals) -> None:
+    """Signal the verified members that left the group (the group signal missed them); the
+    others got it once already: a second SIGTERM can re-enter a handler that is shutting down."""
     for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            proc.send_signal(sig)
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            if os.getpgid(proc.pid) != pgid:
+                proc.send_signal(sig)
 
 
 def stop(
@@ -194,7 +197,7 @@ def stop(
         alive = _live(alive, record)
         if alive:
             _signal_group(record.pgid, signal.SIGTERM)
-            _signal_each(alive, signal.SIGTERM)  # a member that left the group is still ours
+            _signal_strays(alive, record.pgid, signal.SIGTERM)
             alive = _wait_gone(alive, term_deadline, tick)
     if alive or mode == "kill":
         alive = _live(alive, record)
@@ -202,7 +205,7 @@ def stop(
             outcome = "killed"
             seen |= {p.pid for p in alive}
             _signal_group(record.pgid, signal.SIGKILL)
-            _signal_each(alive, signal.SIGKILL)
+            _signal_strays(alive, record.pgid, signal.SIGKILL)
             alive = _wait_gone(alive, time.monotonic() + kill_timeout)
         elif mode == "kill":
             outcome = "already_exited"  # it exited on its own before the signal

@@ -78,6 +78,10 @@ from tui.state.fleet_state import (
 )
 
 
+BAD_ARGUMENTS = "bad_arguments"
+"""The log parser's reason for argparse's ``error:`` line: the server refused its arguments."""
+
+
 class OperationError(RuntimeError):
     """An operation failed on some GPUs, or could not start; the message says which and why."""
 
@@ -260,7 +264,7 @@ class FleetOps:
         """Relaunch each GPU whose new server exited on its arguments with what it ran before."""
         if not self.options.restore_args_failures:
             return ()
-        failed = [r.gpu for r in result.reports if not r.ok and r.error_reason == "args"]
+        failed = [r.gpu for r in result.reports if not r.ok and r.error_reason == BAD_ARGUMENTS]
         return await self._restore(failed, sink) if failed else ()
 
     async def _restore(self, gpus: Sequence[int], sink: EventSink | None) -> tuple[int, ...]:
