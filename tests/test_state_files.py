@@ -19,6 +19,8 @@ from tui.ops.cli import rollout as rollout_cli
 from tui.ops.cli import sim_fleet as sim_fleet_cli
 from tui.state.files import StateFileError
 from tui.state.fleet_state import ProcessRecord, put_record, read_fleet, read_records
+from tui.ui import cli as console_cli
+from tui.ui import demo_cli
 
 SHIPPED = Path(__file__).resolve().parent.parent / "profiles"
 
@@ -37,6 +39,8 @@ DAMAGE: dict[str, bytes] = {
 }
 
 COMMANDS: dict[str, Callable[[], int]] = {
+    "console --profile": lambda: console_cli.main(["--profile", "sim-baseline"]),
+    "demo": lambda: demo_cli.main(["--gpus", "1", "--no-pipeline"]),
     "apply": lambda: apply_cli.main(["sim-baseline", "--no-measure"]),
     "apply --rollback": lambda: apply_cli.main(["--rollback"]),
     "canary": lambda: canary_cli.main(["sim-aggressive", "--gpu", "0"]),

@@ -81,5 +81,5 @@ def profiles_dir() -> Path:
 
 
 def cordon_file() -> Path:
-    """Servers closed to new work while an operation drains them (``tui.servers.cordon``)."""
+    """Servers closed to new work while an operation drains them (``tui.state.cordons``)."""
     return state_dir() / "cordons.json"

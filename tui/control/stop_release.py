@@ -3,7 +3,7 @@
 Every operation that takes a server down (kill, relaunch, apply, canary, rollout, rollback,
 stopping the fleet, ``gpufleet sim-fleet stop``) goes through ``stop_and_release``:
 
-1. **cordon** its address (``tui.servers.cordon``), so the pipeline sends it nothing new: a
+1. **cordon** its address (``tui.state.cordons``), so the pipeline sends it nothing new: a
    SGLang 0.5.23 drain never ends while a client keeps sending;
 2. **stop** it (``tui.control.stop``): SIGTERM to the main pid, the drain watched through
    ``/metrics`` (running and queued requests) with a deadline, then the group SIGTERM, then
@@ -26,8 +26,8 @@ import httpx
 from tui.control.identity import IdentityMismatch, PidReused
 from tui.control.release import GpuPids, wait_gpu_released
 from tui.control.stop import StopMode, StopResult, stop
-from tui.servers.cordon import address_of, cordon, uncordon
 from tui.servers.probe import parse_metrics
+from tui.state.cordons import address_of, cordon, uncordon
 from tui.state.fleet_state import ProcessRecord, remove_record
 
 DRAIN_POLL_S = 1.0

@@ -77,7 +77,6 @@ from tui.state.fleet_state import (
     record_outcome,
 )
 
-
 BAD_ARGUMENTS = "bad_arguments"
 """The log parser's reason for argparse's ``error:`` line: the server refused its arguments."""
 

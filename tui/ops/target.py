@@ -30,8 +30,8 @@ from tui.profiles import Profile, argv_for, env_for, flags_for, log_path_for
 from tui.retune.events import EffectiveValues, RequestedValues
 from tui.retune.ports import GpuLaunchSpec, LaunchError, ServerSignal, Stopped
 from tui.retune.signals import SignalAdapter
-from tui.servers.cordon import address_of, uncordon
 from tui.servers.probe import ProbeStatus, ServerProbe
+from tui.state.cordons import address_of, uncordon
 from tui.state.fleet_state import ProcessRecord, read_records
 
 ProgressSink = Callable[[DrainProgress], None]

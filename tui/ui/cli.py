@@ -256,6 +256,7 @@ def run_console(
 def _profile_console(args: argparse.Namespace) -> int:
     from tui.ops.demo import demo_prompts_file, pipeline_config
     from tui.profiles import ProfileError, load_named
+    from tui.state.files import StateFileError
     from tui.state.fleet_state import profile_of, read_running
 
     try:
@@ -268,7 +269,12 @@ def _profile_console(args: argparse.Namespace) -> int:
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
     # The fleet may run this profile as launched (the demo's speed and ports): watch that.
-    docs = [p.current for p in read_running().values() if p.current_name == profile.name]
+    try:
+        running = read_running()
+    except StateFileError as error:  # never open on a record read as "no servers"
+        print(f"gpufleet console: {error}", file=sys.stderr)
+        return 2
+    docs = [p.current for p in running.values() if p.current_name == profile.name]
     if docs and docs[0] is not None:
         with contextlib.suppress(ProfileError):
             profile = profile_of(docs[0])

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tui.servers.cordon import (
-    CordonFileError,
+from tui.state.cordons import (
     CordonWatch,
     address_of,
     cordon,
     read_cordons,
     uncordon,
 )
+from tui.state.files import StateFileError
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_cordon_and_uncordon_round_trip(tmp_path: Path) -> None:
 def test_damaged_file_is_an_error_naming_it(tmp_path: Path, text: str) -> None:
     path = tmp_path / "cordons.json"
     path.write_text(text)
-    with pytest.raises(CordonFileError, match=r"cordons\.json"):
+    with pytest.raises(StateFileError, match=r"cordons\.json"):
         read_cordons(path)
 
 

@@ -15,34 +15,29 @@ One small JSON document (``tui.paths.cordon_file()``)::
 
 Keys are ``host:port`` with loopback spellings folded to ``127.0.0.1`` (``address_of``), so a
 pipeline that was given ``http://localhost:30003`` honours a cordon of ``0.0.0.0:30003``.
-Writers take an exclusive lock for the read-modify-write and replace the file atomically;
+Writers take the state files' lock for the read-modify-write and replace the file atomically
+(``tui.state.files``);
 ``CordonWatch`` re-reads it only when its stat changes, so a reader may check it before every
 dispatch.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
-import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from tui.paths import cordon_file
+from tui.state.files import StateFileError, expect, locked, read_document, write_document
 
 VERSION = 1
 
 _LOOPBACK = {"localhost", "127.0.0.1", "0.0.0.0", "::1", "::", "[::1]", "[::]", ""}
 """Host spellings that all mean "this machine" for a cordon's purpose."""
-
-
-class CordonFileError(ValueError):
-    """The cordon file exists but cannot be read as a cordon document (names the file)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,63 +78,34 @@ def address_of(target: str, port: int | None = None) -> str:
     return f"{host}:{port}"
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _parse(path: Path, text: str) -> dict[str, Cordon]:
-    try:
-        doc = json.loads(text)
-        raw = doc["cordons"]
-        if not isinstance(raw, dict):
-            raise TypeError("cordons is not an object")
-        return {
-            str(key): Cordon(str(key), float(value["since"]), str(value.get("reason", "")))
-            for key, value in raw.items()
-        }
-    except (ValueError, TypeError, KeyError, RecursionError) as exc:
-        raise CordonFileError(f"{path}: not a cordon document ({exc})") from None
+def _parse(doc: Any) -> dict[str, Cordon]:
+    expect(isinstance(doc, dict) and isinstance(doc.get("cordons"), dict), "no 'cordons' object")
+    return {
+        str(key): Cordon(str(key), float(value["since"]), str(value.get("reason", "")))
+        for key, value in doc["cordons"].items()
+    }
 
 
 def read_cordons(path: Path | None = None) -> dict[str, Cordon]:
     """Every cordon, by address (empty when the file does not exist).
 
     Raises:
-        CordonFileError: the file exists but is damaged (never read as "no cordons").
+        StateFileError: the file exists but is damaged (never read as "no cordons").
     """
-    target = path or cordon_file()
-    try:
-        text = target.read_text()
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise CordonFileError(f"{target}: cannot read: {exc.strerror or exc}") from None
-    return _parse(target, text)
+    return read_document(path or cordon_file(), _parse, {})
 
 
 def _write(path: Path, cordons: dict[str, Cordon]) -> None:
-    doc = {
-        "version": VERSION,
-        "cordons": {
-            c.address: {"since": c.since, "reason": c.reason}
-            for c in sorted(cordons.values(), key=lambda c: c.address)
+    write_document(
+        path,
+        {
+            "version": VERSION,
+            "cordons": {
+                c.address: {"since": c.since, "reason": c.reason}
+                for c in sorted(cordons.values(), key=lambda c: c.address)
+            },
         },
-    }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(doc, handle, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    )
 
 
 def _current(path: Path) -> dict[str, Cordon]:
@@ -147,14 +113,14 @@ def _current(path: Path) -> dict[str, Cordon]:
     # by it, and what it held (stale cordons) is re-asserted by the operations still running.
     try:
         return read_cordons(path)
-    except CordonFileError:
+    except StateFileError:
         return {}
 
 
 def cordon(addresses: Iterable[str], reason: str, path: Path | None = None) -> None:
     """Close ``addresses`` (``address_of`` keys) to new work."""
     target = path or cordon_file()
-    with _locked(target):
+    with locked(target):
         cordons = _current(target)
         now = time.time()
         for address in addresses:
@@ -166,7 +132,7 @@ def uncordon(addresses: Iterable[str], path: Path | None = None) -> None:
     """Open ``addresses`` to new work again (those not cordoned are ignored)."""
     target = path or cordon_file()
     wanted = set(addresses)
-    with _locked(target):
+    with locked(target):
         cordons = _current(target)
         if not wanted & cordons.keys():
             return
@@ -204,7 +170,7 @@ class CordonWatch:
             try:
                 self._addresses = frozenset(read_cordons(self.path))
                 self.error = None
-            except CordonFileError as exc:
+            except StateFileError as exc:
                 self.error = str(exc)
             self._stamp = stamp
         return self._addresses
