@@ -15,7 +15,13 @@ from typing import TypeVar
 
 from tui.control.identity import IdentityMismatch, verify
 from tui.control.launch import LaunchError, ManagedProcess, check_started, launch
-from tui.control.preflight import PreflightError, check_gpu_free, check_port, check_stale
+from tui.control.preflight import (
+    PreflightError,
+    check_flags,
+    check_gpu_free,
+    check_port,
+    check_stale,
+)
 from tui.control.records import ProcessRecord, read_records
 from tui.control.release import GpuPids, wait_gpu_released
 from tui.control.stop import StopResult, stop
@@ -85,6 +91,7 @@ def launch_gpu(
     """
     port = profile.port_for(gpu)
     if preflight:
+        check_flags(profile, gpu)
         check_stale(gpu, port)
         check_port(port, profile.host, gpu)
         if gpu_pids is not None:

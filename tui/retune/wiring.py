@@ -28,6 +28,7 @@ from tui.gpu.source import open_gpu_source
 from tui.logs.parser import parse_line
 from tui.logs.tailer import LogTailer
 from tui.profiles import Profile, argv_for, flags_for, log_path_for
+from tui.profiles.flag_check import launch_problems
 from tui.retune.counters import MetricsCounterProbe
 from tui.retune.events import EffectiveValues, RequestedValues
 from tui.retune.ports import GpuLaunchSpec, LaunchError, ServerSignal
@@ -114,7 +115,7 @@ class ProfileTarget:
         await self.client.aclose()
 
     def validate(self, gpus: Sequence[int]) -> list[str]:
-        """GPUs outside the profile, or argv that cannot be built, each named."""
+        """GPUs outside the profile, argv that cannot be built, or that SGLang would refuse."""
         errors = []
         for gpu in gpus:
             if gpu not in self.profile.gpus:
@@ -127,7 +128,10 @@ class ProfileTarget:
                 argv_for(self.profile, gpu)
             except (KeyError, ValueError, TypeError) as exc:
                 errors.append(f"gpu.{gpu}: cannot build argv: {exc}")
-        return errors
+                continue
+            # Before anything is stopped: an argv SGLang refuses would leave the GPU empty.
+            errors += [str(p) for p in launch_problems(self.profile, [gpu])]
+        return list(dict.fromkeys(errors))
 
     def spec_for(self, gpu: int) -> GpuLaunchSpec:
         """The launch of one GPU, per-GPU override applied."""

@@ -1,0 +1,1 @@
+"""SGLang's own flag table, and an argparse parser built from it (core, no Textual)."""
