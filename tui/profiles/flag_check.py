@@ -28,10 +28,11 @@ _MAX_PER_GPU = 32
 def _sim_checker(version: str) -> Checker:
     # The simulator's own parser (its --sim-* flags beside SGLang's), imported only when a sim
     # profile is checked: tui.sim.cli pulls in the server it runs.
-    from tui.sim.cli import build_parser
+    from tui.sim.cli import build_parser, with_model_path
 
     parser = build_parser(raising=True)
-    return Checker(load_table(version), parser, "gpufleet sim")  # type: ignore[arg-type]
+    complete = functools.partial(with_model_path, parser)
+    return Checker(load_table(version), parser, "gpufleet sim", complete)  # type: ignore[arg-type]
 
 
 def checker_for(profile: Profile) -> Checker:

@@ -70,6 +70,14 @@ def build_parser(raising: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+def with_model_path(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``argv``, plus an empty ``--model-path`` when it names none.
+
+    SGLang requires the flag; the simulator serves its simulated model's path instead.
+    """
+    return argv if names_option(parser, argv, "model_path") else [*argv, "--model-path", ""]
+
+
 def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -> SimConfig:
     model = get_model(args.sim_model)
     index = default_gpu_index() if args.sim_gpu_index is None else args.sim_gpu_index
@@ -160,10 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    parsed = args_list
-    if not names_option(parser, args_list, "model_path"):
-        parsed = ["--model-path", "", *args_list]  # SGLang requires it; the sim has a default
-    args = parser.parse_args(parsed)
+    args = parser.parse_args(with_model_path(parser, args_list))
     if reason := out_of_range(args):  # SGLang accepts it, the simulator cannot simulate it
         parser.exit(2, f"gpufleet sim: error: {reason}\n")
     if (crash := speculative_crash(args.speculative_algorithm)) is not None:

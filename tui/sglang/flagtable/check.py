@@ -18,7 +18,7 @@ import argparse
 import difflib
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -202,15 +202,23 @@ def _value_after(tokens: list[Token], flag: Token | None) -> str | None:
 class Checker:
     """Judges argv against one parser: the table's (SGLang) or the simulator's (table + sim)."""
 
-    def __init__(self, table: FlagTable, parser: RaisingParser, drop_in: str = "") -> None:
+    def __init__(
+        self,
+        table: FlagTable,
+        parser: RaisingParser,
+        drop_in: str = "",
+        complete: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
         """Args:
         table: the flag table (version, prog, speculative names).
         parser: a raising parser built from it (plus any flags of a drop-in, like the sim's).
         drop_in: the drop-in's name, said when one of its own flags is refused.
+        complete: what the drop-in does to its argv before parsing (it may only append).
         """
         self.table = table
         self.parser = parser
         self.drop_in = drop_in
+        self.complete = complete
         self._own = set(parser._option_string_actions) - set(table.option_strings())
         self._long = sorted(o for o in parser._option_string_actions if o.startswith("--"))
 
@@ -254,6 +262,8 @@ class Checker:
             None when accepted, else the first reason SGLang (or the strict rule) refuses it.
         """
         argv = list(argv)
+        if self.complete is not None:
+            argv = self.complete(argv)
         tokens = scan(self.parser, argv)
         try:
             namespace, extras = self.parser.parse_known_args(argv)

@@ -15,6 +15,7 @@ Usage::
     python -m tui.sglang.flagtable.generate                # rewrite the shipped table
     python -m tui.sglang.flagtable.generate --out -        # print it instead
     python -m tui.sglang.flagtable.generate --parse-cases CASES.json   # run SGLang's parser
+    python -m tui.sglang.flagtable.generate --parse-cases CASES.json --parser table  # ours
 
 Every call changes this process for good (stand-ins in ``sys.modules``, SGLang on ``sys.path``,
 ``SGLANG_*`` variables cleared), so it only ever runs as its own interpreter.
@@ -26,6 +27,7 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -34,12 +36,15 @@ from typing import Any
 
 from tui.paths import sglang_reference_dir
 from tui.sglang.flagtable import stubs
+from tui.sglang.flagtable.check import speculative_crash
+from tui.sglang.flagtable.parser import build_parser
 from tui.sglang.flagtable.reference import install_reference, reference_ready
 from tui.sglang.flagtable.table import (
     PINNED_VERSION,
     FlagSpec,
     FlagTable,
     SpecAlgorithms,
+    load_table,
     table_path,
 )
 
@@ -245,9 +250,9 @@ def _speculative() -> SpecAlgorithms:
 def _type_data() -> tuple[tuple[str, Any], ...]:
     from sglang.srt.model_executor import cuda_graph_config as cg
 
-    return (
-        ("cuda_graph_phases", list(cg.Phase.ALL)),
+    return (  # sorted by name, as FlagTable.from_json reads them back
         ("cuda_graph_allowed_keys", {k: list(v) for k, v in cg.ALLOWED_KEYS_PER_PHASE.items()}),
+        ("cuda_graph_phases", list(cg.Phase.ALL)),
     )
 
 
@@ -282,45 +287,72 @@ def _plain(value: object) -> Any:
     return repr(value)
 
 
-def run_cases(parser: argparse.ArgumentParser, cases: Sequence[Sequence[str]]) -> list[Any]:
+def run_cases(
+    parser: argparse.ArgumentParser,
+    cases: Sequence[Sequence[str]],
+    spec_error: Callable[[str], str | None],
+) -> list[Any]:
     """Parse each argv with ``parser``, as ``prepare_server_args`` does (``parse_args``).
 
     Args:
-        parser: SGLang's parser (or one built from the table: the test runs both).
+        parser: SGLang's parser, or the one rebuilt from the table (the test runs both).
         cases: argv lists.
+        spec_error: the error SGLang raises while resolving a ``--speculative-algorithm``
+            value, as ``"ValueError: ..."`` (None: accepted).
 
     Returns:
-        Per case: exit status (0 parsed), stdout, stderr, the namespace (JSON) when parsed, and
-        SGLang's speculative-algorithm error for that namespace, if any.
+        Per case: exit status (0: parsed), stdout, stderr, the namespace (JSON) when parsed,
+        the speculative-algorithm error for that namespace, and the exception an action raised.
     """
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
     results = []
+    root = logging.getLogger()
     for argv in cases:
         out, err = io.StringIO(), io.StringIO()
-        status, namespace, spec_error = 0, None, None
+        status, namespace, spec, raised = 0, None, None, None
+        # Deprecation warnings are logger warnings: record them with the case's stderr, whatever
+        # handlers the process has (SGLang's import configures the root logger, ours does not).
+        saved, root.handlers = root.handlers, [logging.StreamHandler(err)]
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 parsed = parser.parse_args(list(argv))
                 namespace = {k: _plain(v) for k, v in sorted(vars(parsed).items())}
                 algorithm = getattr(parsed, "speculative_algorithm", None)
-                if algorithm is not None:
-                    try:
-                        SpeculativeAlgorithm.from_string(algorithm)
-                    except ValueError as exc:
-                        spec_error = f"ValueError: {exc}"
+                spec = spec_error(algorithm) if algorithm is not None else None
             except SystemExit as exc:
                 status = exc.code if isinstance(exc.code, int) else 1
+            except Exception as exc:  # an action that raises (LoRAPathAction): a traceback
+                status, raised = 1, f"{type(exc).__name__}: {exc}"
+            finally:
+                root.handlers = saved
         results.append(
             {
                 "status": status,
                 "stdout": out.getvalue(),
                 "stderr": err.getvalue(),
                 "namespace": namespace,
-                "spec_error": spec_error,
+                "spec_error": spec,
+                "raised": raised,
             }
         )
     return results
+
+
+def _sglang_spec_error(name: str) -> str | None:
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    try:
+        SpeculativeAlgorithm.from_string(name)
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+    return None
+
+
+def _table_spec_error(version: str) -> Callable[[str], str | None]:
+    def spec_error(name: str) -> str | None:
+        crash = speculative_crash(name, version=version)
+        return crash.splitlines()[-1] if crash else None
+
+    return spec_error
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -333,6 +365,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--parse-cases", type=Path, help="JSON list of argv lists to parse; print results"
     )
+    p.add_argument(
+        "--parser",
+        choices=("sglang", "table"),
+        default="sglang",
+        help="with --parse-cases: SGLang's own parser, or the one rebuilt from the shipped table",
+    )
     args = p.parse_args(argv)
     version = args.sglang_version
     reference = args.reference or sglang_reference_dir(version)
@@ -343,7 +381,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.parse_cases is not None:
             cases = json.loads(args.parse_cases.read_text())
-            results = run_cases(sglang_parser(version, reference), cases)
+            if args.parser == "table":
+                table_parser = build_parser(load_table(version))
+                results = run_cases(table_parser, cases, _table_spec_error(version))
+            else:
+                results = run_cases(sglang_parser(version, reference), cases, _sglang_spec_error)
             json.dump(results, sys.stdout)
             return 0
         text = build_table(version, reference).dumps()

@@ -185,8 +185,12 @@ class SGLangArgumentParser(argparse.ArgumentParser):
 def _kwargs(flag: FlagSpec, types: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     """The ``add_argument`` call that rebuilds one recorded action."""
     options = list(flag.option_strings)
-    kw: dict[str, Any] = {"dest": flag.dest, "help": flag.help}
+    # argparse tests ``is SUPPRESS``: the string read back from JSON must become that object.
+    help_text = argparse.SUPPRESS if flag.help == argparse.SUPPRESS else flag.help
+    kw: dict[str, Any] = {"dest": flag.dest, "help": help_text}
     default = flag.default if flag.default_repr is None else None
+    if default == argparse.SUPPRESS:
+        default = argparse.SUPPRESS
     if flag.action in ("store_true", "store_false", "count"):
         kw |= {"action": flag.action, "default": default, "required": flag.required}
         return options, kw
@@ -195,8 +199,7 @@ def _kwargs(flag: FlagSpec, types: dict[str, Any]) -> tuple[list[str], dict[str,
         return options, kw | {"required": flag.required}
     if flag.action == "boolean_optional":
         options = [o for o in options if not o.startswith("--no-")]
-        help_text = flag.help
-        if help_text is not None and help_text.endswith(_DEFAULT_SUFFIX):
+        if isinstance(help_text, str) and help_text.endswith(_DEFAULT_SUFFIX):
             help_text = help_text[: -len(_DEFAULT_SUFFIX)]  # the action appends it again
         kw |= {"action": argparse.BooleanOptionalAction, "default": default, "help": help_text}
         kw |= {"required": flag.required, "metavar": flag.metavar}
