@@ -11,14 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
-
-from tests.flagtable_helpers import (
+from flagtable_helpers import (
     ensure_reference,
     every_flag_argv,
     generator,
     parse_cases,
     sglang_table,
 )
+
 from tui.sglang.flagtable.check import check_argv
 from tui.sglang.flagtable.generate import describe
 from tui.sglang.flagtable.parser import build_parser
