@@ -32,7 +32,7 @@ def _sim_checker(version: str) -> Checker:
 
     parser = build_parser(raising=True)
     complete = functools.partial(with_model_path, parser)
-    return Checker(load_table(version), parser, "gpufleet sim", complete)  # type: ignore[arg-type]
+    return Checker(load_table(version), parser, "gpufleet sim", complete)
 
 
 def checker_for(profile: Profile) -> Checker:

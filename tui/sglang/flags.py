@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tui.sglang.flagtable.check import scan
+from tui.sglang.flagtable.tokens import scan
 
 
 @dataclass(frozen=True, slots=True)

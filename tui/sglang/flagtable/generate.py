@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import io
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -36,7 +35,7 @@ from typing import Any
 
 from tui.paths import sglang_reference_dir
 from tui.sglang.flagtable import stubs
-from tui.sglang.flagtable.check import speculative_crash
+from tui.sglang.flagtable.cases import run_cases, table_spec_error
 from tui.sglang.flagtable.parser import build_parser
 from tui.sglang.flagtable.reference import install_reference, reference_ready
 from tui.sglang.flagtable.table import (
@@ -274,69 +273,6 @@ def build_table(version: str, reference: Path) -> FlagTable:
     )
 
 
-def _plain(value: object) -> Any:
-    """A namespace value as JSON (sets sorted, anything else JSON lacks as its repr)."""
-    if isinstance(value, set | frozenset):
-        return sorted((_plain(v) for v in value), key=str)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return repr(value)
-
-
-def run_cases(
-    parser: argparse.ArgumentParser,
-    cases: Sequence[Sequence[str]],
-    spec_error: Callable[[str], str | None],
-) -> list[Any]:
-    """Parse each argv with ``parser``, as ``prepare_server_args`` does (``parse_args``).
-
-    Args:
-        parser: SGLang's parser, or the one rebuilt from the table (the test runs both).
-        cases: argv lists.
-        spec_error: the error SGLang raises while resolving a ``--speculative-algorithm``
-            value, as ``"ValueError: ..."`` (None: accepted).
-
-    Returns:
-        Per case: exit status (0: parsed), stdout, stderr, the namespace (JSON) when parsed,
-        the speculative-algorithm error for that namespace, and the exception an action raised.
-    """
-    results = []
-    root = logging.getLogger()
-    for argv in cases:
-        out, err = io.StringIO(), io.StringIO()
-        status, namespace, spec, raised = 0, None, None, None
-        # Deprecation warnings are logger warnings: record them with the case's stderr, whatever
-        # handlers the process has (SGLang's import configures the root logger, ours does not).
-        saved, root.handlers = root.handlers, [logging.StreamHandler(err)]
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                parsed = parser.parse_args(list(argv))
-                namespace = {k: _plain(v) for k, v in sorted(vars(parsed).items())}
-                algorithm = getattr(parsed, "speculative_algorithm", None)
-                spec = spec_error(algorithm) if algorithm is not None else None
-            except SystemExit as exc:
-                status = exc.code if isinstance(exc.code, int) else 1
-            except Exception as exc:  # an action that raises (LoRAPathAction): a traceback
-                status, raised = 1, f"{type(exc).__name__}: {exc}"
-            finally:
-                root.handlers = saved
-        results.append(
-            {
-                "status": status,
-                "stdout": out.getvalue(),
-                "stderr": err.getvalue(),
-                "namespace": namespace,
-                "spec_error": spec,
-                "raised": raised,
-            }
-        )
-    return results
-
-
 def _sglang_spec_error(name: str) -> str | None:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
@@ -345,14 +281,6 @@ def _sglang_spec_error(name: str) -> str | None:
     except ValueError as exc:
         return f"ValueError: {exc}"
     return None
-
-
-def _table_spec_error(version: str) -> Callable[[str], str | None]:
-    def spec_error(name: str) -> str | None:
-        crash = speculative_crash(name, version=version)
-        return crash.splitlines()[-1] if crash else None
-
-    return spec_error
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -383,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cases = json.loads(args.parse_cases.read_text())
             if args.parser == "table":
                 table_parser = build_parser(load_table(version))
-                results = run_cases(table_parser, cases, _table_spec_error(version))
+                results = run_cases(table_parser, cases, table_spec_error(version))
             else:
                 results = run_cases(sglang_parser(version, reference), cases, _sglang_spec_error)
             json.dump(results, sys.stdout)
