@@ -17,6 +17,7 @@ from tui.logs import events as ev
 from tui.logs.parser import parse_line
 from tui.profiles import Profile, flags_for
 from tui.profiles.flag_check import launch_problems
+from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import Calibration, MemoryPlan, plan_memory
 from tui.sglang.models import GIB, MODELS, ModelSpec
 
@@ -192,7 +193,9 @@ def preflight(
         max_running_requests=flags.max_running_requests,
         max_mamba_cache_size=flags.max_mamba_cache_size,
         mamba_full_memory_ratio=(
-            flags.mamba_full_memory_ratio if flags.mamba_full_memory_ratio is not None else 0.9
+            flags.mamba_full_memory_ratio
+            if flags.mamba_full_memory_ratio is not None
+            else load_table().fallback("mamba_full_memory_ratio")  # SGLang's: 0.9
         ),
         speculative_algorithm=flags.speculative_algorithm,
         speculative_num_draft_tokens=flags.speculative_num_draft_tokens,

@@ -89,6 +89,9 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         real = probe_device(index)  # the caller turns BackingUnavailable into a usage error
         gpu_total, others = real.total_bytes, real.used_bytes
     strategy = args.mamba_radix_cache_strategy or "auto"
+    ratio = args.mamba_full_memory_ratio
+    if ratio is None:  # unset: SGLang's declared fallback (0.9 in 0.5.23)
+        ratio = load_table().fallback("mamba_full_memory_ratio")
     plan = plan_memory(
         model,
         gpu_total,
@@ -96,7 +99,7 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         mem_fraction_static=args.mem_fraction_static,
         max_running_requests=args.max_running_requests,
         max_mamba_cache_size=args.max_mamba_cache_size,
-        mamba_full_memory_ratio=args.mamba_full_memory_ratio,
+        mamba_full_memory_ratio=ratio,
         max_total_tokens=args.max_total_tokens,
         page_size=args.page_size,
         context_length=args.context_length,
@@ -121,6 +124,7 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         context_length=plan.context_len,
         page_size=plan.page_size,
         max_mamba_cache_size=args.max_mamba_cache_size,
+        mamba_full_memory_ratio=ratio,
         mamba_radix_cache_strategy=plan.mamba_strategy or strategy,
         speculative_num_draft_tokens=plan.num_draft_tokens or None,
     )

@@ -262,6 +262,9 @@ def build_table(version: str, reference: Path) -> FlagTable:
         raise GeneratorError("SGLang's parser changed its argparse settings: extend the table")
     if parser._mutually_exclusive_groups:
         raise GeneratorError("SGLang's parser has mutually exclusive groups: extend the table")
+    from sglang.srt.arg_groups.arg_utils import fallbacks_of
+    from sglang.srt.server_args import ServerArgs
+
     return FlagTable(
         sglang_version=version,
         prog=parser.prog,
@@ -269,6 +272,7 @@ def build_table(version: str, reference: Path) -> FlagTable:
         flags=tuple(describe(a) for a in parser._actions),
         speculative=_speculative(),
         type_data=_type_data(),
+        fallbacks=tuple(sorted(fallbacks_of(ServerArgs).items())),
         python=".".join(map(str, sys.version_info[:3])),
     )
 

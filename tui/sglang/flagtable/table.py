@@ -137,6 +137,9 @@ class FlagTable:
     """Speculative algorithm names, checked when the server resolves its arguments."""
     type_data: tuple[tuple[str, Json], ...] = ()
     """Data SGLang's own type converters consult (cuda-graph phases and keys)."""
+    fallbacks: tuple[tuple[str, Json], ...] = ()
+    """Dest -> the value SGLang uses when a flag left at None is not resolved otherwise
+    (``Arg(fallback=...)`` in ``srt/arg_groups/fields/*``, e.g. mamba_full_memory_ratio 0.9)."""
     python: str = ""
     """The Python that ran the generator (argparse's texts are the interpreter's)."""
 
@@ -155,6 +158,10 @@ class FlagTable:
             out.setdefault(f.dest, f)
         return out
 
+    def fallback(self, dest: str) -> Json:
+        """SGLang's fallback for ``dest`` (None when it declares none)."""
+        return dict(self.fallbacks).get(dest)
+
     def data(self, name: str) -> Json:
         """One entry of ``type_data`` (KeyError when absent)."""
         return dict(self.type_data)[name]
@@ -172,6 +179,7 @@ class FlagTable:
                 "error": self.speculative.error,
             },
             "type_data": dict(self.type_data),
+            "fallbacks": dict(self.fallbacks),
             "flags": [f.to_json() for f in self.flags],
         }
 
@@ -196,6 +204,7 @@ class FlagTable:
                 error=spec.get("error", SPEC_ERROR),
             ),
             type_data=tuple(sorted(doc.get("type_data", {}).items())),
+            fallbacks=tuple(sorted(doc.get("fallbacks", {}).items())),
             python=doc.get("python", ""),
         )
 
@@ -257,7 +266,7 @@ def differences(expected: FlagTable, actual: FlagTable) -> list[str]:
         Lines naming the option and the field that differ.
     """
     out: list[str] = []
-    for name in ("sglang_version", "prog", "allow_abbrev", "speculative", "type_data"):
+    for name in ("sglang_version", "prog", "allow_abbrev", "speculative", "type_data", "fallbacks"):
         a, b = getattr(expected, name), getattr(actual, name)
         if a != b:
             out.append(f"{name}: {b!r} != {a!r}")
