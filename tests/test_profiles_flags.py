@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 
 from tui.control.fleet import launch_gpu
 from tui.control.preflight import PreflightError
@@ -121,8 +122,21 @@ def _problems(doc: dict[str, Any]) -> list[str]:
         "unknown",
     ],
 )
-def test_profile_refuses_what_sglang_refuses(doc: dict[str, Any], expected: str) -> None:
+def test_profile_refuses_what_sglang_refuses(
+    doc: dict[str, Any], expected: str, tmp_path: Path
+) -> None:
     assert _problems(doc) == [expected]
+    path = tmp_path / "bad.toml"
+    path.write_text(tomli_w.dumps(doc))
+    done = subprocess.run(
+        [sys.executable, "-m", "tui", "profile", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[1:] == [f"  {expected}"]
 
 
 def test_every_problem_is_listed_once_with_the_override_field() -> None:

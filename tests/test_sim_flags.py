@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from flagtable_helpers import COLUMNS, ensure_reference, parse_cases
 
+from tui.sglang.flags import unmodelled
 from tui.sim import cli
 
 M = ["--model-path", "Qwen/Qwen3.6-27B-FP8", "--port", "39997"]
@@ -86,3 +87,12 @@ def test_sim_without_model_path_serves_its_own_model() -> None:
     assert cli.with_model_path(parser, argv) == [*argv, "--model-path", ""]
     given = ["--model", "m", *argv]
     assert cli.with_model_path(parser, given) == given  # any spelling of the flag counts
+
+
+def test_sim_names_the_sglang_flags_it_accepts_without_modelling() -> None:
+    parser = cli.build_parser()
+    argv = ["--attention-backend", "fa3", "--sim-gpu", "h200", "--port", "3", "--enable-metrics"]
+    argv += ["--lora-paths", "a", "b", "--mem-fraction-static", "0.9"]
+    said = unmodelled(parser, argv).message()
+    assert said == "Simulator: accepted but not modelled: --attention-backend fa3 --lora-paths a b"
+    assert unmodelled(parser, ["--port", "3", "--sim-seed", "1"]).message() is None

@@ -1,8 +1,9 @@
 """What a profile launches on one GPU: the exact argv, the environment and the log path.
 
-Flag names follow SGLang 0.5.23 (``--mamba-radix-cache-strategy``); profiles for SGLang before
-the rename set ``engine.legacy_mamba_flag = true`` to get ``--mamba-scheduler-strategy``, since
-0.5.23 keeps no alias and an unknown flag makes it exit at once.
+Flag names follow SGLang 0.5.23 (``--mamba-radix-cache-strategy``). ``engine.legacy_mamba_flag``
+still writes the pre-rename ``--mamba-scheduler-strategy``, which 0.5.23 refuses (no alias), so
+the flag check (``tui.profiles.flag_check``) refuses such a profile until a table for an older
+SGLang is generated. ``argv_parts`` says which profile field wrote each token.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tui.sglang.flagtable.table import load_table
 from tui.sglang.flagtable.tokens import scan
 
 
@@ -150,13 +151,11 @@ def unmodelled(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Unmodell
     Returns:
         The unmodelled tokens, in order (the simulator's own ``--sim-*`` flags are modelled).
     """
-    own = {
-        a.dest for g in parser._action_groups if g.title == "simulator" for a in g._group_actions
-    }
+    sglang = load_table().by_dest()  # the simulator's own flags are not SGLang's: modelled
     kept = []
     for token in scan(parser, argv):
         action = token.action
-        if action is None or action.dest in MODELLED or action.dest in own:
+        if action is None or action.dest in MODELLED or action.dest not in sglang:
             continue
         if action.dest != "help":
             kept.append(token.text)
