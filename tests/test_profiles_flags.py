@@ -151,6 +151,13 @@ def test_every_problem_is_listed_once_with_the_override_field() -> None:
     assert problems[2].endswith("did you mean --page-size?")
 
 
+def test_a_config_file_is_refused_its_flags_would_go_unchecked() -> None:
+    assert _problems(_doc({"config": "/etc/sglang.yaml"})) == [
+        "server.extra_flags.config = '/etc/sglang.yaml': not allowed in extra_flags: its "
+        "YAML's flags would reach SGLang unchecked; list them in [server.extra_flags]"
+    ]
+
+
 def test_model_path_is_required_for_real_sglang_not_for_the_simulator() -> None:
     doc = _doc()
     del doc["server"]["model_path"]

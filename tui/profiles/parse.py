@@ -64,6 +64,9 @@ RESERVED_EXTRA = {
     "port": "ports come from fleet.base_port / fleet.ports",
     "mamba_scheduler_strategy": "SGLang 0.5.23 renamed it --mamba-radix-cache-strategy and keeps "
     "no alias; set server.mamba_radix_cache_strategy",
+    # SGLang merges a --config YAML into argv before parsing (prepare_server_args): its flags
+    # would reach the server without the flag table ever seeing them.
+    "config": "its YAML's flags would reach SGLang unchecked; list them in [server.extra_flags]",
 } | {name: f"set server.{name} (it is first-class)" for name in SERVER_FIELDS}
 
 # field -> (kind, check, range text). Choices (the strategy, the speculative algorithm) are the
