@@ -7,16 +7,23 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# SGLang itself (pip --no-deps --target, beside the app, never imported by it): the tests hold
+# the shipped flag table (tui/sglang/flagtable/) to its real parser.
+SGLANG := $(VENV)/sglang-0.5.23/.gpufleet-reference.json
 
 .PHONY: demo test check bench tools venv clean
 
-venv: $(STAMP)
+venv: $(STAMP) $(SGLANG)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
+
+$(SGLANG): $(STAMP) tui/sglang/flagtable/reference.py
+	$(BIN)/python -m tui.sglang.flagtable.generate --install
+	@touch $(SGLANG)
 
 tools:
 	@command -v tmux >/dev/null 2>&1 || { \
@@ -33,7 +40,7 @@ check: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: $(STAMP) tools check
+test: $(STAMP) $(SGLANG) tools check
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP) tools

@@ -101,6 +101,7 @@ def _profile(ports: list[int], python: str = sys.executable) -> Profile:
         {
             "engine": {"kind": "sglang", "python": python},
             "fleet": {"gpus": [0, 1], "ports": ports, "log_dir": "{state}/logs"},
+            "server": {"model_path": "Qwen/Qwen3.6-27B-FP8"},  # SGLang requires --model-path
         },
         "t",
     )

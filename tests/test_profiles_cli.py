@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -10,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from flagtable_helpers import ensure_reference, parse_cases
 
 from tui.profiles import argv_for, load_named
 
@@ -61,12 +61,18 @@ def test_list_show_diff() -> None:
 
 
 @pytest.mark.parametrize("name", ["b200-baseline", "b200-aggressive"])
-def test_real_profiles_parse_with_sglang_own_arguments(name: str) -> None:
-    server_args = pytest.importorskip("sglang.srt.server_args")
-    parser = argparse.ArgumentParser()
-    server_args.ServerArgs.add_cli_args(parser)
-    argv = argv_for(load_named(name, SHIPPED), 0)
-    assert argv[1:3] == ["-m", "sglang.launch_server"]
-    args = parser.parse_args(argv[3:])
-    assert args.port == 30000
-    assert args.mamba_radix_cache_strategy == "extra_buffer"
+def test_real_profiles_parse_with_sglang_own_arguments(name: str, tmp_path: Path) -> None:
+    """Every GPU's argv of the real-SGLang profiles, through SGLang 0.5.23's own parser."""
+    profile = load_named(name, SHIPPED)
+    argvs = [argv_for(profile, gpu) for gpu in profile.gpus]
+    assert all(argv[1:3] == ["-m", "sglang.launch_server"] for argv in argvs)
+    results = parse_cases(
+        [argv[3:] for argv in argvs], tmp_path, parser="sglang", reference=ensure_reference()
+    )
+    for gpu, result in zip(profile.gpus, results, strict=True):
+        assert result["status"] == 0 and result["spec_error"] is None, result["stderr"]
+        args = result["namespace"]
+        assert args["port"] == 30000 + gpu
+        assert args["mamba_radix_cache_strategy"] == "extra_buffer"
+        assert args["speculative_algorithm"] == "EAGLE"
+        assert args["mem_fraction_static"] == profile.server.mem_fraction_static

@@ -70,8 +70,12 @@ def _problems(doc: dict[str, Any]) -> list[str]:
         ("server.max_running_requests", 2.5, "= 2.5: must be an integer, not float"),
         ("server.max_running_requests", True, "= True: must be an integer, not bool"),
         ("server.mem_fraction_static", "0.9", "= '0.9': must be a number, not str"),
-        ("server.mamba_radix_cache_strategy", "lazy", "must be one of auto, no_buffer"),
-        ("server.speculative_algorithm", "MEDUSA", "must be one of EAGLE"),
+        (
+            "server.mamba_radix_cache_strategy",
+            "lazy",
+            "invalid choice); allowed: one of auto, no_buffer, extra_buffer, extra_buffer_lazy",
+        ),
+        ("server.speculative_algorithm", "MEDUSA", "no speculative algorithm 'MEDUSA'"),
         ("fleet.gpus", [], "fleet.gpus = []: must be a non-empty list"),
         ("fleet.base_port", 65535, "fleet.ports[1] = 65536: must be in 1..65535"),
         ("fleet.log_file", "one.log", "must contain {gpu} or {port}"),
@@ -133,7 +137,7 @@ def test_duplicate_ports_and_gpus_and_all_problems_reported() -> None:
 
 def test_argv_exact_with_override_and_extra_flags() -> None:
     doc = _with(**{"gpu.5.max_running_requests": 8, "gpu.5.mem_fraction_static": "auto"})
-    doc["gpu"]["5"]["extra_flags"] = {"enable_metrics": False, "cuda_graph_max_bs": 64}
+    doc["gpu"]["5"]["extra_flags"] = {"enable_metrics": False, "cuda_graph_max_bs_decode": 64}
     profile = profile_from_dict(doc, "t")
     common = ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.6-27B-FP8"]
     assert argv_for(profile, 0) == [
@@ -145,7 +149,7 @@ def test_argv_exact_with_override_and_extra_flags() -> None:
     assert argv_for(profile, 5) == [
         *common, "--host", "127.0.0.1", "--port", "31001",
         "--max-running-requests", "8", "--mamba-radix-cache-strategy", "extra_buffer",
-        "--chunked-prefill-size", "8192", "--log-level", "info", "--cuda-graph-max-bs", "64",
+        "--chunked-prefill-size", "8192", "--log-level", "info", "--cuda-graph-max-bs-decode", "64",
     ]  # fmt: skip
     assert flags_for(profile, 5).mem_fraction_static is None
     with pytest.raises(KeyError, match="GPU 3 is not in profile"):
@@ -153,15 +157,24 @@ def test_argv_exact_with_override_and_extra_flags() -> None:
 
 
 def test_legacy_flag_and_sim_engine_argv() -> None:
-    legacy = profile_from_dict(_with(**{"engine.legacy_mamba_flag": True}), "t")
-    argv = argv_for(legacy, 0)
-    assert "--mamba-scheduler-strategy" in argv and "--mamba-radix-cache-strategy" not in argv
-    sim = profile_from_dict(
-        _with(engine={"kind": "sim", "sim_gpu": "h200", "sim_speed": 50, "sim_model": "m"}), "t"
-    )
+    # The pre-rename flag name is refused: SGLang 0.5.23 (the only table) has no alias for it.
+    legacy_problems = _problems(_with(**{"engine.legacy_mamba_flag": True}))
+    assert legacy_problems == [
+        "engine.legacy_mamba_flag = 'extra_buffer': emits --mamba-scheduler-strategy, the name "
+        "SGLang used before the rename: SGLang 0.5.23 has no flag --mamba-scheduler-strategy "
+        "(it exits 2: unrecognized arguments); did you mean --mamba-radix-cache-strategy?"
+    ]
+    legacy = profile_from_dict(_with(**{"engine.legacy_mamba_flag": False}), "t")
+    engine = {"kind": "sim", "sim_gpu": "h200", "sim_speed": 50, "sim_model": "llama-8b"}
+    sim = profile_from_dict(_with(engine=engine), "t")
     argv = argv_for(sim, 5)
     assert argv[:4] == [sys.executable, "-m", "tui", "sim"]
-    assert argv[-6:] == ["--sim-gpu", "h200", "--sim-speed", "50.0", "--sim-model", "m"]
+    assert argv[-6:] == ["--sim-gpu", "h200", "--sim-speed", "50.0", "--sim-model", "llama-8b"]
+    # The simulator's own parser judges its own flags.
+    assert _problems(_with(engine={**engine, "sim_model": "m"})) == [
+        "engine.sim_model = 'm': gpufleet sim refuses --sim-model 'm' (it exits 2: invalid "
+        "choice); allowed: one of llama-8b, qwen3.6-27b"
+    ]
     assert "--sim-gpu" not in argv_for(legacy, 0)
 
 

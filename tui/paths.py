@@ -8,6 +8,7 @@ package builds a path to gpufleet's own files.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 STATE_ENV = "GPUFLEET_STATE_DIR"
@@ -18,6 +19,9 @@ SIM_GPU_ENV = "GPUFLEET_SIM_GPU_DIR"
 
 PROFILES_ENV = "GPUFLEET_PROFILES_DIR"
 """Environment variable that overrides the profiles directory."""
+
+SGLANG_REFERENCE_ENV = "GPUFLEET_SGLANG_REFERENCE"
+"""Environment variable that overrides where SGLang's own package is installed for reference."""
 
 
 def state_dir() -> Path:
@@ -83,3 +87,13 @@ def profiles_dir() -> Path:
 def cordon_file() -> Path:
     """Servers closed to new work while an operation drains them (``tui.state.cordons``)."""
     return state_dir() / "cordons.json"
+
+
+def sglang_reference_dir(version: str) -> Path:
+    """Where SGLang ``version`` itself is installed (``pip --target``) to check the flag table.
+
+    ``$GPUFLEET_SGLANG_REFERENCE`` if set, else ``sglang-VERSION`` inside the running Python's
+    prefix (the project's ``.venv``): a development tool's files, kept out of the app's imports.
+    """
+    explicit = os.environ.get(SGLANG_REFERENCE_ENV)
+    return Path(explicit) if explicit else Path(sys.prefix) / f"sglang-{version}"

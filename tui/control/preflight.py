@@ -1,5 +1,6 @@
 """Checks before a launch, each with a message an operator can act on.
 
+* the launch argv holds something SGLang would refuse (its own flag table says what and why);
 * the port is still held (by whom: pid and command line);
 * a server from an earlier run is still alive on this GPU or port (from the fleet record);
 * other processes still hold memory on the GPU (NVML or simulated telemetry).
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 import psutil
 
 from tui.control.identity import IdentityMismatch, verify
+from tui.profiles.flag_check import launch_problems
+from tui.profiles.model import Profile
 from tui.state.fleet_state import ProcessRecord, read_records
 
 
@@ -71,6 +74,16 @@ def _cmdline(pid: int | None) -> str:
 
 class PreflightError(RuntimeError):
     """A launch would collide with something still running; the message names it."""
+
+
+def check_flags(profile: Profile, gpu: int) -> None:
+    """Raise ``PreflightError`` when SGLang would refuse GPU ``gpu``'s launch argv.
+
+    The profile loader already refuses such a profile; this guards profiles built in code.
+    """
+    problems = launch_problems(profile, [gpu])
+    if problems:
+        raise PreflightError(f"GPU {gpu}: " + "; ".join(str(p) for p in problems))
 
 
 def check_port(port: int, host: str = "127.0.0.1", gpu: int | None = None) -> None:

@@ -29,7 +29,13 @@ import httpx
 
 from tui import paths
 from tui.control.launch import LaunchError, check_started, launch
-from tui.control.preflight import PreflightError, check_gpu_free, check_port, check_stale
+from tui.control.preflight import (
+    PreflightError,
+    check_flags,
+    check_gpu_free,
+    check_port,
+    check_stale,
+)
 from tui.control.release import GpuPids
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased, StopTimeouts, stop_and_release
@@ -502,6 +508,7 @@ class FleetOps:
             if alive(state.get(gpu), spec.port):
                 return None
             try:
+                check_flags(profile, gpu)
                 check_stale(gpu, spec.port)
                 check_port(spec.port, spec.host, gpu)
                 check_gpu_free(gpu, gpu_pids)

@@ -19,7 +19,13 @@ import httpx
 
 from tui.control.launch import LaunchError as ControlLaunchError
 from tui.control.launch import ManagedProcess, launch
-from tui.control.preflight import PreflightError, check_gpu_free, check_port, check_stale
+from tui.control.preflight import (
+    PreflightError,
+    check_flags,
+    check_gpu_free,
+    check_port,
+    check_stale,
+)
 from tui.control.release import GpuPids
 from tui.control.stop import StopMode
 from tui.control.stop_release import DrainProgress, StopTimeouts, stop_and_release
@@ -27,6 +33,7 @@ from tui.gpu.snapshot import GpuSource
 from tui.logs.parser import parse_line
 from tui.logs.tailer import LogTailer
 from tui.profiles import Profile, argv_for, env_for, flags_for, log_path_for
+from tui.profiles.flag_check import launch_problems
 from tui.retune.events import EffectiveValues, RequestedValues
 from tui.retune.ports import GpuLaunchSpec, LaunchError, ServerSignal, Stopped
 from tui.retune.signals import SignalAdapter
@@ -146,7 +153,7 @@ class FleetTarget:
         self._cordoned: dict[int, str] = {}
 
     def validate(self, gpus: Sequence[int]) -> list[str]:
-        """GPUs outside the profile, or argv that cannot be built, each named."""
+        """GPUs outside the profile, argv that cannot be built, or that SGLang would refuse."""
         errors = []
         for gpu in gpus:
             if gpu not in self.profile.gpus:
@@ -159,7 +166,10 @@ class FleetTarget:
                 argv_for(self.profile, gpu)
             except (KeyError, ValueError, TypeError) as exc:
                 errors.append(f"gpu.{gpu}: cannot build argv: {exc}")
-        return errors
+                continue
+            # Before anything is stopped: an argv SGLang refuses would leave the GPU empty.
+            errors += [str(p) for p in launch_problems(self.profile, [gpu])]
+        return list(dict.fromkeys(errors))
 
     def spec_for(self, gpu: int) -> GpuLaunchSpec:
         """The launch of one GPU, per-GPU override applied."""
@@ -220,6 +230,7 @@ class FleetTarget:
         return RealServer(process, self.client, self)
 
     def _launch(self, spec: GpuLaunchSpec) -> ManagedProcess:
+        check_flags(self.profile, spec.gpu)
         check_stale(spec.gpu, spec.port)
         check_port(spec.port, spec.host, spec.gpu)
         check_gpu_free(spec.gpu, self._gpu_pids)

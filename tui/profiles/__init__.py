@@ -8,6 +8,7 @@ Public API::
     list_profiles(directory=None) -> list[Path]
     profile_from_dict(data, default_name) -> Profile
     argv_for(profile, gpu) -> list[str]        # exact argv (SGLang 0.5.23 flag names)
+    launch_problems(profile, gpus=None)        # what SGLang's own flag table refuses in it
     env_for(profile, gpu, base=None) -> dict   # CUDA_VISIBLE_DEVICES set
     log_path_for(profile, gpu) -> Path         # {state} resolved
     flags_for(profile, gpu) -> ServerFlags     # shared flags + that GPU's override
@@ -16,6 +17,7 @@ Public API::
 
 from tui.profiles.diff import Change, diff
 from tui.profiles.errors import Problem, ProfileError
+from tui.profiles.flag_check import launch_problems
 from tui.profiles.launch_args import argv_for, env_for, flags_for, log_dir_for, log_path_for
 from tui.profiles.model import KNOBS, Engine, GpuOverride, Profile, ServerFlags
 from tui.profiles.parse import profile_from_dict
@@ -41,6 +43,7 @@ __all__ = [
     "diff",
     "env_for",
     "flags_for",
+    "launch_problems",
     "list_profiles",
     "load_named",
     "load_profile",

@@ -1,8 +1,9 @@
 """What a profile launches on one GPU: the exact argv, the environment and the log path.
 
-Flag names follow SGLang 0.5.23 (``--mamba-radix-cache-strategy``); profiles for SGLang before
-the rename set ``engine.legacy_mamba_flag = true`` to get ``--mamba-scheduler-strategy``, since
-0.5.23 keeps no alias and an unknown flag makes it exit at once.
+Flag names follow SGLang 0.5.23 (``--mamba-radix-cache-strategy``). ``engine.legacy_mamba_flag``
+still writes the pre-rename ``--mamba-scheduler-strategy``, which 0.5.23 refuses (no alias), so
+the flag check (``tui.profiles.flag_check``) refuses such a profile until a table for an older
+SGLang is generated. ``argv_parts`` says which profile field wrote each token.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,71 @@ def engine_prefix(profile: Profile) -> list[str]:
     return [profile.engine.python, "-m", SGLANG_MODULE]
 
 
+@dataclass(frozen=True, slots=True)
+class ArgvPart:
+    """A run of launch argv tokens and the profile field they come from."""
+
+    field: str
+    """Dotted profile field, e.g. ``server.extra_flags.page_size`` or ``gpu.5.page_size``."""
+    value: object
+    """The field's value as the profile holds it."""
+    tokens: tuple[str, ...]
+    """The argv tokens it becomes."""
+
+
+def argv_parts(profile: Profile, gpu: int) -> list[ArgvPart]:
+    """The flags of GPU ``gpu``'s launch argv, each with the profile field it comes from.
+
+    Args:
+        profile: the profile.
+        gpu: a GPU index of the profile.
+
+    Returns:
+        The parts in argv order; their tokens, joined, are ``argv_for``'s flags.
+    """
+    flags = flags_for(profile, gpu)
+    override = profile.override_for(gpu)
+    own = {name for name, _ in override.values} if override is not None else set()
+    own_extra = {name for name, _ in override.extra_flags} if override is not None else set()
+
+    def where(name: str, extra: bool = False) -> str:
+        mine = name in (own_extra if extra else own)
+        table = f"gpu.{gpu}" if mine else "server"
+        return f"{table}.extra_flags.{name}" if extra else f"{table}.{name}"
+
+    parts: list[ArgvPart] = []
+    if flags.model_path is not None:
+        parts.append(
+            ArgvPart(where("model_path"), flags.model_path, ("--model-path", flags.model_path))
+        )
+    parts.append(ArgvPart("fleet.host", profile.host, ("--host", profile.host)))
+    port = profile.port_for(gpu)
+    parts.append(ArgvPart("fleet.ports", port, ("--port", str(port))))
+    for name in SERVER_FIELDS:
+        value = getattr(flags, name)
+        if name == "model_path" or value is None:
+            continue
+        field = where(name)
+        flag = name
+        if name == "mamba_radix_cache_strategy" and profile.engine.legacy_mamba_flag:
+            flag, field = "mamba_scheduler_strategy", "engine.legacy_mamba_flag"
+        parts.append(ArgvPart(field, value, (_flag(flag), _value(value))))
+    for name, value in flags.extra_flags:
+        if value is True:
+            parts.append(ArgvPart(where(name, extra=True), value, (_flag(name),)))
+        elif value is not False:
+            parts.append(ArgvPart(where(name, extra=True), value, (_flag(name), _value(value))))
+    engine = profile.engine
+    if engine.kind == "sim":
+        parts.append(ArgvPart("engine.sim_gpu", engine.sim_gpu, ("--sim-gpu", engine.sim_gpu)))
+        speed = _value(engine.sim_speed)
+        parts.append(ArgvPart("engine.sim_speed", engine.sim_speed, ("--sim-speed", speed)))
+        if engine.sim_model is not None:
+            model = engine.sim_model
+            parts.append(ArgvPart("engine.sim_model", model, ("--sim-model", model)))
+    return parts
+
+
 def argv_for(profile: Profile, gpu: int) -> list[str]:
     """The exact argv that launches GPU ``gpu``'s server.
 
@@ -66,33 +132,7 @@ def argv_for(profile: Profile, gpu: int) -> list[str]:
     Returns:
         Program and flags as a list (never a shell string).
     """
-    flags = flags_for(profile, gpu)
-    argv = engine_prefix(profile)
-    if flags.model_path is not None:
-        argv += ["--model-path", flags.model_path]
-    argv += ["--host", profile.host, "--port", str(profile.port_for(gpu))]
-    for name in SERVER_FIELDS:
-        value = getattr(flags, name)
-        if name == "model_path" or value is None:
-            continue
-        if name == "mamba_radix_cache_strategy" and profile.engine.legacy_mamba_flag:
-            name = "mamba_scheduler_strategy"
-        argv += [_flag(name), _value(value)]
-    for name, value in flags.extra_flags:
-        if value is True:
-            argv.append(_flag(name))
-        elif value is not False:
-            argv += [_flag(name), _value(value)]
-    if profile.engine.kind == "sim":
-        argv += [
-            "--sim-gpu",
-            profile.engine.sim_gpu,
-            "--sim-speed",
-            _value(profile.engine.sim_speed),
-        ]
-        if profile.engine.sim_model is not None:
-            argv += ["--sim-model", profile.engine.sim_model]
-    return argv
+    return engine_prefix(profile) + [t for part in argv_parts(profile, gpu) for t in part.tokens]
 
 
 def env_for(profile: Profile, gpu: int, base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -80,10 +80,12 @@ class Engine:
 
     kind: EngineKind = "sglang"
     """``sglang``: ``<python> -m sglang.launch_server``; ``sim``: ``<this python> -m tui sim``."""
+    sglang_version: str | None = None
+    """SGLang release the profile targets (its flag table judges the argv); None: the pinned one."""
     python: str = "python"
     """Python executable for the real engine (a name on PATH or an absolute path)."""
     legacy_mamba_flag: bool = False
-    """Emit ``--mamba-scheduler-strategy`` (SGLang before the rename) instead of the 0.5.23 name."""
+    """Emit ``--mamba-scheduler-strategy`` (SGLang before the rename, which 0.5.23 refuses)."""
     sim_gpu: str = "b200"
     """Simulated GPU kind (sim engine only)."""
     sim_speed: float = 1.0

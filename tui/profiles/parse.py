@@ -4,7 +4,7 @@ TOML layout (see ``profiles/*.toml``)::
 
     name = "b200-aggressive"          # optional, defaults to the file stem
     note = "..."
-    [engine]   kind = "sglang"|"sim", python, legacy_mamba_flag, sim_gpu, sim_speed, sim_model
+    [engine]   kind = "sglang"|"sim", sglang_version, python, legacy_mamba_flag, sim_gpu, ...
     [fleet]    gpus = [0, 1], base_port = 30000 (or ports = [...]), host, log_dir, log_file
     [env]      NAME = "value"
     [server]   model_path, the four knobs, mamba_radix_cache_strategy, speculative_*
@@ -13,6 +13,10 @@ TOML layout (see ``profiles/*.toml``)::
 
 Values end up in argv, so strings may not hold whitespace or shell metacharacters even though
 nothing is ever run through a shell: such a value is almost always a paste mistake.
+
+Last, the launch argv of every GPU goes through SGLang's own flag table
+(``tui.profiles.flag_check``): a flag, value or choice SGLang would refuse is a problem here,
+before anything is stopped, not an exit 2 on a GPU left without a server.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.profiles.errors import Problem, ProfileError
+from tui.profiles.flag_check import launch_problems
 from tui.profiles.model import (
     AUTO,
     SERVER_FIELDS,
@@ -33,6 +38,7 @@ from tui.profiles.model import (
     Profile,
     ServerFlags,
 )
+from tui.sglang.flagtable.table import known_versions
 
 _UNSAFE = re.compile(r"[\s;&|$`<>(){}\[\]*?!~#'\"\\]")
 _UNSAFE_TEMPLATE = re.compile(r"[\s;&|$`<>()\[\]*?!~#'\"\\]")  # {gpu}, {state} allowed
@@ -41,20 +47,30 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 TOP_KEYS = ("name", "note", "engine", "fleet", "env", "server", "gpu")
-ENGINE_KEYS = ("kind", "python", "legacy_mamba_flag", "sim_gpu", "sim_speed", "sim_model")
+ENGINE_KEYS = (
+    "kind",
+    "sglang_version",
+    "python",
+    "legacy_mamba_flag",
+    "sim_gpu",
+    "sim_speed",
+    "sim_model",
+)
 FLEET_KEYS = ("gpus", "base_port", "ports", "host", "log_dir", "log_file")
-STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 # Flags the profile manages itself: passing them through extra_flags would fight the profile.
 RESERVED_EXTRA = {
     "host": "set fleet.host",
     "port": "ports come from fleet.base_port / fleet.ports",
-    "mamba_scheduler_strategy": "set server.mamba_radix_cache_strategy "
-    "(and engine.legacy_mamba_flag = true for SGLang before the rename)",
+    "mamba_scheduler_strategy": "SGLang 0.5.23 renamed it --mamba-radix-cache-strategy and keeps "
+    "no alias; set server.mamba_radix_cache_strategy",
+    # SGLang merges a --config YAML into argv before parsing (prepare_server_args): its flags
+    # would reach the server without the flag table ever seeing them.
+    "config": "its YAML's flags would reach SGLang unchecked; list them in [server.extra_flags]",
 } | {name: f"set server.{name} (it is first-class)" for name in SERVER_FIELDS}
 
-# field -> (kind, check, range text)
+# field -> (kind, check, range text). Choices (the strategy, the speculative algorithm) are the
+# flag table's to judge, for the SGLang version the profile targets (flag_check).
 _Check = tuple[str, Any, str]
 SERVER_RULES: dict[str, _Check] = {
     "model_path": ("str", lambda v: bool(v), "a non-empty path or model id"),
@@ -62,16 +78,8 @@ SERVER_RULES: dict[str, _Check] = {
     "max_mamba_cache_size": ("int", lambda v: v >= 1, "must be an integer >= 1"),
     "mamba_full_memory_ratio": ("float", lambda v: 0 < v <= 10, "must be in (0, 10]"),
     "max_running_requests": ("int", lambda v: v >= 1, "must be an integer >= 1"),
-    "mamba_radix_cache_strategy": (
-        "str",
-        lambda v: v in STRATEGIES,
-        f"must be one of {', '.join(STRATEGIES)}",
-    ),
-    "speculative_algorithm": (
-        "str",
-        lambda v: v in SPEC_ALGORITHMS,
-        f"must be one of {', '.join(SPEC_ALGORITHMS)}",
-    ),
+    "mamba_radix_cache_strategy": ("str", lambda v: True, "a strategy name"),
+    "speculative_algorithm": ("str", lambda v: True, "an algorithm name"),
     "speculative_num_steps": ("int", lambda v: v >= 1, "must be an integer >= 1"),
     "speculative_eagle_topk": ("int", lambda v: v >= 1, "must be an integer >= 1"),
     "speculative_num_draft_tokens": ("int", lambda v: v >= 1, "must be an integer >= 1"),
@@ -209,6 +217,18 @@ def _engine(c: _Collector, raw: object) -> Engine:
         c.add("engine.kind", kind, "must be 'sglang' or 'sim'")
     else:
         kw["kind"] = kind
+    if "sglang_version" in data:
+        version = c.safe_str("engine.sglang_version", data["sglang_version"])
+        if version is not None and version not in known_versions():
+            known = ", ".join(known_versions())
+            c.add(
+                "engine.sglang_version",
+                version,
+                f"no SGLang flag table for this version (gpufleet has: {known}; generate one "
+                "with python -m tui.sglang.flagtable.generate)",
+            )
+        elif version is not None:
+            kw["sglang_version"] = version
     if "python" in data and (v := c.safe_str("engine.python", data["python"])) is not None:
         kw["python"] = v
     if "legacy_mamba_flag" in data:
@@ -348,9 +368,13 @@ def profile_from_dict(
     env = _env(c, data.get("env"))
     if c.problems:
         raise ProfileError(c.problems, source)
-    return Profile(
+    profile = Profile(
         name=name, note=note, engine=engine, env=env, server=server, overrides=overrides, **fleet
     )
+    problems = launch_problems(profile)
+    if problems:
+        raise ProfileError(problems, source)
+    return profile
 
 
 def _strategies(server: ServerFlags, overrides: tuple[GpuOverride, ...]) -> set[object]:

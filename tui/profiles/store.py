@@ -56,6 +56,8 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
     """The TOML document of a profile (inverse of ``profile_from_dict``)."""
     e = profile.engine
     engine: dict[str, Any] = {"kind": e.kind}
+    if e.sglang_version is not None:
+        engine["sglang_version"] = e.sglang_version
     if e.kind == "sglang":
         engine["python"] = e.python
         engine["legacy_mamba_flag"] = e.legacy_mamba_flag

@@ -3,7 +3,8 @@
 The prediction is SGLang 0.5.23's own memory plan (``tui.sglang.memory.plan_memory``) for the
 GPU's resolved flags, calibrated, when a server already ran on that GPU, on the sizes its log
 printed (bytes per KV token, per Mamba slot, weights), so model constants that are slightly off
-do not shift the prediction. A configuration that will not start gets a plain "does not fit".
+do not shift the prediction. A configuration that will not start gets a plain "does not fit", and
+one whose launch argv SGLang's own parser refuses (its flag table) a plain "does not start".
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.logs import events as ev
 from tui.logs.parser import parse_line
 from tui.profiles import Profile, flags_for
+from tui.profiles.flag_check import launch_problems
+from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import Calibration, MemoryPlan, plan_memory
 from tui.sglang.models import GIB, MODELS, ModelSpec
 
@@ -27,7 +30,7 @@ _PASS_THROUGH = {
     "page_size": int,
     "context_length": int,
     "chunked_prefill_size": int,
-    "cuda_graph_max_bs": int,
+    "cuda_graph_max_bs_decode": int,
     "disable_radix_cache": bool,
     "disable_overlap_schedule": bool,
     "mamba_ssm_dtype": str,
@@ -59,7 +62,7 @@ class Preflight:
     calibrated: bool
     """True when sizes measured from a running server's log were used."""
     why_not: str | None
-    """'does not fit: <why>' when it will not start."""
+    """'does not fit: <why>' (memory) or 'does not start: <why>' (SGLang refuses the argv)."""
     plan: MemoryPlan
     """The full plan."""
 
@@ -181,7 +184,7 @@ def preflight(
     kwargs: dict[str, object] = {}
     for name, kind in _PASS_THROUGH.items():
         if name in extra and extra[name] is not False:
-            kwargs[name] = kind(extra[name])
+            kwargs[name.removesuffix("_decode")] = kind(extra[name])
     plan = plan_memory(
         spec,
         total,
@@ -190,7 +193,9 @@ def preflight(
         max_running_requests=flags.max_running_requests,
         max_mamba_cache_size=flags.max_mamba_cache_size,
         mamba_full_memory_ratio=(
-            flags.mamba_full_memory_ratio if flags.mamba_full_memory_ratio is not None else 0.9
+            flags.mamba_full_memory_ratio
+            if flags.mamba_full_memory_ratio is not None
+            else load_table().fallback("mamba_full_memory_ratio")  # SGLang's: 0.9
         ),
         speculative_algorithm=flags.speculative_algorithm,
         speculative_num_draft_tokens=flags.speculative_num_draft_tokens,
@@ -201,10 +206,13 @@ def preflight(
     why = None
     if plan.failure is not None:
         why = f"does not fit: {plan.failure.line}"
+    refused = launch_problems(profile, [gpu])
+    if refused:
+        why = f"does not start: {refused[0]}"
     return Preflight(
         gpu=gpu,
         profile=profile.name,
-        fits=plan.ok,
+        fits=plan.ok and not refused,
         mamba_slots=plan.max_mamba_cache_size,
         kv_tokens=plan.max_total_num_tokens,
         max_running_requested=flags.max_running_requests,

@@ -1,28 +1,107 @@
-"""The SGLang 0.5.23 flags the simulator models, with their ranges, as an argparse fragment.
+"""The SGLang 0.5.23 flags the simulator models: their ranges, and which flags it does not model.
 
-Flags outside this set are accepted (SGLang has hundreds) and reported once as not modelled.
+Which flags exist and how each parses (type, choices, nargs, prefixes) is SGLang's own table
+(``tui.sglang.flagtable``): the simulator parses its argv with the parser rebuilt from it. This
+module holds only what the simulator adds on top: the values it can simulate (a range per
+modelled flag, checked after parsing) and the flags it accepts without modelling them.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE", "NGRAM", "DFLASH", "NONE")
-"""``--speculative-algorithm`` values (NEXTN is an alias of EAGLE)."""
+from tui.sglang.flagtable.table import load_table
+from tui.sglang.flagtable.tokens import scan
 
-RADIX_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
-"""``--mamba-radix-cache-strategy`` values (the old ``--mamba-scheduler-strategy`` lacks lazy)."""
 
-LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-"""``--log-level`` values."""
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The values of one modelled flag the simulator can simulate."""
+
+    kind: type
+    """int or float."""
+    low: float | None
+    """Smallest allowed value (None: unbounded)."""
+    high: float | None
+    """Largest allowed value (None: unbounded)."""
+    low_open: bool = False
+    """Exclude ``low`` itself."""
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` is inside the range."""
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or value <= self.high
+
+    def text(self) -> str:
+        """The range as ``[low, high]`` / ``(low, high]``."""
+        left = "(" if self.low_open else "["
+        lo = "-inf" if self.low is None else self.low
+        hi = "inf" if self.high is None else self.high
+        return f"{left}{lo}, {hi}]"
+
+
+RANGES: dict[str, Range] = {
+    "port": Range(int, 0, 65535),
+    "mem_fraction_static": Range(float, 0.0, 1.0, low_open=True),
+    "max_mamba_cache_size": Range(int, 1, None),
+    "mamba_full_memory_ratio": Range(float, 0.0, None, low_open=True),
+    "max_running_requests": Range(int, 1, None),
+    "max_total_tokens": Range(int, 1, None),
+    "chunked_prefill_size": Range(int, 1, None),
+    "context_length": Range(int, 1, None),
+    "page_size": Range(int, 1, 4096),
+    "cuda_graph_max_bs_decode": Range(int, 1, 4096),
+    "speculative_num_steps": Range(int, 1, 16),
+    "speculative_eagle_topk": Range(int, 1, 16),
+    "speculative_num_draft_tokens": Range(int, 1, 64),
+    "decode_log_interval": Range(int, 1, None),
+    "tp_size": Range(int, 1, 1),  # one simulated GPU per server
+}
+"""Numeric flags the simulator models (by dest), and the values it can simulate."""
+
+MODELLED: frozenset[str] = frozenset(RANGES) | {
+    "model_path",
+    "served_model_name",
+    "host",
+    "speculative_algorithm",
+    "mamba_radix_cache_strategy",
+    "mamba_ssm_dtype",
+    "disable_radix_cache",
+    "disable_overlap_schedule",
+    "enable_metrics",
+    "log_level",
+    "skip_server_warmup",
+    "trust_remote_code",
+}
+"""Every SGLang flag (by dest) the simulator models; SGLang accepts the others, it ignores them."""
+
+
+def out_of_range(args: argparse.Namespace) -> str | None:
+    """The first modelled value the simulator cannot simulate, as a usage error, or None.
+
+    Args:
+        args: the namespace SGLang's parser produced.
+
+    Returns:
+        e.g. ``argument --mem-fraction-static: 1.5 is out of range (0.0, 1.0]``.
+    """
+    for dest, allowed in RANGES.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, int | float) and not allowed.contains(value):
+            flag = "--" + dest.replace("_", "-")
+            return f"argument {flag}: {value} is out of range {allowed.text()}"
+    return None
 
 
 def ranged(
     kind: type, low: float | None, high: float | None, low_open: bool = False
 ) -> Callable[[str], object]:
     """An argparse ``type=`` converter that rejects values outside [low, high] with a clear error.
+
+    For the simulator's own ``--sim-*`` flags (SGLang's flags keep SGLang's converters).
 
     Args:
         kind: int or float.
@@ -33,64 +112,19 @@ def ranged(
     Returns:
         The converter.
     """
+    allowed = Range(kind, low, high, low_open)
 
     def convert(text: str) -> object:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
-        too_low = low is not None and (value <= low if low_open else value < low)
-        too_high = high is not None and value > high
-        if too_low or too_high:
-            left = "(" if low_open else "["
-            lo = "-inf" if low is None else low
-            hi = "inf" if high is None else high
-            raise argparse.ArgumentTypeError(f"{text} is out of range {left}{lo}, {hi}]")
+        if not allowed.contains(value):
+            raise argparse.ArgumentTypeError(f"{text} is out of range {allowed.text()}")
         return value
 
     convert.__name__ = kind.__name__
     return convert
-
-
-def add_sglang_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the modelled SGLang flags (SGLang's names and defaults) to ``parser``.
-
-    Args:
-        parser: the parser to extend.
-    """
-    g = parser.add_argument_group("SGLang flags (modelled)")
-    g.add_argument("--model-path", "--model", default=None)
-    g.add_argument("--served-model-name", default=None)
-    g.add_argument("--host", default="127.0.0.1")
-    g.add_argument("--port", type=ranged(int, 0, 65535), default=30000)
-    g.add_argument("--mem-fraction-static", type=ranged(float, 0.0, 1.0, low_open=True))
-    g.add_argument("--max-mamba-cache-size", type=ranged(int, 1, None))
-    g.add_argument(
-        "--mamba-full-memory-ratio", type=ranged(float, 0.0, None, low_open=True), default=0.9
-    )
-    g.add_argument("--max-running-requests", type=ranged(int, 1, None))
-    g.add_argument("--max-total-tokens", type=ranged(int, 1, None))
-    g.add_argument("--chunked-prefill-size", type=ranged(int, 1, None))
-    g.add_argument("--context-length", type=ranged(int, 1, None))
-    g.add_argument("--page-size", type=ranged(int, 1, 4096))
-    g.add_argument("--cuda-graph-max-bs", type=ranged(int, 1, 4096))
-    g.add_argument("--speculative-algorithm", type=str.upper, choices=SPEC_ALGORITHMS)
-    g.add_argument("--speculative-num-steps", type=ranged(int, 1, 16))
-    g.add_argument("--speculative-eagle-topk", type=ranged(int, 1, 16))
-    g.add_argument("--speculative-num-draft-tokens", type=ranged(int, 1, 64))
-    g.add_argument("--mamba-radix-cache-strategy", choices=RADIX_STRATEGIES, default=None)
-    g.add_argument(
-        "--mamba-scheduler-strategy", choices=("auto", "no_buffer", "extra_buffer"), default=None
-    )
-    g.add_argument("--mamba-ssm-dtype", choices=("float32", "bfloat16", "float16"))
-    g.add_argument("--disable-radix-cache", action="store_true")
-    g.add_argument("--disable-overlap-schedule", action="store_true")
-    g.add_argument("--enable-metrics", action="store_true")
-    g.add_argument("--decode-log-interval", type=ranged(int, 1, None), default=40)
-    g.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info")
-    g.add_argument("--skip-server-warmup", action="store_true")
-    g.add_argument("--trust-remote-code", action="store_true")
-    g.add_argument("--tp-size", "--tp", type=ranged(int, 1, 1), default=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +132,7 @@ class UnmodelledFlags:
     """SGLang flags the simulator accepted without modelling them."""
 
     tokens: tuple[str, ...]
-    """The raw tokens, in order."""
+    """The raw tokens (flags and their values), in order."""
 
     def message(self) -> str | None:
         """The one warning line to print, or None when there were none."""
@@ -107,22 +141,27 @@ class UnmodelledFlags:
         return "Simulator: accepted but not modelled: " + " ".join(self.tokens)
 
 
-def split_unknown(extras: list[str]) -> tuple[UnmodelledFlags, list[str]]:
-    """Separate unknown ``--flags`` (kept, reported) from stray positional arguments (errors).
+def unmodelled(parser: argparse.ArgumentParser, argv: Sequence[str]) -> UnmodelledFlags:
+    """The flags of ``argv`` (with their values) that SGLang defines but the simulator ignores.
 
     Args:
-        extras: what ``parse_known_args`` did not recognise.
+        parser: the simulator's parser.
+        argv: its arguments, already accepted by it.
 
     Returns:
-        The unmodelled flags and the tokens that are not flags or flag values.
+        The unmodelled tokens, in order (the simulator's own ``--sim-*`` flags are modelled).
     """
-    kept: list[str] = []
-    stray: list[str] = []
-    for i, token in enumerate(extras):
-        if token.startswith("-"):
-            kept.append(token)
-        elif i > 0 and extras[i - 1].startswith("--") and "=" not in extras[i - 1]:
-            kept.append(token)  # the value of an unknown flag
-        else:
-            stray.append(token)
-    return UnmodelledFlags(tuple(kept)), stray
+    sglang = load_table().by_dest()  # the simulator's own flags are not SGLang's: modelled
+    kept = []
+    for token in scan(parser, argv):
+        action = token.action
+        if action is None or action.dest in MODELLED or action.dest not in sglang:
+            continue
+        if action.dest != "help":
+            kept.append(token.text)
+    return UnmodelledFlags(tuple(kept))
+
+
+def names_option(parser: argparse.ArgumentParser, argv: Sequence[str], dest: str) -> bool:
+    """Whether ``argv`` gives the flag storing into ``dest`` (under any spelling or prefix)."""
+    return any(t.role == "flag" and t.action and t.action.dest == dest for t in scan(parser, argv))

@@ -1,10 +1,13 @@
 """``gpufleet sim [SGLANG FLAGS]``: a drop-in for ``python -m sglang.launch_server``.
 
-SGLang's own flags (tui.sglang.flags) plus the simulator's: ``--sim-gpu {b200,h200,h100}``,
+SGLang 0.5.23's own parser (rebuilt from its flag table, ``tui.sglang.flagtable``: a flag SGLang
+refuses exits 2 with SGLang's own text) plus the simulator's: ``--sim-gpu {b200,h200,h100}``,
 ``--sim-model``, ``--sim-speed FACTOR`` (startup and decoding run FACTOR times faster),
 ``--sim-gpu-index N`` (default: the first entry of CUDA_VISIBLE_DEVICES, else 0),
 ``--sim-startup-seconds S`` (whole startup in S wall seconds, overriding the speed for startup) and
-``--sim-seed``. Bad values exit 2 with argparse's message; a config that does not fit exits 1.
+``--sim-seed``. Bad values exit 2 with argparse's message; a config that does not fit exits 1, as
+does an unknown ``--speculative-algorithm`` (SGLang's ValueError). Unlike SGLang, ``--model-path``
+may be left out: the simulated model's own path is used.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from collections.abc import Sequence
 
 from tui.gpu.sim_records import SIM_GPU_KINDS, ensure_device, live_processes
 from tui.paths import sim_gpu_dir
-from tui.sglang.flags import add_sglang_arguments, ranged, split_unknown
+from tui.sglang.flags import names_option, out_of_range, ranged, unmodelled
+from tui.sglang.flagtable.check import speculative_crash
+from tui.sglang.flagtable.parser import build_parser as sglang_parser
+from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import plan_memory
 from tui.sglang.models import MODELS, get_model
 from tui.sim.cuda_backing import BackingUnavailable, probe_device
@@ -31,12 +37,18 @@ def default_gpu_index() -> int:
     return int(first) if first.isdigit() else 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser: SGLang's modelled flags plus the ``--sim-*`` flags."""
-    parser = argparse.ArgumentParser(
-        prog="gpufleet sim", description="A simulated SGLang 0.5.23 server (one GPU)."
+def build_parser(raising: bool = False) -> argparse.ArgumentParser:
+    """The parser: SGLang's own (from its flag table) plus the ``--sim-*`` flags.
+
+    Args:
+        raising: raise instead of exiting on an error (for checking profiles).
+    """
+    parser = sglang_parser(
+        load_table(),
+        raising=raising,
+        warn_deprecated=not raising,
+        description="A simulated SGLang 0.5.23 server (gpufleet sim, one GPU).",
     )
-    add_sglang_arguments(parser)
     sim = parser.add_argument_group("simulator")
     sim.add_argument("--sim-gpu", choices=sorted(SIM_GPU_KINDS), default="b200")
     sim.add_argument("--sim-model", choices=sorted(MODELS), default="qwen3.6-27b")
@@ -58,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def with_model_path(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``argv``, plus an empty ``--model-path`` when it names none.
+
+    SGLang requires the flag; the simulator serves its simulated model's path instead.
+    """
+    return argv if names_option(parser, argv, "model_path") else [*argv, "--model-path", ""]
+
+
 def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -> SimConfig:
     model = get_model(args.sim_model)
     index = default_gpu_index() if args.sim_gpu_index is None else args.sim_gpu_index
@@ -68,7 +88,10 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
     if args.gpu_backing == "cuda":
         real = probe_device(index)  # the caller turns BackingUnavailable into a usage error
         gpu_total, others = real.total_bytes, real.used_bytes
-    strategy = args.mamba_radix_cache_strategy or args.mamba_scheduler_strategy or "auto"
+    strategy = args.mamba_radix_cache_strategy or "auto"
+    ratio = args.mamba_full_memory_ratio
+    if ratio is None:  # unset: SGLang's declared fallback (0.9 in 0.5.23)
+        ratio = load_table().fallback("mamba_full_memory_ratio")
     plan = plan_memory(
         model,
         gpu_total,
@@ -76,12 +99,12 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         mem_fraction_static=args.mem_fraction_static,
         max_running_requests=args.max_running_requests,
         max_mamba_cache_size=args.max_mamba_cache_size,
-        mamba_full_memory_ratio=args.mamba_full_memory_ratio,
+        mamba_full_memory_ratio=ratio,
         max_total_tokens=args.max_total_tokens,
         page_size=args.page_size,
         context_length=args.context_length,
         chunked_prefill_size=args.chunked_prefill_size,
-        cuda_graph_max_bs=args.cuda_graph_max_bs,
+        cuda_graph_max_bs=args.cuda_graph_max_bs_decode,
         speculative_algorithm=args.speculative_algorithm,
         speculative_num_draft_tokens=args.speculative_num_draft_tokens,
         disable_radix_cache=args.disable_radix_cache,
@@ -101,10 +124,10 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         context_length=plan.context_len,
         page_size=plan.page_size,
         max_mamba_cache_size=args.max_mamba_cache_size,
+        mamba_full_memory_ratio=ratio,
         mamba_radix_cache_strategy=plan.mamba_strategy or strategy,
         speculative_num_draft_tokens=plan.num_draft_tokens or None,
     )
-    server_args.pop("mamba_scheduler_strategy", None)
     early = [w for w in plan.warnings if w.startswith("Max running requests is reset")]
     if unmodelled:
         early.insert(0, unmodelled)
@@ -131,7 +154,7 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         enable_metrics=args.enable_metrics,
         decode_log_interval=args.decode_log_interval,
         skip_warmup=args.skip_server_warmup,
-        info_logs=args.log_level in ("debug", "info"),
+        info_logs=args.log_level.lower() in ("debug", "info"),
         early_messages=tuple(early),
         seed=args.sim_seed if args.sim_seed is not None else args.port * 1000 + index,
         cuda_backing=args.gpu_backing == "cuda",
@@ -149,14 +172,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args, extras = parser.parse_known_args(args_list)
-    unmodelled, stray = split_unknown(extras)
-    if stray:
-        parser.error(f"unrecognized arguments: {' '.join(stray)}")
-    if args.mamba_radix_cache_strategy and args.mamba_scheduler_strategy:
-        parser.error("give --mamba-radix-cache-strategy or --mamba-scheduler-strategy, not both")
+    args = parser.parse_args(with_model_path(parser, args_list))
+    if reason := out_of_range(args):  # SGLang accepts it, the simulator cannot simulate it
+        parser.exit(2, f"gpufleet sim: error: {reason}\n")
+    if (crash := speculative_crash(args.speculative_algorithm)) is not None:
+        print(crash, file=sys.stderr)  # SGLang raises while resolving its arguments: exit 1
+        return 1
     try:
-        config = _config(args, args_list, unmodelled.message())
+        config = _config(args, args_list, unmodelled(parser, args_list).message())
     except BackingUnavailable as exc:
         parser.error(f"--gpu-backing cuda needs PyTorch and an NVIDIA GPU: {exc}")
     emit = Emitter(sys.stdout, info=config.info_logs)

@@ -1,0 +1,337 @@
+"""Build the flag table from SGLang's own parser: ``python -m tui.sglang.flagtable.generate``.
+
+Runs SGLang's real launch path up to its argument parser, in this interpreter: ``import
+sglang.launch_server``, ``load_plugins()`` and ``prepare_server_args(argv)`` exactly as
+``python -m sglang.launch_server`` does (``sglang/launch_server.py``), catching the parser that
+``prepare_server_args`` builds (``argparse.ArgumentParser(prog="sglang serve")`` filled by
+``ServerArgs.add_cli_args``: the msgspec field declarations of ``srt/arg_groups/fields/*`` plus
+the dynamic-choice and deprecated flags of ``srt/server_args.py``). SGLang comes from a
+``pip install --no-deps --target`` directory (``tui.sglang.flagtable.reference``); its heavy
+native imports are answered by ``tui.sglang.flagtable.stubs``.
+
+Usage::
+
+    python -m tui.sglang.flagtable.generate --install      # fetch SGLang 0.5.23 (pip, once)
+    python -m tui.sglang.flagtable.generate                # rewrite the shipped table
+    python -m tui.sglang.flagtable.generate --out -        # print it instead
+    python -m tui.sglang.flagtable.generate --parse-cases CASES.json   # run SGLang's parser
+    python -m tui.sglang.flagtable.generate --parse-cases CASES.json --parser table  # ours
+
+Every call changes this process for good (stand-ins in ``sys.modules``, SGLang on ``sys.path``,
+``SGLANG_*`` variables cleared), so it only ever runs as its own interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tui.paths import sglang_reference_dir
+from tui.sglang.flagtable import stubs
+from tui.sglang.flagtable.cases import run_cases, table_spec_error
+from tui.sglang.flagtable.parser import build_parser
+from tui.sglang.flagtable.reference import install_reference, reference_ready
+from tui.sglang.flagtable.table import (
+    PINNED_VERSION,
+    FlagSpec,
+    FlagTable,
+    SpecAlgorithms,
+    load_table,
+    table_path,
+)
+
+ACTION_NAMES: dict[type, str] = {
+    argparse._StoreAction: "store",
+    argparse._StoreTrueAction: "store_true",
+    argparse._StoreFalseAction: "store_false",
+    argparse._StoreConstAction: "store_const",
+    argparse._AppendAction: "append",
+    argparse._AppendConstAction: "append_const",
+    argparse._CountAction: "count",
+    argparse._ExtendAction: "extend",
+    argparse._HelpAction: "help",
+    argparse._VersionAction: "version",
+    argparse.BooleanOptionalAction: "boolean_optional",
+}
+"""argparse's action classes and the names the table records."""
+
+SGLANG_ACTIONS: dict[str, tuple[str, ...]] = {
+    "DeprecatedAction": ("error_message",),
+    "DeprecatedStoreTrueAction": ("new_flag",),
+    "DeprecatedStoreConstAction": ("new_flag", "const_value"),
+    "DeprecatedAliasStoreAction": ("new_flag",),
+    "LoRAPathAction": (),
+}
+"""SGLang's own action classes (``srt/arg_groups/argparse_actions.py``) and what each keeps."""
+
+SGLANG_TYPES = (
+    "human_readable_int",
+    "json_list_type",
+    "nullable_str",
+    "parse_cuda_graph_backend_arg",
+    "parse_cuda_graph_config_arg",
+)
+"""SGLang's own type converters that ``tui.sglang.flagtable.converters`` reproduces."""
+
+
+_OWNERS = ("sglang.", "tui.sglang.flagtable.")
+"""Modules whose converters and actions the table may name: SGLang's, and their reproductions
+here (``describe`` reads a rebuilt parser too, to prove it matches the table)."""
+
+
+class GeneratorError(RuntimeError):
+    """SGLang's parser holds something the table cannot record faithfully."""
+
+
+def _type_name(action: argparse.Action) -> str | None:
+    kind = action.type
+    if kind is None:
+        return None
+    if kind in (str, int, float):
+        return kind.__name__  # type: ignore[union-attr]
+    if kind is json.loads:
+        return "json.loads"
+    name = getattr(kind, "__name__", "")
+    if getattr(kind, "__module__", "").startswith(_OWNERS) and name in SGLANG_TYPES:
+        return str(name)
+    raise GeneratorError(
+        f"{'/'.join(action.option_strings)}: type {kind!r} has no converter in "
+        "tui/sglang/flagtable/converters.py; add one, then SGLANG_TYPES here"
+    )
+
+
+def _action_name(action: argparse.Action) -> str:
+    cls = type(action)
+    if cls in ACTION_NAMES:
+        return ACTION_NAMES[cls]
+    if cls.__name__ in SGLANG_ACTIONS and cls.__module__.startswith(_OWNERS):
+        return cls.__name__
+    raise GeneratorError(f"{'/'.join(action.option_strings)}: unknown action class {cls!r}")
+
+
+def _json_or_none(value: object) -> tuple[Any, str | None]:
+    """(value, None) when JSON holds it unchanged; (None, repr) otherwise."""
+    if isinstance(value, tuple):
+        value = list(value)
+    try:
+        if json.loads(json.dumps(value)) == value:
+            return value, None
+    except (TypeError, ValueError):
+        pass
+    return None, repr(value)
+
+
+def describe(action: argparse.Action) -> FlagSpec:
+    """One action of SGLang's parser as a table row.
+
+    Raises:
+        GeneratorError: a type or action class without a reproduction, or a stand-in value.
+    """
+    name = _action_name(action)
+    for what in ("choices", "default", "const"):
+        if stubs.is_stub(getattr(action, what)):
+            raise GeneratorError(f"{'/'.join(action.option_strings)}: {what} is a stand-in")
+    choices: tuple[Any, ...] | None = None
+    ordered = True
+    if action.choices is not None:
+        raw = action.choices
+        ordered = not isinstance(raw, set | frozenset)
+        items = list(raw) if ordered else sorted(raw, key=str)
+        choices = tuple(items)
+    default, default_repr = _json_or_none(action.default)
+    const, const_repr = _json_or_none(action.const)
+    if const_repr is not None:
+        raise GeneratorError(f"{'/'.join(action.option_strings)}: const {const_repr} is not JSON")
+    kwargs = {k: getattr(action, k) for k in SGLANG_ACTIONS.get(name, ())}
+    for key, value in kwargs.items():
+        if _json_or_none(value)[1] is not None:
+            raise GeneratorError(f"{'/'.join(action.option_strings)}: {key} is not JSON")
+    metavar = action.metavar
+    return FlagSpec(
+        option_strings=tuple(action.option_strings),
+        dest=action.dest,
+        action=name,
+        type=_type_name(action),
+        choices=choices,
+        choices_ordered=ordered,
+        nargs=action.nargs,
+        const=const,
+        default=default,
+        default_repr=default_repr,
+        required=bool(action.required),
+        metavar=tuple(metavar) if isinstance(metavar, list | tuple) else metavar,
+        help=action.help,
+        action_kwargs=tuple(sorted(kwargs.items())),
+    )
+
+
+def _prepare_environment(reference: Path) -> None:
+    # Environment variables can change choices (SGLANG_KV_CANARY_ENABLE_TOKEN_ORACLE adds a
+    # sampling backend): the table is SGLang's parser with none set. SGLANG_USE_CPU_ENGINE makes
+    # the platform discovery that runs at import pick the CPU platform without asking torch.
+    for key in [k for k in os.environ if k.startswith(("SGLANG_", "SGL_"))]:
+        del os.environ[key]
+    os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
+    sys.path.insert(0, str(reference))
+    stubs.install()
+
+
+def sglang_parser(version: str, reference: Path) -> argparse.ArgumentParser:
+    """Import SGLang from ``reference`` and return the parser its launch path builds.
+
+    Args:
+        version: the SGLang release expected in ``reference``.
+        reference: its ``pip --target`` directory.
+
+    Returns:
+        The ``argparse.ArgumentParser`` that ``prepare_server_args`` filled.
+
+    Raises:
+        GeneratorError: SGLang missing, of another version, or the parser not caught.
+    """
+    if not reference_ready(version, reference):
+        raise GeneratorError(
+            f"SGLang {version} is not installed in {reference}: "
+            "run python -m tui.sglang.flagtable.generate --install (or make venv)"
+        )
+    _prepare_environment(reference)
+    import sglang.launch_server as launch
+    from sglang.srt.server_args import ServerArgs
+    from sglang.version import __version__ as found
+
+    if found != version:
+        raise GeneratorError(f"{reference} holds SGLang {found}, not {version}")
+    launch.load_plugins()
+    caught: list[argparse.ArgumentParser] = []
+    original: Callable[[argparse.ArgumentParser], None] = ServerArgs.add_cli_args
+
+    def catch(parser: argparse.ArgumentParser) -> None:
+        caught.append(parser)
+        original(parser)
+
+    ServerArgs.add_cli_args = staticmethod(catch)  # type: ignore[method-assign,assignment]
+    try:
+        # No --model-path: the parser stops at "required" (exit 2) before anything else runs.
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit):
+            launch.prepare_server_args([])
+    finally:
+        ServerArgs.add_cli_args = staticmethod(original)  # type: ignore[method-assign]
+    if len(caught) != 1:
+        raise GeneratorError(f"prepare_server_args built {len(caught)} parsers, expected 1")
+    return caught[0]
+
+
+def _speculative() -> SpecAlgorithms:
+    from sglang.srt.speculative import spec_registry
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    aliases = tuple(
+        (alias, SpeculativeAlgorithm.from_string(alias).name)
+        for alias in sorted(spec_registry._RESERVED_ALIASES)
+    )
+    probe = "NO_SUCH_ALGORITHM_5c1d"
+    try:
+        SpeculativeAlgorithm.from_string(probe)
+    except ValueError as exc:
+        error = str(exc).replace(probe, "{name}")
+    else:
+        raise GeneratorError(f"SpeculativeAlgorithm.from_string accepted {probe!r}")
+    return SpecAlgorithms(tuple(a.name for a in SpeculativeAlgorithm), aliases, error)
+
+
+def _type_data() -> tuple[tuple[str, Any], ...]:
+    from sglang.srt.model_executor import cuda_graph_config as cg
+
+    return (  # sorted by name, as FlagTable.from_json reads them back
+        ("cuda_graph_allowed_keys", {k: list(v) for k, v in cg.ALLOWED_KEYS_PER_PHASE.items()}),
+        ("cuda_graph_phases", list(cg.Phase.ALL)),
+    )
+
+
+def build_table(version: str, reference: Path) -> FlagTable:
+    """The flag table of SGLang ``version`` as its own code defines it (see the module doc)."""
+    parser = sglang_parser(version, reference)
+    if not parser.allow_abbrev or parser.prefix_chars != "-" or parser.fromfile_prefix_chars:
+        raise GeneratorError("SGLang's parser changed its argparse settings: extend the table")
+    if parser._mutually_exclusive_groups:
+        raise GeneratorError("SGLang's parser has mutually exclusive groups: extend the table")
+    from sglang.srt.arg_groups.arg_utils import fallbacks_of
+    from sglang.srt.server_args import ServerArgs
+
+    return FlagTable(
+        sglang_version=version,
+        prog=parser.prog,
+        allow_abbrev=parser.allow_abbrev,
+        flags=tuple(describe(a) for a in parser._actions),
+        speculative=_speculative(),
+        type_data=_type_data(),
+        fallbacks=tuple(sorted(fallbacks_of(ServerArgs).items())),
+        python=".".join(map(str, sys.version_info[:3])),
+    )
+
+
+def _sglang_spec_error(name: str) -> str | None:
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    try:
+        SpeculativeAlgorithm.from_string(name)
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Generate (or check, or exercise) the table; returns the exit status."""
+    p = argparse.ArgumentParser(prog="python -m tui.sglang.flagtable.generate", description=__doc__)
+    p.add_argument("--sglang-version", default=PINNED_VERSION, help="the SGLang release")
+    p.add_argument("--reference", type=Path, help="its pip --target directory")
+    p.add_argument("--install", action="store_true", help="pip-install the reference, then stop")
+    p.add_argument("--out", help="where to write the table ('-': stdout; default: shipped file)")
+    p.add_argument(
+        "--parse-cases", type=Path, help="JSON list of argv lists to parse; print results"
+    )
+    p.add_argument(
+        "--parser",
+        choices=("sglang", "table"),
+        default="sglang",
+        help="with --parse-cases: SGLang's own parser, or the one rebuilt from the shipped table",
+    )
+    args = p.parse_args(argv)
+    version = args.sglang_version
+    reference = args.reference or sglang_reference_dir(version)
+    if args.install:
+        install_reference(version, reference)
+        print(f"SGLang {version} reference ready in {reference}")
+        return 0
+    try:
+        if args.parse_cases is not None:
+            cases = json.loads(args.parse_cases.read_text())
+            if args.parser == "table":
+                table_parser = build_parser(load_table(version))
+                results = run_cases(table_parser, cases, table_spec_error(version))
+            else:
+                results = run_cases(sglang_parser(version, reference), cases, _sglang_spec_error)
+            json.dump(results, sys.stdout)
+            return 0
+        text = build_table(version, reference).dumps()
+    except GeneratorError as exc:
+        print(f"flagtable: {exc}", file=sys.stderr)
+        return 1
+    if args.out == "-":
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.out) if args.out else table_path(version)
+    out.write_text(text)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
