@@ -2,7 +2,9 @@
 
 Run as a script (``python tests/pipeline_helpers.py serve --port P``) it is the test endpoint: it
 answers instantly, and ``POST /_control {"mode": ...}`` makes it fail (``fail500``, ``fail400``,
-``hang``, ``down503`` where /health answers 503 too) or recover (``ok``).
+``hang``, ``down503`` where /health answers 503 too), answer /health as slowly as SGLang 0.5.23
+(``slowhealth``: 2.5 s, past the old 2 s probe timeout) or recover (``ok``); ``GET /_stats``
+counts the completion requests it received.
 """
 
 from __future__ import annotations
@@ -306,6 +308,21 @@ def write_prompts(path: Path, count: int, bad_lines: dict[int, str] | None = Non
     return path
 
 
+def write_batch(path: Path, ids: list[str]) -> Path:
+    """Write one OpenAI Batch chat request per id (its content names the id)."""
+    with open(path, "w") as handle:
+        for custom_id in ids:
+            body = {"messages": [{"role": "user", "content": f"about {custom_id}"}]}
+            line = {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions"}
+            handle.write(json.dumps({**line, "body": body}) + "\n")
+    return path
+
+
+def requests_served(server: ProcessServer) -> int:
+    """Completion requests the fake endpoint has received since it started."""
+    return int(httpx.get(server.url + "/_stats", timeout=5).json()["requests"])
+
+
 def read_shards(out_dir: Path) -> Iterator[dict[str, object]]:
     """Every record of every final shard in ``out_dir``."""
     for path in sorted(out_dir.glob("shard-*.jsonl")):
@@ -356,6 +373,8 @@ def _serve(port: int) -> None:
         return JSONResponse(state)
 
     async def health(request: Request) -> Response:
+        if state["mode"] == "slowhealth":
+            await asyncio.sleep(2.5)
         return Response(status_code=503 if state["mode"] == "down503" else 200)
 
     async def complete(request: Request) -> Response:
