@@ -332,9 +332,14 @@ def read_shards(out_dir: Path) -> Iterator[dict[str, object]]:
 
 
 def check_bucket_matches(
-    moto: ProcessServer, out_dir: Path, prefix: str, bucket: str = "gpufleet-test"
-) -> list[int]:
-    """Manifest == bucket objects == local shards (bytes and sha256); returns all indices."""
+    moto: ProcessServer,
+    out_dir: Path,
+    prefix: str,
+    bucket: str = "gpufleet-test",
+    field: str = "index",
+) -> list[Any]:
+    """Manifest == bucket objects == local shards (bytes and sha256); returns every record's
+    ``field`` (``index`` by default; ``custom_id`` for the prompt ids)."""
     s3 = boto3.client("s3", endpoint_url=moto.url)
     manifest = json.loads(
         s3.get_object(Bucket=bucket, Key=f"{prefix}/manifest.json")["Body"].read()
@@ -343,15 +348,16 @@ def check_bucket_matches(
     assert sorted(o["Key"] for o in listed) == sorted(e["key"] for e in manifest["shards"])
     local = sorted(p.name for p in out_dir.glob("shard-*.jsonl"))
     assert local == sorted(e["name"] for e in manifest["shards"])
-    indices: list[int] = []
+    values: list[Any] = []
     for entry in manifest["shards"]:
         body = s3.get_object(Bucket=bucket, Key=entry["key"])["Body"].read()
         assert hashlib.sha256(body).hexdigest() == entry["sha256"]
         assert body == (out_dir / entry["name"]).read_bytes()
-        shard = [json.loads(line)["index"] for line in body.splitlines()]
+        records = [json.loads(line) for line in body.splitlines()]
+        shard = [record["index"] for record in records]
         assert len(shard) == entry["count"] and min(shard) == entry["first_index"]
-        indices += shard
-    return indices
+        values += [record[field] for record in records]
+    return values
 
 
 def _serve(port: int) -> None:
