@@ -114,7 +114,7 @@ def _servers(args: argparse.Namespace) -> list[str]:
         try:
             servers = server_urls(load_named(args.profile))
         except ProfileError as exc:
-            problems = "; ".join(str(p) for p in exc.problems)
+            problems = "; ".join(p.message if p.field == "file" else str(p) for p in exc.problems)
             raise InputError(f"--profile={args.profile}: {problems}") from None
         if not servers:
             raise InputError(f"--profile={args.profile}: it has no GPUs")

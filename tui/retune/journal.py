@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,10 @@ from tui.retune.events import ApplyResult
 
 SCHEMA = 1
 """Version of the entry layout."""
+
+
+class JournalError(OSError):
+    """The journal path holds something that is not a journal (a directory, a device)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,8 @@ def read_journal(path: Path | None = None) -> JournalRead:
     """
     target = path or paths.journal_file()
     try:
+        if not stat.S_ISREG(os.stat(target).st_mode):  # /dev/zero would never end
+            raise JournalError(f"{target}: not a regular file, not a journal")
         raw = target.read_bytes()
     except FileNotFoundError:
         return JournalRead((), 0)
@@ -109,7 +116,7 @@ def read_journal(path: Path | None = None) -> JournalRead:
             continue
         try:
             value = json.loads(line)
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             skipped += 1
             continue
         if isinstance(value, dict):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -10,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tui import paths
+from tui.cli_args import ArgumentParser, number
 from tui.retune.journal import read_journal
 
 
@@ -69,15 +69,22 @@ def format_report(rep: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str]) -> int:
     """Print the journal; returns 0 (2 on bad arguments)."""
-    parser = argparse.ArgumentParser(prog="gpufleet journal", description=__doc__)
+    parser = ArgumentParser(prog="gpufleet journal", description=__doc__)
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    parser.add_argument("--last", type=int, default=None, metavar="N", help="only the last N")
+    parser.add_argument(
+        "--last", type=number(int, 1, 10**9), default=None, metavar="N", help="only the last N"
+    )
     args = parser.parse_args(list(argv))
     if args.last is not None and args.last < 1:
         print(f"gpufleet journal: --last={args.last}: must be >= 1", file=sys.stderr)
         return 2
-    read = read_journal()
+    try:
+        read = read_journal()
+    except OSError as exc:
+        print(f"gpufleet journal: {exc}", file=sys.stderr)
+        return 1
     entries = read.entries[-args.last :] if args.last else read.entries
+    skipped = read.skipped
     if args.json:
         for entry in entries:
             print(json.dumps(entry))
@@ -85,7 +92,10 @@ def main(argv: Sequence[str]) -> int:
         if not entries:
             print(f"journal is empty ({paths.journal_file()})")
         for entry in entries:
-            print("\n".join(format_entry(entry)))
-    if read.skipped:
-        print(f"({read.skipped} unreadable line(s) skipped)", file=sys.stderr)
+            try:
+                print("\n".join(format_entry(entry)))
+            except (TypeError, AttributeError, ValueError, KeyError):
+                skipped += 1  # an object whose fields have the wrong types
+    if skipped:
+        print(f"({skipped} unreadable line(s) skipped in {paths.journal_file()})", file=sys.stderr)
     return 0

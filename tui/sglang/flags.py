@@ -6,6 +6,7 @@ Flags outside this set are accepted (SGLang has hundreds) and reported once as n
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -41,7 +42,7 @@ def ranged(
             raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
         too_low = low is not None and (value <= low if low_open else value < low)
         too_high = high is not None and value > high
-        if too_low or too_high:
+        if too_low or too_high or not math.isfinite(value):
             left = "(" if low_open else "["
             lo = "-inf" if low is None else low
             hi = "inf" if high is None else high

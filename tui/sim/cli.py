@@ -16,6 +16,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 
+from tui.cli_args import ArgumentParser
 from tui.gpu.sim_records import SIM_GPU_KINDS, ensure_device, live_processes
 from tui.paths import sim_gpu_dir
 from tui.sglang.flags import add_sglang_arguments, ranged, split_unknown
@@ -33,7 +34,7 @@ def default_gpu_index() -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser: SGLang's modelled flags plus the ``--sim-*`` flags."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="gpufleet sim", description="A simulated SGLang 0.5.23 server (one GPU)."
     )
     add_sglang_arguments(parser)

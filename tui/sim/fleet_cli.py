@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from tui.cli_args import SECONDS, SECONDS_OR_ZERO, ArgumentParser
 from tui.profiles import ProfileError
 from tui.sim import fleet
 
@@ -23,7 +24,7 @@ def _gpus(text: str) -> list[int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpufleet sim-fleet", description=__doc__)
+    parser = ArgumentParser(prog="gpufleet sim-fleet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="start simulated servers (default: 7, ports 30000+)")
     start.add_argument(
@@ -31,12 +32,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--gpus", type=_gpus, help="only these GPUs of the profile, e.g. 0,1")
     start.add_argument(
-        "--wait", type=float, default=120.0, metavar="S",
+        "--wait", type=SECONDS_OR_ZERO, default=120.0, metavar="S",
         help="wait up to S seconds for GET /health == 200 on every server (0: do not wait)",
     )  # fmt: skip
     stop = sub.add_parser("stop", help="stop the recorded servers and wait for GPU release")
     stop.add_argument("--gpus", type=_gpus)
-    stop.add_argument("--timeout", type=float, default=30.0, help="SIGTERM deadline, seconds")
+    stop.add_argument("--timeout", type=SECONDS, default=30.0, help="SIGTERM deadline, seconds")
     st = sub.add_parser("status", help="list the recorded servers and their /health")
     st.add_argument("--gpus", type=_gpus)
     return parser
