@@ -35,7 +35,6 @@ from tui.pipeline.prompts import (
     PromptFileError,
 )
 from tui.pipeline.runner import EXIT_BAD_INPUT, GenerateConfig, Pipeline
-from tui.pipeline.s3_sink import S3Sink
 from tui.profiles import ProfileError, load_named
 
 _SECONDS = 10.0**6
@@ -178,6 +177,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         )
     s3 = None
     if args.s3_bucket:
+        from tui.pipeline.s3_sink import S3Sink  # boto3: only for runs that upload
+
         s3 = S3Sink(args.s3_bucket, args.s3_prefix, args.s3_endpoint_url)
     config = GenerateConfig(
         prompts=prompts,

@@ -19,15 +19,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.pipeline.batch_output import error_record, output_record
 from tui.pipeline.dispatch import Answer, Dispatcher
 from tui.pipeline.job import Job, JobRefused, open_job
 from tui.pipeline.prompts import PromptFile, PromptFileError
 from tui.pipeline.rates import RateMeter, eta_seconds
-from tui.pipeline.s3_sink import S3Error, S3Sink
 from tui.pipeline.status import SCHEMA_VERSION, PipelineStatus, ServerShare, write_status
-from tui.pipeline.uploads import Uploads
+
+if TYPE_CHECKING:  # boto3 is imported only by runs that upload (it costs 0.1 s at start)
+    from tui.pipeline.s3_sink import S3Sink
+    from tui.pipeline.uploads import Uploads
 
 EXIT_DONE = 0
 EXIT_FAILED_RUN = 1
@@ -136,6 +139,8 @@ class Pipeline:
             _log(note)
         self._store, self._done, self._done_in_file = job.store, job.done, job.done_in_file
         if config.s3 is not None:
+            from tui.pipeline.uploads import Uploads
+
             self._uploads = Uploads(
                 config.s3,
                 self._store,
@@ -153,6 +158,8 @@ class Pipeline:
         self._next_shard = self._store.next_number(self._done)
         workers: list[asyncio.Task[None]] = []
         if self._uploads is not None:
+            from tui.pipeline.s3_sink import S3Error
+
             try:
                 retrying = await self._uploads.connect(found.missing_committed)
             except S3Error as exc:

@@ -29,9 +29,10 @@ class ProfileError(ValueError):
     def __init__(self, problems: list[Problem], source: str = "profile") -> None:
         self.problems = list(problems)
         self.source = source
-        if len(self.problems) == 1 and self.problems[0].field == "file":
-            # The file itself is unusable (unreadable, not TOML): one line naming it.
-            super().__init__(f"{source}: {self.problems[0].message}")
+        if len(self.problems) == 1:
+            only = self.problems[0]
+            # One problem, one line; the file itself unusable (unreadable, not TOML) is named once.
+            super().__init__(f"{source}: {only.message if only.field == 'file' else only}")
             return
         lines = "\n".join(f"  {p}" for p in self.problems)
         super().__init__(f"{source}: {len(self.problems)} problem(s)\n{lines}")
