@@ -124,7 +124,8 @@ ROWS = [
     Row(("rollout", "sim-baseline", "--batch", "0"), "--batch: 0", 2),
     Row(("rollout", "sim-baseline", "--gpus", "x"), "--gpus: 'x'", 2),
     # journal
-    Row(("journal", "--last", "abc"), "--last: abc", 2),
+    Row(("journal", "--last", "abc"), "--last: invalid int value: 'abc'", 2),
+    Row(("journal", "--last", "0"), "--last=0: must be >= 1", 2),
     Row(("journal",), "not a regular file, not a journal", 1, journal="dir"),
     Row(("journal",), "not a regular file, not a journal", 1, journal="fifo"),
     Row(("journal",), "3 unreadable line(s) skipped", 0, journal="journal.jsonl"),

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tui import paths
-from tui.cli_args import ArgumentParser, number
+from tui.cli_args import ArgumentParser
 from tui.retune.journal import read_journal
 
 
@@ -71,9 +71,7 @@ def main(argv: Sequence[str]) -> int:
     """Print the journal; returns 0 (2 on bad arguments)."""
     parser = ArgumentParser(prog="gpufleet journal", description=__doc__)
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    parser.add_argument(
-        "--last", type=number(int, 1, 10**9), default=None, metavar="N", help="only the last N"
-    )
+    parser.add_argument("--last", type=int, default=None, metavar="N", help="only the last N")
     args = parser.parse_args(list(argv))
     if args.last is not None and args.last < 1:
         print(f"gpufleet journal: --last={args.last}: must be >= 1", file=sys.stderr)
