@@ -118,10 +118,10 @@ def open_job(out: Path, prompts: PromptFile, *, by_id: bool) -> Job:
                 f"--out={out}: its done record names prompt {done.highest()} but its job index "
                 f"has {index.serials}: they belong to different jobs; use a new --out"
             )
-        if index.mapping is None:
+        if index.change is None:
             done_in_file = done.count_below(len(prompts))
-        else:
-            done_in_file = sum(1 for serial in index.mapping if serial in done)
+        else:  # every done serial is in the file but the removed ones (new ids are not done)
+            done_in_file = len(done) - index.change.removed_done
     except BaseException:
         lock.release()
         raise

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.pipeline.done_record import DoneRecord, fsync_dir
+from tui.pipeline.id_align import NEW, Run, SerialMap, align, runs_of, table
 
 HEADER = b"GFIDS01\n"
 _BATCH = struct.Struct("<III16s")
@@ -71,14 +72,14 @@ class JobIndex:
 
     serials: int
     """Serials given so far (ids the job has ever had)."""
-    mapping: array[int] | None
+    mapping: SerialMap | None
     """Serial of each position; None when serial == position (the file the job started from)."""
     change: IndexChange | None = None
-    """What changed since the file the job last accepted (None: nothing)."""
+    """How the file differs from the job's first one (None: the fast path found it unchanged)."""
 
     def serial_of(self, position: int) -> int:
         """The serial of the prompt at ``position``."""
-        return position if self.mapping is None else self.mapping[position]
+        return position if self.mapping is None else self.mapping.serial_of(position)
 
 
 def _batch(hashes: array[int], digest: bytes) -> bytes:
@@ -90,9 +91,14 @@ def _batch(hashes: array[int], digest: bytes) -> bytes:
 
 @dataclass(slots=True)
 class _Registry:
-    hashes: array[int]
+    hashes: bytes
+    """Every id hash, serial order (8 bytes each)."""
     last_digest: bytes
     valid_bytes: int
+
+    @property
+    def total(self) -> int:
+        return len(self.hashes) // 8
 
 
 def _read_all(path: Path) -> _Registry:
@@ -101,7 +107,7 @@ def _read_all(path: Path) -> _Registry:
         raise JobIndexError(f"{path}: not a gpufleet job index (bad header)")
     view = memoryview(data)
     offset = len(HEADER)
-    hashes: array[int] = array("Q")
+    hashes = bytearray()
     digest = b""
     while offset + _BATCH.size <= len(data):
         magic, count, crc, batch_digest = _BATCH.unpack_from(view, offset)
@@ -111,12 +117,12 @@ def _read_all(path: Path) -> _Registry:
         head = struct.pack("<I16s", count, batch_digest)
         if zlib.crc32(view[offset + _BATCH.size : end], zlib.crc32(head)) != crc:
             break
-        hashes.frombytes(view[offset + _BATCH.size : end])
+        hashes += view[offset + _BATCH.size : end]
         digest = batch_digest
         offset = end
     if not digest:
         raise JobIndexError(f"{path}: the job index is damaged (no complete first batch)")
-    return _Registry(hashes, digest, offset)
+    return _Registry(bytes(hashes), digest, offset)
 
 
 def _fast_path(path: Path, count: int, digest: bytes) -> bool:
@@ -158,35 +164,66 @@ def exists(out_dir: Path) -> bool:
     return (out_dir / REGISTRY_NAME).exists()
 
 
-def _compare(
-    registry: _Registry, ids: array[int], done: DoneRecord
-) -> tuple[array[int], array[int], IndexChange]:
-    """Map each position to a serial (new ids get the next ones); describe the change."""
-    known = {value: serial for serial, value in enumerate(registry.hashes)}
-    total = len(registry.hashes)
-    mapping: array[int] = array("q")
+def _serials(
+    registry: _Registry, ids: array[int]
+) -> tuple[SerialMap, array[int], list[Run] | array[int]]:
+    """Map positions to serials, giving the next ones to new ids.
+
+    Returns:
+        The map; the new ids' hashes in file order; what the file kept of the index, as runs
+        of known serials, or (a fragmented file) as the table of serials.
+    """
+    total = registry.total
+    runs = align(registry.hashes, ids)
     new: array[int] = array("Q")
+    if runs is None:
+        serials = table(registry.hashes, ids)
+        position = -1
+        for _ in range(serials.count(NEW)):
+            position = serials.index(NEW, position + 1)
+            serials[position] = total + len(new)
+            new.append(ids[position])
+        runs = runs_of(serials)
+        if runs is None:
+            return SerialMap(None, serials), new, serials
+    else:
+        numbered = []
+        for run in runs:
+            if run.serial == NEW:
+                new.extend(ids[run.position : run.position + run.length])
+                run = Run(run.position, total + len(new) - run.length, run.length)
+            numbered.append(run)
+        runs = numbered
+    return SerialMap(runs), new, [run for run in runs if run.serial < total]
+
+
+def _change(
+    registry: _Registry, kept: list[Run] | array[int], added: int, done: DoneRecord
+) -> IndexChange:
+    """What the file lost and gained; Python loops run only over removed ids (or, for a
+    fragmented file, over its serials)."""
+    total = registry.total
     present = bytearray(total)
-    reordered, last = False, -1
-    for value in ids:
-        serial = known.get(value)
-        if serial is None:
-            serial = total + len(new)
-            new.append(value)
-        else:
+    if isinstance(kept, list):
+        for run in kept:
+            present[run.serial : run.serial + run.length] = b"\x01" * run.length
+        order = [run.serial for run in kept]
+    else:
+        order = [serial for serial in kept if serial < total]
+        for serial in order:
             present[serial] = 1
-            reordered = reordered or serial < last
-            last = serial
-        mapping.append(serial)
-    removed = [serial for serial in range(total) if not present[serial]]
-    change = IndexChange(
-        added=len(new),
+    removed: list[int] = []
+    at = present.find(0)
+    while at >= 0:
+        removed.append(at)
+        at = present.find(0, at + 1)
+    return IndexChange(
+        added=added,
         removed=len(removed),
         removed_done=sum(1 for serial in removed if serial in done),
         removed_examples=tuple(removed[:5]),
-        reordered=reordered,
+        reordered=order != sorted(order),  # timsort checks an ordered list in one pass
     )
-    return mapping, new, change
 
 
 def resolve(
@@ -212,7 +249,8 @@ def resolve(
     if _fast_path(path, len(ids), digest):
         return JobIndex(len(ids), None)
     registry = _read_all(path)
-    mapping, new, change = _compare(registry, ids, done)
+    mapping, new, kept = _serials(registry, ids)
+    change = _change(registry, kept, len(new), done)
     if registry.last_digest != digest or len(new):
         if not by_id:
             raise JobIndexError(
@@ -224,5 +262,5 @@ def resolve(
             handle.write(_batch(new, digest))
             handle.flush()
             os.fsync(handle.fileno())
-    identity = all(serial == position for position, serial in enumerate(mapping))
-    return JobIndex(len(registry.hashes) + len(new), None if identity else mapping, change)
+    identity = mapping.is_identity()
+    return JobIndex(registry.total + len(new), None if identity else mapping, change)
