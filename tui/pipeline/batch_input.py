@@ -1,7 +1,7 @@
 """One line of the prompts file: an OpenAI Batch request (or the older bare format) and its id.
 
-The OpenAI Batch input format (what ``vllm run-batch``, OpenAI's and SGLang's ``/v1/batches`` and
-Ray Data LLM read) is one JSON object a line::
+The OpenAI Batch input format (what ``vllm run-batch``, OpenAI's ``/v1/batches`` and Ray Data LLM
+read; SGLang 0.5.23 no longer serves ``/v1/batches``) is one JSON object a line::
 
     {"custom_id": "q-17", "method": "POST", "url": "/v1/chat/completions",
      "body": {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 64}}

@@ -1,6 +1,6 @@
 """Output and error records: OpenAI Batch output lines, plus the pipeline's own fields.
 
-A result line is what OpenAI's Batch API, ``vllm run-batch`` and SGLang's ``/v1/batches`` write::
+A result line is what OpenAI's Batch API and ``vllm run-batch`` write::
 
     {"id": "batch_req_...", "custom_id": "q-17",
      "response": {"status_code": 200, "request_id": "...", "body": {...the completion...}},

@@ -134,7 +134,6 @@ def _check(args: argparse.Namespace) -> list[str]:
             inputs.http_url("--s3-endpoint-url", args.s3_endpoint_url)
     elif args.s3_endpoint_url is not None or args.s3_prefix:
         raise InputError("--s3-prefix and --s3-endpoint-url need --s3-bucket")
-    inputs.output_file("--status", args.status or paths.pipeline_status_file())
     return servers
 
 
@@ -148,11 +147,25 @@ def _report_bad_lines(prompts: PromptFile) -> None:
         )
 
 
+def _open_prompts(args: argparse.Namespace) -> PromptFile:
+    """The prompts file, its bad lines reported; refused when it holds no valid prompt."""
+    prompts = PromptFile.open(args.prompts, args.on_bad_line, args.max_line_bytes)
+    _report_bad_lines(prompts)
+    if not len(prompts):
+        prompts.close()
+        raise InputError(
+            f"--prompts={args.prompts}: no valid prompt in {prompts.lines} line(s) "
+            f"({prompts.bad_count} bad)"
+        )
+    return prompts
+
+
 def _detach(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Check what the detached run will need, then start it and print its pid."""
+    _open_prompts(args).close()
+    inputs.output_file("--status", args.status or paths.pipeline_status_file())
     log = args.log or paths.pipeline_dir() / "pipeline.log"
     inputs.output_file("--log", log)
-    PromptFile.open(args.prompts, args.on_bad_line, args.max_line_bytes).close()
     inputs.output_dir(args.out)
     try:  # refuse now, where the user sees it, rather than in the detached log
         OutDirLock.acquire(args.out).release()
@@ -167,14 +180,12 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     servers = _check(args)
     if args.detach:
         return _detach(args, argv)
-    prompts = PromptFile.open(args.prompts, args.on_bad_line, args.max_line_bytes)
-    _report_bad_lines(prompts)
-    if not len(prompts):
+    prompts = _open_prompts(args)
+    try:
+        inputs.output_file("--status", args.status or paths.pipeline_status_file())
+    except InputError:
         prompts.close()
-        raise InputError(
-            f"--prompts={args.prompts}: no valid prompt in {prompts.lines} line(s) "
-            f"({prompts.bad_count} bad)"
-        )
+        raise
     s3 = None
     if args.s3_bucket:
         from tui.pipeline.s3_sink import S3Sink  # boto3: only for runs that upload

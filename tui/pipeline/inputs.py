@@ -124,18 +124,38 @@ def writable_dir(field: str, directory: Path) -> None:
 
 
 def output_file(field: str, path: Path) -> Path:
-    """Check a file the run will (re)write: not a directory, its directory writable.
+    """Check a file the run will (re)write: not a directory or a device, its directory writable.
+
+    A missing directory is created (the writer would create it anyway); when it cannot be,
+    nothing is left behind.
 
     Raises:
         InputError: naming ``field``.
     """
-    if path.is_dir():
-        raise InputError(f"{field}={path}: is a directory, not a file")
-    if path.exists() and not path.is_file():
-        raise InputError(f"{field}={path}: exists and is not a regular file")
+    try:
+        if path.is_dir():
+            raise InputError(f"{field}={path}: is a directory, not a file")
+        if path.exists() and not path.is_file():
+            raise InputError(f"{field}={path}: exists and is not a regular file")
+        missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    except OSError as exc:
+        raise InputError(f"{field}={path}: cannot be checked ({_reason(exc)})") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        writable_dir(field, path.parent)
     except OSError as exc:
+        _remove(missing)
         raise InputError(f"{field}={path}: cannot create its directory ({_reason(exc)})") from None
-    writable_dir(field, path.parent)
+    except InputError:
+        _remove(missing)
+        raise
     return path
+
+
+def _remove(created: list[Path]) -> None:
+    """Remove directories this check created (deepest first), if they are still empty."""
+    for directory in created:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
