@@ -75,7 +75,7 @@ def _read(path: Path) -> dict[int, ProcessRecord]:
         return {int(k): ProcessRecord.from_json(v) for k, v in doc.get("servers", {}).items()}
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
         # A damaged record must not block stopping what is visible; treat it as empty.
         return {}
 

@@ -42,11 +42,12 @@ def read_running(path: Path | None = None) -> dict[int, GpuProfiles]:
     target = path or paths.running_profile_file()
     try:
         data = json.loads(target.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
+    gpus = data.get("gpus") if isinstance(data, dict) else None
     out: dict[int, GpuProfiles] = {}
-    for key, entry in (data.get("gpus") or {}).items():
-        if str(key).isdigit() and isinstance(entry, dict):
+    for key, entry in (gpus if isinstance(gpus, dict) else {}).items():
+        if str(key).isascii() and str(key).isdigit() and isinstance(entry, dict):
             out[int(key)] = GpuProfiles(entry.get("current"), entry.get("previous"))
     return out
 
