@@ -1,11 +1,5 @@
-"""Real loopback servers for the pipeline tests: a tiny OpenAI-compatible app and moto's S3.
-
-Run as a script (``python tests/pipeline_helpers.py serve --port P``) it is the test endpoint: it
-answers instantly, and ``POST /_control {"mode": ...}`` makes it fail (``fail500``, ``fail400``,
-``hang``, ``down503`` where /health answers 503 too), answer /health as slowly as SGLang 0.5.23
-(``slowhealth``: 2.5 s, past the old 2 s probe timeout) or recover (``ok``); ``GET /_stats``
-counts the completion requests it received.
-"""
+"""Real loopback servers for the pipeline tests (the fake OpenAI endpoint of
+``pipeline_endpoint.py``, simulated SGLang servers, moto's S3), prompt files and output checks."""
 
 from __future__ import annotations
 
@@ -28,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import httpx
 
-if TYPE_CHECKING:  # only for types: this module is also the fake endpoint's script
-    import pytest
+from tui.pipeline.status import PipelineStatus, read_status
 
-    from tui.pipeline.status import PipelineStatus
+if TYPE_CHECKING:
+    import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -81,8 +75,6 @@ def status_when(
     status_path: Path, pid: int, check: Callable[[PipelineStatus], bool], what: str
 ) -> PipelineStatus:
     """Wait (60 s at most) until run ``pid``'s status document passes ``check``; return it."""
-    from tui.pipeline.status import read_status  # here: the endpoint's script never needs it
-
     seen: list[PipelineStatus] = []
 
     def ok() -> bool:
@@ -144,9 +136,9 @@ class ProcessServer:
 
 
 def openai_server(port: int | None = None) -> ProcessServer:
-    """The fake OpenAI-compatible endpoint (not started)."""
+    """The fake OpenAI-compatible endpoint of ``pipeline_endpoint.py`` (not started)."""
     port = port or free_port()
-    argv = [PYTHON, str(HERE / "pipeline_helpers.py"), "serve", "--port", str(port)]
+    argv = [PYTHON, str(HERE / "pipeline_endpoint.py"), "--port", str(port)]
     return ProcessServer(argv, port, "/health")
 
 
@@ -358,64 +350,3 @@ def check_bucket_matches(
         assert len(shard) == entry["count"] and min(shard) == entry["first_index"]
         values += [record[field] for record in records]
     return values
-
-
-def _serve(port: int) -> None:
-    import asyncio
-
-    import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
-
-    state: dict[str, Any] = {"mode": "ok", "requests": 0}
-
-    async def control(request: Request) -> Response:
-        state["mode"] = (await request.json())["mode"]
-        return JSONResponse(state)
-
-    async def stats(request: Request) -> Response:
-        return JSONResponse(state)
-
-    async def health(request: Request) -> Response:
-        if state["mode"] == "slowhealth":
-            await asyncio.sleep(2.5)
-        return Response(status_code=503 if state["mode"] == "down503" else 200)
-
-    async def complete(request: Request) -> Response:
-        state["requests"] = int(state["requests"]) + 1
-        mode = state["mode"]
-        if mode == "hang":
-            await asyncio.sleep(3600)
-        if mode in ("fail500", "down503"):
-            return JSONResponse({"error": "boom"}, status_code=500 if mode == "fail500" else 503)
-        if mode == "fail400":
-            return JSONResponse({"error": "bad prompt"}, status_code=400)
-        body = await request.json()
-        text = f"echo {json.dumps(body.get('messages') or body.get('prompt'))}"
-        choice: dict[str, object] = {"index": 0, "finish_reason": "stop"}
-        if request.url.path.endswith("/chat/completions"):
-            choice["message"] = {"role": "assistant", "content": text}
-        else:
-            choice["text"] = text
-        usage = {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
-        return JSONResponse({"choices": [choice], "usage": usage})
-
-    app = Starlette(
-        routes=[
-            Route("/_control", control, methods=["POST"]),
-            Route("/_stats", stats),
-            Route("/health", health),
-            Route("/v1/chat/completions", complete, methods=["POST"]),
-            Route("/v1/completions", complete, methods=["POST"]),
-        ]
-    )
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "serve" and sys.argv[2] == "--port":
-        _serve(int(sys.argv[3]))
-    else:
-        raise SystemExit("usage: pipeline_helpers.py serve --port PORT")

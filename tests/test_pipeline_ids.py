@@ -149,3 +149,18 @@ def test_repeated_ids_are_bad_lines_but_repeated_bare_prompts_are_distinct(
     assert len(counts) == 5 and counts["a"] == 1 and len(derived) == 3
     base = min(derived, key=len)
     assert derived == sorted([base, f"{base}-2", f"{base}-3"])
+
+
+def test_a_job_with_nothing_done_follows_its_edited_file(
+    tmp_path: Path, server: ProcessServer
+) -> None:
+    """No output to protect yet (the fleet never answered): an edit is taken without the flag."""
+    prompts = write_batch(tmp_path / "p.jsonl", [f"q{i}" for i in range(50)])
+    dead = openai_server()  # never started
+    argv = generate_argv(tmp_path, "--prompts", str(prompts), "--fleet-timeout", "0.5")
+    assert run_generate([*argv, "--server", dead.url]).returncode == 1
+    write_batch(prompts, ["first", *(f"q{i}" for i in range(50))])
+    result = run_generate([*argv, "--server", server.url])
+    assert result.returncode == 0, result.stderr
+    assert "nothing was done yet: the job now follows the changed --prompts" in result.stderr
+    assert "0 done, 51 to generate" in result.stderr and requests_served(server) == 51

@@ -30,6 +30,7 @@ from pipeline_helpers import (
 )
 
 from tui.pipeline.out_lock import LOCK_NAME, Holder, OutDirBusy, OutDirLock, is_running
+from tui.pipeline.status import read_status
 
 
 @pytest.fixture
@@ -116,7 +117,9 @@ def test_two_pipelines_on_one_out_one_refused_then_a_killed_one_taken_over(
         assert f"in use by the pipeline pid {first.pid} on host" in second.stderr
         detached = run_generate([*argv, "--detach"])
         assert detached.returncode == 2 and f"pid {first.pid}" in detached.stderr
-        assert status_when(status, first.pid, lambda s: True, "first run's status").pid
+        # The refused runs wrote nothing: the status document is still the first run's.
+        current = read_status(status)
+        assert current is not None and current.pid == first.pid and current.state == "running"
         set_mode(server, "ok")
         _, stderr = first.communicate(timeout=60)
         assert first.returncode == 0, stderr

@@ -68,6 +68,10 @@ def _index(out: Path, prompts: PromptFile, done: DoneRecord, by_id: bool) -> tup
     try:
         index = job_index.resolve(out, prompts.ids, prompts.digest, done, by_id=by_id)
     except JobIndexError as exc:
+        if not len(done) and not done.shards:
+            # Nothing done yet, so no output to protect: the job follows the file as it is now.
+            note = f"nothing was done yet: the job now follows the changed --prompts ({exc})"
+            return job_index.create(out, prompts.ids, prompts.digest), note
         raise JobRefused(
             f"--prompts={prompts.path}: {exc}; nothing was generated. Pass --resume-by-id to "
             f"skip the done ids and generate the new ones, or use a new --out (not {out})"
