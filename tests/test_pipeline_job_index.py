@@ -14,7 +14,9 @@ from tui.pipeline import job_index
 from tui.pipeline.batch_input import id_hash
 from tui.pipeline.done_record import DoneRecord
 from tui.pipeline.id_align import MAX_LOOKUPS, MAX_RUNS, align, table
+from tui.pipeline.job import JobRefused, open_job
 from tui.pipeline.job_index import REGISTRY_NAME, JobIndexError
+from tui.pipeline.prompts import PromptFile
 
 
 def _ids(names: list[str]) -> array[int]:
@@ -157,3 +159,21 @@ def test_an_insert_into_913786_prompts_is_matched_in_two_runs(tmp_path: Path) ->
     assert index.mapping is not None and index.mapping.runs is not None
     assert len(index.mapping.runs) == 2 and index.serial_of(913_786) == 913_785
     assert elapsed < 1.0  # ~20 ms here; a per-id dict took 0.6 s
+
+
+def test_a_damaged_index_under_done_prompts_is_refused_by_name(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "p.jsonl").write_text('{"prompt": "a"}\n{"prompt": "b"}\n')
+    DoneRecord.load(out / "done_record.bin").append(1, [0])
+    (out / REGISTRY_NAME).write_bytes(b"not an index")
+    prompts = PromptFile.open(tmp_path / "p.jsonl")
+    try:
+        with pytest.raises(JobRefused, match=r"not a gpufleet job index .*cannot be matched"):
+            open_job(out, prompts, by_id=True)
+        (out / REGISTRY_NAME).unlink()  # no index, done prompts: an older gpufleet's directory
+        job = open_job(out, prompts, by_id=False)
+        assert job.done_in_file == 1 and "older gpufleet" in job.notes[0]
+        job.lock.release()
+    finally:
+        prompts.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from tui.pipeline import job_index
 from tui.pipeline.done_record import DoneRecord
 from tui.pipeline.inputs import InputError, output_dir
-from tui.pipeline.job_index import JobIndex, JobIndexError
+from tui.pipeline.job_index import JobIndex, JobIndexDamaged, JobIndexError
 from tui.pipeline.out_lock import OutDirBusy, OutDirLock
 from tui.pipeline.prompts import PromptFile
 from tui.pipeline.shards import ShardStore
@@ -72,6 +72,8 @@ def _index(out: Path, prompts: PromptFile, done: DoneRecord, by_id: bool) -> tup
             # Nothing done yet, so no output to protect: the job follows the file as it is now.
             note = f"nothing was done yet: the job now follows the changed --prompts ({exc})"
             return job_index.create(out, prompts.ids, prompts.digest), note
+        if isinstance(exc, JobIndexDamaged):
+            raise JobRefused(f"--out={out}: {exc}; its done prompts cannot be matched") from None
         raise JobRefused(
             f"--prompts={prompts.path}: {exc}; nothing was generated. Pass --resume-by-id to "
             f"skip the done ids and generate the new ones, or use a new --out (not {out})"

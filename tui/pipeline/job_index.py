@@ -42,6 +42,10 @@ class JobIndexError(Exception):
     """The output directory cannot be resumed with this prompts file (the message says why)."""
 
 
+class JobIndexDamaged(JobIndexError):
+    """The job index file is not one (a foreign file, or no complete first batch)."""
+
+
 @dataclass(frozen=True, slots=True)
 class IndexChange:
     """How the prompts file differs from the one the job last accepted."""
@@ -104,7 +108,7 @@ class _Registry:
 def _read_all(path: Path) -> _Registry:
     data = path.read_bytes()
     if not data.startswith(HEADER):
-        raise JobIndexError(f"{path}: not a gpufleet job index (bad header)")
+        raise JobIndexDamaged(f"{path}: not a gpufleet job index (bad header)")
     view = memoryview(data)
     offset = len(HEADER)
     hashes = bytearray()
@@ -121,7 +125,7 @@ def _read_all(path: Path) -> _Registry:
         digest = batch_digest
         offset = end
     if not digest:
-        raise JobIndexError(f"{path}: the job index is damaged (no complete first batch)")
+        raise JobIndexDamaged(f"{path}: the job index is damaged (no complete first batch)")
     return _Registry(bytes(hashes), digest, offset)
 
 
