@@ -6,7 +6,7 @@ client runs in a fresh process pinned to the other core: either the whole pipeli
 file; no S3) or a bare httpx loop (the same number of workers, each posting a prebuilt body and
 reading the answer). The bare loop uses one ``httpx.AsyncClient`` with a pool as large as the
 concurrency, the obvious way; the pipeline spreads its requests over 8-connection clients
-(``tui.pipeline.dispatch.ClientPool``), because httpx's pool costs CPU per request in proportion
+(``tui.pipeline.client_pool.ClientPool``), because httpx's pool costs CPU per request in proportion
 to the requests it holds (encode/httpx#3215).
 """
 

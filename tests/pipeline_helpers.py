@@ -1,9 +1,5 @@
-"""Real loopback servers for the pipeline tests: a tiny OpenAI-compatible app and moto's S3.
-
-Run as a script (``python tests/pipeline_helpers.py serve --port P``) it is the test endpoint: it
-answers instantly, and ``POST /_control {"mode": ...}`` makes it fail (``fail500``, ``fail400``,
-``hang``, ``down503`` where /health answers 503 too) or recover (``ok``).
-"""
+"""Real loopback servers for the pipeline tests (the fake OpenAI endpoint of
+``pipeline_endpoint.py``, simulated SGLang servers, moto's S3), prompt files and output checks."""
 
 from __future__ import annotations
 
@@ -26,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import httpx
 
-if TYPE_CHECKING:  # only for types: this module is also the fake endpoint's script
-    import pytest
+from tui.pipeline.status import PipelineStatus, read_status
 
-    from tui.pipeline.status import PipelineStatus
+if TYPE_CHECKING:
+    import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -79,8 +75,6 @@ def status_when(
     status_path: Path, pid: int, check: Callable[[PipelineStatus], bool], what: str
 ) -> PipelineStatus:
     """Wait (60 s at most) until run ``pid``'s status document passes ``check``; return it."""
-    from tui.pipeline.status import read_status  # here: the endpoint's script never needs it
-
     seen: list[PipelineStatus] = []
 
     def ok() -> bool:
@@ -142,9 +136,9 @@ class ProcessServer:
 
 
 def openai_server(port: int | None = None) -> ProcessServer:
-    """The fake OpenAI-compatible endpoint (not started)."""
+    """The fake OpenAI-compatible endpoint of ``pipeline_endpoint.py`` (not started)."""
     port = port or free_port()
-    argv = [PYTHON, str(HERE / "pipeline_helpers.py"), "serve", "--port", str(port)]
+    argv = [PYTHON, str(HERE / "pipeline_endpoint.py"), "--port", str(port)]
     return ProcessServer(argv, port, "/health")
 
 
@@ -306,6 +300,21 @@ def write_prompts(path: Path, count: int, bad_lines: dict[int, str] | None = Non
     return path
 
 
+def write_batch(path: Path, ids: list[str]) -> Path:
+    """Write one OpenAI Batch chat request per id (its content names the id)."""
+    with open(path, "w") as handle:
+        for custom_id in ids:
+            body = {"messages": [{"role": "user", "content": f"about {custom_id}"}]}
+            line = {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions"}
+            handle.write(json.dumps({**line, "body": body}) + "\n")
+    return path
+
+
+def requests_served(server: ProcessServer) -> int:
+    """Completion requests the fake endpoint has received since it started."""
+    return int(httpx.get(server.url + "/_stats", timeout=5).json()["requests"])
+
+
 def read_shards(out_dir: Path) -> Iterator[dict[str, object]]:
     """Every record of every final shard in ``out_dir``."""
     for path in sorted(out_dir.glob("shard-*.jsonl")):
@@ -315,9 +324,14 @@ def read_shards(out_dir: Path) -> Iterator[dict[str, object]]:
 
 
 def check_bucket_matches(
-    moto: ProcessServer, out_dir: Path, prefix: str, bucket: str = "gpufleet-test"
-) -> list[int]:
-    """Manifest == bucket objects == local shards (bytes and sha256); returns all indices."""
+    moto: ProcessServer,
+    out_dir: Path,
+    prefix: str,
+    bucket: str = "gpufleet-test",
+    field: str = "index",
+) -> list[Any]:
+    """Manifest == bucket objects == local shards (bytes and sha256); returns every record's
+    ``field`` (``index`` by default; ``custom_id`` for the prompt ids)."""
     s3 = boto3.client("s3", endpoint_url=moto.url)
     manifest = json.loads(
         s3.get_object(Bucket=bucket, Key=f"{prefix}/manifest.json")["Body"].read()
@@ -326,71 +340,13 @@ def check_bucket_matches(
     assert sorted(o["Key"] for o in listed) == sorted(e["key"] for e in manifest["shards"])
     local = sorted(p.name for p in out_dir.glob("shard-*.jsonl"))
     assert local == sorted(e["name"] for e in manifest["shards"])
-    indices: list[int] = []
+    values: list[Any] = []
     for entry in manifest["shards"]:
         body = s3.get_object(Bucket=bucket, Key=entry["key"])["Body"].read()
         assert hashlib.sha256(body).hexdigest() == entry["sha256"]
         assert body == (out_dir / entry["name"]).read_bytes()
-        shard = [json.loads(line)["index"] for line in body.splitlines()]
+        records = [json.loads(line) for line in body.splitlines()]
+        shard = [record["index"] for record in records]
         assert len(shard) == entry["count"] and min(shard) == entry["first_index"]
-        indices += shard
-    return indices
-
-
-def _serve(port: int) -> None:
-    import asyncio
-
-    import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
-
-    state: dict[str, Any] = {"mode": "ok", "requests": 0}
-
-    async def control(request: Request) -> Response:
-        state["mode"] = (await request.json())["mode"]
-        return JSONResponse(state)
-
-    async def stats(request: Request) -> Response:
-        return JSONResponse(state)
-
-    async def health(request: Request) -> Response:
-        return Response(status_code=503 if state["mode"] == "down503" else 200)
-
-    async def complete(request: Request) -> Response:
-        state["requests"] = int(state["requests"]) + 1
-        mode = state["mode"]
-        if mode == "hang":
-            await asyncio.sleep(3600)
-        if mode in ("fail500", "down503"):
-            return JSONResponse({"error": "boom"}, status_code=500 if mode == "fail500" else 503)
-        if mode == "fail400":
-            return JSONResponse({"error": "bad prompt"}, status_code=400)
-        body = await request.json()
-        text = f"echo {json.dumps(body.get('messages') or body.get('prompt'))}"
-        choice: dict[str, object] = {"index": 0, "finish_reason": "stop"}
-        if request.url.path.endswith("/chat/completions"):
-            choice["message"] = {"role": "assistant", "content": text}
-        else:
-            choice["text"] = text
-        usage = {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
-        return JSONResponse({"choices": [choice], "usage": usage})
-
-    app = Starlette(
-        routes=[
-            Route("/_control", control, methods=["POST"]),
-            Route("/_stats", stats),
-            Route("/health", health),
-            Route("/v1/chat/completions", complete, methods=["POST"]),
-            Route("/v1/completions", complete, methods=["POST"]),
-        ]
-    )
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "serve" and sys.argv[2] == "--port":
-        _serve(int(sys.argv[3]))
-    else:
-        raise SystemExit("usage: pipeline_helpers.py serve --port PORT")
+        values += [record[field] for record in records]
+    return values

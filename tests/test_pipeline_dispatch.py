@@ -12,7 +12,8 @@ import httpx
 import pytest
 from pipeline_helpers import ProcessServer, openai_server, set_mode, write_prompts
 
-from tui.pipeline.dispatch import Dispatcher
+from tui.pipeline.batch_output import output_record
+from tui.pipeline.dispatch import Answer, Dispatcher
 from tui.pipeline.prompts import PromptFile
 
 
@@ -42,10 +43,23 @@ def _dispatcher(
         "max_retries": 2,
     }
     options.update(kwargs)
+
+    def record(answer: Answer) -> int:
+        line, tokens = output_record(
+            answer.prompt,
+            answer.position,
+            answer.content,
+            answer.server,
+            answer.started_at,
+            answer.latency,
+        )
+        results.append((answer.position, json.loads(line)))
+        return tokens
+
     return Dispatcher(
         urls,
         prompts,
-        on_result=lambda i, line, tokens: results.append((i, json.loads(line))),
+        on_result=record,
         on_failed=lambda i, reason, attempts: failures.append((i, reason, attempts)),
         **options,  # type: ignore[arg-type]
     )
@@ -79,7 +93,13 @@ async def test_server_killed_and_relaunched_loses_and_duplicates_nothing(
     chat = next(r for i, r in results if i == 0)
     completion = next(r for i, r in results if i == 1)
     assert "m0" in str(chat["text"]) and "p1" in str(completion["text"])
+    assert chat["custom_id"] == prompts.read(0).custom_id
+    assert chat["response"]["status_code"] == 200  # type: ignore[index]
     assert set(chat) >= {
+        "id",
+        "custom_id",
+        "response",
+        "error",
         "index",
         "text",
         "prompt_tokens",

@@ -24,7 +24,7 @@ def test_parse_range_names_field_value_and_range(text: str) -> None:
 
 def test_mismatched_ports_and_gpus_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--ports", "30000-30006", "--gpus", "0-3"]) == 2
-    assert "7 ports but --gpus gives 4 GPUs" in capsys.readouterr().out
+    assert "7 ports but --gpus gives 4 GPUs" in capsys.readouterr().err
 
 
 def test_tail_file_returns_the_last_lines(tmp_path: Path) -> None:

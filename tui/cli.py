@@ -8,8 +8,12 @@ and exposes ``main(argv) -> int``. Only the chosen module is imported, so ``gpuf
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+DEBUG_ENV = "GPUFLEET_DEBUG"
+"""Set to show the traceback of an unexpected error instead of its one-line summary."""
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "console": ("tui.ui.cli", "open the console on a fleet (the default command)"),
@@ -55,7 +59,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpufleet: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    result = module.main(rest)
+    try:
+        result = module.main(rest)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `gpufleet logs parse big.log | head`
+        return 0
+    except Exception as exc:
+        # Every bad input has its own named error; this is the last line of defence, so a user
+        # never gets a traceback. GPUFLEET_DEBUG=1 shows it.
+        if os.environ.get(DEBUG_ENV):
+            raise
+        detail = " ".join(str(exc).split())[:300]
+        print(
+            f"gpufleet {name}: unexpected error: {type(exc).__name__}: {detail} "
+            f"(set {DEBUG_ENV}=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
     return int(result or 0)
 
 

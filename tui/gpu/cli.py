@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from tui.cli_args import ArgumentParser
 from tui.gpu.snapshot import GpuSnapshot
 from tui.gpu.source import PREFERENCES, open_gpu_source
 
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     Returns:
         0 when GPUs were read, 1 when no source could read any.
     """
-    parser = argparse.ArgumentParser(prog="gpufleet gpus", description=__doc__)
+    parser = ArgumentParser(prog="gpufleet gpus", description=__doc__)
     parser.add_argument("--json", action="store_true", help="one JSON object per GPU, per line")
     parser.add_argument(
         "--source", choices=PREFERENCES, default="auto", help="which GPU source to read"

@@ -104,7 +104,7 @@ def read_device(root: Path, index: int) -> SimDevice | None:
     try:
         data = json.loads((gpu_dir(root, index) / "device.json").read_text())
         return SimDevice(**data)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, RecursionError):
         return None
 
 
@@ -149,7 +149,7 @@ def live_processes(root: Path, index: int, prune: bool = False) -> list[SimProce
     for path in gpu_dir(root, index).glob("proc-*.json"):
         try:
             record = SimProcessRecord(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
+        except (OSError, ValueError, TypeError, RecursionError):
             continue
         if _alive(record.pid, record.create_time):
             records.append(record)

@@ -2,21 +2,41 @@
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
-from tui.logs.ingest import ingest_file
+from tui.cli_args import ArgumentParser
+from tui.logs.ingest import MAX_LINE_BYTES, ingest_file
 from tui.logs.parser import parse_line
 from tui.logs.state import LogState
 
 
 def _lines(stream: BinaryIO) -> Iterator[str]:
     # Split on b"\n" only, as the tailer and the ingest path do (not str.splitlines' extras).
-    for raw in stream:
+    # Bounded: a line longer than MAX_LINE_BYTES (no SGLang line is) is skipped to its end.
+    while raw := stream.readline(MAX_LINE_BYTES + 1):
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+            yield ""
+            continue
         yield raw.rstrip(b"\n").decode("utf-8", errors="replace")
+
+
+class _NotALog(Exception):
+    """FILE is something a log cannot be (a directory, a device)."""
+
+
+def _check_kind(path: str, fifo_ok: bool) -> None:
+    mode = os.stat(path).st_mode
+    if stat.S_ISREG(mode) or (fifo_ok and stat.S_ISFIFO(mode)):
+        return
+    kind = "a directory" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
+    raise _NotALog(f"FILE is {kind}, not a log file: {path}")
 
 
 def _parse(path: str) -> int:
@@ -25,6 +45,7 @@ def _parse(path: str) -> int:
         stream: BinaryIO = sys.stdin.buffer
         close = False
     else:
+        _check_kind(path, fifo_ok=True)  # a FIFO streams a log; /dev/zero never ends
         stream = open(path, "rb")  # noqa: SIM115 - closed below, stdin is not ours to close
         close = True
     try:
@@ -39,6 +60,7 @@ def _parse(path: str) -> int:
 
 
 def _summary(path: str) -> int:
+    _check_kind(path, fifo_ok=False)
     summary = ingest_file(path)
     state = LogState()
     state.apply_summary(summary)
@@ -76,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         0 on success, 2 on a usage error or a missing/unreadable file.
     """
-    parser = argparse.ArgumentParser(prog="gpufleet logs", description=__doc__)
+    parser = ArgumentParser(prog="gpufleet logs", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     parse_cmd = sub.add_parser("parse", help="print one JSON object per recognised line")
     parse_cmd.add_argument("file", help="log file, or - for stdin")
@@ -103,6 +125,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except PermissionError:
         print(f"gpufleet logs {args.command}: cannot read {args.file}", file=sys.stderr)
+        return 2
+    except _NotALog as exc:
+        print(f"gpufleet logs {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(
+            f"gpufleet logs {args.command}: cannot read {args.file}: {exc.strerror}",
+            file=sys.stderr,
+        )
         return 2
     except BrokenPipeError:
         return 0

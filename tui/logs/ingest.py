@@ -163,6 +163,10 @@ def ingest_bytes(data: bytes, first_line: int = 0) -> IngestSummary:
     return ingest_range(data, 0, len(data), first_line)
 
 
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""Longest line held in memory; a longer one (no SGLang line is) is skipped to its end."""
+
+
 def ingest_file(path: str | Path, chunk_bytes: int = 1024 * 1024) -> IngestSummary:
     """Summarise a whole file, reading it in chunks of about ``chunk_bytes``.
 
@@ -180,16 +184,28 @@ def ingest_file(path: str | Path, chunk_bytes: int = 1024 * 1024) -> IngestSumma
     buf = bytearray(chunk_bytes)
     view = memoryview(buf)
     held, next_line = 0, 1
+    skipping = False  # inside a line longer than MAX_LINE_BYTES: no log line, dropped
     with open(path, "rb") as handle:
         while True:
-            if held == len(buf):  # a single line longer than the buffer: grow it
+            if held == len(buf) and len(buf) >= MAX_LINE_BYTES:
+                held, skipping = 0, True
+            elif held == len(buf):  # a single line longer than the buffer: grow it
+                view.release()  # a bytearray with an exported view cannot grow
                 buf.extend(bytes(len(buf)))
-                view.release()
                 view = memoryview(buf)
             got = handle.readinto(view[held:])
             if not got:
                 break
             filled = held + got
+            if skipping:
+                end = buf.find(b"\n", 0, filled)
+                if end < 0:
+                    held = 0
+                    continue
+                next_line, skipping = next_line + 1, False
+                held = filled - end - 1
+                buf[:held] = buf[end + 1 : filled]
+                continue
             cut = buf.rfind(b"\n", 0, filled) + 1
             if cut:
                 part = ingest_range(buf, 0, cut, next_line)
@@ -198,6 +214,6 @@ def ingest_file(path: str | Path, chunk_bytes: int = 1024 * 1024) -> IngestSumma
             held = filled - cut
             buf[:held] = buf[cut:filled]
     view.release()
-    if held:
+    if held and not skipping:
         total = total.then(ingest_bytes(bytes(buf[:held]), next_line))
     return total

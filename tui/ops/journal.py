@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,6 +181,8 @@ class JournalRead:
     """Lines that could not be read (torn, not JSON, wrong shape)."""
     first_problem: str = ""
     """The first skipped line's number and why (empty when none was skipped)."""
+    unreadable: str = ""
+    """Why the journal itself could not be read (not a regular file, no permission): ''."""
 
 
 def append(entry: JournalEntry, path: Path | None = None) -> Path:
@@ -224,11 +227,13 @@ def read_journal(path: Path | None = None) -> JournalRead:
     """
     target = path or paths.journal_file()
     try:
+        if not stat.S_ISREG(os.stat(target).st_mode):  # /dev/zero would never end
+            return JournalRead((), 0, unreadable=f"{target}: not a regular file, not a journal")
         raw = target.read_bytes()
     except FileNotFoundError:
         return JournalRead((), 0)
     except OSError as exc:
-        return JournalRead((), 1, f"{target}: cannot be read ({exc.strerror or exc})")
+        return JournalRead((), 0, unreadable=f"{target}: cannot be read ({exc.strerror or exc})")
     entries: list[JournalEntry] = []
     skipped = 0
     problem = ""

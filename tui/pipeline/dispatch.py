@@ -7,6 +7,16 @@ retried elsewhere at once; a connection failure is the server's fault, not the p
 does not use up the prompt's retries), and a background probe polls ``GET /health`` with backoff
 until it answers 200. Errors that may be the prompt's (4xx, a malformed answer, 5xx, timeouts)
 count against ``max_retries``, with exponential backoff; past that the prompt is reported failed.
+
+SGLang 0.5.23 answers ``/health`` (one handler with ``/health_generate``,
+``srt/entrypoints/http_server.py``) by generating one token and sleeping a whole second before
+its first check, for up to ``SGLANG_HEALTH_CHECK_TIMEOUT`` (20 s) before a 503: the probe waits
+``HEALTH_TIMEOUT_S`` for an answer, so a slow 200 is "up", never "down".
+
+Cordons (``tui.state.cordons``): before it picks a server for a request the dispatcher reads the
+cordon file (a stat call unless it changed) and sends a cordoned server nothing new; what it has
+in flight finishes normally (SGLang's drain waits for exactly that). When the cordon is lifted the
+server is probed again (it may have been restarted meanwhile) and gets work once it answers 200.
 """
 
 from __future__ import annotations
@@ -14,21 +24,57 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import httpx
 
-from tui.pipeline.prompts import PromptFile, request_for
+from tui.pipeline.batch_input import Prompt, request_for
+from tui.pipeline.client_pool import ClientPool
+from tui.pipeline.prompts import PromptFile, PromptFileError
+from tui.state.cordons import CordonWatch, address_of
 
 _HEADERS = {"content-type": "application/json"}
 
-ResultSink = Callable[[int, bytes, int], None]
-"""on_result(index, record line, completion tokens)."""
+HEALTH_TIMEOUT_S = 25.0
+"""How long a health probe waits for its answer: above SGLang 0.5.23's own 20 s health check
+(``SGLANG_HEALTH_CHECK_TIMEOUT``), whose healthy answer takes at least 1 s."""
+CORDON_RECHECK_S = 0.2
+"""While a server is cordoned and nothing else can take work, how often the cordon is re-read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A 200 answer to one prompt, handed to the result sink."""
+
+    position: int
+    """The prompt's position in the prompts file."""
+    prompt: Prompt
+    """The prompt."""
+    content: bytes
+    """The response body."""
+    server: str
+    """Base URL of the server that answered."""
+    started_at: float
+    """``time.time()`` when the request was sent."""
+    latency: float
+    """Seconds until the whole answer arrived."""
+
+
+ResultSink = Callable[[Answer], int]
+"""on_result(answer) -> completion tokens; raises ValueError/KeyError/IndexError/TypeError when
+the answer is not a completion (the attempt then counts as failed)."""
 FailureSink = Callable[[int, str, int], None]
-"""on_failed(index, reason, attempts)."""
+"""on_failed(position, reason, attempts)."""
+
+
+def server_address(url: str) -> str:
+    """The cordon key (``host:port``, loopback folded) of a server's base URL."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return address_of(parts.hostname or "", port)
 
 
 @dataclass(slots=True)
@@ -39,10 +85,14 @@ class ServerState:
     """Base URL, no trailing slash."""
     capacity: int
     """Most requests in flight at once."""
+    address: str = ""
+    """Its cordon key (``host:port``)."""
     in_flight: int = 0
     """Requests outstanding now."""
     healthy: bool = False
-    """Whether it gets new work."""
+    """Whether its last health probe (or request) says it is up."""
+    cordoned: bool = False
+    """Whether it is closed to new work by a cordon (its in-flight requests go on)."""
     done: int = 0
     """Requests it completed in this run."""
     failed: int = 0
@@ -52,45 +102,9 @@ class ServerState:
     last_error: str = ""
     """Why it was last marked down."""
     tasks: dict[asyncio.Task[None], int] = field(default_factory=dict)
-    """In-flight request tasks and their prompt index."""
+    """In-flight request tasks and their prompt position."""
     probe: asyncio.Task[None] | None = None
     """The running health probe, if any."""
-
-
-CONNECTIONS_PER_CLIENT = 8
-"""Connections per httpx client. httpx's pool costs CPU per request in proportion to the requests
-it holds (encode/httpx#3215): 48 in flight through one client ran 385 req/s on one core here,
-through six clients of 8 connections 1,247 req/s, for the same server and requests."""
-
-
-class ClientPool:
-    """Several small httpx clients; each request leases the least busy one."""
-
-    def __init__(self, concurrency: int, timeout: httpx.Timeout) -> None:
-        """Enough clients of CONNECTIONS_PER_CLIENT connections for ``concurrency`` requests."""
-        count = max(1, -(-concurrency // CONNECTIONS_PER_CLIENT))
-        limits = httpx.Limits(
-            max_connections=CONNECTIONS_PER_CLIENT,
-            max_keepalive_connections=CONNECTIONS_PER_CLIENT,
-        )
-        self.clients = [httpx.AsyncClient(limits=limits, timeout=timeout) for _ in range(count)]
-        """The clients."""
-        self._active = [0] * count
-
-    @contextlib.contextmanager
-    def lease(self) -> Iterator[httpx.AsyncClient]:
-        """The least busy client, held for one request."""
-        slot = min(range(len(self._active)), key=self._active.__getitem__)
-        self._active[slot] += 1
-        try:
-            yield self.clients[slot]
-        finally:
-            self._active[slot] -= 1
-
-    async def aclose(self) -> None:
-        """Close every client."""
-        for client in self.clients:
-            await client.aclose()
 
 
 class Dispatcher:
@@ -108,10 +122,16 @@ class Dispatcher:
         on_result: ResultSink,
         on_failed: FailureSink,
         request_timeout: float = 600.0,
+        cordons: CordonWatch | None = None,
     ) -> None:
-        """Args: see the attribute names; urls are base URLs of OpenAI-compatible servers."""
-        self.servers = [ServerState(url.rstrip("/"), per_server_inflight) for url in urls]
+        """Args: see the attribute names; urls are base URLs of OpenAI-compatible servers;
+        cordons: the cordon file to honour (default ``tui.paths.cordon_file()``)."""
+        self.servers = [
+            ServerState(url.rstrip("/"), per_server_inflight, server_address(url)) for url in urls
+        ]
         """One state per server."""
+        self.cordons = cordons or CordonWatch()
+        """The cordon file, re-read when it changes."""
         self._prompts = prompts
         self._model = model
         self._max_tokens = max_tokens
@@ -120,7 +140,7 @@ class Dispatcher:
         self._on_failed = on_failed
         total = per_server_inflight * len(urls)
         self._clients = ClientPool(total, httpx.Timeout(request_timeout, connect=5.0))
-        self._probe_client = httpx.AsyncClient(timeout=httpx.Timeout(2.0))
+        self._probe_client = httpx.AsyncClient(timeout=httpx.Timeout(HEALTH_TIMEOUT_S, connect=5.0))
         self._retry: collections.deque[int] = collections.deque()
         self._fresh: Iterator[int] = iter(())
         self._attempts: dict[int, int] = {}
@@ -170,7 +190,12 @@ class Dispatcher:
             index = self._next_index() if server is not None else None
             if server is None or index is None:
                 self._wake.clear()
-                await self._wake.wait()
+                if server is None and any(s.cordoned for s in self.servers):
+                    # Nothing signals a lifted cordon but the file: look again shortly.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), CORDON_RECHECK_S)
+                else:
+                    await self._wake.wait()
                 continue
             server.in_flight += 1
             task = asyncio.create_task(self._send(server, index))
@@ -195,10 +220,25 @@ class Dispatcher:
         await self._clients.aclose()
         await self._probe_client.aclose()
 
+    def refresh_cordons(self) -> None:
+        """Re-read the cordon file (a stat unless it changed) and update each server's flag.
+
+        A lifted cordon sends the server back to its health probe: it may have been restarted
+        while cordoned, and it gets work again once the probe answers 200.
+        """
+        cordoned = self.cordons.current()
+        for server in self.servers:
+            now = server.address in cordoned
+            if server.cordoned and not now:
+                server.healthy = False
+                self._ensure_probe(server)
+            server.cordoned = now
+
     def _pick(self) -> ServerState | None:
+        self.refresh_cordons()
         best: ServerState | None = None
         for server in self.servers:
-            free = server.healthy and server.in_flight < server.capacity
+            free = server.healthy and not server.cordoned and server.in_flight < server.capacity
             if free and (best is None or server.in_flight < best.in_flight):
                 best = server
         return best
@@ -228,7 +268,12 @@ class Dispatcher:
     async def _send(self, server: ServerState, index: int) -> None:
         task = asyncio.current_task()
         try:
-            prompt = self._prompts.read(index)
+            try:
+                prompt = self._prompts.read(index)
+            except PromptFileError as exc:
+                self._unresolved -= 1
+                self._on_failed(index, str(exc), 1)
+                return
             path, body = request_for(prompt, self._model, self._max_tokens)
             started_at = time.time()
             t0 = time.perf_counter()
@@ -251,15 +296,15 @@ class Dispatcher:
                 reason = f"HTTP {status}: {response.text[:200]}"
                 self._attempt_failed(server, index, reason, down=down, exclude=task)
                 return
+            answer = Answer(index, prompt, response.content, server.url, started_at, latency)
             try:
-                line, tokens = _record(index, response.content, server.url, started_at, latency)
+                tokens = self._on_result(answer)
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 self._attempt_failed(server, index, f"malformed response: {exc}", down=False)
                 return
             server.done += 1
             server.output_tokens += tokens
             self._unresolved -= 1
-            self._on_result(index, line, tokens)
         except asyncio.CancelledError:
             pass  # marked down (its index was requeued) or stopping
         finally:
@@ -319,30 +364,9 @@ class Dispatcher:
                     self._wake.set()
                     return
                 server.last_error = f"/health answered {response.status_code}"
+            except httpx.TimeoutException:
+                server.last_error = f"/health: no answer within {HEALTH_TIMEOUT_S:g} s"
             except httpx.HTTPError as exc:
                 server.last_error = f"/health: {type(exc).__name__}"
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
-
-
-def _record(
-    index: int, content: bytes, server: str, started_at: float, latency: float
-) -> tuple[bytes, int]:
-    """Build one output record line from a completion response; returns (line, output tokens)."""
-    data = json.loads(content)
-    choice = data["choices"][0]
-    message = choice.get("message")
-    text = message["content"] if message is not None else choice["text"]
-    usage = data.get("usage") or {}
-    completion_tokens = int(usage.get("completion_tokens", 0))
-    record = {
-        "index": index,
-        "text": text,
-        "prompt_tokens": int(usage.get("prompt_tokens", 0)),
-        "completion_tokens": completion_tokens,
-        "server": server,
-        "started_at": round(started_at, 3),
-        "latency_s": round(latency, 4),
-        "finish_reason": choice.get("finish_reason"),
-    }
-    return json.dumps(record).encode() + b"\n", completion_tokens

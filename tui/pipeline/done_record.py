@@ -1,4 +1,8 @@
-"""The done record: an append-only journal of the prompt indices whose results are durable.
+"""The done record: an append-only journal of the prompts whose results are durable.
+
+The indices are the serials of the output directory's job index (``tui.pipeline.job_index``):
+one per prompt id, equal to the prompt's position while the prompts file is the one the job
+started from.
 
 It replaces the seed's ``.done_indices`` (newline-separated ints read into a set) with a compact
 binary journal loaded into a bitmap, so resuming a 913,786-prompt job costs milliseconds and
@@ -109,6 +113,21 @@ class DoneRecord:
 
     def __len__(self) -> int:
         return self._count
+
+    def count_below(self, end: int) -> int:
+        """How many of the indices 0..end-1 are done (one popcount over the bitmap's prefix)."""
+        whole, rest = divmod(end, 8)
+        count = int.from_bytes(self._bitmap[:whole], "little").bit_count()
+        if rest and whole < len(self._bitmap):
+            count += (self._bitmap[whole] & ((1 << rest) - 1)).bit_count()
+        return count
+
+    def highest(self) -> int:
+        """The largest done index, or -1 when none is done."""
+        for byte in range(len(self._bitmap) - 1, -1, -1):
+            if self._bitmap[byte]:
+                return byte * 8 + self._bitmap[byte].bit_length() - 1
+        return -1
 
     def append(self, shard: int, indices: Iterable[int]) -> None:
         """Durably add one shard's indices (append, flush, fsync), then mark them done.

@@ -1,155 +1,239 @@
-"""The prompt file: JSONL, one prompt per line, identity = 0-based line index.
+"""The prompts file: JSONL of OpenAI Batch requests (or bare prompts), scanned once, read lazily.
 
-A line is either ``{"messages": [...]}`` (sent to ``/v1/chat/completions``) or ``{"prompt": "..."}``
-(sent to ``/v1/completions``). Opening the file scans it once to validate every line and to keep
-only the byte offset of each line start (8 bytes a prompt); prompt text is read back lazily with
-``os.pread`` when the prompt is dispatched, so 913,786 prompts cost ~7 MB, not their text.
+Opening the file checks that it is a regular file, then scans it once with bounded reads: a line
+longer than ``max_line_bytes`` is skipped without being held in memory, and every line is
+validated (``tui.pipeline.batch_input``). Bad lines are named with their line number and
+reason; blank lines are ignored. Each valid prompt keeps its byte range (12 bytes) and the 64-bit
+hash of its id (8 bytes); its text is read back with ``os.pread`` when it is dispatched, so
+913,786 prompts cost ~18 MB, not their text. Prompts are numbered 0.. in file order
+("positions"); their identity across runs is the id (``tui.pipeline.job_index``).
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
+import stat
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from tui.pipeline.batch_input import Prompt, id_hash, parse_prompt, repeated_id
+
+DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
+"""Longest prompt line read by default (OpenAI's whole batch input file may be 200 MB)."""
+MAX_LINE_BYTES_RANGE = (1024, 1024**3)
+"""Allowed ``--max-line-bytes``."""
+BAD_LINES_KEPT = 1000
+"""Bad lines kept with their reasons (the rest are only counted)."""
+_SKIP_CHUNK = 1024 * 1024
 
 
 class PromptFileError(Exception):
-    """The prompt file cannot be used (missing, unreadable, or malformed lines refused)."""
+    """The prompts file cannot be used (missing, not a file, unreadable, bad lines refused)."""
 
 
 @dataclass(frozen=True, slots=True)
 class BadLine:
-    """One malformed line of the prompt file."""
+    """One line of the prompts file that is not a prompt."""
 
     line: int
     """1-based line number, as an editor shows it."""
     reason: str
     """What is wrong with it."""
 
-    @property
-    def index(self) -> int:
-        """The prompt index the line would have had."""
-        return self.line - 1
+
+def _kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "not a regular file")
 
 
-def _check(obj: Any) -> str | None:
-    """Return why a parsed line is not a prompt, or None when it is one."""
-    if not isinstance(obj, dict):
-        return f"expected a JSON object, got {type(obj).__name__}"
-    if "messages" in obj:
-        messages = obj["messages"]
-        if not isinstance(messages, list) or not messages:
-            return "field 'messages' must be a non-empty list of {role, content} objects"
-        for position, message in enumerate(messages):
-            if not isinstance(message, dict) or "role" not in message or "content" not in message:
-                return f"field 'messages'[{position}] must be an object with 'role' and 'content'"
-        return None
-    if "prompt" in obj:
-        if not isinstance(obj["prompt"], str):
-            return f"field 'prompt' must be a string, got {type(obj['prompt']).__name__}"
-        return None
-    return "needs a 'messages' list or a 'prompt' string"
+def open_regular(path: Path, field: str) -> int:
+    """Open a regular file for reading without blocking on a FIFO; returns the descriptor.
+
+    Args:
+        path: the file.
+        field: the option that named it, for the error (e.g. ``--prompts``).
+
+    Raises:
+        PromptFileError: it is missing, unreadable, or not a regular file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise PromptFileError(f"{field}={path}: no such file") from None
+    except OSError as exc:
+        raise PromptFileError(f"{field}={path}: cannot read it ({exc.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise PromptFileError(f"{field}={path}: is {_kind(mode)}, not a regular file")
+    return fd
+
+
+class _Scan:
+    """State of one pass over the file."""
+
+    def __init__(self) -> None:
+        self.starts: array[int] = array("q")
+        self.sizes: array[int] = array("I")
+        self.ids: array[int] = array("Q")
+        self.repeats: array[int] | None = None
+        self.bad: list[BadLine] = []
+        self.bad_count = 0
+        self.lines = 0
+        self._seen: set[int] = set()
+        self._derived_next: dict[str, int] = {}
+
+    def bad_line(self, reason: str) -> None:
+        self.bad_count += 1
+        if len(self.bad) < BAD_LINES_KEPT:
+            self.bad.append(BadLine(self.lines, reason))
+
+    def add(self, start: int, raw: bytes) -> None:
+        parsed = parse_prompt(raw)
+        if isinstance(parsed, str):
+            self.bad_line(parsed)
+            return
+        occurrence = 1
+        key = id_hash(parsed.custom_id)
+        if parsed.derived and key in self._seen:
+            # An identical bare line: the next free '-k' id (k counted per content).
+            occurrence = self._derived_next.get(parsed.custom_id, 2)
+            while (key := id_hash(repeated_id(parsed.custom_id, occurrence))) in self._seen:
+                occurrence += 1
+            self._derived_next[parsed.custom_id] = occurrence + 1
+        elif key in self._seen:
+            self.bad_line(f"custom_id {parsed.custom_id!r} repeats an earlier line's")
+            return
+        self._seen.add(key)
+        if occurrence > 1 and self.repeats is None:
+            self.repeats = array("I", bytes(4 * len(self.ids)))
+        if self.repeats is not None:
+            self.repeats.append(occurrence)
+        self.starts.append(start)
+        self.sizes.append(len(raw))
+        self.ids.append(key)
+
+
+def _scan(fd: int, max_line_bytes: int) -> _Scan:
+    scan = _Scan()
+    position = 0
+    with open(fd, "rb", closefd=False) as handle:
+        while raw := handle.readline(max_line_bytes + 1):
+            scan.lines += 1
+            start, position = position, position + len(raw)
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                # Over-long: skip to the next newline without holding the line.
+                while (chunk := handle.readline(_SKIP_CHUNK)) and not chunk.endswith(b"\n"):
+                    position += len(chunk)
+                position += len(chunk)
+                scan.bad_line(f"longer than {max_line_bytes} bytes ({position - start} bytes)")
+            elif raw.strip():
+                scan.add(start, raw)
+    return scan
 
 
 class PromptFile:
     """Lazily read prompts of a validated JSONL file."""
 
-    def __init__(self, path: Path, offsets: array[int], bad: list[BadLine]) -> None:
+    def __init__(self, path: Path, fd: int, scan: _Scan) -> None:
         """Use :meth:`open`."""
         self.path = path
         """The JSONL file."""
-        self._offsets = offsets
-        self.bad_lines = bad
-        """Malformed lines (skipped)."""
-        self._bad = {b.index for b in bad}
-        self._fd = os.open(path, os.O_RDONLY)
+        self.bad_lines = scan.bad
+        """Bad lines (skipped), the first ``BAD_LINES_KEPT`` of them."""
+        self.bad_count = scan.bad_count
+        """How many lines were bad."""
+        self.lines = scan.lines
+        """Lines in the file (prompts, bad and blank ones)."""
+        self.ids = scan.ids
+        """The 64-bit hash of each prompt's id, by position."""
+        self.digest = hashlib.blake2b(scan.ids.tobytes(), digest_size=16).digest()
+        """Fingerprint of the file's ids in order (equal digests: the same job, same order)."""
+        self._starts = scan.starts
+        self._sizes = scan.sizes
+        self._repeats = scan.repeats
+        self._fd = fd
 
     @classmethod
-    def open(cls, path: Path, on_bad_line: str = "skip") -> PromptFile:
+    def open(
+        cls,
+        path: Path,
+        on_bad_line: str = "skip",
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> PromptFile:
         """Scan and validate the file.
 
         Args:
-            path: the JSONL prompt file.
-            on_bad_line: 'skip' (report and skip malformed lines) or 'refuse' (raise on any).
+            path: the JSONL prompts file (a regular file).
+            on_bad_line: 'skip' (report and skip bad lines) or 'refuse' (raise on any).
+            max_line_bytes: longest line accepted; longer ones are bad lines.
 
         Returns:
             The opened file.
 
         Raises:
-            PromptFileError: the file is missing/unreadable, or has malformed lines and
-                on_bad_line is 'refuse'.
+            PromptFileError: the file is missing, unreadable or not a regular file, or has bad
+                lines and on_bad_line is 'refuse'.
         """
         if on_bad_line not in ("skip", "refuse"):
             raise PromptFileError(f"--on-bad-line={on_bad_line!r}: allowed values are skip, refuse")
-        offsets: array[int] = array("q")
-        bad: list[BadLine] = []
-        position = 0
+        fd = open_regular(path, "--prompts")
         try:
-            with open(path, "rb") as handle:
-                for number, raw in enumerate(handle, start=1):
-                    offsets.append(position)
-                    position += len(raw)
-                    try:
-                        reason = _check(json.loads(raw))
-                    except ValueError as exc:
-                        reason = f"not valid JSON ({exc})"
-                    if reason is not None:
-                        bad.append(BadLine(number, reason))
-        except FileNotFoundError:
-            raise PromptFileError(f"--prompts={path}: no such file") from None
-        except (IsADirectoryError, PermissionError) as exc:
+            scan = _scan(fd, max_line_bytes)
+        except OSError as exc:
+            os.close(fd)
             raise PromptFileError(f"--prompts={path}: cannot read it ({exc.strerror})") from None
-        offsets.append(position)
-        if bad and on_bad_line == "refuse":
-            shown = "; ".join(f"line {b.line}: {b.reason}" for b in bad[:10])
-            more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
+        except BaseException:
+            os.close(fd)
+            raise
+        if scan.bad_count and on_bad_line == "refuse":
+            os.close(fd)
+            shown = "; ".join(f"line {b.line}: {b.reason}" for b in scan.bad[:10])
+            more = f" (and {scan.bad_count - 10} more)" if scan.bad_count > 10 else ""
             raise PromptFileError(
-                f"--prompts={path}: {len(bad)} malformed line(s): {shown}{more}; "
+                f"--prompts={path}: {scan.bad_count} bad line(s): {shown}{more}; "
                 "fix them or pass --on-bad-line skip"
             )
-        return cls(path, offsets, bad)
+        return cls(path, fd, scan)
 
     def __len__(self) -> int:
-        """Number of lines (prompt indices), valid or not."""
-        return len(self._offsets) - 1
+        """Number of valid prompts (positions 0..len-1)."""
+        return len(self.ids)
 
     @property
     def valid_count(self) -> int:
-        """Number of valid prompts."""
-        return len(self) - len(self._bad)
+        """Number of valid prompts (the job's total)."""
+        return len(self.ids)
 
-    def is_valid(self, index: int) -> bool:
-        """Whether line ``index`` holds a usable prompt."""
-        return index not in self._bad
+    def read(self, position: int) -> Prompt:
+        """Read back the prompt at ``position`` (one pread), with its final id.
 
-    def read(self, index: int) -> dict[str, Any]:
-        """Parse the prompt at ``index`` (one pread)."""
-        start = self._offsets[index]
-        raw = os.pread(self._fd, self._offsets[index + 1] - start, start)
-        obj: dict[str, Any] = json.loads(raw)
-        return obj
+        Raises:
+            PromptFileError: the file changed under the running pipeline (the line no longer
+                holds the prompt that was scanned).
+        """
+        raw = os.pread(self._fd, self._sizes[position], self._starts[position])
+        parsed = parse_prompt(raw)
+        if not isinstance(parsed, str) and parsed.derived and self._repeats is not None:
+            occurrence = self._repeats[position]
+            if occurrence > 1:
+                custom_id = repeated_id(parsed.custom_id, occurrence)
+                parsed = Prompt(custom_id, parsed.url, parsed.body, derived=True)
+        if isinstance(parsed, str) or id_hash(parsed.custom_id) != self.ids[position]:
+            raise PromptFileError(
+                f"--prompts={self.path} changed while the pipeline ran: prompt {position + 1} "
+                "is no longer where it was; run again to resume"
+            )
+        return parsed
 
     def close(self) -> None:
         """Close the file descriptor."""
         os.close(self._fd)
-
-
-def request_for(prompt: dict[str, Any], model: str, max_tokens: int) -> tuple[str, bytes]:
-    """Build the OpenAI-compatible request for one prompt.
-
-    Args:
-        prompt: a validated prompt object.
-        model: the model name sent to the server.
-        max_tokens: the completion length limit.
-
-    Returns:
-        (endpoint path, JSON body bytes).
-    """
-    if "messages" in prompt:
-        body = {"model": model, "messages": prompt["messages"], "max_tokens": max_tokens}
-        return "/v1/chat/completions", json.dumps(body).encode()
-    body = {"model": model, "prompt": prompt["prompt"], "max_tokens": max_tokens}
-    return "/v1/completions", json.dumps(body).encode()

@@ -1,15 +1,17 @@
 """One run of the generation pipeline: resume, dispatch, durable shards, uploads, status.
 
-Order of events per shard: results collect in memory; a full buffer (or one older than
-``flush_interval_s``) becomes the next numbered shard, written and committed to the done record
-by one writer task in a thread; committed shards queue for upload; after each upload the manifest
-is rewritten. A kill at any moment loses only the in-memory buffer and requests in flight.
+At start the output directory is locked and the prompts file matched to the job's ids
+(``tui.pipeline.job``); a refusal there exits 2 and writes nothing, not even the status document
+(another pipeline may own it). Order of events per shard: results collect in memory; a full
+buffer (or one older than ``flush_interval_s``) becomes the next numbered shard, written and
+committed to the done record by one writer task in a thread; committed shards queue for upload;
+after each upload the manifest is rewritten. A kill at any moment loses only the in-memory
+buffer and requests in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -17,15 +19,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tui.pipeline.dispatch import Dispatcher
-from tui.pipeline.done_record import DoneRecord
-from tui.pipeline.prompts import PromptFile
+from tui.pipeline.batch_output import error_record, output_record
+from tui.pipeline.dispatch import Answer, Dispatcher
+from tui.pipeline.job import Job, JobRefused, open_job
+from tui.pipeline.prompts import PromptFile, PromptFileError
 from tui.pipeline.rates import RateMeter, eta_seconds
-from tui.pipeline.s3_sink import S3Error, S3Sink
-from tui.pipeline.shards import ShardStore
 from tui.pipeline.status import SCHEMA_VERSION, PipelineStatus, ServerShare, write_status
-from tui.pipeline.uploads import Uploads
+
+if TYPE_CHECKING:  # boto3 is imported only by runs that upload (it costs 0.1 s at start)
+    from tui.pipeline.s3_sink import S3Sink
+    from tui.pipeline.uploads import Uploads
 
 EXIT_DONE = 0
 EXIT_FAILED_RUN = 1
@@ -66,6 +71,8 @@ class GenerateConfig:
     """A partial shard older than this is written anyway, bounding what a kill can lose."""
     s3_wait_s: float = 3600.0
     """How long to keep retrying an S3 that cannot be reached at start (generation goes on)."""
+    by_id: bool = False
+    """Accept a prompts file whose ids changed since the job started (``--resume-by-id``)."""
 
 
 def _log(message: str) -> None:
@@ -78,8 +85,6 @@ class Pipeline:
     def __init__(self, config: GenerateConfig) -> None:
         """Args: config: the run's settings."""
         self.config = config
-        self._store = ShardStore(config.out_dir)
-        self._done = DoneRecord.load(self._store.done_path)
         self._meter = RateMeter()
         self._dispatcher = Dispatcher(
             list(config.servers),
@@ -99,15 +104,9 @@ class Pipeline:
         self._next_shard = 1
         self._write_queue: asyncio.Queue[tuple[int, list[int], list[bytes]]] = asyncio.Queue()
         self._uploads: Uploads | None = None
-        if config.s3 is not None:
-            self._uploads = Uploads(
-                config.s3,
-                self._store,
-                self._done,
-                wait_s=config.s3_wait_s,
-                notify=self._notify,
-                fatal=self._s3_fatal,
-            )
+        self._job: Job | None = None
+        self._done_in_file = 0
+        self._cordon_error: str | None = None
         self._fatal: tuple[str, int] | None = None
         self._failed = 0
         self._state = "running"
@@ -119,13 +118,37 @@ class Pipeline:
     async def run(self) -> int:
         """Run the job; returns the process exit status."""
         try:
-            return await self._run()
+            try:
+                self._job = open_job(
+                    self.config.out_dir, self.config.prompts, by_id=self.config.by_id
+                )
+            except JobRefused as exc:
+                _log(str(exc))
+                return EXIT_BAD_INPUT
+            try:
+                return await self._run(self._job)
+            finally:
+                self._job.lock.release()
         finally:
             await self._dispatcher.aclose()
             self.config.prompts.close()
 
-    async def _run(self) -> int:
+    async def _run(self, job: Job) -> int:
         config = self.config
+        for note in job.notes:
+            _log(note)
+        self._store, self._done, self._done_in_file = job.store, job.done, job.done_in_file
+        if config.s3 is not None:
+            from tui.pipeline.uploads import Uploads
+
+            self._uploads = Uploads(
+                config.s3,
+                self._store,
+                self._done,
+                wait_s=config.s3_wait_s,
+                notify=self._notify,
+                fatal=self._s3_fatal,
+            )
         found = self._store.reconcile(self._done)
         if found.removed_temporary or found.removed_uncommitted:
             _log(
@@ -135,6 +158,8 @@ class Pipeline:
         self._next_shard = self._store.next_number(self._done)
         workers: list[asyncio.Task[None]] = []
         if self._uploads is not None:
+            from tui.pipeline.s3_sink import S3Error
+
             try:
                 retrying = await self._uploads.connect(found.missing_committed)
             except S3Error as exc:
@@ -148,9 +173,9 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
-        todo = self._todo_count()
+        todo = len(config.prompts) - self._done_in_file
         pending = self._uploads.pending if self._uploads is not None else 0
-        _log(f"{len(self._done)} done, {todo} to generate, {pending} to upload")
+        _log(f"{self._done_in_file} done, {todo} to generate, {pending} to upload")
         workers += [
             asyncio.create_task(self._writer()),
             asyncio.create_task(self._status_loop()),
@@ -210,32 +235,41 @@ class Pipeline:
         self._message = message
         return code
 
-    def _todo_count(self) -> int:
-        prompts, done = self.config.prompts, self._done
-        return sum(1 for i in range(len(prompts)) if prompts.is_valid(i) and i not in done)
+    def _serial_of(self, position: int) -> int:
+        assert self._job is not None
+        return self._job.index.serial_of(position)
 
     def _pending(self) -> Iterator[int]:
-        prompts, done = self.config.prompts, self._done
-        return (i for i in range(len(prompts)) if prompts.is_valid(i) and i not in done)
+        done, serial_of = self._done, self._serial_of
+        return (p for p in range(len(self.config.prompts)) if serial_of(p) not in done)
 
-    def _on_result(self, index: int, line: bytes, tokens: int) -> None:
-        if index in self._done or index in self._unwritten:
-            return  # defensive: never let one index reach the output twice
+    def _on_result(self, answer: Answer) -> int:
+        serial = self._serial_of(answer.position)
+        line, tokens = output_record(
+            answer.prompt, serial, answer.content, answer.server, answer.started_at, answer.latency
+        )
+        if serial in self._done or serial in self._unwritten:
+            return tokens  # defensive: never let one id reach the output twice
         if not self._buffer:
             self._buffer_since = time.monotonic()
         self._buffer.append(line)
-        self._buffer_indices.append(index)
-        self._unwritten.add(index)
+        self._buffer_indices.append(serial)
+        self._unwritten.add(serial)
         self._meter.record(tokens)
         if len(self._buffer) >= self.config.shard_size:
             self._flush()
+        return tokens
 
-    def _on_failed(self, index: int, reason: str, attempts: int) -> None:
+    def _on_failed(self, position: int, reason: str, attempts: int) -> None:
         self._failed += 1
-        self._message = f"prompt {index} failed after {attempts} attempt(s): {reason}"
-        record = {"index": index, "reason": reason, "attempts": attempts, "at": time.time()}
-        with open(self._store.failures_path, "a") as handle:
-            handle.write(json.dumps(record) + "\n")
+        try:
+            custom_id = self.config.prompts.read(position).custom_id
+        except PromptFileError:
+            custom_id = ""  # the file changed under the run: the reason says so
+        self._message = f"prompt {custom_id!r} failed after {attempts} attempt(s): {reason}"
+        record = error_record(custom_id, self._serial_of(position), reason, attempts)
+        with open(self._store.failures_path, "ab") as handle:
+            handle.write(record)
 
     def _flush(self) -> None:
         if not self._buffer:
@@ -258,6 +292,7 @@ class Pipeline:
             try:
                 await asyncio.to_thread(self._store.commit, self._done, number, indices, lines)
                 self._unwritten.difference_update(indices)
+                self._done_in_file += len(indices)
                 if self._uploads is not None:
                     self._uploads.committed(number)
             finally:
@@ -275,8 +310,13 @@ class Pipeline:
             self._no_server_since = None
         elif self._no_server_since is None:
             self._no_server_since = time.time()
+        self._dispatcher.refresh_cordons()
+        error = self._dispatcher.cordons.error
+        if error is not None and error != self._cordon_error:
+            self._message = f"cordon file unreadable, keeping the last cordons read: {error}"
+        self._cordon_error = error
         total = self.config.prompts.valid_count
-        remaining = max(total - len(self._done) - self._failed, 0)
+        remaining = max(total - self._done_in_file - self._failed, 0)
         status = PipelineStatus(
             schema=SCHEMA_VERSION,
             state=self._state,
@@ -284,14 +324,16 @@ class Pipeline:
             started_at=self._started_at,
             updated_at=time.time(),
             total=total,
-            done=len(self._done),
+            done=self._done_in_file,
             failed=self._failed,
             in_flight=self._dispatcher.in_flight,
             rate_1m=rate_1m,
             rate_10m=rate_10m,
             eta_s=eta_seconds(remaining, rate_1m, rate_10m),
             servers=tuple(
-                ServerShare(s.url, s.done, s.failed, s.in_flight, s.healthy, s.output_tokens)
+                ServerShare(
+                    s.url, s.done, s.failed, s.in_flight, s.healthy, s.output_tokens, s.cordoned
+                )
                 for s in self._dispatcher.servers
             ),
             uploaded_shards=len(self._uploads.keeper.entries) if self._uploads else 0,

@@ -44,6 +44,8 @@ class ServerShare:
     """Whether the dispatcher is sending it work."""
     output_tokens: int = 0
     """Output tokens it produced in this run."""
+    cordoned: bool = False
+    """Whether a cordon closes it to new work (``tui.state.cordons``); in-flight requests go on."""
 
 
 @dataclass(frozen=True, slots=True)

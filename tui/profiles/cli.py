@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 import tomli_w
 
+from tui.cli_args import GPU_INDEX, ArgumentParser
+from tui.paths import profiles_dir
 from tui.profiles.diff import diff
 from tui.profiles.errors import ProfileError
 from tui.profiles.launch_args import argv_for, log_path_for
@@ -16,7 +18,7 @@ from tui.profiles.store import list_profiles, load_named, load_profile, profile_
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpufleet profile", description=__doc__)
+    parser = ArgumentParser(prog="gpufleet profile", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the profiles in the profiles directory")
     show = sub.add_parser("show", help="print a profile as TOML, with each GPU's port and log")
@@ -28,18 +30,27 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("file")
     a = sub.add_parser("argv", help="print the exact argv of one GPU's server as a JSON list")
     a.add_argument("name")
-    a.add_argument("--gpu", type=int, required=True)
+    a.add_argument("--gpu", type=GPU_INDEX, required=True)
     return parser
 
 
 def _list() -> int:
-    for path in list_profiles():
+    root = profiles_dir()
+    if not root.is_dir():
+        print(f"gpufleet profile list: {root} is not a directory of profiles", file=sys.stderr)
+        return 2
+    invalid = 0
+    for path in list_profiles(root):
         try:
             p = load_profile(path)
             print(f"{p.name:<24} {p.engine.kind:<6} gpus={len(p.gpus)}  {p.note}")
         except ProfileError as exc:
-            print(f"{path.stem:<24} INVALID ({len(exc.problems)} problem(s))")
-    return 0
+            invalid += 1
+            first = exc.problems[0]
+            reason = first.message if first.field == "file" else str(first)
+            more = f" (+{len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+            print(f"{path.stem:<24} INVALID: {reason}{more}")
+    return 1 if invalid else 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -73,7 +84,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Run ``gpufleet profile``; returns 1 when a profile is invalid (every problem printed)."""
+    """Run ``gpufleet profile``; returns 1 when a profile is invalid (every problem printed; for
+    ``list``, when any listed profile is), 2 on bad arguments."""
     args = _parser().parse_args(list(argv))
     try:
         return _run(args)

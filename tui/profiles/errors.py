@@ -17,7 +17,10 @@ class Problem:
     """What is allowed, e.g. ``must be in (0, 1)``."""
 
     def __str__(self) -> str:
-        return f"{self.field} = {self.value!r}: {self.message}"
+        shown = repr(self.value)
+        if len(shown) > 120:  # a pasted blob is named, not echoed whole
+            shown = shown[:100] + f"... ({len(shown)} characters)"
+        return f"{self.field} = {shown}: {self.message}"
 
 
 class ProfileError(ValueError):
@@ -26,5 +29,10 @@ class ProfileError(ValueError):
     def __init__(self, problems: list[Problem], source: str = "profile") -> None:
         self.problems = list(problems)
         self.source = source
+        if len(self.problems) == 1:
+            only = self.problems[0]
+            # One problem, one line; the file itself unusable (unreadable, not TOML) is named once.
+            super().__init__(f"{source}: {only.message if only.field == 'file' else only}")
+            return
         lines = "\n".join(f"  {p}" for p in self.problems)
         super().__init__(f"{source}: {len(self.problems)} problem(s)\n{lines}")

@@ -38,6 +38,7 @@ from tui.profiles.model import (
     Profile,
     ServerFlags,
 )
+from tui.profiles.templates import log_dir_problem, log_file_problem
 from tui.sglang.flagtable.table import known_versions
 
 _UNSAFE = re.compile(r"[\s;&|$`<>(){}\[\]*?!~#'\"\\]")
@@ -188,7 +189,7 @@ def _overrides(c: _Collector, raw: object, gpus: tuple[int, ...]) -> tuple[GpuOv
     out = []
     for key, table in c.table("gpu", raw).items():
         prefix = f"gpu.{key}"
-        if not str(key).isdigit() or int(key) not in gpus:
+        if not re.fullmatch(r"[0-9]{1,6}", str(key)) or int(key) not in gpus:
             c.add(prefix, key, f"no such GPU in fleet.gpus {list(gpus)}")
             continue
         data = c.table(prefix, table)
@@ -304,18 +305,17 @@ def _fleet(c: _Collector, raw: object) -> dict[str, Any]:
     if "host" in data and (v := c.safe_str("fleet.host", data["host"])):
         kw["host"] = v
     if "log_dir" in data and (v := c.safe_str("fleet.log_dir", data["log_dir"], template=True)):
-        kw["log_dir"] = v
-    if "log_file" in data and (v := c.safe_str("fleet.log_file", data["log_file"], template=True)):
-        if "{gpu}" not in v and "{port}" not in v:
-            c.add("fleet.log_file", v, "must contain {gpu} or {port} so servers do not share a log")
-        elif "/" in v:
-            c.add("fleet.log_file", v, "must be a file name, not a path (use fleet.log_dir)")
+        if (problem := log_dir_problem(v)) is not None:
+            c.add("fleet.log_dir", v, problem)
         else:
-            try:
-                v.format(gpu=0, port=0)
-                kw["log_file"] = v
-            except (KeyError, IndexError, ValueError):
-                c.add("fleet.log_file", v, "only {gpu} and {port} placeholders are allowed")
+            kw["log_dir"] = v
+    if "log_file" in data and (v := c.safe_str("fleet.log_file", data["log_file"], template=True)):
+        if "/" in v:
+            c.add("fleet.log_file", v, "must be a file name, not a path (use fleet.log_dir)")
+        elif (problem := log_file_problem(v, kw["gpus"], kw["ports"] or kw["gpus"])) is not None:
+            c.add("fleet.log_file", v, problem)
+        else:
+            kw["log_file"] = v
     return kw
 
 

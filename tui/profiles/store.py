@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import tomllib
 from pathlib import Path
@@ -16,6 +17,69 @@ from tui.profiles.model import AUTO, SERVER_FIELDS, Profile, ServerFlags
 from tui.profiles.parse import profile_from_dict
 
 SUFFIX = ".toml"
+MAX_PROFILE_BYTES = 1024 * 1024
+"""Largest profile file read (a real one is a few KB; /dev/zero or a 2 GB file is refused)."""
+MAX_DEPTH = 16
+"""Deepest nesting of tables and arrays in a profile (a real one needs 4)."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a FIFO or socket" if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else "special"
+
+
+def _too_deep(value: object) -> bool:
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _read_document(path: Path) -> dict[str, Any]:
+    """Read a profile file, bounded: a regular file of at most 1 MiB of UTF-8 TOML.
+
+    Raises:
+        ProfileError: naming the file and what is wrong with it.
+    """
+
+    def refuse(message: str) -> ProfileError:
+        return ProfileError([Problem("file", str(path), message)], str(path))
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise refuse(f"cannot be read: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise refuse(f"is {_kind(mode)}, not a profile file")
+    with os.fdopen(fd, "rb") as handle:
+        raw = handle.read(MAX_PROFILE_BYTES + 1)
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise refuse(f"is larger than {MAX_PROFILE_BYTES} bytes: not a profile")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        byte = raw[exc.start]
+        raise refuse(f"is not UTF-8 text (byte 0x{byte:02x} at offset {exc.start})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise refuse(f"is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise refuse(f"nests tables or arrays deeper than {MAX_DEPTH} levels") from None
+    if _too_deep(data):
+        raise refuse(f"nests tables or arrays deeper than {MAX_DEPTH} levels")
+    return data
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -31,16 +95,7 @@ def load_profile(path: str | Path) -> Profile:
         ProfileError: unreadable, not TOML, or invalid (every problem listed).
     """
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ProfileError(
-            [Problem("file", str(path), f"cannot be read: {exc}")], str(path)
-        ) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(
-            [Problem("file", str(path), f"is not valid TOML: {exc}")], str(path)
-        ) from exc
+    data = _read_document(path)
     return profile_from_dict(data, default_name=path.stem, source=str(path))
 
 
@@ -124,12 +179,21 @@ def resolve_profile(name_or_path: str, directory: Path | None = None) -> Path:
         ProfileError: nothing by that name (the known names are listed).
     """
     candidate = Path(name_or_path)
-    if candidate.is_file():
-        return candidate
     root = profiles_dir() if directory is None else directory
     named = root / f"{name_or_path}{SUFFIX}"
-    if named.is_file():
-        return named
+    try:
+        if candidate.is_file():
+            return candidate
+        # Something else by that name (a directory, /dev/zero) is named in load_profile's error,
+        # unless a profile of that name exists.
+        for path in (named, candidate):
+            if path.exists():
+                return path
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise ProfileError(
+            [Problem("profile", name_or_path[:80], f"cannot be looked up: {exc.strerror}")],
+            name_or_path[:80],
+        ) from None
     known = ", ".join(p.stem for p in list_profiles(root)) or "none"
     raise ProfileError(
         [Problem("profile", name_or_path, f"no such file or profile in {root} (known: {known})")],

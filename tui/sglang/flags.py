@@ -9,6 +9,7 @@ modelled flag, checked after parsing) and the flags it accepts without modelling
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -119,7 +120,7 @@ def ranged(
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
-        if not allowed.contains(value):
+        if not math.isfinite(value) or not allowed.contains(value):  # NaN slips past < and >
             raise argparse.ArgumentTypeError(f"{text} is out of range {allowed.text()}")
         return value
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tui.cli_args import ArgumentParser, number
 from tui.ui.sources import FleetPoller
 
 if TYPE_CHECKING:
@@ -89,7 +90,10 @@ def make_poller(
 
     logs: list[str | None] | None = None
     if log_dir is not None:
-        logs = [str(Path(log_dir) / log_pattern.format(gpu=gpu)) for gpu in gpus]
+        logs = [
+            str(Path(log_dir) / log_pattern.format(gpu=gpu, port=port))
+            for gpu, port in zip(gpus, ports, strict=True)
+        ]
     spec = FleetSpec.from_ports(ports, gpus, log_paths=logs)
     return FleetMonitor(spec, open_gpu_source())
 
@@ -173,7 +177,7 @@ def add_measure_window(parser: argparse.ArgumentParser) -> None:
     """Add ``--measure-window S`` (the throughput window of applies from the console)."""
     parser.add_argument(
         "--measure-window",
-        type=float,
+        type=number(float, *MEASURE_WINDOW_RANGE_S),
         default=MEASURE_WINDOW_DEFAULT_S,
         metavar="S",
         help="seconds of each throughput window of an apply, and of a canary's planned window "
@@ -183,12 +187,14 @@ def add_measure_window(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The console's options."""
-    parser = argparse.ArgumentParser(prog="gpufleet console", description=__doc__)
+    parser = ArgumentParser(prog="gpufleet console", description=__doc__)
     parser.add_argument("--ports", default=PORTS_DEFAULT, help="server ports, e.g. 30000-30006")
     parser.add_argument("--gpus", default=GPUS_DEFAULT, help="GPU indices, e.g. 0-6 (one per port)")
     parser.add_argument("--log-dir", default=None, help="directory of the servers' logs")
     parser.add_argument(
-        "--log-pattern", default="sglang_gpu{gpu}.log", help="log file name; {gpu} is the index"
+        "--log-pattern",
+        default="sglang_gpu{gpu}.log",
+        help="log file name; {gpu} is the index, {port} the port",
     )
     parser.add_argument(
         "--profile", default=None, help="tuning profile of the fleet (its GPUs, ports and logs)"
@@ -305,18 +311,25 @@ def main(argv: Sequence[str]) -> int:
         ports = parse_range(args.ports, "--ports", 1, 65535)
         gpus = parse_range(args.gpus, "--gpus", 0, 15)
     except ValueError as error:
-        print(f"gpufleet console: {error}")
+        print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
     if len(ports) != len(gpus):
         print(
             f"gpufleet console: --ports gives {len(ports)} ports but --gpus gives "
-            f"{len(gpus)} GPUs; give one port per GPU"
+            f"{len(gpus)} GPUs; give one port per GPU",
+            file=sys.stderr,
         )
+        return 2
+    from tui.profiles.templates import log_file_problem
+
+    problem = log_file_problem(args.log_pattern, gpus, ports)
+    if problem is not None:
+        print(f"gpufleet console: --log-pattern={args.log_pattern!r}: {problem}", file=sys.stderr)
         return 2
     try:
         poller = make_poller(ports, gpus, args.log_dir, args.log_pattern)
     except (ValueError, KeyError) as error:
-        print(f"gpufleet console: {error}")
+        print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
     from tui.ui.app import FleetApp
 

@@ -13,6 +13,7 @@ import contextlib
 import sys
 from collections.abc import Sequence
 
+from tui.cli_args import ArgumentParser
 from tui.ui.cli import add_measure_window, console_windows, run_console
 
 DEMO_FLEET_TIMEOUT_S = 3600.0
@@ -21,7 +22,7 @@ DEMO_FLEET_TIMEOUT_S = 3600.0
 
 def build_parser() -> argparse.ArgumentParser:
     """The demo's options."""
-    parser = argparse.ArgumentParser(prog="gpufleet demo", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="gpufleet demo", description=__doc__.split("\n")[0])
     parser.add_argument("--gpus", type=int, default=None, help="run only the first N GPUs (1-7)")
     parser.add_argument("--speed", type=float, default=None, help="simulator speed (default 20)")
     parser.add_argument(

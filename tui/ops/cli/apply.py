@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from tui.cli_args import SECONDS, SECONDS_OR_ZERO, ArgumentParser
 from tui.control.stop_release import StopTimeouts
 from tui.ops.cli.common import UsageError, format_report, parse_gpus, print_event, run_refusing
 from tui.ops.service import FleetOps, OpsOptions
@@ -28,14 +29,14 @@ from tui.state.fleet_state import read_records
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser."""
-    p = argparse.ArgumentParser(prog="gpufleet apply", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="gpufleet apply", description=__doc__.split("\n")[0])
     p.add_argument("profile", nargs="?", help="profile name (in the profiles dir) or TOML path")
     p.add_argument("--gpus", help="comma-separated GPU indices (default: every GPU of the profile)")
-    p.add_argument("--timeout", type=float, default=600.0, help="per-GPU seconds to ready")
-    p.add_argument("--release-timeout", type=float, default=120.0, help="per-GPU release wait")
+    p.add_argument("--timeout", type=SECONDS, default=600.0, help="per-GPU seconds to ready")
+    p.add_argument("--release-timeout", type=SECONDS, default=120.0, help="per-GPU release wait")
     p.add_argument(
         "--term-timeout",
-        type=float,
+        type=SECONDS,
         default=60.0,
         help="seconds an old server may drain before its process group is signalled",
     )
@@ -45,10 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="drain",
         help="drain (default: finish in-flight requests), terminate or kill the old servers",
     )
-    p.add_argument("--stagger", type=float, default=0.0, help="seconds between launches")
-    p.add_argument("--window", type=float, default=60.0, help="throughput window seconds")
-    p.add_argument("--warmup", type=float, default=30.0, help="ignored seconds before 'after'")
-    p.add_argument("--interval", type=float, default=5.0, help="throughput sample interval")
+    p.add_argument("--stagger", type=SECONDS_OR_ZERO, default=0.0, help="seconds between launches")
+    p.add_argument("--window", type=SECONDS, default=60.0, help="throughput window seconds")
+    p.add_argument(
+        "--warmup", type=SECONDS_OR_ZERO, default=30.0, help="ignored seconds before 'after'"
+    )
+    p.add_argument("--interval", type=SECONDS, default=5.0, help="throughput sample interval")
     p.add_argument("--no-measure", action="store_true", help="skip the throughput comparison")
     p.add_argument("--preflight-only", action="store_true", help="print the preflight, stop")
     p.add_argument("--rollback", action="store_true", help="relaunch each GPU's previous profile")

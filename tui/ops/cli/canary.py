@@ -12,6 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from tui.cli_args import GPU_INDEX, SECONDS, SECONDS_OR_ZERO, ArgumentParser, number
 from tui.control.stop_release import StopTimeouts
 from tui.ops.cli.common import parse_gpus, print_event, run_refusing
 from tui.ops.service import FleetOps, OpsOptions
@@ -21,22 +22,43 @@ from tui.rollout.canary import CanaryOptions, CanaryResult
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser."""
-    p = argparse.ArgumentParser(prog="gpufleet canary", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="gpufleet canary", description=__doc__.split("\n")[0])
     p.add_argument("profile", help="candidate profile (name in the profiles dir or TOML path)")
-    p.add_argument("--gpu", type=int, required=True, help="the canary GPU")
+    p.add_argument("--gpu", type=GPU_INDEX, required=True, help="the canary GPU")
     p.add_argument("--controls", help="comma-separated control GPUs (default: all other running)")
-    p.add_argument("--window", type=float, default=60.0, help="planned window seconds")
-    p.add_argument("--warmup", type=float, default=20.0, help="ignored seconds after ready")
-    p.add_argument("--max-window", type=float, default=180.0, help="longest window seconds")
-    p.add_argument("--interval", type=float, default=5.0, help="seconds per paired sample")
-    p.add_argument("--min-intervals", type=int, default=5, help="samples before the first look")
-    p.add_argument("--level", type=float, default=0.95, help="family-wise confidence level")
-    p.add_argument("--margin", type=float, default=0.03, help="'no difference' bound (relative)")
-    p.add_argument("--baseline", type=float, default=10.0, help="seconds sampled before restart")
-    p.add_argument("--settle", type=float, default=30.0, help="cost: seconds after ready")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds to ready")
-    p.add_argument("--release-timeout", type=float, default=120.0, help="GPU release wait")
-    p.add_argument("--term-timeout", type=float, default=60.0, help="drain seconds before SIGTERM")
+    p.add_argument("--window", type=SECONDS, default=60.0, help="planned window seconds")
+    p.add_argument(
+        "--warmup", type=SECONDS_OR_ZERO, default=20.0, help="ignored seconds after ready"
+    )
+    p.add_argument("--max-window", type=SECONDS, default=180.0, help="longest window seconds")
+    p.add_argument("--interval", type=SECONDS, default=5.0, help="seconds per paired sample")
+    p.add_argument(
+        "--min-intervals",
+        type=number(int, 1, 10**6),
+        default=5,
+        help="samples before the first look",
+    )
+    p.add_argument(
+        "--level",
+        type=number(float, 0, 1, low_open=True, high_open=True),
+        default=0.95,
+        help="family-wise confidence level",
+    )
+    p.add_argument(
+        "--margin",
+        type=number(float, 0, 1, low_open=True, high_open=True),
+        default=0.03,
+        help="'no difference' bound (relative)",
+    )
+    p.add_argument(
+        "--baseline", type=SECONDS_OR_ZERO, default=10.0, help="seconds sampled before restart"
+    )
+    p.add_argument("--settle", type=SECONDS_OR_ZERO, default=30.0, help="cost: seconds after ready")
+    p.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds to ready")
+    p.add_argument("--release-timeout", type=SECONDS, default=120.0, help="GPU release wait")
+    p.add_argument(
+        "--term-timeout", type=SECONDS, default=60.0, help="drain seconds before SIGTERM"
+    )
     return p
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -10,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tui import paths
+from tui.cli_args import ArgumentParser
 from tui.ops.cli.common import format_report
 from tui.ops.journal import JournalEntry, read_journal
 
@@ -44,7 +44,7 @@ def format_entry(entry: JournalEntry) -> list[str]:
 
 def main(argv: Sequence[str]) -> int:
     """Print the journal; returns 0 (2 on bad arguments)."""
-    parser = argparse.ArgumentParser(prog="gpufleet journal", description=__doc__)
+    parser = ArgumentParser(prog="gpufleet journal", description=__doc__)
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--last", type=int, default=None, metavar="N", help="only the last N")
     args = parser.parse_args(list(argv))
@@ -52,6 +52,9 @@ def main(argv: Sequence[str]) -> int:
         print(f"gpufleet journal: --last={args.last}: must be >= 1", file=sys.stderr)
         return 2
     read = read_journal()
+    if read.unreadable:
+        print(f"gpufleet journal: {read.unreadable}", file=sys.stderr)
+        return 1
     entries = read.entries[-args.last :] if args.last else read.entries
     if args.json:
         for entry in entries:

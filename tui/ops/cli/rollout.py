@@ -12,6 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from tui.cli_args import SECONDS, SECONDS_OR_ZERO, ArgumentParser, number
 from tui.control.stop_release import StopTimeouts
 from tui.ops.cli.common import UsageError, parse_gpus, print_event, run_refusing
 from tui.ops.journal import read_journal
@@ -24,10 +25,12 @@ from tui.state.fleet_state import profile_of, read_fleet
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser."""
-    p = argparse.ArgumentParser(prog="gpufleet rollout", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="gpufleet rollout", description=__doc__.split("\n")[0])
     p.add_argument("profile", nargs="?", help="profile name or TOML path")
     p.add_argument("--gpus", help="comma-separated GPU indices (default: every GPU)")
-    p.add_argument("--batch", type=int, default=1, help="GPUs restarted together (default 1)")
+    p.add_argument(
+        "--batch", type=number(int, 1, 1024), default=1, help="GPUs restarted together (default 1)"
+    )
     p.add_argument(
         "--from-canary",
         action="store_true",
@@ -35,12 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--rollback", action="store_true", help="walk back to each previous profile")
     p.add_argument("--no-restore", action="store_true", help="leave a failed GPU stopped")
-    p.add_argument("--timeout", type=float, default=600.0, help="per-GPU seconds to ready")
-    p.add_argument("--release-timeout", type=float, default=120.0, help="GPU release wait")
-    p.add_argument("--term-timeout", type=float, default=60.0, help="drain seconds before SIGTERM")
+    p.add_argument("--timeout", type=SECONDS, default=600.0, help="per-GPU seconds to ready")
+    p.add_argument("--release-timeout", type=SECONDS, default=120.0, help="GPU release wait")
+    p.add_argument(
+        "--term-timeout", type=SECONDS, default=60.0, help="drain seconds before SIGTERM"
+    )
     p.add_argument("--no-cost", action="store_true", help="do not measure the throughput cost")
-    p.add_argument("--baseline", type=float, default=10.0, help="cost: seconds before")
-    p.add_argument("--settle", type=float, default=30.0, help="cost: seconds after")
+    p.add_argument("--baseline", type=SECONDS_OR_ZERO, default=10.0, help="cost: seconds before")
+    p.add_argument("--settle", type=SECONDS_OR_ZERO, default=30.0, help="cost: seconds after")
     return p
 
 

@@ -12,6 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from tui.cli_args import SECONDS, SECONDS_OR_ZERO, ArgumentParser
 from tui.control.identity import IdentityMismatch, verify
 from tui.control.stop_release import StopTimeouts
 from tui.ops import simfleet as fleet
@@ -33,7 +34,7 @@ def _gpus(text: str) -> list[int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpufleet sim-fleet", description=__doc__)
+    parser = ArgumentParser(prog="gpufleet sim-fleet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="start simulated servers (default: 7, ports 30000+)")
     start.add_argument(
@@ -41,13 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--gpus", type=_gpus, help="only these GPUs of the profile, e.g. 0,1")
     start.add_argument(
-        "--wait", type=float, default=120.0, metavar="S",
+        "--wait", type=SECONDS_OR_ZERO, default=120.0, metavar="S",
         help="wait up to S seconds for GET /health == 200 on every server (0: do not wait)",
     )  # fmt: skip
     stop = sub.add_parser("stop", help="stop the recorded servers and wait for GPU release")
     stop.add_argument("--gpus", type=_gpus)
     stop.add_argument(
-        "--timeout", type=float, default=60.0, help="drain deadline before the group's SIGTERM"
+        "--timeout", type=SECONDS, default=60.0, help="drain deadline before the group's SIGTERM"
     )
     stop.add_argument(
         "--mode", choices=("drain", "terminate", "kill"), default="drain", help="how to stop"

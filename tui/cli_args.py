@@ -1,0 +1,80 @@
+"""What every ``gpufleet`` command shares about bad command-line input: one line, exit 2.
+
+argparse's own error prints the whole usage block and then the message; a user (and a script
+reading stderr) gets one line naming the option and what is allowed instead, plus a pointer to
+``--help``. Number options use :func:`number`, which refuses NaN and infinities (``float()``
+accepts ``nan``, and ``nan <= 0`` is False, so a plain range check lets it through).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+
+def _plain(value: float) -> str:
+    """1000000 rather than 1e+06; 0.5 as 0.5."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: MESSAGE (see PROG --help)`` and exit 2."""
+        flat = " ".join(message.split())
+        sys.stderr.write(f"{self.prog}: {flat} (see {self.prog} --help)\n")
+        raise SystemExit(2)
+
+
+def number(
+    kind: Callable[[str], float] | type[int],
+    low: float,
+    high: float,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Callable[[str], float]:
+    """An argparse ``type`` for a finite number in a range, with a message naming the range.
+
+    Args:
+        kind: ``int`` or ``float``.
+        low: the smallest value (excluded when ``low_open``).
+        high: the largest value (excluded when ``high_open``).
+        low_open: whether ``low`` itself is refused.
+        high_open: whether ``high`` itself is refused.
+
+    Returns:
+        The converter (argparse prefixes its message with the option's name).
+    """
+    if kind is int:
+        allowed, noun = f"allowed range {int(low)}..{int(high)}", "not an integer"
+    else:
+        left, right = "(" if low_open else "[", ")" if high_open else "]"
+        allowed = f"allowed range {left}{_plain(low)}, {_plain(high)}{right}"
+        noun = "not a number"
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text}: {noun}; {allowed}") from None
+        below = value <= low if low_open else value < low
+        above = value >= high if high_open else value > high
+        if not math.isfinite(value) or below or above:
+            raise argparse.ArgumentTypeError(f"{text}: {allowed}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in some messages
+    return parse
+
+
+SECONDS = number(float, 0, 10.0**6, low_open=True)
+"""A duration option: seconds in (0, 10^6]."""
+SECONDS_OR_ZERO = number(float, 0, 10.0**6)
+"""A duration option that may be 0: seconds in [0, 10^6]."""
+GPU_INDEX = number(int, 0, 1023)
+"""A GPU index option."""
