@@ -128,7 +128,7 @@ ROWS = [
     Row(("journal", "--last", "0"), "--last=0: must be >= 1", 2),
     Row(("journal",), "not a regular file, not a journal", 1, journal="dir"),
     Row(("journal",), "not a regular file, not a journal", 1, journal="fifo"),
-    Row(("journal",), "3 unreadable line(s) skipped", 0, journal="journal.jsonl"),
+    Row(("journal",), "4 unreadable line(s) skipped", 0, journal="journal.jsonl"),
     # logs
     Row(("logs", "parse", "{B}/missing"), "no such file: {B}/missing", 2),
     Row(("logs", "parse", "{B}/dir"), "FILE is a directory", 2),
@@ -145,7 +145,7 @@ ROWS = [
     Row(("sim", "--port", "70000"), "--port: 70000 is out of range", 2),
     Row(("sim", "--sim-speed", "nan"), "--sim-speed: nan is out of range", 2),
     Row(("sim", "--mem-fraction-static", "2"), "--mem-fraction-static: 2", 2),
-    Row(("sim-fleet", "start", "--profile", "{B}/binary"), "binary: is not UTF-8", 1),
+    Row(("sim-fleet", "start", "--profile", "{B}/binary"), "binary: is not UTF-8", 2),
     Row(("sim-fleet", "start", "--gpus", "x"), "--gpus 'x'", 2),
     Row(("sim-fleet", "start", "--wait", "nan"), "--wait: nan", 2),
     Row(("sim-fleet", "stop", "--timeout", "-1"), "--timeout: -1", 2),
@@ -235,7 +235,13 @@ def _run(row: Row, bad: Path, work: Path) -> str | None:
         problems.append(f"exit {done.returncode}, expected {row.code or 'non-zero'}")
     if "Traceback" in done.stderr or "unexpected error" in done.stderr:
         problems.append("a traceback (or the last-resort handler) reached the user")
-    if any(not line.startswith(("gpufleet", "(")) for line in lines):
+    if row.args[0] == "sim":
+        # The simulator is a drop-in for `python -m sglang.launch_server`: it prints SGLang's
+        # own argparse text, a usage block and then one error line (`sglang serve: error: ...`).
+        usage = [line for line in lines[:-1] if not line.startswith(("usage:", " "))]
+        if usage or not lines or ": error: " not in lines[-1]:
+            problems.append("stderr is not SGLang's usage block and one error line")
+    elif any(not line.startswith(("gpufleet", "(")) for line in lines):
         problems.append("stderr has lines that are not one-line messages")
     said = text.splitlines()[-1] if text.strip() and row.stream == "stderr" else text
     if expand(row.says) not in said:

@@ -137,7 +137,8 @@ def test_profile_refuses_what_sglang_refuses(
         check=False,
     )
     assert done.returncode == 1
-    assert done.stderr.splitlines()[1:] == [f"  {expected}"]
+    # One problem: one line, naming the file and the field (several: a header and one each).
+    assert done.stderr.splitlines() == [f"gpufleet profile: {path}: {expected}"]
 
 
 def test_every_problem_is_listed_once_with_the_override_field() -> None:

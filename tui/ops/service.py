@@ -645,12 +645,14 @@ class FleetOps:
             f" GPUs {_gpus_text(gpus)}"
         )
 
-        loop = asyncio.get_running_loop()
+        writes: list[asyncio.Future[Path]] = []
 
         def step(done: RolloutStep) -> None:
             _emit(sink, done)
             entry = rollout_step_entry(done, "" if rollback else fleet.name, rollback, self.by)
-            loop.run_in_executor(None, append, entry)  # fsync off the event loop
+            # fsync off the event loop, one write after the other (the journal is in order)
+            previous = writes[-1] if writes else None
+            writes.append(asyncio.ensure_future(_after(previous, entry)))
 
         async with self._operation(what, gpus, sink):
             async with httpx.AsyncClient() as client:
@@ -665,6 +667,7 @@ class FleetOps:
                     on_step=step,
                 )
                 result = await walk.run()
+            await asyncio.gather(*writes)
             await self._journal(rollout_entry(result, self.by), sink, what)
         return result
 
@@ -738,6 +741,13 @@ class FleetOps:
             calibration = calibration_from_log(record.log_path) if record is not None else None
             out.append(preflight(profile, gpu, calibration=calibration))
         return out
+
+
+async def _after(previous: asyncio.Future[Path] | None, entry: JournalEntry) -> Path:
+    """Append ``entry`` in a thread once ``previous`` (the entry before it) is written."""
+    if previous is not None:
+        await previous
+    return await asyncio.to_thread(append, entry)
 
 
 def _emit(sink: EventSink | None, event: OpEvent) -> None:
