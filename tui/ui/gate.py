@@ -20,8 +20,9 @@ from textual.screen import Screen, ScreenResultType
 from tui.ui.readonly import BINDING_INTENTS, READ_ONLY, binding_changes_fleet
 from tui.ui.sources import Intent
 
-READ_ONLY_GROUP = Binding.Group(READ_ONLY)
-"""The Footer shows the disabled keys side by side under this one label."""
+READ_ONLY_GROUP = Binding.Group(READ_ONLY, compact=True)
+"""The Footer shows the disabled keys side by side, first, under this one label (at 80 columns
+the viewing keys still fit after it)."""
 
 
 def app_is_read_only(node: DOMNode) -> bool:
@@ -84,7 +85,7 @@ class ReadOnlyGate(Screen[ScreenResultType]):
 
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
-        """The screen's bindings, the ones read-only mode disables last and labelled so."""
+        """The screen's bindings, the ones read-only mode disables first and labelled so."""
         active = super().active_bindings
         refused = {key: entry for key, entry in active.items() if refused_by_read_only(entry)}
         if not refused:
@@ -101,4 +102,4 @@ class ReadOnlyGate(Screen[ScreenResultType]):
             tooltip = f"{entry.binding.description}: disabled, the console is {READ_ONLY}"
             labelled[key] = entry._replace(binding=binding, tooltip=tooltip)
         kept = {key: entry for key, entry in active.items() if key not in refused}
-        return kept | labelled
+        return labelled | kept
