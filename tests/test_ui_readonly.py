@@ -136,7 +136,7 @@ def test_every_screen_with_a_changing_binding_is_gated(cls: type[DOMNode]) -> No
 
 
 def test_only_viewing_intents_keep_working() -> None:
-    assert VIEWING_INTENTS == {Intent.JOURNAL}
+    assert {Intent.JOURNAL} == VIEWING_INTENTS
     assert [i for i in Intent if not changes_fleet(i)] == [Intent.JOURNAL]
     assert binding_changes_fleet("fleet.kill_all") and not binding_changes_fleet("grid.detail")
     assert binding_changes_fleet("no.such.binding")  # unknown: fails closed
