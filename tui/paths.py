@@ -1,8 +1,10 @@
 """Every file location gpufleet uses, in one place.
 
 The state directory defaults to ``$XDG_STATE_HOME/gpufleet`` (``~/.local/state/gpufleet``) and can
-be moved with ``GPUFLEET_STATE_DIR``; tests point it at a temporary directory. Nothing else in the
-package builds a path to gpufleet's own files.
+be moved with ``GPUFLEET_STATE_DIR``; the settings the operator writes live in
+``$XDG_CONFIG_HOME/gpufleet`` (``~/.config/gpufleet``, moved with ``GPUFLEET_CONFIG_DIR``); tests
+point both at temporary directories. Nothing else in the package builds a path to gpufleet's own
+files.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ SIM_GPU_ENV = "GPUFLEET_SIM_GPU_DIR"
 
 PROFILES_ENV = "GPUFLEET_PROFILES_DIR"
 """Environment variable that overrides the profiles directory."""
+
+CONFIG_ENV = "GPUFLEET_CONFIG_DIR"
+"""Environment variable that overrides the configuration directory (``settings.toml``)."""
 
 
 def state_dir() -> Path:
@@ -83,3 +88,18 @@ def profiles_dir() -> Path:
 def cordon_file() -> Path:
     """Servers closed to new work while an operation drains them (``tui.servers.cordon``)."""
     return state_dir() / "cordons.json"
+
+
+def config_dir() -> Path:
+    """Directory of the operator's settings (gpufleet never writes here)."""
+    explicit = os.environ.get(CONFIG_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".config"
+    return base / "gpufleet"
+
+
+def settings_file() -> Path:
+    """The operator's settings (``[console] readonly = true``; ``tui.ui.settings``)."""
+    return config_dir() / "settings.toml"
