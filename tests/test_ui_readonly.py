@@ -337,6 +337,9 @@ async def test_viewing_keeps_working_read_only() -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, JournalScreen), "the journal")
         await pilot.press("escape", "question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        help_text = str(app.screen.query_one("#help-text").render())
+        assert "Kill all  (disabled: read-only)" in help_text
+        assert "Journal  (disabled" not in help_text and "Detail  (disabled" not in help_text
         await pilot.press("escape", "q")
         quit_screen = app.screen
         assert isinstance(quit_screen, QuitScreen)

@@ -203,7 +203,8 @@ class FleetApp(App[None]):
                     ("Detail", DetailScreen.BINDINGS),
                     ("Tuning form", TuningFormScreen.BINDINGS),
                     ("Canary", CanaryScreen.BINDINGS),
-                ]
+                ],
+                readonly=self.readonly,
             )
         )
 
