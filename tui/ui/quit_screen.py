@@ -46,6 +46,9 @@ class QuitScreen(ReadOnlyGate[QuitChoice], ModalScreen[QuitChoice]):
     QuitScreen Button {
         margin-right: 1;
     }
+    QuitScreen #quit-readonly {
+        width: 100%;
+    }
     """
 
     BINDINGS = [

@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The server's own options (the rest go to the console)."""
     parser = argparse.ArgumentParser(
         prog="gpufleet serve",
-        description=__doc__.split("\n")[0] if __doc__ else None,
+        description="The console in a browser (textual-serve), read-only unless --writable.",
         epilog="Any other option is the console's: see 'gpufleet console --help'.",
     )
     parser.add_argument(
