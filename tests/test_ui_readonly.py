@@ -133,6 +133,10 @@ def test_every_screen_with_a_changing_binding_is_gated(cls: type[DOMNode]) -> No
     assert issubclass(cls, ReadOnlyGate), f"{cls.__name__} must be a ReadOnlyGate"
     # Its own conditions go in check_operation: a check_action of its own would skip the gate.
     assert cls.check_action is ReadOnlyGate.check_action, cls.__name__
+    # ... and it keeps the CSS of every base (Textual follows the first base only).
+    styled = {k for k in cls.__mro__ if isinstance(k, type) and k.__dict__.get("DEFAULT_CSS")}
+    assert styled <= set(cls._css_bases(cls)), cls.__name__
+    assert cls.active_bindings is ReadOnlyGate.active_bindings, cls.__name__
 
 
 def test_only_viewing_intents_keep_working() -> None:

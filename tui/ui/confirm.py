@@ -11,7 +11,7 @@ from textual.widgets import Button, Label
 from tui.ui.gate import ReadOnlyGate
 
 
-class ConfirmScreen(ReadOnlyGate[bool], ModalScreen[bool]):
+class ConfirmScreen(ModalScreen[bool], ReadOnlyGate[bool]):
     """Dismisses with True on confirm, False on cancel (Escape, n or the Cancel button)."""
 
     DEFAULT_CSS = """

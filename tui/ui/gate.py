@@ -63,7 +63,9 @@ def refused_by_read_only(active: ActiveBinding) -> bool:
 class ReadOnlyGate(Screen[ScreenResultType]):
     """A screen whose fleet-changing bindings are disabled while the app is read-only.
 
-    Subclasses put their own conditions in ``check_operation``, never in ``check_action``.
+    Subclasses put their own conditions in ``check_operation``, never in ``check_action``. A
+    modal screen lists it after its own base (``class X(ModalScreen[T], ReadOnlyGate[T])``):
+    Textual inherits CSS along the first base only.
     """
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

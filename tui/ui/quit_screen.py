@@ -24,7 +24,7 @@ class QuitChoice(StrEnum):
     """Do not quit."""
 
 
-class QuitScreen(ReadOnlyGate[QuitChoice], ModalScreen[QuitChoice]):
+class QuitScreen(ModalScreen[QuitChoice], ReadOnlyGate[QuitChoice]):
     """Asks what should happen to the fleet when the console closes."""
 
     DEFAULT_CSS = """

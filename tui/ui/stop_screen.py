@@ -30,7 +30,7 @@ CHOICES: tuple[tuple[StopMode, str, str], ...] = (
 """Each mode, its button, and what it does."""
 
 
-class StopScreen(ReadOnlyGate[StopMode | None], ModalScreen[StopMode | None]):
+class StopScreen(ModalScreen[StopMode | None], ReadOnlyGate[StopMode | None]):
     """Asks how to stop the named servers; dismisses with the mode, or None to cancel."""
 
     DEFAULT_CSS = """

@@ -31,7 +31,7 @@ CANARY = "canary"
 """Worker group of the canary itself."""
 
 
-class CanaryScreen(ReadOnlyGate[CanaryResult | None], RunScreen[CanaryResult]):
+class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
     """Runs one canary through the backend and shows it; closes (Escape) once it has ended."""
 
     NOUN = CANARY
