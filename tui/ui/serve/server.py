@@ -21,11 +21,12 @@ import re
 import shlex
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import aiohttp_jinja2
 from aiohttp import web
 from textual_serve.app_service import AppService
+from textual_serve.download_manager import DownloadManager
 from textual_serve.server import Server, to_int
 
 from tui.ui.serve.auth import Token, cookie_name, token_gate
@@ -44,11 +45,28 @@ class ConsoleService(AppService):
 
     Args:
         argv: The console's command line.
-        **kwargs: ``AppService``'s keyword arguments.
+        write_bytes: Sends the console's output to the browser.
+        write_str: Sends a message to the browser.
+        close: Closes the browser's websocket.
+        download_manager: textual-serve's downloads (the console offers none).
     """
 
-    def __init__(self, argv: Sequence[str], **kwargs: object) -> None:
-        super().__init__(shlex.join(argv), **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        write_bytes: Callable[[bytes], Awaitable[None]],
+        write_str: Callable[[str], Awaitable[None]],
+        close: Callable[[], Awaitable[object]],
+        download_manager: DownloadManager,
+    ) -> None:
+        super().__init__(
+            shlex.join(argv),
+            write_bytes=write_bytes,
+            write_str=write_str,
+            close=close,  # type: ignore[arg-type]  # aiohttp's close returns a bool
+            download_manager=download_manager,
+        )
         self.argv = tuple(argv)
         """The console's command line (the string form is for logs only)."""
 
@@ -188,7 +206,6 @@ class ConsoleServer(Server):
                 write_str=websocket.send_str,
                 close=websocket.close,
                 download_manager=self.download_manager,
-                debug=self.debug,
             )
             self.services.add(service)
             await service.start(width, height)
