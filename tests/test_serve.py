@@ -201,3 +201,22 @@ async def test_a_session_runs_the_console_from_an_argv_list_without_a_shell(
         await runner.cleanup()
     assert json.loads(record.read_text()) == [hostile]  # one argument, as given
     assert not (tmp_path / "pwned").exists()
+
+
+async def test_the_page_builds_its_urls_from_the_browsers_address() -> None:
+    """Through ``ssh -L 9000:127.0.0.1:8000`` the browser asks for localhost:9000: the page's
+    websocket and scripts must point there, and at nothing outside."""
+    from tui.ui.serve.auth import Token
+
+    server = ConsoleServer(
+        ["true"], host="127.0.0.1", port=8000, token=Token(TOKEN, False, "test"), title="t"
+    )
+    async with TestClient(TestServer(await server._make_app(), host="127.0.0.1")) as client:
+        headers = {"Host": "localhost:9000", "Cookie": f"{cookie_name(8000)}={TOKEN}"}
+        page = await client.get("/", headers=headers)
+        assert page.status == 200
+        html = await page.text()
+    assert 'data-session-websocket-url="ws://localhost:9000/ws"' in html
+    assert 'src="http://localhost:9000/static/js/textual.js"' in html
+    assert "googleapis" not in html and "https://" not in html
+    assert page.headers["Content-Security-Policy"] == CSP
