@@ -1,7 +1,8 @@
 # gpufleet: two commands on a fresh machine.
 #   make demo   opens the console on the embedded simulated fleet
-#   make test   runs every test (lint, types, unit, Pilot, snapshot, tmux end-to-end)
-# Both bootstrap .venv from nothing and install system tools (tmux) when missing; a second run is quick.
+#   make test   runs every test (lint, types, unit, Pilot, snapshot, tmux and browser end-to-end)
+# Both bootstrap .venv from nothing and install system tools (tmux; for make test also chromium)
+# when missing; a second run is quick.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -11,7 +12,7 @@ STAMP  := $(VENV)/.installed-stamp
 # the shipped flag table (tui/sglang/flagtable/) to its real parser.
 SGLANG := $(VENV)/sglang-0.5.23/.gpufleet-reference.json
 
-.PHONY: demo test check bench tools venv clean
+.PHONY: demo test check bench tools browser venv clean
 
 venv: $(STAMP) $(SGLANG)
 
@@ -31,6 +32,14 @@ tools:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tmux >/dev/null; }
 
+# Debian's chromium for the browser end-to-end test of `gpufleet serve` (Playwright drives the
+# system browser; `playwright install` is never run). Only `make test` needs it, not the demo.
+browser:
+	@test -x /usr/bin/chromium || { \
+	  echo "installing chromium"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 demo: $(STAMP) tools
 	$(BIN)/gpufleet demo
 
@@ -40,7 +49,7 @@ check: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: $(STAMP) $(SGLANG) tools check
+test: $(STAMP) $(SGLANG) tools browser check
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP) tools

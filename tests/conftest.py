@@ -23,8 +23,10 @@ if _ROOT not in sys.path:
 def isolated_state(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
-    """Point gpufleet's state (fleet record, journal, simulated GPUs) at a fresh directory."""
+    """Point gpufleet's state (fleet record, journal, simulated GPUs) at a fresh directory, and
+    its settings at an empty one (a developer's own settings.toml must not change a test)."""
     state = tmp_path_factory.mktemp("state")
     monkeypatch.setenv(paths.STATE_ENV, str(state))
+    monkeypatch.setenv(paths.CONFIG_ENV, str(state / "config"))
     monkeypatch.delenv(paths.SIM_GPU_ENV, raising=False)
     return state

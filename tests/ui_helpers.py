@@ -605,6 +605,7 @@ def make_app(
     poll_interval_s: float = 3600.0,
     journal: JournalRead | None = None,
     running: dict[int, GpuState] | None = None,
+    readonly: bool = False,
 ) -> object:
     """A FleetApp on fixed data. A long poll interval keeps each test to its first reading."""
     from tui.ui.app import FleetApp
@@ -620,6 +621,7 @@ def make_app(
         poll_interval_s=poll_interval_s,
         journal_reader=lambda: journal if journal is not None else JournalRead((), 0),
         running_reader=lambda: dict(running or {}),
+        readonly=readonly,
     )
 
 

@@ -18,6 +18,7 @@ DEBUG_ENV = "GPUFLEET_DEBUG"
 COMMANDS: dict[str, tuple[str, str]] = {
     "console": ("tui.ui.cli", "open the console on a fleet (the default command)"),
     "demo": ("tui.ui.demo_cli", "start the simulated 7-GPU fleet and a pipeline, open the console"),
+    "serve": ("tui.ui.serve.cli", "the console in a browser (textual-serve), token, read-only"),
     "sim": ("tui.sim.cli", "a simulated SGLang server, drop-in for python -m sglang.launch_server"),
     "sim-fleet": ("tui.ops.cli.sim_fleet", "start, list or stop a fleet of simulated servers"),
     "logs": ("tui.logs.cli", "parse SGLang logs into typed JSON events"),

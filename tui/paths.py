@@ -1,8 +1,10 @@
 """Every file location gpufleet uses, in one place.
 
 The state directory defaults to ``$XDG_STATE_HOME/gpufleet`` (``~/.local/state/gpufleet``) and can
-be moved with ``GPUFLEET_STATE_DIR``; tests point it at a temporary directory. Nothing else in the
-package builds a path to gpufleet's own files.
+be moved with ``GPUFLEET_STATE_DIR``; the settings the operator writes live in
+``$XDG_CONFIG_HOME/gpufleet`` (``~/.config/gpufleet``, moved with ``GPUFLEET_CONFIG_DIR``); tests
+point both at temporary directories. Nothing else in the package builds a path to gpufleet's own
+files.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ PROFILES_ENV = "GPUFLEET_PROFILES_DIR"
 
 SGLANG_REFERENCE_ENV = "GPUFLEET_SGLANG_REFERENCE"
 """Environment variable that overrides where SGLang's own package is installed for reference."""
+CONFIG_ENV = "GPUFLEET_CONFIG_DIR"
+"""Environment variable that overrides the configuration directory (``settings.toml``)."""
 
 
 def state_dir() -> Path:
@@ -97,3 +101,18 @@ def sglang_reference_dir(version: str) -> Path:
     """
     explicit = os.environ.get(SGLANG_REFERENCE_ENV)
     return Path(explicit) if explicit else Path(sys.prefix) / f"sglang-{version}"
+
+
+def config_dir() -> Path:
+    """Directory of the operator's settings (gpufleet never writes here)."""
+    explicit = os.environ.get(CONFIG_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".config"
+    return base / "gpufleet"
+
+
+def settings_file() -> Path:
+    """The operator's settings (``[console] readonly = true``; ``tui.ui.settings``)."""
+    return config_dir() / "settings.toml"

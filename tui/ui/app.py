@@ -30,6 +30,7 @@ from tui.ui.messages import (
     RollbackRequested,
 )
 from tui.ui.quit_screen import QuitChoice, QuitScreen
+from tui.ui.readonly import READ_ONLY, ReadOnlyActions
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.rollout.canary_screen import CanaryScreen
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
@@ -86,6 +87,7 @@ class FleetApp(App[None]):
         poll_interval_s: float = 1.0,
         journal_reader: JournalReader = read_default_journal,
         running_reader: RunningReader = read_default_running,
+        readonly: bool = False,
     ) -> None:
         """Args:
         poller: Gives one fleet snapshot per call (``FleetMonitor``).
@@ -98,12 +100,17 @@ class FleetApp(App[None]):
         poll_interval_s: Seconds from the end of one poll to the start of the next.
         journal_reader: Reads the journal (journal screen, apply screen; blocking, in a thread).
         running_reader: Each GPU's current and previous profile (rollback confirm; blocking).
+        readonly: Watch only: every key that changes the fleet or the job is disabled and the
+            backend is wrapped in ``ReadOnlyActions``, which refuses every change.
         """
         super().__init__()
         self.poller = poller
         """The fleet source."""
-        self.actions: FleetActions = actions or NoActions()
-        """The backend."""
+        self.readonly = readonly
+        """Whether the console only watches (``tui.ui.gate`` reads it)."""
+        backend: FleetActions = actions or NoActions()
+        self.actions: FleetActions = ReadOnlyActions(backend) if readonly else backend
+        """The backend (read-only: wrapped so that every change is refused)."""
         self.status_reader = status_reader
         """The status document source."""
         self.status_path = status_path or paths.pipeline_status_file()
@@ -129,6 +136,8 @@ class FleetApp(App[None]):
 
     def on_mount(self) -> None:
         """Start both polls; each re-arms itself when it finishes, so none ever overlaps."""
+        if self.readonly:
+            self.title = f"{self.TITLE} ({READ_ONLY})"
         self.poll_fleet()
         self.read_pipeline()
 
@@ -194,7 +203,8 @@ class FleetApp(App[None]):
                     ("Detail", DetailScreen.BINDINGS),
                     ("Tuning form", TuningFormScreen.BINDINGS),
                     ("Canary", CanaryScreen.BINDINGS),
-                ]
+                ],
+                readonly=self.readonly,
             )
         )
 
@@ -203,7 +213,8 @@ class FleetApp(App[None]):
         if isinstance(self.screen, QuitScreen):
             return
         can_stop = self.actions.supports(Intent.STOP_FLEET)
-        self.push_screen(QuitScreen(can_stop, len(self.fleet.panels)), self._quit_chosen)
+        screen = QuitScreen(can_stop, len(self.fleet.panels), readonly=self.readonly)
+        self.push_screen(screen, self._quit_chosen)
 
     def _quit_chosen(self, choice: QuitChoice | None) -> None:
         if choice is QuitChoice.STOP_FLEET:

@@ -1,7 +1,9 @@
 """``gpufleet [console]``: open the console on a fleet given by a profile, or by ports and GPUs.
 
 With ``--profile NAME`` the fleet (GPUs, ports, host, log files) comes from the profile and every
-operation key works (``tui.operator.FleetOperator``); with ``--ports/--gpus`` only the watching.
+operation key works (``tui.ops.console.ConsoleBackend``); with ``--ports/--gpus`` only the watching.
+``--readonly`` (or ``readonly = true`` under ``[console]`` in the settings file) disables every
+key that changes the fleet or the job.
 """
 
 from __future__ import annotations
@@ -185,6 +187,28 @@ def add_measure_window(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_readonly(parser: argparse.ArgumentParser) -> None:
+    """Add ``--readonly`` / ``--no-readonly`` (default: the settings file's ``readonly``)."""
+    parser.add_argument(
+        "--readonly",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="watch only: every key that changes the fleet or the job is disabled (default: "
+        "[console] readonly in the settings file, else off)",
+    )
+
+
+def readonly_or_exit(command: str, flag: bool | None) -> bool | None:
+    """``resolve_readonly``, or None after printing a one-line error about the settings file."""
+    from tui.ui.settings import SettingsError, resolve_readonly
+
+    try:
+        return resolve_readonly(flag)
+    except SettingsError as error:
+        print(f"gpufleet {command}: {error}", file=sys.stderr)
+        return None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The console's options."""
     parser = ArgumentParser(prog="gpufleet console", description=__doc__)
@@ -206,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSONL prompts of the pipeline the console starts (default: the demo's, if any)",
     )
     add_measure_window(parser)
+    add_readonly(parser)
     return parser
 
 
@@ -215,6 +240,7 @@ def run_console(
     *,
     stop_pipeline_with_fleet: bool = False,
     windows: ConsoleWindows | None = None,
+    readonly: bool = False,
 ) -> int:
     """Run the console on ``profile``'s fleet with every operation backed by the real core.
 
@@ -223,6 +249,7 @@ def run_console(
         pipeline: The pipeline the console starts and stops (None: no pipeline keys).
         stop_pipeline_with_fleet: Quitting with "stop" stops the pipeline as well (the demo).
         windows: Timeouts and throughput windows of applies and canaries (``console_windows()``).
+        readonly: Watch only (``FleetApp``'s read-only mode).
 
     Returns:
         0.
@@ -255,11 +282,12 @@ def run_console(
         status_path=pipeline.status_path if pipeline is not None else None,
         retune_marks=journal_marks,
         profile=profile.name,
+        readonly=readonly,
     ).run()
     return 0
 
 
-def _profile_console(args: argparse.Namespace) -> int:
+def _profile_console(args: argparse.Namespace, readonly: bool) -> int:
     from tui.ops.demo import demo_prompts_file, pipeline_config
     from tui.profiles import ProfileError, load_named
     from tui.state.files import StateFileError
@@ -292,7 +320,9 @@ def _profile_console(args: argparse.Namespace) -> int:
     if prompts.is_file():
         pipeline = pipeline_config(profile, prompts, CONSOLE_FLEET_TIMEOUT_S)
     # Quitting with "stop" stops the pipeline too: otherwise it would wait an hour for servers.
-    return run_console(profile, pipeline, stop_pipeline_with_fleet=True, windows=windows)
+    return run_console(
+        profile, pipeline, stop_pipeline_with_fleet=True, windows=windows, readonly=readonly
+    )
 
 
 def main(argv: Sequence[str]) -> int:
@@ -305,8 +335,11 @@ def main(argv: Sequence[str]) -> int:
         The exit status.
     """
     args = build_parser().parse_args(list(argv))
+    readonly = readonly_or_exit("console", args.readonly)
+    if readonly is None:
+        return 2
     if args.profile is not None:
-        return _profile_console(args)
+        return _profile_console(args, readonly)
     try:
         ports = parse_range(args.ports, "--ports", 1, 65535)
         gpus = parse_range(args.gpus, "--gpus", 0, 15)
@@ -333,5 +366,5 @@ def main(argv: Sequence[str]) -> int:
         return 2
     from tui.ui.app import FleetApp
 
-    FleetApp(poller).run()
+    FleetApp(poller, readonly=readonly).run()
     return 0

@@ -8,8 +8,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from tui.ui.gate import ReadOnlyGate
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class ConfirmScreen(ModalScreen[bool], ReadOnlyGate[bool]):
     """Dismisses with True on confirm, False on cancel (Escape, n or the Cancel button)."""
 
     DEFAULT_CSS = """

@@ -14,7 +14,13 @@ import sys
 from collections.abc import Sequence
 
 from tui.cli_args import ArgumentParser
-from tui.ui.cli import add_measure_window, console_windows, run_console
+from tui.ui.cli import (
+    add_measure_window,
+    add_readonly,
+    console_windows,
+    readonly_or_exit,
+    run_console,
+)
 
 DEMO_FLEET_TIMEOUT_S = 3600.0
 """The demo pipeline waits this long for a ready server (startup, a retune of every GPU)."""
@@ -35,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-pipeline", action="store_true", help="do not start the generation pipeline"
     )
     add_measure_window(parser)
+    add_readonly(parser)
     return parser
 
 
@@ -48,6 +55,9 @@ def main(argv: Sequence[str]) -> int:
         0 after the console closed; 1 when the fleet could not be started; 2 on bad options.
     """
     args = build_parser().parse_args(list(argv))
+    readonly = readonly_or_exit("demo", args.readonly)
+    if readonly is None:
+        return 2
     from tui.ops.demo import demo_profile, demo_prompts_file, ensure_prompts, pipeline_config
     from tui.ops.lock import OperationBusy
     from tui.ops.pipeline import start_pipeline
@@ -86,4 +96,7 @@ def main(argv: Sequence[str]) -> int:
             print(f"gpufleet demo: wrote the demo prompt set {prompts}")
         pid = start_pipeline(config)
         print(f"gpufleet demo: pipeline pid {pid}, status {config.status_path}")
-    return run_console(profile, config, stop_pipeline_with_fleet=True, windows=windows)
+    # Read-only, the demo still brings its own fleet up (that is the demo); the console watches.
+    return run_console(
+        profile, config, stop_pipeline_with_fleet=True, windows=windows, readonly=readonly
+    )

@@ -7,7 +7,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Footer, Header
 
 from tui.control.stop import StopMode
@@ -15,6 +14,7 @@ from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
+from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.messages import (
@@ -34,7 +34,6 @@ from tui.ui.rollout.flows import choose_canary, choose_rollout
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.sources import (
     FleetActions,
-    Intent,
     JournalReader,
     RunningReader,
     read_default_journal,
@@ -42,23 +41,8 @@ from tui.ui.sources import (
 )
 from tui.ui.stop_screen import StopScreen
 
-ACTION_INTENTS: dict[str, Intent] = {
-    "kill_selected": Intent.KILL,
-    "kill_all": Intent.KILL,
-    "relaunch_selected": Intent.RELAUNCH,
-    "relaunch_all": Intent.RELAUNCH,
-    "tune": Intent.TUNE,
-    "tune_all": Intent.TUNE,
-    "rollback": Intent.ROLLBACK,
-    "journal": Intent.JOURNAL,
-    "toggle_pipeline": Intent.PIPELINE,
-    "canary": Intent.CANARY,
-    "rollout": Intent.ROLLOUT,
-}
-"""Which backend capability each operation key needs (disabled in the Footer without it)."""
 
-
-class MainScreen(Screen[None]):
+class MainScreen(ReadOnlyGate[None]):
     """Grid of panels plus the generation pane; selection and operations by keyboard."""
 
     BINDINGS = [
@@ -171,9 +155,10 @@ class MainScreen(Screen[None]):
 
     # --- which keys apply now -------------------------------------------------------------
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Operation keys show disabled (None) without backend support or without GPUs."""
-        intent = ACTION_INTENTS.get(action)
+    def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Operation keys show disabled (None) without backend support or without GPUs (the
+        intent of each key is declared once, in ``tui.ui.readonly.BINDING_INTENTS``)."""
+        intent = self.intent_of(action, parameters)
         if intent is None:
             return True
         if not self.actions.supports(intent):

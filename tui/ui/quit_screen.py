@@ -10,6 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from tui.ui.gate import ReadOnlyGate
+
 
 class QuitChoice(StrEnum):
     """The answers the quit screen can give."""
@@ -22,7 +24,7 @@ class QuitChoice(StrEnum):
     """Do not quit."""
 
 
-class QuitScreen(ModalScreen[QuitChoice]):
+class QuitScreen(ModalScreen[QuitChoice], ReadOnlyGate[QuitChoice]):
     """Asks what should happen to the fleet when the console closes."""
 
     DEFAULT_CSS = """
@@ -44,6 +46,9 @@ class QuitScreen(ModalScreen[QuitChoice]):
     QuitScreen Button {
         margin-right: 1;
     }
+    QuitScreen #quit-readonly {
+        width: 100%;
+    }
     """
 
     BINDINGS = [
@@ -52,26 +57,36 @@ class QuitScreen(ModalScreen[QuitChoice]):
         Binding("escape,c", "choose('cancel')", "Cancel", id="quit.cancel"),
     ]
 
-    def __init__(self, can_stop_fleet: bool, server_count: int) -> None:
+    def __init__(self, can_stop_fleet: bool, server_count: int, *, readonly: bool = False) -> None:
         """Args:
         can_stop_fleet: Whether the backend can stop the fleet (else that choice is disabled).
         server_count: How many servers would be stopped, for the question.
+        readonly: The console only watches: say that quitting leaves the fleet as it is.
         """
         super().__init__()
         self.can_stop_fleet = can_stop_fleet
         """Whether 'stop the fleet' is offered."""
         self.server_count = server_count
         """Servers that stopping would affect."""
+        self.readonly = readonly
+        """Whether the console is read-only (stopping the fleet is not offered)."""
 
     def compose(self) -> ComposeResult:
         """The question and the three choices; Keep is focused, so quitting stops nothing."""
         with Vertical():
             yield Label("Quit the console?", id="quit-title")
-            yield Label(
-                f"Stopping the fleet stops {self.server_count} servers; the pipeline then waits "
-                "for them. Keeping it leaves servers and pipeline running; reopen the console to "
-                "re-attach."
-            )
+            if self.readonly:
+                yield Label(
+                    f"This console is read-only: quitting leaves the {self.server_count} servers "
+                    "and the pipeline as they are; stopping the fleet is disabled.",
+                    id="quit-readonly",
+                )
+            else:
+                yield Label(
+                    f"Stopping the fleet stops {self.server_count} servers; the pipeline then "
+                    "waits for them. Keeping it leaves servers and pipeline running; reopen the "
+                    "console to re-attach."
+                )
             with Horizontal():
                 yield Button(
                     "Stop fleet",
@@ -86,7 +101,7 @@ class QuitScreen(ModalScreen[QuitChoice]):
         """Focus the safe choice."""
         self.query_one("#quit-keep", Button).focus()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """'s' only when the backend can stop the fleet."""
         if action == "choose" and parameters == ("stop",):
             return self.can_stop_fleet or None

@@ -78,6 +78,8 @@ class Intent(StrEnum):
     """Try a profile on one GPU against the others over the same minutes."""
     ROLLOUT = "rollout"
     """Move the fleet to a profile a few GPUs at a time, stopping at the first failure."""
+    CONFIRM = "confirm"
+    """Say yes in a dialog that asks before a change (every confirmation asks about one)."""
 
 
 class FleetActions(Protocol):

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
 from tui.control.stop import StopMode
+from tui.ui.gate import ReadOnlyGate
 
 CHOICES: tuple[tuple[StopMode, str, str], ...] = (
     (
@@ -29,7 +30,7 @@ CHOICES: tuple[tuple[StopMode, str, str], ...] = (
 """Each mode, its button, and what it does."""
 
 
-class StopScreen(ModalScreen[StopMode | None]):
+class StopScreen(ModalScreen[StopMode | None], ReadOnlyGate[StopMode | None]):
     """Asks how to stop the named servers; dismisses with the mode, or None to cancel."""
 
     DEFAULT_CSS = """

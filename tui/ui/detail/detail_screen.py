@@ -11,7 +11,6 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Log, Static
 from textual.worker import Worker, WorkerState
 
@@ -20,6 +19,7 @@ from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_servers
 from tui.ui.format import NA, gib, num, pct
+from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.gpu_panel import error_line, max_running, state_line
 from tui.ui.messages import KillRequested, RelaunchRequested
 from tui.ui.sources import FleetActions, Intent, LogTail
@@ -87,7 +87,7 @@ def allocation_text(panel: GpuPanel) -> Content:
     return Content("\n").join(Content(line) for line in panel.server.allocation_lines)
 
 
-class DetailScreen(Screen[None]):
+class DetailScreen(ReadOnlyGate[None]):
     """Detail of GPU ``gpu``. The app sets ``fleet``; the log tail is read in a thread worker."""
 
     DEFAULT_CSS = """
@@ -243,7 +243,7 @@ class DetailScreen(Screen[None]):
         log.clear()
         log.write_lines(line for line in self.log_lines if needle in line.lower())
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Kill and relaunch show disabled when the backend lacks them."""
         if action == "kill":
             return self.actions.supports(Intent.KILL) or None

@@ -13,6 +13,7 @@ from textual.content import Content
 from tui.retune.events import GpuFailed, GpuReady
 from tui.rollout.canary import CanaryLook, CanaryResult
 from tui.ui.confirm import ConfirmScreen
+from tui.ui.gate import ReadOnlyGate
 from tui.ui.retune.progress import ApplyProgress, advance
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines
 from tui.ui.rollout.describe import (
@@ -30,7 +31,7 @@ CANARY = "canary"
 """Worker group of the canary itself."""
 
 
-class CanaryScreen(RunScreen[CanaryResult]):
+class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
     """Runs one canary through the backend and shows it; closes (Escape) once it has ended."""
 
     NOUN = CANARY
@@ -93,7 +94,7 @@ class CanaryScreen(RunScreen[CanaryResult]):
             and self.actions.supports(Intent.ROLLOUT)
         )
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`o` appears only after a 'better' verdict."""
         if action == "rollout":
             return self.rollout_offered

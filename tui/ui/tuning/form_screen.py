@@ -15,13 +15,13 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Button, Footer, Input, Label, Static, Switch, TextArea
 
 from tui.profiles import KNOBS, Profile, diff
 from tui.retune.preflight import Preflight
 from tui.ui.confirm import ConfirmScreen
+from tui.ui.gate import ReadOnlyGate
 from tui.ui.sources import FleetActions
 from tui.ui.tuning.candidate import (
     EXTRA,
@@ -54,7 +54,7 @@ class ApplyPlan:
     """GPUs to restart with it."""
 
 
-class TuningFormScreen(Screen[ApplyPlan | None]):
+class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
     """Dismisses with an ``ApplyPlan`` after a confirmed Apply, None on Cancel."""
 
     BINDINGS = [

@@ -1,0 +1,375 @@
+"""Read-only mode: every fleet-changing key of every screen is disabled and reaches nothing.
+
+The bindings are read from the classes themselves (every module of ``tui.ui``), so a key added
+later without a classification, or on a screen that is not gated, fails here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable
+
+import pytest
+from textual.actions import parse
+from textual.binding import Binding
+from textual.command import Command, CommandList, CommandPalette
+from textual.dom import DOMNode
+from textual.screen import Screen
+from textual.widgets import Input
+from textual.widgets._footer import FooterKey, FooterLabel
+from ui_helpers import (
+    RecordingActions,
+    finish_actions,
+    make_app,
+    pipeline_status,
+    settle,
+    shipped_profiles,
+    wait_for,
+)
+
+import tui.ui
+from tui.ui.app import FleetApp
+from tui.ui.confirm import ConfirmScreen
+from tui.ui.detail.detail_screen import DetailScreen
+from tui.ui.gate import ReadOnlyGate, class_bindings
+from tui.ui.help_screen import HelpScreen
+from tui.ui.journal.journal_screen import JournalScreen
+from tui.ui.main_screen import MainScreen
+from tui.ui.pipeline.generation_pane import GenerationPane
+from tui.ui.quit_screen import QuitScreen
+from tui.ui.readonly import (
+    BINDING_INTENTS,
+    VIEWING_INTENTS,
+    ReadOnlyActions,
+    ReadOnlyRefused,
+    binding_changes_fleet,
+    changes_fleet,
+)
+from tui.ui.rollout.canary_screen import CanaryScreen
+from tui.ui.sources import FleetActions, Intent
+from tui.ui.stop_screen import StopScreen
+from tui.ui.tuning.form_screen import TuningFormScreen
+
+
+def console_classes() -> list[type[DOMNode]]:
+    """Every screen, widget and app class defined in ``tui.ui`` (every module imported)."""
+    for info in pkgutil.walk_packages(tui.ui.__path__, "tui.ui."):
+        importlib.import_module(info.name)
+    found: dict[str, type[DOMNode]] = {}
+    pending: list[type] = [DOMNode]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls.__module__.startswith("tui.ui."):
+            found[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return list(found.values())
+
+
+def own_bindings(cls: type[DOMNode]) -> list[Binding]:
+    return list(Binding.make_bindings(cls.__dict__.get("BINDINGS", ())))
+
+
+def ours(cls: type[DOMNode]) -> list[Binding]:
+    """The bindings ``cls`` has from the console's classes (itself and its bases in tui.ui)."""
+    mine = [k for k in cls.__mro__ if k.__module__.startswith("tui.ui.")]
+    return [b for k in mine for b in own_bindings(k)]
+
+
+def changing_bindings(cls: type[DOMNode]) -> list[Binding]:
+    return [b for b in ours(cls) if binding_changes_fleet(b.id)]
+
+
+TEXTUAL_OWN = {
+    ("ctrl+q", "quit"),  # closes the console; the fleet keeps running
+    ("ctrl+c", "help_quit"),
+    ("tab", "app.focus_next"),
+    ("shift+tab", "app.focus_previous"),
+    ("ctrl+c", "screen.copy_text"),
+    ("super+c", "screen.copy_text"),
+}
+"""Textual's own bindings on the console's screens and app: none changes the fleet."""
+
+
+CLASSES = console_classes()
+BOUND = [cls for cls in CLASSES if own_bindings(cls)]
+
+
+def test_the_walk_finds_every_screen_of_the_console() -> None:
+    names = {cls.__name__ for cls in BOUND}
+    assert {"FleetApp", "MainScreen", "DetailScreen", "StopScreen", "QuitScreen"} <= names
+    assert {"TuningFormScreen", "CanaryScreen", "ConfirmScreen", "JournalScreen"} <= names
+
+
+@pytest.mark.parametrize("cls", BOUND, ids=lambda cls: cls.__name__)
+def test_every_binding_of_every_screen_is_classified(cls: type[DOMNode]) -> None:
+    for binding in own_bindings(cls):
+        assert binding.id in BINDING_INTENTS, (
+            f"{cls.__name__} binds {binding.key!r} to {binding.action!r} with id {binding.id!r}, "
+            "which tui.ui.readonly.BINDING_INTENTS does not classify"
+        )
+
+
+def test_textuals_own_bindings_change_nothing() -> None:
+    theirs = {
+        (b.key, b.action)
+        for cls in BOUND
+        for b in class_bindings(cls)
+        if b.id is None or b.id not in BINDING_INTENTS
+    }
+    assert theirs <= TEXTUAL_OWN, theirs - TEXTUAL_OWN
+
+
+def test_the_table_names_no_binding_that_does_not_exist() -> None:
+    ids = {b.id for cls in BOUND for b in own_bindings(cls)}
+    assert set(BINDING_INTENTS) - ids == set()
+
+
+@pytest.mark.parametrize(
+    "cls", [c for c in CLASSES if changing_bindings(c)], ids=lambda cls: cls.__name__
+)
+def test_every_screen_with_a_changing_binding_is_gated(cls: type[DOMNode]) -> None:
+    assert issubclass(cls, ReadOnlyGate), f"{cls.__name__} must be a ReadOnlyGate"
+    # Its own conditions go in check_operation: a check_action of its own would skip the gate.
+    assert cls.check_action is ReadOnlyGate.check_action, cls.__name__
+    # ... and it keeps the CSS of every base (Textual follows the first base only).
+    styled = {k for k in cls.__mro__ if isinstance(k, type) and k.__dict__.get("DEFAULT_CSS")}
+    assert styled <= set(cls._css_bases(cls)), cls.__name__
+    assert cls.active_bindings is ReadOnlyGate.active_bindings, cls.__name__
+
+
+def test_only_viewing_intents_keep_working() -> None:
+    assert {Intent.JOURNAL} == VIEWING_INTENTS
+    assert [i for i in Intent if not changes_fleet(i)] == [Intent.JOURNAL]
+    assert binding_changes_fleet("fleet.kill_all") and not binding_changes_fleet("grid.detail")
+    assert binding_changes_fleet("no.such.binding")  # unknown: fails closed
+    assert binding_changes_fleet(None)
+
+
+# --- the wrapper at the core boundary ---------------------------------------------------------
+
+REFUSED_CALLS: dict[str, Callable[[ReadOnlyActions], object]] = {
+    "kill": lambda a: a.kill((0,)),
+    "relaunch": lambda a: a.relaunch((0,)),
+    "apply_profile": lambda a: a.apply_profile("sim-aggressive", (0,)),
+    "rollback": lambda a: a.rollback(),
+    "save_profile": lambda a: a.save_profile(shipped_profiles()["sim-aggressive"]),
+    "start_pipeline": lambda a: a.start_pipeline(),
+    "stop_pipeline": lambda a: a.stop_pipeline(),
+    "stop_fleet": lambda a: a.stop_fleet(),
+    "canary": lambda a: a.canary("sim-aggressive", 3),
+    "rollout": lambda a: a.rollout("sim-aggressive"),
+}
+
+
+def protocol_methods() -> set[str]:
+    return {name for name, _ in inspect.getmembers(FleetActions) if not name.startswith("_")}
+
+
+def test_every_method_of_the_backend_protocol_reads_or_refuses() -> None:
+    assert protocol_methods() == ReadOnlyActions.READING | set(REFUSED_CALLS)
+
+
+@pytest.mark.parametrize("method", sorted(REFUSED_CALLS))
+async def test_the_wrapper_refuses_every_change_without_calling_the_backend(method: str) -> None:
+    inner = RecordingActions()
+    wrapper = ReadOnlyActions(inner)
+    with pytest.raises(ReadOnlyRefused, match="read-only console"):
+        result = REFUSED_CALLS[method](wrapper)
+        if inspect.isawaitable(result):
+            await result
+    assert inner.calls == [] and inner.saved == []
+
+
+async def test_the_wrapper_reads_through_and_supports_only_viewing() -> None:
+    inner = RecordingActions()
+    wrapper = ReadOnlyActions(inner)
+    assert wrapper.profile_names() == ["sim-aggressive", "sim-baseline"]
+    assert wrapper.current_profile() == "sim-baseline"
+    profile = wrapper.load_profile("sim-aggressive")
+    assert len(await wrapper.preflight(profile, (0, 1))) == 2
+    assert [i for i in Intent if wrapper.supports(i)] == [Intent.JOURNAL]
+    inner.supported = frozenset()
+    assert not wrapper.supports(Intent.JOURNAL)  # never more than the backend itself
+    assert inner.calls == []
+
+
+# --- Pilot: every changing key of every screen, pressed ------------------------------------
+
+
+def readonly_app(actions: RecordingActions, **kwargs: object) -> FleetApp:
+    app = make_app(actions=actions, readonly=True, profile="sim-baseline", **kwargs)  # type: ignore[arg-type]
+    assert isinstance(app, FleetApp)
+    return app
+
+
+SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
+    MainScreen: lambda app: None,  # the base screen
+    DetailScreen: lambda app: DetailScreen(2, app.fleet, app.actions, app.log_tail),
+    ConfirmScreen: lambda app: ConfirmScreen("Relaunch the server on GPU 2?", "port 30002"),
+    StopScreen: lambda app: StopScreen("Stop the server on GPU 2?", "port 30002"),
+    QuitScreen: lambda app: QuitScreen(False, 7, readonly=True),
+    TuningFormScreen: lambda app: TuningFormScreen(
+        app.actions, shipped_profiles()["sim-baseline"], ["sim-baseline"], 2, "sim-tuned"
+    ),
+    CanaryScreen: lambda app: CanaryScreen(app.actions, "sim-aggressive", 2, (0, 1, 2, 3)),
+}
+"""How to open each gated screen directly (in read-only mode no key leads to most of them)."""
+
+CASES = [
+    (cls, binding)
+    for cls in SCREENS
+    for binding in changing_bindings(cls)
+    if not parse(binding.action)[0]  # 'app.' actions are the app's (none changes anything)
+]
+
+
+def test_every_gated_screen_is_pressed_below() -> None:
+    gated = {c for c in CLASSES if changing_bindings(c)}
+    assert gated == set(SCREENS)
+
+
+@pytest.mark.parametrize(
+    ("cls", "binding"), CASES, ids=[f"{c.__name__}-{b.key}-{b.id}" for c, b in CASES]
+)
+async def test_a_changing_key_is_disabled_and_reaches_nothing(
+    cls: type[DOMNode], binding: Binding
+) -> None:
+    actions = RecordingActions()
+    app = readonly_app(actions, status=pipeline_status(state="running"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        opened = SCREENS[cls](app)
+        if opened is not None:
+            await app.push_screen(opened)
+            await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, cls)
+        _, name, parameters = parse(binding.action)
+        assert screen.check_action(name, parameters) is None  # greyed out, not hidden
+        stack = list(app.screen_stack)
+        await pilot.press(binding.key)
+        await finish_actions(pilot, app)
+        assert list(app.screen_stack) == stack  # nothing opened, nothing dismissed
+        assert actions.calls == [] and actions.saved == []
+        # A canary screen pushed by hand starts its canary: refused at the boundary too.
+        if isinstance(screen, CanaryScreen):
+            assert screen.result is None
+
+
+async def test_the_same_keys_work_when_not_read_only() -> None:
+    """The comparison that shows the test above can fail: writable, `K` asks, `p` stops."""
+    actions = RecordingActions()
+    app = make_app(actions=actions, status=pipeline_status(state="stopped"))
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert app.main_screen.check_action("kill_all", ()) is True
+        await pilot.press("K")
+        assert isinstance(app.screen, StopScreen)
+
+
+async def test_footer_shows_the_disabled_keys_under_read_only() -> None:
+    app = readonly_app(RecordingActions(), status=pipeline_status())
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        await pilot.pause()
+        keys = {k.key: k for k in app.screen.query(FooterKey)}
+        for key in ("p", "k", "K", "r", "R", "t", "T", "b", "c", "o"):
+            assert keys[key].has_class("-disabled"), key
+        for key in ("enter", "g", "j", "question_mark", "q"):
+            assert not keys[key].has_class("-disabled"), key
+        labels = [str(label.render()) for label in app.screen.query(FooterLabel)]
+        assert "read-only" in labels
+        assert "read-only" in app.title
+
+
+async def test_footer_of_the_detail_screen_says_read_only() -> None:
+    app = readonly_app(RecordingActions())
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("3", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
+        await pilot.pause()
+        keys = {k.key: k for k in app.screen.query(FooterKey)}
+        assert keys["k"].has_class("-disabled") and keys["r"].has_class("-disabled")
+        assert not keys["escape"].has_class("-disabled")
+        labels = [str(label.render()) for label in app.screen.query(FooterLabel)]
+        assert "read-only" in labels
+
+
+async def test_palette_lists_a_changing_command_as_read_only_and_runs_nothing() -> None:
+    actions = RecordingActions()
+    app = readonly_app(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Kill all")
+        palette = app.screen
+        assert isinstance(palette, CommandPalette)
+        await wait_for(pilot, lambda: palette._list_visible, "the palette's answer")
+        commands = palette.query_one(CommandList).options
+        hits = [(str(c.hit.text), c.hit.help) for c in commands if isinstance(c, Command)]
+        assert ("Kill all", "key: K · disabled: read-only") in hits, hits
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(app._notifications), "the refusal")
+        await finish_actions(pilot, app)
+        assert not isinstance(app.screen, StopScreen)
+        assert actions.calls == []
+        assert any("read-only" in str(n.message) for n in app._notifications)
+
+
+async def test_viewing_keeps_working_read_only() -> None:
+    actions = RecordingActions()
+    app = readonly_app(actions, status=pipeline_status())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("right", "right")
+        assert app.main_screen.selected == 2
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
+        await pilot.press("slash")
+        assert isinstance(app.focused, Input)
+        await pilot.press("escape")  # leaves the filter
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), "the grid")
+        await pilot.press("g")
+        assert app.screen.query_one(GenerationPane).display
+        await pilot.press("g", "j")
+        await wait_for(pilot, lambda: isinstance(app.screen, JournalScreen), "the journal")
+        await pilot.press("escape", "question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        help_text = str(app.screen.query_one("#help-text").render())
+        assert "Kill all  (disabled: read-only)" in help_text
+        assert "Journal  (disabled" not in help_text and "Detail  (disabled" not in help_text
+        await pilot.press("escape", "q")
+        quit_screen = app.screen
+        assert isinstance(quit_screen, QuitScreen)
+        assert "read-only" in str(quit_screen.query_one("#quit-readonly").render())
+        assert quit_screen.query_one("#quit-stop").disabled
+        await pilot.press("s")  # disabled: the fleet is not stopped
+        assert app.screen is quit_screen
+        await pilot.press("k")  # quits the console, keeps the fleet
+        await pilot.pause()
+    assert actions.calls == []
+    assert not app.is_running
+
+
+async def test_a_change_that_slipped_past_the_keys_reaches_nothing() -> None:
+    """Intents posted straight to the app (as a missed key would) stop at the wrapper."""
+    from tui.ui.messages import KillRequested, PipelineStartRequested, RelaunchRequested
+
+    actions = RecordingActions()
+    app = readonly_app(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        for message in (KillRequested((0, 1), "kill"), RelaunchRequested((2,))):
+            app.post_message(message)
+        app.post_message(PipelineStartRequested())
+        await wait_for(pilot, lambda: len(app._notifications) >= 3, "three refusals")
+        await finish_actions(pilot, app)
+        refusals = [str(n.message) for n in app._notifications]
+        assert all("read-only console" in text for text in refusals), refusals
+    assert actions.calls == []

@@ -1,0 +1,90 @@
+"""The operator's console settings: ``settings.toml`` in the configuration directory.
+
+Only read, never written. Today it holds one key::
+
+    [console]
+    readonly = true    # every console opens read-only unless --no-readonly is given
+
+A missing file means the defaults; a file that cannot be used is an error naming the file, the
+key and what is allowed, so that a mistyped safety setting is never silently ignored. Tables other
+than ``[console]`` are left to whoever reads them. No Textual here.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from tui import paths
+
+
+class SettingsError(ValueError):
+    """The settings file cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleSettings:
+    """The ``[console]`` table of the settings file."""
+
+    readonly: bool = False
+    """Open every console read-only (``--readonly`` / ``--no-readonly`` override it)."""
+
+
+CONSOLE_KEYS = ("readonly",)
+"""The keys ``[console]`` may have."""
+
+
+def load_console_settings(path: Path | None = None) -> ConsoleSettings:
+    """Read the ``[console]`` table.
+
+    Args:
+        path: The settings file; default ``paths.settings_file()``.
+
+    Returns:
+        The settings; the defaults when the file does not exist.
+
+    Raises:
+        SettingsError: the file cannot be read or parsed, ``[console]`` is not a table, has a key
+            other than ``CONSOLE_KEYS`` or a value of the wrong type.
+    """
+    path = path or paths.settings_file()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ConsoleSettings()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SettingsError(f"{path}: cannot be read ({error})") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(f"{path}: not valid TOML ({error})") from None
+    console = document.get("console", {})
+    if not isinstance(console, dict):
+        raise SettingsError(f"{path}: console must be a table ([console])")
+    unknown = sorted(set(console) - set(CONSOLE_KEYS))
+    if unknown:
+        allowed = ", ".join(CONSOLE_KEYS)
+        raise SettingsError(f"{path}: console.{unknown[0]} is not a setting (allowed: {allowed})")
+    readonly = console.get("readonly", False)
+    if not isinstance(readonly, bool):
+        raise SettingsError(f"{path}: console.readonly = {readonly!r}: must be true or false")
+    return ConsoleSettings(readonly=readonly)
+
+
+def resolve_readonly(flag: bool | None, path: Path | None = None) -> bool:
+    """Whether the console opens read-only: the command line's flag, else the settings file.
+
+    Args:
+        flag: ``--readonly`` (True), ``--no-readonly`` (False) or neither (None).
+        path: The settings file; default ``paths.settings_file()``.
+
+    Returns:
+        True for a read-only console.
+
+    Raises:
+        SettingsError: the flag was not given and the settings file cannot be used.
+    """
+    if flag is not None:
+        return flag
+    return load_console_settings(path).readonly
