@@ -10,26 +10,26 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tui.cli_args import ArgumentParser, number
+from tui.ops.windows import (
+    MEASURE_WINDOW_DEFAULT_S,
+    MEASURE_WINDOW_RANGE_S,
+    ConsoleWindows,
+    console_apply_options,
+    console_canary_options,
+    console_windows,
+)
 from tui.ui.sources import FleetPoller
 
 if TYPE_CHECKING:
     from tui.ops.pipeline import PipelineConfig
     from tui.profiles import Profile
-    from tui.retune.options import ApplyOptions
-    from tui.rollout.canary import CanaryOptions
 
 CONSOLE_FLEET_TIMEOUT_S = 3600.0
 """A pipeline started from the console waits this long for a ready server (a full retune)."""
-
-MEASURE_WINDOW_DEFAULT_S = 30.0
-"""The console's throughput window: shorter than the headless default, the operator waits."""
-MEASURE_WINDOW_RANGE_S = (1.0, 3600.0)
-"""Allowed ``--measure-window`` seconds."""
 
 PORTS_DEFAULT = "30000-30006"
 GPUS_DEFAULT = "0-6"
@@ -96,81 +96,6 @@ def make_poller(
         ]
     spec = FleetSpec.from_ports(ports, gpus, log_paths=logs)
     return FleetMonitor(spec, open_gpu_source())
-
-
-def console_apply_options(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> ApplyOptions:
-    """The apply options of the console: a ``measure_window_s`` window each side of the change.
-
-    The warm-up is a third of the window and the sampling interval a tenth (at least 0.5 s),
-    so a short window (tests, a quick look) still gets about ten samples each side.
-
-    Args:
-        measure_window_s: Seconds of each throughput window.
-
-    Returns:
-        The options.
-
-    Raises:
-        ValueError: the window is outside ``MEASURE_WINDOW_RANGE_S`` (naming field and range).
-    """
-    from tui.retune.options import ApplyOptions
-
-    low, high = MEASURE_WINDOW_RANGE_S
-    if not low <= measure_window_s <= high:
-        raise ValueError(
-            f"--measure-window: {measure_window_s:g} is outside {low:g}-{high:g} seconds"
-        )
-    return ApplyOptions(
-        window_s=measure_window_s,
-        warmup_s=measure_window_s / 3,
-        interval_s=max(0.5, measure_window_s / 10),
-    )
-
-
-def console_canary_options(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> CanaryOptions:
-    """The canary options of the console: the same ``--measure-window`` as its applies.
-
-    The window is planned at ``measure_window_s`` (at least six samples), may stretch to three
-    times that when a verdict is in reach, and samples every twelfth of it (at least 0.5 s).
-
-    Args:
-        measure_window_s: Seconds of the planned window (already range-checked by
-            :func:`console_apply_options`).
-
-    Returns:
-        The options.
-    """
-    from tui.rollout.canary import CanaryOptions
-
-    interval = max(0.5, measure_window_s / 12)
-    window = max(measure_window_s, 6 * interval)
-    return CanaryOptions(
-        window_s=window,
-        warmup_s=measure_window_s / 3,
-        max_window_s=3 * window,
-        interval_s=interval,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class ConsoleWindows:
-    """The measuring windows of the console's operations, all from one ``--measure-window``."""
-
-    apply: ApplyOptions
-    """Timeouts and before/after throughput windows of applies."""
-    canary: CanaryOptions
-    """Windows of canaries."""
-
-
-def console_windows(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> ConsoleWindows:
-    """The apply and canary options of one ``--measure-window``.
-
-    Raises:
-        ValueError: the window is outside ``MEASURE_WINDOW_RANGE_S`` (naming field and range).
-    """
-    return ConsoleWindows(
-        console_apply_options(measure_window_s), console_canary_options(measure_window_s)
-    )
 
 
 def add_measure_window(parser: argparse.ArgumentParser) -> None:
