@@ -3,7 +3,7 @@
 Every route needs ``Authorization: Bearer <token>`` (401 without it; ``/metrics`` may be opened
 with ``--open-metrics``); in read-only mode every write is refused (403). Routes:
 
-========================================  ===========================================================
+======================================  ========================================================
 ``GET /metrics``                          Prometheus text (``tui.agent.metrics``)
 ``GET /api/v1/agent``                     node name, modes, operations running
 ``GET /api/v1/snapshot``                  the newest fleet snapshot, profiles, job status (JSON)
@@ -14,7 +14,7 @@ with ``--open-metrics``); in read-only mode every write is refused (403). Routes
                                           rollout_back or stop_fleet (202, its id)
 ``GET /api/v1/operations/{id}?after=N``   its state, result and events from number N on; with
                                           ``wait=S`` it answers as soon as there is something new
-========================================  ===========================================================
+======================================  ========================================================
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import json
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest

@@ -133,7 +133,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
         raise AgentRefused("--ssl-certfile and --ssl-keyfile go together")
-    for option, path in (("--ssl-certfile", args.ssl_certfile), ("--ssl-keyfile", args.ssl_keyfile)):
+    for option, path in (
+        ("--ssl-certfile", args.ssl_certfile),
+        ("--ssl-keyfile", args.ssl_keyfile),
+    ):
         if path is not None and not path.is_file():
             raise AgentRefused(f"{option}={path}: not a file")
     token_file = args.token_file or default_token_file()

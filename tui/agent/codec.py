@@ -158,7 +158,10 @@ def decode(data: Any, hint: Any, where: str = "value") -> Any:
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(args) != len(data):
                 raise CodecError(f"{where}: expected {len(args)} items, got {len(data)}")
-            return tuple(decode(d, a, f"{where}[{i}]") for i, (d, a) in enumerate(zip(data, args)))
+            return tuple(
+                decode(d, a, f"{where}[{i}]")
+                for i, (d, a) in enumerate(zip(data, args, strict=True))
+            )
         item = args[0] if args else Any
         items = [decode(d, item, f"{where}[{i}]") for i, d in enumerate(data)]
         return tuple(items) if origin is tuple else items
@@ -213,7 +216,9 @@ def _decode_dataclass(data: Any, cls: type, where: str) -> Any:
     kwargs: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         if field.name in data:
-            kwargs[field.name] = decode(data[field.name], hints[field.name], f"{where}.{field.name}")
+            kwargs[field.name] = decode(
+                data[field.name], hints[field.name], f"{where}.{field.name}"
+            )
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
             raise CodecError(f"{where}.{field.name}: missing")
     return cls(**kwargs)

@@ -9,6 +9,7 @@ ends the operation with ``state`` ``refused`` or ``failed`` and the reason in on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections import OrderedDict
@@ -137,10 +138,8 @@ class Operations:
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-            except (asyncio.CancelledError, Exception):
-                pass
 
 
 def _one_line(error: BaseException) -> str:

@@ -105,10 +105,8 @@ class Agent:
 
     async def _loop(self) -> None:
         while True:
-            try:
+            with contextlib.suppress(Exception):  # one bad poll costs one view, not the agent
                 await self.refresh()
-            except Exception:  # one bad poll costs one view, not the agent
-                pass
             await asyncio.sleep(self.config.poll_interval_s)
 
     @contextlib.asynccontextmanager
@@ -171,4 +169,3 @@ class Agent:
             "started_at": self.started_at,
             "operations": [op.document(len(op.events)) for op in self.operations.running()],
         }
-

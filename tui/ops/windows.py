@@ -83,5 +83,3 @@ def console_windows(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> Conso
     return ConsoleWindows(
         console_apply_options(measure_window_s), console_canary_options(measure_window_s)
     )
-
-

@@ -86,6 +86,7 @@ class FleetApp(App[None]):
         poll_interval_s: float = 1.0,
         journal_reader: JournalReader = read_default_journal,
         running_reader: RunningReader = read_default_running,
+        node_groups: bool = False,
     ) -> None:
         """Args:
         poller: Gives one fleet snapshot per call (``FleetMonitor``).
@@ -98,6 +99,7 @@ class FleetApp(App[None]):
         poll_interval_s: Seconds from the end of one poll to the start of the next.
         journal_reader: Reads the journal (journal screen, apply screen; blocking, in a thread).
         running_reader: Each GPU's current and previous profile (rollback confirm; blocking).
+        node_groups: Group the panels by node (a console over many nodes' agents).
         """
         super().__init__()
         self.poller = poller
@@ -119,7 +121,11 @@ class FleetApp(App[None]):
         self.journal_reader = journal_reader
         """The journal source."""
         self.main_screen = MainScreen(
-            self.actions, profile, running_reader=running_reader, journal_reader=journal_reader
+            self.actions,
+            profile,
+            running_reader=running_reader,
+            journal_reader=journal_reader,
+            node_groups=node_groups,
         )
         """The grid screen (the app's base screen)."""
 

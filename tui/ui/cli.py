@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tui.cli_args import ArgumentParser, number
-from tui.ops.windows import (
+from tui.ops.windows import (  # re-exported: the console's options as they always were
     MEASURE_WINDOW_DEFAULT_S,
     MEASURE_WINDOW_RANGE_S,
     ConsoleWindows,
@@ -22,6 +22,15 @@ from tui.ops.windows import (
     console_canary_options,
     console_windows,
 )
+
+__all__ = [
+    "MEASURE_WINDOW_DEFAULT_S",
+    "MEASURE_WINDOW_RANGE_S",
+    "ConsoleWindows",
+    "console_apply_options",
+    "console_canary_options",
+    "console_windows",
+]
 from tui.ui.sources import FleetPoller
 
 if TYPE_CHECKING:
@@ -130,8 +139,47 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="JSONL prompts of the pipeline the console starts (default: the demo's, if any)",
     )
+    parser.add_argument(
+        "--agents",
+        default=None,
+        metavar="HOST:PORT,...",
+        help="a console over many nodes: their agents (gpufleet agent), e.g. node1:9400,node2:9400",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="the agents' bearer token (default: the state directory's agent.token)",
+    )
     add_measure_window(parser)
     return parser
+
+
+def run_nodes_console(agents: str, token_file: Path | None) -> int:
+    """The console over many nodes' agents (``--agents``).
+
+    Args:
+        agents: ``host:port,host:port``.
+        token_file: The agents' token (default: the state directory's ``agent.token``).
+
+    Returns:
+        0, or 2 for bad input (named on stderr).
+    """
+    from tui.agent.cli import default_token_file
+    from tui.agent.client import parse_agents
+    from tui.agent.nodes import Nodes
+    from tui.servers.tokens import TokenError, read_token
+    from tui.ui.nodes_app import NodesApp
+
+    try:
+        addresses = parse_agents(agents)
+        token = read_token(token_file or default_token_file())
+    except (ValueError, TokenError) as error:
+        print(f"gpufleet console: {error}", file=sys.stderr)
+        return 2
+    nodes = Nodes(addresses, token)
+    NodesApp(nodes, actions=nodes, log_tail=nodes.tail, node_groups=True).run()
+    return 0
 
 
 def run_console(
@@ -230,6 +278,11 @@ def main(argv: Sequence[str]) -> int:
         The exit status.
     """
     args = build_parser().parse_args(list(argv))
+    if args.agents is not None:
+        if args.profile is not None:
+            print("gpufleet console: --agents and --profile do not go together", file=sys.stderr)
+            return 2
+        return run_nodes_console(args.agents, args.token_file)
     if args.profile is not None:
         return _profile_console(args)
     try:
