@@ -26,6 +26,7 @@ GPU_FIELDS: dict[str, frozenset[str]] = {
     "ApplyResult": frozenset({"gpus", "previous_profiles"}),
     "StopReleased": frozenset({"gpu"}),
     "Preflight": frozenset({"gpu"}),
+    "StopResult": frozenset({"gpu"}),
 }
 """Class name -> its fields that hold GPU numbers (an int, a tuple of them, or dict keys)."""
 
