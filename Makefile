@@ -26,11 +26,19 @@ $(SGLANG): $(STAMP) tui/sglang/flagtable/reference.py
 	$(BIN)/python -m tui.sglang.flagtable.generate --install
 	@touch $(SGLANG)
 
+# tmux drives the console in the end-to-end tests; Debian's prometheus is the real Prometheus
+# the many-node tests scrape the agents with (its service is not started: tests run their own).
 tools:
 	@command -v tmux >/dev/null 2>&1 || { \
 	  echo "installing tmux"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tmux >/dev/null; }
+	@command -v prometheus >/dev/null 2>&1 || { \
+	  echo "installing prometheus"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    prometheus >/dev/null; }
 
 # Debian's chromium for the browser end-to-end test of `gpufleet serve` (Playwright drives the
 # system browser; `playwright install` is never run). Only `make test` needs it, not the demo.

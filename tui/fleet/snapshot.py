@@ -93,6 +93,36 @@ class GpuPanel:
     """The server on this GPU; None when the fleet has none for it."""
     gpu_note: str = ""
     """Why ``gpu`` is None, in plain words."""
+    node: str = ""
+    """The node this GPU is on, in a console over many nodes' agents ("" on one node); its
+    ``gpu_index`` is then ``node position * NODE_STRIDE + the GPU's index on the node``."""
+
+    @property
+    def local_index(self) -> int:
+        """The GPU's index on its own node."""
+        return self.gpu_index % NODE_STRIDE if self.node else self.gpu_index
+
+
+NODE_STRIDE = 100
+"""Panels of the k-th node (from 0) of a many-node console are numbered k*100 + the GPU's index."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    """One node of a many-node console: whether its agent answers."""
+
+    name: str
+    """The node's name (its agent's ``--node``, else its address)."""
+    address: str
+    """The agent's ``host:port``."""
+    reachable: bool
+    """Its agent answered the last poll."""
+    last_answer_at: float | None = None
+    """time.time() of its agent's last answer (None: never)."""
+    error: str = ""
+    """Why the last poll failed, in plain words."""
+    readonly: bool = False
+    """The agent refuses every write (``--readonly``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +135,5 @@ class FleetSnapshot:
     """describe() of the GPU source, for the header."""
     taken_at: float = 0.0
     """time.time() of the snapshot."""
+    nodes: tuple[NodeStatus, ...] = ()
+    """The nodes, in order, in a console over many nodes' agents (empty on one node)."""

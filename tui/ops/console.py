@@ -52,6 +52,15 @@ class ConsoleBackend:
         """Every intent but 'pipeline' without a pipeline."""
         return intent != "pipeline" or self.ops.pipeline is not None
 
+    def mark(self, gpu: int, stopping: bool) -> None:
+        """Show ``gpu`` as STOPPING (or withdraw the mark) on the monitor, if there is one."""
+        self._mark(gpu, stopping)
+
+    def sink(self, on_event: EventSink | None, on_look: LookSink | None = None) -> EventSink:
+        """``on_event`` with the STOPPING marks added (for callers of ``FleetOps`` itself, such
+        as the agent)."""
+        return self._sink(on_event, on_look)
+
     def _mark(self, gpu: int, stopping: bool) -> None:
         # On the event loop: the monitor is not thread-safe. Its mark clears itself once the
         # process is gone, so only a failed stop withdraws it.

@@ -19,12 +19,13 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tui import paths
 from tui.cli_args import ArgumentParser, number
 from tui.pipeline import inputs
 from tui.pipeline.detach import start_detached
-from tui.pipeline.fleet_urls import server_urls
+from tui.pipeline.fleet_urls import connect_host, server_urls
 from tui.pipeline.inputs import InputError
 from tui.pipeline.job import JobRefused
 from tui.pipeline.out_lock import OutDirBusy, OutDirLock
@@ -57,6 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         metavar="NAME",
         help="servers from this tuning profile (name or file): its GPUs' ports on its host",
+    )
+    parser.add_argument(
+        "--router",
+        metavar="URL",
+        help="send every request through this SGLang router (sglang-router/smg), keeping its "
+        "workers registered: the --server URLs that answer /health, or the --agents' ready servers",
+    )
+    parser.add_argument(
+        "--agents",
+        metavar="HOST:PORT,...",
+        help="with --router: take the workers from these nodes' agents (gpufleet agent)",
+    )
+    parser.add_argument(
+        "--token-file", type=Path, default=None, help="the agents' bearer token file"
     )
     parser.add_argument(
         "--resume-by-id",
@@ -108,7 +123,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _agents(args: argparse.Namespace) -> tuple[tuple[tuple[str, str], ...], str]:
+    """The agents of ``--agents`` (base URL, host of its servers) and their token."""
+    if args.agents is None:
+        if args.token_file is not None:
+            raise InputError("--token-file goes with --agents")
+        return (), ""
+    if args.router is None:
+        raise InputError("--agents needs --router (the router's workers come from the agents)")
+    from tui.servers.tokens import TokenError, read_token
+
+    agents = []
+    for raw in args.agents.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        url = inputs.http_url("--agents", entry if "://" in entry else f"http://{entry}")
+        agents.append((url.rstrip("/"), connect_host(urlsplit(url).hostname or "")))
+    if not agents:
+        raise InputError("--agents: give at least one HOST:PORT")
+    token_file = args.token_file or paths.state_dir() / "agent.token"
+    try:
+        return tuple(agents), read_token(token_file)
+    except TokenError as exc:
+        raise InputError(str(exc)) from None
+
+
 def _servers(args: argparse.Namespace) -> list[str]:
+    if args.agents is not None and not args.server and args.profile is None:
+        return []
     if args.profile is not None:
         try:
             servers = server_urls(load_named(args.profile))
@@ -126,6 +169,9 @@ def _servers(args: argparse.Namespace) -> list[str]:
 def _check(args: argparse.Namespace) -> list[str]:
     """Every input that can be checked without touching the output: servers, S3, paths."""
     servers = _servers(args)
+    if args.router is not None:
+        inputs.http_url("--router", args.router)
+    _agents(args)
     inputs.text_value("--model", args.model)
     if args.s3_bucket is not None:
         inputs.bucket_name(args.s3_bucket)
@@ -191,6 +237,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from tui.pipeline.s3_sink import S3Sink  # boto3: only for runs that upload
 
         s3 = S3Sink(args.s3_bucket, args.s3_prefix, args.s3_endpoint_url)
+    agents, token = _agents(args)
     config = GenerateConfig(
         prompts=prompts,
         out_dir=args.out,
@@ -207,6 +254,9 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         flush_interval_s=args.flush_interval,
         s3_wait_s=args.s3_wait,
         by_id=args.resume_by_id,
+        router=args.router.rstrip("/") if args.router else None,
+        router_agents=agents,
+        agent_token=token,
     )
     return asyncio.run(Pipeline(config).run())
 

@@ -41,6 +41,10 @@ _HEADERS = {"content-type": "application/json"}
 HEALTH_TIMEOUT_S = 25.0
 """How long a health probe waits for its answer: above SGLang 0.5.23's own 20 s health check
 (``SGLANG_HEALTH_CHECK_TIMEOUT``), whose healthy answer takes at least 1 s."""
+GATEWAY_STATUSES = (502, 503, 504)
+"""A router's answers when the worker behind it failed (not the prompt's fault)."""
+GATEWAY_RETRIES = 50
+"""How often a prompt may get a gateway error from a router before it counts as its own."""
 CORDON_RECHECK_S = 0.2
 """While a server is cordoned and nothing else can take work, how often the cordon is re-read."""
 
@@ -123,9 +127,13 @@ class Dispatcher:
         on_failed: FailureSink,
         request_timeout: float = 600.0,
         cordons: CordonWatch | None = None,
+        gateway: bool = False,
     ) -> None:
         """Args: see the attribute names; urls are base URLs of OpenAI-compatible servers;
-        cordons: the cordon file to honour (default ``tui.paths.cordon_file()``)."""
+        cordons: the cordon file to honour (default ``tui.paths.cordon_file()``);
+        gateway: the one URL is a router (``sglang-router``): its 502/503/504 mean a worker
+        behind it failed, so the prompt is sent again without using up its retries and the
+        router is not marked down (its other requests go on)."""
         self.servers = [
             ServerState(url.rstrip("/"), per_server_inflight, server_address(url)) for url in urls
         ]
@@ -144,6 +152,8 @@ class Dispatcher:
         self._retry: collections.deque[int] = collections.deque()
         self._fresh: Iterator[int] = iter(())
         self._attempts: dict[int, int] = {}
+        self._gateway = gateway
+        self._gateway_tries: dict[int, int] = {}
         self._unresolved = 0
         self._wake = asyncio.Event()
         self._stopping = False
@@ -291,6 +301,8 @@ class Dispatcher:
                 return
             latency = time.perf_counter() - t0
             status = response.status_code
+            if self._gateway and status in GATEWAY_STATUSES and self._gateway_retry(server, index):
+                return
             if status != 200:
                 down = status >= 500 or status == 429
                 reason = f"HTTP {status}: {response.text[:200]}"
@@ -302,6 +314,7 @@ class Dispatcher:
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 self._attempt_failed(server, index, f"malformed response: {exc}", down=False)
                 return
+            self._gateway_tries.pop(index, None)
             server.done += 1
             server.output_tokens += tokens
             self._unresolved -= 1
@@ -313,6 +326,16 @@ class Dispatcher:
             if task is not None and server.tasks.pop(task, None) is not None:
                 server.in_flight -= 1
             self._wake.set()
+
+    def _gateway_retry(self, server: ServerState, index: int) -> bool:
+        """Send ``index`` again shortly, unless it has had ``GATEWAY_RETRIES`` of these."""
+        tries = self._gateway_tries.get(index, 0) + 1
+        if tries > GATEWAY_RETRIES:
+            return False
+        self._gateway_tries[index] = tries
+        server.failed += 1
+        self._requeue(index, min(0.1 * tries, 2.0))
+        return True
 
     def _attempt_failed(
         self,

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
+
 from tui.pipeline.batch_output import error_record, output_record
 from tui.pipeline.dispatch import Answer, Dispatcher
 from tui.pipeline.job import Job, JobRefused, open_job
@@ -73,6 +75,14 @@ class GenerateConfig:
     """How long to keep retrying an S3 that cannot be reached at start (generation goes on)."""
     by_id: bool = False
     """Accept a prompts file whose ids changed since the job started (``--resume-by-id``)."""
+    router: str | None = None
+    """Send every request to this router (``sglang-router``); ``servers`` are then its workers,
+    kept registered by ``tui.pipeline.router``."""
+    router_agents: tuple[tuple[str, str], ...] = ()
+    """With a router: the nodes' agents (base URL, the host of its servers) to take the
+    workers from, instead of probing ``servers``."""
+    agent_token: str = ""
+    """The agents' bearer token."""
 
 
 def _log(message: str) -> None:
@@ -86,10 +96,15 @@ class Pipeline:
         """Args: config: the run's settings."""
         self.config = config
         self._meter = RateMeter()
+        routed = config.router is not None
         self._dispatcher = Dispatcher(
-            list(config.servers),
+            [config.router] if config.router is not None else list(config.servers),
             config.prompts,
-            per_server_inflight=config.per_server_inflight,
+            # Through a router, one "server" carries every worker's share (updated as workers
+            # come and go, see _sync_router).
+            per_server_inflight=config.per_server_inflight
+            * (max(1, len(config.servers)) if routed else 1),
+            gateway=routed,
             model=config.model,
             max_tokens=config.max_tokens,
             max_retries=config.max_retries,
@@ -180,6 +195,8 @@ class Pipeline:
             asyncio.create_task(self._writer()),
             asyncio.create_task(self._status_loop()),
         ]
+        if config.router is not None:
+            workers.append(asyncio.create_task(self._sync_router(config.router)))
         try:
             if todo:
                 self._dispatcher.start_probes()
@@ -214,6 +231,24 @@ class Pipeline:
             await asyncio.gather(*workers, return_exceptions=True)
             self._write_status()
             _log(f"{self._state}: {self._message}")
+
+    async def _sync_router(self, router: str) -> None:
+        """Keep the router's workers equal to the fleet's ready servers (until cancelled)."""
+        from tui.pipeline.router import WorkerSync, agents_source, servers_source
+
+        config = self.config
+        routed = self._dispatcher.servers[0]
+
+        def capacity(count: int) -> None:
+            routed.capacity = config.per_server_inflight * max(1, count)
+
+        async with httpx.AsyncClient() as client:
+            source = (
+                agents_source(config.router_agents, config.agent_token, client)
+                if config.router_agents
+                else servers_source(list(config.servers), client)
+            )
+            await WorkerSync(router.rstrip("/"), source, client, capacity).run()
 
     def stop(self) -> None:
         """Stop gracefully: no new requests, completed results made durable, status 'stopped'."""

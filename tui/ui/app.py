@@ -88,6 +88,7 @@ class FleetApp(App[None]):
         journal_reader: JournalReader = read_default_journal,
         running_reader: RunningReader = read_default_running,
         readonly: bool = False,
+        node_groups: bool = False,
     ) -> None:
         """Args:
         poller: Gives one fleet snapshot per call (``FleetMonitor``).
@@ -102,6 +103,7 @@ class FleetApp(App[None]):
         running_reader: Each GPU's current and previous profile (rollback confirm; blocking).
         readonly: Watch only: every key that changes the fleet or the job is disabled and the
             backend is wrapped in ``ReadOnlyActions``, which refuses every change.
+        node_groups: Group the panels by node (a console over many nodes' agents).
         """
         super().__init__()
         self.poller = poller
@@ -126,7 +128,11 @@ class FleetApp(App[None]):
         self.journal_reader = journal_reader
         """The journal source."""
         self.main_screen = MainScreen(
-            self.actions, profile, running_reader=running_reader, journal_reader=journal_reader
+            self.actions,
+            profile,
+            running_reader=running_reader,
+            journal_reader=journal_reader,
+            node_groups=node_groups,
         )
         """The grid screen (the app's base screen)."""
 

@@ -12,26 +12,35 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tui.cli_args import ArgumentParser, number
+from tui.ops.windows import (  # re-exported: the console's options as they always were
+    MEASURE_WINDOW_DEFAULT_S,
+    MEASURE_WINDOW_RANGE_S,
+    ConsoleWindows,
+    console_apply_options,
+    console_canary_options,
+    console_windows,
+)
+
+__all__ = [
+    "MEASURE_WINDOW_DEFAULT_S",
+    "MEASURE_WINDOW_RANGE_S",
+    "ConsoleWindows",
+    "console_apply_options",
+    "console_canary_options",
+    "console_windows",
+]
 from tui.ui.sources import FleetPoller
 
 if TYPE_CHECKING:
     from tui.ops.pipeline import PipelineConfig
     from tui.profiles import Profile
-    from tui.retune.options import ApplyOptions
-    from tui.rollout.canary import CanaryOptions
 
 CONSOLE_FLEET_TIMEOUT_S = 3600.0
 """A pipeline started from the console waits this long for a ready server (a full retune)."""
-
-MEASURE_WINDOW_DEFAULT_S = 30.0
-"""The console's throughput window: shorter than the headless default, the operator waits."""
-MEASURE_WINDOW_RANGE_S = (1.0, 3600.0)
-"""Allowed ``--measure-window`` seconds."""
 
 PORTS_DEFAULT = "30000-30006"
 GPUS_DEFAULT = "0-6"
@@ -100,81 +109,6 @@ def make_poller(
     return FleetMonitor(spec, open_gpu_source())
 
 
-def console_apply_options(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> ApplyOptions:
-    """The apply options of the console: a ``measure_window_s`` window each side of the change.
-
-    The warm-up is a third of the window and the sampling interval a tenth (at least 0.5 s),
-    so a short window (tests, a quick look) still gets about ten samples each side.
-
-    Args:
-        measure_window_s: Seconds of each throughput window.
-
-    Returns:
-        The options.
-
-    Raises:
-        ValueError: the window is outside ``MEASURE_WINDOW_RANGE_S`` (naming field and range).
-    """
-    from tui.retune.options import ApplyOptions
-
-    low, high = MEASURE_WINDOW_RANGE_S
-    if not low <= measure_window_s <= high:
-        raise ValueError(
-            f"--measure-window: {measure_window_s:g} is outside {low:g}-{high:g} seconds"
-        )
-    return ApplyOptions(
-        window_s=measure_window_s,
-        warmup_s=measure_window_s / 3,
-        interval_s=max(0.5, measure_window_s / 10),
-    )
-
-
-def console_canary_options(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> CanaryOptions:
-    """The canary options of the console: the same ``--measure-window`` as its applies.
-
-    The window is planned at ``measure_window_s`` (at least six samples), may stretch to three
-    times that when a verdict is in reach, and samples every twelfth of it (at least 0.5 s).
-
-    Args:
-        measure_window_s: Seconds of the planned window (already range-checked by
-            :func:`console_apply_options`).
-
-    Returns:
-        The options.
-    """
-    from tui.rollout.canary import CanaryOptions
-
-    interval = max(0.5, measure_window_s / 12)
-    window = max(measure_window_s, 6 * interval)
-    return CanaryOptions(
-        window_s=window,
-        warmup_s=measure_window_s / 3,
-        max_window_s=3 * window,
-        interval_s=interval,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class ConsoleWindows:
-    """The measuring windows of the console's operations, all from one ``--measure-window``."""
-
-    apply: ApplyOptions
-    """Timeouts and before/after throughput windows of applies."""
-    canary: CanaryOptions
-    """Windows of canaries."""
-
-
-def console_windows(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> ConsoleWindows:
-    """The apply and canary options of one ``--measure-window``.
-
-    Raises:
-        ValueError: the window is outside ``MEASURE_WINDOW_RANGE_S`` (naming field and range).
-    """
-    return ConsoleWindows(
-        console_apply_options(measure_window_s), console_canary_options(measure_window_s)
-    )
-
-
 def add_measure_window(parser: argparse.ArgumentParser) -> None:
     """Add ``--measure-window S`` (the throughput window of applies from the console)."""
     parser.add_argument(
@@ -229,9 +163,49 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="JSONL prompts of the pipeline the console starts (default: the demo's, if any)",
     )
+    parser.add_argument(
+        "--agents",
+        default=None,
+        metavar="HOST:PORT,...",
+        help="a console over many nodes: their agents (gpufleet agent), e.g. node1:9400,node2:9400",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="the agents' bearer token (default: the state directory's agent.token)",
+    )
     add_measure_window(parser)
     add_readonly(parser)
     return parser
+
+
+def run_nodes_console(agents: str, token_file: Path | None, readonly: bool = False) -> int:
+    """The console over many nodes' agents (``--agents``).
+
+    Args:
+        agents: ``host:port,host:port``.
+        token_file: The agents' token (default: the state directory's ``agent.token``).
+        readonly: Watch only (every changing key disabled, the backend refusing).
+
+    Returns:
+        0, or 2 for bad input (named on stderr).
+    """
+    from tui.agent.cli import default_token_file
+    from tui.agent.client import parse_agents
+    from tui.agent.nodes import Nodes
+    from tui.servers.tokens import TokenError, read_token
+    from tui.ui.nodes_app import NodesApp
+
+    try:
+        addresses = parse_agents(agents)
+        token = read_token(token_file or default_token_file())
+    except (ValueError, TokenError) as error:
+        print(f"gpufleet console: {error}", file=sys.stderr)
+        return 2
+    nodes = Nodes(addresses, token)
+    NodesApp(nodes, actions=nodes, log_tail=nodes.tail, node_groups=True, readonly=readonly).run()
+    return 0
 
 
 def run_console(
@@ -338,6 +312,11 @@ def main(argv: Sequence[str]) -> int:
     readonly = readonly_or_exit("console", args.readonly)
     if readonly is None:
         return 2
+    if args.agents is not None:
+        if args.profile is not None:
+            print("gpufleet console: --agents and --profile do not go together", file=sys.stderr)
+            return 2
+        return run_nodes_console(args.agents, args.token_file, readonly)
     if args.profile is not None:
         return _profile_console(args, readonly)
     try:

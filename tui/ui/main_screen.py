@@ -16,6 +16,7 @@ from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.gpu_grid import GpuGrid
+from tui.ui.grid.node_groups import NodeGroups
 from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.messages import (
     ApplyProfileRequested,
@@ -89,6 +90,7 @@ class MainScreen(ReadOnlyGate[None]):
         *,
         running_reader: RunningReader = read_default_running,
         journal_reader: JournalReader = read_default_journal,
+        node_groups: bool = False,
     ) -> None:
         """Args:
         actions: The backend: ``supports`` and the blocking profile look-ups used before
@@ -96,6 +98,7 @@ class MainScreen(ReadOnlyGate[None]):
         profile: The profile named on the command line, when the backend knows no running one.
         running_reader: Which profile each GPU ran before (named by the rollback confirm).
         journal_reader: Reads the journal for the journal screen.
+        node_groups: Show the panels in node groups (a console over many nodes' agents).
         """
         super().__init__()
         self.actions = actions
@@ -106,13 +109,18 @@ class MainScreen(ReadOnlyGate[None]):
         """Current and previous profile of each GPU."""
         self.journal_reader = journal_reader
         """The journal source."""
+        self.node_groups = node_groups
+        """Panels grouped by node, a heading each (many nodes)."""
         self._binding_inputs: dict[str, object] = {}
         """The inputs of ``check_action`` at the last Footer refresh (see _bindings_may_change)."""
 
     def compose(self) -> ComposeResult:
         """Header, grid, generation pane (hidden until `g`), footer."""
         yield Header()
-        yield GpuGrid(id="grid").data_bind(MainScreen.fleet, MainScreen.selected)
+        if self.node_groups:
+            yield NodeGroups(id="grid").data_bind(MainScreen.fleet, MainScreen.selected)
+        else:
+            yield GpuGrid(id="grid").data_bind(MainScreen.fleet, MainScreen.selected)
         pane = GenerationPane(id="generation").data_bind(
             status=MainScreen.pipeline_status,
             history=MainScreen.pipeline_history,

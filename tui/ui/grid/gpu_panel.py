@@ -221,7 +221,8 @@ class GpuPanelView(Widget):
     def watch_panel(self, panel: GpuPanel | None) -> None:
         """Retitle and restyle when they change; repaint the cells whose text changed."""
         name = "" if panel is None or panel.gpu is None else f" · {panel.gpu.name}"
-        title = f"GPU {self.gpu_index}{name}"
+        where = f"{panel.node} GPU {panel.local_index}" if panel is not None and panel.node else ""
+        title = f"{where or f'GPU {self.gpu_index}'}{name}"
         if title != self._title:  # setting border_title repaints the whole panel
             self._title = title
             self.border_title = title

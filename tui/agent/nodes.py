@@ -1,0 +1,390 @@
+"""Many nodes as one fleet for the console: a poller that merges the agents' snapshots, and the
+console's backend (``FleetActions``) over the agents' control APIs.
+
+The k-th agent's GPU ``n`` is the console's GPU ``k * NODE_STRIDE + n`` (its panel says which node
+and which GPU). A node whose agent stops answering keeps its last panels, marked unreachable with
+the time of its last answer; the other nodes keep working. Every operation goes to the agent of
+the GPU's node, which runs it through that node's ``FleetOps`` (its lock, its journal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from tui.agent.client import AgentAddress, AgentClient, AgentError, NodeView
+from tui.agent.remap import remap_gpus
+from tui.control.stop import StopMode
+from tui.control.stop_release import StopReleased
+from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
+from tui.ops.events import EventSink
+from tui.retune.events import ApplyResult
+from tui.rollout.canary import CanaryLook, CanaryResult
+from tui.rollout.rollout import RolloutResult
+
+T = TypeVar("T")
+
+SUPPORTED = frozenset({"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet"})
+"""What a many-node console can do (the tuning form and the pipeline keys stay on one node)."""
+
+
+def node_of(gpu: int) -> tuple[int, int]:
+    """The console GPU ``gpu`` as (node position, the GPU's index on its node)."""
+    return gpu // NODE_STRIDE, gpu % NODE_STRIDE
+
+
+@dataclass
+class _Node:
+    """What the poller remembers of one agent (mutable, private)."""
+
+    client: AgentClient
+    view: NodeView | None = None
+    last_answer_at: float | None = None
+    error: str = ""
+
+
+class Nodes:
+    """The agents of a many-node console: one poll merges them; operations go to each.
+
+    Args:
+        addresses: The agents, in the order their nodes are shown.
+        token: The bearer token (the same file on every node, or a copy of it).
+        client: HTTP client (default: one owned by this object).
+    """
+
+    def __init__(
+        self,
+        addresses: Sequence[AgentAddress],
+        token: str,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._token = token
+        self._own = client is None
+        self._http = client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=3.0))
+        self._nodes = [_Node(AgentClient(a, token, self._http)) for a in addresses]
+        self._logs: dict[str, tuple[int, int]] = {}
+        """A panel's log path as shown (``node:path``) -> (node position, local GPU)."""
+
+    @property
+    def clients(self) -> list[AgentClient]:
+        """One client per node, in order."""
+        return [n.client for n in self._nodes]
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if owned."""
+        if self._own:
+            await self._http.aclose()
+
+    # --- the poll -------------------------------------------------------------------------------
+
+    async def poll(self) -> FleetSnapshot:
+        """Every agent's snapshot at once, merged (``FleetPoller``)."""
+        await asyncio.gather(*(self._poll_one(n) for n in self._nodes))
+        now = time.time()
+        panels = []
+        statuses = []
+        for position, node in enumerate(self._nodes):
+            view = node.view
+            name = view.node if view is not None else node.client.address.label
+            statuses.append(
+                NodeStatus(
+                    name=name,
+                    address=node.client.address.label,
+                    reachable=not node.error,
+                    last_answer_at=node.last_answer_at,
+                    error=node.error,
+                    readonly=view.readonly if view is not None else False,
+                )
+            )
+            if view is None:
+                continue
+            for panel in view.snapshot.panels:
+                server = panel.server
+                if server is not None and server.log_path:
+                    # Every node may keep its logs at the same path: name the node in it.
+                    shown = f"{name}:{server.log_path}"
+                    self._logs[shown] = (position, panel.gpu_index)
+                    server = replace(server, log_path=shown)
+                panels.append(
+                    replace(
+                        panel,
+                        gpu_index=position * NODE_STRIDE + panel.gpu_index,
+                        node=name,
+                        server=server,
+                    )
+                )
+        live = sum(1 for s in statuses if s.reachable)
+        source = f"{len(statuses)} nodes, {live} answering"
+        return FleetSnapshot(
+            panels=tuple(panels), gpu_source=source, taken_at=now, nodes=tuple(statuses)
+        )
+
+    async def _poll_one(self, node: _Node) -> None:
+        try:
+            node.view = await node.client.snapshot()
+        except AgentError as error:
+            node.error = str(error)
+            return
+        node.error = ""
+        node.last_answer_at = time.time()
+
+    def tail(self, path: Path, max_lines: int) -> list[str]:
+        """The ``LogTail`` of a many-node console: a panel's log through its node's agent.
+        Blocking (the detail screen calls it from a thread).
+
+        Args:
+            path: The log path as the panel shows it (``node:path``).
+            max_lines: How many lines at most.
+
+        Returns:
+            The newest lines; empty when the node does not answer.
+        """
+        where = self._logs.get(str(path))
+        if where is None:
+            return []
+        position, gpu = where
+        address = self._nodes[position].client.address
+
+        async def fetch() -> list[str]:
+            async with httpx.AsyncClient(timeout=5.0) as client:
+                return await AgentClient(address, self._token, client).logs(gpu, max_lines)
+
+        try:
+            return asyncio.run(fetch())
+        except AgentError:
+            return []
+
+    # --- routing ----------------------------------------------------------------------------
+
+    def _client(self, position: int) -> AgentClient:
+        if not 0 <= position < len(self._nodes):
+            raise AgentError(f"GPU {position * NODE_STRIDE}: no node {position} in this console")
+        return self._nodes[position].client
+
+    def _split(self, gpus: Sequence[int]) -> dict[int, list[int]]:
+        groups: dict[int, list[int]] = {}
+        for gpu in sorted(set(gpus)):
+            position, local = node_of(gpu)
+            self._client(position)
+            groups.setdefault(position, []).append(local)
+        return groups
+
+    @staticmethod
+    def _remap(position: int) -> Callable[[Any], Any]:
+        return lambda value: remap_gpus(value, lambda g: position * NODE_STRIDE + g)
+
+    async def _each(
+        self, groups: dict[int, Any], run: Callable[[int, Any], Awaitable[T]]
+    ) -> list[T]:
+        """Run on every node at once; all finish; failures are raised together, by node."""
+        positions = list(groups)
+        outcomes = await asyncio.gather(
+            *(run(p, groups[p]) for p in positions), return_exceptions=True
+        )
+        errors = [str(o) for o in outcomes if isinstance(o, BaseException)]
+        if errors:
+            raise AgentError("; ".join(errors))
+        return [o for o in outcomes if not isinstance(o, BaseException)]
+
+    def _everywhere(self) -> dict[int, None]:
+        return {position: None for position in range(len(self._nodes))}
+
+    # --- FleetActions ----------------------------------------------------------------------------
+
+    def supports(self, intent: str) -> bool:
+        """Stop, relaunch, apply (through the relaunch picker), rollback, canary, rollout and
+        stopping every node."""
+        return intent in SUPPORTED
+
+    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+        """Stop the servers on ``gpus`` through their nodes' agents.
+
+        Raises:
+            AgentError: naming each node whose stop failed, and why.
+        """
+
+        async def one(position: int, local: list[int]) -> Any:
+            request = {"kind": "kill", "gpus": local, "mode": mode}
+            return await self._client(position).run(request, list[StopReleased])
+
+        await self._each(self._split(gpus), one)
+
+    async def relaunch(self, gpus: tuple[int, ...]) -> None:
+        """Relaunch each GPU's own profile on its node, verified.
+
+        Raises:
+            AgentError: naming each node that failed, and why.
+        """
+
+        async def one(position: int, local: list[int]) -> Any:
+            request = {"kind": "relaunch", "gpus": local}
+            return await self._client(position).run(request, list[ApplyResult])
+
+        await self._each(self._split(gpus), one)
+
+    async def apply_profile(
+        self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
+    ) -> ApplyResult:
+        """Apply profile ``name`` (as each node has it) to ``gpus``, every node at once."""
+
+        async def one(position: int, local: list[int]) -> ApplyResult:
+            request = {"kind": "apply", "profile": name, "gpus": local}
+            result: ApplyResult = await self._client(position).run(
+                request, ApplyResult, on_event, self._remap(position)
+            )
+            return result
+
+        return merge_applies(await self._each(self._split(gpus), one))
+
+    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
+        """Every node returns its GPUs to the profile each ran before."""
+
+        async def one(position: int, _: None) -> ApplyResult:
+            result: ApplyResult = await self._client(position).run(
+                {"kind": "rollback"}, ApplyResult, on_event, self._remap(position)
+            )
+            return result
+
+        return merge_applies(await self._each(self._everywhere(), one))
+
+    async def canary(
+        self,
+        profile_name: str,
+        gpu: int,
+        on_event: EventSink | None = None,
+        on_look: Callable[[CanaryLook], None] | None = None,
+    ) -> CanaryResult:
+        """A canary on ``gpu``; the other GPUs of its node are the control (same node, same
+        minutes: the comparison is fair)."""
+        position, local = node_of(gpu)
+
+        def sink(event: Any) -> None:
+            if isinstance(event, CanaryLook) and on_look is not None:
+                on_look(event)
+            if on_event is not None:
+                on_event(event)
+
+        request = {"kind": "canary", "profile": profile_name, "gpu": local}
+        result: CanaryResult = await self._client(position).run(
+            request, CanaryResult, sink, self._remap(position)
+        )
+        return result
+
+    async def rollout(
+        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+    ) -> RolloutResult:
+        """Roll ``profile_name`` out node after node, ``batch`` GPUs at a time on each; stops at
+        the first node whose rollout failed (the nodes after it keep their profile)."""
+        results: list[RolloutResult] = []
+        for position in range(len(self._nodes)):
+            request = {"kind": "rollout", "profile": profile_name, "batch": batch}
+            result: RolloutResult = await self._client(position).run(
+                request, RolloutResult, on_event, self._remap(position)
+            )
+            results.append(result)
+            if result.failed or result.failure:
+                break
+        return merge_rollouts(results)
+
+    async def stop_fleet(self, on_event: EventSink | None = None) -> None:
+        """Stop every server of every node."""
+
+        async def one(position: int, _: None) -> Any:
+            return await self._client(position).run(
+                {"kind": "stop_fleet"}, list[StopReleased], on_event, self._remap(position)
+            )
+
+        await self._each(self._everywhere(), one)
+
+    def profile_names(self) -> list[str]:
+        """Profiles every answering node has (an apply by name runs each node's own). Blocking."""
+        return asyncio.run(self._profiles())[0]
+
+    def current_profile(self) -> str | None:
+        """The profile most answering nodes run. Blocking."""
+        return asyncio.run(self._profiles())[1]
+
+    async def _profiles(self) -> tuple[list[str], str | None]:
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            token = self._token
+            answers = await asyncio.gather(
+                *(AgentClient(n.client.address, token, client).profiles() for n in self._nodes),
+                return_exceptions=True,
+            )
+        good = [a for a in answers if not isinstance(a, BaseException)]
+        if not good:
+            return [], None
+        common = set(good[0][0]).intersection(*(set(names) for names, _ in good[1:]))
+        currents = [c for _, c in good if c]
+        current = max(set(currents), key=currents.count) if currents else None
+        return sorted(common), current
+
+    async def start_pipeline(self) -> None:
+        """The job runs on its own (``gpufleet generate --router``), not from this console."""
+        raise NotImplementedError("start_pipeline")
+
+    async def stop_pipeline(self) -> None:
+        """See ``start_pipeline``."""
+        raise NotImplementedError("stop_pipeline")
+
+    def load_profile(self, name: str) -> Any:
+        """The tuning form stays on one node's console."""
+        raise NotImplementedError("load_profile")
+
+    def save_profile(self, profile: Any) -> Any:
+        """The tuning form stays on one node's console."""
+        raise NotImplementedError("save_profile")
+
+    async def preflight(self, profile: Any, gpus: tuple[int, ...]) -> list[Any]:
+        """The tuning form stays on one node's console."""
+        raise NotImplementedError("preflight")
+
+
+def merge_applies(results: Sequence[ApplyResult]) -> ApplyResult:
+    """One result for an apply that ran on several nodes: every node's reports; the throughput
+    of the first node (each node measured its own GPUs)."""
+    if len(results) == 1:
+        return results[0]
+    first = results[0]
+    previous: dict[int, str | None] = {}
+    for r in results:
+        previous.update(r.previous_profiles)
+    return replace(
+        first,
+        gpus=tuple(g for r in results for g in r.gpus),
+        reports=tuple(rep for r in results for rep in r.reports),
+        previous_profiles=previous,
+        started_at=min(r.started_at for r in results),
+        finished_at=max(r.finished_at for r in results),
+        refused=tuple(x for r in results for x in r.refused),
+    )
+
+
+def merge_rollouts(results: Sequence[RolloutResult]) -> RolloutResult:
+    """One result for a rollout that walked several nodes in turn."""
+    first = results[0]
+    if len(results) == 1:
+        return first
+
+    def every(name: str) -> tuple[int, ...]:
+        return tuple(g for r in results for g in getattr(r, name))
+
+    return replace(
+        first,
+        planned=every("planned"),
+        steps=tuple(s for r in results for s in r.steps),
+        done=every("done"),
+        failed=every("failed"),
+        stayed=every("stayed"),
+        restored=every("restored"),
+        skipped=every("skipped"),
+        failure=next((r.failure for r in results if r.failure), None),
+        finished_at=results[-1].finished_at,
+        refused=tuple(x for r in results for x in r.refused),
+    )

@@ -1,0 +1,127 @@
+"""What a caller may ask the agent to do: each operation's arguments, checked before anything runs.
+
+A request that does not fit is refused with one line naming the field and what is allowed (HTTP
+400); nothing is started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from tui.control.stop import StopMode
+
+KINDS = ("apply", "relaunch", "kill", "rollback", "canary", "rollout", "rollout_back", "stop_fleet")
+"""Every operation the API runs."""
+MODES: tuple[str, ...] = get_args(StopMode)
+"""How a server may be stopped."""
+MAX_GPU = 255
+"""Largest GPU index accepted."""
+MAX_BATCH = 64
+"""Largest rollout batch accepted."""
+MAX_NAME = 200
+"""Longest profile name accepted."""
+
+
+class BadRequest(ValueError):
+    """The request does not fit (the message names the field and what is allowed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRequest:
+    """One checked request."""
+
+    kind: str
+    """One of ``KINDS``."""
+    profile: str | None = None
+    """Profile name (apply, canary, rollout)."""
+    gpus: tuple[int, ...] | None = None
+    """GPUs (None: the operation's default, e.g. every GPU)."""
+    gpu: int | None = None
+    """The canary's GPU."""
+    mode: StopMode = "drain"
+    """How servers are stopped."""
+    batch: int = 1
+    """Rollout batch size."""
+    measure: bool | None = None
+    """Whether an apply measures throughput (None: the agent's default)."""
+
+    def args(self) -> dict[str, Any]:
+        """The request as sent back in the operation's status."""
+        out: dict[str, Any] = {"kind": self.kind, "mode": self.mode}
+        if self.profile is not None:
+            out["profile"] = self.profile
+        if self.gpus is not None:
+            out["gpus"] = list(self.gpus)
+        if self.gpu is not None:
+            out["gpu"] = self.gpu
+        if self.kind in ("rollout", "rollout_back"):
+            out["batch"] = self.batch
+        return out
+
+
+def _gpu(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_GPU:
+        raise BadRequest(f"{name}: {value!r} is not a GPU index (0-{MAX_GPU})")
+    return value
+
+
+def _gpus(value: Any) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or len(value) > MAX_GPU + 1:
+        raise BadRequest(f"gpus: {value!r} must be a non-empty list of GPU indices (0-{MAX_GPU})")
+    return tuple(sorted({_gpu(v, "gpus") for v in value}))
+
+
+def _profile(value: Any, required: bool) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
+        raise BadRequest(f"profile: {value!r} must be a profile name (1-{MAX_NAME} characters)")
+    if not value.isprintable():
+        raise BadRequest(f"profile: {value!r} must be printable")
+    return value
+
+
+def parse_request(body: Any) -> OperationRequest:
+    """Check a request body (parsed JSON).
+
+    Raises:
+        BadRequest: naming the field and what is allowed.
+    """
+    if not isinstance(body, Mapping):
+        raise BadRequest("body: must be a JSON object")
+    unknown = sorted(set(body) - {"kind", "profile", "gpus", "gpu", "mode", "batch", "measure"})
+    if unknown:
+        raise BadRequest(f"{unknown[0]}: unknown field (allowed: kind, profile, gpus, gpu, mode, "
+                         "batch, measure)")  # fmt: skip
+    kind = body.get("kind")
+    if kind not in KINDS:
+        raise BadRequest(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
+    mode = body.get("mode", "drain")
+    if mode not in MODES:
+        raise BadRequest(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+    batch = body.get("batch", 1)
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+        raise BadRequest(f"batch: {batch!r} must be an integer in 1-{MAX_BATCH}")
+    measure = body.get("measure")
+    if measure is not None and not isinstance(measure, bool):
+        raise BadRequest(f"measure: {measure!r} must be true, false or absent")
+    needs_profile = kind in ("apply", "canary", "rollout")
+    gpu = _gpu(body["gpu"], "gpu") if body.get("gpu") is not None else None
+    if kind == "canary" and gpu is None:
+        raise BadRequest("gpu: a canary needs its GPU (0-255)")
+    gpus = _gpus(body.get("gpus"))
+    if kind in ("relaunch", "kill") and gpus is None:
+        raise BadRequest(f"gpus: {kind} needs a non-empty list of GPU indices")
+    return OperationRequest(
+        kind=kind,
+        profile=_profile(body.get("profile"), needs_profile),
+        gpus=gpus,
+        gpu=gpu,
+        mode=mode,
+        batch=batch,
+        measure=measure,
+    )

@@ -1,0 +1,171 @@
+"""The agent of one node: today's monitor and operations core, served over HTTP.
+
+A background task builds an ``AgentView`` about once a second (the fleet monitor's snapshot, the
+profile each GPU runs, the job's status document); ``/metrics`` and the snapshot API only format
+the newest view, so a scrape never waits on NVML, a log or a server. Operations go to
+``FleetOps`` through the console's backend (``ConsoleBackend``: the same STOPPING marks on the
+monitor as in the console).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tui.agent.metrics import AgentView
+from tui.agent.operations import Operations
+from tui.agent.requests import OperationRequest
+from tui.fleet.monitor import FleetMonitor
+from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.console import ConsoleBackend
+from tui.ops.events import EventSink
+from tui.ops.service import FleetOps
+from tui.pipeline.status import read_status
+from tui.state.fleet_state import read_running
+
+POLL_INTERVAL_S = 1.0
+"""Seconds from the end of one view to the start of the next."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """How one agent runs."""
+
+    node: str
+    """The node's name (the ``node`` label, the console's heading)."""
+    token: str
+    """The bearer token every request must carry."""
+    readonly: bool = False
+    """Refuse every write (operations) with 403."""
+    open_metrics: bool = False
+    """Serve ``/metrics`` without the token (like node_exporter; for a trusted network only)."""
+    status_path: Path | None = None
+    """The job's status document (its progress goes to ``/metrics``)."""
+    poll_interval_s: float = POLL_INTERVAL_S
+    """Seconds between views."""
+
+
+class Agent:
+    """One node's monitor, operations and the views the HTTP app serves.
+
+    Args:
+        config: Name, token, modes.
+        monitor: The node's fleet monitor (polled only by the agent's loop).
+        ops: The operations core of the node (its ``by`` is written in the journal).
+    """
+
+    def __init__(self, config: AgentConfig, monitor: FleetMonitor, ops: FleetOps) -> None:
+        self.config = config
+        """The agent's settings."""
+        self.monitor = monitor
+        """The node's fleet monitor."""
+        self.ops = ops
+        """The one door."""
+        self.backend = ConsoleBackend(ops, marker=monitor)
+        """The operations as the console runs them (STOPPING marks on the monitor)."""
+        self.operations = Operations()
+        """Operations asked through the API."""
+        self.view = AgentView(config.node, FleetSnapshot())
+        """The newest view."""
+        self.started_at = time.time()
+        """When the agent started."""
+        self._loop_task: asyncio.Task[None] | None = None
+
+    # --- the view ----------------------------------------------------------------------------
+
+    async def refresh(self) -> AgentView:
+        """Build a new view now (the loop calls this; tests may too)."""
+        t0 = time.perf_counter()
+        snapshot = await self.monitor.poll()
+        profiles, pipeline = await asyncio.to_thread(self._read_files)
+        self.view = AgentView(
+            self.config.node,
+            snapshot,
+            profiles,
+            pipeline,
+            polled_at=time.time(),
+            poll_seconds=time.perf_counter() - t0,
+            polls=self.view.polls + 1,
+        )
+        return self.view
+
+    def _read_files(self) -> tuple[dict[int, str], Any]:
+        try:
+            running = read_running()
+        except Exception:  # a damaged state file must not stop the metrics; the API says so
+            running = {}
+        profiles = {g: s.current_name for g, s in running.items() if s.current_name}
+        status = read_status(self.config.status_path) if self.config.status_path else None
+        return profiles, status
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):  # one bad poll costs one view, not the agent
+                await self.refresh()
+            await asyncio.sleep(self.config.poll_interval_s)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Agent]:
+        """Run the view loop while the context is open (the HTTP app's lifespan)."""
+        await self.refresh()
+        self._loop_task = asyncio.create_task(self._loop())
+        try:
+            yield self
+        finally:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+            await self.operations.aclose()
+            await self.monitor.aclose()
+
+    # --- operations ---------------------------------------------------------------------------
+
+    def start(self, request: OperationRequest) -> Any:
+        """Start the operation ``request`` asks for in the background; returns its handle."""
+        return self.operations.start(request.kind, request.args(), self._work(request))
+
+    def _work(self, request: OperationRequest) -> Any:
+        ops, backend = self.ops, self.backend
+
+        async def work(sink: EventSink) -> Any:
+            marked = backend.sink(sink)
+            r = request
+            if r.kind == "apply":
+                assert r.profile is not None
+                loaded = await asyncio.to_thread(ops.load, r.profile)
+                return await ops.apply(loaded, r.gpus, marked, measure=r.measure, mode=r.mode)
+            if r.kind == "relaunch":
+                return await ops.relaunch(r.gpus or (), marked, r.mode)
+            if r.kind == "kill":
+                for gpu in r.gpus or ():
+                    backend.mark(gpu, True)
+                return await ops.kill(r.gpus or (), marked, r.mode)
+            if r.kind == "rollback":
+                return await ops.rollback(r.gpus, marked)
+            if r.kind == "canary":
+                assert r.profile is not None and r.gpu is not None
+                return await ops.canary(r.profile, r.gpu, marked)
+            if r.kind == "rollout":
+                assert r.profile is not None
+                return await ops.rollout(r.profile, r.batch, r.gpus, marked)
+            if r.kind == "rollout_back":
+                return await ops.rollout_back(r.gpus, r.batch, marked)
+            if r.kind == "stop_fleet":
+                return await ops.stop_fleet(marked, r.mode)
+            raise ValueError(f"kind: {r.kind!r} is not an operation")
+
+        return work
+
+    def describe(self) -> dict[str, Any]:
+        """The agent itself: node, modes, since when, operations running."""
+        return {
+            "node": self.config.node,
+            "readonly": self.config.readonly,
+            "started_at": self.started_at,
+            "operations": [op.document(len(op.events)) for op in self.operations.running()],
+        }
