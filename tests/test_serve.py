@@ -111,7 +111,7 @@ def test_a_bad_token_file_is_named(tmp_path: Path, content: str | None, message:
     ("argv", "message"),
     [
         (["--port", "70000"], "--port: 70000 is outside 1-65535"),
-        (["--profile", "no-such-profile"], "--profile: no-such-profile: 1 problem(s)"),
+        (["--profile", "no-such-profile"], "--profile: no-such-profile: profile = "),
         (["--token-file", "/nonexistent/token"], "--token-file: '/nonexistent/token'"),
     ],
 )

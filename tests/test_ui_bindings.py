@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 from textual.screen import ModalScreen
@@ -20,6 +21,7 @@ from ui_helpers import (
 )
 
 from tui.control.stop_release import DrainProgress
+from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.detail_screen import DetailScreen
@@ -385,3 +387,50 @@ async def test_new_snapshots_reach_the_open_detail_screen() -> None:
                 break
             await pilot.pause(0.01)
         assert "running 3 " in str(screen.query_one("#detail-numbers").render())
+
+
+def two_node_fleet() -> FleetSnapshot:
+    """GPUs 0-1 of node n1 and 0-2 of node n2 (node position * NODE_STRIDE + GPU)."""
+    base = seven_gpu_fleet().panels
+    panels = [
+        replace(base[1], gpu_index=0, node="n1"),
+        replace(base[5], gpu_index=1, node="n1"),
+        replace(base[1], gpu_index=NODE_STRIDE, node="n2"),
+        replace(base[5], gpu_index=NODE_STRIDE + 1, node="n2"),
+        replace(base[1], gpu_index=NODE_STRIDE + 2, node="n2"),
+    ]
+    nodes = (NodeStatus("n1", "127.0.0.1:9401", True), NodeStatus("n2", "127.0.0.1:9402", True))
+    return replace(seven_gpu_fleet(), panels=tuple(panels), nodes=nodes)
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        (("down", "X", "d"), ("kill", ((100, 101, 102),))),
+        (("down", "X", "t"), ("kill", ((100, 101, 102), "terminate"))),
+        (("N", "y"), ("relaunch", ((0, 1),))),
+    ],
+)
+async def test_node_keys_act_on_the_selected_panels_node(
+    keys: tuple[str, ...], expected: tuple[str, tuple[object, ...]]
+) -> None:
+    actions = RecordingActions()
+    app = make_app(two_node_fleet(), actions=actions, node_groups=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        if keys[0] == "down":
+            app.main_screen.selected = NODE_STRIDE  # the first GPU of node n2
+            keys = keys[1:]
+        await press_until(pilot, keys[:-1], ModalScreen)
+        await pilot.press(keys[-1])
+        await finish_actions(pilot, app)
+        assert actions.calls == [expected]
+
+
+async def test_node_keys_are_hidden_on_one_node() -> None:
+    app = app_with()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert app.main_screen.check_action("stop_node", ()) is False
+        await pilot.press("X")
+        assert isinstance(app.screen, MainScreen)

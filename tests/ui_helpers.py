@@ -606,6 +606,7 @@ def make_app(
     journal: JournalRead | None = None,
     running: dict[int, GpuState] | None = None,
     readonly: bool = False,
+    node_groups: bool = False,
 ) -> object:
     """A FleetApp on fixed data. A long poll interval keeps each test to its first reading."""
     from tui.ui.app import FleetApp
@@ -622,6 +623,7 @@ def make_app(
         journal_reader=lambda: journal if journal is not None else JournalRead((), 0),
         running_reader=lambda: dict(running or {}),
         readonly=readonly,
+        node_groups=node_groups,
     )
 
 

@@ -195,7 +195,7 @@ def run_nodes_console(agents: str, token_file: Path | None, readonly: bool = Fal
     from tui.agent.client import parse_agents
     from tui.agent.nodes import Nodes
     from tui.servers.tokens import TokenError, read_token
-    from tui.ui.nodes_app import NodesApp
+    from tui.ui.app import FleetApp
 
     try:
         addresses = parse_agents(agents)
@@ -204,7 +204,7 @@ def run_nodes_console(agents: str, token_file: Path | None, readonly: bool = Fal
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
     nodes = Nodes(addresses, token)
-    NodesApp(nodes, actions=nodes, log_tail=nodes.tail, node_groups=True, readonly=readonly).run()
+    FleetApp(nodes, actions=nodes, log_tail=nodes.tail, node_groups=True, readonly=readonly).run()
     return 0
 
 

@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import Footer, Header
 
 from tui.control.stop import StopMode
-from tui.fleet.snapshot import FleetSnapshot
+from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot
 from tui.pipeline.status import PipelineStatus
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
@@ -68,6 +68,9 @@ class MainScreen(ReadOnlyGate[None]):
         Binding("j", "journal", "Journal", id="fleet.journal"),
         Binding("c", "canary", "Canary", id="fleet.canary"),
         Binding("o", "rollout", "Roll out", id="fleet.rollout"),
+        # A console over many nodes' agents (node groups): the selected panel's whole node.
+        Binding("N", "relaunch_node", "Relaunch node", id="nodes.relaunch"),
+        Binding("X", "stop_node", "Stop node", id="nodes.stop"),
     ]
 
     # Data reactives never repaint the screen itself: a screen repaint resends every cell to
@@ -169,13 +172,40 @@ class MainScreen(ReadOnlyGate[None]):
         intent = self.intent_of(action, parameters)
         if intent is None:
             return True
+        if action in ("relaunch_node", "stop_node") and not self.node_groups:
+            return False  # hidden: one node, the fleet keys are the node keys
         if not self.actions.supports(intent):
             return None
+        if action in ("relaunch_node", "stop_node"):
+            return bool(self._node_gpus()[1]) or None
         if action in ("kill_selected", "relaunch_selected", "kill_all", "relaunch_all", "rollout"):
             return bool(self.fleet.panels) or None
         if action == "canary":  # needs a selected GPU and at least one other as control
             return (self.selected in self._indices and len(self._indices) > 1) or None
         return True
+
+    # --- a whole node (many nodes) ---------------------------------------------------------
+
+    def _node_gpus(self) -> tuple[str, tuple[int, ...]]:
+        """The selected panel's node and every GPU of it."""
+        position = self.selected // NODE_STRIDE
+        panels = [p for p in self.fleet.panels if p.gpu_index // NODE_STRIDE == position]
+        node = panels[0].node if panels else f"node {position}"
+        return node, tuple(p.gpu_index for p in panels)
+
+    def action_relaunch_node(self) -> None:
+        """Relaunch every server of the selected panel's node, after a confirmation."""
+        node, gpus = self._node_gpus()
+        self._confirm_then_post(
+            f"Relaunch all {len(gpus)} servers of node {node}?",
+            describe_servers(self.fleet, gpus),
+            RelaunchRequested(gpus),
+        )
+
+    def action_stop_node(self) -> None:
+        """Stop every server of the selected panel's node, the way the operator chooses."""
+        node, gpus = self._node_gpus()
+        self._ask_how_to_stop(f"Stop all {len(gpus)} servers of node {node}?", gpus)
 
     # --- selection -----------------------------------------------------------------------
 

@@ -69,6 +69,8 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "fleet.journal": Intent.JOURNAL,
         "fleet.canary": Intent.CANARY,
         "fleet.rollout": Intent.ROLLOUT,
+        "nodes.relaunch": Intent.RELAUNCH,
+        "nodes.stop": Intent.KILL,
         # detail
         "detail.back": None,
         "detail.filter": None,
