@@ -69,12 +69,16 @@ class ReadOnlyGate(Screen[ScreenResultType]):
     """
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Disabled (None) when read-only and the action's binding changes the fleet; else
-        whatever ``check_operation`` says."""
+        """Hidden (False) when ``check_operation`` says it does not apply here; else disabled
+        (None) when read-only and the action's binding changes the fleet; else what
+        ``check_operation`` says."""
+        allowed = self.check_operation(action, parameters)
+        if allowed is False:
+            return False  # hidden (it does not apply here at all), read-only or not
         binding = _by_action(type(self)).get((action, parameters))
         if binding is not None and app_is_read_only(self) and binding_changes_fleet(binding.id):
             return None
-        return self.check_operation(action, parameters)
+        return allowed
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Whether ``action`` applies now: True, None (shown disabled) or False (hidden)."""
