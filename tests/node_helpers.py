@@ -114,9 +114,17 @@ def token_file(tmp: Path) -> Path:
 
 @contextlib.contextmanager
 def nodes(
-    tmp: Path, count: int, gpus: int, speed: float = 50.0, agents: bool = True
+    tmp: Path,
+    count: int,
+    gpus: int,
+    speed: float = 50.0,
+    agents: bool = True,
+    startup_s: float | None = None,
 ) -> Iterator[list[Node]]:
     """``count`` nodes of ``gpus`` simulated GPUs each, their baseline running, agents started.
+
+    ``startup_s`` fixes a server's startup time apart from ``speed`` (a slow job whose relaunch is
+    still quick).
 
     Yields:
         The nodes; on exit every agent and server of them is stopped.
@@ -129,7 +137,13 @@ def nodes(
             node = Node(f"n{i + 1}", tmp / f"node{i + 1}", ports[:gpus], ports[gpus], token)
             (node.root / "profiles").mkdir(parents=True)
             text = sim_profile_text(
-                "node-base", list(range(gpus)), node.ports, str(node.root / "logs"), BASELINE, speed
+                "node-base",
+                list(range(gpus)),
+                node.ports,
+                str(node.root / "logs"),
+                BASELINE,
+                speed,
+                "" if startup_s is None else f"sim_startup_seconds = {startup_s}",
             )
             (node.root / "profiles" / "node-base.toml").write_text(text)
             made.append(node)

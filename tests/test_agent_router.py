@@ -25,6 +25,10 @@ from bench.simfleet import free_ports
 pytestmark = [pytest.mark.timeout(240)]
 
 PROMPTS = 1500
+SPEED = 2.0
+"""The simulators' decoding speed: the job lasts ~20 s, past the kill, the removal and the
+relaunch (at 60 the 1,500 prompts were done in 3 s, before the relaunched worker could rejoin);
+startup is fixed at a second apart from it."""
 
 
 def _router_available() -> bool:
@@ -78,13 +82,15 @@ def registered(url: str) -> set[str]:
     return {w["url"].rstrip("/") for w in workers}
 
 
-def wait_until(check: object, timeout: float, what: str) -> None:
+def wait_until(check: object, timeout: float, what: str, detail: object = None) -> None:
+    """Poll ``check`` until true; on timeout fail with ``what`` and what ``detail()`` says."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():  # type: ignore[operator]
             return
         time.sleep(0.2)
-    raise AssertionError(f"{what} not within {timeout:.0f} s")
+    said = f": {detail()}" if callable(detail) else ""
+    raise AssertionError(f"{what} not within {timeout:.0f} s{said}")
 
 
 def status_of(path: Path) -> dict[str, object]:
@@ -96,7 +102,7 @@ def status_of(path: Path) -> dict[str, object]:
 
 @pytest.mark.skipif(not _router_available(), reason="sglang-router is not installed")
 def test_job_through_the_router_survives_a_killed_server(tmp_path: Path) -> None:
-    with nodes(tmp_path, count=2, gpus=2, speed=60.0) as (n1, n2), router(tmp_path) as url:
+    with nodes(tmp_path, count=2, gpus=2, speed=SPEED, startup_s=1.0) as (n1, n2), router(tmp_path) as url:
         every = set(n1.urls + n2.urls)
         prompts = tmp_path / "prompts.jsonl"
         with prompts.open("w") as handle:
@@ -130,7 +136,15 @@ def test_job_through_the_router_survives_a_killed_server(tmp_path: Path) -> None
                 timeout=10,
             )
             assert relaunch.status_code == 202, relaunch.text
-            wait_until(lambda: victim in registered(url), 60, "the relaunched worker back")
+            operation = f"http://{n2.agent_address}{relaunch.json()['url']}"
+            token = {"authorization": f"Bearer {n2.token_file.read_text().strip()}"}
+            wait_until(
+                lambda: victim in registered(url),
+                60,
+                "the relaunched worker back",
+                lambda: f"job {status_of(status)}; relaunch "
+                + httpx.get(operation, headers=token, timeout=5).text[:2000],
+            )
             assert job.wait(timeout=150) == 0, (tmp_path / "generate.log").read_text()
         finally:
             if job.poll() is None:
