@@ -102,7 +102,8 @@ def status_of(path: Path) -> dict[str, object]:
 
 @pytest.mark.skipif(not _router_available(), reason="sglang-router is not installed")
 def test_job_through_the_router_survives_a_killed_server(tmp_path: Path) -> None:
-    with nodes(tmp_path, count=2, gpus=2, speed=SPEED, startup_s=1.0) as (n1, n2), router(tmp_path) as url:
+    fleet = nodes(tmp_path, count=2, gpus=2, speed=SPEED, startup_s=1.0)
+    with fleet as (n1, n2), router(tmp_path) as url:
         every = set(n1.urls + n2.urls)
         prompts = tmp_path / "prompts.jsonl"
         with prompts.open("w") as handle:
@@ -142,8 +143,10 @@ def test_job_through_the_router_survives_a_killed_server(tmp_path: Path) -> None
                 lambda: victim in registered(url),
                 60,
                 "the relaunched worker back",
-                lambda: f"job {status_of(status)}; relaunch "
-                + httpx.get(operation, headers=token, timeout=5).text[:2000],
+                lambda: (
+                    f"job {status_of(status)}; relaunch "
+                    + httpx.get(operation, headers=token, timeout=5).text[:2000]
+                ),
             )
             assert job.wait(timeout=150) == 0, (tmp_path / "generate.log").read_text()
         finally:
