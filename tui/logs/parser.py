@@ -326,11 +326,37 @@ _SHUTDOWN_REMAINING = re.compile(r"Remaining number of requests\s*(\d+)")
 
 
 def _shutdown(message: str) -> Fields | None:
+    if "Force exiting" in message:
+        return {"event": "force_exit"}
     if "SIGTERM received" in message:
         return {"event": "sigterm"}
     match = _SHUTDOWN_REMAINING.search(message)
     if "Gracefully exiting" in message:
         return {"event": "draining", **({"remaining": int(match.group(1))} if match else {})}
+    return None
+
+
+_RETRACT = re.compile(r"KV cache pool is full\. Retract requests\.\s*(.*)$")
+_BATCH_OOM = re.compile(r"^\s*(Prefill|Decode) out of memory\. Try to lower your batch size")
+_RATIO = re.compile(r"->\s*([\d.]+)")
+
+
+def _pressure(message: str) -> Fields | None:
+    """``srt/managers/scheduler.py``'s retraction WARNING, ``srt/mem_cache/allocation.py``'s
+    bare ``Prefill/Decode out of memory`` ERROR line (the traceback's RuntimeError is an error)."""
+    match = _RETRACT.search(message)
+    if match:
+        out: Fields = {"reason": "retract", "fatal": False}
+        for key, value in _pairs(match.group(1), ", ").items():
+            if key in ("retracted_reqs", "new_tokens_gained", "mamba_num_gained"):
+                out[key] = value
+        ratio = _RATIO.search(match.group(1))
+        if ratio:
+            out["new_token_ratio"] = float(ratio.group(1))
+        return out
+    match = _BATCH_OOM.match(message)
+    if match:
+        return {"reason": f"{match.group(1).lower()}_oom", "fatal": False}
     return None
 
 
@@ -376,6 +402,7 @@ RULES: tuple[Rule, ...] = (
         _uvicorn,
     ),
     Rule(ev.SHUTDOWN, ("SIGTERM", "Gracefully exiting"), _shutdown),
+    Rule(ev.PRESSURE, ("Retract requests", "out of memory. Try"), _pressure),
     # "y to roll": 'y' never starts an anchor candidate in batch or access lines.
     Rule(ev.READY, ("y to roll",), _ready),
 )
