@@ -308,12 +308,12 @@ def plan_memory(
     )
     rest = mamba.rest_after_bytes
     if rest <= 0:
-        failure = (
+        no_room = (
             _not_enough(fraction, build)
             if build == SEED
             else _weights_leave_no_memory(fraction, avail, pre, build)
         )
-        return failed(failure, **mamba_fields)
+        return failed(no_room, **mamba_fields)
     cell = model.kv_bytes_per_token + (model.draft_kv_bytes_per_token if spec else 0)
     tokens = rest // cell // page * page
     if max_total_tokens is not None:

@@ -3,8 +3,10 @@
 SGLang's own flags (tui.sglang.flags) plus the simulator's: ``--sim-gpu {b200,h200,h100}``,
 ``--sim-model``, ``--sim-speed FACTOR`` (startup and decoding run FACTOR times faster),
 ``--sim-gpu-index N`` (default: the first entry of CUDA_VISIBLE_DEVICES, else 0),
-``--sim-startup-seconds S`` (whole startup in S wall seconds, overriding the speed for startup) and
-``--sim-seed``. Bad values exit 2 with argparse's message; a config that does not fit exits 1.
+``--sim-startup-seconds S`` (whole startup in S wall seconds, overriding the speed for startup),
+``--sim-seed``, ``--sim-build {0.5.23,seed}`` (which SGLang build's memory arithmetic and lines,
+``tui.sglang.builds``) and ``--sim-fault`` (``tui.sim.faults``). Bad values exit 2 with argparse's
+message; a config that does not fit dies the way SGLang does (exit 137, see ``tui.sim.server``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from collections.abc import Sequence
 
 from tui.gpu.sim_records import SIM_GPU_KINDS, ensure_device, live_processes
 from tui.paths import sim_gpu_dir
+from tui.sglang.builds import BUILDS
 from tui.sglang.flags import add_sglang_arguments, ranged, split_unknown
 from tui.sglang.memory import plan_memory
 from tui.sglang.models import MODELS, get_model
 from tui.sim.cuda_backing import BackingUnavailable, probe_device
+from tui.sim.faults import parse_faults
+from tui.sim.health import read_health_env
 from tui.sim.server import PHASE_SECONDS, Emitter, SimConfig, run_server
 
 
@@ -49,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-gpu-index", type=ranged(int, 0, 255), default=None)
     sim.add_argument("--sim-startup-seconds", type=ranged(float, 0.0, 3600.0), default=None)
     sim.add_argument("--sim-seed", type=int, default=None)
+    sim.add_argument("--sim-build", choices=BUILDS, default=BUILDS[0])
+    sim.add_argument("--sim-fault", type=parse_faults, default=())
     sim.add_argument(
         "--gpu-backing",
         choices=("none", "cuda"),
@@ -59,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -> SimConfig:
+    health = read_health_env()
     model = get_model(args.sim_model)
     index = default_gpu_index() if args.sim_gpu_index is None else args.sim_gpu_index
     root = sim_gpu_dir()
@@ -88,9 +96,12 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         mamba_radix_cache_strategy=strategy,
         disable_overlap_schedule=args.disable_overlap_schedule,
         mamba_ssm_dtype=args.mamba_ssm_dtype,
+        max_prefill_tokens=getattr(args, "max_prefill_tokens", None),
+        build=args.sim_build,
     )
     model_path = args.model_path or model.model_path
     server_args = {k: v for k, v in vars(args).items() if not k.startswith("sim_")}
+    server_args.pop("gpu_backing", None)
     server_args.update(
         model_path=model_path,
         mem_fraction_static=plan.mem_fraction_static,
@@ -123,6 +134,7 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         startup_scale=scale,
         gpu_index=index,
         gpu_kind=args.sim_gpu,
+        gpu_name=device.name,
         root=root,
         server_args=server_args,
         model_path=model_path,
@@ -134,6 +146,8 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         info_logs=args.log_level in ("debug", "info"),
         early_messages=tuple(early),
         seed=args.sim_seed if args.sim_seed is not None else args.port * 1000 + index,
+        health=health,
+        faults=args.sim_fault,
         cuda_backing=args.gpu_backing == "cuda",
     )
 
@@ -145,7 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: arguments after ``sim``.
 
     Returns:
-        Exit status: 0 after a SIGTERM drain, 1 when the config does not fit, 2 on bad flags.
+        Exit status: 0 after a SIGTERM drain, 2 on bad flags or environment (a config that does
+        not fit, a crash or a group SIGTERM kill the process, as in SGLang).
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -159,11 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _config(args, args_list, unmodelled.message())
     except BackingUnavailable as exc:
         parser.error(f"--gpu-backing cuda needs PyTorch and an NVIDIA GPU: {exc}")
+    except ValueError as exc:  # the environment the health handler reads
+        parser.error(str(exc))
     emit = Emitter(sys.stdout, info=config.info_logs)
-    try:
-        return asyncio.run(run_server(config, emit))
-    except KeyboardInterrupt:
-        return 130
+    # SIGINT ends in KeyboardInterrupt, as SGLang's does: the interpreter then exits by SIGINT.
+    return asyncio.run(run_server(config, emit))
 
 
 if __name__ == "__main__":
