@@ -50,7 +50,7 @@ def test_cordon_and_uncordon_round_trip(tmp_path: Path) -> None:
 def test_damaged_file_is_an_error_naming_it(tmp_path: Path, text: str) -> None:
     path = tmp_path / "cordons.json"
     path.write_text(text)
-    with pytest.raises(CordonFileError, match="cordons.json"):
+    with pytest.raises(CordonFileError, match=r"cordons\.json"):
         read_cordons(path)
 
 
