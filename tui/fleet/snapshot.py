@@ -79,9 +79,9 @@ class ServerSnapshot:
     """The last error line (OOM, crash) from the log, if any."""
     error_reason: str | None = None
     """'oom' or another reason for the last error."""
-    error_fatal: bool = False
-    """Whether that error means the server is going down or cannot serve (else one request
-    failed, e.g. an input too long)."""
+    error_fatal: bool = True
+    """Whether that error means the server is going down or cannot serve (False: one request
+    failed, e.g. an input too long; shown as a warning)."""
     stuck_for_s: float | None = None
     """Seconds without progress while requests wait, when that passed the liveness bound."""
     pressure: str | None = None

@@ -2,8 +2,8 @@
 
 ``ProfileTarget`` launches a profile's servers with ``tui.control`` (own session, identity in the
 fleet record), follows each log with ``tui.logs``, and probes readiness with ``tui.servers``
-(``/health_generate``, never /model_info). Blocking calls (signals, waits, NVML) run in threads
-so one GPU's stop never holds up another's.
+(``/ready``: SGLang sets Up once its warmup generation succeeded; never /model_info). Blocking
+calls (signals, waits, NVML) run in threads so one GPU's stop never holds up another's.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class RealServer:
         return self._adapter.translate(events)
 
     async def ready(self) -> bool:
-        """True when /health_generate (or /health on old servers) answers 200."""
+        """True when /ready (or /health on servers without it) answers 200."""
         return (await self._probe.readiness()).status == ProbeStatus.READY
 
     async def effective(self) -> EffectiveValues:

@@ -82,8 +82,12 @@ def probe_host(host: str) -> str:
 
 
 def health(record: ProcessRecord, timeout: float = 1.0) -> int | None:
-    """HTTP status of ``GET /health`` on the recorded server, None when it does not answer."""
-    url = f"http://{probe_host(record.host)}:{record.port}/health"
+    """HTTP status of ``GET /ready`` on the recorded server, None when it does not answer.
+
+    ``/ready``, not ``/health``: SGLang 0.5.23's ``/health`` runs a generation and answers after
+    a second at the earliest; ``/ready`` says the same (warmup done, not draining) at once.
+    """
+    url = f"http://{probe_host(record.host)}:{record.port}/ready"
     try:
         return httpx.get(url, timeout=timeout).status_code
     except httpx.HTTPError:
@@ -97,7 +101,7 @@ class Readiness:
     gpu: int
     """GPU index."""
     ready: bool
-    """``/health`` answered 200 before the deadline."""
+    """``/ready`` answered 200 before the deadline."""
     message: str
     """Time to ready, or why not."""
 
@@ -117,7 +121,7 @@ def _wait_one(record: ProcessRecord, deadline: float, started: float) -> Readine
 
 
 def wait_ready(records: Sequence[ProcessRecord], timeout: float) -> list[Readiness]:
-    """Poll every server's ``/health`` (in parallel) until 200, its exit, or ``timeout``.
+    """Poll every server's ``/ready`` (in parallel) until 200, its exit, or ``timeout``.
 
     Returns:
         One readiness per record, in order.
@@ -154,5 +158,5 @@ def stop(
 
 
 def status(gpus: Iterable[int] | None = None) -> list[tuple[ServerStatus, int | None]]:
-    """Every recorded server with its ``/health`` status code (None: no answer or not alive)."""
+    """Every recorded server with its ``/ready`` status code (None: no answer or not alive)."""
     return [(s, health(s.record) if s.alive else None) for s in fleet_status(gpus)]

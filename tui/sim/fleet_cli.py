@@ -32,12 +32,12 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--gpus", type=_gpus, help="only these GPUs of the profile, e.g. 0,1")
     start.add_argument(
         "--wait", type=float, default=120.0, metavar="S",
-        help="wait up to S seconds for GET /health == 200 on every server (0: do not wait)",
+        help="wait up to S seconds for GET /ready == 200 on every server (0: do not wait)",
     )  # fmt: skip
     stop = sub.add_parser("stop", help="stop the recorded servers and wait for GPU release")
     stop.add_argument("--gpus", type=_gpus)
     stop.add_argument("--timeout", type=float, default=30.0, help="SIGTERM deadline, seconds")
-    st = sub.add_parser("status", help="list the recorded servers and their /health")
+    st = sub.add_parser("status", help="list the recorded servers and their /ready")
     st.add_argument("--gpus", type=_gpus)
     return parser
 
@@ -77,7 +77,7 @@ def _status(args: argparse.Namespace) -> int:
     for s, code in rows:
         r = s.record
         state = "alive" if s.alive else s.note
-        print(f"GPU {r.gpu}  port {r.port}  pid {r.pid}  {state}  /health={code}  "
+        print(f"GPU {r.gpu}  port {r.port}  pid {r.pid}  {state}  /ready={code}  "
               f"profile={r.profile}  log={r.log_path}")  # fmt: skip
     return 0
 

@@ -78,7 +78,7 @@ def error_line(server: ServerSnapshot | None) -> Content | None:
     if server is None or not server.last_error:
         return None
     reason = f"{server.error_reason.upper()}: " if server.error_reason else ""
-    style = "$error" if server.error_fatal or server.error_reason is None else "$warning"
+    style = "$error" if server.error_fatal else "$warning"
     return Content.styled(f"{reason}{server.last_error}", style)
 
 
