@@ -119,3 +119,17 @@ async def test_a_long_prefill_is_progress_not_stuck(tmp_path: Path) -> None:
     # 11 chunks of 16,384 tokens at 40k tok/s and speed 2: decoding paused ~2.3 s, longer than
     # the 1.5 s bound the monitor used; a decode-only watch would have called it stuck.
     assert len(chunks) * 16384 / 40_000 / 2 > 1.5
+
+
+async def test_a_retraction_is_pressure_on_a_ready_server(tmp_path: Path) -> None:
+    with running_sim([*FAST, "--host", "0.0.0.0", "--sim-fault", "retract:20:3"], tmp_path) as sim:
+        monitor = _monitor(sim.port, sim.log_path)
+        try:
+            Clients(sim.url, 6, max_tokens=50_000)
+            assert wait_until(lambda: "Retract requests" in sim.log(), 10)
+            server = (await monitor.poll()).panels[0].server
+        finally:
+            await monitor.aclose()
+    assert server is not None and server.state is ServerState.READY
+    assert server.pressure == "retracted 3" and server.last_error is None
+    assert server.pressure_age_s is not None and 0 <= server.pressure_age_s < 5
