@@ -28,17 +28,29 @@ class Tracker:
     """Mutable per-server memory between polls (never leaves the monitor)."""
 
     spec: ServerSpec
+    """The server as configured."""
     probe: ServerProbe
+    """Its HTTP probes."""
     process: ServerProcess | None = None
+    """Its main process, once found."""
     alive: bool = False
+    """The process was alive at the last look."""
     follower: ServerLog | None = None
+    """Its log, followed."""
     log: LogView = EMPTY_VIEW
+    """What the log says about the current launch."""
     readiness: Readiness | None = None
+    """The last readiness answer (``/ready``)."""
     load: ServerLoad | None = None
+    """The last load reading (``/metrics`` or ``/v1/loads``)."""
     info: ServerInfo | None = None
+    """The last ``/server_info``."""
     info_at: float = 0.0
+    """When ``/server_info`` was last read."""
     ever_ready: bool = False
+    """It was ready at some point of this launch."""
     ready_at: float | None = None
+    """When it was first seen ready."""
     health: Readiness | None = None
     """The last generating probe's answer (None: none finished since launch)."""
     health_at: float = float("-inf")
@@ -50,6 +62,7 @@ class Tracker:
     progress: ProgressWatch = field(default_factory=ProgressWatch)
     """Whether the scheduler still makes progress."""
     state: ServerState = ServerState.ABSENT
+    """The state the last snapshot showed."""
     stopping: bool = False
     """A stop was requested (``FleetMonitor.mark_stopping``) and not yet seen to finish."""
     stop_pid: int | None = None

@@ -243,6 +243,18 @@ def decode_line(
     )
 
 
+def retract_line(plan: MemoryPlan, retracted: int, freed_tokens: int) -> str:
+    """``KV cache pool is full. Retract requests. #retracted_reqs: N, ...`` (a WARNING of
+    ``srt/managers/scheduler.py``; the token ratio moves from SGLang's initial 0.7)."""
+    gained = retracted * max(plan.mamba_slots_per_request - 1, 1)
+    mamba = f", #mamba_num_gained: {gained}" if plan.is_hybrid_mamba else ""
+    return (
+        f"KV cache pool is full. Retract requests. #retracted_reqs: {retracted}, "
+        f"#new_tokens_gained: {freed_tokens}{mamba}, #new_token_ratio: 0.7000 -> "
+        f"{min(1.0, 0.7 + 0.1 * retracted):.4f}"
+    )
+
+
 def access_line(client: str, method: str, path: str, status: int) -> str:
     """A uvicorn access line as SGLang's logger shows it."""
     phrase = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}

@@ -1,4 +1,5 @@
-"""One request inside the simulated scheduler, and how long its output will be."""
+"""One request inside the simulated scheduler, how long its output will be, and which requests a
+prefill batch takes (SGLang's chunked prefill: up to ``chunked_prefill_size`` tokens a batch)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import math
 import random
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tui.sim.throughput import DEFAULT_MEAN_OUTPUT_TOKENS
@@ -71,3 +73,38 @@ def sample_output_tokens(
     if max_tokens is not None and drawn >= max_tokens:
         return max(max_tokens, 1), True
     return drawn, False
+
+
+Batch = list[tuple[SimRequest, int]]
+"""A prefill batch: each request with the prompt tokens it prefills in this batch."""
+
+
+def next_batch(
+    prefilling: SimRequest | None, waiting: Iterable[SimRequest], room: int, chunk: int
+) -> Batch:
+    """The next prefill batch: the chunked request first, then waiting ones while a running slot
+    is free, up to ``chunk`` tokens (the last one taken may be cut: it is chunked).
+
+    Args:
+        prefilling: the request whose prompt a previous batch began, if any.
+        waiting: the queue, in order.
+        room: running slots free (the chunked request holds one already).
+        chunk: ``chunked_prefill_size``.
+
+    Returns:
+        (request, tokens) pairs; empty when no prefill is due.
+    """
+    budget = chunk
+    batch: Batch = []
+    if prefilling is not None:
+        take = min(prefilling.prefill_left, budget)
+        batch.append((prefilling, take))
+        budget -= take
+    for req in waiting:
+        if budget <= 0 or room <= 0:
+            break
+        take = min(req.prefill_left, budget)
+        batch.append((req, take))
+        budget -= take
+        room -= 1
+    return batch

@@ -31,7 +31,7 @@ from enum import Enum
 from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
 from tui.sim import logfmt
-from tui.sim.requests import SimRequest, sample_output_tokens
+from tui.sim.requests import Batch, SimRequest, next_batch, sample_output_tokens
 from tui.sim.throughput import accept_length, step_seconds
 
 __all__ = ["Mode", "SimRequest", "SimScheduler", "step_seconds"]
@@ -175,7 +175,6 @@ class SimScheduler:
         if not victims:
             return
         freed = sum(r.prompt_tokens + int(r.generated) for r in victims)
-        old_ratio = 0.7
         for req in victims:
             self.running.remove(req)
             req.prefilled = 0
@@ -183,17 +182,8 @@ class SimScheduler:
         self.retracted_total += len(victims)
         self.last_retracted = len(victims)
         self._changed.set()
-        mamba = (
-            f", #mamba_num_gained: {len(victims) * max(self.plan.mamba_slots_per_request - 1, 1)}"
-            if self.plan.is_hybrid_mamba
-            else ""
-        )
-        self.emit(
-            f"KV cache pool is full. Retract requests. #retracted_reqs: {len(victims)}, "
-            f"#new_tokens_gained: {freed}{mamba}, #new_token_ratio: {old_ratio:.4f} -> "
-            f"{min(1.0, old_ratio + 0.1 * len(victims)):.4f}"
-        )
         self._wake.set()
+        self.emit(logfmt.retract_line(self.plan, len(victims), freed))
 
     # --- state the HTTP layer reads ---------------------------------------------------------
 
@@ -238,32 +228,15 @@ class SimScheduler:
 
     # --- prefill ----------------------------------------------------------------------------
 
-    def _room(self) -> int:
-        taken = len(self.running) + (self.prefilling is not None)
-        return self.plan.max_running_requests - taken
-
-    def _prefill_batch(self) -> list[tuple[SimRequest, int]]:
+    def _prefill_batch(self) -> Batch:
         """The next prefill batch: (request, tokens this batch) pairs, or [] when none is due."""
-        budget = self.chunk
-        batch: list[tuple[SimRequest, int]] = []
-        if self.prefilling is not None:
-            take = min(self.prefilling.prefill_left, budget)
-            batch.append((self.prefilling, take))
-            budget -= take
-        room = self._room()
-        for req in self.waiting:
-            if budget <= 0 or room <= 0:
-                break
-            take = min(req.prefill_left, budget)
-            batch.append((req, take))
-            budget -= take
-            room -= 1
-        return batch
+        room = self.plan.max_running_requests - len(self.running) - (self.prefilling is not None)
+        return next_batch(self.prefilling, self.waiting, room, self.chunk)
 
     def _prefill_seconds(self, tokens: int) -> float:
         return tokens / self.model.prefill_tokens_per_s / self.speed
 
-    def _run_prefill(self, batch: list[tuple[SimRequest, int]], seconds: float) -> None:
+    def _run_prefill(self, batch: Batch, seconds: float) -> None:
         tokens = sum(take for _, take in batch)
         running_before = len(self.running)
         new = [req for req, _ in batch if req is not self.prefilling]
