@@ -57,7 +57,8 @@ def test_group_sigterm_loses_every_request_in_flight_and_exits_137(tmp_path: Pat
     assert log.index(crash.group(0)) < log.index(
         "SIGQUIT received. signum=None, frame=None. It usually means one child failed."
     )
-    assert "Gracefully exiting" not in log
+    # The drain may have looked once before the watchdog's tick; it never got to finish.
+    assert "Remaining number of requests 0" not in log
     assert wait_until(lambda: _gone(children), 10)
     assert live_processes(tmp_path / "simgpu", 0) == []
 
