@@ -65,14 +65,14 @@ class SchedulerChild:
     name = SCHEDULER_NAME
 
     def __init__(self, root: Path, gpu_index: int, cuda: bool = False) -> None:
-        """Spawn it (same process group: a group signal reaches it).
+        """Spawn it (same process group: a group signal reaches it); its stdout is a pipe to us
+        (its tracebacks still go to the log through stderr).
 
-        With ``cuda`` the child allocates real device memory and answers each memory change;
-        its stdout is then a pipe to us instead of the log.
+        With ``cuda`` the child allocates real device memory and answers each memory change.
         """
         args = [str(root), str(gpu_index), *(["--cuda"] if cuda else [])]
         self.cuda = cuda
-        self.proc = _spawn("sglang::scheduler", "tui.sim.holder", args, cuda, site=cuda)
+        self.proc = _spawn("sglang::scheduler", "tui.sim.holder", args, True, site=cuda)
         self._last: tuple[int, int] | None = None
         if cuda and self._read() != "ready":
             raise RuntimeError("the GPU-backed scheduler child failed to initialise CUDA")
@@ -114,6 +114,22 @@ class SchedulerChild:
             if reply != "ok":
                 return "CUDA error: the GPU-backed scheduler child died"
         return None
+
+    async def wait_up(self, timeout: float = 60.0) -> None:
+        """Wait until the child published its first record (it answers ``up``; with cuda the
+        first allocation's answer already came back).
+
+        Raises:
+            RuntimeError: it died or stayed silent for ``timeout`` seconds.
+        """
+        if self.cuda:
+            return
+        try:
+            reply = await asyncio.wait_for(asyncio.to_thread(self._read), timeout)
+        except TimeoutError:
+            reply = ""
+        if reply != "up":
+            raise RuntimeError("the scheduler child did not start (see its traceback above)")
 
     def crash(self) -> None:
         """The scheduler's exception path: it SIGQUITs the main process and exits 0."""

@@ -6,6 +6,9 @@ the simulated driver (``tui.gpu.sim_records``) and rewrites it for each
 ``used_bytes utilization_gpu utilization_memory`` line the main process writes on its stdin. It
 blocks on that pipe, no polling:
 
+* its first record published, it answers ``up`` on stdout (the main process waits for it, as
+  SGLang's waits for the scheduler's init info: a ready server's scheduler is alive and holds
+  memory);
 * EOF (SGLang's ``ShutdownReq``, or the parent is gone) withdraws the record and exits 0;
 * ``crash`` is the scheduler's exception path (``run_scheduler_process``): SIGQUIT to the parent,
   withdraw, exit 0 (the main process's SIGQUIT handler then kills the tree);
@@ -55,6 +58,7 @@ def main(argv: list[str]) -> int:
         pool = CudaPool()
         _reply("ready")
     pid, create_time = os.getpid(), own_create_time()
+    announced = False
     try:
         for line in sys.stdin:
             if line.strip() == "crash":
@@ -77,6 +81,9 @@ def main(argv: list[str]) -> int:
                 name=PROCESS_NAME,
             )
             publish_process(root, index, record)
+            if not announced and pool is None:
+                _reply("up")
+                announced = True
     finally:
         withdraw_process(root, index, pid)
     return 0

@@ -89,6 +89,7 @@ async def start_scheduler(
     """
     plan, model = cfg.plan, cfg.model
     child.publish(CUDA_CONTEXT_BYTES, 0.0)
+    await child.wait_up()
     emit(logfmt.memory_baseline_line(CUDA_CONTEXT_BYTES))
     await phase(cfg, "baseline")
     emit(logfmt.load_weight_begin_line(plan.pre_bytes))
