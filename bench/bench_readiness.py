@@ -1,7 +1,8 @@
 """Readiness detection: from the ready line in the log to "ready", gpufleet vs the seed's loop.
 
-One run: a simulated fleet is launched from nothing by ``gpufleet apply`` (its verify step polls
-``/health_generate`` with the log followed), and at the same moment the seed's own bash loop
+One run: a simulated fleet is launched from nothing by ``gpufleet apply`` (its verify step asks
+``/ready`` every 0.5 s and at once when the followed log shows the ready line; SGLang 0.5.23's
+``/health`` takes a second, a generation), and at the same moment the seed's own bash loop
 (``bench/peers/seed_ready_loop.sh``: 5 s polls of ``/model_info``) starts on the same ports. The
 bench process polls every log file every 2 ms and notes when "The server is fired up and ready
 to roll!" was appended (the log's own stamp has 1 s resolution). gpufleet's moment is when its
@@ -180,7 +181,8 @@ def run(ctx: Context) -> list[Row]:
             note=(
                 f"{len(gpus)} simulated servers x {runs} runs at --sim-speed "
                 f"{', '.join(f'{v:g}' for v in speeds)}; "
-                f"gpufleet polls /health_generate every 0.5 s (ApplyOptions.poll_s). The seed's "
+                f"gpufleet asks /ready every 0.5 s (ApplyOptions.poll_s) and at once on the ready "
+                f"line (the sim's /health takes >= 1 s, as 0.5.23's). The seed's "
                 f"loop declared {early} of {len(seed)} servers ready BEFORE the ready line "
                 f"(earliest {min(seed):.2f} s): /model_info answers during warmup, before the "
                 "server can serve"

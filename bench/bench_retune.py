@@ -6,7 +6,7 @@ Per run, on a 7-GPU simulated fleet at a fixed speed factor (already running the
   ``Popen`` (no tool), from launch to the moment "ready to roll" is appended to the slowest log
   (the bench polls the logs every 2 ms);
 - **gpufleet**: ``gpufleet apply CANDIDATE --no-measure`` from start to exit (stop, wait for the
-  memory release, launch, follow the logs, ready on ``/health_generate`` on every GPU, verify);
+  memory release, launch, follow the logs, ready on ``/ready`` on every GPU, verify);
 - **seed**: the seed's manual sequence in bash (``bench/peers/seed_retune.sh``: kill, ``setsid``
   relaunch, its 5 s ``/model_info`` poll loop).
 

@@ -69,9 +69,9 @@ def write_profiles(directory: Path, gpus: list[int]) -> OpFleet:
 
 
 def healthy(port: int) -> bool:
-    """``GET /health`` answers 200."""
+    """``GET /ready`` answers 200 (SGLang 0.5.23's ``/health`` takes a second: a generation)."""
     try:
-        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200
+        return httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1.0).status_code == 200
     except httpx.HTTPError:
         return False
 

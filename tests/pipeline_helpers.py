@@ -150,7 +150,8 @@ def sim_server(gpu_index: int, port: int | None = None) -> ProcessServer:
     port = port or free_port()
     argv = [PYTHON, "-m", "tui", "sim", "--host", "127.0.0.1", "--port", str(port)]
     argv += [*FAST_SIM_ARGS, "--sim-gpu-index", str(gpu_index)]
-    return ProcessServer(argv, port, "/health", {"PYTHONPATH": str(REPO)})
+    # /ready, not /health: SGLang 0.5.23's /health takes a second (a generation), past 0.5 s.
+    return ProcessServer(argv, port, "/ready", {"PYTHONPATH": str(REPO)})
 
 
 def moto_server(recording: Path, port: int | None = None) -> ProcessServer:

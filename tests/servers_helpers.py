@@ -79,6 +79,12 @@ def metrics_reply() -> Reply:
     return 200, "text/plain; version=0.0.4", (FIXTURES / "metrics.txt").read_text()
 
 
+def idle_metrics_reply() -> Reply:
+    """A server with nothing to do (a frozen busy reply would rightly read as stuck)."""
+    text = "sglang:num_running_reqs 0\nsglang:num_queue_reqs 0\nsglang:gen_throughput 0\n"
+    return 200, "text/plain; version=0.0.4", text
+
+
 @contextmanager
 def canned_server(
     routes: dict[str, Reply | list[Reply] | Callable[[], Reply]],

@@ -6,7 +6,9 @@ Usage::
         httpx.get(sim.url + "/health")
 
 The process runs in its own session with its log in ``sim.log_path``; the context waits for
-``/health`` = 200 (unless ``wait_healthy=False``) and always kills the whole group on exit.
+``/ready`` = 200 (unless ``wait_healthy=False``; ``/health`` takes a second, as SGLang's does) and
+always kills the whole group on exit. ``Clients`` sends concurrent long requests and records what
+each got back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,9 +83,60 @@ def wait_until(predicate: object, timeout: float, interval: float = 0.05) -> boo
 
 def _healthy(url: str) -> bool:
     try:
-        return httpx.get(url + "/health", timeout=2.0).status_code == 200
+        return httpx.get(url + "/ready", timeout=2.0).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def in_flight(url: str) -> int:
+    """Requests running or queued on the server (``/v1/loads``), 0 when it does not answer."""
+    try:
+        load = httpx.get(url + "/v1/loads", timeout=2.0).json()["loads"][0]
+    except (httpx.HTTPError, ValueError, KeyError, IndexError):
+        return 0
+    return int(load["num_running_reqs"]) + int(load["num_waiting_reqs"])
+
+
+class Clients:
+    """``count`` concurrent completions of ``max_tokens`` tokens each, one thread per request.
+
+    ``results`` gets, per request, the HTTP status or the name of the exception the client saw
+    (a dropped connection is ``RemoteProtocolError`` or ``ReadError``).
+    """
+
+    def __init__(self, url: str, count: int, max_tokens: int, timeout: float = 60.0) -> None:
+        self.url, self.max_tokens, self.timeout = url, max_tokens, timeout
+        self.results: list[int | str] = []
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.add(count)
+
+    def _one(self) -> None:
+        try:
+            reply = httpx.post(
+                self.url + "/v1/completions",
+                json={"prompt": "p", "max_tokens": self.max_tokens, "ignore_eos": True},
+                timeout=self.timeout,
+            )
+            outcome: int | str = reply.status_code
+        except httpx.HTTPError as exc:
+            outcome = type(exc).__name__
+        with self._lock:
+            self.results.append(outcome)
+
+    def add(self, count: int) -> None:
+        """Send ``count`` more requests."""
+        for _ in range(count):
+            thread = threading.Thread(target=self._one, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def join(self, timeout: float = 60.0) -> list[int | str]:
+        """Wait for every request's outcome; returns the outcomes."""
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        return list(self.results)
 
 
 @contextlib.contextmanager
@@ -93,6 +147,7 @@ def running_sim(
     port: int | None = None,
     wait_healthy: bool = True,
     timeout: float = 30.0,
+    env: dict[str, str] | None = None,
 ) -> Iterator[SimProcess]:
     """Start ``python -m tui sim --host 127.0.0.1 --port P ARGS`` and clean it up.
 
@@ -100,8 +155,9 @@ def running_sim(
         args: extra sim/SGLang flags (add ``--sim-speed`` to make it fast).
         state_dir: GPUFLEET_STATE_DIR for the process (the simulated GPUs live under it).
         port: fixed port, else a free one.
-        wait_healthy: wait for /health = 200 before yielding.
-        timeout: deadline for becoming healthy.
+        wait_healthy: wait for /ready = 200 before yielding.
+        timeout: deadline for becoming ready.
+        env: extra environment variables (``SGLANG_HEALTH_CHECK_TIMEOUT``...).
 
     Yields:
         The running server.
@@ -114,7 +170,7 @@ def running_sim(
             argv,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=sim_env(state_dir),
+            env={**sim_env(state_dir), **(env or {})},
             start_new_session=True,
             cwd=ROOT,
         )

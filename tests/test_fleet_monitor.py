@@ -160,8 +160,8 @@ async def test_oom_while_alive_is_failed_with_the_error(fleet: FakeFleet) -> Non
 async def test_timeouts_mark_a_live_server_stale() -> None:
     if not _listeners_readable():
         pytest.skip("the kernel socket table is not readable here; discovery needs it")
-    with canned_server({}) as hung, canned_server({"/health": (200, "text/plain", "")}) as ok:
-        hung.routes["/health_generate"] = hung.slow((200, "text/plain", ""))
+    with canned_server({}) as hung, canned_server({"/ready": (200, "text/plain", "")}) as ok:
+        hung.routes["/ready"] = hung.slow((200, "text/plain", ""))
         spec = FleetSpec.from_ports([hung.port, ok.port], gpus=[0, 1])
         monitor = FleetMonitor(spec, NoGpuSource("none"), probe_timeout=0.3, discovery_interval=0)
         try:

@@ -44,6 +44,7 @@ def test_parse_reads_stdin() -> None:
         "line": 2,
         "kind": "error",
         "reason": "killed",
+        "fatal": True,
         "text": "Killed",
     }
 

@@ -39,7 +39,12 @@ def test_ingest_file_equals_parsing_every_line(tmp_path: Path) -> None:
 
 
 def test_ingest_of_every_fixture_equals_parsing_every_line(tmp_path: Path) -> None:
-    for name in ("sglang-log-samples.txt", "seed-lines.txt", "ops-examples.txt"):
+    for name in (
+        "sglang-log-samples.txt",
+        "seed-lines.txt",
+        "ops-examples.txt",
+        "sglang-0523-lines.txt",
+    ):
         data = (FIXTURES / name).read_bytes()
         lines = data.decode().split("\n")
         if lines and lines[-1] == "":
@@ -101,3 +106,39 @@ def test_log_state_follows_a_launch_to_ready_then_failure() -> None:
 def test_log_state_rejects_bad_sizes() -> None:
     with pytest.raises(ValueError, match="history must be >= 1, got 0"):
         LogState(history=0)
+
+
+def test_log_state_keeps_pressure_apart_from_the_fatal_error() -> None:
+    state = LogState()
+    block = startup_block()
+    for text in block:
+        event = parse_line(text)
+        assert event is not None
+        state.apply(event)
+    retract = (
+        "[2026-11-02 10:11:14] KV cache pool is full. Retract requests. #retracted_reqs: 3, "
+        "#new_tokens_gained: 24576, #mamba_num_gained: 15, #new_token_ratio: 0.7000 -> 0.8400"
+    )
+    traffic = steady_lines(40)
+    chunk = "\n".join([*traffic[:20], retract, *traffic[20:]]) + "\n"
+    state.apply_summary(ingest_bytes(chunk.encode()))
+    view = state.view()
+    assert not view.failed and view.last_error is None and view.phase == "ready"
+    assert (view.pressure_reason, view.pressure_retracted) == ("retract", 3)
+    assert view.pressure_stamp == "2026-11-02 10:11:14" and view.pressure_events == 1
+    assert view.prefill_lines == sum("Prefill batch" in t for t in traffic)
+    crash = (FIXTURES / "sglang-0523-lines.txt").read_text().splitlines()
+    state.apply_summary(ingest_bytes(("\n".join(crash[:4]) + "\n").encode()))
+    view = state.view()
+    assert (view.pressure_reason, view.pressure_events) == ("prefill_oom", 2)
+    assert view.failed and view.error_fatal and view.error_reason == "scheduler_exception"
+    state.apply_summary(ingest_bytes((crash[4] + "\n").encode()))  # the traceback's last line
+    assert state.view().error_reason == "oom" and state.view().error_fatal
+
+
+def test_a_non_fatal_error_leaves_the_server_serving() -> None:
+    state = LogState()
+    line = (FIXTURES / "sglang-0523-lines.txt").read_text().splitlines()[19]
+    state.apply_summary(ingest_bytes((line + "\n").encode()))
+    view = state.view()
+    assert view.error_reason == "input_too_long" and not view.error_fatal and not view.failed

@@ -189,9 +189,12 @@ def test_ops_examples() -> None:
 def test_every_error_reason_but_the_generic_one_is_exercised() -> None:
     reasons = {fields["reason"] for kind, fields in OPS if kind == "error"}
     reasons |= {"scheduler_exception", "illegal_memory_access"}  # from the samples file
+    reasons |= {r for k, r, _ in LINES_0523.values() if k == "error"}  # 0.5.23's own lines
     assert ERROR_REASONS - reasons == {"exception"}
     assert parse_line("KeyError: 'foo'") == LogEvent(
-        "error", {"exception": "KeyError", "reason": "exception"}, "KeyError: 'foo'"
+        "error",
+        {"exception": "KeyError", "reason": "exception", "fatal": False},
+        "KeyError: 'foo'",
     )
 
 
@@ -283,3 +286,94 @@ def test_log_state_keeps_the_oom_as_the_cause_of_a_crash_chain() -> None:
     assert view.failed
     assert view.error_reason == "oom"
     assert view.last_error is not None and "CUDA out of memory" in view.last_error
+
+
+# Lines the parser used to miss, written from SGLang 0.5.23's source (the sample file holds none of
+# them): srt/mem_cache/allocation.py, srt/managers/scheduler.py (retraction), srt/utils/watchdog.py,
+# srt/server_args.py (argparse, prog "sglang serve"), srt/managers/tokenizer_manager.py,
+# srt/entrypoints/http_server.py. line -> (kind, reason or event, fatal).
+LINES_0523: dict[int, tuple[str | None, str | None, bool | None]] = {
+    1: ("pressure", "prefill_oom", False),
+    2: (None, None, None),
+    3: (None, None, None),
+    4: ("error", "scheduler_exception", True),
+    5: ("error", "oom", True),
+    6: ("pressure", "decode_oom", False),
+    7: ("error", "oom", True),
+    8: ("pressure", "retract", False),
+    9: ("error", "subprocess_crashed", True),
+    10: ("error", "bad_arguments", True),
+    11: ("error", "bad_arguments", True),
+    12: ("error", "bad_arguments", True),
+    13: ("error", "scheduler_straggler", True),
+    14: ("error", "health_check_failed", True),
+    15: ("shutdown", "force_exit", None),
+    16: ("shutdown", "sigterm", None),
+    17: ("shutdown", "draining", None),
+    18: ("error", "sigquit", True),
+    19: ("error", "detokenizer_exception", True),
+    20: ("error", "input_too_long", False),
+}
+
+
+def test_0523_lines_have_kind_reason_and_fatal() -> None:
+    lines = (FIXTURES / "sglang-0523-lines.txt").read_text().splitlines()
+    assert len(lines) == len(LINES_0523)
+    for number, text in enumerate(lines, start=1):
+        kind, reason, fatal = LINES_0523[number]
+        event = parse_line(text, number)
+        if kind is None:
+            assert event is None, text
+            continue
+        assert event is not None and event.kind == kind, (number, event)
+        got = event.get("event") if kind == "shutdown" else event.get("reason")
+        assert got == reason, (number, dict(event.fields))
+        if fatal is not None:
+            assert event.get("fatal") is fatal, (number, dict(event.fields))
+
+
+def test_0523_lines_carry_their_numbers() -> None:
+    lines = (FIXTURES / "sglang-0523-lines.txt").read_text().splitlines()
+    events = {n: parse_line(t) for n, t in enumerate(lines, start=1)}
+    retract, crash, straggler = events[8], events[9], events[13]
+    assert retract is not None and crash is not None and straggler is not None
+    assert (retract.get("retracted_reqs"), retract.get("new_token_ratio")) == (3, 0.84)
+    assert retract.get("mamba_num_gained") == 15
+    assert (crash.get("process"), crash.get("pid"), crash.get("exit_code")) == (
+        "scheduler_0",
+        48213,
+        -15,
+    )
+    assert (straggler.get("after_s"), straggler.get("pids")) == (15, "[48213]")
+    oom = events[5]
+    assert oom is not None and (oom.get("detail"), oom.get("exception")) == (
+        "prefill",
+        "RuntimeError",
+    )
+    ambiguous, choice = events[11], events[12]
+    assert ambiguous is not None and ambiguous.get("argument") == "--cuda-graph-max-bs"
+    assert ambiguous.get("detail") == "ambiguous_option" and ambiguous.get("prog") == "sglang serve"
+    assert choice is not None and choice.get("detail") == "invalid_choice"
+    assert choice.get("argument") == "--speculative-algorithm"
+
+
+@pytest.mark.parametrize(
+    ("line", "fatal"),
+    [(11, True), (17, True), (19, True), (33, True), (41, True), (46, True)],
+)
+def test_sample_crash_lines_are_fatal(line: int, fatal: bool) -> None:
+    text = (FIXTURES / "sglang-log-samples.txt").read_text().splitlines()[line - 1]
+    event = parse_line(text)
+    assert event is not None and event.kind == "error" and event.get("fatal") is fatal
+
+
+def test_every_error_and_pressure_reason_is_declared() -> None:
+    from tui.logs.events import PRESSURE_REASONS
+
+    lines = (FIXTURES / "sglang-0523-lines.txt").read_text().splitlines()
+    for text in lines:
+        event = parse_line(text)
+        if event is not None and event.kind == "error":
+            assert event.get("reason") in ERROR_REASONS
+        if event is not None and event.kind == "pressure":
+            assert event.get("reason") in PRESSURE_REASONS

@@ -87,3 +87,18 @@ def test_parse_counter_sums_label_sets_and_ignores_lookalikes() -> None:
     )
     assert parse_counter(text) == 1234.0
     assert parse_counter("sglang:gen_throughput 5.0\n") is None
+
+
+def test_output_tokens_prefer_the_per_iteration_decode_counter() -> None:
+    """0.5.23 counts generation_tokens_total when a request finishes; realtime_tokens_total
+    {mode="decode"} moves every decode step, so the throughput windows read it first."""
+    from tui.retune.counters import output_tokens
+
+    text = (
+        'sglang:realtime_tokens_total{model_name="q",mode="prefill_compute"} 900.0\n'
+        'sglang:realtime_tokens_total{model_name="q",mode="decode"} 5000.0\n'
+        'sglang:generation_tokens_total{model_name="q"} 2000.0\n'
+    )
+    assert output_tokens(text) == 5000.0
+    assert output_tokens('sglang:generation_tokens_total{model_name="q"} 2000.0\n') == 2000.0
+    assert output_tokens("sglang:gen_throughput 5.0\n") is None

@@ -27,7 +27,10 @@ SPEED = 10.0
 CANARY_GPU = 0
 OPTIONS = CanaryOptions(
     window_s=6.0,
-    warmup_s=1.5,
+    # The pipeline takes the relaunched GPU back once its /health answers: >= 1 s in SGLang
+    # 0.5.23 (a generation), after the dispatcher's backoff (up to 2 s). 1.5 s assumed an
+    # instant /health and let a half-empty batch into the window.
+    warmup_s=3.5,
     max_window_s=12.0,
     interval_s=0.5,
     min_intervals=6,

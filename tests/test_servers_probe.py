@@ -11,7 +11,13 @@ import pytest
 from servers_helpers import FIXTURES, canned_server, json_reply, metrics_reply
 
 from tui.servers.keepalive import KeepAliveTransport
-from tui.servers.probe import ProbeStatus, ServerProbe, parse_loads_json, parse_metrics
+from tui.servers.probe import (
+    HEALTH_TIMEOUT_S,
+    ProbeStatus,
+    ServerProbe,
+    parse_loads_json,
+    parse_metrics,
+)
 
 ClientFactory = Callable[[], httpx.AsyncClient]
 
@@ -30,13 +36,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_readiness_503_then_200(make_client: ClientFactory) -> None:
+async def test_readiness_is_the_cheap_ready_endpoint(make_client: ClientFactory) -> None:
     routes = {
-        "/health_generate": [
-            (503, "text/plain", ""),
-            (503, "text/plain", ""),
-            (200, "text/plain", ""),
-        ],
+        "/ready": [(503, "text/plain", ""), (503, "text/plain", ""), (200, "text/plain", "")],
+        "/health_generate": (200, "text/plain", ""),
         "/model_info": json_reply('{"model_path": "Qwen/Qwen3.6-27B"}'),
     }
     with canned_server(routes) as server:
@@ -45,14 +48,11 @@ async def test_readiness_503_then_200(make_client: ClientFactory) -> None:
             first = await probe.readiness()
             second = await probe.readiness()
             third = await probe.readiness()
-    assert (first.status, first.http_status) == (ProbeStatus.UP, 503)
+    assert (first.status, first.http_status, first.endpoint) == (ProbeStatus.UP, 503, "/ready")
     assert second.status is ProbeStatus.UP
-    assert (third.status, third.http_status, third.endpoint) == (
-        ProbeStatus.READY,
-        200,
-        "/health_generate",
-    )
-    assert server.hits["/model_info"] == 2  # asked only while not ready
+    assert (third.status, third.http_status, third.endpoint) == (ProbeStatus.READY, 200, "/ready")
+    # Never the generating probe, never /model_info (which answers during warmup).
+    assert "/health_generate" not in server.hits and "/model_info" not in server.hits
 
 
 async def test_readiness_falls_back_to_health_and_remembers(make_client: ClientFactory) -> None:
@@ -61,14 +61,14 @@ async def test_readiness_falls_back_to_health_and_remembers(make_client: ClientF
             probe = ServerProbe(client, server.port)
             results = [await probe.readiness() for _ in range(3)]
     assert all(r.status is ProbeStatus.READY and r.endpoint == "/health" for r in results)
-    assert server.hits["/health_generate"] == 1  # 404 once, then never asked again
+    assert server.hits["/ready"] == 1  # 404 once (SGLang <= 0.4), then never asked again
 
 
-async def test_model_info_alone_is_up_not_ready(make_client: ClientFactory) -> None:
+async def test_model_info_alone_is_never_ready(make_client: ClientFactory) -> None:
     with canned_server({"/model_info": json_reply("{}")}) as server:
         async with make_client() as client:
             result = await ServerProbe(client, server.port).readiness()
-    assert result.status is ProbeStatus.UP and result.endpoint == "/model_info"
+    assert result.status is not ProbeStatus.READY and "/model_info" not in server.hits
 
 
 async def test_refused_when_nothing_listens(make_client: ClientFactory) -> None:
@@ -84,10 +84,10 @@ async def test_slow_server_times_out_as_stale_without_delaying_others(
     import time
 
     with (
-        canned_server({"/health_generate": (200, "text/plain", "")}) as fast,
+        canned_server({"/ready": (200, "text/plain", "")}) as fast,
         canned_server({}) as slow,
     ):
-        slow.routes["/health_generate"] = slow.slow((200, "text/plain", ""))
+        slow.routes["/ready"] = slow.slow((200, "text/plain", ""))
         async with make_client() as client:
             slow_probe = ServerProbe(client, slow.port, timeout=0.3)
             fast_probe = ServerProbe(client, fast.port, timeout=0.3)
@@ -100,6 +100,21 @@ async def test_slow_server_times_out_as_stale_without_delaying_others(
     assert "0.3" in slow_result.detail
     assert fast_result.status is ProbeStatus.READY
     assert elapsed < 2.0
+
+
+async def test_generating_probe_waits_past_the_cheap_timeout(make_client: ClientFactory) -> None:
+    """0.5.23's /health_generate answers after >= 1 s: the generating probe waits up to
+    HEALTH_TIMEOUT_S (above SGLang's 20 s), whatever the cheap probes' timeout."""
+    import time
+
+    with canned_server({}) as server:
+        server.routes["/health_generate"] = lambda: (time.sleep(1.2), (200, "text/plain", ""))[1]
+        async with make_client() as client:
+            probe = ServerProbe(client, server.port, timeout=0.3)
+            result = await probe.health_generate()
+    assert (result.status, result.endpoint) == (ProbeStatus.READY, "/health_generate")
+    assert result.latency_s >= 1.2
+    assert HEALTH_TIMEOUT_S > 20
 
 
 async def test_load_from_metrics(make_client: ClientFactory) -> None:
@@ -180,3 +195,24 @@ def test_parse_metrics_label_values_with_braces_and_timestamps() -> None:
 
 def test_parse_loads_json_tolerates_junk() -> None:
     assert parse_loads_json("nonsense", "/v1/loads").running is None
+
+
+def test_parse_metrics_reads_the_progress_counters() -> None:
+    text = (
+        'sglang:realtime_tokens_total{mode="decode"} 1200.0\n'
+        'sglang:realtime_tokens_total{mode="prefill_compute"} 300.0\n'
+        "sglang:generation_tokens_total 900.0\n"
+        "sglang:num_requests_total 3.0\n"
+        "sglang:num_running_reqs 2\n"
+    )
+    load = parse_metrics(text)
+    assert load.progress == (1500.0, 900.0, 3.0)
+    loads = parse_loads_json(
+        {
+            "loads": [
+                {"num_running_reqs": 1, "total_prefill_uncached_tokens": 40, "num_used_tokens": 7}
+            ]
+        },
+        "/v1/loads",
+    )
+    assert loads.progress == (40.0, 7.0)

@@ -99,7 +99,8 @@ async def test_a_late_catch_up_logs_each_interval_at_its_own_rate() -> None:
     sch = SimScheduler(BASELINE, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)  # type: ignore[arg-type]
     for i in range(16):
         sch.submit(f"r{i}", 100, 100_000, True)
-    sch._admit()
+    sch._run_prefill(sch._prefill_batch(), 0.001)  # admit all 16 in one prefill batch
+    assert len(sch.running) == 16
     step = step_seconds(QWEN, 16, speed)
     start = time.monotonic()
     sch._log_at = start
@@ -109,3 +110,36 @@ async def test_a_late_catch_up_logs_each_interval_at_its_own_rate() -> None:
     expected = expected_rate(BASELINE, QWEN, speed=speed).output_tokens_per_s
     for rate in rates:
         assert abs(rate - expected) / expected < 0.1, (rate, expected)
+
+
+async def test_a_huge_prompt_is_prefilled_in_chunks_while_decoding_pauses() -> None:
+    """SGLang's chunked prefill (no mixed chunks): one Prefill line per chunk at the prefill
+    rate, and no decode step in between, so the decode counters stand still meanwhile."""
+    lines: list[str] = []
+    speed = 20.0
+    sch = SimScheduler(BASELINE, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)  # type: ignore[arg-type]
+    task = asyncio.create_task(sch.run())
+    try:
+        decoding = [sch.submit(f"d{i}", 100, 50_000, True) for i in range(4)]
+        while len(sch.running) < 4:
+            await asyncio.sleep(0.01)
+        prompt = 10 * BASELINE.chunked_prefill_size + 100
+        started = time.monotonic()
+        big = sch.submit("big", prompt, 8, True)
+        while big.first_token_at is None:
+            await asyncio.sleep(0.01)
+        elapsed = time.monotonic() - started
+        decode_before = sch.realtime_tokens["decode"]
+        assert not any(r.done.done() for r in decoding)
+    finally:
+        task.cancel()
+    chunks = [ln for ln in lines if ln.startswith("Prefill batch") and "#new-token: 16384" in ln]
+    assert len(chunks) >= 10, lines[-15:]
+    assert "#pending-token: " in chunks[0] and "#pending-token: 0," not in chunks[0]
+    expected = prompt / QWEN.prefill_tokens_per_s / speed
+    assert expected * 0.8 < elapsed < expected * 2 + 0.3
+    # The prefill lines came one after another: no decode line between the first and the last.
+    first = lines.index(chunks[0])
+    last = lines.index(chunks[-1])
+    assert not any(ln.startswith("Decode batch") for ln in lines[first:last])
+    assert decode_before > 0 and sch.realtime_tokens["prefill_compute"] >= prompt

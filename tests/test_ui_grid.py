@@ -116,3 +116,64 @@ async def test_capped_value_is_styled_as_a_warning_and_error_as_error() -> None:
         failed = views[2].render()
         assert any("$error" in str(span.style) for span in failed.spans)
         assert views[2].has_class("-failed")
+
+
+def _fleet_with(*servers: object) -> FleetSnapshot:
+    from dataclasses import replace
+
+    fleet = seven_gpu_fleet()
+    panels = tuple(
+        replace(p, server=servers[i]) if i < len(servers) else p for i, p in enumerate(fleet.panels)
+    )
+    return replace(fleet, panels=panels)
+
+
+async def test_stuck_and_pressure_show_on_the_panel_apart_from_errors() -> None:
+    from ui_helpers import ready_server
+
+    from tui.fleet.snapshot import ServerState
+
+    stuck = ready_server(0, state=ServerState.STUCK, stuck_for_s=42.4)
+    pressured = ready_server(1, pressure="retracted 3", pressure_age_s=12.2)
+    too_long = ready_server(
+        2,
+        last_error="Input length (300000 tokens) exceeds the maximum allowed length",
+        error_reason="input_too_long",
+        error_fatal=False,
+    )
+    for size in ((200, 50), (80, 24)):  # full and compact layouts
+        app = make_app(_fleet_with(stuck, pressured, too_long))
+        assert isinstance(app, FleetApp)
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot, app)
+            views = list(app.screen.query(GpuPanelView))
+            first = views[0].render()
+            assert first.plain.startswith("stuck 42s")
+            assert any("$error" in str(s.style) for s in first.spans if s.start == 0)
+            assert views[0].has_class("-failed")
+            second = views[1].render()
+            line = next(ln for ln in second.plain.splitlines() if "retracted" in ln)
+            assert line.startswith("retracted 3 (12s ago)")
+            start = second.plain.index("retracted 3")
+            assert any("$warning" in str(s.style) for s in second.spans if s.start == start)
+            assert not views[1].has_class("-failed")
+            third = views[2].render()
+            start = third.plain.index("INPUT_TOO_LONG")
+            assert any("$warning" in str(s.style) for s in third.spans if s.start == start)
+
+
+def test_detail_numbers_say_why_stuck_and_the_pressure() -> None:
+    from dataclasses import replace
+
+    from ui_helpers import ready_server
+
+    from tui.fleet.snapshot import ServerState
+    from tui.ui.detail.detail_screen import numbers_text
+
+    panel = seven_gpu_fleet().panels[0]
+    server = ready_server(
+        0, state=ServerState.STUCK, stuck_for_s=42.0, pressure="decode OOM", pressure_age_s=5.0
+    )
+    text = numbers_text(replace(panel, server=server)).plain
+    assert "no progress for 42s with requests waiting" in text
+    assert "decode OOM (5s ago)" in text

@@ -5,10 +5,18 @@ renders the immutable :class:`~tui.fleet.snapshot.FleetSnapshot` it returns. Blo
 the simulated records, psutil, log reads) runs in ``asyncio.to_thread``; the HTTP probes of every
 server run concurrently with short timeouts, so a hung server never delays the others.
 
+The refresh uses cheap signals only: ``/ready`` (SGLang 0.5.23 answers it at once), ``/metrics``
+and the log. SGLang's generating health check (``/health_generate``, >= 1 s, up to 20 s) runs in
+a background task per server every ``health_interval`` and is never awaited by the refresh: it is
+what makes SGLang notice a hung scheduler (UnHealthy: ``/ready`` 503), and on servers without
+``/ready`` it is the readiness. A snapshot asks for a sooner refresh while a server warms up, so
+its ready line shows within a fraction of a second.
+
 State rules, per server (the current launch only; see ``tui.fleet.server_log``):
 
 * a stop was requested (``mark_stopping``) and the same process still runs -> STOPPING;
-* readiness 200 -> READY (it answers, whatever else is known);
+* ``/ready`` 200 -> READY, or STUCK when it has requests and made no progress for longer than
+  the liveness bound (``tui.fleet.liveness``);
 * process alive and the log shows a fatal error since the launch -> FAILED (with the error line);
 * process alive, probes time out -> STALE (busy or hung, not known dead);
 * process alive otherwise -> STARTING, with the log's phase;
@@ -19,65 +27,28 @@ State rules, per server (the current launch only; see ``tui.fleet.server_log``):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
 
 import httpx
 
-from tui.fleet.server_log import EMPTY_VIEW, ServerLog
+from tui.fleet.liveness import DEFAULT_FLOOR_S, ProgressWatch
+from tui.fleet.server_log import ServerLog
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
-from tui.fleet.spec import FleetSpec, ServerSpec
+from tui.fleet.spec import FleetSpec
+from tui.fleet.tracker import (
+    Tracker,
+    live_number,
+    pressure_words,
+    read_fleet_records,
+    recorded_process,
+    stamp_age,
+)
 from tui.gpu.snapshot import GpuSnapshot, GpuSource
-from tui.logs.state import LogView
-from tui.servers.discovery import ServerProcess, find_servers, is_alive
+from tui.servers.discovery import find_servers, is_alive
 from tui.servers.keepalive import KeepAliveTransport
-from tui.servers.probe import ProbeStatus, Readiness, ServerInfo, ServerLoad, ServerProbe
-from tui.state.fleet_state import ProcessRecord, read_records
-
-_N = TypeVar("_N", int, float)
-
-
-@dataclass
-class _Tracker:
-    """Mutable per-server memory between polls (never leaves the monitor)."""
-
-    spec: ServerSpec
-    probe: ServerProbe
-    process: ServerProcess | None = None
-    alive: bool = False
-    follower: ServerLog | None = None
-    log: LogView = EMPTY_VIEW
-    readiness: Readiness | None = None
-    load: ServerLoad | None = None
-    info: ServerInfo | None = None
-    info_at: float = 0.0
-    ever_ready: bool = False
-    ready_at: float | None = None
-    generated_at: float | None = None
-    """When /health_generate (a real generation) last answered 200 (None: not since launch)."""
-    checked_at: float = float("-inf")
-    """When readiness was last probed (between, a 200 from /metrics stands for it)."""
-    state: ServerState = ServerState.ABSENT
-    stopping: bool = False
-    """A stop was requested (``FleetMonitor.mark_stopping``) and not yet seen to finish."""
-    stop_pid: int | None = None
-    """The pid that was to stop (None: none was known), so a relaunch is not shown STOPPING."""
-
-    def new_process(self, process: ServerProcess) -> None:
-        """A different process now serves the port: forget the previous launch."""
-        self.process = process
-        self.stopping = False
-        self.ever_ready = False
-        self.ready_at = None
-        self.generated_at = None
-        self.checked_at = float("-inf")
-        self.readiness = None
-        self.info = None
-        self.info_at = 0.0
-        self.load = None
-        self.probe.reset()
+from tui.servers.probe import ProbeStatus, Readiness, ServerProbe
 
 
 class FleetMonitor:
@@ -94,24 +65,28 @@ class FleetMonitor:
         health_interval: float = 30.0,
         ready_interval: float = 10.0,
         discovery_interval: float = 5.0,
+        stuck_after_s: float = DEFAULT_FLOOR_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """Args:
         spec: The fleet to watch.
         gpu_source: Where GPU readings come from (NVML, simulated, none).
         client: Shared async HTTP client (default: one owned and closed by the monitor).
-        probe_timeout: Seconds per HTTP request; slower answers count as timeouts (STALE).
+        probe_timeout: Seconds per cheap HTTP request (``/ready``, ``/metrics``); slower answers
+            count as timeouts (STALE). The generating probe waits ``HEALTH_TIMEOUT_S``.
         server_info_interval: Seconds between /server_info reads of a ready server (it goes
             through the scheduler, so rarely); it is also read when a server becomes ready.
         health_interval: Seconds between generating health probes (``/health_generate``) of a
-            ready server; in between, the cheap ``/ready`` is polled. A starting server, or one
-            whose ``/ready`` stops answering 200, gets the generating probe every poll.
-        ready_interval: Seconds between readiness probes of a ready server whose ``/metrics``
+            ready server, run in the background; a server without ``/ready`` gets one whenever
+            the previous one finished (it is its readiness).
+        ready_interval: Seconds between ``/ready`` probes of a ready server whose ``/metrics``
             keeps answering 200: that answer already proves it up, and one request per server
             per poll instead of two halves the monitor's CPU. A failed ``/metrics`` asks
             readiness the same poll; a drain (``/ready`` 503) shows within this interval.
             0 asks readiness every poll.
         discovery_interval: Seconds between process-table scans for servers not yet found.
+        stuck_after_s: The liveness bound's floor (``tui.fleet.liveness``): a server with
+            requests and no progress for this long (or five typical progress gaps) is STUCK.
         clock: Wall clock (tests pass a fake one).
         """
         self.spec = spec
@@ -125,7 +100,11 @@ class FleetMonitor:
         self.discovery_interval = discovery_interval
         self._clock = clock
         self._trackers = [
-            _Tracker(s, ServerProbe(self._client, s.port, s.host, probe_timeout))
+            Tracker(
+                s,
+                ServerProbe(self._client, s.port, s.host, probe_timeout),
+                progress=ProgressWatch(floor_s=stuck_after_s),
+            )
             for s in sorted(spec.servers, key=lambda s: s.gpu_index)
         ]
         self._last_scan = float("-inf")
@@ -148,10 +127,14 @@ class FleetMonitor:
         tracker.stop_pid = tracker.process.pid if stopping and tracker.process else None
 
     async def aclose(self) -> None:
-        """Close log files and the HTTP client if the monitor owns it."""
+        """Stop the generating probes, close log files (and the HTTP client if the monitor's)."""
+        tasks = [t.health_task for t in self._trackers if t.health_task is not None]
         for tracker in self._trackers:
+            tracker.cancel_health()
             if tracker.follower is not None:
                 tracker.follower.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
         if self._own_client:
             await self._client.aclose()
 
@@ -185,9 +168,9 @@ class FleetMonitor:
         if unknown:
             # The fleet record (written by tui.control at launch) is the first source of truth:
             # it names a relaunched server the moment it starts, with its exact log path.
-            records = _read_records()
+            records = read_fleet_records()
             for tracker in unknown:
-                process = _recorded(records.get(tracker.spec.gpu_index), tracker.spec.port)
+                process = recorded_process(records.get(tracker.spec.gpu_index), tracker.spec.port)
                 if process is not None:
                     tracker.new_process(process)
                     tracker.alive = True
@@ -213,26 +196,30 @@ class FleetMonitor:
 
     # --- HTTP ---------------------------------------------------------------------------------
 
-    async def _readiness(self, tracker: _Tracker, now: float) -> Readiness:
-        """The generating probe while starting or every ``health_interval``; else ``/ready``.
+    def _start_health(self, tracker: Tracker, now: float, due: bool) -> None:
+        """Start the generating probe in the background when ``due`` and none is in flight."""
+        task = tracker.health_task
+        if task is not None and task.done():
+            tracker.health_task = None
+            if not task.cancelled() and task.exception() is None:
+                tracker.health = task.result()
+        if tracker.health_task is None and due:
+            tracker.health_at = now
+            tracker.health_task = asyncio.ensure_future(tracker.probe.health_generate())
 
-        Why: in SGLang 0.5.23 ``/health`` and ``/health_generate`` are one handler that runs a
-        1-token generation; seven busy servers should not get one each per second.
+    async def _readiness(self, tracker: Tracker, now: float) -> Readiness:
+        """``/ready``; on a server without it, the background generating probe's last answer.
+
+        Why: in SGLang 0.5.23 ``/health`` and ``/health_generate`` take >= 1 s (up to 20 s on a
+        hung scheduler): awaited here they would hold the whole refresh.
         """
-        previous = tracker.readiness
-        recent = tracker.generated_at is not None and (
-            now - tracker.generated_at < self.health_interval
-        )
-        if previous is not None and previous.status is ProbeStatus.READY and recent:
-            quick = await tracker.probe.quick_readiness()
-            if quick.status in (ProbeStatus.READY, ProbeStatus.REFUSED, ProbeStatus.TIMEOUT):
-                return quick  # refused/timeout: a generation would not answer either
-        readiness = await tracker.probe.readiness()
-        if readiness.status is ProbeStatus.READY:
-            tracker.generated_at = now
-        return readiness
+        quick = await tracker.probe.ready_endpoint()
+        if quick is not None:
+            return quick
+        self._start_health(tracker, now, due=True)
+        return tracker.health or Readiness(ProbeStatus.UP, endpoint="/health")
 
-    def _load_suffices(self, tracker: _Tracker, now: float) -> bool:
+    def _load_suffices(self, tracker: Tracker, now: float) -> bool:
         """A ready server whose last load read answered, with no readiness probe due."""
         previous = tracker.readiness
         return (
@@ -240,12 +227,18 @@ class FleetMonitor:
             and previous.status is ProbeStatus.READY
             and tracker.load is not None
             and now - tracker.checked_at < self.ready_interval
-            and tracker.generated_at is not None
-            and now - tracker.generated_at < self.health_interval
         )
 
-    async def _probe(self, tracker: _Tracker) -> None:
+    async def _probe(self, tracker: Tracker) -> None:
         now = self._clock()
+        self._start_health(
+            tracker,
+            now,
+            due=tracker.ever_ready
+            and tracker.readiness is not None
+            and tracker.readiness.status is ProbeStatus.READY
+            and now - tracker.health_at >= self.health_interval,
+        )
         if self._load_suffices(tracker, now):
             load = await tracker.probe.load()
             if load is not None:  # it answered: still up, and this is the poll's one request
@@ -265,7 +258,7 @@ class FleetMonitor:
         tracker.load = await tracker.probe.load()
         await self._server_info(tracker, now, became_ready)
 
-    async def _server_info(self, tracker: _Tracker, now: float, became_ready: bool) -> None:
+    async def _server_info(self, tracker: Tracker, now: float, became_ready: bool) -> None:
         if became_ready or now - tracker.info_at >= self.server_info_interval:
             tracker.info_at = now
             tracker.info = await tracker.probe.server_info() or tracker.info
@@ -300,9 +293,25 @@ class FleetMonitor:
             )
             for i in indices
         )
-        return FleetSnapshot(panels=panels, gpu_source=note, taken_at=now)
+        soon = any(
+            t.state is ServerState.STARTING and (t.log.ready or t.log.phase == "warming up")
+            for t in self._trackers
+        )
+        return FleetSnapshot(panels=panels, gpu_source=note, taken_at=now, refresh_soon=soon)
 
-    def _state(self, t: _Tracker) -> ServerState:
+    def _stuck_for(self, t: Tracker, now: float) -> float | None:
+        """Feed this poll's progress counters to the liveness watch; seconds stuck, or None."""
+        load = t.load
+        busy = load is not None and (load.running or 0) + (load.queued or 0) > 0
+        fingerprint = (
+            *(load.progress if load is not None else ()),
+            float(t.log.decode_lines),
+            float(t.log.prefill_lines),
+        )
+        t.progress.observe(now, busy, fingerprint)
+        return t.progress.stuck_for(now, busy)
+
+    def _state(self, t: Tracker, stuck: bool = False) -> ServerState:
         status = t.readiness.status if t.readiness else None
         answers = status in (ProbeStatus.READY, ProbeStatus.UP, ProbeStatus.TIMEOUT)
         if t.stopping:
@@ -311,7 +320,7 @@ class FleetMonitor:
                 return ServerState.STOPPING
             t.stopping = False  # gone (or replaced by a relaunch): the usual rules apply
         if status is ProbeStatus.READY:
-            return ServerState.READY
+            return ServerState.STUCK if stuck else ServerState.READY
         if t.log.ready and t.alive and status is not ProbeStatus.TIMEOUT:
             t.ever_ready = True  # ready before the console attached; probes may lag a moment
         if t.alive or (not t.spec.is_local and status in (ProbeStatus.UP, ProbeStatus.TIMEOUT)):
@@ -327,11 +336,17 @@ class FleetMonitor:
             return ServerState.STOPPED
         return ServerState.FAILED if t.log.failed else ServerState.STOPPED
 
-    def _server_snapshot(self, t: _Tracker, now: float) -> ServerSnapshot:
-        state = self._state(t)
+    def _server_snapshot(self, t: Tracker, now: float) -> ServerSnapshot:
+        stuck_for = self._stuck_for(t, now)
+        state = self._state(t, stuck=stuck_for is not None)
         t.state = state
         log, load, info = t.log, t.load, t.info
-        live = state in (ServerState.READY, ServerState.STALE, ServerState.STOPPING)
+        live = state in (
+            ServerState.READY,
+            ServerState.STUCK,
+            ServerState.STALE,
+            ServerState.STOPPING,
+        )
 
         def pick(*values: object) -> object:
             return next((v for v in values if v is not None), None)
@@ -354,44 +369,22 @@ class FleetMonitor:
             max_running_requested=requested if isinstance(requested, int) else None,
             max_running_effective=effective if isinstance(effective, int) else None,
             capped=capped,
-            running=_num(live, load.running if load else None, log.running),
-            queued=_num(live, load.queued if load else None, log.queued),
-            token_usage=_num(live, load.token_usage if load else None, log.token_usage),
-            mamba_usage=_num(live, load.mamba_usage if load else None, log.mamba_usage),
-            gen_throughput=_num(live, load.gen_throughput if load else None, log.gen_throughput),
-            accept_len=_num(live, load.accept_len if load else None, log.accept_len),
+            running=live_number(live, load.running if load else None, log.running),
+            queued=live_number(live, load.queued if load else None, log.queued),
+            token_usage=live_number(live, load.token_usage if load else None, log.token_usage),
+            mamba_usage=live_number(live, load.mamba_usage if load else None, log.mamba_usage),
+            gen_throughput=live_number(
+                live, load.gen_throughput if load else None, log.gen_throughput
+            ),
+            accept_len=live_number(live, load.accept_len if load else None, log.accept_len),
             throughput_history=log.throughput_history,
             allocation_lines=log.allocation_lines,
             last_error=log.last_error,
             error_reason=log.error_reason,
+            error_fatal=log.error_fatal,
+            stuck_for_s=stuck_for if state is ServerState.STUCK else None,
+            pressure=pressure_words(log),
+            pressure_age_s=stamp_age(log.pressure_stamp, now),
             ready_at=t.ready_at,
             updated_at=now,
         )
-
-
-def _read_records() -> dict[int, ProcessRecord]:
-    try:
-        return read_records()
-    except OSError:  # an unreadable state dir must not stop the monitor; discovery still works
-        return {}
-
-
-def _recorded(record: ProcessRecord | None, port: int) -> ServerProcess | None:
-    """The recorded server for a GPU, when it serves ``port`` and is still the same process."""
-    if record is None or record.port != port or not is_alive(record.pid, record.create_time):
-        return None
-    return ServerProcess(
-        pid=record.pid,
-        create_time=record.create_time,
-        port=record.port,
-        cmdline=record.cmdline,
-        log_path=record.log_path or None,
-        found_by="record",
-    )
-
-
-def _num(live: bool, probed: _N | None, logged: _N | None) -> _N | None:
-    """Live load prefers the probe (fresh) over the log (up to 40 iterations old)."""
-    if not live:
-        return None
-    return probed if probed is not None else logged

@@ -20,13 +20,17 @@ class ServerState(StrEnum):
     STARTING = "starting"
     """Process alive, not yet ready; ``phase`` says which startup phase the log reached."""
     READY = "ready"
-    """``/health_generate`` (or ``/health``) answered 200."""
+    """``/ready`` answered 200 (SGLang sets Up once its warmup request succeeded)."""
     FAILED = "failed"
     """The log showed an OOM or crash, or the process exited while starting."""
     STOPPED = "stopped"
     """The process exited (or was stopped) after having been ready."""
     STALE = "stale"
     """The process is alive but probes time out: not dead, not known to be healthy."""
+    STUCK = "stuck"
+    """It answers (``/ready`` 200) but has requests and makes no progress: no decode or prefill
+    step, no token counted, no batch line, for longer than the liveness bound
+    (``tui.fleet.liveness``). A hung scheduler can keep ``/health`` at 200."""
     STOPPING = "stopping"
     """A stop was requested and the process has not exited yet."""
 
@@ -75,6 +79,15 @@ class ServerSnapshot:
     """The last error line (OOM, crash) from the log, if any."""
     error_reason: str | None = None
     """'oom' or another reason for the last error."""
+    error_fatal: bool = True
+    """Whether that error means the server is going down or cannot serve (False: one request
+    failed, e.g. an input too long; shown as a warning)."""
+    stuck_for_s: float | None = None
+    """Seconds without progress while requests wait, when that passed the liveness bound."""
+    pressure: str | None = None
+    """The last memory-pressure event in a few words ('retracted 3', 'prefill OOM')."""
+    pressure_age_s: float | None = None
+    """Seconds since that event (from its log stamp), when known."""
     ready_at: float | None = None
     """time.time() when the server was first seen ready."""
     updated_at: float = 0.0
@@ -137,3 +150,6 @@ class FleetSnapshot:
     """time.time() of the snapshot."""
     nodes: tuple[NodeStatus, ...] = ()
     """The nodes, in order, in a console over many nodes' agents (empty on one node)."""
+    refresh_soon: bool = False
+    """A server is about to become ready (warming up): poll again sooner than usual, so the
+    ready line shows within a fraction of a second."""

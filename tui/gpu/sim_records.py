@@ -18,8 +18,6 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import psutil
-
 GIB = 1024**3
 
 SIM_GPU_KINDS: dict[str, tuple[str, int, float]] = {
@@ -133,7 +131,23 @@ def withdraw_process(root: Path, index: int, pid: int) -> None:
     (gpu_dir(root, index) / f"proc-{pid}.json").unlink(missing_ok=True)
 
 
+def own_create_time() -> float:
+    """This process's start time as psutil's ``create_time()`` computes it, without psutil.
+
+    Why: the simulated scheduler child must import only the standard library (it is spawned
+    under SGLang's process title, outside the virtual environment's import path, and seven of
+    them run on a 2-core machine).
+    """
+    with open("/proc/self/stat", "rb") as handle:
+        fields = handle.read().rsplit(b")", 1)[1].split()
+    with open("/proc/stat", "rb") as handle:
+        boot = next(float(ln.split()[1]) for ln in handle if ln.startswith(b"btime"))
+    return float(fields[19]) / os.sysconf("SC_CLK_TCK") + boot
+
+
 def _alive(pid: int, create_time: float) -> bool:
+    import psutil  # here: the scheduler child publishes records and must not import it
+
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:

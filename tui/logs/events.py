@@ -49,11 +49,18 @@ UVICORN = "uvicorn"
 ACCESS = "access"
 """An HTTP access line (``"POST /generate HTTP/1.1" 200``): frequent, not a rare event."""
 SHUTDOWN = "shutdown"
-"""SIGTERM drain lines: ``SIGTERM received``, ``Gracefully exiting... Remaining ...``."""
+"""Shutdown lines: ``event`` sigterm (``SIGTERM received``), draining (``Gracefully exiting...
+Remaining number of requests N``, ``remaining``), force_exit (``Signal SIGTERM received while
+health check failed. Force exiting.``)."""
 READY = "ready"
 """``The server is fired up and ready to roll!``."""
 ERROR = "error"
-"""An OOM or crash line: ``reason`` says which (see :data:`ERROR_REASONS`)."""
+"""An OOM, crash or refused-start line: ``reason`` says which (see :data:`ERROR_REASONS`) and
+``fatal`` whether the server is going down or cannot serve (False: one request failed)."""
+PRESSURE = "pressure"
+"""Memory pressure the server survives for now: ``KV cache pool is full. Retract requests.``
+(``reason`` retract, ``retracted_reqs``), the bare ``Prefill/Decode out of memory`` logger line
+(``reason`` prefill_oom / decode_oom, ``tokens`` it tried to allocate); ``fatal`` is False."""
 
 KINDS: frozenset[str] = frozenset(
     {
@@ -76,6 +83,7 @@ KINDS: frozenset[str] = frozenset(
         SHUTDOWN,
         READY,
         ERROR,
+        PRESSURE,
     }
 )
 """Every kind the parser emits."""
@@ -98,10 +106,17 @@ ERROR_REASONS: frozenset[str] = frozenset(
         "watchdog_timeout",
         "port_in_use",
         "input_too_long",
+        "subprocess_crashed",
+        "detokenizer_exception",
+        "scheduler_straggler",
+        "bad_arguments",
         "exception",
     }
 )
 """Values of an error event's ``reason`` field; ``exception`` is any other Python exception line."""
+
+PRESSURE_REASONS: frozenset[str] = frozenset({"retract", "prefill_oom", "decode_oom"})
+"""Values of a pressure event's ``reason`` field."""
 
 
 def _frozen_fields(values: Mapping[str, FieldValue]) -> Mapping[str, FieldValue]:

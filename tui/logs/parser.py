@@ -14,13 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from tui.logs import events as ev
+from tui.logs import life_rules
 from tui.logs.errors import ERROR_ANCHORS, classify_error
-from tui.logs.events import FieldValue, LogEvent
-
-Fields = dict[str, FieldValue]
+from tui.logs.events import LogEvent
+from tui.logs.fields import Fields, gb, pairs, put, value
 
 _STAMP = re.compile(
     r"\[(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d:\d\d:\d\d(?:[.,]\d+)?)"
@@ -30,100 +29,36 @@ _GPU_ID = re.compile(r"\[gpu_id=(?P<gpu>\d+)\]\s?")
 _COMPOSE = re.compile(r"^[\w.-]+\s+\|\s?")
 _RAY = re.compile(r"^\s*\([^()]*\bpid=\d+[^()]*\)\s*")
 _BATCH_HEAD = re.compile(r"^\s*(?:\[\d+\])?\s*[.,]?\s*")
-_UNIT = re.compile(r"\s*\([^)]*\)")
-_NON_WORD = re.compile(r"[^0-9A-Za-z]+")
-
-_KEY_ALIASES = {
-    "token": "tokens",
-    "full_token": "tokens",
-    "full_token_usage": "token_usage",
-    "npu_graph": "cuda_graph",
-    "cpu_graph": "cuda_graph",
-    "musa_graph": "cuda_graph",
-    # v0.1 ``new fill batch`` spellings.
-    "seq": "new_seq",
-    "remaining_req": "queue_req",
-    "tree_cache_hit_rate": "cache_hit_rate",
-}
-
-
-@lru_cache(maxsize=512)
-def _norm_key(raw: str) -> str:
-    """``'#full token'`` -> ``'tokens'``, ``'gen throughput (token/s)'`` -> ``'gen_throughput'``."""
-    key = _UNIT.sub("", raw).strip().lstrip("#")
-    key = _NON_WORD.sub("_", key).strip("_").lower()
-    return _KEY_ALIASES.get(key, key)
-
-
-def _value(raw: str) -> FieldValue:
-    text = raw.strip().rstrip(".").strip()
-    if text in ("True", "False"):
-        return text == "True"
-    number = text[:-1] if text.endswith("%") else text
-    try:
-        return int(number)
-    except ValueError:
-        pass
-    try:
-        return float(number)
-    except ValueError:
-        return text
-
-
-def _pairs(body: str, separator: str) -> Fields:
-    """Parse ``key: value`` parts; parts without a colon (or an odd key) are ignored."""
-    out: Fields = {}
-    for part in body.split(separator):
-        key, colon, raw = part.partition(":")
-        if not colon:
-            continue
-        name = _norm_key(key)
-        if name and (name[0].isalpha() or name[0] == "_") and name not in out:
-            out[name] = _value(raw)
-    return out
 
 
 def _parse_batch(message: str) -> tuple[str, Fields] | None:
     idx = message.find("Decode batch")
     if idx >= 0:
         body = _BATCH_HEAD.sub("", message[idx + 12 :], count=1)
-        return ev.DECODE, _pairs(body, ", ")
+        return ev.DECODE, pairs(body, ", ")
     idx = message.find("Prefill batch")
     if idx >= 0:
         body = _BATCH_HEAD.sub("", message[idx + 13 :], count=1)
-        return ev.PREFILL, _pairs(body, ", ")
+        return ev.PREFILL, pairs(body, ", ")
     idx = message.find("new fill batch")
     if idx >= 0:
         # v0.1: ``new fill batch. #seq: 1. #cached_token: 17. ... tree_cache_hit_rate: 80.82%.``
-        return ev.PREFILL, _pairs(message[idx + 14 :].lstrip(". "), ". ")
+        return ev.PREFILL, pairs(message[idx + 14 :].lstrip(". "), ". ")
     stripped = message.lstrip()
     if stripped.startswith("#running-req:") and "token usage" in stripped:
         # v0.1 decode lines had no head at all.
-        return ev.DECODE, _pairs(stripped, ", ")
+        return ev.DECODE, pairs(stripped, ", ")
     return None
 
 
 # --- rare rules ------------------------------------------------------------------------------
 
 
-def _gb(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern + r"\s*([-\d.]+)\s*GB")
-
-
-_NUM = r"(-?\d+(?:\.\d+)?)"
-
-
-def _put(out: Fields, name: str, pattern: re.Pattern[str], text: str) -> None:
-    match = pattern.search(text)
-    if match:
-        out[name] = _value(next(g for g in match.groups() if g is not None))
-
-
 _KV_TOKENS = re.compile(r"#tokens?:\s*(\d+)")
 _KV_DTYPE = re.compile(r"dtype:\s*([\w.]+)")
-_KV_K = _gb(r"\bK size:")
-_KV_V = _gb(r"\bV size:")
-_KV_KV = _gb(r"\bKV size:")
+_KV_K = gb(r"\bK size:")
+_KV_V = gb(r"\bV size:")
+_KV_KV = gb(r"\bKV size:")
 _KV_LABEL = re.compile(r"^\s*(?:\[?([\w\- ]+?)\]?\s+)?KV Cache")
 
 
@@ -131,11 +66,11 @@ def _kv_cache(message: str) -> Fields | None:
     if not re.search(r"KV Cache (?:is allocated|VA upper bound)", message):
         return None
     out: Fields = {}
-    _put(out, "tokens", _KV_TOKENS, message)
-    _put(out, "k_gb", _KV_K, message)
-    _put(out, "v_gb", _KV_V, message)
-    _put(out, "kv_gb", _KV_KV, message)
-    _put(out, "dtype", _KV_DTYPE, message)
+    put(out, "tokens", _KV_TOKENS, message)
+    put(out, "k_gb", _KV_K, message)
+    put(out, "v_gb", _KV_V, message)
+    put(out, "kv_gb", _KV_KV, message)
+    put(out, "dtype", _KV_DTYPE, message)
     if "VA upper bound" in message:
         out["upper_bound"] = True
     label = _KV_LABEL.match(message)
@@ -146,10 +81,10 @@ def _kv_cache(message: str) -> Fields | None:
 
 _MAMBA = {
     "max_mamba_cache_size": re.compile(r"max_mamba_cache_size[:=]\s*(\d+)"),
-    "conv_gb": _gb(r"(?<!_)\bconv_state size:"),
-    "ssm_gb": _gb(r"(?<!_)\bssm_state size:"),
-    "intermediate_ssm_gb": _gb(r"intermediate_ssm_state_cache size:"),
-    "intermediate_conv_gb": _gb(r"intermediate_conv_window_cache size:"),
+    "conv_gb": gb(r"(?<!_)\bconv_state size:"),
+    "ssm_gb": gb(r"(?<!_)\bssm_state size:"),
+    "intermediate_ssm_gb": gb(r"intermediate_ssm_state_cache size:"),
+    "intermediate_conv_gb": gb(r"intermediate_conv_window_cache size:"),
 }
 
 
@@ -158,7 +93,7 @@ def _mamba_cache(message: str) -> Fields | None:
         return None
     out: Fields = {}
     for name, pattern in _MAMBA.items():
-        _put(out, name, pattern, message)
+        put(out, name, pattern, message)
     return out
 
 
@@ -175,7 +110,7 @@ def _pool(message: str) -> Fields | None:
         return None
     out: Fields = {}
     for key, raw, _unit in _ASSIGN.findall(message):
-        out[_POOL_NAMES.get(key, key)] = _value(raw)
+        out[_POOL_NAMES.get(key, key)] = value(raw)
     return out
 
 
@@ -184,20 +119,20 @@ _W_TYPE = re.compile(r"\btype=\s*([\w.]+)")
 _W_DTYPE = re.compile(r"\bdtype=\s*([\w.]+)")
 _W_QUANT = re.compile(r"\bquant=\s*([\w.]+)")
 _W_FMT = re.compile(r"\bfmt=\s*([\w.]+)")
-_AVAIL = _gb(r"avail(?:able)? mem(?:ory)?\s*=")
-_USAGE = _gb(r"mem usage\s*=")
+_AVAIL = gb(r"avail(?:able)? mem(?:ory)?\s*=")
+_USAGE = gb(r"mem usage\s*=")
 
 
 def _weights(message: str) -> Fields | None:
     if not re.search(r"Load weight end", message):
         return None
     out: Fields = {}
-    _put(out, "elapsed_s", _W_ELAPSED, message)
+    put(out, "elapsed_s", _W_ELAPSED, message)
     for name, pattern in (("type", _W_TYPE), ("dtype", _W_DTYPE), ("quant", _W_QUANT)):
-        _put(out, name, pattern, message)
-    _put(out, "fmt", _W_FMT, message)
-    _put(out, "avail_mem_gb", _AVAIL, message)
-    _put(out, "mem_usage_gb", _USAGE, message)
+        put(out, name, pattern, message)
+    put(out, "fmt", _W_FMT, message)
+    put(out, "avail_mem_gb", _AVAIL, message)
+    put(out, "mem_usage_gb", _USAGE, message)
     return out
 
 
@@ -208,8 +143,8 @@ def _avail_only(marker: str) -> Callable[[str], Fields | None]:
         if not pattern.search(message):
             return None
         out: Fields = {}
-        _put(out, "avail_mem_gb", _AVAIL, message)
-        _put(out, "mem_usage_gb", _USAGE, message)
+        put(out, "avail_mem_gb", _AVAIL, message)
+        put(out, "mem_usage_gb", _USAGE, message)
         return out
 
     return parse
@@ -229,10 +164,10 @@ def _graph_capture(message: str) -> Fields | None:
     if not match:
         return None
     out: Fields = {"stage": match["stage"], "graph": match["name"].strip() or "target decode"}
-    _put(out, "elapsed_s", _C_ELAPSED, message)
-    _put(out, "avail_mem_gb", _AVAIL, message)
-    _put(out, "mem_usage_gb", _USAGE, message)
-    _put(out, "backend", _C_BACKEND, message)
+    put(out, "elapsed_s", _C_ELAPSED, message)
+    put(out, "avail_mem_gb", _AVAIL, message)
+    put(out, "mem_usage_gb", _USAGE, message)
+    put(out, "backend", _C_BACKEND, message)
     sizes = _C_BS.search(message)
     if sizes:
         batch = [int(x) for x in re.findall(r"\d+", sizes.group(1))]
@@ -253,8 +188,8 @@ def _cap(message: str) -> Fields | None:
     match = _CAP_MAMBA.search(message)
     if match:
         out: Fields = {"max_running_requests": int(match.group(1)), "cause": "mamba"}
-        _put(out, "max_mamba_cache_size", _MAMBA["max_mamba_cache_size"], message)
-        _put(out, "slots_per_request", _CAP_SLOTS, message)
+        put(out, "max_mamba_cache_size", _MAMBA["max_mamba_cache_size"], message)
+        put(out, "slots_per_request", _CAP_SLOTS, message)
         return out
     match = _CAP_REDUCED.search(message)
     if match:
@@ -280,62 +215,6 @@ def _profiled(message: str) -> Fields | None:
     if not match:
         return None
     return {"max_total_tokens": int(match.group(1)), "profiled": int(match.group(2))}
-
-
-_ARG = re.compile(
-    r"""['"]?(mem_fraction_static|max_running_requests|max_mamba_cache_size|max_total_tokens|"""
-    r"""port|tp_size|speculative_algorithm|mamba_ssm_dtype|model_path|"""
-    r"""mamba_full_memory_ratio|chunked_prefill_size)['"]?\s*[:=]\s*['"]?([^,'")}\s]+)"""
-)
-
-
-def _server_args(message: str) -> Fields | None:
-    if not re.search(r"server_args\s*=", message):
-        return None
-    out: Fields = {}
-    for key, raw in _ARG.findall(message):
-        out.setdefault(key, None if raw == "None" else _value(raw))  # type: ignore[arg-type]
-    return {k: v for k, v in out.items() if v is not None}
-
-
-_UVICORN = (
-    ("started", re.compile(r"Started server process \[(\d+)\]")),
-    ("waiting", re.compile(r"Waiting for application startup")),
-    ("startup_complete", re.compile(r"Application startup complete")),
-    ("running", re.compile(r"Uvicorn running on (\S+)")),
-)
-
-
-def _uvicorn(message: str) -> Fields | None:
-    for name, pattern in _UVICORN:
-        match = pattern.search(message)
-        if match:
-            out: Fields = {"event": name}
-            if name == "started":
-                out["pid"] = int(match.group(1))
-            if name == "running":
-                out["url"] = match.group(1)
-                port = re.search(r":(\d+)/?$", match.group(1))
-                if port:
-                    out["port"] = int(port.group(1))
-            return out
-    return None
-
-
-_SHUTDOWN_REMAINING = re.compile(r"Remaining number of requests\s*(\d+)")
-
-
-def _shutdown(message: str) -> Fields | None:
-    if "SIGTERM received" in message:
-        return {"event": "sigterm"}
-    match = _SHUTDOWN_REMAINING.search(message)
-    if "Gracefully exiting" in message:
-        return {"event": "draining", **({"remaining": int(match.group(1))} if match else {})}
-    return None
-
-
-def _ready(message: str) -> Fields | None:
-    return {} if re.search(r"fired up and ready to roll", message) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,15 +248,16 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(ev.MEMORY_POOL_END, ("Memory pool",), _avail_only(r"Memory pool end")),
     Rule(ev.GRAPH_CAPTURE, ("Capture",), _graph_capture),
-    Rule(ev.SERVER_ARGS, ("_args",), _server_args),
+    Rule(ev.SERVER_ARGS, ("_args",), life_rules.server_args),
     Rule(
         ev.UVICORN,
         ("Started server process", "Waiting for application", "Application startup", "Uvicorn"),
-        _uvicorn,
+        life_rules.uvicorn,
     ),
-    Rule(ev.SHUTDOWN, ("SIGTERM", "Gracefully exiting"), _shutdown),
+    Rule(ev.SHUTDOWN, ("SIGTERM", "Gracefully exiting"), life_rules.shutdown),
+    Rule(ev.PRESSURE, ("Retract requests", "out of memory. Try"), life_rules.pressure),
     # "y to roll": 'y' never starts an anchor candidate in batch or access lines.
-    Rule(ev.READY, ("y to roll",), _ready),
+    Rule(ev.READY, ("y to roll",), life_rules.ready),
 )
 """Rare rules in priority order; the first that parses a line wins."""
 

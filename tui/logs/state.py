@@ -6,13 +6,15 @@ from collections import deque
 from dataclasses import dataclass
 
 from tui.logs import events as ev
+from tui.logs.errors import NON_FATAL_REASONS
 from tui.logs.events import LogEvent
 from tui.logs.ingest import IngestSummary
 
-NON_FATAL_REASONS = frozenset({"input_too_long", "exception"})
-"""Error reasons that do not by themselves mean the server died."""
+__all__ = ["NON_FATAL_REASONS", "LogState", "LogView"]
 
-CHAIN_REASONS = frozenset({"scheduler_exception", "sigquit", "killed", "exception"})
+CHAIN_REASONS = frozenset(
+    {"scheduler_exception", "sigquit", "killed", "exception", "subprocess_crashed"}
+)
 """Reasons that follow a root cause in SGLang's process-death chain."""
 
 ALLOCATION_KINDS = frozenset({ev.WEIGHTS, ev.MAMBA_CACHE, ev.KV_CACHE, ev.POOL, ev.CAP})
@@ -76,8 +78,22 @@ class LogView:
     """Text of the last error line."""
     error_reason: str | None
     """Its reason ('oom', 'sigquit', ...)."""
+    error_fatal: bool
+    """Whether that error means the server is going down or cannot serve."""
     decode_lines: int
     """Decode lines seen since the last launch."""
+    prefill_lines: int
+    """Prefill lines seen since the last launch (a long prefill's chunks are progress too)."""
+    pressure_reason: str | None = None
+    """The last pressure event's reason ('retract', 'prefill_oom', 'decode_oom'), if any."""
+    pressure_text: str | None = None
+    """Its line."""
+    pressure_retracted: int | None = None
+    """``#retracted_reqs`` of the last retraction."""
+    pressure_stamp: str | None = None
+    """Its timestamp as printed (``2026-04-05 20:02:51``), when the line had one."""
+    pressure_events: int = 0
+    """Pressure lines seen since the last launch."""
 
 
 def _int(event: LogEvent, name: str, default: int | None) -> int | None:
@@ -128,7 +144,11 @@ class LogState:
         self.available_gpu_mem_gb: float | None = None
         self.last_error: str | None = None
         self.error_reason: str | None = None
+        self.error_fatal = False
         self.decode_lines = 0
+        self.prefill_lines = 0
+        self.pressure: LogEvent | None = None
+        self.pressure_events = 0
 
     def apply(self, event: LogEvent) -> None:
         """Fold one event in (any kind; unknown kinds are ignored)."""
@@ -145,6 +165,11 @@ class LogState:
             return
         if kind == ev.PREFILL:
             self.latest_prefill = event
+            self.prefill_lines += 1
+            return
+        if kind == ev.PRESSURE:
+            self.pressure = event
+            self.pressure_events += 1
             return
         if kind in ALLOCATION_KINDS:
             self.allocation_lines.append(event.text)
@@ -175,12 +200,15 @@ class LogState:
             self.ready = True
         elif kind == ev.ERROR:
             reason = str(get("reason", "")) or None
+            fatal = get("fatal")
+            fatal = reason not in NON_FATAL_REASONS if not isinstance(fatal, bool) else fatal
             # A crash prints a chain (the OOM, then the scheduler's exception, SIGQUIT, Killed):
             # the cause is what the operator needs, so a later link never hides an OOM.
             if not (self.error_reason == "oom" and self.failed and reason in CHAIN_REASONS):
                 self.last_error = event.text
                 self.error_reason = reason
-            if reason not in NON_FATAL_REASONS:
+                self.error_fatal = fatal
+            if fatal:
                 self.failed = True
                 self.phase = "failed"
 
@@ -194,6 +222,7 @@ class LogState:
             self.apply(event)
         if summary.latest_prefill is not None:
             self.apply(summary.latest_prefill)
+            self.prefill_lines += summary.prefill_lines - 1
         if summary.latest_decode is not None:
             self.apply(summary.latest_decode)
             self.decode_lines += summary.decode_lines - 1
@@ -201,6 +230,7 @@ class LogState:
     def view(self) -> LogView:
         """Return an immutable copy for another thread or the UI."""
         decode = self.latest_decode.fields if self.latest_decode else {}
+        pressure = self.pressure
 
         def number(name: str) -> float | None:
             value = decode.get(name)
@@ -230,5 +260,12 @@ class LogState:
             available_gpu_mem_gb=self.available_gpu_mem_gb,
             last_error=self.last_error,
             error_reason=self.error_reason,
+            error_fatal=self.error_fatal,
             decode_lines=self.decode_lines,
+            prefill_lines=self.prefill_lines,
+            pressure_reason=str(pressure.get("reason")) if pressure else None,
+            pressure_text=pressure.text if pressure else None,
+            pressure_retracted=pressure.get("retracted_reqs") if pressure else None,
+            pressure_stamp=pressure.stamp if pressure else None,
+            pressure_events=self.pressure_events,
         )

@@ -73,14 +73,13 @@ def probe_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
-HEALTH_TIMEOUT_S = 25.0
-"""SGLang 0.5.23's ``/health`` answers 200 after >= 1 s, 503 after up to 20 s
-(``SGLANG_HEALTH_CHECK_TIMEOUT``): wait longer than that for its answer."""
+def health(record: ProcessRecord, timeout: float = 1.0) -> int | None:
+    """HTTP status of ``GET /ready`` on the recorded server, None when it does not answer.
 
-
-def health(record: ProcessRecord, timeout: float = HEALTH_TIMEOUT_S) -> int | None:
-    """HTTP status of ``GET /health`` on the recorded server, None when it does not answer."""
-    url = f"http://{probe_host(record.host)}:{record.port}/health"
+    ``/ready``, not ``/health``: SGLang 0.5.23's ``/health`` runs a generation and answers after
+    a second at the earliest; ``/ready`` says the same (warmup done, not draining) at once.
+    """
+    url = f"http://{probe_host(record.host)}:{record.port}/ready"
     try:
         return httpx.get(url, timeout=timeout).status_code
     except httpx.HTTPError:
@@ -94,7 +93,7 @@ class Readiness:
     gpu: int
     """GPU index."""
     ready: bool
-    """``/health`` answered 200 before the deadline."""
+    """``/ready`` answered 200 before the deadline."""
     message: str
     """Time to ready, or why not."""
 
@@ -102,7 +101,7 @@ class Readiness:
 def _wait_one(record: ProcessRecord, deadline: float, started: float) -> Readiness:
     pause = threading.Event()
     while time.monotonic() < deadline:
-        if health(record, max(0.1, min(HEALTH_TIMEOUT_S, deadline - time.monotonic()))) == 200:
+        if health(record, max(0.1, min(1.0, deadline - time.monotonic()))) == 200:
             return Readiness(record.gpu, True, f"ready in {time.monotonic() - started:.1f}s")
         try:
             if not verify(record).alive:
@@ -114,7 +113,7 @@ def _wait_one(record: ProcessRecord, deadline: float, started: float) -> Readine
 
 
 def wait_ready(records: Sequence[ProcessRecord], timeout: float) -> list[Readiness]:
-    """Poll every server's ``/health`` (in parallel) until 200, its exit, or ``timeout``.
+    """Poll every server's ``/ready`` (in parallel) until 200, its exit, or ``timeout``.
 
     Returns:
         One readiness per record, in order.

@@ -1,7 +1,11 @@
-"""Cumulative output tokens per GPU from each server's ``/metrics`` (``generation_tokens_total``).
+"""Cumulative output tokens per GPU from each server's ``/metrics``.
 
 A counter, not the ``gen_throughput`` gauge: the difference of two readings is exactly the tokens
-produced between them, whatever the server's own averaging window.
+produced between them, whatever the server's own averaging window. SGLang 0.5.23 counts
+``generation_tokens_total`` when a request *finishes* (tokenizer side,
+``srt/observability/metrics_collector.py`` ``observe_one_finished_request``): with long requests
+it moves in lumps. ``realtime_tokens_total{mode="decode"}`` moves every decode iteration
+(scheduler side), so it is read first; older servers without it fall back to the former.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import httpx
 
 COUNTER = "sglang:generation_tokens_total"
 """SGLang's output-token counter (tokenizer-side; summed over its label sets)."""
+
+REALTIME = "sglang:realtime_tokens_total"
+"""SGLang 0.5.23's per-iteration token counter, by ``mode`` (decode, prefill_compute, ...)."""
 
 
 def parse_counter(text: str, name: str = COUNTER) -> float | None:
@@ -34,6 +41,16 @@ def parse_counter(text: str, name: str = COUNTER) -> float | None:
             continue
         total = value + (total or 0.0)
     return total
+
+
+def output_tokens(text: str) -> float | None:
+    """Output tokens so far: ``realtime_tokens_total{mode="decode"}``, else the finish-time
+    ``generation_tokens_total``; None when the server exposes neither."""
+    decode = [line for line in text.splitlines() if line.startswith(REALTIME + "{")]
+    decode = [line for line in decode if 'mode="decode"' in line]
+    if decode:
+        return parse_counter("\n".join(decode), REALTIME)
+    return parse_counter(text, COUNTER)
 
 
 class MetricsCounterProbe:
@@ -73,7 +90,7 @@ class MetricsCounterProbe:
 
     async def _one(self, gpu: int) -> float | None:
         text = await self.metrics_text(gpu)
-        return None if text is None else parse_counter(text)
+        return None if text is None else output_tokens(text)
 
     async def counters(self, gpus: Sequence[int]) -> dict[int, float | None]:
         """Every GPU's counter now, read in parallel; None where a server did not answer."""

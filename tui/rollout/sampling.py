@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tui.retune.counters import COUNTER, MetricsCounterProbe, parse_counter
+from tui.retune.counters import MetricsCounterProbe, output_tokens, parse_counter
 
 REQUESTS_COUNTER = "sglang:num_requests_total"
 """SGLang's finished-requests counter."""
@@ -104,7 +104,7 @@ class MetricsProbe(MetricsCounterProbe):
 
     async def _counts(self, gpu: int) -> Counts | None:
         text = await self.metrics_text(gpu)
-        tokens = None if text is None else parse_counter(text, COUNTER)
+        tokens = None if text is None else output_tokens(text)
         if text is None or tokens is None:
             return None
         return tokens, parse_counter(text, REQUESTS_COUNTER) or 0.0

@@ -1,22 +1,28 @@
-"""SGLang 0.5.23's startup memory plan for one single-GPU server, as a pure function.
+"""SGLang's startup memory plan for one single-GPU server, as a pure function.
 
-Implements sglang-ops.md (c) (``KVCacheConfigurator``, ``pool_configurator.py``,
-``_handle_max_mamba_cache``, ``resolve_max_num_reqs``)::
+Follows SGLang 0.5.23's source (``srt/mem_cache/kv_cache_configurator.py``
+``_profile_available_bytes`` / ``_handle_max_mamba_cache`` / ``resolve_max_num_reqs``,
+``srt/model_executor/pool_configurator.py``, ``srt/mem_cache/memory_pool.py``)::
 
     pre   = free bytes before weight load (capacity - CUDA context - anything else resident)
     avail = pre - weights (- draft weights with EAGLE/MTP)
     slack = pre * (1 - mem_fraction_static)          # activations + CUDA-graph headroom
-    rest  = avail - slack                            # <= 0: ValueError "Loaded weights leave ..."
-    hybrid: carve (K + 1) Mamba slots (+ the spec-decoding intermediate reserve) out of rest
+    rest  = avail - slack - 100 MiB for a multimodal model
+    hybrid: carve (K + 1) Mamba slots and the spec-decoding intermediate reserve out of rest
+            (K <= 0: RuntimeError "Not enough GPU memory for hybrid ...")
+    rest <= 0: ValueError "Loaded weights leave no GPU memory ..."
     max_total_num_tokens = floor(rest / cell / page) * page, min --max-total-tokens
+            (<= 0: RuntimeError "Not enough memory. Please try to increase ...")
     max_running_requests = min(R, tokens // 2, K // slots_per_request)
 
 After the pools, CUDA-graph capture needs its graph memory plus the chunked-prefill activation
 workspace inside what is left; when the fraction leaves less, capture fails with a CUDA OOM (the
-#4330 squeeze: too high a fraction OOMs at capture, too low gives "Not enough memory").
+#4330 squeeze: too high a fraction OOMs at capture, too low leaves no KV cache).
 
-The same function serves the simulator and the tuning form's preflight; ``Calibration`` lets the
-preflight replace the model's constants with sizes measured from a real server's log.
+``build="seed"`` keeps the older arithmetic and texts that reproduce the seed's numbers (see
+``tui.sglang.builds``). The same function serves the simulator and the tuning form's preflight;
+``Calibration`` lets the preflight replace the model's constants with sizes measured from a real
+server's log.
 """
 
 from __future__ import annotations
@@ -26,16 +32,31 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tui.sglang.mamba import carve_mamba
+from tui.sglang.builds import SEED, SGLANG_0_5_23, Build
+from tui.sglang.caps import resolve_running, slots_per_request
+from tui.sglang.mamba import carve_mamba, intermediate_allocation
 from tui.sglang.models import CUDA_CONTEXT_BYTES, GIB, ModelSpec
 from tui.sglang.plan_types import Calibration, MemoryPlan, PlanFailure
 
-__all__ = ["Calibration", "MemoryPlan", "PlanFailure", "apply_calibration", "plan_memory"]
+__all__ = [
+    "Calibration",
+    "MemoryPlan",
+    "PlanFailure",
+    "apply_calibration",
+    "plan_memory",
+    "slots_per_request",
+]
 
 SPEC_DEFAULT_MAX_RUNNING = 48
 """``--max-running-requests`` forced with speculative decoding when unset."""
 
 MB = 1024**2
+
+VLM_CACHE_SIZE_MB = 100
+"""``SGLANG_VLM_CACHE_SIZE_MB``'s default: the multimodal reserve of 0.5.23's KV budget."""
+
+DEFAULT_MAX_PREFILL_TOKENS = 16384
+"""``--max-prefill-tokens``'s default in 0.5.23 (``srt/arg_groups/fields/schedule.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,27 +90,6 @@ def default_mem_fraction(
     if gpu_mb > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mb - reserved) / gpu_mb, 3)
-
-
-def slots_per_request(strategy: str, disable_radix_cache: bool, overlap: bool) -> int:
-    """Mamba slots one running request reserves (the ``ratio`` of ``resolve_max_num_reqs``).
-
-    Args:
-        strategy: resolved radix-cache strategy (no_buffer, extra_buffer, extra_buffer_lazy).
-        disable_radix_cache: ``--disable-radix-cache``.
-        overlap: whether overlap scheduling is on.
-
-    Returns:
-        1 without the radix cache, else 3, +2 for extra_buffer with overlap, +1 without overlap
-        or for extra_buffer_lazy.
-    """
-    if disable_radix_cache:
-        return 1
-    if strategy == "extra_buffer":
-        return 5 if overlap else 4
-    if strategy == "extra_buffer_lazy":
-        return 4
-    return 3
 
 
 def resolve_strategy(
@@ -144,6 +144,34 @@ def _fail(kind: str, exc: str, message: str, phase: str = "memory_pool") -> Plan
     return PlanFailure(kind=kind, exception=exc, message=message, phase=phase)
 
 
+def _weights_leave_no_memory(fraction: float, avail: int, pre: int, build: Build) -> PlanFailure:
+    minimum = 1 - avail / pre
+    # 0.5.23 suggests the minimum rounded up to 3 decimals; the seed build printed 2.
+    above = (
+        f"{math.ceil(minimum * 100) / 100:.2f}"
+        if build == SEED
+        else f"{math.ceil(minimum * 1000) / 1000:.3f}"
+    )
+    return _fail(
+        "weights_leave_no_memory",
+        "ValueError",
+        "Loaded weights leave no GPU memory for the KV cache under "
+        f"--mem-fraction-static={fraction}. Raise --mem-fraction-static above {above} "
+        f"(minimum viable = 1 - available/pre = {minimum:.4f}). If using speculative "
+        "decoding, draft weights are now counted.",
+    )
+
+
+def _not_enough(fraction: float, build: Build) -> PlanFailure:
+    # 0.5.23's MemoryPoolConfig raises before mem_fraction_static is set on it: no "Current value".
+    suffix = f" Current value: mem_fraction_static={fraction}" if build == SEED else ""
+    return _fail(
+        "not_enough_memory",
+        "RuntimeError",
+        f"Not enough memory. Please try to increase --mem-fraction-static.{suffix}",
+    )
+
+
 def plan_memory(
     model: ModelSpec,
     gpu_total_bytes: int,
@@ -157,6 +185,7 @@ def plan_memory(
     page_size: int | None = None,
     context_length: int | None = None,
     chunked_prefill_size: int | None = None,
+    max_prefill_tokens: int | None = None,
     cuda_graph_max_bs: int | None = None,
     speculative_algorithm: str | None = None,
     speculative_num_draft_tokens: int | None = None,
@@ -165,8 +194,9 @@ def plan_memory(
     disable_overlap_schedule: bool = False,
     mamba_ssm_dtype: str | None = None,
     calibration: Calibration | None = None,
+    build: Build = SGLANG_0_5_23,
 ) -> MemoryPlan:
-    """Size every pool the way SGLang 0.5.23 does at startup, or say how it fails.
+    """Size every pool the way SGLang does at startup, or say how it fails.
 
     Args:
         model: the model being served.
@@ -174,6 +204,7 @@ def plan_memory(
         other_resident_bytes: memory other processes hold on the GPU at launch (shrinks ``pre``).
         mem_fraction_static .. mamba_ssm_dtype: the SGLang flags of the same names (None: unset).
         calibration: measured sizes replacing the model's constants (the preflight's path).
+        build: the SGLang build to follow (``tui.sglang.builds``; default 0.5.23).
 
     Returns:
         The plan; ``plan.failure`` is set (and later numbers are zero) when it does not fit.
@@ -191,16 +222,14 @@ def plan_memory(
     overlap = not disable_overlap_schedule
     warnings: list[str] = []
 
-    fraction_was_default = mem_fraction_static is None
     fraction = (
         default_mem_fraction(gpu_total_bytes, chunked, graph_max_bs)
         if mem_fraction_static is None
         else mem_fraction_static
     )
-    requested_r = max_running_requests
-    running_r = max_running_requests
-    if spec and running_r is None:
-        running_r = SPEC_DEFAULT_MAX_RUNNING
+    running = max_running_requests
+    if spec and running is None:
+        running = SPEC_DEFAULT_MAX_RUNNING
         warnings.append(
             "Max running requests is reset to 48 for speculative decoding. You can override this "
             "by explicitly setting --max-running-requests."
@@ -210,53 +239,49 @@ def plan_memory(
     pre = gpu_total_bytes - CUDA_CONTEXT_BYTES - other_resident_bytes
     avail = pre - weights
     slack = int(pre * (1 - fraction))
-    rest = avail - slack
+    multimodal = VLM_CACHE_SIZE_MB * MB if model.is_multimodal and build != SEED else 0
+    rest = avail - slack - multimodal
     base: dict[str, Any] = dict(
         model=model.name,
+        build=build,
         gpu_total_bytes=gpu_total_bytes,
         pre_bytes=pre,
         weight_bytes=model.weight_bytes,
         draft_weight_bytes=model.draft_weight_bytes if spec else 0,
         avail_after_weights_bytes=avail,
         mem_fraction_static=fraction,
-        fraction_was_default=fraction_was_default,
+        fraction_was_default=mem_fraction_static is None,
         slack_bytes=slack,
         rest_bytes=rest,
+        multimodal_reserve_bytes=multimodal,
         page_size=page,
         context_len=context_len,
         chunked_prefill_size=chunked,
+        max_prefill_tokens=(
+            chunked if build == SEED else max_prefill_tokens or DEFAULT_MAX_PREFILL_TOKENS
+        ),
         speculative=spec,
         num_draft_tokens=draft_tokens,
-        requested_max_running_requests=requested_r,
+        requested_max_running_requests=max_running_requests,
         is_hybrid_mamba=model.is_hybrid_mamba,
     )
+
+    def failed(failure: PlanFailure, **fields: Any) -> MemoryPlan:
+        return MemoryPlan(**base, **fields, warnings=tuple(warnings), failure=failure)
+
     if avail <= 0:
-        return MemoryPlan(
-            **base,
-            warnings=tuple(warnings),
-            failure=_fail(
+        return failed(
+            _fail(
                 "cuda_oom_weights",
                 "torch.OutOfMemoryError",
                 f"CUDA out of memory. Tried to allocate {weights / GIB:.2f} GiB. GPU 0 has a total "
                 f"capacity of {gpu_total_bytes / GIB:.2f} GiB of which {max(pre, 0) / GIB:.2f} GiB "
                 "is free.",
                 phase="load_weights",
-            ),
+            )
         )
-    if rest <= 0:
-        minimum = 1 - avail / pre
-        return MemoryPlan(
-            **base,
-            warnings=tuple(warnings),
-            failure=_fail(
-                "weights_leave_no_memory",
-                "ValueError",
-                "Loaded weights leave no GPU memory for the KV cache under "
-                f"--mem-fraction-static={fraction}. Raise --mem-fraction-static above "
-                f"{math.ceil(minimum * 100) / 100:.2f} (minimum viable = 1 - available/pre = "
-                f"{minimum:.4f}). If using speculative decoding, draft weights are now counted.",
-            ),
-        )
+    if build == SEED and rest <= 0:
+        return failed(_weights_leave_no_memory(fraction, avail, pre, build))
     strategy = resolve_strategy(mamba_radix_cache_strategy, disable_radix_cache, page, overlap)
     ratio = slots_per_request(strategy, disable_radix_cache, overlap)
     mamba = carve_mamba(
@@ -264,32 +289,31 @@ def plan_memory(
         rest,
         max_mamba_cache_size=max_mamba_cache_size,
         ratio=ratio,
-        running=running_r,
+        running=running,
         disable_radix_cache=disable_radix_cache,
         mamba_full_memory_ratio=mamba_full_memory_ratio,
         draft_tokens=draft_tokens,
         ssm_dtype=mamba_ssm_dtype,
+        build=build,
     )
     if mamba.failure is not None:
-        return MemoryPlan(**base, warnings=tuple(warnings), failure=mamba.failure)
-    rest -= mamba.total_bytes
-    not_enough = _fail(
-        "not_enough_memory",
-        "RuntimeError",
-        "Not enough memory. Please try to increase --mem-fraction-static. "
-        f"Current value: mem_fraction_static={fraction}",
-    )
+        return failed(mamba.failure)
     mamba_fields: dict[str, Any] = dict(
         max_mamba_cache_size=mamba.slots,
         mamba_slots_per_request=ratio if model.is_hybrid_mamba else 0,
         mamba_strategy=strategy if model.is_hybrid_mamba else "",
         conv_state_bytes=mamba.conv_bytes,
         ssm_state_bytes=mamba.ssm_bytes,
-        intermediate_ssm_bytes=mamba.intermediate_ssm_bytes,
-        intermediate_conv_bytes=mamba.intermediate_conv_bytes,
+        intermediate_reserve_bytes=mamba.intermediate_reserve_bytes,
     )
+    rest = mamba.rest_after_bytes
     if rest <= 0:
-        return MemoryPlan(**base, **mamba_fields, warnings=tuple(warnings), failure=not_enough)
+        no_room = (
+            _not_enough(fraction, build)
+            if build == SEED
+            else _weights_leave_no_memory(fraction, avail, pre, build)
+        )
+        return failed(no_room, **mamba_fields)
     cell = model.kv_bytes_per_token + (model.draft_kv_bytes_per_token if spec else 0)
     tokens = rest // cell // page * page
     if max_total_tokens is not None:
@@ -300,47 +324,33 @@ def plan_memory(
             )
         tokens = min(tokens, max_total_tokens // page * page)
     if tokens <= 0:
-        return MemoryPlan(**base, **mamba_fields, warnings=tuple(warnings), failure=not_enough)
+        return failed(_not_enough(fraction, build), **mamba_fields)
 
-    estimated = min(max(int(tokens / context_len * 512), 2048), 4096)
-    effective = (
-        min(running_r, tokens // 2) if running_r is not None else min(estimated, tokens // 2)
+    cap = resolve_running(
+        tokens,
+        context_len,
+        running,
+        mamba_slots=mamba.slots if model.is_hybrid_mamba else None,
+        ratio=ratio,
+        build=build,
     )
-    reduced_by_kv = running_r is not None and effective < running_r
-    if reduced_by_kv:
-        warnings.append(
-            f"max_running_requests was reduced from the requested {running_r} to {effective} "
-            "(per dp worker) due to the available KV cache capacity."
-        )
-    capped = False
-    if model.is_hybrid_mamba:
-        cap = mamba.slots // ratio
-        if cap <= 0:
-            return MemoryPlan(
-                **base,
-                **mamba_fields,
-                warnings=tuple(warnings),
-                failure=_fail(
-                    "mamba_too_small",
-                    "RuntimeError",
-                    "Hybrid (mamba/linear-attention) state cache is too small to serve any "
-                    f"requests. max_mamba_cache_size={mamba.slots}, mamba_ratio={ratio}, "
-                    "resulting max_num_reqs=0",
-                ),
-            )
-        if cap < effective:
-            effective = cap
-            capped = True
-            warnings.append(
-                f"max_running_requests is capped to {cap} by the mamba state cache "
-                f"(max_mamba_cache_size={mamba.slots}, {ratio} state slots per request). To raise "
-                "it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the "
-                "state size with --mamba-ssm-dtype bfloat16."
-            )
-
+    warnings.extend(cap.warnings)
+    if cap.failure is not None:
+        return failed(cap.failure, **mamba_fields)
+    effective = cap.effective
+    inter_ssm, inter_conv = intermediate_allocation(
+        model,
+        mamba,
+        effective_running=effective,
+        draft_tokens=draft_tokens,
+        ssm_dtype=mamba_ssm_dtype,
+        build=build,
+    )
+    mamba_fields.update(intermediate_ssm_bytes=inter_ssm, intermediate_conv_bytes=inter_conv)
+    mamba_allocated = mamba.conv_bytes + mamba.ssm_bytes + inter_ssm + inter_conv
     kv_each = tokens * model.kv_bytes_per_token // 2
     draft_each = tokens * model.draft_kv_bytes_per_token // 2 if spec else 0
-    after_pools = pre - weights - mamba.total_bytes - 2 * kv_each - 2 * draft_each
+    after_pools = pre - weights - mamba_allocated - 2 * kv_each - 2 * draft_each
     capture_bs = min(graph_max_bs, effective)
     graph = model.graph_base_bytes + model.graph_bytes_per_bs * capture_bs
     activations = chunked * model.activation_bytes_per_token
@@ -364,8 +374,8 @@ def plan_memory(
         draft_k_bytes=draft_each,
         draft_v_bytes=draft_each,
         max_running_requests=effective,
-        capped_by_mamba=capped,
-        reduced_by_kv=reduced_by_kv,
+        capped_by_mamba=cap.capped_by_mamba,
+        reduced_by_kv=cap.reduced_by_kv,
         cuda_graph_max_bs=capture_bs,
         graph_bytes=graph,
         available_after_pools_bytes=after_pools,

@@ -7,7 +7,8 @@ seed's log lines exactly (SGLang prints ``GB`` meaning GiB):
 
 * 200 slots (+1 padding) -> conv_state 201 * 2,949,120 B = 0.55GB, ssm_state 201 * 150,994,944 B =
   28.27GB; intermediate (min(64, 200 // 5) + 1) * 4 draft tokens = 164 slots -> 23.06GB ssm and
-  0.45GB conv. 146.81 MiB per slot, the figure sglang-ops.md quotes for this family.
+  0.45GB conv (the seed build's dense windows; 0.5.23 stores them in 4 + 3 - 1 = 6 of 12 columns:
+  0.23GB). 146.81 MiB per slot, the figure sglang-ops.md quotes for this family.
 * 798,080 tokens * 32,768 B (16 layers * 4 heads * 256 * 2 B) = 24.36 GB for K and for V; the draft
   pool (one layer) 2,048 B per token = 1.52 GB.
 * Baseline 80 slots -> ssm 81 * 150,994,944 B = 11.39 GB, intermediate 68 slots -> 9.56 GB;
@@ -55,6 +56,12 @@ class ModelSpec:
     """Conv-state bytes per Mamba slot, all linear layers, at the model's conv dtype."""
     ssm_state_bytes: int = 0
     """SSM-state bytes per Mamba slot at float32 (halved by ``--mamba-ssm-dtype bfloat16``)."""
+    conv_window: int = 3
+    """Conv-state columns per slot (``conv_kernel - 1``): 0.5.23 stores the speculative
+    intermediate windows of D draft tokens in ``D + conv_window - 1`` columns, not D times this."""
+    is_multimodal: bool = False
+    """A vision-language model: SGLang 0.5.23 reserves SGLANG_VLM_CACHE_SIZE_MB (100 MiB) of the
+    KV budget for its post-sizing multimodal allocations."""
     context_length: int = 262144
     """Default ``context_len``."""
     default_page_size: int = 1
@@ -93,6 +100,8 @@ MODELS: dict[str, ModelSpec] = {
         is_hybrid_mamba=True,
         conv_state_bytes=48 * 3 * (2 * 16 * 128 + 48 * 128) * 2,
         ssm_state_bytes=48 * 48 * 128 * 128 * 4,
+        conv_window=3,
+        is_multimodal=True,
         context_length=262144,
         default_page_size=64,
         activation_bytes_per_token=320 * 1024,

@@ -33,6 +33,8 @@ class MemoryPlan:
 
     model: str
     """Model name (a key of tui.sglang.models.MODELS)."""
+    build: str
+    """The SGLang build whose arithmetic and lines this plan follows (``tui.sglang.builds``)."""
     gpu_total_bytes: int
     """Device capacity."""
     pre_bytes: int
@@ -50,13 +52,17 @@ class MemoryPlan:
     slack_bytes: int
     """``pre * (1 - fraction)``: activations and CUDA-graph headroom."""
     rest_bytes: int
-    """``avail - slack``, before the Mamba pool is carved."""
+    """``avail - slack - multimodal reserve``, before the Mamba pool is carved."""
+    multimodal_reserve_bytes: int
+    """Reserved out of the KV budget for a multimodal model's later allocations (0.5.23)."""
     page_size: int
     """Resolved page size."""
     context_len: int
     """Resolved context length."""
     chunked_prefill_size: int
-    """Resolved chunked prefill size (also max_prefill_tokens)."""
+    """Resolved chunked prefill size."""
+    max_prefill_tokens: int
+    """``max_prefill_tokens`` as the summary line prints it."""
     speculative: bool
     """EAGLE/MTP on."""
     num_draft_tokens: int
@@ -78,7 +84,9 @@ class MemoryPlan:
     intermediate_ssm_bytes: int = 0
     """Spec-decoding intermediate SSM cache."""
     intermediate_conv_bytes: int = 0
-    """Spec-decoding intermediate conv-window cache."""
+    """Spec-decoding intermediate conv-window cache, as allocated (compact in 0.5.23)."""
+    intermediate_reserve_bytes: int = 0
+    """What the intermediate caches were charged to the KV budget (dense windows)."""
     max_total_num_tokens: int = 0
     """KV pool tokens."""
     k_bytes: int = 0
@@ -104,7 +112,8 @@ class MemoryPlan:
     available_gpu_mem_bytes: int = 0
     """Free after graph capture: the summary line's available_gpu_mem."""
     warnings: tuple[str, ...] = ()
-    """SGLang's warning lines, in emission order."""
+    """SGLang's warning lines from pool sizing, in emission order (the spec-decoding reset to
+    48 comes from argument resolution and is printed before ``server_args``)."""
     failure: PlanFailure | None = None
     """Set when the configuration fails to start."""
 
@@ -115,13 +124,18 @@ class MemoryPlan:
 
     @property
     def mamba_bytes(self) -> int:
-        """The whole Mamba carve-out (slots, padding and intermediate caches)."""
+        """The Mamba pool as allocated (slots, padding and intermediate caches)."""
         return (
             self.conv_state_bytes
             + self.ssm_state_bytes
             + self.intermediate_ssm_bytes
             + self.intermediate_conv_bytes
         )
+
+    @property
+    def mamba_reserve_bytes(self) -> int:
+        """What the Mamba pool was charged to the KV budget before the KV pool was sized."""
+        return self.conv_state_bytes + self.ssm_state_bytes + self.intermediate_reserve_bytes
 
     @property
     def kv_bytes(self) -> int:

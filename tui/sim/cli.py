@@ -4,10 +4,12 @@ SGLang 0.5.23's own parser (rebuilt from its flag table, ``tui.sglang.flagtable`
 refuses exits 2 with SGLang's own text) plus the simulator's: ``--sim-gpu {b200,h200,h100}``,
 ``--sim-model``, ``--sim-speed FACTOR`` (startup and decoding run FACTOR times faster),
 ``--sim-gpu-index N`` (default: the first entry of CUDA_VISIBLE_DEVICES, else 0),
-``--sim-startup-seconds S`` (whole startup in S wall seconds, overriding the speed for startup) and
-``--sim-seed``. Bad values exit 2 with argparse's message; a config that does not fit exits 1, as
-does an unknown ``--speculative-algorithm`` (SGLang's ValueError). Unlike SGLang, ``--model-path``
-may be left out: the simulated model's own path is used.
+``--sim-startup-seconds S`` (whole startup in S wall seconds, overriding the speed for startup),
+``--sim-seed``, ``--sim-build {0.5.23,seed}`` (which SGLang build's memory arithmetic and lines,
+``tui.sglang.builds``) and ``--sim-fault`` (``tui.sim.faults``). Bad values exit 2 with argparse's
+message; an unknown ``--speculative-algorithm`` exits 1 (SGLang's ValueError); a config that does
+not fit dies the way SGLang does (exit 137, see ``tui.sim.server``). Unlike SGLang,
+``--model-path`` may be left out: the simulated model's own path is used.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from tui.sglang.flags import names_option, out_of_range, ranged, unmodelled
 from tui.sglang.flagtable.check import speculative_crash
 from tui.sglang.flagtable.parser import build_parser as sglang_parser
 from tui.sglang.flagtable.table import load_table
+from tui.sglang.builds import BUILDS
 from tui.sglang.memory import plan_memory
 from tui.sglang.models import MODELS, get_model
 from tui.sim.cuda_backing import BackingUnavailable, probe_device
+from tui.sim.faults import parse_faults
+from tui.sim.health import read_health_env
 from tui.sim.server import PHASE_SECONDS, Emitter, SimConfig, run_server
 
 
@@ -61,6 +66,8 @@ def build_parser(raising: bool = False) -> argparse.ArgumentParser:
     sim.add_argument("--sim-gpu-index", type=ranged(int, 0, 255), default=None)
     sim.add_argument("--sim-startup-seconds", type=ranged(float, 0.0, 3600.0), default=None)
     sim.add_argument("--sim-seed", type=int, default=None)
+    sim.add_argument("--sim-build", choices=BUILDS, default=BUILDS[0])
+    sim.add_argument("--sim-fault", type=parse_faults, default=())
     sim.add_argument(
         "--gpu-backing",
         choices=("none", "cuda"),
@@ -79,6 +86,7 @@ def with_model_path(parser: argparse.ArgumentParser, argv: list[str]) -> list[st
 
 
 def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -> SimConfig:
+    health = read_health_env()
     model = get_model(args.sim_model)
     index = default_gpu_index() if args.sim_gpu_index is None else args.sim_gpu_index
     root = sim_gpu_dir()
@@ -111,9 +119,12 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         mamba_radix_cache_strategy=strategy,
         disable_overlap_schedule=args.disable_overlap_schedule,
         mamba_ssm_dtype=args.mamba_ssm_dtype,
+        max_prefill_tokens=getattr(args, "max_prefill_tokens", None),
+        build=args.sim_build,
     )
     model_path = args.model_path or model.model_path
     server_args = {k: v for k, v in vars(args).items() if not k.startswith("sim_")}
+    server_args.pop("gpu_backing", None)
     server_args.update(
         model_path=model_path,
         mem_fraction_static=plan.mem_fraction_static,
@@ -146,6 +157,7 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         startup_scale=scale,
         gpu_index=index,
         gpu_kind=args.sim_gpu,
+        gpu_name=device.name,
         root=root,
         server_args=server_args,
         model_path=model_path,
@@ -157,6 +169,8 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         info_logs=args.log_level.lower() in ("debug", "info"),
         early_messages=tuple(early),
         seed=args.sim_seed if args.sim_seed is not None else args.port * 1000 + index,
+        health=health,
+        faults=args.sim_fault,
         cuda_backing=args.gpu_backing == "cuda",
     )
 
@@ -168,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: arguments after ``sim``.
 
     Returns:
-        Exit status: 0 after a SIGTERM drain, 1 when the config does not fit, 2 on bad flags.
+        Exit status: 0 after a SIGTERM drain, 2 on bad flags or environment (a config that does
+        not fit, a crash or a group SIGTERM kill the process, as in SGLang).
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -182,11 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _config(args, args_list, unmodelled(parser, args_list).message())
     except BackingUnavailable as exc:
         parser.error(f"--gpu-backing cuda needs PyTorch and an NVIDIA GPU: {exc}")
+    except ValueError as exc:  # the environment the health handler reads
+        parser.error(str(exc))
     emit = Emitter(sys.stdout, info=config.info_logs)
-    try:
-        return asyncio.run(run_server(config, emit))
-    except KeyboardInterrupt:
-        return 130
+    # SIGINT ends in KeyboardInterrupt, as SGLang's does: the interpreter then exits by SIGINT.
+    return asyncio.run(run_server(config, emit))
 
 
 if __name__ == "__main__":

@@ -1,54 +1,69 @@
-"""The "scheduler" child process: holds the simulated GPU memory, as sglang::scheduler does.
+"""The simulated ``sglang::scheduler`` child: it holds the GPU memory, as SGLang's scheduler does.
 
-It publishes its own record in the simulated driver (``tui.gpu.sim_records``) and rewrites it for
-each ``used_bytes utilization_gpu utilization_memory`` line the parent writes on its stdin. It
-blocks on that pipe: EOF means the parent is gone (exited or killed), so it withdraws its record
-and exits. No polling. It ignores SIGTERM/SIGINT, like a scheduler that waits for ShutdownReq, so a
-group SIGTERM lets the parent drain; SIGKILL of the group ends it at once (its record then stops
-counting because the reader checks that the pid is alive).
+Run as ``python -m tui.sim.holder PARENT_PID ROOT GPU_INDEX [--cuda]`` with ``argv[0]`` set to
+``sglang::scheduler`` (standard library only, see ``tui.sim.procname``). It publishes its record in
+the simulated driver (``tui.gpu.sim_records``) and rewrites it for each
+``used_bytes utilization_gpu utilization_memory`` line the main process writes on its stdin. It
+blocks on that pipe, no polling:
 
-Run as ``python -m tui.sim.holder ROOT GPU_INDEX [--cuda]``. With ``--cuda`` it really allocates
-the memory on its GPU (``tui.sim.cuda_backing``) and answers each memory change on stdout with
-``ok`` or ``oom <PyTorch's message>``, so the parent can fail the way SGLang does.
+* its first record published, it answers ``up`` on stdout (the main process waits for it, as
+  SGLang's waits for the scheduler's init info: a ready server's scheduler is alive and holds
+  memory);
+* EOF (SGLang's ``ShutdownReq``, or the parent is gone) withdraws the record and exits 0;
+* ``crash`` is the scheduler's exception path (``run_scheduler_process``): SIGQUIT to the parent,
+  withdraw, exit 0 (the main process's SIGQUIT handler then kills the tree);
+* SIGTERM kills it at once (no handler, as in SGLang), and it dies with its parent
+  (PR_SET_PDEATHSIG); its record then stops counting because the reader checks the pid.
+
+With ``--cuda`` it really allocates the memory on its GPU (``tui.sim.cuda_backing``) and answers
+each memory change on stdout with ``ok`` or ``oom <PyTorch's message>``.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
 
-import psutil
-
-from tui.gpu.sim_records import SimProcessRecord, publish_process, withdraw_process
+from tui.gpu.sim_records import (
+    SimProcessRecord,
+    own_create_time,
+    publish_process,
+    withdraw_process,
+)
 from tui.sglang.models import CUDA_CONTEXT_BYTES
+from tui.sim.procname import become_child
 
 PROCESS_NAME = "sglang::scheduler"
-"""Name shown in the simulated driver's process list."""
+"""SGLang's process title (single GPU, dp=1: no rank suffix)."""
 
 
 def main(argv: list[str]) -> int:
     """Hold memory until stdin closes.
 
     Args:
-        argv: ``[ROOT, GPU_INDEX]``.
+        argv: ``[PARENT_PID, ROOT, GPU_INDEX, (--cuda)]``.
 
     Returns:
         Exit status.
     """
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    root, index = Path(argv[0]), int(argv[1])
+    parent = int(argv[0])
+    become_child(PROCESS_NAME, parent)
+    root, index = Path(argv[1]), int(argv[2])
     pool = None
-    if "--cuda" in argv[2:]:
+    if "--cuda" in argv[3:]:
         from tui.sim.cuda_backing import CudaPool
 
         pool = CudaPool()
         _reply("ready")
-    me = psutil.Process()
-    create_time = me.create_time()
+    pid, create_time = os.getpid(), own_create_time()
+    announced = False
     try:
         for line in sys.stdin:
+            if line.strip() == "crash":
+                os.kill(parent, signal.SIGQUIT)
+                break
             parts = line.split()
             if len(parts) != 3:
                 continue
@@ -57,20 +72,20 @@ def main(argv: list[str]) -> int:
                 parts[0] = parts[0][1:]
                 error = pool.resize(int(parts[0]) - CUDA_CONTEXT_BYTES)
                 _reply("ok" if error is None else f"oom {error}")
-            publish_process(
-                root,
-                index,
-                SimProcessRecord(
-                    pid=me.pid,
-                    create_time=create_time,
-                    used_bytes=int(parts[0]),
-                    utilization_gpu=float(parts[1]),
-                    utilization_memory=float(parts[2]),
-                    name=PROCESS_NAME,
-                ),
+            record = SimProcessRecord(
+                pid=pid,
+                create_time=create_time,
+                used_bytes=int(parts[0].lstrip("=")),
+                utilization_gpu=float(parts[1]),
+                utilization_memory=float(parts[2]),
+                name=PROCESS_NAME,
             )
+            publish_process(root, index, record)
+            if not announced and pool is None:
+                _reply("up")
+                announced = True
     finally:
-        withdraw_process(root, index, me.pid)
+        withdraw_process(root, index, pid)
     return 0
 
 

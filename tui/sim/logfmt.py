@@ -1,13 +1,18 @@
-"""SGLang 0.5.23 log lines, as pure functions (the simulator and the log benchmark share them).
+"""SGLang's log lines, as pure functions (the simulator and the log benchmark share them).
 
 Each function returns the message without the prefix; ``stamp`` adds ``[YYYY-MM-DD HH:MM:SS] ``
-(a single-GPU, dp=1 server prints no rank tag).
+(a single-GPU, dp=1 server prints no rank tag). Texts are SGLang 0.5.23's
+(``srt/model_executor/model_runner.py``, ``srt/mem_cache/memory_pool.py``,
+``srt/mem_cache/kv_cache_configurator.py``, ``srt/managers/scheduler.py``,
+``srt/entrypoints/engine.py``); where the seed build printed differently the plan's ``build`` says
+which (``tui.sglang.builds``).
 """
 
 from __future__ import annotations
 
 import time
 
+from tui.sglang.builds import SEED
 from tui.sglang.models import GIB, ModelSpec
 from tui.sglang.plan_types import MemoryPlan, PlanFailure
 
@@ -73,11 +78,23 @@ def mamba_line(plan: MemoryPlan) -> str:
     return line
 
 
-def kv_line(tokens: int, k_bytes: int, v_bytes: int) -> str:
-    """``KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: X GB, V size: Y GB``."""
+def kv_line(tokens: int, k_bytes: int, v_bytes: int, build: str = "0.5.23") -> str:
+    """``KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: X GB, V size: Y GB``.
+
+    The seed build printed no ``dtype:`` (its lines in the seed story).
+    """
+    dtype = "" if build == SEED else "dtype: torch.bfloat16, "
     return (
-        f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {tokens}, "
+        f"KV Cache is allocated. {dtype}#tokens: {tokens}, "
         f"K size: {gb(k_bytes)} GB, V size: {gb(v_bytes)} GB"
+    )
+
+
+def multimodal_reserve_line(reserve_bytes: int) -> str:
+    """``Reserving 0.10 GB of the KV budget for post-sizing multimodal allocations ...``."""
+    return (
+        f"Reserving {reserve_bytes / 2**20 / 1024:.2f} GB of the KV budget for post-sizing "
+        "multimodal allocations (feature-transport pools + embedding cache)."
     )
 
 
@@ -127,43 +144,46 @@ def summary_line(plan: MemoryPlan) -> str:
     return (
         f"max_total_num_tokens={plan.max_total_num_tokens}, "
         f"chunked_prefill_size={plan.chunked_prefill_size}, "
-        f"max_prefill_tokens={plan.chunked_prefill_size}, "
+        f"max_prefill_tokens={plan.max_prefill_tokens}, "
         f"max_running_requests={plan.max_running_requests}, context_len={plan.context_len}, "
         f"available_gpu_mem={gb(plan.available_gpu_mem_bytes)} GB"
     )
 
 
-def failure_lines(failure: PlanFailure, during_launch: bool = True) -> list[str]:
-    """The scheduler's traceback and the parent's SIGQUIT line for a startup failure.
+_WHERE = {
+    "load_weights": ("model_executor/model_runner.py", "load_model"),
+    "memory_pool": ("mem_cache/kv_cache_configurator.py", "_profile_available_bytes"),
+    "cuda_graph": ("model_executor/cuda_graph_runner.py", "capture"),
+    "decode": ("mem_cache/allocation.py", "alloc_for_decode"),
+    "forward": ("model_executor/model_runner.py", "forward"),
+}
 
-    Args:
-        failure: what failed.
-        during_launch: True before the server is up (the parent's launch-phase message).
+
+def scheduler_exception(failure: PlanFailure) -> str:
+    """``Scheduler hit an exception: Traceback ...`` as one record (``run_scheduler_process``).
 
     Returns:
-        Lines in order; the first two carry the prefix in SGLang (stamp them), the traceback body
-        does not (``raw`` lines start with two spaces or the exception name).
+        The message: its first line carries the log prefix once stamped, the traceback body does
+        not, and it ends with the exception line and an empty line, as ``format_exception`` does.
     """
-    where = {
-        "load_weights": ("model_runner.py", "load_model"),
-        "memory_pool": ("pool_configurator.py", "__post_init__"),
-        "cuda_graph": ("cuda_graph_runner.py", "capture"),
-    }[failure.phase]
-    parent = (
-        "Received sigquit from a child process. It usually means the child failed."
-        if during_launch
-        else "SIGQUIT received. signum=None, frame=None. It usually means one child failed."
+    path, function = _WHERE.get(failure.phase, _WHERE["forward"])
+    if failure.phase in ("load_weights", "memory_pool", "cuda_graph"):
+        call = "    scheduler = Scheduler(server_args, port_args)"
+        line = 6362
+    else:
+        call = "    scheduler.run_event_loop()"
+        line = 6368
+    return "\n".join(
+        [
+            "Scheduler hit an exception: Traceback (most recent call last):",
+            f'  File "sglang/srt/managers/scheduler.py", line {line}, in run_scheduler_process',
+            call,
+            f'  File "sglang/srt/{path}", line 412, in {function}',
+            "    raise",
+            failure.line,
+            "",
+        ]
     )
-    return [
-        "Scheduler hit an exception: Traceback (most recent call last):",
-        '  File "sglang/srt/managers/scheduler.py", line 3201, in run_scheduler_process',
-        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, ...)",
-        f'  File "sglang/srt/model_executor/{where[0]}", line 412, in {where[1]}',
-        "    raise",
-        failure.line,
-        "",
-        parent,
-    ]
 
 
 def prefill_line(
@@ -177,6 +197,7 @@ def prefill_line(
     running: int,
     queued: int,
     input_throughput: float,
+    pending: int = 0,
 ) -> str:
     """``Prefill batch, #new-seq: ..., cuda graph: False, input throughput (token/s): T``."""
     usage = (
@@ -187,7 +208,8 @@ def prefill_line(
     return (
         f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, "
         f"#cached-token: {cached_token}, {usage}, #running-req: {running}, #queue-req: {queued}, "
-        f"#pending-token: 0, cuda graph: False, input throughput (token/s): {input_throughput:.2f}"
+        f"#pending-token: {pending}, cuda graph: False, "
+        f"input throughput (token/s): {input_throughput:.2f}"
     )
 
 
@@ -221,6 +243,18 @@ def decode_line(
     )
 
 
+def retract_line(plan: MemoryPlan, retracted: int, freed_tokens: int) -> str:
+    """``KV cache pool is full. Retract requests. #retracted_reqs: N, ...`` (a WARNING of
+    ``srt/managers/scheduler.py``; the token ratio moves from SGLang's initial 0.7)."""
+    gained = retracted * max(plan.mamba_slots_per_request - 1, 1)
+    mamba = f", #mamba_num_gained: {gained}" if plan.is_hybrid_mamba else ""
+    return (
+        f"KV cache pool is full. Retract requests. #retracted_reqs: {retracted}, "
+        f"#new_tokens_gained: {freed_tokens}{mamba}, #new_token_ratio: 0.7000 -> "
+        f"{min(1.0, 0.7 + 0.1 * retracted):.4f}"
+    )
+
+
 def access_line(client: str, method: str, path: str, status: int) -> str:
     """A uvicorn access line as SGLang's logger shows it."""
     phrase = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}
@@ -230,3 +264,47 @@ def access_line(client: str, method: str, path: str, status: int) -> str:
 
 READY_LINE = "The server is fired up and ready to roll!"
 """SGLang's readiness line (identical in every version)."""
+
+
+def health_failed_line(timeout_s: int, tic: float, last_receive: float) -> str:
+    """``Health check failed. Server couldn't get a response from detokenizer for last ...``."""
+    tic_time = time.strftime("%H:%M:%S", time.localtime(tic))
+    last = time.strftime("%H:%M:%S", time.localtime(last_receive))
+    return (
+        "Health check failed. Server couldn't get a response from detokenizer for last "
+        f"{timeout_s} seconds. tic start time: {tic_time}. last_heartbeat time: {last}"
+    )
+
+
+def engine_timings_line(
+    load_weight_s: float,
+    pools_s: float,
+    scheduler_s: float,
+    graphs: dict[str, float],
+    tokenizer_s: float,
+) -> str:
+    """``Engine startup timings (s): ...`` (``srt/entrypoints/engine.py`` ``_set_startup_time``)."""
+    phases = ", ".join(f"{name}={seconds:.2f}" for name, seconds in graphs.items())
+    return (
+        f"Engine startup timings (s): load_weight={load_weight_s:.2f}, "
+        f"kv_cache_allocation={pools_s:.2f}, scheduler_e2e={scheduler_s:.2f}, "
+        f"cuda_graph={{{phases}}}, tokenizer_e2e={tokenizer_s:.2f}"
+    )
+
+
+GRAPH_PHASES = (
+    "prefill",
+    "decode",
+    "target_verify",
+    "draft_prefill",
+    "draft_decode",
+    "draft_extend",
+)
+"""The CUDA-graph phases SGLang reports memory and time for (``graph_memory_usage.py``)."""
+
+
+def graph_phase(name: str) -> str:
+    """A captured graph's phase key: ``target verify`` -> ``target_verify``."""
+    return {"target decode": "decode", "target prefill": "prefill"}.get(
+        name, name.replace(" ", "_")
+    )

@@ -1,4 +1,10 @@
-"""``/metrics``: the scheduler's state in Prometheus text with SGLang's metric names."""
+"""``/metrics``: the scheduler's state in Prometheus text, with SGLang 0.5.23's metric names only.
+
+Names, help texts and labels are ``srt/observability/metrics_collector.py``'s (scheduler gauges
+and constants, ``realtime_tokens_total`` by mode, the tokenizer-side counters that move when a
+request finishes). There is no ``sglang:max_running_requests`` in SGLang: the effective value is
+in ``/server_info`` and ``/v1/loads``.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from tui.sglang.models import GIB
+from tui.sim import shapes
 from tui.sim.state import SimState
 
 LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank")
+"""The scheduler collector's labels (single GPU: no dp_rank)."""
 
 
 class _SchedulerCollector(Collector):
@@ -41,56 +49,104 @@ class _SchedulerCollector(Collector):
         yield gauge(
             "num_queue_reqs", "The number of requests in the waiting queue.", len(sch.waiting)
         )
-        yield gauge("num_grammar_queue_reqs", "Requests in the grammar queue.", 0)
+        yield gauge(
+            "num_grammar_queue_reqs", "The number of requests in the grammar waiting queue.", 0
+        )
         yield gauge(
             "gen_throughput", "The generation throughput (token/s).", sch.last_gen_throughput
         )
         yield gauge("cache_hit_rate", "The prefix cache hit rate.", 0.0)
-        yield gauge("full_token_usage", "Full-attention KV usage.", sch.token_usage())
-        yield gauge("mamba_usage", "Mamba state usage.", sch.mamba_usage())
+        yield gauge("decode_sum_seq_lens", "The sum of all sequence lengths in decode.", used)
+        yield gauge("token_usage", "The token usage.", max(sch.token_usage(), sch.mamba_usage()))
         yield gauge(
-            "token_usage", "Max of full/swa/mamba usage.", max(sch.token_usage(), sch.mamba_usage())
+            "full_token_usage", "The token usage for full attention layers.", sch.token_usage()
         )
-        yield gauge("num_used_tokens", "Used KV tokens.", used)
-        yield gauge("kv_used_tokens", "Used KV tokens.", used)
-        yield gauge("kv_available_tokens", "Free KV tokens.", max(total - used, 0))
-        yield gauge("mamba_used_tokens", "Mamba slots used.", sch.mamba_num())
+        yield gauge("mamba_usage", "The token usage for Mamba layers.", sch.mamba_usage())
+        yield gauge("num_used_tokens", "The number of used tokens.", used)
+        yield gauge(
+            "kv_available_tokens",
+            "Number of free token slots in the KV cache pool.",
+            max(total - used, 0),
+        )
+        yield gauge("kv_used_tokens", "Number of used token slots in the KV cache pool.", used)
         yield gauge(
             "mamba_available_tokens",
-            "Mamba slots free.",
+            "Number of free slots in the Mamba state pool.",
             max(plan.max_mamba_cache_size - sch.mamba_num(), 0),
         )
-        if plan.speculative:
-            yield gauge("spec_accept_length", "Speculative accept length.", sch.accept)
-            rate = (sch.accept - 1) / max(plan.num_draft_tokens - 1, 1)
-            yield gauge("spec_accept_rate", "Speculative accept rate.", rate)
-        yield gauge("utilization", "Scheduler utilization.", sch.utilization() / 100.0)
-        yield gauge("is_cuda_graph", "Whether the batch ran a CUDA graph.", 1.0)
-        yield gauge("max_total_num_tokens", "KV pool tokens.", total)
-        yield gauge("context_len", "Context length.", plan.context_len)
-        yield gauge("page_size", "Page size.", plan.page_size)
         yield gauge(
-            "max_running_requests", "Effective max running requests.", plan.max_running_requests
+            "mamba_used_tokens", "Number of used slots in the Mamba state pool.", sch.mamba_num()
+        )
+        if plan.speculative:
+            yield gauge(
+                "spec_accept_length",
+                "The average acceptance length of speculative decoding.",
+                sch.accept,
+            )
+            rate = (sch.accept - 1) / max(plan.num_draft_tokens - 1, 1)
+            yield gauge(
+                "spec_accept_rate", "The average acceptance rate of speculative decoding.", rate
+            )
+        yield gauge("num_retracted_reqs", "The number of retracted requests.", sch.last_retracted)
+        yield gauge("num_paused_reqs", "The number of paused requests by async weight sync.", 0)
+        yield gauge("utilization", "The utilization.", sch.utilization() / 100.0)
+        yield gauge("is_cuda_graph", "Whether the batch is using CUDA graph.", 1.0)
+        yield gauge(
+            "max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", total
         )
         yield gauge(
             "weight_memory_usage_gb",
-            "Weights (GB).",
+            "Memory used by model weights in GB.",
             (plan.weight_bytes + plan.draft_weight_bytes) / GIB,
         )
-        yield gauge("kv_cache_memory_usage_gb", "KV cache (GB).", plan.kv_bytes / GIB)
-        yield gauge("graph_memory_usage_gb", "CUDA graphs (GB).", plan.graph_bytes / GIB)
+        yield gauge(
+            "kv_cache_memory_usage_gb",
+            "Memory used by the KV cache pools in GB.",
+            plan.kv_bytes / GIB,
+        )
+        graph = GaugeMetricFamily(
+            "sglang:graph_memory_usage_gb",
+            "Memory used by captured device graphs in GB.",
+            labels=[*LABELS, "phase"],
+        )
+        for phase, used_gb in shapes.graph_memory(s).items():
+            graph.add_metric([*values, phase], used_gb)
+        yield graph
+        yield gauge("page_size", "KV cache page size in tokens.", plan.page_size)
+        yield gauge("num_pages", "Number of KV cache pages.", total // max(plan.page_size, 1))
+        yield gauge("context_len", "Maximum context length.", plan.context_len)
         yield gauge(
             "startup_available_gpu_memory_gb",
-            "Free after startup (GB).",
+            "Available GPU memory in GB at startup.",
             plan.available_gpu_mem_bytes / GIB,
         )
-        yield counter("prompt_tokens", "Prompt tokens processed.", sch.prompt_tokens_total)
-        yield counter(
-            "generation_tokens", "Generation tokens produced.", sch.generation_tokens_total
+        realtime = CounterMetricFamily(
+            "sglang:realtime_tokens",
+            "Total number of tokens processed (updated on each log interval). "
+            "mode: prefill_compute, prefill_cache, decode.",
+            labels=[*LABELS, "mode"],
         )
-        yield counter("cached_tokens", "Prefix-cache hit tokens.", 0)
-        yield counter("num_requests", "Requests finished.", sch.requests_total)
-        yield counter("num_aborted_requests", "Requests aborted.", s.counters.get("aborted", 0))
+        for mode in ("prefill_compute", "prefill_cache", "decode"):
+            realtime.add_metric([*values, mode], sch.realtime_tokens.get(mode, 0.0))
+        yield realtime
+        yield counter(
+            "num_retracted_requests", "Total number of retracted requests.", sch.retracted_total
+        )
+        yield counter(
+            "prompt_tokens", "Number of prefill tokens processed.", sch.prompt_tokens_total
+        )
+        yield counter(
+            "generation_tokens",
+            "Number of generation tokens processed.",
+            sch.generation_tokens_total,
+        )
+        yield counter("cached_tokens", "Number of cached prompt tokens.", 0)
+        yield counter("num_requests", "Number of requests processed.", sch.requests_total)
+        yield counter(
+            "num_aborted_requests",
+            "Number of requests aborted.",
+            s.counters.get("aborted", 0),
+        )
 
 
 def build_registry(state: SimState) -> CollectorRegistry:

@@ -1,11 +1,21 @@
 """The simulated scheduler: continuous batching on virtual time, one asyncio task, no busy loop.
 
-It admits at most the effective max_running_requests, queues the rest, and advances decode steps
-by the model in ``tui.sim.throughput`` (step time ``(t0 + t1*b) / speed``, ``A`` tokens per request
-per step). Instead of sleeping per step it wakes at most every ``TICK_S`` (or at the next
-completion) and advances all whole steps that fit in the elapsed time, jumping straight to the next
-completion or log boundary, so CPU cost does not grow with ``--sim-speed``. Idle, it waits on an
-event.
+Each iteration is, as in SGLang's event loop, either a prefill batch or a decode step. A prefill
+batch takes waiting requests while a running slot is free, up to ``chunked_prefill_size`` tokens;
+a longer prompt is prefilled in chunks, one ``Prefill batch`` line each, at the model's prefill
+rate, and decoding pauses meanwhile (no mixed chunks, SGLang's default). A decode step advances
+every running request by the accept length (step time ``(t0 + t1*b) / speed``, see
+``tui.sim.throughput``); a ``Decode batch`` line every ``--decode-log-interval`` steps.
+
+Instead of sleeping per step it wakes at most every ``TICK_S`` (or at the next completion) and
+runs every whole iteration that fits in the elapsed time, so CPU cost does not grow with
+``--sim-speed``. Idle, it waits on an event.
+
+Faults (``tui.sim.faults``) act here: ``stall(STUCK)`` stops all progress but still answers health
+probes, ``stall(HUNG)`` answers nothing, ``retract(n)`` sends running requests back to the queue
+with SGLang's WARNING. Counters follow SGLang: ``prompt/generation_tokens_total`` and
+``num_requests_total`` move when a request finishes (the tokenizer side), ``realtime_tokens``
+moves every iteration (the scheduler side); health probes count in neither of the first.
 """
 
 from __future__ import annotations
@@ -16,12 +26,15 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from enum import Enum
 
 from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
 from tui.sim import logfmt
-from tui.sim.throughput import DEFAULT_MEAN_OUTPUT_TOKENS, accept_length, step_seconds
+from tui.sim.requests import Batch, SimRequest, next_batch, sample_output_tokens
+from tui.sim.throughput import accept_length, step_seconds
+
+__all__ = ["Mode", "SimRequest", "SimScheduler", "step_seconds"]
 
 TICK_S = 0.05
 """Longest wall time between two scheduler wake-ups while busy."""
@@ -30,30 +43,15 @@ MIN_SLEEP_S = 0.005
 """Shortest sleep, so a burst of completions cannot spin the loop."""
 
 
-@dataclass(eq=False)
-class SimRequest:
-    """One request inside the scheduler (mutable: it advances as it decodes)."""
+class Mode(Enum):
+    """How the scheduler behaves."""
 
-    rid: str
-    """Request id."""
-    prompt_tokens: int
-    """Input length."""
-    target_tokens: int
-    """Tokens it will generate."""
-    capped: bool
-    """True when ``target_tokens`` came from the request's max tokens (finish_reason length)."""
-    done: asyncio.Future[None]
-    """Resolved when the last token is generated."""
-    created: float = field(default_factory=time.monotonic)
-    """Submission time (wall, monotonic)."""
-    generated: float = 0.0
-    """Tokens generated so far (fractional: accept length is a mean)."""
-    first_token_at: float | None = None
-    """When decoding started."""
-
-
-class DrainingError(RuntimeError):
-    """Raised by submit when the server is shutting down."""
+    RUNNING = "running"
+    """Serving."""
+    STUCK = "stuck"
+    """No progress; health probes are still answered."""
+    HUNG = "hung"
+    """Nothing at all (the process is wedged, or gone)."""
 
 
 class SimScheduler:
@@ -68,97 +66,136 @@ class SimScheduler:
         decode_log_interval: int,
         emit: Callable[[str], None],
         seed: int = 0,
+        on_output: Callable[[], None] | None = None,
     ) -> None:
         """Create it (call ``run`` as a task to start it).
 
         Args:
-            plan: the server's memory plan (cap, KV tokens, Mamba slots).
-            model: the served model (step-time constants).
+            plan: the server's memory plan (cap, KV tokens, Mamba slots, chunk size).
+            model: the served model (step-time constants, prefill rate).
             speed: ``--sim-speed``.
             decode_log_interval: decode steps between two ``Decode batch`` lines.
             emit: writes one log message (the server stamps it).
             seed: random seed for output lengths.
+            on_output: called whenever output reaches the tokenizer side (``/health`` waits
+                for it).
         """
         self.plan = plan
         self.model = model
         self.speed = speed
         self.interval = decode_log_interval
         self.emit = emit
+        self.on_output = on_output or (lambda: None)
         self.rng = random.Random(seed)
         self.accept = accept_length(model, plan)
+        self.chunk = max(plan.chunked_prefill_size, 1)
+        self.mode = Mode.RUNNING
+        self.slow_health_s: float | None = None
         self.waiting: deque[SimRequest] = deque()
+        self.prefilling: SimRequest | None = None
         self.running: list[SimRequest] = []
-        self.draining = False
         self.steps = 0
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.requests_total = 0
+        self.realtime_tokens: dict[str, float] = {"prefill_compute": 0.0, "decode": 0.0}
+        self.retracted_total = 0
+        self.last_retracted = 0
         self.last_gen_throughput = 0.0
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._resume = asyncio.Event()
         self._log_tokens = 0.0
         self._log_at = time.monotonic()
 
     # --- submission -------------------------------------------------------------------------
 
-    def sample_output_tokens(self, max_tokens: int | None, ignore_eos: bool) -> tuple[int, bool]:
-        """Output length: exactly ``max_tokens`` with ignore_eos, else a lognormal draw it caps.
-
-        Args:
-            max_tokens: the request's bound, or None.
-            ignore_eos: generate exactly ``max_tokens``.
-
-        Returns:
-            (tokens, hit_the_bound).
-        """
-        if ignore_eos and max_tokens is not None:
-            return max_tokens, True
-        sigma = 0.5
-        mu = math.log(DEFAULT_MEAN_OUTPUT_TOKENS) - sigma * sigma / 2
-        drawn = max(16, int(self.rng.lognormvariate(mu, sigma)))
-        if max_tokens is not None and drawn >= max_tokens:
-            return max(max_tokens, 1), True
-        return drawn, False
-
     def submit(
-        self, rid: str, prompt_tokens: int, max_tokens: int | None, ignore_eos: bool
+        self,
+        rid: str,
+        prompt_tokens: int,
+        max_tokens: int | None,
+        ignore_eos: bool,
+        *,
+        log_metrics: bool = True,
     ) -> SimRequest:
         """Queue a request; await ``request.done`` for its completion.
 
         Args:
-            rid: request id.
+            rid: request id (``HEALTH_CHECK_...`` for a health probe).
             prompt_tokens: input length.
             max_tokens: the request's bound on output tokens.
             ignore_eos: generate exactly max_tokens.
+            log_metrics: count it in the token and request counters.
 
         Returns:
             The queued request.
-
-        Raises:
-            DrainingError: when the server is shutting down.
         """
-        if self.draining:
-            raise DrainingError("server is shutting down")
-        target, capped = self.sample_output_tokens(max_tokens, ignore_eos)
+        target, capped = sample_output_tokens(self.rng, max_tokens, ignore_eos)
         loop = asyncio.get_running_loop()
-        req = SimRequest(rid, prompt_tokens, target, capped, loop.create_future())
+        req = SimRequest(rid, prompt_tokens, target, capped, loop.create_future(), log_metrics)
+        if req.is_health_check and self.slow_health_s is not None:
+            loop.call_later(self.slow_health_s, self._answer_probe, req)
+            return req
+        if req.is_health_check and self.mode is Mode.STUCK:
+            loop.call_soon(self._answer_probe, req)  # the stuck batch does not hold probes
+            return req
         self.waiting.append(req)
-        self._idle.clear()
         self._wake.set()
         return req
+
+    def abort(self, req: SimRequest) -> None:
+        """Drop a request whose client went away (or a health probe that was answered)."""
+        if req in self.waiting:
+            self.waiting.remove(req)
+        if req in self.running:
+            self.running.remove(req)
+            self._changed.set()
+        if self.prefilling is req:
+            self.prefilling = None
+        if not req.done.done():
+            req.done.cancel()
+
+    def _answer_probe(self, req: SimRequest) -> None:
+        if self.mode is Mode.HUNG or req.done.done():
+            return
+        req.generated = float(req.target_tokens)
+        req.done.set_result(None)
+        self.on_output()
+
+    # --- faults -----------------------------------------------------------------------------
+
+    def stall(self, mode: Mode) -> None:
+        """Stop making progress (STUCK: still answers probes; HUNG: answers nothing)."""
+        self.mode = mode
+
+    def retract(self, count: int) -> None:
+        """SGLang's retraction: ``count`` running requests go back to the front of the queue."""
+        victims = self.running[-count:] if count else []
+        if not victims:
+            return
+        freed = sum(r.prompt_tokens + int(r.generated) for r in victims)
+        for req in victims:
+            self.running.remove(req)
+            req.prefilled = 0
+            self.waiting.appendleft(req)
+        self.retracted_total += len(victims)
+        self.last_retracted = len(victims)
+        self._changed.set()
+        self._wake.set()
+        self.emit(logfmt.retract_line(self.plan, len(victims), freed))
 
     # --- state the HTTP layer reads ---------------------------------------------------------
 
     @property
     def in_flight(self) -> int:
-        """Requests running or queued."""
-        return len(self.running) + len(self.waiting)
+        """Requests running, being prefilled or queued."""
+        return len(self.running) + len(self.waiting) + (self.prefilling is not None)
 
     def used_tokens(self) -> int:
-        """KV tokens held by running requests."""
-        return sum(r.prompt_tokens + int(r.generated) for r in self.running)
+        """KV tokens held by running (and prefilling) requests."""
+        held = sum(r.prompt_tokens + int(r.generated) for r in self.running)
+        return held + (self.prefilling.prefilled if self.prefilling is not None else 0)
 
     def token_usage(self) -> float:
         """Full-attention KV usage, 0..1."""
@@ -179,35 +216,51 @@ class SimScheduler:
 
     def utilization(self) -> float:
         """GPU busy percent implied by the batch (0 idle)."""
-        if not self.running:
+        if not self.running or self.mode is not Mode.RUNNING:
             return 0.0
         cap = max(self.plan.max_running_requests, 1)
         return min(99.0, 45.0 + 54.0 * len(self.running) / cap)
-
-    async def wait_idle(self) -> None:
-        """Wait until nothing is running or queued."""
-        await self._idle.wait()
 
     async def wait_changed(self) -> None:
         """Wait until the batch size changes (for the telemetry publisher)."""
         self._changed.clear()
         await self._changed.wait()
 
-    # --- the loop ---------------------------------------------------------------------------
+    # --- prefill ----------------------------------------------------------------------------
 
-    def _admit(self) -> None:
-        cap = self.plan.max_running_requests
-        new: list[SimRequest] = []
-        while self.waiting and len(self.running) < cap:
-            req = self.waiting.popleft()
-            req.first_token_at = time.monotonic()
-            self.running.append(req)
-            new.append(req)
-        if not new:
-            return
-        tokens = sum(r.prompt_tokens for r in new)
-        self.prompt_tokens_total += tokens
-        self._changed.set()
+    def _prefill_batch(self) -> Batch:
+        """The next prefill batch: (request, tokens this batch) pairs, or [] when none is due."""
+        room = self.plan.max_running_requests - len(self.running) - (self.prefilling is not None)
+        return next_batch(self.prefilling, self.waiting, room, self.chunk)
+
+    def _prefill_seconds(self, tokens: int) -> float:
+        return tokens / self.model.prefill_tokens_per_s / self.speed
+
+    def _run_prefill(self, batch: Batch, seconds: float) -> None:
+        tokens = sum(take for _, take in batch)
+        running_before = len(self.running)
+        new = [req for req, _ in batch if req is not self.prefilling]
+        for req in new:
+            self.waiting.remove(req)
+        for req, take in batch:
+            req.prefilled += take
+        self.realtime_tokens["prefill_compute"] += tokens
+        self.prefilling = None
+        finished = False
+        for req, _ in batch:
+            if req.prefill_left > 0:
+                self.prefilling = req  # chunked: the rest goes in the next batch
+            elif req.target_tokens <= 1 or req.generated >= req.target_tokens:
+                req.generated = float(max(req.target_tokens, 1))
+                self._complete(req)
+                finished = True
+            else:
+                req.first_token_at = req.first_token_at or time.monotonic()
+                self.running.append(req)
+                self._changed.set()
+        pending = sum(r.prefill_left for r in self.waiting)
+        if self.prefilling is not None:
+            pending += self.prefilling.prefill_left
         self.emit(
             logfmt.prefill_line(
                 self.plan,
@@ -216,28 +269,34 @@ class SimScheduler:
                 cached_token=0,
                 token_usage=self.token_usage(),
                 mamba_usage=self.mamba_usage(),
-                running=len(self.running) - len(new),
+                running=running_before,
                 queued=len(self.waiting),
-                input_throughput=tokens
-                * self.speed
-                / (0.005 + tokens / self.model.prefill_tokens_per_s),
+                pending=pending,
+                input_throughput=tokens / max(seconds, 1e-9),
             )
         )
+        if finished:
+            self.on_output()
 
-    def _finish(self, now: float) -> None:
-        still: list[SimRequest] = []
+    # --- decode -----------------------------------------------------------------------------
+
+    def _complete(self, req: SimRequest) -> None:
+        if req.log_metrics:
+            self.requests_total += 1
+            self.prompt_tokens_total += req.prompt_tokens
+            self.generation_tokens_total += req.target_tokens
+        if not req.done.done():
+            req.done.set_result(None)
+
+    def _finish(self) -> None:
+        still = [r for r in self.running if r.generated < r.target_tokens]
+        if len(still) == len(self.running):
+            return
         for req in self.running:
             if req.generated >= req.target_tokens:
-                self.requests_total += 1
-                if not req.done.done():
-                    req.done.set_result(None)
-            else:
-                still.append(req)
-        if len(still) != len(self.running):
-            self.running = still
-            self._changed.set()
-            if not still and not self.waiting:
-                self._idle.set()
+                self._complete(req)
+        self.running = still
+        self._changed.set()
 
     def _log_decode(self, now: float) -> None:
         elapsed = max(now - self._log_at, 1e-9)
@@ -260,8 +319,34 @@ class SimScheduler:
             )
         )
 
+    def _decode(self, budget: float, clock: float) -> tuple[float, float]:
+        """Run the decode steps that fit (stopping at a completion or a log line)."""
+        step = step_seconds(self.model, len(self.running), self.speed)
+        fit = int(budget // step)
+        if fit <= 0:
+            return budget, clock
+        to_finish = min(
+            math.ceil((r.target_tokens - r.generated) / self.accept) for r in self.running
+        )
+        to_log = self.interval - self.steps % self.interval
+        k = max(1, min(fit, to_finish, to_log))
+        gained = k * self.accept
+        for req in self.running:
+            req.generated += gained
+        produced = gained * len(self.running)
+        self.realtime_tokens["decode"] += produced
+        self._log_tokens += produced
+        self.steps += k
+        budget -= k * step
+        clock += k * step
+        if self.steps % self.interval == 0:
+            self._log_decode(clock)
+        self._finish()
+        self.on_output()  # outputs stream back every few steps: the tokenizer hears from us
+        return budget, clock
+
     def _advance(self, budget: float, now: float) -> float:
-        """Run every whole decode step that fits in ``budget`` wall seconds; return the rest.
+        """Run every whole iteration that fits in ``budget`` wall seconds; return the rest.
 
         A late wake-up catches up several log intervals at once: each step is stamped at the
         time it would have run (``now - budget`` onwards), so a decode line's throughput is
@@ -269,49 +354,54 @@ class SimScheduler:
         lines written in one catch-up (which once printed 1.9e12 tok/s).
         """
         clock = now - budget
-        while self.running:
+        while self.mode is Mode.RUNNING:
+            batch = self._prefill_batch()
+            if batch:
+                seconds = self._prefill_seconds(sum(take for _, take in batch))
+                if seconds > budget:
+                    return budget
+                self._run_prefill(batch, seconds)
+                budget -= seconds
+                clock += seconds
+                continue
+            if not self.running:
+                return 0.0
+            left, clock = self._decode(budget, clock)
+            if left == budget:
+                return budget
+            budget = left
+        return 0.0
+
+    def _next_sleep(self) -> float:
+        batch = self._prefill_batch()
+        if batch:
+            wait = self._prefill_seconds(sum(take for _, take in batch))
+        elif self.running:
             step = step_seconds(self.model, len(self.running), self.speed)
-            fit = int(budget // step)
-            if fit <= 0:
-                break
             to_finish = min(
                 math.ceil((r.target_tokens - r.generated) / self.accept) for r in self.running
             )
-            to_log = self.interval - self.steps % self.interval
-            k = max(1, min(fit, to_finish, to_log))
-            gained = k * self.accept
-            for req in self.running:
-                req.generated += gained
-            produced = gained * len(self.running)
-            self.generation_tokens_total += int(produced)
-            self._log_tokens += produced
-            self.steps += k
-            budget -= k * step
-            clock += k * step
-            if self.steps % self.interval == 0:
-                self._log_decode(clock)
-            self._finish(clock)
-            self._admit()
-        return budget if self.running else 0.0
+            wait = to_finish * step
+        else:
+            wait = TICK_S
+        return min(TICK_S, max(MIN_SLEEP_S, wait))
 
-    def _next_sleep(self) -> float:
-        step = step_seconds(self.model, len(self.running), self.speed)
-        to_finish = min(
-            math.ceil((r.target_tokens - r.generated) / self.accept) for r in self.running
-        )
-        return min(TICK_S, max(MIN_SLEEP_S, to_finish * step))
+    def _has_work(self) -> bool:
+        return bool(self.running or self.waiting or self.prefilling is not None)
 
     async def run(self) -> None:
-        """Serve forever (cancel the task to stop)."""
+        """Serve until cancelled; a stalled scheduler waits for ever (as a wedged one does)."""
         carry = 0.0
         last = time.monotonic()
         while True:
-            if not self.running and not self.waiting:
+            if self.mode is not Mode.RUNNING:
+                await self._resume.wait()  # never set: a stall lasts until the process ends
+            if not self._has_work():
                 self._wake.clear()
                 await self._wake.wait()
                 last = time.monotonic()
                 carry = 0.0
-            self._admit()
+                continue
             await asyncio.sleep(self._next_sleep())
             now = time.monotonic()
             carry = self._advance(carry + now - last, now)

@@ -11,8 +11,9 @@ Model (one server, decode-bound, continuous batching)::
 KV reads) come from the ModelSpec. For qwen3.6-27b on a B200, t0 = 16 ms, t1 = 0.55 ms, A = 3.0:
 16 running -> 24.8 ms per step, ~1,935 tok/s, ~0.87 req/s at a 2,220-token mean output; that is the
 seed's baseline (≈13,500 tok/s and ≈6.1 req/s over 7 GPUs). 40 running -> ~3,160 tok/s (x1.63 for
-x2.5 concurrency), 64 -> ~3,750: more concurrency helps with diminishing returns. Prefill time is
-not charged (prompts are short next to ~2,200-token outputs); the scheduler logs it only.
+x2.5 concurrency), 64 -> ~3,750: more concurrency helps with diminishing returns. The scheduler
+charges prefill at the model's prefill rate (decode pauses meanwhile), which this model leaves
+out: prompts are short next to ~2,200-token outputs.
 """
 
 from __future__ import annotations

@@ -61,6 +61,9 @@ ACTIONS = "actions"
 """Worker group of backend operations."""
 QUIT = "quit"
 """Worker group of the stop that ends the console."""
+SOON_POLL_S = 0.2
+"""The fleet poll's interval while a snapshot asks for a sooner refresh (a server warming up:
+its ready line then shows within a fraction of a second)."""
 
 
 class FleetApp(App[None]):
@@ -125,6 +128,7 @@ class FleetApp(App[None]):
         """The profile from the command line."""
         self.poll_interval_s = poll_interval_s
         """Seconds between polls."""
+        self._refresh_soon = False
         self.journal_reader = journal_reader
         """The journal source."""
         self.main_screen = MainScreen(
@@ -171,12 +175,14 @@ class FleetApp(App[None]):
         if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
             return
         if group == FLEET_POLL:
-            self.set_timer(self.poll_interval_s, self.poll_fleet)
+            soon = min(SOON_POLL_S, self.poll_interval_s) if self._refresh_soon else None
+            self.set_timer(soon or self.poll_interval_s, self.poll_fleet)
         elif group == PIPELINE_READ:
             self.set_timer(self.poll_interval_s, self.read_pipeline)
 
     def on_fleet_updated(self, message: FleetUpdated) -> None:
         """Hand the snapshot down to every screen that shows the fleet."""
+        self._refresh_soon = message.snapshot.refresh_soon
         self.main_screen.fleet = message.snapshot
         for screen in self.screen_stack:
             if isinstance(screen, DetailScreen):

@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--gpus", type=_gpus, help="only these GPUs of the profile, e.g. 0,1")
     start.add_argument(
         "--wait", type=SECONDS_OR_ZERO, default=120.0, metavar="S",
-        help="wait up to S seconds for GET /health == 200 on every server (0: do not wait)",
+        help="wait up to S seconds for GET /ready == 200 on every server (0: do not wait)",
     )  # fmt: skip
     stop = sub.add_parser("stop", help="stop the recorded servers and wait for GPU release")
     stop.add_argument("--gpus", type=_gpus)
@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     stop.add_argument(
         "--mode", choices=("drain", "terminate", "kill"), default="drain", help="how to stop"
     )
-    st = sub.add_parser("status", help="list the recorded servers and their /health")
+    st = sub.add_parser("status", help="list the recorded servers and their /ready")
     st.add_argument("--gpus", type=_gpus)
     return parser
 
@@ -110,7 +110,7 @@ def _status(args: argparse.Namespace) -> int:
         except IdentityMismatch:
             alive, state = False, "exited (pid reused by another process)"
         code = fleet.health(r) if alive else None
-        print(f"GPU {r.gpu}  port {r.port}  pid {r.pid}  {state}  /health={code}  "
+        print(f"GPU {r.gpu}  port {r.port}  pid {r.pid}  {state}  /ready={code}  "
               f"profile={r.profile}  log={r.log_path}")  # fmt: skip
     return 0
 

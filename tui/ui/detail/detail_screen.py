@@ -20,7 +20,7 @@ from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_servers
 from tui.ui.format import NA, gib, num, pct
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.grid.gpu_panel import error_line, max_running, state_line
+from tui.ui.grid.gpu_panel import error_line, max_running, pressure_line, state_line
 from tui.ui.messages import KillRequested, RelaunchRequested
 from tui.ui.sources import FleetActions, Intent, LogTail
 from tui.ui.stop_screen import StopScreen
@@ -74,9 +74,17 @@ def numbers_text(panel: GpuPanel) -> Content:
             ),
             Content(f"log {server.log_path or NA}"),
         ]
-    error = error_line(server)
-    if error is not None:
-        lines.append(error)
+        if server.stuck_for_s is not None:
+            lines.append(
+                Content.styled(
+                    f"no progress for {server.stuck_for_s:.0f}s with requests waiting: the "
+                    "scheduler answers but does not run (decode and prefill stopped)",
+                    "bold $error",
+                )
+            )
+    for extra in (pressure_line(server), error_line(server)):
+        if extra is not None:
+            lines.append(extra)
     return Content("\n").join(lines)
 
 

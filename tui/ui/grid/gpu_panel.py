@@ -25,6 +25,7 @@ STATE_STYLE: dict[ServerState, str] = {
     ServerState.FAILED: "bold $error",
     ServerState.STOPPED: "$text-muted",
     ServerState.STALE: "$warning",
+    ServerState.STUCK: "bold $error",
     ServerState.STOPPING: "$warning",
 }
 """Theme colour of each server state word."""
@@ -46,6 +47,8 @@ def state_line(panel: GpuPanel) -> Content:
     word = server.state.value
     if server.state is ServerState.STARTING and server.phase:
         word = f"{word}: {server.phase}"
+    if server.state is ServerState.STUCK and server.stuck_for_s is not None:
+        word = f"{word} {server.stuck_for_s:.0f}s"
     pid = NA if server.pid is None else str(server.pid)
     return Content.assemble((word, STATE_STYLE[server.state]), f"  :{server.port} pid {pid}")
 
@@ -70,11 +73,30 @@ def gpu_lines(gpu: GpuSnapshot | None, note: str, width: int, full: bool) -> lis
 
 
 def error_line(server: ServerSnapshot | None) -> Content | None:
-    """The last error in $error, prefixed with its reason; None when there is none."""
+    """The last error, prefixed with its reason: $error when fatal, $warning when one request
+    failed (an input too long); None when there is none."""
     if server is None or not server.last_error:
         return None
     reason = f"{server.error_reason.upper()}: " if server.error_reason else ""
-    return Content.styled(f"{reason}{server.last_error}", "$error")
+    style = "$error" if server.error_fatal else "$warning"
+    return Content.styled(f"{reason}{server.last_error}", style)
+
+
+def pressure_line(server: ServerSnapshot | None) -> Content | None:
+    """The last memory-pressure event, e.g. ``retracted 3 (12s ago)``, in $warning."""
+    if server is None or not server.pressure:
+        return None
+    age = "" if server.pressure_age_s is None else f" ({duration_short(server.pressure_age_s)} ago)"
+    return Content.styled(f"{server.pressure}{age}", "$warning")
+
+
+def duration_short(seconds: float) -> str:
+    """``12s``, ``4m``, ``3h``: an age in at most four characters."""
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"
 
 
 def gen_line(server: ServerSnapshot, width: int, full: bool) -> Content:
@@ -101,9 +123,9 @@ def full_lines(panel: GpuPanel, width: int) -> list[Content]:
             Content(f"token {pct(server.token_usage, 100)}  mamba {pct(server.mamba_usage, 100)}"),
             gen_line(server, width, full=True),
         ]
-    error = error_line(server)
-    if error is not None:
-        lines.append(error)
+    for extra in (pressure_line(server), error_line(server)):
+        if extra is not None:
+            lines.append(extra)
     return lines
 
 
@@ -111,6 +133,9 @@ def compact_lines(panel: GpuPanel, width: int, height: int) -> list[Content]:
     """The essential numbers, most important first, cut to ``height`` lines."""
     lines = [state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=False)]
     server = panel.server
+    pressure = pressure_line(server)
+    if pressure is not None:
+        lines.append(pressure)
     error = error_line(server)
     if error is not None:
         lines.append(error)
@@ -229,7 +254,7 @@ class GpuPanelView(Widget):
         failed = (
             panel is not None
             and panel.server is not None
-            and (panel.server.state is ServerState.FAILED)
+            and panel.server.state in (ServerState.FAILED, ServerState.STUCK)
         )
         self.set_class(failed, "-failed")
         self._repaint_changes()

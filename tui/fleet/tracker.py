@@ -1,0 +1,140 @@
+"""The monitor's per-server memory between polls, and the small readings it derives.
+
+Mutable, owned by one :class:`~tui.fleet.monitor.FleetMonitor`; nothing here leaves the monitor
+except through the immutable snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from tui.state.fleet_state import ProcessRecord, read_records
+from tui.fleet.liveness import ProgressWatch
+from tui.fleet.server_log import EMPTY_VIEW, ServerLog
+from tui.fleet.snapshot import ServerState
+from tui.fleet.spec import ServerSpec
+from tui.logs.state import LogView
+from tui.servers.discovery import ServerProcess, is_alive
+from tui.servers.probe import Readiness, ServerInfo, ServerLoad, ServerProbe
+
+_N = TypeVar("_N", int, float)
+
+
+@dataclass
+class Tracker:
+    """Mutable per-server memory between polls (never leaves the monitor)."""
+
+    spec: ServerSpec
+    """The server as configured."""
+    probe: ServerProbe
+    """Its HTTP probes."""
+    process: ServerProcess | None = None
+    """Its main process, once found."""
+    alive: bool = False
+    """The process was alive at the last look."""
+    follower: ServerLog | None = None
+    """Its log, followed."""
+    log: LogView = EMPTY_VIEW
+    """What the log says about the current launch."""
+    readiness: Readiness | None = None
+    """The last readiness answer (``/ready``)."""
+    load: ServerLoad | None = None
+    """The last load reading (``/metrics`` or ``/v1/loads``)."""
+    info: ServerInfo | None = None
+    """The last ``/server_info``."""
+    info_at: float = 0.0
+    """When ``/server_info`` was last read."""
+    ever_ready: bool = False
+    """It was ready at some point of this launch."""
+    ready_at: float | None = None
+    """When it was first seen ready."""
+    health: Readiness | None = None
+    """The last generating probe's answer (None: none finished since launch)."""
+    health_at: float = float("-inf")
+    """When the last generating probe started."""
+    health_task: asyncio.Task[Readiness] | None = None
+    """The generating probe in flight, if any (never awaited by the refresh)."""
+    checked_at: float = float("-inf")
+    """When readiness was last probed (between, a 200 from /metrics stands for it)."""
+    progress: ProgressWatch = field(default_factory=ProgressWatch)
+    """Whether the scheduler still makes progress."""
+    state: ServerState = ServerState.ABSENT
+    """The state the last snapshot showed."""
+    stopping: bool = False
+    """A stop was requested (``FleetMonitor.mark_stopping``) and not yet seen to finish."""
+    stop_pid: int | None = None
+    """The pid that was to stop (None: none was known), so a relaunch is not shown STOPPING."""
+
+    def new_process(self, process: ServerProcess) -> None:
+        """A different process now serves the port: forget the previous launch."""
+        self.process = process
+        self.stopping = False
+        self.ever_ready = False
+        self.ready_at = None
+        self.cancel_health()
+        self.health = None
+        self.health_at = float("-inf")
+        self.checked_at = float("-inf")
+        self.progress.reset()
+        self.readiness = None
+        self.info = None
+        self.info_at = 0.0
+        self.load = None
+        self.probe.reset()
+
+    def cancel_health(self) -> None:
+        """Drop the generating probe in flight (its server is gone or replaced)."""
+        if self.health_task is not None:
+            self.health_task.cancel()
+            self.health_task = None
+
+
+def read_fleet_records() -> dict[int, ProcessRecord]:
+    try:
+        return read_records()
+    except OSError:  # an unreadable state dir must not stop the monitor; discovery still works
+        return {}
+
+
+def recorded_process(record: ProcessRecord | None, port: int) -> ServerProcess | None:
+    """The recorded server for a GPU, when it serves ``port`` and is still the same process."""
+    if record is None or record.port != port or not is_alive(record.pid, record.create_time):
+        return None
+    return ServerProcess(
+        pid=record.pid,
+        create_time=record.create_time,
+        port=record.port,
+        cmdline=record.cmdline,
+        log_path=record.log_path or None,
+        found_by="record",
+    )
+
+
+def pressure_words(log: LogView) -> str | None:
+    """The last pressure event in a few words: 'retracted 3', 'prefill OOM', 'decode OOM'."""
+    if log.pressure_reason == "retract":
+        return f"retracted {log.pressure_retracted if log.pressure_retracted is not None else '?'}"
+    if log.pressure_reason in ("prefill_oom", "decode_oom"):
+        return f"{log.pressure_reason.split('_')[0]} OOM"
+    return None
+
+
+def stamp_age(stamp: str | None, now: float) -> float | None:
+    """Seconds from a log stamp (local ``YYYY-MM-DD HH:MM:SS``) to ``now``; None if undated."""
+    if stamp is None or len(stamp) < 19 or stamp[4] != "-":
+        return None
+    try:
+        when = time.mktime(time.strptime(stamp[:19].replace("T", " "), "%Y-%m-%d %H:%M:%S"))
+    except ValueError:
+        return None
+    return max(now - when, 0.0)
+
+
+def live_number(live: bool, probed: _N | None, logged: _N | None) -> _N | None:
+    """Live load prefers the probe (fresh) over the log (up to 40 iterations old)."""
+    if not live:
+        return None
+    return probed if probed is not None else logged

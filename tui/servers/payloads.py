@@ -1,0 +1,246 @@
+"""What a server's informational endpoints say, parsed into frozen values (no I/O here).
+
+``/metrics`` (Prometheus text), ``/v1/loads`` and ``/get_load`` (JSON, one row per DP rank) into
+:class:`ServerLoad`; ``/server_info`` into :class:`ServerInfo`. Tolerant: unknown keys are
+ignored, missing ones are None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+METRIC_NAMES = (
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:gen_throughput",
+    "sglang:token_usage",
+    "sglang:full_token_usage",
+    "sglang:mamba_usage",
+    "sglang:spec_accept_length",
+    "sglang:max_total_num_tokens",
+    "sglang:realtime_tokens_total",
+    "sglang:generation_tokens_total",
+    "sglang:prompt_tokens_total",
+    "sglang:num_requests_total",
+)
+"""The families the console reads; other families are dropped before parsing (cheaper)."""
+
+PROGRESS_NAMES = (
+    "sglang:realtime_tokens_total",
+    "sglang:generation_tokens_total",
+    "sglang:prompt_tokens_total",
+    "sglang:num_requests_total",
+)
+"""Counters that move while the scheduler works (the progress fingerprint, ``tui.fleet.liveness``):
+``realtime_tokens_total`` every prefill and decode iteration, the others when a request ends."""
+
+_KEPT_PREFIXES = tuple(
+    prefix
+    for name in METRIC_NAMES
+    for prefix in (f"{name}{{", f"{name} ", f"# HELP {name} ", f"# TYPE {name} ")
+)
+"""Lines of the wanted families: samples with or without labels, and their HELP and TYPE."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """The effective values from ``/server_info`` (None when the server does not report one)."""
+
+    max_running_effective: int | None = None
+    """``internal_states[0].effective_max_running_requests_per_dp`` (after SGLang's caps)."""
+    max_running_requested: int | None = None
+    """``max_running_requests`` from the server args (None when auto)."""
+    max_mamba_cache_size: int | None = None
+    """Mamba state slots."""
+    max_total_num_tokens: int | None = None
+    """KV pool size in tokens."""
+    version: str | None = None
+    """SGLang version string."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLoad:
+    """Live load of one server."""
+
+    running: int | None = None
+    """Requests running."""
+    queued: int | None = None
+    """Requests waiting."""
+    token_usage: float | None = None
+    """Full-attention KV usage, 0..1."""
+    mamba_usage: float | None = None
+    """Mamba slot usage, 0..1."""
+    gen_throughput: float | None = None
+    """Generation tokens/s."""
+    accept_len: float | None = None
+    """Speculative accept length."""
+    max_total_num_tokens: int | None = None
+    """KV pool size, when the endpoint reports it."""
+    progress: tuple[float, ...] = ()
+    """Counters that move while the scheduler works (empty when the endpoint has none)."""
+    source: str = ""
+    """Which endpoint answered."""
+
+
+def _to_int(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _to_float(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _without_labels(line: str) -> str:
+    """``name{labels} value`` -> ``name value``: the console sums or maxes over every label set.
+
+    Why: prometheus_client parses label sets character by character; dropping them halves the
+    parse of the monitor's every-second ``/metrics`` read. The label block ends at the last
+    ``}`` (a value or timestamp never holds one), whatever the quoted label values contain.
+    """
+    if line.startswith("#") or "{" not in line:
+        return line
+    return line[: line.index("{")] + line[line.rindex("}") + 1 :]
+
+
+def parse_metrics(text: str) -> ServerLoad:
+    """Read the console's gauges from a Prometheus exposition body.
+
+    Args:
+        text: The ``/metrics`` body. Lines of other families are skipped before parsing.
+
+    Returns:
+        The load; counts and throughput are summed over ranks, usages take the max.
+    """
+    kept = [_without_labels(line) for line in text.splitlines() if line.startswith(_KEPT_PREFIXES)]
+    values: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families("\n".join(kept) + "\n"):
+        for sample in family.samples:
+            values.setdefault(sample.name, []).append(float(sample.value))
+
+    def total(name: str) -> float | None:
+        return sum(values[name]) if name in values else None
+
+    def peak(name: str) -> float | None:
+        return max(values[name]) if name in values else None
+
+    running, queued = total("sglang:num_running_reqs"), total("sglang:num_queue_reqs")
+    accept = values.get("sglang:spec_accept_length")
+    usage = peak("sglang:full_token_usage")
+    return ServerLoad(
+        running=int(running) if running is not None else None,
+        queued=int(queued) if queued is not None else None,
+        token_usage=usage if usage is not None else peak("sglang:token_usage"),
+        mamba_usage=peak("sglang:mamba_usage"),
+        gen_throughput=total("sglang:gen_throughput"),
+        accept_len=sum(accept) / len(accept) if accept else None,
+        max_total_num_tokens=_to_int(peak("sglang:max_total_num_tokens")),
+        progress=tuple(total(name) or 0.0 for name in PROGRESS_NAMES if name in values),
+        source="/metrics",
+    )
+
+
+def _rank_rows(payload: Any) -> list[Mapping[str, Any]]:
+    if isinstance(payload, Mapping):
+        for key in ("loads", "data", "dp_loads"):
+            rows = payload.get(key)
+            if isinstance(rows, list):
+                return [r for r in rows if isinstance(r, Mapping)]
+        return [payload]
+    if isinstance(payload, list):
+        return [r for r in payload if isinstance(r, Mapping)]
+    return []
+
+
+def _first(row: Mapping[str, Any], keys: Iterable[str]) -> Any:
+    for key in keys:
+        if key in row:
+            return row[key]
+    return None
+
+
+def parse_loads_json(payload: Any, source: str) -> ServerLoad:
+    """Read load from ``/v1/loads`` or ``/get_load`` JSON (one row per DP rank, tolerant keys).
+
+    Args:
+        payload: The decoded JSON.
+        source: The endpoint it came from.
+
+    Returns:
+        The load summed over ranks; fields not present are None.
+    """
+    rows = _rank_rows(payload)
+
+    def total(keys: tuple[str, ...], conv: Any) -> Any:
+        found = [conv(_first(r, keys)) for r in rows]
+        found = [v for v in found if v is not None]
+        return sum(found) if found else None
+
+    def peak(keys: tuple[str, ...]) -> float | None:
+        found = [v for v in (_to_float(_first(r, keys)) for r in rows) if v is not None]
+        return max(found) if found else None
+
+    return ServerLoad(
+        running=total(("num_running_reqs", "num_reqs", "running"), _to_int),
+        queued=total(("num_waiting_reqs", "num_queue_reqs", "queued"), _to_int),
+        token_usage=peak(("token_usage", "full_token_usage")),
+        mamba_usage=peak(("mamba_usage",)),
+        gen_throughput=total(("gen_throughput",), _to_float),
+        max_total_num_tokens=total(("max_total_num_tokens",), _to_int),
+        progress=tuple(
+            float(v)
+            for v in (
+                total(("total_prefill_uncached_tokens",), _to_float),
+                total(("num_used_tokens", "num_tokens"), _to_float),
+            )
+            if v is not None
+        ),
+        source=source,
+    )
+
+
+def parse_server_info(payload: Any) -> ServerInfo:
+    """Read the effective settings from a ``/server_info`` JSON body.
+
+    Args:
+        payload: The decoded JSON (server args at top level, ``internal_states`` per DP rank).
+
+    Returns:
+        The values found; internal_states wins over the top level for each key.
+    """
+    top: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {}
+    states = top.get("internal_states")
+    first: Mapping[str, Any] = (
+        states[0] if isinstance(states, list) and states and isinstance(states[0], Mapping) else {}
+    )
+
+    def pick(*keys: str) -> Any:
+        for source in (first, top):
+            value = _first(source, keys)
+            if value is not None:
+                return value
+        return None
+
+    version = top.get("version")
+    return ServerInfo(
+        max_running_effective=_to_int(
+            pick("effective_max_running_requests_per_dp", "effective_max_running_requests")
+        ),
+        max_running_requested=_to_int(top.get("max_running_requests")),
+        max_mamba_cache_size=_to_int(pick("max_mamba_cache_size")),
+        max_total_num_tokens=_to_int(pick("max_total_num_tokens")),
+        version=str(version) if version is not None else None,
+    )

@@ -1,0 +1,33 @@
+"""Which SGLang build the memory planner and the simulator imitate.
+
+* ``0.5.23`` (the default): SGLang 0.5.23 as its source reads. ``KVCacheConfigurator``
+  (``srt/mem_cache/kv_cache_configurator.py``) reserves 100 MiB for a multimodal model's runtime
+  allocations, carves the Mamba pool *before* the "Loaded weights leave no GPU memory" check (so
+  an auto-sized pool that gets nothing raises ``Not enough GPU memory for hybrid...`` and an
+  explicit ``--max-mamba-cache-size`` that eats the rest raises the ``ValueError``), resolves
+  max_running_requests (the cap WARNING) before any pool is allocated, stores the speculative
+  intermediate conv window compactly (``srt/mem_cache/memory_pool.py``: D + K - 2 columns instead
+  of D * (K - 1)), prints ``dtype:`` in the KV line and ``max_prefill_tokens=16384`` (the flag's
+  default) in the summary line.
+* ``seed``: the older build the seed's servers ran (``/work/shared/seed`` story, 2026-05-09): no
+  multimodal reserve, the ValueError checked before the Mamba carve and "Not enough memory" after
+  it, a dense intermediate conv window (0.45GB where 0.5.23 prints 0.23GB), no ``dtype:`` in the KV
+  line, the cap warning after the Mamba line. Its formulas reproduce the seed's allocation lines
+  exactly (798,080 KV tokens with the aggressive flags on a B200); ``--sim-build seed`` pins it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Build = Literal["0.5.23", "seed"]
+"""An SGLang build the planner knows."""
+
+SGLANG_0_5_23: Build = "0.5.23"
+"""SGLang 0.5.23, the default."""
+
+SEED: Build = "seed"
+"""The older build that printed the seed story's allocation lines."""
+
+BUILDS: tuple[Build, ...] = (SGLANG_0_5_23, SEED)
+"""Every build, default first (the ``--sim-build`` choices)."""

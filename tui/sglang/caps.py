@@ -1,0 +1,122 @@
+"""How SGLang bounds max_running_requests after sizing the pools (``resolve_max_num_reqs``).
+
+Read from SGLang 0.5.23's ``srt/mem_cache/kv_cache_configurator.py``: the request estimate from
+the token capacity, the KV bound ``tokens // 2``, the Mamba cap ``K // ratio`` (a WARNING), the
+"too small to serve any requests" RuntimeError, and the KV-capacity WARNING (in 0.5.23 only when
+the Mamba cap did not already apply). The ``seed`` build printed the KV warning first and always.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tui.sglang.builds import SEED, Build
+from tui.sglang.plan_types import PlanFailure
+
+
+@dataclass(frozen=True, slots=True)
+class RunningCap:
+    """The effective max_running_requests and how it was reached."""
+
+    effective: int
+    """What the summary line prints."""
+    capped_by_mamba: bool
+    """The Mamba slots lowered it (SGLang's cap WARNING)."""
+    reduced_by_kv: bool
+    """The KV capacity lowered a requested value."""
+    warnings: tuple[str, ...]
+    """The WARNING lines, in emission order."""
+    failure: PlanFailure | None = None
+    """Set when not one request fits the Mamba pool."""
+
+
+def slots_per_request(strategy: str, disable_radix_cache: bool, overlap: bool) -> int:
+    """Mamba slots one running request reserves (``_calculate_mamba_ratio``).
+
+    Args:
+        strategy: resolved radix-cache strategy (no_buffer, extra_buffer, extra_buffer_lazy).
+        disable_radix_cache: ``--disable-radix-cache``.
+        overlap: whether overlap scheduling is on.
+
+    Returns:
+        1 without the radix cache, else 3, +2 for extra_buffer with overlap, +1 without overlap
+        or for extra_buffer_lazy.
+    """
+    if disable_radix_cache:
+        return 1
+    if strategy == "extra_buffer":
+        return 5 if overlap else 4
+    if strategy == "extra_buffer_lazy":
+        return 4
+    return 3
+
+
+def resolve_running(
+    tokens: int,
+    context_len: int,
+    running: int | None,
+    *,
+    mamba_slots: int | None,
+    ratio: int,
+    build: Build,
+) -> RunningCap:
+    """Bound max_running_requests by the KV pool and the Mamba pool.
+
+    Args:
+        tokens: max_total_num_tokens.
+        context_len: the model's context length.
+        running: the requested value (48 with spec when unset), or None.
+        mamba_slots: K for a hybrid model, None otherwise.
+        ratio: Mamba slots per request.
+        build: which SGLang build's order of warnings.
+
+    Returns:
+        The effective value, the flags and warnings, or the failure.
+    """
+    estimated = min(max(int(tokens / context_len * 512), 2048), 4096)
+    requested = max(1, running) if running is not None else None
+    effective = (
+        min(requested, tokens // 2) if requested is not None else min(estimated, tokens // 2)
+    )
+    reduced = requested is not None and effective < requested
+    warnings: list[str] = []
+    reduced_line = (
+        f"max_running_requests was reduced from the requested {requested} to {effective} "
+        "(per dp worker) due to the available KV cache capacity."
+    )
+    if reduced and build == SEED:
+        warnings.append(reduced_line)
+    capped = False
+    if mamba_slots is not None:
+        cap = mamba_slots // ratio
+        if cap < effective:
+            capped = True
+            warnings.append(
+                f"max_running_requests is capped to {cap} by the mamba state cache "
+                f"(max_mamba_cache_size={mamba_slots}, {ratio} state slots per request). To raise "
+                "it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the "
+                "state size with --mamba-ssm-dtype bfloat16."
+            )
+            effective = cap
+        if effective <= 0:
+            advice = (
+                ""
+                if build == SEED
+                else ". Try: (1) reduce --max-running-requests, (2) increase "
+                "--mem-fraction-static, or (3) use GPUs with more memory."
+            )
+            failure = PlanFailure(
+                kind="mamba_too_small",
+                exception="RuntimeError",
+                message=(
+                    "Hybrid (mamba/linear-attention) state cache is too small to serve any "
+                    f"requests. max_mamba_cache_size={mamba_slots}, mamba_ratio={ratio}, "
+                    f"resulting max_num_reqs={effective}{advice}"
+                ),
+            )
+            return RunningCap(effective, capped, reduced, tuple(warnings), failure)
+    if build != SEED:
+        reduced = reduced and not capped  # 0.5.23 warns about the KV only when Mamba did not cap
+        if reduced:
+            warnings.append(reduced_line)
+    return RunningCap(effective, capped, reduced, tuple(warnings))
