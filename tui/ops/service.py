@@ -56,7 +56,8 @@ from tui.ops.target import launch_spec
 from tui.profiles import Profile, list_profiles, load_named, save_profile
 from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
-from tui.retune.preflight import Preflight, calibration_from_log, preflight
+from tui.retune.calibration import CalibrationCache
+from tui.retune.preflight import Preflight, preflight
 from tui.rollout.canary import (
     Applier,
     Canary,
@@ -148,6 +149,9 @@ class FleetOps:
         self.stop_pipeline_with_fleet = stop_pipeline_with_fleet
         """Whether stopping the fleet also stops the pipeline."""
         self._gpu_pids = gpu_pids
+        self._calibrations = CalibrationCache()
+        """The running servers' log sizes for the preflights, each log read once then followed
+        (a prediction per keystroke of the tuning form must not re-read whole logs)."""
 
     # --- reading the fleet (blocking: call from a thread) ----------------------------------------
 
@@ -735,7 +739,7 @@ class FleetOps:
                     f"(allowed: {list(profile.gpus)})"
                 )
             record = records.get(gpu)
-            calibration = calibration_from_log(record.log_path) if record is not None else None
+            calibration = self._calibrations.get(record.log_path) if record is not None else None
             out.append(preflight(profile, gpu, calibration=calibration))
         return out
 
