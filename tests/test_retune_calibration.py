@@ -1,4 +1,4 @@
-"""The preflight's calibration cache: the same sizes as a full parse, reading only what was appended."""
+"""The preflight's calibration cache: a full parse's sizes, reading only what was appended."""
 
 from __future__ import annotations
 

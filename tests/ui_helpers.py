@@ -703,3 +703,8 @@ async def press_until(pilot: object, keys: tuple[str, ...], screen_type: type) -
         if key in ("r", "R", "t", "T", "b", "j", "c", "o"):  # these open a screen from a worker
             await wait_for(pilot, opened, f"a screen after {key!r}")
     await wait_for(pilot, lambda: isinstance(app.screen, screen_type), screen_type.__name__)
+    from tui.ui.tuning.form_screen import TuningFormScreen
+
+    form = app.screen
+    if isinstance(form, TuningFormScreen):  # it opens at once and reads its profile meanwhile
+        await wait_for(pilot, lambda: form.type_ahead.ready, "the tuning form's inputs")

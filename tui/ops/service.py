@@ -54,9 +54,9 @@ from tui.ops.pipeline import PipelineConfig, start_pipeline, stop_pipelines
 from tui.ops.runner import EngineRunner, gpu_pids_for
 from tui.ops.target import launch_spec
 from tui.profiles import Profile, list_profiles, load_named, save_profile
+from tui.retune.calibration import CalibrationCache
 from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
-from tui.retune.calibration import CalibrationCache
 from tui.retune.preflight import Preflight, preflight
 from tui.rollout.canary import (
     Applier,

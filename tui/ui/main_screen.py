@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Footer, Header, Input, TextArea
 
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
@@ -29,7 +29,7 @@ from tui.ui.messages import (
 )
 from tui.ui.pipeline.generation_pane import GenerationPane
 from tui.ui.pipeline.throughput_history import Sample, append_sample
-from tui.ui.retune.flows import choose_relaunch, confirm_rollback, open_tuning
+from tui.ui.retune.flows import choose_relaunch, confirm_rollback
 from tui.ui.rollout.flows import choose_canary, choose_rollout
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.sources import (
@@ -41,6 +41,7 @@ from tui.ui.sources import (
     read_default_running,
 )
 from tui.ui.stop_screen import StopScreen
+from tui.ui.tuning.form_screen import open_tuning
 
 ACTION_INTENTS: dict[str, Intent] = {
     "kill_selected": Intent.KILL,
@@ -77,8 +78,10 @@ class MainScreen(Screen[None]):
         Binding("K", "kill_all", "Kill all", id="fleet.kill_all"),
         Binding("r", "relaunch_selected", "Relaunch", id="fleet.relaunch"),
         Binding("R", "relaunch_all", "Relaunch all", id="fleet.relaunch_all"),
-        Binding("t", "tune", "Tune GPU", id="fleet.tune"),
-        Binding("T", "tune_all", "Tune all", id="fleet.tune_all"),
+        # Priority: resolved when the app receives the key, so the form is open before the next
+        # key is routed, and every key typed after `t` goes to the form (type-ahead).
+        Binding("t", "tune", "Tune GPU", id="fleet.tune", priority=True),
+        Binding("T", "tune_all", "Tune all", id="fleet.tune_all", priority=True),
         Binding("b", "rollback", "Rollback", id="fleet.rollback"),
         Binding("j", "journal", "Journal", id="fleet.journal"),
         Binding("c", "canary", "Canary", id="fleet.canary"),
@@ -176,6 +179,9 @@ class MainScreen(Screen[None]):
         intent = ACTION_INTENTS.get(action)
         if intent is None:
             return True
+        if action in ("tune", "tune_all") and isinstance(self.focused, Input | TextArea):
+            return False  # a priority key: typed into a text field, it is text
+
         if not self.actions.supports(intent):
             return None
         if action in ("kill_selected", "relaunch_selected", "kill_all", "relaunch_all", "rollout"):
@@ -286,11 +292,15 @@ class MainScreen(Screen[None]):
         """Open the tuning form on every GPU."""
         self._tune_flow(None)
 
-    @work(group="ask", exclusive=True, exit_on_error=False)
-    async def _tune_flow(self, gpu: int | None) -> None:
-        plan = await open_tuning(self.app, self.actions, gpu, self.profile)
-        if plan is not None:
-            self.post_message(ApplyProfileRequested(plan.name, plan.gpus))
+    def _tune_flow(self, gpu: int | None) -> None:
+        # Pushed at once, not from a worker: the keys typed right after `t` go to the form.
+        open_tuning(
+            self.app,
+            self.actions,
+            gpu,
+            self.profile,
+            lambda plan: self.post_message(ApplyProfileRequested(plan.name, plan.gpus)),
+        )
 
     def action_rollback(self) -> None:
         """Return to the previous profile, after a confirmation naming it and the GPUs."""
