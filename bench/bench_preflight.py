@@ -42,7 +42,7 @@ KEYS = ("backspace", "backspace", "1", "2", "0", "backspace", "6", "backspace", 
 
 
 def pad_logs(megabytes: float) -> int:
-    """Append ``megabytes`` of each server's own Decode lines to its log; returns the bytes added."""
+    """Append ``megabytes`` of each server's own Decode lines to its log; returns bytes added."""
     from tui.state.fleet_state import read_records
 
     added = 0
