@@ -60,6 +60,11 @@ def journal_file() -> Path:
     return state_dir() / "journal.jsonl"
 
 
+def history_file() -> Path:
+    """The fleet's time series (``tui.history``): SQLite, bounded in time and size."""
+    return state_dir() / "history.sqlite3"
+
+
 def pipeline_status_file() -> Path:
     """Default status document of the generation pipeline."""
     return state_dir() / "pipeline" / "status.json"
