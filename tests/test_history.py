@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -13,9 +14,13 @@ from tui import paths
 from tui.history import HistoryError, HistoryRecorder, HistoryStore, Sample, Tier
 from tui.history.samples import fleet_samples, pipeline_samples
 
-
 START = 1_000_800.0
 """A multiple of every bucket width (5 s, 1 min, 15 min)."""
+
+
+def steps(points: list[tuple[float, float]]) -> set[float]:
+    """The distinct gaps between consecutive buckets."""
+    return {b[0] - a[0] for a, b in itertools.pairwise(points)}
 
 
 def ramp(gpu: int | None, metric: str, start: float, seconds: int, step: float = 1.0) -> list:
@@ -37,7 +42,7 @@ def test_a_series_reads_back_as_five_second_means_from_the_finest_tier(tmp_path:
     assert store.write(ramp(3, "tok_s", start, 1200)) == 1200
     points = store.series(3, "tok_s", since=start + 600)
     assert points[0] == (start + 600, pytest.approx(602.0))  # mean of 600..604
-    assert len(points) == 120 and all(b[0] - a[0] == 5 for a, b in zip(points, points[1:]))
+    assert len(points) == 120 and steps(points) == {5}
     assert store.series(3, "tok_s", since=start + 600, until=start + 620)[-1][0] == start + 620
     assert store.series(4, "tok_s", since=start) == []  # another GPU: nothing
     assert store.series(3, "queued", since=start) == []
@@ -50,10 +55,10 @@ def test_a_span_longer_than_the_finest_tier_keeps_reads_a_coarser_one(tmp_path: 
     end = start + 10 * (3 * 360 - 1)
     store.prune(end)
     six_hours = store.series(None, "out_tok_s", since=end - 6 * 3600)
-    assert {b[0] - a[0] for a, b in zip(six_hours, six_hours[1:])} == {60}  # 1-minute buckets
+    assert steps(six_hours) == {60}  # 1-minute buckets
     assert six_hours[0][0] <= start + 60  # back to the start: tier 0 lost its first hour
     ten_minutes = store.series(None, "out_tok_s", since=end - 600)
-    assert {b[0] - a[0] for a, b in zip(ten_minutes, ten_minutes[1:])} == {10}  # 5 s buckets
+    assert steps(ten_minutes) == {10}  # 5 s buckets
     assert store.first_time(None, "out_tok_s") == start
 
 
