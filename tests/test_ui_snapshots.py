@@ -76,20 +76,40 @@ def test_help_screen(snap_compare: Any) -> None:
     )
 
 
-def test_generation_pane(snap_compare: Any) -> None:
-    async def show_pane(pilot: Pilot[None]) -> None:
-        await ready(pilot)
-        app = pilot.app
-        assert isinstance(app, FleetApp)
-        for status in pipeline_history_statuses():
-            app.main_screen.record_pipeline(status, RETUNE_MARKS)
-        await pilot.press("g")
-        await pilot.pause()
+async def show_generation(pilot: Pilot[None]) -> None:
+    """The pane over an hour of history (two retunes), its chart read back from the file."""
+    from tui.history.samples import pipeline_samples
+    from tui.ui.history.chart import HistoryChart
+    from tui.ui.pipeline.generation_pane import GenerationPane
 
+    await ready(pilot)
+    app = pilot.app
+    assert isinstance(app, FleetApp)
+    for status in pipeline_history_statuses():
+        app.history.add(pipeline_samples(status))
+    app.history.flush()
+    pane = app.screen.query_one(GenerationPane)
+    pane.clock = lambda: T0
+    await pilot.press("g")
+    chart = pane.query_one(HistoryChart)
+    while chart.data is None:
+        await pilot.pause(0.01)
+    await pilot.pause()
+
+
+def test_generation_pane(snap_compare: Any) -> None:
     assert snap_compare(
-        still_app(status=pipeline_status(updated_at=T0 - 3660), marks=RETUNE_MARKS),
+        still_app(status=pipeline_status(), marks=RETUNE_MARKS),
         terminal_size=(120, 45),
-        run_before=show_pane,
+        run_before=show_generation,
+    )
+
+
+def test_generation_pane_80x24(snap_compare: Any) -> None:
+    assert snap_compare(
+        still_app(status=pipeline_status(), marks=RETUNE_MARKS),
+        terminal_size=(80, 24),
+        run_before=show_generation,
     )
 
 

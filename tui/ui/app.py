@@ -13,6 +13,7 @@ from textual.worker import Worker, WorkerState
 from tui import paths
 from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
+from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
@@ -60,6 +61,8 @@ ACTIONS = "actions"
 """Worker group of backend operations."""
 QUIT = "quit"
 """Worker group of the stop that ends the console."""
+HISTORY = "history-write"
+"""Worker group of the history's batched writes."""
 
 
 class FleetApp(App[None]):
@@ -86,6 +89,7 @@ class FleetApp(App[None]):
         poll_interval_s: float = 1.0,
         journal_reader: JournalReader = read_default_journal,
         running_reader: RunningReader = read_default_running,
+        history: HistoryRecorder | None = None,
     ) -> None:
         """Args:
         poller: Gives one fleet snapshot per call (``FleetMonitor``).
@@ -98,6 +102,8 @@ class FleetApp(App[None]):
         poll_interval_s: Seconds from the end of one poll to the start of the next.
         journal_reader: Reads the journal (journal screen, apply screen; blocking, in a thread).
         running_reader: Each GPU's current and previous profile (rollback confirm; blocking).
+        history: Records every snapshot and status document (default: the state directory's
+            ``tui.paths.history_file()``); the generation pane's chart reads it back.
         """
         super().__init__()
         self.poller = poller
@@ -118,6 +124,8 @@ class FleetApp(App[None]):
         """Seconds between polls."""
         self.journal_reader = journal_reader
         """The journal source."""
+        self.history = history or HistoryRecorder.at(paths.history_file())
+        """The fleet's time series, written in batches from a thread worker."""
         self.main_screen = MainScreen(
             self.actions, profile, running_reader=running_reader, journal_reader=journal_reader
         )
@@ -161,15 +169,27 @@ class FleetApp(App[None]):
             self.set_timer(self.poll_interval_s, self.read_pipeline)
 
     def on_fleet_updated(self, message: FleetUpdated) -> None:
-        """Hand the snapshot down to every screen that shows the fleet."""
+        """Hand the snapshot down to every screen that shows the fleet, and to the history."""
+        self.history.add_fleet(message.snapshot)
+        self.write_history()
         self.main_screen.fleet = message.snapshot
         for screen in self.screen_stack:
             if isinstance(screen, DetailScreen):
                 screen.fleet = message.snapshot
 
     def on_pipeline_status_read(self, message: PipelineStatusRead) -> None:
-        """Hand the reading to the main screen, which keeps the hour of history."""
+        """Hand the reading to the main screen, and its rates to the history."""
+        self.history.add_pipeline(message.status)
         self.main_screen.record_pipeline(message.status, message.retune_marks)
+
+    @work(thread=True, group=HISTORY, exit_on_error=False)
+    def write_history(self) -> None:
+        """Write the history's batch when one is due (every few seconds), off the loop."""
+        self.history.flush_if_due()
+
+    def on_unmount(self) -> None:
+        """Write what the history still holds."""
+        self.history.close()
 
     @property
     def fleet(self) -> FleetSnapshot:

@@ -28,7 +28,6 @@ from tui.ui.messages import (
     RollbackRequested,
 )
 from tui.ui.pipeline.generation_pane import GenerationPane
-from tui.ui.pipeline.throughput_history import Sample, append_sample
 from tui.ui.retune.flows import choose_relaunch, confirm_rollback
 from tui.ui.rollout.flows import choose_canary, choose_rollout
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
@@ -96,8 +95,6 @@ class MainScreen(Screen[None]):
     """GPU index of the selected panel."""
     pipeline_status: reactive[PipelineStatus | None] = reactive(None, repaint=False)
     """The newest pipeline status document."""
-    pipeline_history: reactive[tuple[Sample, ...]] = reactive((), repaint=False)
-    """Output tok/s over the last hour, from successive status documents."""
     retune_marks: reactive[tuple[float, ...]] = reactive((), repaint=False)
     """time.time() of each retune, from the journal."""
 
@@ -133,9 +130,7 @@ class MainScreen(Screen[None]):
         yield Header()
         yield GpuGrid(id="grid").data_bind(MainScreen.fleet, MainScreen.selected)
         pane = GenerationPane(id="generation").data_bind(
-            status=MainScreen.pipeline_status,
-            history=MainScreen.pipeline_history,
-            retune_marks=MainScreen.retune_marks,
+            status=MainScreen.pipeline_status, retune_marks=MainScreen.retune_marks
         )
         pane.display = False
         yield pane
@@ -150,15 +145,13 @@ class MainScreen(Screen[None]):
         self._bindings_may_change("fleet", bool(indices))
 
     def record_pipeline(self, status: PipelineStatus | None, marks: tuple[float, ...]) -> None:
-        """Take a new status reading: keep it, extend the hour of history, set the marks.
+        """Take a new status reading: keep it, set the marks (the app records its history).
 
         Args:
             status: The document, or None when there is none.
             marks: Retune timestamps from the journal.
         """
         self.pipeline_status = status
-        if status is not None:
-            self.pipeline_history = append_sample(self.pipeline_history, status)
         self.retune_marks = marks
         self._bindings_may_change("pipeline", None if status is None else status.state)
 
