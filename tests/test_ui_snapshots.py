@@ -55,13 +55,30 @@ def test_detail_screen(snap_compare: Any) -> None:
         await pilot.press("0", "enter")
         app = pilot.app
         for _ in range(500):  # the log tail arrives from a thread worker
-            if app.screen.query("Log") and app.screen.query_one("Log").line_count:  # type: ignore[attr-defined]
+            if app.screen.query("LogView") and app.screen.query_one("LogView").buffer.lines:  # type: ignore[attr-defined]
                 break
             await pilot.pause(0.01)
         await ready(pilot)
 
     assert snap_compare(
         still_app(status=pipeline_status()), terminal_size=(140, 40), run_before=open_detail
+    )
+
+
+def test_log_viewer_80x24_filtered_and_paused(snap_compare: Any) -> None:
+    async def open_detail(pilot: Pilot[None]) -> None:
+        await ready(pilot)
+        await pilot.press("0", "enter")
+        app = pilot.app
+        for _ in range(500):  # the log arrives from a thread worker
+            if app.screen.query("LogView") and app.screen.query_one("LogView").buffer.lines:  # type: ignore[attr-defined]
+                break
+            await pilot.pause(0.01)
+        await pilot.press("slash", *"decode|ready", "escape", "space")
+        await ready(pilot)
+
+    assert snap_compare(
+        still_app(status=pipeline_status()), terminal_size=(80, 24), run_before=open_detail
     )
 
 

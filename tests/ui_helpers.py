@@ -605,6 +605,7 @@ def make_app(
     poll_interval_s: float = 3600.0,
     journal: JournalRead | None = None,
     running: dict[int, GpuState] | None = None,
+    log_tail: Callable[[Path, int], list[str]] = fixed_log_tail,
 ) -> object:
     """A FleetApp on fixed data. A long poll interval keeps each test to its first reading."""
     from tui.ui.app import FleetApp
@@ -614,7 +615,7 @@ def make_app(
         actions=actions if actions is not None else RecordingActions(),
         status_reader=lambda path: status,
         status_path=Path("/nonexistent/status.json"),
-        log_tail=fixed_log_tail,
+        log_tail=log_tail,
         retune_marks=lambda: list(marks),
         profile=profile,
         poll_interval_s=poll_interval_s,

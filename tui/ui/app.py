@@ -17,7 +17,7 @@ from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
-from tui.ui.help_screen import HelpScreen
+from tui.ui.help_screen import HelpScreen, help_sections
 from tui.ui.main_screen import MainScreen
 from tui.ui.messages import (
     ApplyProfileRequested,
@@ -51,7 +51,6 @@ from tui.ui.sources import (
     read_pipeline_status,
     tail_file,
 )
-from tui.ui.tuning.form_screen import TuningFormScreen
 
 FLEET_POLL = "fleet-poll"
 """Worker group of the fleet poll."""
@@ -206,17 +205,7 @@ class FleetApp(App[None]):
         """Show every key."""
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(
-            HelpScreen(
-                [
-                    ("Everywhere", self.BINDINGS),
-                    ("Grid", MainScreen.BINDINGS),
-                    ("Detail", DetailScreen.BINDINGS),
-                    ("Tuning form", TuningFormScreen.BINDINGS),
-                    ("Canary", CanaryScreen.BINDINGS),
-                ]
-            )
-        )
+        self.push_screen(HelpScreen(help_sections(self.BINDINGS)))
 
     def action_request_quit(self) -> None:
         """Ask what to do with the fleet, then quit (or not)."""
