@@ -157,15 +157,18 @@ async def test_wrap_shows_a_decode_line_whole_at_200_columns_and_w_scrolls_inste
     async with app.run_test(size=(200, 50)) as pilot:
         panel = await open_viewer(pilot, app, 1)
         view = panel.live
-        rows = [view.render_line(y).text for y in range(2)]
-        assert "gen throughput (token/s): 1402.31" in "".join(rows)
+        rows = [view.render_line(y).text.rstrip() for y in range(3)]
+        assert rows[0].startswith("[2026-05-09") and rows[2] == ""  # two rows, whole words
+        assert "gen throughput (token/s): 1402.31, #queue-req: 12" in " ".join(rows)
+        assert view.scrollable_content_region.width == 200 - 4  # borders, scrollbar gutter
+        assert all(len(r) <= 196 for r in rows)
         await pilot.press("w")
         assert not view.wrap
         row = view.render_line(0).text
         assert "gen throughput" not in row and row.startswith("[2026-05-09")
-        for _ in range(40):
+        for _ in range(len(DECODE) - 196 + 5):  # past the end: it stops at the last character
             await pilot.press("right")
-        assert view.scroll_x > 0
+        assert view.scroll_x == view.max_scroll_x > 0
         assert "1402.31, #queue-req: 12" in view.render_line(0).text
         await pilot.press("w")
         assert view.wrap and view.scroll_x == 0

@@ -11,7 +11,6 @@ line a jump landed on is marked.
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Sequence
 
 from rich.cells import cell_len
@@ -28,12 +27,33 @@ from tui.ui.detail.log_buffer import SCROLLBACK, LogBuffer
 from tui.ui.detail.log_filter import LineFilter, LineKind, line_kind
 
 
+def wrap_points(line: str, width: int) -> list[int]:
+    """Where each row of ``line`` starts when it wraps at ``width`` characters: after the last
+    space that leaves the row at least two thirds full, else at the width (a long token).
+
+    Args:
+        line: The line.
+        width: Characters per row (>= 1).
+
+    Returns:
+        The start offsets, the first 0.
+    """
+    starts = [0]
+    start = 0
+    while len(line) - start > width:
+        space = line.rfind(" ", start + (2 * width) // 3, start + width)
+        start = space + 1 if space >= 0 else start + width
+        starts.append(start)
+    return starts
+
+
 class LogView(ScrollView, can_focus=True):
     """A scrollable, filterable, wrapping log. The owner appends lines and sets the filter."""
 
     DEFAULT_CSS = """
     LogView {
         height: 1fr;
+        scrollbar-gutter: stable;
         border: round $panel-lighten-2;
         border-title-style: bold;
         border-subtitle-color: $text-muted;
@@ -146,10 +166,9 @@ class LogView(ScrollView, can_focus=True):
         return max(1, self.scrollable_content_region.width)
 
     def _rows_of(self, line: str) -> int:
-        if not self.wrap:
+        if not self.wrap or len(line) <= self._wrap_width:
             return 1
-        # Characters, as the drawing divides them (a log is ASCII but for the odd name).
-        return max(1, math.ceil(len(line) / self._wrap_width))
+        return len(wrap_points(line, self._wrap_width))
 
     def _rebuild(self) -> None:
         self._wrap_width = self._width()
@@ -169,12 +188,17 @@ class LogView(ScrollView, can_focus=True):
 
     def _settle(self) -> None:
         rows = self._ends[-1] if self._ends else 0
-        width = self._wrap_width if self.wrap else self._longest
+        width = self._wrap_width if self.wrap else self._longest + 1  # the last character too
         self.virtual_size = Size(width, rows)
         if self.following:
             self._move_to(self.max_scroll_y)
+            self.call_after_refresh(self._to_end)  # again once the layout knows the new size
         self._subtitle()
         self.refresh()
+
+    def _to_end(self) -> None:
+        if self.following:
+            self._move_to(self.max_scroll_y)
 
     def _row_of(self, number: int | None) -> int:
         """The first row of line ``number`` (or of the first shown line after it)."""
@@ -199,7 +223,8 @@ class LogView(ScrollView, can_focus=True):
     def _move_to(self, y: float) -> None:
         self._moving = True
         try:
-            self.scroll_to(y=max(0.0, y), animate=False, immediate=True)
+            # force: the scrollbar that allows scrolling appears only at the next layout
+            self.scroll_to(y=max(0.0, y), animate=False, immediate=True, force=True)
         finally:
             self._moving = False
 
@@ -305,7 +330,8 @@ class LogView(ScrollView, can_focus=True):
         line = self.buffer.line(number)
         if self.wrap:
             text = self._styled(number, line)
-            pieces = text.divide(range(self._wrap_width, len(line), self._wrap_width))
+            starts = wrap_points(line, self._wrap_width)
+            pieces = text.divide(starts[1:])
             piece = pieces[part] if part < len(pieces) else Text("")
             strip = Strip(list(piece.render(self.app.console)), piece.cell_len)
             return strip.extend_cell_length(width).crop(0, width).apply_style(self.rich_style)
