@@ -184,6 +184,27 @@ def test_tuning_form_does_not_fit(snap_compare: Any) -> None:
     )
 
 
+def test_tuning_form_errors_wrap_at_80x24(snap_compare: Any) -> None:
+    async def run(pilot: Pilot[None]) -> None:
+        from ui_helpers import press_until, wait_for
+
+        from tui.ui.tuning.form_screen import TuningFormScreen
+
+        await ready(pilot)
+        await press_until(pilot, ("T",), TuningFormScreen)
+        form = pilot.app.screen
+        assert isinstance(form, TuningFormScreen)
+        form.query_one("#knob-mem_fraction_static", Input).value = "1.5"
+        await wait_for(pilot, lambda: "mem_fraction_static" in form.candidate.problems, "error")
+        form.set_focus(None)
+        _focus_free(pilot)
+        await pilot.pause()
+
+    assert snap_compare(
+        still_app(status=pipeline_status()), terminal_size=(80, 24), run_before=run
+    )
+
+
 def test_apply_screen_with_verify_report_and_verdict(snap_compare: Any) -> None:
     from ui_helpers import RecordingActions, scripted_apply, wait_for
 

@@ -62,9 +62,12 @@ class TuningFormScreen(Screen[ApplyPlan | None]):
     ]
 
     DEFAULT_CSS = """
-    TuningFormScreen .field-error {
+    TuningFormScreen .field-error, TuningFormScreen .field-label {
         width: 100%;
         height: auto;
+    }
+    TuningFormScreen #tune-scope-row Label {
+        width: 1fr;
     }
     TuningFormScreen #tune-loading {
         height: 1fr;
@@ -72,7 +75,7 @@ class TuningFormScreen(Screen[ApplyPlan | None]):
         color: $text-muted;
     }
     """
-    """Errors wrap to the inputs' width (at 80x24 they were cut)."""
+    """Errors and labels wrap to the inputs' width (at 80x24 they were cut)."""
 
     class PreflightShown(Message):
         """The preflight of the form's current values is on screen (for tests and the bench)."""
