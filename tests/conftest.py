@@ -26,5 +26,6 @@ def isolated_state(
     """Point gpufleet's state (fleet record, journal, simulated GPUs) at a fresh directory."""
     state = tmp_path_factory.mktemp("state")
     monkeypatch.setenv(paths.STATE_ENV, str(state))
+    monkeypatch.setenv(paths.CONFIG_ENV, str(state / "config"))  # saved profiles stay here
     monkeypatch.delenv(paths.SIM_GPU_ENV, raising=False)
     return state

@@ -200,9 +200,7 @@ def test_tuning_form_errors_wrap_at_80x24(snap_compare: Any) -> None:
         _focus_free(pilot)
         await pilot.pause()
 
-    assert snap_compare(
-        still_app(status=pipeline_status()), terminal_size=(80, 24), run_before=run
-    )
+    assert snap_compare(still_app(status=pipeline_status()), terminal_size=(80, 24), run_before=run)
 
 
 def test_apply_screen_with_verify_report_and_verdict(snap_compare: Any) -> None:

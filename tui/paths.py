@@ -20,6 +20,9 @@ SIM_GPU_ENV = "GPUFLEET_SIM_GPU_DIR"
 PROFILES_ENV = "GPUFLEET_PROFILES_DIR"
 """Environment variable that overrides the profiles directory."""
 
+CONFIG_ENV = "GPUFLEET_CONFIG_DIR"
+"""Environment variable that overrides the user's configuration directory (tests point it away)."""
+
 SGLANG_REFERENCE_ENV = "GPUFLEET_SGLANG_REFERENCE"
 """Environment variable that overrides where SGLang's own package is installed for reference."""
 
@@ -87,6 +90,24 @@ def profiles_dir() -> Path:
     if local.is_dir():
         return local
     return Path(__file__).resolve().parent.parent / "profiles"
+
+
+def config_dir() -> Path:
+    """The user's gpufleet configuration: ``$GPUFLEET_CONFIG_DIR``, else
+    ``$XDG_CONFIG_HOME/gpufleet`` (``~/.config/gpufleet``)."""
+    explicit = os.environ.get(CONFIG_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".config") / "gpufleet"
+
+
+def user_profiles_dir() -> Path:
+    """Where the console saves the profiles it makes: ``$GPUFLEET_PROFILES_DIR`` when set (an
+    explicit profiles directory), else ``config_dir()/profiles``; never the source tree's
+    ``profiles/`` nor the shipped ones. The pickers list them beside ``profiles_dir()``'s."""
+    explicit = os.environ.get(PROFILES_ENV)
+    return Path(explicit) if explicit else config_dir() / "profiles"
 
 
 def cordon_file() -> Path:
