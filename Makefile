@@ -1,5 +1,5 @@
 # gpufleet: two commands on a fresh machine.
-#   make demo   opens the console on the embedded simulated fleet
+#   make demo   opens the console on the embedded simulated fleet (make demo ARGS="--base-port 31000")
 #   make test   runs every test (lint, types, unit, Pilot, snapshot, tmux end-to-end)
 # Both bootstrap .venv from nothing and install system tools (tmux) when missing; a second run is quick.
 
@@ -31,8 +31,11 @@ tools:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tmux >/dev/null; }
 
+# ARGS: options of gpufleet demo (--base-port, --gpus, --speed, --profile, --no-pipeline, ...)
+ARGS ?=
+
 demo: $(STAMP) tools
-	$(BIN)/gpufleet demo
+	$(BIN)/gpufleet demo $(ARGS)
 
 check: $(STAMP)
 	$(BIN)/ruff check tui tests bench

@@ -22,7 +22,12 @@ DEMO_FLEET_TIMEOUT_S = 3600.0
 
 def build_parser() -> argparse.ArgumentParser:
     """The demo's options."""
-    parser = ArgumentParser(prog="gpufleet demo", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(
+        prog="gpufleet demo",
+        description="The simulated 7-GPU fleet, a pipeline over a demo prompt set, the console. "
+        "A fleet (and pipeline) left running by an earlier demo is re-attached; a demo job that "
+        "finished is started afresh.",
+    )
     parser.add_argument("--gpus", type=int, default=None, help="run only the first N GPUs (1-7)")
     parser.add_argument("--speed", type=float, default=None, help="simulator speed (default 20)")
     parser.add_argument(
@@ -48,7 +53,13 @@ def main(argv: Sequence[str]) -> int:
         0 after the console closed; 1 when the fleet could not be started; 2 on bad options.
     """
     args = build_parser().parse_args(list(argv))
-    from tui.ops.demo import demo_profile, demo_prompts_file, ensure_prompts, pipeline_config
+    from tui.ops.demo import (
+        demo_profile,
+        demo_prompts_file,
+        ensure_prompts,
+        fresh_job_if_finished,
+        pipeline_config,
+    )
     from tui.ops.lock import OperationBusy
     from tui.ops.pipeline import start_pipeline
     from tui.ops.service import FleetOps, OperationError
@@ -84,6 +95,9 @@ def main(argv: Sequence[str]) -> int:
     if not args.no_pipeline:
         if ensure_prompts(prompts):
             print(f"gpufleet demo: wrote the demo prompt set {prompts}")
+        fresh = fresh_job_if_finished(config)
+        if fresh is not None:
+            print(f"gpufleet demo: {fresh}")
         pid = start_pipeline(config)
         print(f"gpufleet demo: pipeline pid {pid}, status {config.status_path}")
     return run_console(profile, config, stop_pipeline_with_fleet=True, windows=windows)
