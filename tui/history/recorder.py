@@ -112,15 +112,18 @@ class HistoryRecorder:
 
     # --- in a thread ------------------------------------------------------------------------
 
+    @property
+    def due(self) -> bool:
+        """Whether ``flush_s`` has passed since the last write (cheap: no thread needed)."""
+        return self._clock() - self._last_flush >= self.flush_s
+
     def flush_if_due(self) -> int:
         """Write what accumulated when ``flush_s`` has passed since the last write. Blocking.
 
         Returns:
             Samples written (0 when not due, nothing pending, or the history is unusable).
         """
-        if self._clock() - self._last_flush < self.flush_s:
-            return 0
-        return self.flush()
+        return self.flush() if self.due else 0
 
     def flush(self) -> int:
         """Write what accumulated now, and prune when due. Blocking (call from a thread).

@@ -170,7 +170,8 @@ class FleetApp(App[None]):
     def on_fleet_updated(self, message: FleetUpdated) -> None:
         """Hand the snapshot down to every screen that shows the fleet, and to the history."""
         self.history.add_fleet(message.snapshot)
-        self.write_history()
+        if self.history.due:  # a thread only every few seconds, for the batch
+            self.write_history()
         self.main_screen.fleet = message.snapshot
         for screen in self.screen_stack:
             if isinstance(screen, DetailScreen):
