@@ -1,5 +1,5 @@
-"""The tuning form answers at once: it opens in the turn of its key, keeps every key typed while
-it reads its profile, and shows only the newest values' preflight (never a stale one)."""
+"""The tuning form answers at once: it shows as soon as its key is handled, keeps every key typed
+while it reads its profile, and shows only the newest values' preflight (never a stale one)."""
 
 from __future__ import annotations
 
@@ -63,14 +63,14 @@ async def test_keys_typed_while_the_form_reads_its_profile_all_reach_the_form() 
     async with app.run_test(size=(140, 45)) as pilot:
         await settle(pilot, app)
         assert app.main_screen.selected == 0
-        keys: list[tuple[str, str | None]] = [("T", "T")]
-        keys += [("backspace", None)] * 4 + [(c, c) for c in "0.93"]
-        keys += [("tab", None), ("backspace", None), ("backspace", None), ("1", "1"), ("q", "q")]
-        post_keys(app, keys)
-        await wait_for(pilot, lambda: isinstance(app.screen, TuningFormScreen), "the form")
+        await pilot.press("T")  # the form shows at once, still reading the running profile
         form = app.screen
-        assert isinstance(form, TuningFormScreen)
-        await wait_for(pilot, lambda: len(form.type_ahead.held) == len(keys) - 1, "held keys")
+        assert isinstance(form, TuningFormScreen) and not form.type_ahead.ready
+        keys: list[tuple[str, str | None]] = [("backspace", None)] * 4
+        keys += [(c, c) for c in "0.93"]
+        keys += [("tab", None), ("backspace", None), ("backspace", None), ("1", "1"), ("q", "q")]
+        post_keys(app, keys)  # typed while it reads: at once, no waiting between them
+        await wait_for(pilot, lambda: len(form.type_ahead.held) == len(keys), "held keys")
         # none reached the grid ('3' would select GPU 3, 'q' would ask to quit)
         assert app.main_screen.selected == 0
         assert not form.query(Input)  # still reading the profile
@@ -88,7 +88,9 @@ async def test_escape_while_the_form_reads_its_profile_closes_it_at_once() -> No
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(140, 45)) as pilot:
         await settle(pilot, app)
-        post_keys(app, [("T", "T"), ("9", "9"), ("escape", None)])
+        await pilot.press("T")
+        assert isinstance(app.screen, TuningFormScreen)
+        post_keys(app, [("9", "9"), ("escape", None)])
         await wait_for(pilot, lambda: app.screen is app.main_screen, "the form to close")
         actions.gate.set()
         await pilot.pause()
@@ -98,7 +100,7 @@ async def test_escape_while_the_form_reads_its_profile_closes_it_at_once() -> No
 
 async def open_ready_form(pilot: Pilot[None], app: FleetApp) -> TuningFormScreen:
     await settle(pilot, app)
-    post_keys(app, [("T", "T")])
+    await pilot.press("T")
     await wait_for(pilot, lambda: isinstance(app.screen, TuningFormScreen), "the form")
     form = app.screen
     assert isinstance(form, TuningFormScreen)

@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, TextArea
+from textual.widgets import Footer, Header
 
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
@@ -77,10 +77,8 @@ class MainScreen(Screen[None]):
         Binding("K", "kill_all", "Kill all", id="fleet.kill_all"),
         Binding("r", "relaunch_selected", "Relaunch", id="fleet.relaunch"),
         Binding("R", "relaunch_all", "Relaunch all", id="fleet.relaunch_all"),
-        # Priority: resolved when the app receives the key, so the form is open before the next
-        # key is routed, and every key typed after `t` goes to the form (type-ahead).
-        Binding("t", "tune", "Tune GPU", id="fleet.tune", priority=True),
-        Binding("T", "tune_all", "Tune all", id="fleet.tune_all", priority=True),
+        Binding("t", "tune", "Tune GPU", id="fleet.tune"),
+        Binding("T", "tune_all", "Tune all", id="fleet.tune_all"),
         Binding("b", "rollback", "Rollback", id="fleet.rollback"),
         Binding("j", "journal", "Journal", id="fleet.journal"),
         Binding("c", "canary", "Canary", id="fleet.canary"),
@@ -172,9 +170,6 @@ class MainScreen(Screen[None]):
         intent = ACTION_INTENTS.get(action)
         if intent is None:
             return True
-        if action in ("tune", "tune_all") and isinstance(self.focused, Input | TextArea):
-            return False  # a priority key: typed into a text field, it is text
-
         if not self.actions.supports(intent):
             return None
         if action in ("kill_selected", "relaunch_selected", "kill_all", "relaunch_all", "rollout"):
