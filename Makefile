@@ -1,5 +1,5 @@
 # gpufleet: two commands on a fresh machine.
-#   make demo   opens the console on the embedded simulated fleet
+#   make demo   opens the console on the embedded simulated fleet (make demo ARGS="--base-port 31000")
 #   make test   runs every test (lint, types, unit, Pilot, snapshot, tmux and browser end-to-end)
 # Both bootstrap .venv from nothing and install system tools (tmux; for make test also chromium)
 # when missing; a second run is quick.
@@ -48,8 +48,11 @@ browser:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# ARGS: options of gpufleet demo (--base-port, --gpus, --speed, --profile, --no-pipeline, ...)
+ARGS ?=
+
 demo: $(STAMP) tools
-	$(BIN)/gpufleet demo
+	$(BIN)/gpufleet demo $(ARGS)
 
 check: $(STAMP)
 	$(BIN)/ruff check tui tests bench

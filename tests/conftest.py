@@ -27,6 +27,6 @@ def isolated_state(
     its settings at an empty one (a developer's own settings.toml must not change a test)."""
     state = tmp_path_factory.mktemp("state")
     monkeypatch.setenv(paths.STATE_ENV, str(state))
-    monkeypatch.setenv(paths.CONFIG_ENV, str(state / "config"))
+    monkeypatch.setenv(paths.CONFIG_ENV, str(state / "config"))  # saved profiles stay here
     monkeypatch.delenv(paths.SIM_GPU_ENV, raising=False)
     return state

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 from textual.screen import ModalScreen
-from textual.widgets import Input, Log
+from textual.widgets import Input
 from ui_helpers import (
     FixedPoller,
     RecordingActions,
@@ -25,6 +25,7 @@ from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.detail_screen import DetailScreen
+from tui.ui.detail.log_view import LogView
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.help_screen import HelpScreen
 from tui.ui.main_screen import MainScreen
@@ -100,18 +101,18 @@ async def test_detail_log_is_filterable_and_slash_focuses_the_filter() -> None:
         await pilot.press("enter")
         screen = app.screen
         assert isinstance(screen, DetailScreen)
-        log = screen.query_one(Log)
+        log = screen.query_one(LogView)
         loop_deadline = 200
-        while log.line_count == 0 and loop_deadline:
+        while not log.buffer.lines and loop_deadline:
             await pilot.pause(0.01)
             loop_deadline -= 1
-        assert log.line_count == 6
+        assert len(log.shown_lines) == 6
         await pilot.press("slash")
         assert isinstance(app.focused, Input)
         await pilot.press(*"decode")
         await pilot.pause()
-        assert log.line_count == 2
-        assert all("Decode" in line for line in log.lines)
+        assert len(log.shown_lines) == 2
+        assert all("Decode" in line for line in log.shown_lines)
 
 
 @pytest.mark.parametrize(
@@ -221,8 +222,26 @@ async def test_question_mark_shows_every_key_and_escape_closes() -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one("#help-text").render())
-        for description in ("Kill all", "Relaunch", "Start/stop pipeline", "Filter log", "Quit"):
+        for description in (
+            "Kill all",
+            "Relaunch",
+            "Start/stop pipeline",
+            "Filter (regex)",
+            "Quit",
+        ):
             assert description in text
+        # the keys of the modal screens and modes too
+        for description in (
+            "Longer range",
+            "Next error",
+            "Open in $PAGER",
+            "Save as new profile",
+            "Roll out",
+            "Terminate",
+            "Stop fleet and quit",
+            "Details",
+        ):
+            assert description in text, description
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
 

@@ -1,8 +1,9 @@
-"""The generation pane: history kept across status documents, retune markers, the numbers."""
+"""The generation pane: its numbers, and the output-rate chart read back from the history
+(ranges, retune markers, a scaled axis, visible at 80x24, the same after a re-attach)."""
 
 from __future__ import annotations
 
-from textual.widgets import ProgressBar, Sparkline
+from textual.widgets import ProgressBar
 from ui_helpers import (
     RETUNE_MARKS,
     T0,
@@ -10,72 +11,165 @@ from ui_helpers import (
     pipeline_history_statuses,
     pipeline_status,
     settle,
+    wait_for,
 )
 
+from tui.history import HistoryStore
+from tui.history.samples import pipeline_samples
 from tui.ui.app import FleetApp
-from tui.ui.pipeline.generation_pane import GenerationPane, RetuneMarkers
-from tui.ui.pipeline.throughput_history import (
-    HISTORY_WINDOW_S,
-    append_sample,
-    marker_columns,
-    resample,
-    window,
-)
+from tui.ui.history.chart import RANGES, ChartData, HistoryChart, chart_lines
+from tui.ui.history.plot import axis_for, braille_rows, columns, mark_columns, time_labels
+from tui.ui.pipeline.generation_pane import GenerationPane, chart_data
 
 
-def test_history_keeps_one_hour_and_ignores_repeated_documents() -> None:
-    history: tuple[tuple[float, float], ...] = ()
-    for minute in range(90):
-        history = append_sample(history, pipeline_status(updated_at=T0 + 60 * minute))
-    again = append_sample(history, pipeline_status(updated_at=T0 + 60 * 89))
-    assert again is history
-    assert history[-1][0] - history[0][0] <= HISTORY_WINDOW_S
-    assert len(history) == 61
-
-
-def test_resample_gives_one_value_per_column_and_markers_land_on_their_time() -> None:
-    history: tuple[tuple[float, float], ...] = ()
+def recorded_hour(app: FleetApp) -> None:
+    """An hour of status documents a minute apart (two retune dips), written to the history
+    (as an earlier console did: older than the document the app has just read)."""
     for status in pipeline_history_statuses():
-        history = append_sample(history, status)
-    values = resample(history, 61)
-    assert len(values) == 61
-    start, end = window(history)
-    assert (start, end) == (T0 - 3600, T0)
-    columns = marker_columns(RETUNE_MARKS, history, 61)
-    assert columns == {20, 45}
-    assert values[20] < values[19] and values[45] < values[44]  # the dips sit under the markers
-    assert marker_columns((T0 - 7200,), history, 61) == set()  # older than the chart
+        app.history.add(pipeline_samples(status))
+    app.history.flush()
 
 
-async def test_pane_shows_rates_progress_servers_and_markers() -> None:
-    app = make_app(status=pipeline_status(updated_at=T0 - 3660), marks=RETUNE_MARKS)
+def test_a_constant_rate_is_a_flat_line_not_a_solid_block() -> None:
+    axis = axis_for([6000.0] * 50, floor=50.0)
+    assert axis.low < 6000.0 < axis.high  # scaled to the data, the line in the middle
+    rows = braille_rows([6000.0] * 40, axis, 4)
+    drawn = [r for r in rows if r.strip()]
+    assert len(drawn) == 1 and set(drawn[0]) == {"⣀"}  # one row of dots, nothing filled below
+    idle = axis_for([0.0] * 10, floor=50.0)
+    assert (idle.low, idle.high) == (0.0, 50.0)  # the floor: an idle series lies on the bottom
+    assert braille_rows([0.0] * 4, idle, 2) == ["  ", "⣀⣀"]
+    wide = axis_for([100.0, 4000.0], floor=50.0)
+    assert wide.low == 0.0 and 4000.0 < wide.high <= 4500.0
+
+
+def test_columns_average_carry_over_short_holes_and_leave_long_gaps() -> None:
+    points = [(0.0, 10.0), (1.0, 20.0), (5.0, 30.0), (100.0, 40.0)]
+    values = columns(points, 0.0, 120.0, 12, gap_s=30.0)
+    assert values[0] == 20.0  # the mean of the three points in the first 10 s
+    assert values[1] == 20.0 and values[3] == 20.0  # carried on for 30 s
+    assert values[4] is None and values[9] is None  # 40 s without data: a gap
+    assert values[10] == 40.0
+
+
+def test_time_labels_and_marks_fall_on_their_columns() -> None:
+    assert time_labels(0.0, 3600.0, 40, "now") == "-60m" + " " * 14 + "-30m" + " " * 15 + "now"
+    assert mark_columns((0.0, 1800.0, 3600.0, 4000.0), 0.0, 3600.0, 40) == {0, 20, 39}
+
+
+def test_the_chart_has_axes_markers_and_fits_a_panel() -> None:
+    points = tuple((T0 - 3600 + 60 * i, 3000.0 + 10 * i) for i in range(61))
+    data = ChartData(points, T0 - 3600, T0, floor=50.0, marks=RETUNE_MARKS)
+    lines = [line.plain for line in chart_lines(data, 60, 6)]
+    assert len(lines) == 6 and all(len(line) == 60 for line in lines)
+    # 3000 -> 3600: the axis is scaled to the data (not from 0), with room above and below
+    assert lines[0].startswith("3800 ") and lines[3].startswith("2800 ")
+    assert lines[4].count("▲") == 2 and set(lines[4].strip()) == {"─", "▲"}
+    assert lines[5].split() == ["-60m", "-30m", "now"]
+    compact = [line.plain for line in chart_lines(data, 30, 2)]  # a panel's graph
+    assert len(compact) == 2 and compact[0].startswith("3800") and compact[1].startswith("2800")
+
+
+def test_chart_data_reads_the_range_and_keeps_the_marks_inside_it(tmp_path: object) -> None:
+    store = HistoryStore(":memory:")
+    for status in pipeline_history_statuses():
+        store.write(pipeline_samples(status))
+    hour = chart_data(store, RANGES[1], T0, (*RETUNE_MARKS, T0 - 7200))
+    assert hour is not None and (hour.start, hour.end) == (T0 - 3600, T0)
+    assert hour.marks == RETUNE_MARKS
+    assert len([p for p in hour.points if p[0] >= hour.start]) == 61
+    ten = chart_data(store, RANGES[0], T0, RETUNE_MARKS)
+    assert ten is not None and ten.start == T0 - 600 and ten.marks == ()
+    job = chart_data(store, RANGES[3], T0, ())
+    assert job is not None and job.start == T0 - 3600
+    assert chart_data(store, RANGES[1], T0 + 7200, ()) is None  # nothing in that hour
+
+
+async def test_pane_shows_rates_progress_servers_and_the_chart_with_markers() -> None:
+    app = make_app(status=pipeline_status(), marks=RETUNE_MARKS)
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(120, 45)) as pilot:
         await settle(pilot, app)
-        await pilot.press("g")
-        while app.main_screen.pipeline_status is None:
-            await pilot.pause(0.01)
-        statuses = pipeline_history_statuses()
-        for status in statuses:
-            app.main_screen.record_pipeline(status, RETUNE_MARKS)
-        await pilot.pause()
-        newest = statuses[-1].rate_1m.output_tokens_per_s
+        recorded_hour(app)
         pane = app.screen.query_one(GenerationPane)
+        pane.clock = lambda: T0
+        await pilot.press("g")
+        chart = pane.query_one(HistoryChart)
+        await wait_for(pilot, lambda: chart.data is not None, "the chart")
         summary = str(pane.query_one("#pipeline-summary").render())
         assert "req/s 6.10 (1m) 5.90 (10m)" in summary
-        assert f"out tok/s {newest:,.0f} (1m) 3,300 (10m)" in summary
+        assert "out tok/s 3,456 (1m) 3,300 (10m)" in summary
         assert "done 322,000 / 913,786" in summary and "ETA 1d 02h" in summary
         assert pane.query_one(ProgressBar).percentage == 322_000 / 913_786
         servers = str(pane.query_one("#pipeline-servers").render())
         assert "http://127.0.0.1:30002" in servers and "no work" in servers
-        sparkline = pane.query_one(Sparkline)
-        assert len(list(sparkline.data or [])) == pane.content_size.width
-        markers = pane.query_one(RetuneMarkers)
-        assert str(markers.render()).count("▲") == 2
-        assert len(app.main_screen.pipeline_history) == 61
+        assert chart.data is not None and len(chart.data.points) == 61
+        drawn = str(chart.render())
+        assert drawn.count("▲") == 2 and "-60m" in drawn and "now" in drawn
+        assert "1h" in str(pane.border_subtitle)
 
 
-async def test_pane_without_a_status_document_says_so() -> None:
+async def test_the_range_keys_change_what_the_chart_reads() -> None:
+    app = make_app(status=pipeline_status(), marks=RETUNE_MARKS)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(120, 45)) as pilot:
+        await settle(pilot, app)
+        recorded_hour(app)
+        pane = app.screen.query_one(GenerationPane)
+        pane.clock = lambda: T0
+        await pilot.press("g")
+        chart = pane.query_one(HistoryChart)
+        await wait_for(pilot, lambda: chart.data is not None, "the chart")
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: chart.data is not None and chart.data.start == T0 - 600)
+        assert pane.chart_range.label == "10m" and "-10m" in str(chart.render())
+        await pilot.press("left_square_bracket")  # already the shortest
+        assert pane.chart_range.label == "10m"
+        for label, start in (("1h", T0 - 3600), ("6h", T0 - 6 * 3600), ("job", T0 - 3600)):
+            await pilot.press("right_square_bracket")
+            await wait_for(
+                pilot, lambda s=start: chart.data is not None and chart.data.start == s, label
+            )
+            assert pane.chart_range.label == label
+            assert f" {label} " in str(pane.border_subtitle)
+
+
+async def test_the_history_survives_a_new_console() -> None:
+    first = make_app(status=pipeline_status())
+    assert isinstance(first, FleetApp)
+    async with first.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, first)
+        recorded_hour(first)
+    again = make_app(status=pipeline_status())  # a re-attach: same state directory
+    assert isinstance(again, FleetApp)
+    async with again.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, again)
+        pane = again.screen.query_one(GenerationPane)
+        pane.clock = lambda: T0
+        await pilot.press("g")
+        chart = pane.query_one(HistoryChart)
+        await wait_for(pilot, lambda: chart.data is not None, "the chart from the file")
+        assert chart.data is not None and len(chart.data.points) >= 61
+
+
+async def test_at_80x24_the_chart_is_on_screen() -> None:
+    app = make_app(status=pipeline_status(), marks=RETUNE_MARKS)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        recorded_hour(app)
+        pane = app.screen.query_one(GenerationPane)
+        pane.clock = lambda: T0
+        await pilot.press("g")
+        chart = pane.query_one(HistoryChart)
+        await wait_for(pilot, lambda: chart.data is not None, "the chart")
+        await pilot.pause()
+        region = chart.region
+        visible = pane.scrollable_content_region
+        assert region.height == 6 and visible.contains_region(region), (region, visible)
+
+
+async def test_pane_without_a_status_document_or_history_says_so() -> None:
     app = make_app(status=None)
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -83,3 +177,6 @@ async def test_pane_without_a_status_document_says_so() -> None:
         await pilot.press("g")
         summary = str(app.screen.query_one("#pipeline-summary").render())
         assert "no pipeline status document" in summary
+        chart = app.screen.query_one(HistoryChart)
+        await pilot.pause(0.1)
+        assert "no history yet" in str(chart.render())

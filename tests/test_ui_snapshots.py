@@ -55,13 +55,30 @@ def test_detail_screen(snap_compare: Any) -> None:
         await pilot.press("0", "enter")
         app = pilot.app
         for _ in range(500):  # the log tail arrives from a thread worker
-            if app.screen.query("Log") and app.screen.query_one("Log").line_count:  # type: ignore[attr-defined]
+            if app.screen.query("LogView") and app.screen.query_one("LogView").buffer.lines:  # type: ignore[attr-defined]
                 break
             await pilot.pause(0.01)
         await ready(pilot)
 
     assert snap_compare(
         still_app(status=pipeline_status()), terminal_size=(140, 40), run_before=open_detail
+    )
+
+
+def test_log_viewer_80x24_filtered_and_paused(snap_compare: Any) -> None:
+    async def open_detail(pilot: Pilot[None]) -> None:
+        await ready(pilot)
+        await pilot.press("0", "enter")
+        app = pilot.app
+        for _ in range(500):  # the log arrives from a thread worker
+            if app.screen.query("LogView") and app.screen.query_one("LogView").buffer.lines:  # type: ignore[attr-defined]
+                break
+            await pilot.pause(0.01)
+        await pilot.press("slash", *"decode|ready", "escape", "space")
+        await ready(pilot)
+
+    assert snap_compare(
+        still_app(status=pipeline_status()), terminal_size=(80, 24), run_before=open_detail
     )
 
 
@@ -76,20 +93,40 @@ def test_help_screen(snap_compare: Any) -> None:
     )
 
 
-def test_generation_pane(snap_compare: Any) -> None:
-    async def show_pane(pilot: Pilot[None]) -> None:
-        await ready(pilot)
-        app = pilot.app
-        assert isinstance(app, FleetApp)
-        for status in pipeline_history_statuses():
-            app.main_screen.record_pipeline(status, RETUNE_MARKS)
-        await pilot.press("g")
-        await pilot.pause()
+async def show_generation(pilot: Pilot[None]) -> None:
+    """The pane over an hour of history (two retunes), its chart read back from the file."""
+    from tui.history.samples import pipeline_samples
+    from tui.ui.history.chart import HistoryChart
+    from tui.ui.pipeline.generation_pane import GenerationPane
 
+    await ready(pilot)
+    app = pilot.app
+    assert isinstance(app, FleetApp)
+    for status in pipeline_history_statuses():
+        app.history.add(pipeline_samples(status))
+    app.history.flush()
+    pane = app.screen.query_one(GenerationPane)
+    pane.clock = lambda: T0
+    await pilot.press("g")
+    chart = pane.query_one(HistoryChart)
+    while chart.data is None:
+        await pilot.pause(0.01)
+    await pilot.pause()
+
+
+def test_generation_pane(snap_compare: Any) -> None:
     assert snap_compare(
-        still_app(status=pipeline_status(updated_at=T0 - 3660), marks=RETUNE_MARKS),
+        still_app(status=pipeline_status(), marks=RETUNE_MARKS),
         terminal_size=(120, 45),
-        run_before=show_pane,
+        run_before=show_generation,
+    )
+
+
+def test_generation_pane_80x24(snap_compare: Any) -> None:
+    assert snap_compare(
+        still_app(status=pipeline_status(), marks=RETUNE_MARKS),
+        terminal_size=(80, 24),
+        run_before=show_generation,
     )
 
 
@@ -145,6 +182,25 @@ def test_tuning_form_does_not_fit(snap_compare: Any) -> None:
     assert snap_compare(
         still_app(status=pipeline_status()), terminal_size=(150, 45), run_before=run
     )
+
+
+def test_tuning_form_errors_wrap_at_80x24(snap_compare: Any) -> None:
+    async def run(pilot: Pilot[None]) -> None:
+        from ui_helpers import press_until, wait_for
+
+        from tui.ui.tuning.form_screen import TuningFormScreen
+
+        await ready(pilot)
+        await press_until(pilot, ("T",), TuningFormScreen)
+        form = pilot.app.screen
+        assert isinstance(form, TuningFormScreen)
+        form.query_one("#knob-mem_fraction_static", Input).value = "1.5"
+        await wait_for(pilot, lambda: "mem_fraction_static" in form.candidate.problems, "error")
+        form.set_focus(None)
+        _focus_free(pilot)
+        await pilot.pause()
+
+    assert snap_compare(still_app(status=pipeline_status()), terminal_size=(80, 24), run_before=run)
 
 
 def test_apply_screen_with_verify_report_and_verdict(snap_compare: Any) -> None:

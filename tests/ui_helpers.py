@@ -607,6 +607,7 @@ def make_app(
     running: dict[int, GpuState] | None = None,
     readonly: bool = False,
     node_groups: bool = False,
+    log_tail: Callable[[Path, int], list[str]] = fixed_log_tail,
 ) -> object:
     """A FleetApp on fixed data. A long poll interval keeps each test to its first reading."""
     from tui.ui.app import FleetApp
@@ -616,7 +617,7 @@ def make_app(
         actions=actions if actions is not None else RecordingActions(),
         status_reader=lambda path: status,
         status_path=Path("/nonexistent/status.json"),
-        log_tail=fixed_log_tail,
+        log_tail=log_tail,
         retune_marks=lambda: list(marks),
         profile=profile,
         poll_interval_s=poll_interval_s,
@@ -707,3 +708,8 @@ async def press_until(pilot: object, keys: tuple[str, ...], screen_type: type) -
         if key in ("r", "R", "t", "T", "b", "j", "c", "o"):  # these open a screen from a worker
             await wait_for(pilot, opened, f"a screen after {key!r}")
     await wait_for(pilot, lambda: isinstance(app.screen, screen_type), screen_type.__name__)
+    from tui.ui.tuning.form_screen import TuningFormScreen
+
+    form = app.screen
+    if isinstance(form, TuningFormScreen):  # it opens at once and reads its profile meanwhile
+        await wait_for(pilot, lambda: form.type_ahead.ready, "the tuning form's inputs")

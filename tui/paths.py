@@ -22,10 +22,11 @@ SIM_GPU_ENV = "GPUFLEET_SIM_GPU_DIR"
 PROFILES_ENV = "GPUFLEET_PROFILES_DIR"
 """Environment variable that overrides the profiles directory."""
 
+CONFIG_ENV = "GPUFLEET_CONFIG_DIR"
+"""Environment variable that overrides the user's configuration directory (tests point it away)."""
+
 SGLANG_REFERENCE_ENV = "GPUFLEET_SGLANG_REFERENCE"
 """Environment variable that overrides where SGLang's own package is installed for reference."""
-CONFIG_ENV = "GPUFLEET_CONFIG_DIR"
-"""Environment variable that overrides the configuration directory (``settings.toml``)."""
 
 
 def state_dir() -> Path:
@@ -64,6 +65,11 @@ def journal_file() -> Path:
     return state_dir() / "journal.jsonl"
 
 
+def history_file() -> Path:
+    """The fleet's time series (``tui.history``): SQLite, bounded in time and size."""
+    return state_dir() / "history.sqlite3"
+
+
 def pipeline_status_file() -> Path:
     """Default status document of the generation pipeline."""
     return state_dir() / "pipeline" / "status.json"
@@ -88,6 +94,25 @@ def profiles_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "profiles"
 
 
+def config_dir() -> Path:
+    """The user's gpufleet configuration: ``$GPUFLEET_CONFIG_DIR``, else
+    ``$XDG_CONFIG_HOME/gpufleet`` (``~/.config/gpufleet``): the operator's settings, which
+    gpufleet only reads, and the profiles the console saves (``user_profiles_dir``)."""
+    explicit = os.environ.get(CONFIG_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".config") / "gpufleet"
+
+
+def user_profiles_dir() -> Path:
+    """Where the console saves the profiles it makes: ``$GPUFLEET_PROFILES_DIR`` when set (an
+    explicit profiles directory), else ``config_dir()/profiles``; never the source tree's
+    ``profiles/`` nor the shipped ones. The pickers list them beside ``profiles_dir()``'s."""
+    explicit = os.environ.get(PROFILES_ENV)
+    return Path(explicit) if explicit else config_dir() / "profiles"
+
+
 def cordon_file() -> Path:
     """Servers closed to new work while an operation drains them (``tui.state.cordons``)."""
     return state_dir() / "cordons.json"
@@ -101,16 +126,6 @@ def sglang_reference_dir(version: str) -> Path:
     """
     explicit = os.environ.get(SGLANG_REFERENCE_ENV)
     return Path(explicit) if explicit else Path(sys.prefix) / f"sglang-{version}"
-
-
-def config_dir() -> Path:
-    """Directory of the operator's settings (gpufleet never writes here)."""
-    explicit = os.environ.get(CONFIG_ENV)
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".config"
-    return base / "gpufleet"
 
 
 def settings_file() -> Path:

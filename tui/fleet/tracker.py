@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tui.state.fleet_state import ProcessRecord, read_records
 from tui.fleet.liveness import ProgressWatch
 from tui.fleet.server_log import EMPTY_VIEW, ServerLog
 from tui.fleet.snapshot import ServerState
@@ -19,6 +18,7 @@ from tui.fleet.spec import ServerSpec
 from tui.logs.state import LogView
 from tui.servers.discovery import ServerProcess, is_alive
 from tui.servers.probe import Readiness, ServerInfo, ServerLoad, ServerProbe
+from tui.state.fleet_state import ProcessRecord, read_records
 
 _N = TypeVar("_N", int, float)
 

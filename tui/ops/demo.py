@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from tui import paths
 from tui.fleet.spec import FleetSpec
-from tui.ops.pipeline import PipelineConfig
+from tui.ops.pipeline import PipelineConfig, find_pipelines
 from tui.pipeline.fleet_urls import server_urls
+from tui.pipeline.status import read_status
 from tui.profiles import Profile, log_path_for
 
 DEMO_PROMPTS = 100_000
@@ -73,6 +75,36 @@ def pipeline_config(profile: Profile, prompts: Path, fleet_timeout_s: float) -> 
         log_path=paths.pipeline_dir() / "pipeline.log",
         servers=tuple(server_urls(profile)),
         extra_args=("--fleet-timeout", f"{fleet_timeout_s:g}"),
+    )
+
+
+def fresh_job_if_finished(config: PipelineConfig) -> str | None:
+    """Start the demo's next job afresh when its last one finished.
+
+    A finished job's outputs hold a done record for every prompt, so a pipeline started on them
+    has nothing to do and the demo would sit idle. When the status document says the last job
+    finished and no pipeline runs, its outputs move to ``<out>-finished`` (replacing the one
+    kept before: at most one finished job is kept) and its status document goes, so the next
+    pipeline starts the job from its first prompt. A stopped or failed job is left to resume.
+
+    Args:
+        config: The demo's pipeline.
+
+    Returns:
+        What was done, in words, or None when there was nothing to reset.
+    """
+    status = read_status(config.status_path)
+    if status is None or status.state != "finished" or not config.out_dir.exists():
+        return None
+    if find_pipelines(config.status_path):
+        return None
+    kept = config.out_dir.with_name(f"{config.out_dir.name}-finished")
+    shutil.rmtree(kept, ignore_errors=True)
+    config.out_dir.rename(kept)
+    config.status_path.unlink(missing_ok=True)
+    return (
+        f"the last demo job finished ({status.done:,} of {status.total:,} prompts done); "
+        f"starting a fresh one (the finished job's outputs are in {kept})"
     )
 
 

@@ -53,10 +53,11 @@ from tui.ops.lock import OperationBusy, operation_lock
 from tui.ops.pipeline import PipelineConfig, start_pipeline, stop_pipelines
 from tui.ops.runner import EngineRunner, gpu_pids_for
 from tui.ops.target import launch_spec
-from tui.profiles import Profile, list_profiles, load_named, save_profile
+from tui.profiles import Profile, list_profiles, load_named, profile_engine, save_profile
+from tui.retune.calibration import CalibrationCache
 from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
-from tui.retune.preflight import Preflight, calibration_from_log, preflight
+from tui.retune.preflight import Preflight, preflight
 from tui.rollout.canary import (
     Applier,
     Canary,
@@ -148,6 +149,9 @@ class FleetOps:
         self.stop_pipeline_with_fleet = stop_pipeline_with_fleet
         """Whether stopping the fleet also stops the pipeline."""
         self._gpu_pids = gpu_pids
+        self._calibrations = CalibrationCache()
+        """The running servers' log sizes for the preflights, each log read once then followed
+        (a prediction per keystroke of the tuning form must not re-read whole logs)."""
 
     # --- reading the fleet (blocking: call from a thread) ----------------------------------------
 
@@ -703,8 +707,11 @@ class FleetOps:
     # --- profiles and predictions (for the console's form) --------------------------------------
 
     def profile_names(self) -> list[str]:
-        """Names of the profiles in the profiles directory. Blocking."""
-        return [path.stem for path in list_profiles()]
+        """Names of the saved and shipped profiles whose engine is the fleet's. Blocking."""
+        kind = self.base.engine.kind if self.base is not None else None
+        # Only what can run on this fleet: a real-SGLang profile on a simulated fleet (or the
+        # other way round) is not offered.
+        return [p.stem for p in list_profiles() if kind is None or profile_engine(p) == kind]
 
     def current_profile(self) -> str | None:
         """The profile most of the fleet's GPUs run now (the fleet's when nothing is recorded)."""
@@ -716,8 +723,9 @@ class FleetOps:
         return max(set(names), key=names.count)
 
     def save_profile(self, profile: Profile) -> Path:
-        """Write ``profile`` as ``<profiles dir>/<name>.toml``; returns the path. Blocking."""
-        return save_profile(profile, paths.profiles_dir() / f"{profile.name}.toml")
+        """Write ``profile`` as ``<user profiles dir>/<name>.toml`` (``paths.user_profiles_dir``:
+        the user's configuration, never the source tree); returns the path. Blocking."""
+        return save_profile(profile, paths.user_profiles_dir() / f"{profile.name}.toml")
 
     async def preflight(self, profile: Profile, gpus: Sequence[int]) -> list[Preflight]:
         """Predicted allocation of ``profile`` on each GPU, calibrated on the running servers'
@@ -738,7 +746,7 @@ class FleetOps:
                     f"(allowed: {list(profile.gpus)})"
                 )
             record = records.get(gpu)
-            calibration = calibration_from_log(record.log_path) if record is not None else None
+            calibration = self._calibrations.get(record.log_path) if record is not None else None
             out.append(preflight(profile, gpu, calibration=calibration))
         return out
 

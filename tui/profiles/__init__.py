@@ -3,9 +3,10 @@
 Public API::
 
     load_profile(path) -> Profile             # validated; ProfileError lists every Problem
-    load_named(name_or_path) -> Profile        # by name in tui.paths.profiles_dir(), or a path
+    load_named(name_or_path) -> Profile        # by name (user's dir, then profiles_dir()), or path
     save_profile(profile, path) -> Path        # tomli-w, atomic
-    list_profiles(directory=None) -> list[Path]
+    list_profiles(directory=None) -> list[Path]  # default: the user's and profiles_dir()'s
+    profile_engine(path) -> str | None         # its engine.kind, without validating the rest
     profile_from_dict(data, default_name) -> Profile
     argv_for(profile, gpu) -> list[str]        # exact argv (SGLang 0.5.23 flag names)
     launch_problems(profile, gpus=None)        # what SGLang's own flag table refuses in it
@@ -25,6 +26,7 @@ from tui.profiles.store import (
     list_profiles,
     load_named,
     load_profile,
+    profile_engine,
     profile_to_dict,
     resolve_profile,
     save_profile,
@@ -49,6 +51,7 @@ __all__ = [
     "load_profile",
     "log_dir_for",
     "log_path_for",
+    "profile_engine",
     "profile_from_dict",
     "profile_to_dict",
     "resolve_profile",

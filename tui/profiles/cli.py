@@ -40,7 +40,7 @@ def _list() -> int:
         print(f"gpufleet profile list: {root} is not a directory of profiles", file=sys.stderr)
         return 2
     invalid = 0
-    for path in list_profiles(root):
+    for path in list_profiles():  # the user's saved ones too
         try:
             p = load_profile(path)
             print(f"{p.name:<24} {p.engine.kind:<6} gpus={len(p.gpus)}  {p.note}")

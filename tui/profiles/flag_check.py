@@ -76,6 +76,13 @@ def _problem(rejection: Rejection, part: ArgvPart | None) -> Problem:
     return Problem(part.field, part.value, message)
 
 
+@functools.lru_cache(maxsize=1024)
+def _verdict(checker: Checker, argv: tuple[str, ...]) -> Rejection | None:
+    """SGLang's verdict on one argv, remembered (a parse costs milliseconds): the tuning form
+    asks for the same argv of every GPU at each keystroke, to validate and then to predict."""
+    return checker.check(argv, strict=True)
+
+
 def launch_problems(profile: Profile, gpus: Iterable[int] | None = None) -> list[Problem]:
     """Everything SGLang would refuse in the launch argv of ``gpus`` (default: every GPU).
 
@@ -94,8 +101,8 @@ def launch_problems(profile: Profile, gpus: Iterable[int] | None = None) -> list
     for gpu in profile.gpus if gpus is None else gpus:
         parts = argv_parts(profile, gpu)
         for _ in range(_MAX_PER_GPU):
-            argv = [token for part in parts for token in part.tokens]
-            rejection = checker.check(argv, strict=True)
+            argv = tuple(token for part in parts for token in part.tokens)
+            rejection = _verdict(checker, argv)
             if rejection is None:
                 break
             part = _part_at(parts, rejection.index)

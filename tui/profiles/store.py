@@ -11,7 +11,7 @@ from typing import Any
 
 import tomli_w
 
-from tui.paths import profiles_dir
+from tui.paths import profiles_dir, user_profiles_dir
 from tui.profiles.errors import Problem, ProfileError
 from tui.profiles.model import AUTO, SERVER_FIELDS, Profile, ServerFlags
 from tui.profiles.parse import profile_from_dict
@@ -166,27 +166,52 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
     return path
 
 
+def profile_dirs() -> list[Path]:
+    """Where profiles are looked up, first wins: the user's (``user_profiles_dir()``, where
+    the console saves), then ``profiles_dir()`` (the shipped ones, or an explicit directory)."""
+    dirs = [user_profiles_dir(), profiles_dir()]
+    return [d for i, d in enumerate(dirs) if d not in dirs[:i]]
+
+
 def list_profiles(directory: Path | None = None) -> list[Path]:
-    """Profile files in ``directory`` (default: ``profiles_dir()``), sorted by name."""
-    root = profiles_dir() if directory is None else directory
-    return sorted(root.glob(f"*{SUFFIX}")) if root.is_dir() else []
+    """Profile files, sorted by name: those of ``directory``, or (default) of every
+    ``profile_dirs()`` directory, a user's profile hiding a shipped one of the same name."""
+    roots = profile_dirs() if directory is None else [directory]
+    found: dict[str, Path] = {}
+    for root in roots:
+        if root.is_dir():
+            for path in sorted(root.glob(f"*{SUFFIX}")):
+                found.setdefault(path.stem, path)
+    return sorted(found.values(), key=lambda path: path.stem)
+
+
+def profile_engine(path: Path) -> str | None:
+    """The ``engine.kind`` a profile file names ('sglang' when it names none), without
+    validating the rest; None when the file cannot be read as a profile document."""
+    try:
+        data = _read_document(path)
+    except ProfileError:
+        return None
+    engine = data.get("engine", {})
+    kind = engine.get("kind", "sglang") if isinstance(engine, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def resolve_profile(name_or_path: str, directory: Path | None = None) -> Path:
-    """Find a profile by file path, or by name in the profiles directory.
+    """Find a profile by file path, or by name in the profile directories.
 
     Raises:
         ProfileError: nothing by that name (the known names are listed).
     """
     candidate = Path(name_or_path)
-    root = profiles_dir() if directory is None else directory
-    named = root / f"{name_or_path}{SUFFIX}"
+    roots = profile_dirs() if directory is None else [directory]
+    named = [root / f"{name_or_path}{SUFFIX}" for root in roots]
     try:
         if candidate.is_file():
             return candidate
         # Something else by that name (a directory, /dev/zero) is named in load_profile's error,
         # unless a profile of that name exists.
-        for path in (named, candidate):
+        for path in (*named, candidate):
             if path.exists():
                 return path
     except OSError as exc:  # e.g. a name too long for the file system
@@ -194,9 +219,10 @@ def resolve_profile(name_or_path: str, directory: Path | None = None) -> Path:
             [Problem("profile", name_or_path[:80], f"cannot be looked up: {exc.strerror}")],
             name_or_path[:80],
         ) from None
-    known = ", ".join(p.stem for p in list_profiles(root)) or "none"
+    known = ", ".join(p.stem for p in list_profiles(directory)) or "none"
+    where = " or ".join(str(root) for root in roots)
     raise ProfileError(
-        [Problem("profile", name_or_path, f"no such file or profile in {root} (known: {known})")],
+        [Problem("profile", name_or_path, f"no such file or profile in {where} (known: {known})")],
         name_or_path,
     )
 

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.gpu.sim_records import SIM_GPU_KINDS
-from tui.logs import events as ev
-from tui.logs.parser import parse_line
 from tui.profiles import Profile, flags_for
 from tui.profiles.flag_check import launch_problems
+from tui.retune.calibration import scan_calibration
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import Calibration, MemoryPlan, plan_memory
 from tui.sglang.models import GIB, MODELS, ModelSpec
@@ -83,53 +82,16 @@ class Preflight:
 def calibration_from_log(path: str | Path) -> Calibration | None:
     """Sizes from the allocation lines of the most recent launch in a server log.
 
+    One full scan (``tui.retune.calibration``: only the lines that can be allocation lines are
+    parsed); a caller that asks again and again keeps a ``CalibrationCache`` instead.
+
     Args:
         path: An SGLang (or simulated) server log.
 
     Returns:
         The calibration, or None when the log has no allocation lines (or cannot be read).
     """
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return None
-    kv: list[ev.LogEvent] = []
-    mamba: ev.LogEvent | None = None
-    weights: ev.LogEvent | None = None
-    for raw in text.splitlines():
-        event = parse_line(raw)
-        if event is None:
-            continue
-        if event.kind == ev.SERVER_ARGS:  # a new launch: forget the previous one's lines
-            kv, mamba, weights = [], None, None
-        elif event.kind == ev.KV_CACHE:
-            kv.append(event)
-        elif event.kind == ev.MAMBA_CACHE:
-            mamba = event
-        elif event.kind == ev.WEIGHTS and weights is None:
-            weights = event
-    if not kv and mamba is None and weights is None:
-        return None
-    target = kv[0] if kv else None
-    draft = kv[1] if len(kv) > 1 else None
-
-    def num(event: ev.LogEvent | None, name: str) -> float | None:
-        value = event.get(name) if event is not None else None
-        return float(value) if isinstance(value, int | float) else None
-
-    tokens = num(target, "tokens")
-    slots = num(mamba, "max_mamba_cache_size")
-    return Calibration.from_log_values(
-        kv_tokens=int(tokens) if tokens is not None else None,
-        k_gb=num(target, "k_gb"),
-        v_gb=num(target, "v_gb"),
-        draft_k_gb=num(draft, "k_gb"),
-        draft_v_gb=num(draft, "v_gb"),
-        mamba_slots=int(slots) if slots is not None else None,
-        conv_gb=num(mamba, "conv_gb"),
-        ssm_gb=num(mamba, "ssm_gb"),
-        weights_gb=num(weights, "mem_usage_gb"),
-    )
+    return scan_calibration(path)
 
 
 def model_for(profile: Profile, gpu: int) -> ModelSpec | None:

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 
 from tui.gpu.sim_records import SIM_GPU_KINDS, ensure_device, live_processes
 from tui.paths import sim_gpu_dir
+from tui.sglang.builds import BUILDS
 from tui.sglang.flags import names_option, out_of_range, ranged, unmodelled
 from tui.sglang.flagtable.check import speculative_crash
 from tui.sglang.flagtable.parser import build_parser as sglang_parser
 from tui.sglang.flagtable.table import load_table
-from tui.sglang.builds import BUILDS
 from tui.sglang.memory import plan_memory
 from tui.sglang.models import MODELS, get_model
 from tui.sim.cuda_backing import BackingUnavailable, probe_device

@@ -13,10 +13,11 @@ from textual.worker import Worker, WorkerState
 from tui import paths
 from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
+from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
-from tui.ui.help_screen import HelpScreen
+from tui.ui.help_screen import HelpScreen, help_sections
 from tui.ui.main_screen import MainScreen
 from tui.ui.messages import (
     ApplyProfileRequested,
@@ -51,7 +52,6 @@ from tui.ui.sources import (
     read_pipeline_status,
     tail_file,
 )
-from tui.ui.tuning.form_screen import TuningFormScreen
 
 FLEET_POLL = "fleet-poll"
 """Worker group of the fleet poll."""
@@ -64,6 +64,8 @@ QUIT = "quit"
 SOON_POLL_S = 0.2
 """The fleet poll's interval while a snapshot asks for a sooner refresh (a server warming up:
 its ready line then shows within a fraction of a second)."""
+HISTORY = "history-write"
+"""Worker group of the history's batched writes."""
 
 
 class FleetApp(App[None]):
@@ -92,6 +94,7 @@ class FleetApp(App[None]):
         running_reader: RunningReader = read_default_running,
         readonly: bool = False,
         node_groups: bool = False,
+        history: HistoryRecorder | None = None,
     ) -> None:
         """Args:
         poller: Gives one fleet snapshot per call (``FleetMonitor``).
@@ -107,6 +110,8 @@ class FleetApp(App[None]):
         readonly: Watch only: every key that changes the fleet or the job is disabled and the
             backend is wrapped in ``ReadOnlyActions``, which refuses every change.
         node_groups: Group the panels by node (a console over many nodes' agents).
+        history: Records every snapshot and status document (default: the state directory's
+            ``tui.paths.history_file()``); the generation pane's chart reads it back.
         """
         super().__init__()
         self.poller = poller
@@ -131,6 +136,8 @@ class FleetApp(App[None]):
         self._refresh_soon = False
         self.journal_reader = journal_reader
         """The journal source."""
+        self.history = history or HistoryRecorder.at(paths.history_file())
+        """The fleet's time series, written in batches from a thread worker."""
         self.main_screen = MainScreen(
             self.actions,
             profile,
@@ -181,16 +188,29 @@ class FleetApp(App[None]):
             self.set_timer(self.poll_interval_s, self.read_pipeline)
 
     def on_fleet_updated(self, message: FleetUpdated) -> None:
-        """Hand the snapshot down to every screen that shows the fleet."""
+        """Hand the snapshot down to every screen that shows the fleet, and to the history."""
         self._refresh_soon = message.snapshot.refresh_soon
+        self.history.add_fleet(message.snapshot)
+        if self.history.due:  # a thread only every few seconds, for the batch
+            self.write_history()
         self.main_screen.fleet = message.snapshot
         for screen in self.screen_stack:
             if isinstance(screen, DetailScreen):
                 screen.fleet = message.snapshot
 
     def on_pipeline_status_read(self, message: PipelineStatusRead) -> None:
-        """Hand the reading to the main screen, which keeps the hour of history."""
+        """Hand the reading to the main screen, and its rates to the history."""
+        self.history.add_pipeline(message.status)
         self.main_screen.record_pipeline(message.status, message.retune_marks)
+
+    @work(thread=True, group=HISTORY, exit_on_error=False)
+    def write_history(self) -> None:
+        """Write the history's batch when one is due (every few seconds), off the loop."""
+        self.history.flush_if_due()
+
+    def on_unmount(self) -> None:
+        """Write what the history still holds."""
+        self.history.close()
 
     @property
     def fleet(self) -> FleetSnapshot:
@@ -207,18 +227,7 @@ class FleetApp(App[None]):
         """Show every key."""
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(
-            HelpScreen(
-                [
-                    ("Everywhere", self.BINDINGS),
-                    ("Grid", MainScreen.BINDINGS),
-                    ("Detail", DetailScreen.BINDINGS),
-                    ("Tuning form", TuningFormScreen.BINDINGS),
-                    ("Canary", CanaryScreen.BINDINGS),
-                ],
-                readonly=self.readonly,
-            )
-        )
+        self.push_screen(HelpScreen(help_sections(self.BINDINGS), readonly=self.readonly))
 
     def action_request_quit(self) -> None:
         """Ask what to do with the fleet, then quit (or not)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
@@ -12,25 +12,32 @@ from tui.ui.gate import ReadOnlyGate
 
 
 class ConfirmScreen(ModalScreen[bool], ReadOnlyGate[bool]):
-    """Dismisses with True on confirm, False on cancel (Escape, n or the Cancel button)."""
+    """Dismisses with True on confirm, False on cancel (Escape, n or the Cancel button).
+
+    The question and what it affects wrap to the dialog's width (a cut question can name the
+    wrong profile); the dialog scrolls when it is taller than the screen.
+    """
 
     DEFAULT_CSS = """
     ConfirmScreen {
         align: center middle;
     }
-    ConfirmScreen > Vertical {
+    ConfirmScreen > VerticalScroll {
         width: 64;
         max-width: 100%;
         height: auto;
+        max-height: 100%;
         border: thick $error;
         background: $surface;
         padding: 1 2;
     }
     ConfirmScreen #confirm-title {
+        width: 100%;
         text-style: bold;
         color: $error;
     }
     ConfirmScreen #confirm-affected {
+        width: 100%;
         margin: 1 0;
     }
     ConfirmScreen Horizontal {
@@ -63,7 +70,7 @@ class ConfirmScreen(ModalScreen[bool], ReadOnlyGate[bool]):
 
     def compose(self) -> ComposeResult:
         """The question, what it affects, and two buttons (Cancel focused: the safe default)."""
-        with Vertical():
+        with VerticalScroll():
             yield Label(self.title_text, id="confirm-title")
             yield Label(self.affected, id="confirm-affected")
             with Horizontal():

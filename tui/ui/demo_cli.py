@@ -28,7 +28,12 @@ DEMO_FLEET_TIMEOUT_S = 3600.0
 
 def build_parser() -> argparse.ArgumentParser:
     """The demo's options."""
-    parser = ArgumentParser(prog="gpufleet demo", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(
+        prog="gpufleet demo",
+        description="The simulated 7-GPU fleet, a pipeline over a demo prompt set, the console. "
+        "A fleet (and pipeline) left running by an earlier demo is re-attached; a demo job that "
+        "finished is started afresh.",
+    )
     parser.add_argument("--gpus", type=int, default=None, help="run only the first N GPUs (1-7)")
     parser.add_argument("--speed", type=float, default=None, help="simulator speed (default 20)")
     parser.add_argument(
@@ -58,7 +63,13 @@ def main(argv: Sequence[str]) -> int:
     readonly = readonly_or_exit("demo", args.readonly)
     if readonly is None:
         return 2
-    from tui.ops.demo import demo_profile, demo_prompts_file, ensure_prompts, pipeline_config
+    from tui.ops.demo import (
+        demo_profile,
+        demo_prompts_file,
+        ensure_prompts,
+        fresh_job_if_finished,
+        pipeline_config,
+    )
     from tui.ops.lock import OperationBusy
     from tui.ops.pipeline import start_pipeline
     from tui.ops.service import FleetOps, OperationError
@@ -94,6 +105,9 @@ def main(argv: Sequence[str]) -> int:
     if not args.no_pipeline:
         if ensure_prompts(prompts):
             print(f"gpufleet demo: wrote the demo prompt set {prompts}")
+        fresh = fresh_job_if_finished(config)
+        if fresh is not None:
+            print(f"gpufleet demo: {fresh}")
         pid = start_pipeline(config)
         print(f"gpufleet demo: pipeline pid {pid}, status {config.status_path}")
     # Read-only, the demo still brings its own fleet up (that is the demo); the console watches.

@@ -8,6 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from rich.cells import cell_len
+from textual.content import Content
+
 GIB = 1024**3
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 NA = "–"
@@ -97,3 +100,40 @@ def sig3_text(value: float | None) -> str:
         return NA
     decimals = 0 if rounded == 0 else max(0, 2 - math.floor(math.log10(abs(rounded))))
     return f"{rounded:,.{decimals}f}"
+
+
+ELLIPSIS = "…"
+
+
+def fit(line: Content, width: int) -> Content:
+    """``line`` within ``width`` cells, cut between words, never inside one.
+
+    Why: a line cut at the width can cut a number and show another one ("pid 743" for pid
+    7437). The words that do not fit are left out, and an ellipsis says so.
+
+    Args:
+        line: The text.
+        width: Cells available.
+
+    Returns:
+        ``line`` when it fits; else its words that fit, then " …" (a single word longer than the
+        width is cut, with the ellipsis, so it cannot pass for a whole one).
+    """
+    plain = line.plain
+    if cell_len(plain) <= width:
+        return line
+    if width <= 1:
+        return Content(ELLIPSIS[:width])
+    room = width - 2  # for " …"
+    cut = -1
+    used = 0
+    for index, char in enumerate(plain):
+        if used > room:
+            break
+        if char == " ":
+            cut = index
+        used += cell_len(char)
+    kept = line[:cut].rstrip() if cut > 0 else Content("")
+    if not kept.plain:
+        return Content.assemble(line.truncate(width - 1), ELLIPSIS)
+    return Content.assemble(kept, " ", ELLIPSIS)

@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.keys import format_key
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -15,6 +16,97 @@ from tui.ui.readonly import READ_ONLY, binding_changes_fleet
 
 HelpSection = tuple[str, Iterable[BindingType]]
 """A heading and the bindings listed under it."""
+
+
+def help_sections(app_bindings: Iterable[BindingType]) -> list[HelpSection]:
+    """Every screen's keys, the modal ones included, in the order an operator meets them.
+
+    Args:
+        app_bindings: The keys that work everywhere (the app's).
+
+    Returns:
+        The sections of the help screen.
+    """
+    # Imported here: the screens import what they need, and nothing imports the help screen.
+    from tui.ui.confirm import ConfirmScreen
+    from tui.ui.detail.detail_screen import DetailScreen
+    from tui.ui.detail.log_panel import LogPanel
+    from tui.ui.detail.log_view import LogView
+    from tui.ui.journal.journal_screen import JournalEntryScreen, JournalScreen
+    from tui.ui.main_screen import MainScreen
+    from tui.ui.pipeline.generation_pane import GenerationPane
+    from tui.ui.quit_screen import QuitScreen
+    from tui.ui.retune.apply_screen import ApplyScreen
+    from tui.ui.retune.profile_picker import ProfilePickerScreen
+    from tui.ui.rollout.canary_screen import CanaryScreen
+    from tui.ui.rollout.rollout_screen import RolloutScreen
+    from tui.ui.stop_screen import StopScreen
+    from tui.ui.tuning.form_screen import TuningFormScreen
+
+    return [
+        ("Everywhere", app_bindings),
+        ("Grid", MainScreen.BINDINGS),
+        ("Generation pane (g)", GenerationPane.BINDINGS),
+        ("Detail (Enter)", DetailScreen.BINDINGS),
+        ("Log viewer (in the detail)", [*LogPanel.BINDINGS, *LogView.BINDINGS]),
+        ("Tuning form (t, T)", TuningFormScreen.BINDINGS),
+        ("Apply / rollback", ApplyScreen.BINDINGS),
+        ("Canary (c)", CanaryScreen.BINDINGS),
+        ("Rollout", RolloutScreen.BINDINGS),
+        ("Journal (j)", JournalScreen.BINDINGS),
+        ("Journal entry", JournalEntryScreen.BINDINGS),
+        ("Stop a server (k, K)", StopScreen.BINDINGS),
+        ("Confirm", ConfirmScreen.BINDINGS),
+        ("Profile picker", ProfilePickerScreen.BINDINGS),
+        ("Quit (q)", QuitScreen.BINDINGS),
+        ("This help (?)", HelpScreen.BINDINGS),
+    ]
+
+
+def key_label(keys: str) -> str:
+    """How a binding's keys read on screen: 'left_square_bracket' -> '[', 'ctrl+s' -> '^s',
+    'escape,enter' -> 'esc / ⏎'."""
+    labels = []
+    for key in keys.split(","):
+        *modifiers, name = key.split("+")
+        label = format_key(name)
+        if "ctrl" in modifiers:
+            modifiers.remove("ctrl")
+            label = f"^{label}"
+        labels.append("+".join([*modifiers, label]))
+    return " / ".join(labels)
+
+
+def _rows(bindings: Iterable[BindingType]) -> list[tuple[str, str, str | None]]:
+    """(keys, description, binding id) per binding; a run of digit keys numbering one thing is one
+    row (with the first's id)."""
+    rows: list[tuple[str, str, str | None]] = []
+    run: list[Binding] = []
+
+    def flush() -> None:
+        if len(run) > 2:
+            stem = run[0].description[:-1].rstrip()
+            first, last = run[0].key, run[-1].key
+            rows.append((f"{first}-{last}", f"{stem} {first}-{last}", run[0].id))
+        else:
+            rows.extend((key_label(b.key), b.description, b.id) for b in run)
+        run.clear()
+
+    for binding in Binding.make_bindings(bindings):
+        numbered = binding.key.isdigit() and binding.description.endswith(binding.key)
+        if numbered and (not run or run[0].description[:-1] == binding.description[:-1]):
+            run.append(binding)
+            continue
+        flush()
+        if numbered:
+            run.append(binding)
+            continue
+        label = binding.key_display or key_label(binding.key)
+        if rows and rows[-1][1] == binding.description:  # 'escape,enter' was split in two
+            label = f"{rows.pop()[0]} / {label}"
+        rows.append((label, binding.description, binding.id))
+    flush()
+    return rows
 
 
 def help_text(sections: Sequence[HelpSection], readonly: bool = False) -> Content:
@@ -32,10 +124,9 @@ def help_text(sections: Sequence[HelpSection], readonly: bool = False) -> Conten
         if lines:
             lines.append(Content(""))
         lines.append(Content.styled(heading, "bold $accent"))
-        for binding in Binding.make_bindings(bindings):
-            keys = binding.key_display or binding.key.replace(",", " / ")
-            line = Content.assemble((f"  {keys:<18}", "bold"), binding.description)
-            if readonly and binding_changes_fleet(binding.id):
+        for keys, description, binding_id in _rows(bindings):
+            line = Content.assemble((f"  {keys:<18}", "bold"), description)
+            if readonly and binding_changes_fleet(binding_id):
                 line = Content.assemble(line, (f"  (disabled: {READ_ONLY})", "$text-muted"))
             lines.append(line)
     return Content("\n").join(lines)

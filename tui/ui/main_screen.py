@@ -29,8 +29,7 @@ from tui.ui.messages import (
     RollbackRequested,
 )
 from tui.ui.pipeline.generation_pane import GenerationPane
-from tui.ui.pipeline.throughput_history import Sample, append_sample
-from tui.ui.retune.flows import choose_relaunch, confirm_rollback, open_tuning
+from tui.ui.retune.flows import choose_relaunch, confirm_rollback
 from tui.ui.rollout.flows import choose_canary, choose_rollout
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.sources import (
@@ -41,6 +40,7 @@ from tui.ui.sources import (
     read_default_running,
 )
 from tui.ui.stop_screen import StopScreen
+from tui.ui.tuning.form_screen import open_tuning
 
 
 class MainScreen(ReadOnlyGate[None]):
@@ -81,8 +81,6 @@ class MainScreen(ReadOnlyGate[None]):
     """GPU index of the selected panel."""
     pipeline_status: reactive[PipelineStatus | None] = reactive(None, repaint=False)
     """The newest pipeline status document."""
-    pipeline_history: reactive[tuple[Sample, ...]] = reactive((), repaint=False)
-    """Output tok/s over the last hour, from successive status documents."""
     retune_marks: reactive[tuple[float, ...]] = reactive((), repaint=False)
     """time.time() of each retune, from the journal."""
 
@@ -125,9 +123,7 @@ class MainScreen(ReadOnlyGate[None]):
         else:
             yield GpuGrid(id="grid").data_bind(MainScreen.fleet, MainScreen.selected)
         pane = GenerationPane(id="generation").data_bind(
-            status=MainScreen.pipeline_status,
-            history=MainScreen.pipeline_history,
-            retune_marks=MainScreen.retune_marks,
+            status=MainScreen.pipeline_status, retune_marks=MainScreen.retune_marks
         )
         pane.display = False
         yield pane
@@ -142,15 +138,13 @@ class MainScreen(ReadOnlyGate[None]):
         self._bindings_may_change("fleet", bool(indices))
 
     def record_pipeline(self, status: PipelineStatus | None, marks: tuple[float, ...]) -> None:
-        """Take a new status reading: keep it, extend the hour of history, set the marks.
+        """Take a new status reading: keep it, set the marks (the app records its history).
 
         Args:
             status: The document, or None when there is none.
             marks: Retune timestamps from the journal.
         """
         self.pipeline_status = status
-        if status is not None:
-            self.pipeline_history = append_sample(self.pipeline_history, status)
         self.retune_marks = marks
         self._bindings_may_change("pipeline", None if status is None else status.state)
 
@@ -309,11 +303,15 @@ class MainScreen(ReadOnlyGate[None]):
         """Open the tuning form on every GPU."""
         self._tune_flow(None)
 
-    @work(group="ask", exclusive=True, exit_on_error=False)
-    async def _tune_flow(self, gpu: int | None) -> None:
-        plan = await open_tuning(self.app, self.actions, gpu, self.profile)
-        if plan is not None:
-            self.post_message(ApplyProfileRequested(plan.name, plan.gpus))
+    def _tune_flow(self, gpu: int | None) -> None:
+        # Pushed at once, not from a worker: the keys typed right after `t` go to the form.
+        open_tuning(
+            self.app,
+            self.actions,
+            gpu,
+            self.profile,
+            lambda plan: self.post_message(ApplyProfileRequested(plan.name, plan.gpus)),
+        )
 
     def action_rollback(self) -> None:
         """Return to the previous profile, after a confirmation naming it and the GPUs."""

@@ -1,32 +1,26 @@
-"""One GPU in full: every number, the allocation lines, and a filterable tail of its log."""
+"""One GPU in full: every number, the allocation lines, and its log (``LogPanel``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Footer, Header, Input, Log, Static
-from textual.worker import Worker, WorkerState
+from textual.widgets import Footer, Header, Static
 
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_servers
+from tui.ui.detail.log_panel import LogPanel
 from tui.ui.format import NA, gib, num, pct
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.gpu_panel import error_line, max_running, pressure_line, state_line
 from tui.ui.messages import KillRequested, RelaunchRequested
 from tui.ui.sources import FleetActions, Intent, LogTail
 from tui.ui.stop_screen import StopScreen
-
-LOG_LINES = 500
-"""How many of the newest log lines the detail screen keeps."""
 
 
 def numbers_text(panel: GpuPanel) -> Content:
@@ -96,7 +90,7 @@ def allocation_text(panel: GpuPanel) -> Content:
 
 
 class DetailScreen(ReadOnlyGate[None]):
-    """Detail of GPU ``gpu``. The app sets ``fleet``; the log tail is read in a thread worker."""
+    """Detail of GPU ``gpu``. The app sets ``fleet``; the log is read in a thread worker."""
 
     DEFAULT_CSS = """
     DetailScreen #detail-top {
@@ -110,43 +104,19 @@ class DetailScreen(ReadOnlyGate[None]):
         border-title-style: bold;
         padding: 0 1;
     }
-    DetailScreen #log-filter {
-        margin: 0 0;
-    }
-    DetailScreen Log {
-        height: 1fr;
-        border: round $panel-lighten-2;
-    }
     """
 
     AUTO_FOCUS = "#detail-log"
-    """The log, not the filter, has focus at first, so the screen's keys work at once."""
+    """The log, not a filter field, has focus at first, so the keys work at once."""
 
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="detail.back"),
-        Binding("slash", "focus_filter", "Filter log", id="detail.filter"),
         Binding("k", "kill", "Kill", id="detail.kill"),
         Binding("r", "relaunch", "Relaunch", id="detail.relaunch"),
     ]
 
     fleet: reactive[FleetSnapshot] = reactive(FleetSnapshot, always_update=True)
     """The newest fleet snapshot (set by the app)."""
-    log_lines: reactive[tuple[str, ...]] = reactive(())
-    """The newest lines of the server's log."""
-    log_filter: reactive[str] = reactive("")
-    """Case-insensitive substring the log lines must contain."""
-
-    class LogRead(Message):
-        """The log tail worker read the newest lines."""
-
-        def __init__(self, lines: tuple[str, ...]) -> None:
-            self.lines = lines
-            """The lines, oldest first."""
-            super().__init__()
-
-        def can_replace(self, message: Message) -> bool:
-            """Only the newest read matters."""
-            return isinstance(message, DetailScreen.LogRead)
 
     def __init__(
         self,
@@ -161,7 +131,7 @@ class DetailScreen(ReadOnlyGate[None]):
         fleet: The snapshot at the time of opening.
         actions: The backend (only ``supports`` is used; intents go up as messages).
         log_tail: Reads the newest lines of a log file (blocking; run in a thread).
-        refresh_s: Seconds between log reads.
+        refresh_s: Seconds between reads of what the log appended.
         """
         super().__init__()
         self.gpu = gpu
@@ -179,30 +149,38 @@ class DetailScreen(ReadOnlyGate[None]):
         """This GPU's panel in the newest snapshot."""
         return next((p for p in self.fleet.panels if p.gpu_index == self.gpu), None)
 
+    @property
+    def log_panel(self) -> LogPanel:
+        """The log viewer."""
+        return self.query_one(LogPanel)
+
     def compose(self) -> ComposeResult:
-        """Numbers and allocation side by side, then the filter and the log."""
+        """Numbers and allocation side by side, then the log viewer."""
         yield Header()
         with Horizontal(id="detail-top"):
             yield Static(id="detail-numbers")
             yield Static(id="detail-allocation")
-        with Vertical():
-            yield Input(placeholder="filter the log (/)", id="log-filter")
-            yield Log(id="detail-log", max_lines=LOG_LINES, auto_scroll=True)
+        log = LogPanel(self.log_tail, self.refresh_s, id="log-panel")
+        log.log_path = self._log_path()
+        yield log
         yield Footer()
 
     def on_mount(self) -> None:
-        """Title the boxes, draw the numbers, start reading the log."""
+        """Title the boxes, draw the numbers."""
         self.title = f"GPU {self.gpu}"
         self.query_one("#detail-numbers").border_title = "Numbers"
         self.query_one("#detail-allocation").border_title = "Allocation"
-        self.query_one("#detail-log").border_title = "Log"
         self._show_numbers()
-        self.read_log()
+
+    def _log_path(self) -> str | None:
+        panel = self.panel
+        return None if panel is None or panel.server is None else panel.server.log_path
 
     def watch_fleet(self) -> None:
-        """New numbers."""
+        """New numbers (and the log, when the server's changed)."""
         if self.is_mounted:
             self._show_numbers()
+            self.log_panel.log_path = self._log_path()
 
     def _show_numbers(self) -> None:
         panel = self.panel
@@ -215,42 +193,6 @@ class DetailScreen(ReadOnlyGate[None]):
         numbers.update(numbers_text(panel))
         allocation.update(allocation_text(panel))
 
-    @work(thread=True, exclusive=True, group="log-tail", exit_on_error=False)
-    def read_log(self) -> None:
-        """Read the newest log lines off the event loop and post them."""
-        panel = self.panel
-        path = None if panel is None or panel.server is None else panel.server.log_path
-        lines = tuple(self.log_tail(Path(path), LOG_LINES)) if path else ()
-        self.post_message(self.LogRead(lines))
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """Re-arm the log read once the previous one finished, so reads never overlap."""
-        finished = (WorkerState.SUCCESS, WorkerState.ERROR)
-        if event.worker.group == "log-tail" and event.state in finished:
-            self.set_timer(self.refresh_s, self.read_log)
-
-    def on_detail_screen_log_read(self, message: LogRead) -> None:
-        """Keep the lines (the log redraws only when they changed)."""
-        self.log_lines = message.lines
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        """Filter as the user types."""
-        self.log_filter = event.value
-
-    def watch_log_lines(self) -> None:
-        """Redraw the log."""
-        self._show_log()
-
-    def watch_log_filter(self) -> None:
-        """Redraw the log."""
-        self._show_log()
-
-    def _show_log(self) -> None:
-        log = self.query_one("#detail-log", Log)
-        needle = self.log_filter.lower()
-        log.clear()
-        log.write_lines(line for line in self.log_lines if needle in line.lower())
-
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Kill and relaunch show disabled when the backend lacks them."""
         if action == "kill":
@@ -258,10 +200,6 @@ class DetailScreen(ReadOnlyGate[None]):
         if action == "relaunch":
             return self.actions.supports(Intent.RELAUNCH) or None
         return True
-
-    def action_focus_filter(self) -> None:
-        """Type to filter the log."""
-        self.query_one("#log-filter", Input).focus()
 
     def _confirm(self, title: str, message: Message) -> None:
         def done(confirmed: bool | None) -> None:

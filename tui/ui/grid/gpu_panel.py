@@ -14,7 +14,7 @@ from textual.widget import Widget
 
 from tui.fleet.snapshot import GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuSnapshot
-from tui.ui.format import NA, bar, gib, num, pct, short_num, sig3, sig3_text, spark
+from tui.ui.format import NA, bar, fit, gib, num, pct, short_num, sig3, sig3_text, spark
 from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
 from tui.ui.messages import PanelOpened, PanelSelected
 
@@ -200,6 +200,11 @@ def _same_style_layout(old: Content, new: Content) -> bool:
     return [span.style for span in old.spans] == [span.style for span in new.spans]
 
 
+def _is_error_prose(line: Content) -> bool:
+    """A line of ``error_line``'s text (all of it in $error), continued on the next lines."""
+    return len(line.spans) == 1 and line.spans[0].style == "$error" and line.spans[0].start == 0
+
+
 class GpuPanelView(Widget):
     """A panel of the grid. The grid sets ``panel`` and ``selected``; clicks post messages up.
 
@@ -270,7 +275,12 @@ class GpuPanelView(Widget):
         width, height = self.size.width, self.size.height
         full = width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
         lines = full_lines(self.panel, width) if full else compact_lines(self.panel, width, height)
-        return [line.truncate(width) for line in lines[:height]]
+        # Never a cut number (fit elides whole words); an error's prose is cut at the width on
+        # purpose: its next lines continue it.
+        return [
+            line.truncate(width) if _is_error_prose(line) else fit(line, width)
+            for line in lines[:height]
+        ]
 
     def _repaint_changes(self) -> None:
         shown = self._shown

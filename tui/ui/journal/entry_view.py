@@ -30,10 +30,13 @@ def when(timestamp: object) -> str:
 
 
 def profiles_text(entry: JournalEntry) -> str:
-    """'before -> after' profile names of an entry ('' when it changed no profile)."""
+    """'before -> after' profile names of an entry; the profile alone when nothing ran before
+    it (a start) or what ran is not recorded; a dash when it changed no profile."""
     if entry.target is None:
         return entry.source or NA
-    return f"{entry.source or '?'} -> {entry.target}"
+    if entry.source is None or entry.source == entry.target:
+        return entry.target
+    return f"{entry.source} -> {entry.target}"
 
 
 def entry_row(entry: JournalEntry) -> tuple[str, ...]:

@@ -96,7 +96,11 @@ class JournalScreen(Screen[None]):
         self.app.call_from_thread(self._show, read)
 
     def _show(self, read: JournalRead) -> None:
-        self.entries = list(reversed(read.entries))
+        # By start, newest first: entries are written when an operation ends, so a long apply
+        # lands in the file after a short one that started later (ties: the later line first).
+        self.entries = sorted(
+            reversed(read.entries), key=lambda entry: entry.started_at, reverse=True
+        )
         table = self.query_one(DataTable)
         table.clear()
         for index, entry in enumerate(self.entries):

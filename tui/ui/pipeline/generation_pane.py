@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from textual import events
+import itertools
+import time
+from collections.abc import Callable
+
+from textual import events, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
+from textual.message import Message
 from textual.reactive import reactive
-from textual.widget import Widget
-from textual.widgets import ProgressBar, Sparkline, Static
+from textual.widgets import ProgressBar, Static
 
+from tui.history import HistoryRecorder, HistoryStore
+from tui.history.samples import OUT_TOK_S
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import duration, num, pct
-from tui.ui.pipeline.throughput_history import Sample, marker_columns, resample
+from tui.ui.history.chart import RANGES, ChartData, ChartRange, HistoryChart
 
 PIPELINE_STATE_STYLE = {
     "running": "$success",
@@ -71,26 +78,24 @@ def server_lines(status: PipelineStatus) -> Content:
     return Content("\n").join(rows)
 
 
-class RetuneMarkers(Widget):
-    """A row of ▲ under the sparkline, one where each retune happened."""
+class ChartRead(Message):
+    """The history worker read the chart's data (None: nothing to show, ``why`` says why)."""
 
-    DEFAULT_CSS = """
-    RetuneMarkers {
-        height: 1;
-        color: $warning;
-    }
-    """
-
-    columns: reactive[frozenset[int]] = reactive(frozenset())
-    """Chart columns that have a retune."""
-
-    def render(self) -> str:
-        """The markers across the width."""
-        return "".join("▲" if x in self.columns else " " for x in range(self.size.width))
+    def __init__(self, data: ChartData | None, why: str) -> None:
+        self.data = data
+        """The chart's points, edges and marks."""
+        self.why = why
+        """Shown instead of a chart when ``data`` is None."""
+        super().__init__()
 
 
 class GenerationPane(Vertical, can_focus=True):
-    """The pipeline's progress. The screen binds ``status``, ``history`` and ``retune_marks``."""
+    """The pipeline's progress and its output rate over a chosen range, from the history.
+
+    The screen binds ``status`` and ``retune_marks``; the chart's points come from the app's
+    history (``FleetApp.history``), read in a thread worker when the pane shows, when the range
+    changes, and every ``CHART_REFRESH_S`` while it shows.
+    """
 
     DEFAULT_CSS = """
     GenerationPane {
@@ -108,39 +113,60 @@ class GenerationPane(Vertical, can_focus=True):
     GenerationPane ProgressBar Bar {
         width: 1fr;
     }
-    GenerationPane Sparkline {
-        height: 2;
-        margin-top: 1;
+    GenerationPane HistoryChart {
+        height: 6;
     }
     GenerationPane > .-empty {
         color: $text-muted;
     }
     """
 
+    BINDINGS = [
+        Binding("left_square_bracket", "range(-1)", "Shorter range", id="pipeline.range_shorter"),
+        Binding("right_square_bracket", "range(1)", "Longer range", id="pipeline.range_longer"),
+    ]
+
+    CHART_REFRESH_S = 5.0
+    """Seconds between reads of the history while the pane shows (it is written every 5 s)."""
+
     status: reactive[PipelineStatus | None] = reactive(None)
     """Newest status document; None when there is none."""
-    history: reactive[tuple[Sample, ...]] = reactive(())
-    """(time, output tok/s) samples over the last hour, oldest first."""
     retune_marks: reactive[tuple[float, ...]] = reactive(())
-    """time.time() of each retune."""
+    """time.time() of each retune (the journal's)."""
+    range_index: reactive[int] = reactive(1)
+    """Which of ``RANGES`` the chart shows (1 hour at first)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._stale = False
         """Readings arrived while the pane was hidden and are not shown yet."""
+        self._chart_read_at: float | None = None
+        self.clock: Callable[[], float] = time.time
+        """The chart's right edge ('now'); tests fix it."""
 
     def compose(self) -> ComposeResult:
-        """Summary, progress bar, per-server share, throughput chart with retune markers."""
+        """Summary, progress bar, the output-rate chart with retune markers, per-server share."""
         yield Static("no pipeline status document yet", id="pipeline-summary")
         yield ProgressBar(total=None, show_eta=False, id="pipeline-progress")
+        yield HistoryChart(id="pipeline-chart")
         yield Static("", id="pipeline-servers")
-        yield Sparkline([], id="pipeline-sparkline")
-        yield RetuneMarkers(id="pipeline-markers")
 
     def on_mount(self) -> None:
         """Title the border."""
         self.border_title = "Generation"
-        self.border_subtitle = "throughput, last hour (▲ retune)"
+        self._subtitle()
+
+    def _subtitle(self) -> None:
+        ranges = " ".join(
+            f"[b reverse] {r.label} [/]" if i == self.range_index else r.label
+            for i, r in enumerate(RANGES)
+        )
+        self.border_subtitle = f"output tok/s  {ranges}  ([ ] range, ▲ retune)"
+
+    @property
+    def chart_range(self) -> ChartRange:
+        """The range the chart shows."""
+        return RANGES[self.range_index]
 
     def watch_status(self, status: PipelineStatus | None) -> None:
         """Show the new document's numbers (when the pane is shown; else on showing)."""
@@ -151,6 +177,7 @@ class GenerationPane(Vertical, can_focus=True):
         summary = self.query_one("#pipeline-summary", Static)
         progress = self.query_one("#pipeline-progress", ProgressBar)
         servers = self.query_one("#pipeline-servers", Static)
+        self._chart_if_due()
         if status is None:
             _update(summary, Content("no pipeline status document yet (press p to start it)"))
             _update(servers, Content(""))
@@ -160,33 +187,98 @@ class GenerationPane(Vertical, can_focus=True):
         _update(servers, server_lines(status))
 
     def on_show(self, event: events.Show) -> None:
-        """Catch up with what arrived while hidden."""
+        """Catch up with what arrived while hidden; offer the range keys."""
         if self._stale:
             self._stale = False
             self.watch_status(self.status)
-            self._redraw_chart()
+        self.read_chart()
+        self.refresh_bindings()
 
-    def watch_history(self) -> None:
-        """Redraw the chart."""
-        if self.display:
-            self._redraw_chart()
-        else:
-            self._stale = True
+    def on_hide(self, event: events.Hide) -> None:
+        """Withdraw the range keys."""
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The range keys only while the chart shows (the hidden pane may hold the focus)."""
+        return self.display or action != "range"
 
     def watch_retune_marks(self) -> None:
-        """Redraw the markers."""
-        self.watch_history()
+        """New markers: read the chart again (when shown)."""
+        if self.display and self.is_mounted:
+            self.read_chart()
 
-    def on_resize(self, event: events.Resize) -> None:
-        """The chart has one value per column, so a new width needs a new resampling."""
-        self._redraw_chart()
+    def watch_range_index(self) -> None:
+        """Another range: say so, and read it."""
+        if self.is_mounted:
+            self._subtitle()
+            self.read_chart()
 
-    def _redraw_chart(self) -> None:
-        sparkline = self.query_one("#pipeline-sparkline", Sparkline)
-        markers = self.query_one("#pipeline-markers", RetuneMarkers)
-        width = self.content_size.width
-        sparkline.data = resample(self.history, width)
-        markers.columns = frozenset(marker_columns(self.retune_marks, self.history, width))
+    def action_range(self, step: int) -> None:
+        """Show a shorter (-1) or longer (1) range."""
+        self.range_index = max(0, min(len(RANGES) - 1, self.range_index + step))
+
+    def _chart_if_due(self) -> None:
+        now = time.monotonic()
+        if self._chart_read_at is None or now - self._chart_read_at >= self.CHART_REFRESH_S:
+            self.read_chart()
+
+    def read_chart(self) -> None:
+        """Read the chart's data from the history (in a thread worker)."""
+        self._chart_read_at = time.monotonic()
+        self._read_chart(self.chart_range, self.clock(), self.retune_marks)
+
+    @work(thread=True, exclusive=True, group="history-read", exit_on_error=False)
+    def _read_chart(self, span: ChartRange, end: float, marks: tuple[float, ...]) -> None:
+        recorder = getattr(self.app, "history", None)
+        if not isinstance(recorder, HistoryRecorder):
+            self.post_message(ChartRead(None, "no history in this console"))
+            return
+        store = recorder.open()
+        if store is None:
+            self.post_message(ChartRead(None, f"history unavailable: {recorder.error}"))
+            return
+        self.post_message(ChartRead(chart_data(store, span, end, marks), "no history yet"))
+
+    def on_chart_read(self, message: ChartRead) -> None:
+        """Draw what the worker read."""
+        chart = self.query_one(HistoryChart)
+        chart.empty = message.why
+        chart.data = message.data
+
+
+def chart_data(
+    store: HistoryStore, span: ChartRange, end: float, marks: tuple[float, ...]
+) -> ChartData | None:
+    """The fleet's output rate over ``span`` ending at ``end``, with the marks inside it.
+
+    Args:
+        store: The history.
+        span: The range (the whole job: since the series' first bucket).
+        end: The right edge (now).
+        marks: Retune times.
+
+    Returns:
+        The chart's data, or None when the history holds nothing for it.
+    """
+    if span.seconds is None:
+        first = store.first_time(None, OUT_TOK_S.name)
+        if first is None:
+            return None
+        start = min(first, end - 600)
+    else:
+        start = end - span.seconds
+    points = store.series(None, OUT_TOK_S.name, since=start - 15 * 60)  # one bucket to carry on
+    if not any(start <= t <= end for t, _ in points):
+        return None
+    steps = sorted(b[0] - a[0] for a, b in itertools.pairwise(points)) or [5.0]
+    return ChartData(
+        tuple(points),
+        start,
+        end,
+        floor=OUT_TOK_S.floor,
+        marks=tuple(t for t in marks if start <= t <= end),
+        gap_s=max(30.0, 3 * steps[len(steps) // 2]),
+    )
 
 
 def _update(static: Static, content: Content) -> None:

@@ -9,13 +9,11 @@ from dataclasses import dataclass
 
 from textual.app import App
 
-from tui.profiles import Profile
 from tui.state.fleet_state import GpuState
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.profile_picker import ProfilePickerScreen
 from tui.ui.sources import FleetActions, RunningReader
-from tui.ui.tuning.candidate import gpu_range, unique_name
-from tui.ui.tuning.form_screen import ApplyPlan, TuningFormScreen
+from tui.ui.tuning.candidate import gpu_range
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,45 +64,6 @@ async def choose_relaunch(
         ConfirmScreen(_restart_title(gpus, chosen), f"Each server is {how}:\n{affected}")
     )
     return RelaunchChoice(chosen, gpus, same) if confirmed else None
-
-
-async def open_tuning(
-    app: App[None], actions: FleetActions, gpu: int | None, fallback: str | None
-) -> ApplyPlan | None:
-    """Load the running profile, open the tuning form on it, return what it decided.
-
-    Args:
-        app: The app, to show the form.
-        actions: The backend.
-        gpu: The GPU to tune (a per-GPU override), or None for all.
-        fallback: Profile to start from when the backend does not know the running one.
-
-    Returns:
-        The confirmed apply, or None (cancelled, or nothing to start from: the operator is told).
-    """
-
-    def load() -> tuple[Profile | None, list[str]]:
-        names = actions.profile_names()
-        name = actions.current_profile() or fallback
-        return (actions.load_profile(name) if name else None), names
-
-    try:
-        running, names = await asyncio.to_thread(load)
-    except Exception as error:  # a broken profile file: say which and why
-        app.notify(str(error), title="Cannot open the tuning form", severity="error")
-        return None
-    if running is None:
-        app.notify(
-            "No running profile is known: start the console with --profile NAME.",
-            title="Tune",
-            severity="warning",
-        )
-        return None
-    if gpu is not None and gpu not in running.gpus:
-        gpu = None
-    base = f"{running.name}-gpu{gpu}" if gpu is not None else f"{running.name}-tuned"
-    form = TuningFormScreen(actions, running, names, gpu, unique_name(base, names))
-    return await app.push_screen_wait(form)
 
 
 def rollback_targets(running: dict[int, GpuState], gpus: tuple[int, ...]) -> dict[str, list[int]]:

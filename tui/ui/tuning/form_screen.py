@@ -9,12 +9,12 @@ that names what will restart.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Callable
 
-from textual import on, work
-from textual.app import ComposeResult
+from textual import events, on, work
+from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Button, Footer, Input, Label, Static, Switch, TextArea
 
@@ -33,25 +33,22 @@ from tui.ui.tuning.candidate import (
     gpu_range,
     initial_values,
 )
+from tui.ui.tuning.form_layout import form_widgets
 from tui.ui.tuning.preflight_panel import PreflightPanel
+from tui.ui.tuning.setup import (
+    ApplyPlan,
+    FormSetup,
+    FormUnavailable,
+    apply_question,
+    load_setup,
+)
+from tui.ui.tuning.type_ahead import TypeAhead
 
-KNOB_HELP = {
-    "mem_fraction_static": "(0, 1): share of free memory for the pools",
-    "max_mamba_cache_size": "integer >= 1: Mamba state slots",
-    "mamba_full_memory_ratio": "(0, 10]: Mamba pool relative to the KV pool",
-    "max_running_requests": "integer >= 1: SGLang may cap it",
-}
-"""The range of each knob, shown beside its input (empty input = SGLang's automatic value)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyPlan:
-    """What the form decided: apply profile ``name`` to ``gpus`` (already saved)."""
-
-    name: str
-    """Profile to apply."""
-    gpus: tuple[int, ...]
-    """GPUs to restart with it."""
+PREFLIGHT_DEBOUNCE_S = 0.0
+"""Quiet time after a keystroke before its preflight starts. None by default: a timer, however
+short, fires only after the loop has redrawn the form (measured: 10 ms asked, 13-42 ms taken on
+a busy console), and the preflights are already coalesced (one runs at a time; keystrokes made
+meanwhile are answered by one more run, for the newest values), which is what a debounce is for."""
 
 
 class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
@@ -64,89 +61,143 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         Binding("ctrl+o", "toggle_scope", "All GPUs / one GPU", id="tune.scope", priority=True),
     ]
 
+    DEFAULT_CSS = """
+    TuningFormScreen .field-error, TuningFormScreen .field-label {
+        width: 100%;
+        height: auto;
+    }
+    TuningFormScreen #tune-scope-row Label {
+        width: 1fr;
+    }
+    TuningFormScreen #tune-loading {
+        height: 1fr;
+        content-align: center middle;
+        color: $text-muted;
+    }
+    """
+    """Errors and labels wrap to the inputs' width (at 80x24 they were cut)."""
+
+    class PreflightShown(Message):
+        """The preflight of the form's current values is on screen (for tests and the bench)."""
+
+        bubble = False
+
+        def __init__(self, generation: int, items: tuple[Preflight, ...]) -> None:
+            self.generation = generation
+            """Which change of the inputs it answers (``TuningFormScreen.generation``)."""
+            self.items = items
+            """The predictions shown."""
+            super().__init__()
+
     def __init__(
         self,
         actions: FleetActions,
-        running: Profile,
-        names: list[str],
-        gpu: int | None,
-        default_name: str,
-        debounce_s: float = 0.25,
+        setup: FormSetup | Callable[[], FormSetup],
+        debounce_s: float = PREFLIGHT_DEBOUNCE_S,
     ) -> None:
         """Args:
         actions: The backend (preflight and save).
-        running: The profile the fleet runs now: the starting point and the diff's left side.
-        names: Saved profile names (saving over one needs a confirmation).
-        gpu: The GPU the form opened on (a per-GPU override), or None for all GPUs.
-        default_name: Pre-filled name of the new profile.
+        setup: What the form starts from, or a blocking function that reads it (run in a
+            thread while the form shows; it may raise ``FormUnavailable`` or ``ProfileError``).
         debounce_s: Quiet time after the last keystroke before the preflight runs.
         """
         super().__init__()
         self.actions = actions
         """The backend."""
-        self.running = running
-        """The running profile."""
-        self.names = list(names)
+        self.setup: FormSetup | None = setup if isinstance(setup, FormSetup) else None
+        """What the form started from (None while it is being read)."""
+        self._load_setup = None if isinstance(setup, FormSetup) else setup
+        self.names: list[str] = list(self.setup.names) if self.setup else []
         """Saved profile names."""
-        self.opened_on = gpu
-        """The GPU the form was opened on (the toggle returns to it)."""
-        self.gpu = gpu
+        self.gpu: int | None = self.setup.gpu if self.setup else None
         """The GPU the change is for now; None = every GPU."""
-        self.default_name = default_name
-        """The name pre-filled."""
         self.debounce_s = debounce_s
         """Preflight debounce."""
         self.candidate: Candidate = Candidate(None, {})
         """The newest validation of the inputs."""
         self.preflight: list[Preflight] | None = None
         """The newest preflight of the candidate (None while pending or invalid)."""
+        self.generation = 0
+        """Counts the changes of the inputs; a preflight is shown only for the newest."""
+        self.type_ahead = TypeAhead()
+        """Characters typed before the inputs existed, typed in once they do."""
         self._timer: Timer | None = None
-        self._generation = 0
+        self._preflight_running = False
+        self._validated: FormValues | None = None
+
+    @property
+    def running(self) -> Profile:
+        """The profile the fleet runs now (only once the setup is read)."""
+        assert self.setup is not None, "the form's setup is not read yet"
+        return self.setup.running
+
+    @property
+    def opened_on(self) -> int | None:
+        """The GPU the form was opened on (the toggle returns to it)."""
+        return self.setup.gpu if self.setup else None
 
     # --- layout ---------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        """Inputs on the left, preflight and diff on the right."""
-        values = initial_values(self.running, self.gpu, self.default_name)
-        yield Static(id="tune-title")
-        with Horizontal(id="tune-body"):
-            with VerticalScroll(id="tune-inputs"):
-                with Horizontal(id="tune-scope-row"):
-                    yield Switch(self.gpu is None, id="tune-scope")
-                    yield Label("all GPUs (off: this GPU only, as an override)")
-                for knob, text in values.knobs:
-                    yield Label(f"{knob}  [dim]{KNOB_HELP[knob]}[/]", classes="field-label")
-                    yield Input(text, placeholder="auto", id=f"knob-{knob}", select_on_focus=False)
-                    yield Label(id=f"error-{knob}", classes="field-error")
-                yield Label(
-                    "extra flags, one per line: --flag value | --flag | key=value",
-                    classes="field-label",
-                    id="extra-label",
-                )
-                yield TextArea(values.extra_flags, id="extra-flags", soft_wrap=False)
-                yield Label(id=f"error-{EXTRA}", classes="field-error")
-                yield Label("new profile name", classes="field-label")
-                yield Input(values.name, id="profile-name", select_on_focus=False)
-                yield Label(id=f"error-{NAME}", classes="field-error")
-                yield Label(id=f"error-{GENERAL}", classes="field-error")
-                with Horizontal(id="tune-buttons"):
-                    yield Button("Apply", variant="error", id="tune-apply")
-                    yield Button("Save as new", variant="primary", id="tune-save")
-                    yield Button("Cancel", id="tune-cancel")
-            with VerticalScroll(id="tune-results"):
-                yield PreflightPanel(id="preflight")
-                yield Static(id="tune-diff")
+        """Inputs on the left, preflight and diff on the right (a waiting line until read)."""
+        if self.setup is None:
+            yield Static("reading the running profile...", id="tune-loading")
+        else:
+            yield from form_widgets(self.setup, self.gpu)
         yield Footer()
 
-    def on_mount(self) -> None:
-        """Validate the pre-filled values (and start their preflight); focus the first knob."""
+    async def on_mount(self) -> None:
+        """Start from the setup, or read it first (the form already takes keys meanwhile)."""
+        if self.setup is not None:
+            await self._start()
+        else:
+            self._read_setup()
+
+    @work(group="form-setup", exit_on_error=False)
+    async def _read_setup(self) -> None:
+        assert self._load_setup is not None
+        try:
+            setup = await asyncio.to_thread(self._load_setup)
+        except FormUnavailable as why:
+            self._unavailable(str(why), "warning")
+        except Exception as error:  # a broken profile file: say which and why
+            self._unavailable(str(error), "error")
+        else:
+            await self._set_up(setup)
+
+    def _unavailable(self, why: str, severity: str) -> None:
+        title = "Tune" if severity == "warning" else "Cannot open the tuning form"
+        self.notify(why, title=title, severity="warning" if severity == "warning" else "error")
+        self.dismiss(None)
+
+    async def _set_up(self, setup: FormSetup) -> None:
+        self.setup = setup
+        self.names = list(setup.names)
+        self.gpu = setup.gpu
+        await self.recompose()
+        await self._start()
+
+    async def _start(self) -> None:
+        """Validate the pre-filled values (and start their preflight), focus the first knob,
+        and type in what was typed while the form was being read."""
         self._revalidate()
-        self.query_one(f"#knob-{KNOBS[0]}", Input).focus()
+        self.set_focus(self.query_one(f"#knob-{KNOBS[0]}", Input))
+        await self.type_ahead.release(self)
+
+    def on_key(self, event: events.Key) -> None:
+        """Keep what is typed before the inputs exist (see ``TypeAhead``)."""
+        if self.type_ahead.hold(event, self.focused):
+            event.stop()
+            event.prevent_default()
 
     @property
     def target_gpus(self) -> tuple[int, ...]:
         """The GPUs an Apply restarts."""
         return self.running.gpus if self.gpu is None else (self.gpu,)
+
+    def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Nothing but Cancel until the form is set up (a key typed early waits for it)."""
+        return self.setup is not None or action == "cancel"
 
     # --- validation as you type -------------------------------------------------------------
 
@@ -160,10 +211,14 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
     @on(Input.Changed)
     @on(TextArea.Changed)
     def _changed(self) -> None:
-        self._revalidate()
+        # The inputs also say "changed" when mounted with their values: nothing to redo then.
+        if self.values() != self._validated:
+            self._revalidate()
 
     def _revalidate(self) -> None:
-        self.candidate = build_candidate(self.running, self.values())
+        values = self.values()
+        self._validated = values
+        self.candidate = build_candidate(self.running, values)
         problems = self.candidate.problems
         for key in (*KNOBS, EXTRA, NAME, GENERAL):
             label = self.query_one(f"#error-{key}", Label)
@@ -198,38 +253,53 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         changes = diff(self.running, profile)
         widget.update("\n".join(str(c) for c in changes) or "[dim](no change)[/]")
 
-    # --- preflight (debounced, in a worker) -----------------------------------------------------
+    # --- preflight (debounced, one at a time, only the newest shown) ---------------------------
 
     def _schedule_preflight(self) -> None:
-        self._generation += 1
+        self.generation += 1
         self.preflight = None
         if self._timer is not None:
             self._timer.stop()
+            self._timer = None
         panel = self.query_one(PreflightPanel)
         if self.candidate.profile is None:
             panel.show_note("waiting for valid values")
             return
-        panel.show_note("computing...")
-        self._timer = self.set_timer(max(self.debounce_s, 0.01), self._start_preflight)
+        panel.mark_updating()  # the last table stays until the new one replaces it
+        if self.debounce_s > 0:
+            self._timer = self.set_timer(self.debounce_s, self._start_preflight)
+        else:
+            self._start_preflight()
 
     def _start_preflight(self) -> None:
+        self._timer = None
+        if self._preflight_running:
+            return  # the running one starts the newest values' preflight when it ends
         if self.candidate.profile is not None:
-            self._run_preflight(self.candidate.profile, self.target_gpus, self._generation)
+            self._preflight_running = True
+            self._run_preflight(self.candidate.profile, self.target_gpus, self.generation)
 
-    @work(exclusive=True, group="preflight", exit_on_error=False)
+    @work(group="preflight", exit_on_error=False)
     async def _run_preflight(
         self, profile: Profile, gpus: tuple[int, ...], generation: int
     ) -> None:
+        # Not exclusive: a preflight runs in a thread, which cannot be cancelled; starting
+        # another beside it would only slow both. The newest values go next, when this ends.
         panel = self.query_one(PreflightPanel)
         try:
             items = await self.actions.preflight(profile, gpus)
         except Exception as error:  # a prediction that cannot be made is shown, not fatal
-            if generation == self._generation:
+            if generation == self.generation:
                 panel.show_note(f"preflight unavailable: {error}", error=True)
             return
-        if generation == self._generation:  # the inputs changed meanwhile: drop it
+        finally:
+            self._preflight_running = False
+            if generation != self.generation and self._timer is None:
+                self._start_preflight()
+        if generation == self.generation:  # the inputs changed meanwhile: drop it
             self.preflight = list(items)
             panel.show_items(items)
+            self.post_message(self.PreflightShown(generation, tuple(items)))
 
     # --- scope ---------------------------------------------------------------------------------
 
@@ -297,22 +367,37 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         gpus = self.target_gpus
         changed = bool(diff(self.running, profile))
         name = profile.name if changed else self.running.name
-        lines = [str(c) for c in diff(self.running, profile)][:8] or ["(no change: a relaunch)"]
-        if self.preflight is not None:
-            lines += [f"GPU {p.gpu} {p.why_not}" for p in self.preflight if not p.fits]
-        else:
-            lines.append("preflight not computed yet")
-        if changed and profile.name in self.names:
-            lines.append(f"replaces the saved profile {profile.name!r}")
-        servers = "server" if len(gpus) == 1 else "servers"
-        question = ConfirmScreen(
-            f"Restart GPU{'s' if len(gpus) > 1 else ''} {gpu_range(gpus)} "
-            f"({len(gpus)} {servers}) with profile {name}?",
-            "\n".join(lines),
-            "Restart",
-        )
+        title, detail = apply_question(self.running, profile, self.preflight, self.names, gpus)
+        question = ConfirmScreen(title, detail, "Restart")
         if not await self.app.push_screen_wait(question):
             return
         if changed:
             await asyncio.to_thread(self.actions.save_profile, profile)
         self.dismiss(ApplyPlan(name, gpus))
+
+
+def open_tuning(
+    app: App[None],
+    actions: FleetActions,
+    gpu: int | None,
+    fallback: str | None,
+    on_plan: Callable[[ApplyPlan], object],
+) -> None:
+    """Push the tuning form now, in the turn of the key that asked for it; it reads the running
+    profile in a thread while it shows, so every key typed after that one reaches the form.
+
+    Args:
+        app: The app.
+        actions: The backend.
+        gpu: The GPU to tune (a per-GPU override), or None for all.
+        fallback: Profile to start from when the backend does not know the running one.
+        on_plan: Called with the plan after a confirmed Apply (not on Cancel).
+    """
+
+    def done(plan: ApplyPlan | None) -> None:
+        if plan is not None:
+            on_plan(plan)
+
+    app.push_screen(
+        TuningFormScreen(actions, lambda: load_setup(actions, gpu, fallback)), callback=done
+    )

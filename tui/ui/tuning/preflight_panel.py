@@ -80,12 +80,27 @@ class PreflightPanel(Static):
         """Title the border."""
         self.border_title = "PREFLIGHT"
 
+    showing_table = False
+    """Whether a table of predictions is shown (not a note)."""
+
     def show_items(self, items: Sequence[Preflight]) -> None:
         """Show the predictions; the border turns red when a GPU does not fit."""
         self.set_class(any(not item.fits for item in items), "-unfit")
+        self.border_subtitle = ""
+        self.showing_table = True
         self.update(render_preflight(items))
 
     def show_note(self, note: str, *, error: bool = False) -> None:
         """Show a line instead of a table (waiting for valid values, computing, or a failure)."""
         self.set_class(error, "-unfit")
+        self.border_subtitle = ""
+        self.showing_table = False
         self.update(Content.styled(note, "$error" if error else "dim"))
+
+    def mark_updating(self) -> None:
+        """A new prediction is on its way: the table shown stays (marked) until it arrives, so
+        the panel does not flash a waiting line at every keystroke."""
+        if self.showing_table:
+            self.border_subtitle = "updating..."
+        else:
+            self.show_note("computing...")

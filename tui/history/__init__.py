@@ -1,0 +1,54 @@
+"""The fleet's history: per-GPU and fleet time series that survive the console (no Textual).
+
+Written by the console (``HistoryRecorder``: every monitor snapshot and pipeline status document,
+batched, in a thread worker) to ``tui.paths.history_file()`` in the state directory; read back by
+any console after a re-attach. Bounded: 5 s buckets for 2 hours, 1 minute for 2 days, 15 minutes
+for 120 days, and a 64 MiB cap on the file (``tui.history.store``).
+
+Reading it (blocking: from a thread worker)::
+
+    from tui import paths
+    from tui.history import HistoryStore
+
+    store = HistoryStore(paths.history_file())   # or the console's: app.history.store
+    points = store.series(3, "tok_s", since=time.time() - 600)   # GPU 3, last 10 minutes
+    fleet = store.series(None, "out_tok_s", since=time.time() - 3600)
+
+``series(gpu, metric, since, until=None) -> list[(t, value)]``: (bucket start as time.time(),
+mean of the samples in it), oldest first, from the finest tier that reaches back to ``since``.
+``gpu`` is a GPU index, or None for the fleet's series. Metrics (``tui.history.samples.METRICS``):
+
+====================  ======  ==========================================================
+metric                gpu     value
+====================  ======  ==========================================================
+``util``              N       GPU utilisation, % (NVML)
+``mem``               N       GPU memory used, % of the GPU's total
+``tok_s``             N       generation throughput, tokens/s (the server's Decode lines)
+``running``           N       requests running on the server
+``queued``            N       requests queued on the server
+``out_tok_s``         None    the pipeline's output tokens/s over its last minute
+``req_s``             None    the pipeline's completed requests/s over its last minute
+====================  ======  ==========================================================
+
+A value that was unknown is absent (a gap), never 0; the pipeline's rates are recorded only
+while it runs. ``first_time(gpu, metric)`` is when the oldest bucket kept starts (the start of a
+"whole job" view). Retune markers are not stored here: they come from the journal
+(``tui.ops.journal.journal_marks``).
+"""
+
+from tui.history.recorder import HistoryRecorder
+from tui.history.samples import METRICS, Metric
+from tui.history.store import FLEET, TIERS, HistoryError, HistoryStore, Point, Sample, Tier
+
+__all__ = [
+    "FLEET",
+    "METRICS",
+    "TIERS",
+    "HistoryError",
+    "HistoryRecorder",
+    "HistoryStore",
+    "Metric",
+    "Point",
+    "Sample",
+    "Tier",
+]

@@ -1,0 +1,1 @@
+"""The history chart and its ranges (the data: ``tui.history``)."""

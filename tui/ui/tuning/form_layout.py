@@ -1,0 +1,63 @@
+"""The tuning form's widgets: the scope switch, the four knobs with their ranges, extra flags,
+the new profile's name, the buttons; the preflight and the diff beside them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from textual.containers import Horizontal, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Button, Input, Label, Static, Switch, TextArea
+
+from tui.ui.tuning.candidate import EXTRA, GENERAL, NAME, initial_values
+from tui.ui.tuning.preflight_panel import PreflightPanel
+from tui.ui.tuning.setup import FormSetup
+
+KNOB_HELP = {
+    "mem_fraction_static": "(0, 1): share of free memory for the pools",
+    "max_mamba_cache_size": "integer >= 1: Mamba state slots",
+    "mamba_full_memory_ratio": "(0, 10]: Mamba pool relative to the KV pool",
+    "max_running_requests": "integer >= 1: SGLang may cap it",
+}
+"""The range of each knob, shown beside its input (empty input = SGLang's automatic value)."""
+
+
+def form_widgets(setup: FormSetup, gpu: int | None) -> Iterator[Widget]:
+    """The form's widgets, pre-filled from the running profile (a screen's compose body).
+
+    Args:
+        setup: What the form starts from.
+        gpu: The GPU the change is for, or None for every GPU.
+
+    Yields:
+        The title, then the body (inputs on the left, preflight and diff on the right).
+    """
+    values = initial_values(setup.running, gpu, setup.default_name)
+    yield Static(id="tune-title")
+    with Horizontal(id="tune-body"):
+        with VerticalScroll(id="tune-inputs"):
+            with Horizontal(id="tune-scope-row"):
+                yield Switch(gpu is None, id="tune-scope")
+                yield Label("all GPUs (off: this GPU only, as an override)")
+            for knob, text in values.knobs:
+                yield Label(f"{knob}  [dim]{KNOB_HELP[knob]}[/]", classes="field-label")
+                yield Input(text, placeholder="auto", id=f"knob-{knob}", select_on_focus=False)
+                yield Label(id=f"error-{knob}", classes="field-error")
+            yield Label(
+                "extra flags, one per line: --flag value | --flag | key=value",
+                classes="field-label",
+                id="extra-label",
+            )
+            yield TextArea(values.extra_flags, id="extra-flags", soft_wrap=False)
+            yield Label(id=f"error-{EXTRA}", classes="field-error")
+            yield Label("new profile name", classes="field-label")
+            yield Input(values.name, id="profile-name", select_on_focus=False)
+            yield Label(id=f"error-{NAME}", classes="field-error")
+            yield Label(id=f"error-{GENERAL}", classes="field-error")
+            with Horizontal(id="tune-buttons"):
+                yield Button("Apply", variant="error", id="tune-apply")
+                yield Button("Save as new", variant="primary", id="tune-save")
+                yield Button("Cancel", id="tune-cancel")
+        with VerticalScroll(id="tune-results"):
+            yield PreflightPanel(id="preflight")
+            yield Static(id="tune-diff")
