@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 from operator_helpers import (
+    BASELINE,
     OpFleet,
     cleaned,
     healthy,
     leftovers,
     pid_alive,
+    profile_text,
     write_profiles,
 )
 from sim_helpers import wait_until
@@ -154,3 +156,30 @@ async def test_stop_fleet_leaves_nothing_running(fleet: OpFleet, isolated_state:
     assert not any(pid_alive(p) for p in pids)
     assert leftovers(isolated_state, fleet.ports) == []
     assert all(live_processes(paths.sim_gpu_dir(), g) == [] for g in GPUS)
+
+
+async def test_a_server_that_exits_on_its_arguments_gets_its_previous_profile_back(
+    fleet: OpFleet,
+) -> None:
+    """A launch SGLang's parser accepts but the server still refuses (here the simulator's own
+    range, as an installed SGLang that differs from the table would): the report carries the
+    server's own error line, and the GPU runs its previous profile again."""
+    text = profile_text("op-bad-args", GPUS, fleet.ports, BASELINE) + "page_size = 8192\n"
+    (fleet.profiles_dir / "op-bad-args.toml").write_text(text)
+    before = read_records()
+
+    result = await operator(fleet).apply_profile("op-bad-args", (0,))
+
+    assert not result.ok
+    (report,) = result.reports
+    assert report.error_reason == "bad_arguments"
+    assert (
+        report.error_line is not None and "--page-size: 8192 is out of range" in report.error_line
+    )
+    after = read_records()
+    assert after[0].profile == "op-baseline" and after[0].pid != before[0].pid
+    assert wait_until(lambda: healthy(fleet.ports[0]), 30)
+    assert after[1].pid == before[1].pid  # the other GPU was never touched
+    last = read_journal().entries[-1]
+    assert last.type == "apply" and last.target == "op-bad-args" and last.failed == (0,)
+    assert list(last.detail["restored"]) == [0] and "restored the previous profile" in last.summary
