@@ -124,3 +124,43 @@ def test_two_writers_merge_instead_of_losing_entries(moto: ProcessServer) -> Non
     one.publish(sink)
     assert sorted(sink.read_manifest().entries) == [f"shard-00000{i}.jsonl" for i in (1, 2, 3)]
     assert sink.read_manifest().generation == 3
+
+
+def test_a_second_job_on_the_same_prefix_is_refused_before_it_generates(
+    tmp_path: Path, server: ProcessServer, moto: ProcessServer
+) -> None:
+    """Shard names restart at 1 in each output directory: a second --out uploading to the same
+    prefix would overwrite the first job's shards. It is refused at start, one line, exit 2;
+    the first job resumes on its prefix as before."""
+    prompts = write_prompts(tmp_path / "p.jsonl", 300)
+    first = tmp_path / "first"
+    first.mkdir()
+    done = run_generate(s3_job_argv(first, prompts, server.url, moto.url, "--shard-size", "100"))
+    assert done.returncode == 0, done.stderr
+    before = S3Sink(BUCKET, "job", moto.url).read_manifest()
+    assert before.job_id == (first / "out" / "job_id").read_text().strip()
+
+    second = tmp_path / "second"
+    second.mkdir()
+    refused = run_generate(s3_job_argv(second, prompts, server.url, moto.url))
+    assert refused.returncode == 2, refused.stderr
+    (line,) = [x for x in refused.stderr.splitlines() if "--s3-prefix" in x]
+    assert "--s3-prefix=job:" in line and "another job's outputs" in line
+    assert "Traceback" not in refused.stderr
+    assert not list((second / "out").glob("shard-*"))  # nothing generated
+    after = S3Sink(BUCKET, "job", moto.url).read_manifest()
+    assert (after.etag, after.job_id) == (before.etag, before.job_id)  # the first job's, intact
+
+    again = run_generate(s3_job_argv(first, prompts, server.url, moto.url))
+    assert again.returncode == 0, again.stderr  # the first job still owns its prefix
+
+
+def test_a_manifest_from_before_job_ids_is_adopted_and_stamped(moto: ProcessServer) -> None:
+    sink = S3Sink(BUCKET, "old", moto.url)
+    sink.write_manifest({"a": _entry("a")}, 1, "old-run", None)  # no job id: an older gpufleet
+    keeper = ManifestKeeper("f" * 32)
+    remote = sink.read_manifest()
+    keeper.check_owner(sink, remote)  # not refused
+    keeper.adopt(remote)
+    keeper.publish(sink)
+    assert sink.read_manifest().job_id == "f" * 32

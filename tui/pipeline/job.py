@@ -13,6 +13,7 @@ from pathlib import Path
 from tui.pipeline import job_index
 from tui.pipeline.done_record import DoneRecord
 from tui.pipeline.inputs import InputError, output_dir
+from tui.pipeline.job_id import job_id
 from tui.pipeline.job_index import JobIndex, JobIndexDamaged, JobIndexError
 from tui.pipeline.out_lock import OutDirBusy, OutDirLock
 from tui.pipeline.prompts import PromptFile
@@ -37,6 +38,8 @@ class Job:
     """Held until the run ends."""
     done_in_file: int
     """Prompts of the current file that are done (ids removed from it are not counted)."""
+    job_id: str
+    """The directory's job id (``tui.pipeline.job_id``): the bucket's manifest carries it."""
     notes: list[str] = field(default_factory=list)
     """What the run should tell the user at start (a lock taken over, a change accepted)."""
 
@@ -118,6 +121,10 @@ def open_job(out: Path, prompts: PromptFile, *, by_id: bool) -> Job:
             done = DoneRecord.load(store.done_path)
         except (ValueError, OSError) as exc:
             raise JobRefused(f"--out={out}: {exc}") from None
+        try:
+            identity = job_id(out)
+        except (ValueError, OSError) as exc:
+            raise JobRefused(f"--out={out}: {exc}") from None
         index, note = _index(out, prompts, done, by_id)
         if done.highest() >= index.serials:
             raise JobRefused(
@@ -134,4 +141,4 @@ def open_job(out: Path, prompts: PromptFile, *, by_id: bool) -> Job:
     notes = [note] if note else []
     if lock.took_over is not None:
         notes.insert(0, f"took over the lock of {lock.took_over.describe()}: it is not running")
-    return Job(store, done, index, lock, done_in_file, notes)
+    return Job(store, done, index, lock, done_in_file, identity, notes)

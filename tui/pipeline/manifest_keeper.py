@@ -20,8 +20,14 @@ _CONFLICT_RETRIES = 8
 class ManifestKeeper:
     """Entries this run believes are uploaded, plus the generation/ETag it last saw."""
 
-    def __init__(self) -> None:
-        """Start empty; :meth:`adopt` the bucket's manifest before publishing."""
+    def __init__(self, job_id: str = "") -> None:
+        """Start empty; :meth:`adopt` the bucket's manifest before publishing.
+
+        Args:
+            job_id: The job's id (``tui.pipeline.job_id``), written into each manifest.
+        """
+        self.job_id = job_id
+        """The job whose outputs the manifest lists."""
         self.entries: dict[str, ManifestEntry] = {}
         """Uploaded shards by name."""
         self.generation = 0
@@ -32,6 +38,20 @@ class ManifestKeeper:
         """This run's identity, written into each manifest."""
         self.writes = 0
         """Manifest writes made (for tests and cost reports)."""
+
+    def check_owner(self, s3: S3Sink, remote: Manifest) -> None:
+        """Refuse a prefix whose manifest belongs to another job.
+
+        Raises:
+            S3Error: it does (one line naming the prefix and both jobs).
+        """
+        if remote.job_id and self.job_id and remote.job_id != self.job_id:
+            where = f"s3://{s3.bucket}/{s3.manifest_key}"
+            raise S3Error(
+                f"--s3-prefix={s3.prefix}: {where} lists another job's outputs (job "
+                f"{remote.job_id[:12]}, this --out is job {self.job_id[:12]}); shard names would "
+                "collide: give each job its own prefix"
+            )
 
     def adopt(self, remote: Manifest) -> None:
         """Take the bucket's manifest as the starting point (at resume)."""
@@ -57,12 +77,15 @@ class ManifestKeeper:
         for _ in range(_CONFLICT_RETRIES):
             generation = self.generation + 1
             try:
-                self.etag = s3.write_manifest(self.entries, generation, self.run_id, self.etag)
+                self.etag = s3.write_manifest(
+                    self.entries, generation, self.run_id, self.etag, self.job_id
+                )
                 self.generation = generation
                 self.writes += 1
                 return
             except ManifestConflict:
                 remote = s3.read_manifest()
+                self.check_owner(s3, remote)
                 if remote.run_id == self.run_id and remote.generation == generation:
                     # Our own write landed (a retried PUT saw its own result): nothing to merge.
                     self.etag, self.generation = remote.etag, generation

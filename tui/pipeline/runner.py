@@ -160,6 +160,7 @@ class Pipeline:
                 config.s3,
                 self._store,
                 self._done,
+                job_id=job.job_id,
                 wait_s=config.s3_wait_s,
                 notify=self._notify,
                 fatal=self._s3_fatal,

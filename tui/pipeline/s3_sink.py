@@ -82,6 +82,8 @@ class Manifest:
     """Write counter (0: no manifest yet, or one written before generations existed)."""
     run_id: str = ""
     """Identity of the run that wrote it."""
+    job_id: str = ""
+    """The job whose outputs it lists ("": written before job ids)."""
     etag: str | None = None
     """The object's ETag (None: no manifest object)."""
 
@@ -165,7 +167,13 @@ class S3Sink:
             raise
         entries = {e["name"]: ManifestEntry(**e) for e in data.get("shards", [])}
         generation = int(data.get("generation", 0))
-        return Manifest(entries, generation, str(data.get("run_id", "")), response.get("ETag"))
+        return Manifest(
+            entries,
+            generation,
+            str(data.get("run_id", "")),
+            str(data.get("job_id", "")),
+            response.get("ETag"),
+        )
 
     def write_manifest(
         self,
@@ -173,6 +181,7 @@ class S3Sink:
         generation: int,
         run_id: str,
         expect_etag: str | None,
+        job_id: str = "",
     ) -> str | None:
         """Replace the manifest only if it is still the one the writer knows.
 
@@ -181,6 +190,7 @@ class S3Sink:
             generation: the new manifest's generation (the known one's plus one).
             run_id: the writing run.
             expect_etag: ETag of the manifest the writer last read or wrote; None: there is none.
+            job_id: the job whose outputs it lists.
 
         Returns:
             The new manifest's ETag.
@@ -192,6 +202,7 @@ class S3Sink:
             "schema": MANIFEST_SCHEMA,
             "generation": generation,
             "run_id": run_id,
+            "job_id": job_id,
             "updated_at": time.time(),
             "records": sum(e.count for e in entries.values()),
             "shards": [asdict(entries[name]) for name in sorted(entries)],
@@ -219,7 +230,7 @@ class S3Sink:
                 self._conditional = code != "NotImplemented"
                 if code == "NoSuchKey":
                     raise ManifestConflict(f"{self.manifest_key} vanished") from None
-                return self.write_manifest(entries, generation, run_id, expect_etag)
+                return self.write_manifest(entries, generation, run_id, expect_etag, job_id)
             raise
         etag: str | None = response.get("ETag")
         return etag

@@ -40,15 +40,17 @@ class Uploads:
         store: ShardStore,
         done: DoneRecord,
         *,
+        job_id: str,
         wait_s: float,
         notify: Notify,
         fatal: Fatal,
     ) -> None:
-        """Args: the sink, the local store and done record, how long to keep trying an
-        unreachable S3 at start, and where events and a fatal error go."""
+        """Args: the sink, the local store and done record, the job's id (the manifest carries
+        it), how long to keep trying an unreachable S3 at start, and where events and a fatal
+        error go."""
         self.s3 = s3
         """The bucket."""
-        self.keeper = ManifestKeeper()
+        self.keeper = ManifestKeeper(job_id)
         """The manifest as this run knows it."""
         self.ready = False
         """Whether the bucket was checked and reconciled (uploads flow only then)."""
@@ -145,6 +147,7 @@ class Uploads:
         Cheap at any scale: one GET of the manifest and one LIST per 1,000 shards.
         """
         remote = self.s3.read_manifest()
+        self.keeper.check_owner(self.s3, remote)
         if not self.ready:
             self.keeper.adopt(remote)
         objects = self.s3.list_shard_keys()

@@ -1,0 +1,51 @@
+"""The identity of a job: a random id made once per output directory, kept in ``job_id``.
+
+It travels into the bucket's manifest, so two jobs never share an S3 prefix by mistake: shard
+names restart at 1 in every output directory, and a second directory uploading to the same prefix
+would overwrite the first one's shards under the same names. A directory from before job ids gets
+one on its next run; a manifest without one is adopted and stamped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from tui.pipeline.done_record import fsync_dir
+
+JOB_ID_NAME = "job_id"
+"""The file in the output directory."""
+
+
+def job_id(out: Path) -> str:
+    """The output directory's job id, made (atomically, fsynced) when it has none.
+
+    Args:
+        out: The output directory (held by this run's lock).
+
+    Returns:
+        32 hex digits.
+
+    Raises:
+        ValueError: the file exists but does not hold an id (naming it).
+        OSError: it cannot be read or written.
+    """
+    path = out / JOB_ID_NAME
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        made = uuid.uuid4().hex
+        temporary = path.with_name(f".{JOB_ID_NAME}.tmp")
+        with open(temporary, "w", encoding="ascii") as handle:
+            handle.write(made + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+        fsync_dir(out)
+        return made
+    except UnicodeDecodeError:
+        text = ""
+    if len(text) != 32 or any(c not in "0123456789abcdef" for c in text):
+        raise ValueError(f"{path}: not a job id (32 hex digits); was it edited?")
+    return text
