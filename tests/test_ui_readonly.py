@@ -15,6 +15,7 @@ import pytest
 from textual.actions import parse
 from textual.binding import Binding
 from textual.command import Command, CommandList, CommandPalette
+from textual.containers import ScrollableContainer
 from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets import Input
@@ -51,6 +52,7 @@ from tui.ui.rollout.canary_screen import CanaryScreen
 from tui.ui.sources import FleetActions, Intent
 from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import TuningFormScreen
+from tui.ui.tuning.setup import FormSetup
 
 
 def console_classes() -> list[type[DOMNode]]:
@@ -88,6 +90,8 @@ TEXTUAL_OWN = {
     ("shift+tab", "app.focus_previous"),
     ("ctrl+c", "screen.copy_text"),
     ("super+c", "screen.copy_text"),
+    # scrolling, inherited by the log viewer's LogView from Textual's ScrollableContainer
+    *((b.key, b.action) for b in Binding.make_bindings(ScrollableContainer.BINDINGS)),
 }
 """Textual's own bindings on the console's screens and app: none changes the fleet."""
 
@@ -211,7 +215,8 @@ SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
     StopScreen: lambda app: StopScreen("Stop the server on GPU 2?", "port 30002"),
     QuitScreen: lambda app: QuitScreen(False, 7, readonly=True),
     TuningFormScreen: lambda app: TuningFormScreen(
-        app.actions, shipped_profiles()["sim-baseline"], ["sim-baseline"], 2, "sim-tuned"
+        app.actions,
+        FormSetup(shipped_profiles()["sim-baseline"], ("sim-baseline",), 2, "sim-tuned"),
     ),
     CanaryScreen: lambda app: CanaryScreen(app.actions, "sim-aggressive", 2, (0, 1, 2, 3)),
 }

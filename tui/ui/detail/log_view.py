@@ -85,14 +85,14 @@ class LogView(ScrollView, can_focus=True):
     }
 
     BINDINGS = [
-        Binding("up", "scroll_up", "Up", show=False),
-        Binding("down", "scroll_down", "Down", show=False),
-        Binding("left", "scroll_left", "Left", show=False),
-        Binding("right", "scroll_right", "Right", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("home", "scroll_home", "Top", show=False),
-        Binding("end,G", "follow", "Follow", show=False),
+        Binding("up", "scroll_up", "Up", show=False, id="log.up"),
+        Binding("down", "scroll_down", "Down", show=False, id="log.down"),
+        Binding("left", "scroll_left", "Left", show=False, id="log.left"),
+        Binding("right", "scroll_right", "Right", show=False, id="log.right"),
+        Binding("pageup", "page_up", "Page up", show=False, id="log.page_up"),
+        Binding("pagedown", "page_down", "Page down", show=False, id="log.page_down"),
+        Binding("home", "scroll_home", "Top", show=False, id="log.top"),
+        Binding("end,G", "follow", "Follow", show=False, id="log.follow"),
     ]
 
     wrap: reactive[bool] = reactive(True)
