@@ -64,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = module.main(rest)
     except KeyboardInterrupt:
+        if name == "sim":  # a drop-in for SGLang, which dies of SIGINT (traceback, status -2)
+            raise
         return 130
     except BrokenPipeError:  # e.g. `gpufleet logs parse big.log | head`
         return 0
