@@ -17,9 +17,14 @@ from pathlib import Path
 import httpx
 import pytest
 from node_helpers import ROOT, nodes
+from ui_helpers import pipeline_status
 
 from bench.simfleet import free_ports
-from tui.agent.history import HistoryError, PrometheusHistory
+from tui.agent.history import LOOKBACK_S, HistoryError, PrometheusHistory
+from tui.pipeline.status import write_status
+from tui.ui.cli import prometheus_chart
+from tui.ui.history.chart import RANGES
+from tui.ui.pipeline.generation_pane import chart_data
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -104,3 +109,34 @@ def test_prometheus_scrapes_two_agents_and_the_history_reads_a_series(tmp_path: 
             assert polls and polls[-1][1] > polls[0][1], polls
             with pytest.raises(HistoryError, match="metric"):
                 history.series("n1", 0, "up} or vector(1", now - 60, now, 1)
+
+
+def test_the_consoles_chart_reads_the_jobs_rate_from_prometheus(tmp_path: Path) -> None:
+    """``gpufleet console --prometheus URL``: the generation pane's chart data comes from a real
+    Prometheus scraping an agent whose job writes its status document."""
+    status_path = tmp_path / "status.json"
+    write_status(status_path, pipeline_status(updated_at=time.time(), tok_s=3456.0))
+    with nodes(tmp_path, count=1, gpus=1, agents=False) as (node,):
+        node.start_agent("--status", str(status_path))
+        with prometheus(tmp_path, [node.agent_address], node.token_file) as url:
+            chart = prometheus_chart(url)
+            assert chart is not None
+            deadline = time.monotonic() + 90
+            data = None
+            while time.monotonic() < deadline and data is None:
+                with contextlib.suppress(HistoryError):
+                    data = chart_data(chart, RANGES[0], time.time(), ())
+                if data is None:
+                    time.sleep(1)
+            assert data is not None, (tmp_path / "prometheus.log").read_text()[-2000:]
+            assert {value for _, value in data.points} == {3456.0}
+            assert data.start <= data.points[0][0] <= data.end
+            first = chart.first_time(None, "out_tok_s")  # to one step of the 120-day look back
+            assert first is not None and abs(first - data.points[0][0]) <= LOOKBACK_S / 600
+            assert chart.series(0, "out_tok_s", time.time() - 60) == []  # fleet series only
+    with pytest.raises(ValueError, match="--prometheus="):
+        prometheus_chart("ftp://example")
+    broken = prometheus_chart("http://127.0.0.1:9")
+    assert broken is not None
+    with pytest.raises(HistoryError, match=r"prometheus http://127\.0\.0\.1:9"):
+        broken.series(None, "out_tok_s", time.time() - 60)

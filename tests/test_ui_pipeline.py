@@ -14,6 +14,7 @@ from ui_helpers import (
     wait_for,
 )
 
+from tui.agent.history import HistoryError
 from tui.history import HistoryStore
 from tui.history.samples import pipeline_samples
 from tui.ui.app import FleetApp
@@ -180,3 +181,44 @@ async def test_pane_without_a_status_document_or_history_says_so() -> None:
         chart = app.screen.query_one(HistoryChart)
         await pilot.pause(0.1)
         assert "no history yet" in str(chart.render())
+
+
+class FixedSource:
+    """A chart source standing in for Prometheus (``--prometheus``): an hour at a fixed rate, or
+    an error."""
+
+    def __init__(self, error: str = "") -> None:
+        self.error = error
+        self.asked: list[float] = []
+
+    def first_time(self, gpu: int | None, metric: str) -> float | None:
+        return T0 - 3600
+
+    def series(
+        self, gpu: int | None, metric: str, since: float, until: float | None = None
+    ) -> list[tuple[float, float]]:
+        if self.error:
+            raise HistoryError(self.error)
+        self.asked.append(since)
+        return [(t, 2000.0) for t in range(int(T0) - 3600, int(T0) + 1, 60)]
+
+
+async def test_the_chart_reads_prometheus_when_given_and_says_why_it_cannot() -> None:
+    app = make_app(status=pipeline_status())
+    assert isinstance(app, FleetApp)
+    source = FixedSource()
+    app.chart_source = source
+    async with app.run_test(size=(120, 45)) as pilot:
+        await settle(pilot, app)
+        recorded_hour(app)  # the console's own history holds other values: not read
+        pane = app.screen.query_one(GenerationPane)
+        pane.clock = lambda: T0
+        await pilot.press("g")
+        chart = pane.query_one(HistoryChart)
+        await wait_for(pilot, lambda: chart.data is not None, "the chart from the source")
+        assert chart.data is not None and {v for _, v in chart.data.points} == {2000.0}
+        assert source.asked and source.asked[-1] < T0 - 3600  # the hour, and a bucket before
+        source.error = "prometheus http://prom:9090: ConnectError: refused"
+        await pilot.press("right_square_bracket")
+        await wait_for(pilot, lambda: chart.data is None, "the error")
+        assert "ConnectError" in str(chart.render())

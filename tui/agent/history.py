@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import re
+import time
+from collections.abc import Callable
 
 import httpx
 
@@ -74,12 +76,38 @@ class PrometheusHistory:
         Raises:
             HistoryError: a bad range, an unreachable server, or an error answer.
         """
+        return self._range(self.query(node, gpu, metric), since, until, step)
+
+    def fleet_series(
+        self, metric: str, since: float, until: float, step: float
+    ) -> list[tuple[float, float]]:
+        """The sum of ``metric`` over every node and GPU Prometheus scrapes, between two times.
+
+        Args:
+            metric: The metric name (e.g. ``gpufleet_job_output_tokens_per_second``).
+            since: Start, time.time() seconds.
+            until: End.
+            step: Seconds between points.
+
+        Returns:
+            (time, value) pairs, oldest first; empty when Prometheus has none.
+
+        Raises:
+            HistoryError: a bad metric name or range, an unreachable server, or an error answer.
+        """
+        if not METRIC_NAME.match(metric):
+            raise HistoryError(f"metric: {metric!r} is not a Prometheus metric name")
+        return self._range(f"sum({metric})", since, until, step)
+
+    def _range(
+        self, query: str, since: float, until: float, step: float
+    ) -> list[tuple[float, float]]:
         if not (math.isfinite(since) and math.isfinite(until) and until > since):
             raise HistoryError(f"range: until ({until}) must be after since ({since})")
         if not math.isfinite(step) or step <= 0 or (until - since) / step > MAX_POINTS:
             raise HistoryError(f"step: {step} gives more than {MAX_POINTS} points over the range")
         params = {
-            "query": self.query(node, gpu, metric),
+            "query": query,
             "start": f"{since:.3f}",
             "end": f"{until:.3f}",
             "step": f"{step:g}",
@@ -108,3 +136,50 @@ class PrometheusHistory:
                 points.append((float(stamp), float(value)))
         points.sort()
         return points
+
+
+FLEET_METRICS = {
+    "out_tok_s": "gpufleet_job_output_tokens_per_second",
+    "req_s": "gpufleet_job_requests_per_second",
+}
+"""The console history's fleet series (``tui.history.samples``) -> the agents' metric."""
+CHART_POINTS = 600
+"""Points a chart asks for (a braille line of 200 columns shows fewer)."""
+LOOKBACK_S = 120 * 86400.0
+"""How far back "the whole job" looks for a series' start (Prometheus' retention decides)."""
+
+
+class PrometheusChart:
+    """The console history's read API (``first_time``, ``series``) over a Prometheus server that
+    scrapes the agents: for ranges longer than the console's own store keeps, or for a console
+    that was not running while the job was (``gpufleet console --prometheus URL``).
+
+    Only fleet series (``gpu`` None) of ``FLEET_METRICS`` are known; anything else is empty.
+    Every method blocks; a failure is a ``HistoryError``.
+    """
+
+    def __init__(self, history: PrometheusHistory, clock: Callable[[], float] = time.time):
+        """Args:
+        history: The Prometheus reader.
+        clock: time.time() (for tests).
+        """
+        self.history = history
+        """Where the series come from."""
+        self._clock = clock
+
+    def series(
+        self, gpu: int | None, metric: str, since: float, until: float | None = None
+    ) -> list[tuple[float, float]]:
+        """One series from ``since`` to ``until`` (default: now), about CHART_POINTS points."""
+        name = FLEET_METRICS.get(metric) if gpu is None else None
+        end = self._clock() if until is None else until
+        if name is None or end <= since:
+            return []
+        step = max(1.0, (end - since) / CHART_POINTS)
+        return self.history.fleet_series(name, since, end, step)
+
+    def first_time(self, gpu: int | None, metric: str) -> float | None:
+        """When the series starts in Prometheus (to a step of LOOKBACK_S / CHART_POINTS)."""
+        now = self._clock()
+        points = self.series(gpu, metric, now - LOOKBACK_S, now)
+        return points[0][0] if points else None

@@ -30,6 +30,7 @@ from tui.ui.messages import (
     RelaunchRequested,
     RollbackRequested,
 )
+from tui.ui.pipeline.generation_pane import SeriesSource
 from tui.ui.quit_screen import QuitChoice, QuitScreen
 from tui.ui.readonly import READ_ONLY, ReadOnlyActions
 from tui.ui.retune.apply_screen import ApplyScreen
@@ -138,6 +139,8 @@ class FleetApp(App[None]):
         """The journal source."""
         self.history = history or HistoryRecorder.at(paths.history_file())
         """The fleet's time series, written in batches from a thread worker."""
+        self.chart_source: SeriesSource | None = None
+        """Where the generation pane's chart reads instead of ``history`` (``--prometheus``)."""
         self.main_screen = MainScreen(
             self.actions,
             profile,

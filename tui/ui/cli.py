@@ -36,6 +36,7 @@ __all__ = [
 from tui.ui.sources import FleetPoller
 
 if TYPE_CHECKING:
+    from tui.agent.history import PrometheusChart
     from tui.ops.pipeline import PipelineConfig
     from tui.profiles import Profile
 
@@ -175,18 +176,49 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="the agents' bearer token (default: the state directory's agent.token)",
     )
+    parser.add_argument(
+        "--prometheus",
+        default=None,
+        metavar="URL",
+        help="a Prometheus server scraping the agents (deploy/prometheus.yml): the generation "
+        "pane's chart reads the job's output rate from it, over ranges the console never saw",
+    )
     add_measure_window(parser)
     add_readonly(parser)
     return parser
 
 
-def run_nodes_console(agents: str, token_file: Path | None, readonly: bool = False) -> int:
+def prometheus_chart(url: str | None) -> PrometheusChart | None:
+    """The chart source for ``--prometheus URL`` (None without it).
+
+    Raises:
+        ValueError: not an http(s) URL with a host (naming the option).
+    """
+    if url is None:
+        return None
+    from urllib.parse import urlsplit
+
+    from tui.agent.history import PrometheusChart, PrometheusHistory
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--prometheus={url!r}: give http(s)://HOST[:PORT] of a Prometheus server")
+    return PrometheusChart(PrometheusHistory(url))
+
+
+def run_nodes_console(
+    agents: str,
+    token_file: Path | None,
+    readonly: bool = False,
+    chart: PrometheusChart | None = None,
+) -> int:
     """The console over many nodes' agents (``--agents``).
 
     Args:
         agents: ``host:port,host:port``.
         token_file: The agents' token (default: the state directory's ``agent.token``).
         readonly: Watch only (every changing key disabled, the backend refusing).
+        chart: Where the generation pane's chart reads (``--prometheus``).
 
     Returns:
         0, or 2 for bad input (named on stderr).
@@ -204,7 +236,9 @@ def run_nodes_console(agents: str, token_file: Path | None, readonly: bool = Fal
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
     nodes = Nodes(addresses, token)
-    FleetApp(nodes, actions=nodes, log_tail=nodes.tail, node_groups=True, readonly=readonly).run()
+    app = FleetApp(nodes, actions=nodes, log_tail=nodes.tail, node_groups=True, readonly=readonly)
+    app.chart_source = chart
+    app.run()
     return 0
 
 
@@ -215,6 +249,7 @@ def run_console(
     stop_pipeline_with_fleet: bool = False,
     windows: ConsoleWindows | None = None,
     readonly: bool = False,
+    chart: PrometheusChart | None = None,
 ) -> int:
     """Run the console on ``profile``'s fleet with every operation backed by the real core.
 
@@ -224,6 +259,8 @@ def run_console(
         stop_pipeline_with_fleet: Quitting with "stop" stops the pipeline as well (the demo).
         windows: Timeouts and throughput windows of applies and canaries (``console_windows()``).
         readonly: Watch only (``FleetApp``'s read-only mode).
+        chart: Where the generation pane's chart reads (``--prometheus``; default: the console's
+            own history).
 
     Returns:
         0.
@@ -250,18 +287,22 @@ def run_console(
         stop_pipeline_with_fleet=stop_pipeline_with_fleet,
     )
     operator = ConsoleBackend(ops, marker=monitor)
-    FleetApp(
+    app = FleetApp(
         monitor,
         actions=operator,
         status_path=pipeline.status_path if pipeline is not None else None,
         retune_marks=journal_marks,
         profile=profile.name,
         readonly=readonly,
-    ).run()
+    )
+    app.chart_source = chart
+    app.run()
     return 0
 
 
-def _profile_console(args: argparse.Namespace, readonly: bool) -> int:
+def _profile_console(
+    args: argparse.Namespace, readonly: bool, chart: PrometheusChart | None
+) -> int:
     from tui.ops.demo import demo_prompts_file, pipeline_config
     from tui.profiles import ProfileError, load_named
     from tui.state.files import StateFileError
@@ -295,7 +336,12 @@ def _profile_console(args: argparse.Namespace, readonly: bool) -> int:
         pipeline = pipeline_config(profile, prompts, CONSOLE_FLEET_TIMEOUT_S)
     # Quitting with "stop" stops the pipeline too: otherwise it would wait an hour for servers.
     return run_console(
-        profile, pipeline, stop_pipeline_with_fleet=True, windows=windows, readonly=readonly
+        profile,
+        pipeline,
+        stop_pipeline_with_fleet=True,
+        windows=windows,
+        readonly=readonly,
+        chart=chart,
     )
 
 
@@ -312,13 +358,18 @@ def main(argv: Sequence[str]) -> int:
     readonly = readonly_or_exit("console", args.readonly)
     if readonly is None:
         return 2
+    try:
+        chart = prometheus_chart(args.prometheus)
+    except ValueError as error:
+        print(f"gpufleet console: {error}", file=sys.stderr)
+        return 2
     if args.agents is not None:
         if args.profile is not None:
             print("gpufleet console: --agents and --profile do not go together", file=sys.stderr)
             return 2
-        return run_nodes_console(args.agents, args.token_file, readonly)
+        return run_nodes_console(args.agents, args.token_file, readonly, chart)
     if args.profile is not None:
-        return _profile_console(args, readonly)
+        return _profile_console(args, readonly, chart)
     try:
         ports = parse_range(args.ports, "--ports", 1, 65535)
         gpus = parse_range(args.gpus, "--gpus", 0, 15)
@@ -345,5 +396,7 @@ def main(argv: Sequence[str]) -> int:
         return 2
     from tui.ui.app import FleetApp
 
-    FleetApp(poller, readonly=readonly).run()
+    app = FleetApp(poller, readonly=readonly)
+    app.chart_source = chart
+    app.run()
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from textual import events, work
 from textual.app import ComposeResult
@@ -15,7 +16,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
-from tui.history import HistoryRecorder, HistoryStore
+from tui.agent.history import HistoryError
+from tui.history import HistoryRecorder
 from tui.history.samples import OUT_TOK_S
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import duration, num, pct
@@ -28,6 +30,19 @@ PIPELINE_STATE_STYLE = {
     "failed": "bold $error",
 }
 """Theme colour of each pipeline state."""
+
+
+class SeriesSource(Protocol):
+    """What the chart reads: the console's own ``HistoryStore``, or ``PrometheusChart`` (a
+    Prometheus server scraping the agents, ``gpufleet console --prometheus URL``)."""
+
+    def first_time(self, gpu: int | None, metric: str) -> float | None:
+        """When the series starts (None: empty)."""
+
+    def series(
+        self, gpu: int | None, metric: str, since: float, until: float | None = None
+    ) -> list[tuple[float, float]]:
+        """(time, value) points from ``since`` on, oldest first."""
 
 
 def summary_lines(status: PipelineStatus) -> Content:
@@ -229,6 +244,15 @@ class GenerationPane(Vertical, can_focus=True):
 
     @work(thread=True, exclusive=True, group="history-read", exit_on_error=False)
     def _read_chart(self, span: ChartRange, end: float, marks: tuple[float, ...]) -> None:
+        source = getattr(self.app, "chart_source", None)
+        if source is not None:  # a Prometheus server: its answer or why not
+            try:
+                data = chart_data(source, span, end, marks)
+            except HistoryError as error:
+                self.post_message(ChartRead(None, str(error)))
+                return
+            self.post_message(ChartRead(data, "no series in Prometheus for this range"))
+            return
         recorder = getattr(self.app, "history", None)
         if not isinstance(recorder, HistoryRecorder):
             self.post_message(ChartRead(None, "no history in this console"))
@@ -247,12 +271,12 @@ class GenerationPane(Vertical, can_focus=True):
 
 
 def chart_data(
-    store: HistoryStore, span: ChartRange, end: float, marks: tuple[float, ...]
+    store: SeriesSource, span: ChartRange, end: float, marks: tuple[float, ...]
 ) -> ChartData | None:
     """The fleet's output rate over ``span`` ending at ``end``, with the marks inside it.
 
     Args:
-        store: The history.
+        store: The history (the console's store, or Prometheus).
         span: The range (the whole job: since the series' first bucket).
         end: The right edge (now).
         marks: Retune times.
