@@ -216,3 +216,54 @@ def test_parse_metrics_reads_the_progress_counters() -> None:
         "/v1/loads",
     )
     assert loads.progress == (40.0, 7.0)
+
+
+def test_parse_metrics_agrees_with_prometheus_client_on_an_exposition() -> None:
+    """The direct line parse reads what prometheus_client's parser reads, on a body written by
+    prometheus_client itself (labels with quotes and braces, counters with _created samples,
+    families the console skips, NaN and +Inf values)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.parser import text_string_to_metric_families
+
+    class Collector:
+        def collect(self) -> object:
+            for rank in ("0", "1"):
+                labels = ['odd} {name"', rank]
+                for name, value in (
+                    ("num_running_reqs", 3.0 + int(rank)),
+                    ("num_queue_reqs", 2.0),
+                    ("gen_throughput", 41.5),
+                    ("full_token_usage", 0.25 + int(rank) / 10),
+                    ("mamba_usage", float("nan") if rank == "1" else 0.5),
+                    ("spec_accept_length", 2.5 + int(rank)),
+                    ("max_total_num_tokens", 123456.0),
+                    ("num_grammar_queue_reqs", float("inf")),
+                ):
+                    gauge = GaugeMetricFamily(f"sglang:{name}", "doc", labels=["m", "r"])
+                    gauge.add_metric(labels, value)
+                    yield gauge
+                counter = CounterMetricFamily("sglang:realtime_tokens", "doc", labels=["m", "r"])
+                counter.add_metric(labels, 1000.0 + int(rank), created=1.7e9)
+                yield counter
+
+    registry = CollectorRegistry()
+    registry.register(Collector())  # type: ignore[arg-type]
+    text = generate_latest(registry).decode()
+    load = parse_metrics(text)
+    oracle: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            oracle.setdefault(sample.name, []).append(float(sample.value))
+    assert load.running == sum(oracle["sglang:num_running_reqs"]) == 7
+    assert load.queued == 4
+    assert load.gen_throughput == pytest.approx(sum(oracle["sglang:gen_throughput"]))
+    assert load.token_usage == pytest.approx(max(oracle["sglang:full_token_usage"]))
+    assert load.accept_len == pytest.approx(3.0)
+    assert load.max_total_num_tokens == 123456
+    assert load.progress == (sum(oracle["sglang:realtime_tokens_total"]),)
+
+
+def test_parse_metrics_refuses_a_sample_without_a_value() -> None:
+    with pytest.raises(ValueError, match="without a value"):
+        parse_metrics('sglang:num_running_reqs{a="b"}\n')
