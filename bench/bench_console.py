@@ -23,10 +23,10 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.harness import Context, Row, Stat, print_table
+from bench.harness import Context, Row, Stat
 from bench.ptyrun import PtyCost, measure
 
 BENCH = "console overhead"
@@ -41,6 +41,8 @@ TTY_TARGET = 2048.0
 """Bytes per second to the terminal at steady state."""
 CORE_TARGET = 5.0
 """Percent of one core (issue 3)."""
+LOAD_SETTLE_S = 5.0
+"""Seconds from starting the pipeline to the first loaded measurement."""
 
 
 def _ports_free(base: int, count: int) -> bool:
@@ -67,8 +69,14 @@ def _base_port(count: int) -> int:
 
 
 @contextlib.contextmanager
-def busy_fleet(state: Path, gpus: int = 7) -> Iterator[None]:
-    """The demo's fleet and pipeline under ``state``; everything is stopped on exit."""
+def busy_fleet(
+    state: Path, gpus: int = 7, *, idle_first: bool = False
+) -> Iterator[Callable[[], None]]:
+    """The demo's fleet and pipeline under ``state``; everything is stopped on exit.
+
+    Yields a function that starts the pipeline (the load); it has already been called unless
+    ``idle_first`` (then the caller measures the idle fleet first, and calls it after).
+    """
     os.environ["GPUFLEET_STATE_DIR"] = str(state)
     from bench.simfleet import stop_all
     from tui.ops.demo import demo_profile, demo_prompts_file, ensure_prompts, pipeline_config
@@ -89,16 +97,30 @@ def busy_fleet(state: Path, gpus: int = 7) -> Iterator[None]:
         if not_ready:
             raise RuntimeError("; ".join(not_ready))
         ensure_prompts(demo_prompts_file())
-        start_pipeline(config)
-        yield
+
+        def load() -> None:
+            start_pipeline(config)
+            time.sleep(LOAD_SETTLE_S)  # every server decoding before anything is measured
+
+        if not idle_first:
+            load()
+        yield load
     finally:
         stop_pipelines(config.status_path)
         stop_all(release_s=30.0)
 
 
-def console_argv() -> list[str]:
-    """What ``gpufleet demo`` opens on a running fleet."""
-    return [sys.executable, "-m", "tui", "console", "--profile", "sim-baseline"]
+def console_argv(base: Path | None = None) -> list[str]:
+    """What ``gpufleet demo`` opens on a running fleet (from ``base``'s code when given)."""
+    args = ["console", "--profile", "sim-baseline"]
+    if base is None:
+        return [sys.executable, "-m", "tui", *args]
+    # -c puts the working directory first on sys.path: the earlier checkout goes before it.
+    code = (
+        f"import sys, runpy; sys.path.insert(0, {str(base.resolve())!r}); "
+        "runpy.run_module('tui', run_name='__main__', alter_sys=True)"
+    )
+    return [sys.executable, "-c", code, *args]
 
 
 def floor_argv() -> list[str]:
@@ -136,6 +158,37 @@ def _rows(size: str, ours: list[PtyCost], floor: list[PtyCost], note: str) -> li
             f"< {TTY_TARGET:g} B/s", tty.median < TTY_TARGET, fmt="{:.0f}",
         ),
     ]  # fmt: skip
+
+
+def _idle_rows(ours: list[PtyCost], floor: list[PtyCost]) -> list[Row]:
+    """The idle fleet's rows (servers up, no pipeline): the screen barely changes."""
+    cpu = Stat.of([c.cpu_per_minute for c in ours])
+    cpu_floor = Stat.of([c.cpu_per_minute for c in floor])
+    tty = Stat.of([c.bytes_per_second for c in ours])
+    tty_floor = Stat.of([c.bytes_per_second for c in floor])
+    floor_name = "floor: 1-label clock"
+    ratio = cpu.median / cpu_floor.median if cpu_floor.median else float("inf")
+    note = "the same fleet before the pipeline starts: servers ready and idle"
+    return [
+        Row(
+            BENCH, "CPU s/min, 7 panels idle, 200x50", cpu, floor_name, cpu_floor,
+            f"ratio <= {CPU_RATIO_TARGET:g}", ratio <= CPU_RATIO_TARGET, note,
+        ),
+        Row(
+            BENCH, "bytes/s to the terminal, idle, 200x50", tty, floor_name, tty_floor,
+            f"< {TTY_TARGET:g} B/s", tty.median < TTY_TARGET, fmt="{:.0f}",
+        ),
+    ]  # fmt: skip
+
+
+def _alternate(runs: int, window: float, rows: int, cols: int) -> tuple[list[PtyCost], ...]:
+    """console, floor, console, floor, ...: ``runs`` of each, alternating."""
+    ours: list[PtyCost] = []
+    floor: list[PtyCost] = []
+    for _ in range(runs):
+        ours.append(_measure(console_argv(), window, rows, cols))
+        floor.append(_measure(floor_argv(), window, rows, cols))
+    return ours, floor
 
 
 def monitor_cpu_per_minute(polls: int = 15) -> float:
@@ -186,27 +239,25 @@ FLOOR_HINT = 0.2
 
 
 def run(ctx: Context) -> list[Row]:
-    """Console vs floor: two console runs and one floor run at 200x50, one of each at 80x24.
+    """Console vs floor under load (the ratio measured in this run), then the idle rows.
 
-    About 4 minutes with warm-ups (a quick run: about 1.5); the floor is cheap and steady, so
-    it gets half the window.
+    Idle first (the fleet up, no pipeline): one console and one floor run at 200x50. Then the
+    pipeline starts and, under load, console and floor alternate: three runs each at 200x50,
+    one each at 80x24 (half as long). About 6 minutes with warm-ups (a quick run: about 2).
     """
-    seconds = 15.0 if ctx.quick else SECONDS
+    seconds = 15.0 if ctx.quick else SECONDS / 2
     rows: list[Row] = []
-    with busy_fleet(ctx.scratch / "state"):
+    with busy_fleet(ctx.scratch / "state", idle_first=True) as load:
+        idle = _alternate(1, seconds, 50, 200)
+        load()
         note = f"{NOTE}; {monitor_note(monitor_cpu_per_minute())}"
-        # 200x50: console, floor, console (alternating; the floor is steady, so one run of it);
-        # 80x24: one of each, half as long.
-        plan = [((50, 200), 1 if ctx.quick else 2, seconds), ((24, 80), 1, seconds / 2)]
-        for (r, c), runs, window in plan:
-            ours: list[PtyCost] = []
-            floor: list[PtyCost] = []
-            for i in range(runs):
-                ours.append(_measure(console_argv(), window, r, c))
-                if i == 0:
-                    floor.append(_measure(floor_argv(), window / 2, r, c))
+        for (r, c), runs, window in (
+            ((50, 200), 1 if ctx.quick else 3, seconds),
+            ((24, 80), 1, seconds / 2),
+        ):
+            ours, floor = _alternate(runs, window, r, c)
             rows += _rows(f"{c}x{r}", ours, floor, note)
-    return rows
+    return rows + _idle_rows(*idle)
 
 
 NOTE = (
@@ -216,30 +267,40 @@ NOTE = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    """A quick standalone look: ``--seconds``, ``--runs``, ``--size 50x200``."""
+    """A standalone look: ``--seconds``, ``--runs``, ``--idle``, ``--base DIR`` (the console of
+    an earlier checkout, measured in the same alternation: before/after in one run)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--size", action="append", default=None, help="ROWSxCOLS")
-    parser.add_argument("--console-only", action="store_true")
+    parser.add_argument("--idle", action="store_true", help="also measure the idle fleet first")
+    parser.add_argument("--base", type=Path, default=None, help="an earlier checkout's root")
     args = parser.parse_args(argv)
-    sizes = [tuple(int(v) for v in s.split("x")) for s in (args.size or ["50x200"])]
+    programs = {"console": console_argv(), "floor": floor_argv()}
+    if args.base is not None:
+        programs["console before"] = console_argv(args.base)
     with (
         tempfile.TemporaryDirectory(prefix="bench-console-") as scratch,
-        busy_fleet(Path(scratch) / "state"),
+        busy_fleet(Path(scratch) / "state", idle_first=True) as load,
     ):
-        rows: list[Row] = []
-        note = f"{NOTE}; {monitor_note(monitor_cpu_per_minute())}"
-        print(note)
-        for r, c in sizes:
-            ours = [_measure(console_argv(), args.seconds, r, c) for _ in range(args.runs)]
-            floor = (
-                ours
-                if args.console_only
-                else [_measure(floor_argv(), args.seconds, r, c) for _ in range(args.runs)]
-            )
-            rows += _rows(f"{c}x{r}", ours, floor, note)
-    print_table(rows)
+        phases = ["idle", "load"] if args.idle else ["load"]
+        for phase in phases:
+            if phase == "load":
+                load()
+            costs: dict[str, list[PtyCost]] = {name: [] for name in programs}
+            for _ in range(args.runs):
+                for name, prog in programs.items():
+                    costs[name].append(_measure(prog, args.seconds, 50, 200))
+            floor = Stat.of([c.cpu_per_minute for c in costs["floor"]]).median
+            for name, runs in costs.items():
+                cpu = Stat.of([c.cpu_per_minute for c in runs])
+                tty = Stat.of([c.bytes_per_second for c in runs])
+                rss = Stat.of([c.peak_rss / 2**20 for c in runs])
+                print(
+                    f"{phase:4} {name:15} CPU-s/min {cpu.text('{:.2f}'):24} "
+                    f"x floor {cpu.median / floor:5.2f}  B/s {tty.text('{:.0f}'):20} "
+                    f"RSS MiB {rss.text('{:.0f}')}",
+                    flush=True,
+                )
     return 0
 
 

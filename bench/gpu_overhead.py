@@ -1,11 +1,22 @@
-"""Console overhead against nvitop on a real GPU (run on a GPU machine; writes Markdown rows).
+"""Console overhead against nvitop on a real GPU, under load (run on a GPU machine).
 
-Both programs watch the same GPU, which runs one GPU-backed simulated SGLang server, at a 1 s
-interval, in a pty of the same size, for the same time; runs alternate so drift hits both. We
-report CPU seconds per minute (= CPU per refresh x 60, both refresh once a second), peak RSS and
-bytes per second written to the terminal, each as a ratio against nvitop.
+Scenarios (``--scenario``, repeatable):
 
-    python -m bench.gpu_overhead --seconds 30 --runs 3 --out results-gpu.md
+* ``one``: one GPU-backed simulated SGLang server on GPU 0 serving ``CLIENTS_ONE`` concurrent
+  clients, the GPU busy with a matrix-product loop whose duty cycle changes every second
+  (``bench.gpu_load``): both programs have something to redraw every second.
+* ``seven``: the seed's shape, seven servers watched: the GPU-backed one on GPU 0 and six
+  simulated without backing, ``CLIENTS_SEVEN`` clients each, the same GPU load.
+* ``idle``: the one server, no clients, no GPU load (issue 7's figures, kept as a second row).
+
+In each, the programs (gpufleet's console; optionally ``--base DIR``, the console of an earlier
+checkout, for a before/after in the same run; and ``nvitop --interval 1``) run in turn in a real
+200x50 pty for ``--seconds`` after ``--warmup``, ``--runs`` times, alternating, so drift hits
+all of them. Both refresh once a second. We report CPU seconds per minute of the program's
+process tree, bytes per second written to the terminal and peak RSS, median (min-max) and the
+ratio against nvitop. Loads and servers run outside the measured trees.
+
+    python -m bench.gpu_overhead --scenario one --scenario idle --runs 3 --out one.md
 """
 
 from __future__ import annotations
@@ -14,17 +25,31 @@ import argparse
 import contextlib
 import os
 import platform
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
 from bench.harness import Stat
 from bench.ptyrun import PtyCost, measure
+
+ROOT = Path(__file__).resolve().parent.parent
+CLIENTS_ONE = 24
+"""Concurrent clients of the one server (the issue's measurement)."""
+CLIENTS_SEVEN = 12
+"""Concurrent clients of each of the seven servers."""
+SIM_FLAGS = [
+    "--mem-fraction-static", "0.85", "--max-mamba-cache-size", "80",
+    "--mamba-full-memory-ratio", "0.4", "--speculative-algorithm", "EAGLE",
+    "--enable-metrics", "--sim-speed", "10",
+]  # fmt: skip
+"""The seed's knobs; speed 10 so requests finish and new ones arrive every second."""
 
 
 def _free_port() -> int:
@@ -34,6 +59,8 @@ def _free_port() -> int:
 
 
 def _gpu_name() -> str:
+    if shutil.which("nvidia-smi") is None:
+        return "no GPU"
     out = subprocess.run(
         ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
         capture_output=True,
@@ -44,91 +71,173 @@ def _gpu_name() -> str:
     return out.splitlines()[0] if out else "unknown GPU"
 
 
-def start_server(port: int, log: Path) -> subprocess.Popen[bytes]:
-    """A GPU-backed simulated server on GPU 0, ready before we return."""
-    argv = [
-        sys.executable, "-m", "tui", "sim", "--gpu-backing", "cuda", "--sim-gpu", "h200",
-        "--port", str(port), "--mem-fraction-static", "0.85", "--max-mamba-cache-size", "80",
-        "--mamba-full-memory-ratio", "0.4", "--speculative-algorithm", "EAGLE",
-        "--enable-metrics", "--sim-speed", "10",
-    ]  # fmt: skip
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
+def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     handle = log.open("wb")
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         argv, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True
     )
+
+
+def start_server(port: int, log: Path, *, cuda: bool) -> subprocess.Popen[bytes]:
+    """A simulated server (GPU-backed on GPU 0 when ``cuda``); not waited for."""
+    argv = [sys.executable, "-m", "tui", "sim", "--port", str(port), *SIM_FLAGS]
+    if cuda:
+        argv[4:4] = ["--gpu-backing", "cuda", "--sim-gpu", "h200"]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
+    return _spawn(argv, log, env)
+
+
+def wait_ready(procs: dict[int, subprocess.Popen[bytes]], logs: dict[int, Path]) -> None:
+    """Until every server's ``/ready`` answers 200 (240 s at most)."""
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited {proc.returncode}: {log.read_text()[-2000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                return proc
+    waiting = set(procs)
+    while waiting and time.monotonic() < deadline:
+        for port in list(waiting):
+            proc = procs[port]
+            if proc.poll() is not None:
+                tail = logs[port].read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"server on {port} exited {proc.returncode}: {tail}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 200:
+                    waiting.discard(port)
         time.sleep(0.5)
-    raise RuntimeError("server not ready in 240 s")
+    if waiting:
+        raise RuntimeError(f"servers on {sorted(waiting)} not ready in 240 s")
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the process group we started (its session leader is ``proc``)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--warmup", type=float, default=5.0)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path("results-gpu.md"))
-    args = parser.parse_args(argv)
-    port = _free_port()
-    server = start_server(port, Path("/tmp/gpu-overhead-server.log"))
-    programs = {
-        "gpufleet": [sys.executable, "-m", "tui", "console", "--ports", str(port), "--gpus", "0"],
-        "nvitop": [sys.executable, "-m", "nvitop", "--interval", "1"],
-    }
-    costs: dict[str, list[PtyCost]] = {name: [] for name in programs}
+@contextlib.contextmanager
+def fleet(
+    servers: int, clients: int, gpu_load: bool, logs: Path, cuda: bool = True
+) -> Iterator[list[int]]:
+    """``servers`` servers (the first GPU-backed when ``cuda``), their clients and the GPU
+    load; yields their ports."""
+    ports = [_free_port() for _ in range(servers)]
+    procs: dict[int, subprocess.Popen[bytes]] = {}
+    paths = {port: logs / f"sglang_{port}.log" for port in ports}
+    loads: list[subprocess.Popen[bytes]] = []
     try:
-        for run in range(args.runs):
-            for name, prog in programs.items():
-                cost = measure(prog, seconds=args.seconds, warmup=args.warmup, rows=50, cols=200)
-                costs[name].append(cost)
-                print(f"run {run} {name}: {cost}", flush=True)
+        for i, port in enumerate(ports):
+            procs[port] = start_server(port, paths[port], cuda=cuda and i == 0)
+        wait_ready(procs, paths)
+        env = dict(os.environ)
+        if gpu_load:
+            argv = [sys.executable, "-m", "bench.gpu_load", "gpu", "--seconds", "3600"]
+            loads.append(_spawn(argv, logs / "gpu_load.log", env))
+        if clients:
+            argv = [
+                sys.executable, "-m", "bench.gpu_load", "clients", "--per-server", str(clients),
+                "--ports", ",".join(map(str, ports)), "--seconds", "3600",
+            ]  # fmt: skip
+            loads.append(_spawn(argv, logs / "clients.log", env))
+        time.sleep(3)
+        for load in loads:
+            if load.poll() is not None:
+                raise RuntimeError(f"a load exited {load.returncode}: {load.args}")
+        yield ports
     finally:
-        stop(server)
-    ours, peer = costs["gpufleet"], costs["nvitop"]
-    rows = []
+        for proc in [*loads, *procs.values()]:
+            stop(proc)
+
+
+def console_argv(ports: list[int], base: Path | None = None) -> list[str]:
+    """The console on ``ports`` (GPUs 0..n-1, NVML); from ``base``'s code when given."""
+    args = ["console", "--ports", ",".join(map(str, ports)), "--gpus", f"0-{len(ports) - 1}"]
+    if len(ports) == 1:
+        args[-1] = "0"
+    if base is None:
+        return [sys.executable, "-m", "tui", *args]
+    # -c puts the working directory first on sys.path: the earlier checkout goes before it.
+    code = (
+        f"import sys, runpy; sys.path.insert(0, {str(base.resolve())!r}); "
+        "runpy.run_module('tui', run_name='__main__', alter_sys=True)"
+    )
+    return [sys.executable, "-c", code, *args]
+
+
+SCENARIOS = {
+    "one": (1, CLIENTS_ONE, True, "1 server under load"),
+    "seven": (7, CLIENTS_SEVEN, True, "7 servers under load"),
+    "idle": (1, 0, False, "1 server idle"),
+}
+"""name -> (servers, clients per server, GPU load, words)."""
+
+
+def run_scenario(name: str, args: argparse.Namespace, logs: Path) -> list[str]:
+    """Measure every program in turn; the scenario's Markdown table."""
+    servers, clients, gpu_load, words = SCENARIOS[name]
+    local = args.local
+    with fleet(servers, clients, gpu_load and not local, logs, cuda=not local) as ports:
+        programs = {"gpufleet": console_argv(ports)}
+        if args.base is not None:
+            programs["gpufleet before"] = console_argv(ports, args.base)
+        # --local (a machine without a GPU, to try the script): the Textual floor stands in.
+        peer = [sys.executable, str(ROOT / "bench" / "floor_clock.py")]
+        programs["nvitop"] = peer if local else [sys.executable, "-m", "nvitop", "--interval", "1"]
+        costs: dict[str, list[PtyCost]] = {p: [] for p in programs}
+        for run in range(args.runs):
+            for program, argv in programs.items():
+                cost = measure(argv, seconds=args.seconds, warmup=args.warmup, rows=50, cols=200)
+                costs[program].append(cost)
+                print(
+                    f"{name} run {run} {program}: {cost.cpu_per_minute:.3f} CPU-s/min "
+                    f"{cost.bytes_per_second:.0f} B/s {cost.peak_rss / 2**20:.0f} MiB",
+                    flush=True,
+                )
+    names = list(programs)
+    head = " | ".join(names)
+    ratios = " | ".join(f"{p} / nvitop" for p in names[:-1])
+    rows = [
+        f"### {words}: {', '.join(names)}",
+        "",
+        f"| metric | {head} | {ratios} |",
+        "|---|" + "---|" * (2 * len(names) - 1),
+    ]
     for metric, fn, fmt in (
         ("CPU s per minute (1 refresh/s)", lambda c: c.cpu_per_minute, "{:.2f}"),
-        ("peak RSS MiB", lambda c: c.peak_rss / 2**20, "{:.0f}"),
         ("bytes/s to the terminal", lambda c: c.bytes_per_second, "{:.0f}"),
+        ("peak RSS MiB", lambda c: c.peak_rss / 2**20, "{:.0f}"),
     ):
-        a, b = Stat.of([fn(c) for c in ours]), Stat.of([fn(c) for c in peer])
-        ratio = a.median / b.median if b.median else float("nan")
-        rows.append(f"| {metric} | {a.text(fmt)} | {b.text(fmt)} | {ratio:.2f} |")
-    cpu_ratio = Stat.of([c.cpu_per_minute for c in ours]).median / max(
-        Stat.of([c.cpu_per_minute for c in peer]).median, 1e-9
+        stats = {p: Stat.of([fn(c) for c in costs[p]]) for p in names}
+        peer = stats["nvitop"].median
+        cells = " | ".join(stats[p].text(fmt) for p in names)
+        ratio = " | ".join(f"{stats[p].median / peer:.2f}" if peer else "–" for p in names[:-1])
+        rows.append(f"| {metric} | {cells} | {ratio} |")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the scenarios and write their tables to ``--out``."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--base", type=Path, default=None, help="an earlier checkout's root")
+    parser.add_argument("--logs", type=Path, default=Path("/tmp/gpu-overhead"))
+    parser.add_argument("--out", type=Path, default=Path("results-gpu.md"))
+    parser.add_argument(
+        "--local", action="store_true", help="no GPU: sims only, the floor clock as the peer"
     )
-    text = "\n".join(
-        [
-            "## Real GPU: console overhead against nvitop (issue 7)",
-            "",
-            f"- Machine: {platform.node()}, {os.cpu_count()} cores, {_gpu_name()}",
-            f"- Date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; {args.runs} alternating runs of "
-            f"{args.seconds:.0f} s each (after {args.warmup:.0f} s warm-up), pty 200x50, "
-            "both at a 1 s interval, watching GPU 0 running one GPU-backed simulated server.",
-            "- Commands: `gpufleet console --ports P --gpus 0` (NVML) vs `nvitop --interval 1`.",
-            "",
-            "| metric | gpufleet | nvitop | ratio |",
-            "|---|---|---|---|",
-            *rows,
-            "",
-            f"Target (console at or below nvitop's CPU per refresh): "
-            f"{'met' if cpu_ratio <= 1.0 else 'missed'} (ratio {cpu_ratio:.2f}).",
-        ]
-    )
-    args.out.write_text(text + "\n")
-    print(text)
+    args = parser.parse_args(argv)
+    args.logs.mkdir(parents=True, exist_ok=True)
+    text = [
+        f"- Machine: {platform.node()}, {os.cpu_count()} cores, {_gpu_name()}",
+        f"- Date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; {args.runs} alternating runs of "
+        f"{args.seconds:.0f} s each (after {args.warmup:.0f} s warm-up), pty 200x50, all at a "
+        "1 s interval.",
+        "",
+    ]
+    for name in args.scenario or ["one", "seven", "idle"]:
+        text += [*run_scenario(name, args, args.logs), ""]
+    args.out.write_text("\n".join(text) + "\n")
+    print("\n".join(text))
     return 0
 
 

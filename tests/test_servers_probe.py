@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import weakref
 from collections.abc import Callable
 
 import httpx
@@ -22,12 +23,33 @@ from tui.servers.probe import (
 ClientFactory = Callable[[], httpx.AsyncClient]
 
 
-@pytest.fixture(params=["httpcore", "keepalive"])
+_DIRECT: weakref.WeakKeyDictionary[httpx.AsyncClient, KeepAliveTransport] = (
+    weakref.WeakKeyDictionary()
+)
+"""Clients whose probes send to their keep-alive transport straight (as the monitor's do)."""
+
+
+@pytest.fixture(params=["httpcore", "keepalive", "direct"])
 def make_client(request: pytest.FixtureRequest) -> ClientFactory:
-    """Every probe test runs over httpx's default transport and over the monitor's own."""
+    """Every probe test runs over httpx's default transport, over the monitor's own through
+    the client, and over the monitor's own straight (``ServerProbe(direct=...)``)."""
     if request.param == "keepalive":
         return lambda: httpx.AsyncClient(transport=KeepAliveTransport())
+    if request.param == "direct":
+
+        def direct() -> httpx.AsyncClient:
+            transport = KeepAliveTransport()
+            client = httpx.AsyncClient(transport=transport)
+            _DIRECT[client] = transport
+            return client
+
+        return direct
     return httpx.AsyncClient
+
+
+def make_probe(client: httpx.AsyncClient, port: int, **options: float) -> ServerProbe:
+    """A probe over ``client``, straight to its transport when the fixture made it so."""
+    return ServerProbe(client, port, direct=_DIRECT.get(client), **options)  # type: ignore[arg-type]
 
 
 def _free_port() -> int:
@@ -44,7 +66,7 @@ async def test_readiness_is_the_cheap_ready_endpoint(make_client: ClientFactory)
     }
     with canned_server(routes) as server:
         async with make_client() as client:
-            probe = ServerProbe(client, server.port)
+            probe = make_probe(client, server.port)
             first = await probe.readiness()
             second = await probe.readiness()
             third = await probe.readiness()
@@ -58,7 +80,7 @@ async def test_readiness_is_the_cheap_ready_endpoint(make_client: ClientFactory)
 async def test_readiness_falls_back_to_health_and_remembers(make_client: ClientFactory) -> None:
     with canned_server({"/health": (200, "text/plain", "")}) as server:
         async with make_client() as client:
-            probe = ServerProbe(client, server.port)
+            probe = make_probe(client, server.port)
             results = [await probe.readiness() for _ in range(3)]
     assert all(r.status is ProbeStatus.READY and r.endpoint == "/health" for r in results)
     assert server.hits["/ready"] == 1  # 404 once (SGLang <= 0.4), then never asked again
@@ -67,13 +89,13 @@ async def test_readiness_falls_back_to_health_and_remembers(make_client: ClientF
 async def test_model_info_alone_is_never_ready(make_client: ClientFactory) -> None:
     with canned_server({"/model_info": json_reply("{}")}) as server:
         async with make_client() as client:
-            result = await ServerProbe(client, server.port).readiness()
+            result = await make_probe(client, server.port).readiness()
     assert result.status is not ProbeStatus.READY and "/model_info" not in server.hits
 
 
 async def test_refused_when_nothing_listens(make_client: ClientFactory) -> None:
     async with make_client() as client:
-        result = await ServerProbe(client, _free_port()).readiness()
+        result = await make_probe(client, _free_port()).readiness()
     assert result.status is ProbeStatus.REFUSED
 
 
@@ -89,8 +111,8 @@ async def test_slow_server_times_out_as_stale_without_delaying_others(
     ):
         slow.routes["/ready"] = slow.slow((200, "text/plain", ""))
         async with make_client() as client:
-            slow_probe = ServerProbe(client, slow.port, timeout=0.3)
-            fast_probe = ServerProbe(client, fast.port, timeout=0.3)
+            slow_probe = make_probe(client, slow.port, timeout=0.3)
+            fast_probe = make_probe(client, fast.port, timeout=0.3)
             start = time.monotonic()
             slow_result, fast_result = await asyncio.gather(
                 slow_probe.readiness(), fast_probe.readiness()
@@ -110,7 +132,7 @@ async def test_generating_probe_waits_past_the_cheap_timeout(make_client: Client
     with canned_server({}) as server:
         server.routes["/health_generate"] = lambda: (time.sleep(1.2), (200, "text/plain", ""))[1]
         async with make_client() as client:
-            probe = ServerProbe(client, server.port, timeout=0.3)
+            probe = make_probe(client, server.port, timeout=0.3)
             result = await probe.health_generate()
     assert (result.status, result.endpoint) == (ProbeStatus.READY, "/health_generate")
     assert result.latency_s >= 1.2
@@ -120,7 +142,7 @@ async def test_generating_probe_waits_past_the_cheap_timeout(make_client: Client
 async def test_load_from_metrics(make_client: ClientFactory) -> None:
     with canned_server({"/metrics": metrics_reply()}) as server:
         async with make_client() as client:
-            load = await ServerProbe(client, server.port).load()
+            load = await make_probe(client, server.port).load()
     assert load is not None and load.source == "/metrics"
     assert (load.running, load.queued) == (14, 34)
     assert load.gen_throughput == pytest.approx(1934.52)
@@ -139,14 +161,14 @@ async def test_load_falls_back_to_v1_loads_then_get_load(make_client: ClientFact
     }
     with canned_server({"/v1/loads": json_reply(json.dumps(loads))}) as server:
         async with make_client() as client:
-            load = await ServerProbe(client, server.port).load()
+            load = await make_probe(client, server.port).load()
     assert load is not None and load.source == "/v1/loads"
     assert (load.running, load.queued, load.token_usage) == (7, 6, 0.4)
 
     old = [{"dp_rank": 0, "num_reqs": 9, "num_waiting_reqs": 2}]
     with canned_server({"/get_load": json_reply(json.dumps(old))}) as server:
         async with make_client() as client:
-            load = await ServerProbe(client, server.port).load()
+            load = await make_probe(client, server.port).load()
     assert load is not None and (load.source, load.running, load.queued) == ("/get_load", 9, 2)
 
 
@@ -154,7 +176,7 @@ async def test_server_info_effective_values(make_client: ClientFactory) -> None:
     body = (FIXTURES / "server_info.json").read_text()
     with canned_server({"/get_server_info": json_reply(body)}) as server:
         async with make_client() as client:
-            info = await ServerProbe(client, server.port).server_info()
+            info = await make_probe(client, server.port).server_info()
     assert info is not None
     assert info.max_running_effective == 40
     assert info.max_running_requested == 64
@@ -165,7 +187,7 @@ async def test_server_info_effective_values(make_client: ClientFactory) -> None:
 
 async def test_load_is_none_when_server_is_down(make_client: ClientFactory) -> None:
     async with make_client() as client:
-        probe = ServerProbe(client, _free_port())
+        probe = make_probe(client, _free_port())
         assert await probe.load() is None
         assert await probe.server_info() is None
 
@@ -216,3 +238,54 @@ def test_parse_metrics_reads_the_progress_counters() -> None:
         "/v1/loads",
     )
     assert loads.progress == (40.0, 7.0)
+
+
+def test_parse_metrics_agrees_with_prometheus_client_on_an_exposition() -> None:
+    """The direct line parse reads what prometheus_client's parser reads, on a body written by
+    prometheus_client itself (labels with quotes and braces, counters with _created samples,
+    families the console skips, NaN and +Inf values)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.parser import text_string_to_metric_families
+
+    class Collector:
+        def collect(self) -> object:
+            for rank in ("0", "1"):
+                labels = ['odd} {name"', rank]
+                for name, value in (
+                    ("num_running_reqs", 3.0 + int(rank)),
+                    ("num_queue_reqs", 2.0),
+                    ("gen_throughput", 41.5),
+                    ("full_token_usage", 0.25 + int(rank) / 10),
+                    ("mamba_usage", float("nan") if rank == "1" else 0.5),
+                    ("spec_accept_length", 2.5 + int(rank)),
+                    ("max_total_num_tokens", 123456.0),
+                    ("num_grammar_queue_reqs", float("inf")),
+                ):
+                    gauge = GaugeMetricFamily(f"sglang:{name}", "doc", labels=["m", "r"])
+                    gauge.add_metric(labels, value)
+                    yield gauge
+                counter = CounterMetricFamily("sglang:realtime_tokens", "doc", labels=["m", "r"])
+                counter.add_metric(labels, 1000.0 + int(rank), created=1.7e9)
+                yield counter
+
+    registry = CollectorRegistry()
+    registry.register(Collector())  # type: ignore[arg-type]
+    text = generate_latest(registry).decode()
+    load = parse_metrics(text)
+    oracle: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            oracle.setdefault(sample.name, []).append(float(sample.value))
+    assert load.running == sum(oracle["sglang:num_running_reqs"]) == 7
+    assert load.queued == 4
+    assert load.gen_throughput == pytest.approx(sum(oracle["sglang:gen_throughput"]))
+    assert load.token_usage == pytest.approx(max(oracle["sglang:full_token_usage"]))
+    assert load.accept_len == pytest.approx(3.0)
+    assert load.max_total_num_tokens == 123456
+    assert load.progress == (sum(oracle["sglang:realtime_tokens_total"]),)
+
+
+def test_parse_metrics_refuses_a_sample_without_a_value() -> None:
+    with pytest.raises(ValueError, match="without a value"):
+        parse_metrics('sglang:num_running_reqs{a="b"}\n')

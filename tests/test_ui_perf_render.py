@@ -148,3 +148,29 @@ async def test_only_the_changed_line_is_rendered_again_and_a_theme_renders_all()
         themed = list(view._strips)
         assert all(strip is not None for strip in themed)
         assert all(a is not b for a, b in zip(after, themed, strict=True))  # new colours
+
+
+async def test_a_panel_line_has_the_cells_textual_would_render() -> None:
+    """The panel's own line rendering gives the very segments (text, style, offsets) that
+    ``Visual.to_strips`` gives, for every line of every panel (styled state words, bars,
+    warnings, errors), in two themes."""
+    from textual.visual import Visual
+
+    from tui.fleet.snapshot import ServerState
+
+    fleet = seven_gpu_fleet()
+    fleet = _with(fleet, 3, state=ServerState.FAILED, last_error="CUDA out of memory", capped=True)
+    async with settled_console(fleet) as (app, pilot):
+        for theme in ("textual-dark", "textual-light"):
+            app.theme = theme
+            await pilot.pause()
+            compared = 0
+            for view in app.screen.query(GpuPanelView):
+                style = view.visual_style
+                for line in view.lines():
+                    ours = view._line_strip(line, style)
+                    textual = Visual.to_strips(view, line, view.size.width, 1, style)[0]
+                    assert list(ours) == list(textual), line.plain
+                    assert ours.cell_length == textual.cell_length
+                    compared += 1
+            assert compared >= 7 * 8

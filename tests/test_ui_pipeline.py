@@ -222,3 +222,27 @@ async def test_the_chart_reads_prometheus_when_given_and_says_why_it_cannot() ->
         await pilot.press("right_square_bracket")
         await wait_for(pilot, lambda: chart.data is None, "the error")
         assert "ConnectError" in str(chart.render())
+
+
+async def test_the_hidden_panes_progress_bar_runs_no_animation_timer() -> None:
+    """Hidden (the default), the indeterminate bar must not refresh 15 times a second; shown
+    without a document it animates; hidden again it stops; a known total never animates."""
+    app = make_app(status=None)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, app)
+        bar = app.screen.query_one("#pipeline-progress #bar")
+        await wait_for(pilot, lambda: bar.auto_refresh is None, "no animation while hidden")
+        await pilot.press("g")
+        await wait_for(pilot, lambda: bar.auto_refresh is not None, "the animation when shown")
+        await pilot.press("g")
+        await wait_for(pilot, lambda: bar.auto_refresh is None, "no animation once hidden")
+    app = make_app(status=pipeline_status())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("g")
+        pane = app.screen.query_one(GenerationPane)
+        progress = pane.query_one(ProgressBar)
+        await wait_for(pilot, lambda: progress.percentage is not None, "the document's progress")
+        assert pane.query_one("#pipeline-progress #bar").auto_refresh is None

@@ -92,8 +92,10 @@ class FleetMonitor:
         self.spec = spec
         self.gpu_source = gpu_source
         self._own_client = client is None
-        # The lean keep-alive transport: these probes run every second for days.
-        self._client = client or httpx.AsyncClient(transport=KeepAliveTransport())
+        # The lean keep-alive transport: these probes run every second for days. The probes
+        # send to it straight when the client is the monitor's own.
+        transport = KeepAliveTransport() if client is None else None
+        self._client = client or httpx.AsyncClient(transport=transport)
         self.server_info_interval = server_info_interval
         self.health_interval = health_interval
         self.ready_interval = ready_interval
@@ -102,7 +104,7 @@ class FleetMonitor:
         self._trackers = [
             Tracker(
                 s,
-                ServerProbe(self._client, s.port, s.host, probe_timeout),
+                ServerProbe(self._client, s.port, s.host, probe_timeout, direct=transport),
                 progress=ProgressWatch(floor_s=stuck_after_s),
             )
             for s in sorted(spec.servers, key=lambda s: s.gpu_index)

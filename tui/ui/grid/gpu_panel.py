@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from rich.cells import cell_len
+from rich.segment import Segment
 from textual import events
 from textual.content import Content
 from textual.geometry import Region
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
-from textual.visual import Visual
 from textual.widget import Widget
 
 from tui.fleet.snapshot import GpuPanel, ServerSnapshot, ServerState
@@ -317,8 +317,24 @@ class GpuPanelView(Widget):
             return Strip.blank(size[0], style.rich_style)
         strip = self._strips[y]
         if strip is None:
-            strip = self._strips[y] = Visual.to_strips(self, self._shown[y], size[0], 1, style)[0]
+            strip = self._strips[y] = self._line_strip(self._shown[y], style)
         return strip
+
+    def _line_strip(self, line: Content, style: VisualStyle) -> Strip:
+        """One panel line as cells, the way ``Visual.to_strips`` renders one line of Content.
+
+        Why: ``to_strips`` wraps, aligns, looks up the selection and link styles and builds the
+        line through several intermediate objects: half of the console's drawing CPU under
+        load went there, for lines that are one left-aligned row already cut to the width
+        (``lines``), with no links and no selection. The cells are the same: each piece's
+        style over the panel's, with its offset (what a click or a selection reads).
+        """
+        segments: list[Segment] = []
+        x = 0
+        for text, text_style in line.render(style, end="", parse_style=self._get_style):
+            segments.append(Segment(text, (style + text_style).rich_style_with_offset(x, 0)))
+            x += len(text)
+        return Strip(segments, line.cell_length)
 
     def render(self) -> Content:
         """The lines, every one cropped to the width (what ``render_line`` shows, as one)."""
