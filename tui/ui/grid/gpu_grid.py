@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from textual import events
 from textual.containers import ScrollableContainer
 from textual.reactive import reactive
@@ -37,6 +39,23 @@ class GpuGrid(ScrollableContainer, can_focus=False):
     )
     """The arrangement in use (recomputed on resize and when the GPU count changes)."""
 
+    AGE_TICK_S = 1.0
+    """How often the panels look at the age of what they show: a monitor whose next reading is
+    late by more than the dim bound dims every panel with its age."""
+
+    def on_mount(self) -> None:
+        """Count the snapshot's age from now, once a second."""
+        self._received_at = time.monotonic()
+        self.set_interval(self.AGE_TICK_S, self._age_panels)
+
+    def _age_panels(self) -> None:
+        """Tell each panel how late the next reading is (0 while it is not yet due)."""
+        every = float(getattr(self.app, "poll_interval_s", 1.0))
+        since = time.monotonic() - getattr(self, "_received_at", time.monotonic())
+        late = max(since - every, 0.0)
+        for view in self.query_children(GpuPanelView):
+            view.age_by(late)
+
     @property
     def gpu_indices(self) -> tuple[int, ...]:
         """GPU index of each panel, in display order."""
@@ -44,6 +63,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
 
     async def watch_fleet(self, fleet: FleetSnapshot) -> None:
         """Rebuild the panels when the set of GPUs changed, then hand each its part."""
+        self._received_at = time.monotonic()
         views = list(self.query_children(GpuPanelView))
         wanted = tuple(p.gpu_index for p in fleet.panels)
         if tuple(view.gpu_index for view in views) != wanted:
@@ -52,6 +72,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
             await self.mount_all(views)
             self._reshape()
         for view, panel in zip(views, fleet.panels, strict=True):
+            view.late_s = 0.0
             view.panel = panel
             view.selected = panel.gpu_index == self.selected
 

@@ -12,9 +12,11 @@ from textual.style import Style as VisualStyle
 from textual.visual import Visual
 from textual.widget import Widget
 
+from tui.fleet.running_profiles import AUTO
 from tui.fleet.snapshot import GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuSnapshot
 from tui.ui.format import NA, bar, fit, gib, num, pct, short_num, sig3, sig3_text, spark
+from tui.ui.grid.ages import aged, blanked, duration_short, gen_age, load_age
 from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
 from tui.ui.messages import PanelOpened, PanelSelected
 
@@ -32,11 +34,30 @@ STATE_STYLE: dict[ServerState, str] = {
 
 
 def max_running(server: ServerSnapshot) -> Content:
-    """Effective max running requests, marked in $warning with the requested value when capped."""
+    """Effective max running requests, with what the profile asked ("asked" means only that).
+
+    ``40 (asked 64)`` in $warning when SGLang capped the profile's number; ``16 (auto, sglang
+    48)`` when the profile left it auto and SGLang set its own value (48 with speculative
+    decoding) that it then capped; ``(arg 64)`` when no profile is recorded for the GPU.
+    """
     effective = num(server.max_running_effective)
-    if server.capped and server.max_running_requested is not None:
-        return Content.styled(f"{effective} (asked {server.max_running_requested})", "$warning")
+    argument = server.max_running_requested
+    asked = server.profile.asked_value("max_running_requests") if server.profile else None
+    if asked is not None and asked != AUTO:
+        if server.capped:
+            return Content.styled(f"{effective} (asked {asked})", "$warning")
+        return Content(effective)
+    if asked == AUTO:
+        shown = server.capped and argument is not None
+        return Content(f"{effective} (auto, sglang {argument})" if shown else effective)
+    if server.capped and argument is not None:
+        return Content.styled(f"{effective} (arg {argument})", "$warning")
     return Content(effective)
+
+
+def max_running_short(server: ServerSnapshot) -> Content:
+    """``/40`` or ``/40 (asked 64)`` for the compact layout (same meanings as ``max_running``)."""
+    return Content.assemble("/", max_running(server))
 
 
 def state_line(panel: GpuPanel) -> Content:
@@ -90,15 +111,6 @@ def pressure_line(server: ServerSnapshot | None) -> Content | None:
     return Content.styled(f"{server.pressure}{age}", "$warning")
 
 
-def duration_short(seconds: float) -> str:
-    """``12s``, ``4m``, ``3h``: an age in at most four characters."""
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.0f}h"
-
-
 def gen_line(server: ServerSnapshot, width: int, full: bool) -> Content:
     """Generation tok/s and a sparkline of its recent history filling the rest of the line."""
     label = (
@@ -111,17 +123,34 @@ def gen_line(server: ServerSnapshot, width: int, full: bool) -> Content:
     )
 
 
-def full_lines(panel: GpuPanel, width: int) -> list[Content]:
-    """Every number, one topic per line (about nine lines)."""
-    lines = [state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=True)]
+def full_lines(panel: GpuPanel, width: int, late_s: float = 0.0) -> list[Content]:
+    """Every number, one topic per line (about nine lines); stale ones dimmed with their age.
+
+    Args:
+        panel: The GPU and its server.
+        width: Cells per line.
+        late_s: Seconds since the snapshot arrived (the grid counts them).
+    """
+    late = late_s or None
+    lines = [
+        aged(line, late)
+        for line in (state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=True))
+    ]
     server = panel.server
     if server is not None:
+        age = load_age(server, late_s)
+        shown, decay = blanked(server, age), gen_age(server, late_s)
         lines += [
             Content(f"KV {num(server.kv_tokens)} tok  mamba {num(server.mamba_slots)} slots"),
             Content.assemble("max running ", max_running(server)),
-            Content(f"running {num(server.running)}  queued {num(server.queued)}"),
-            Content(f"token {pct(server.token_usage, 100)}  mamba {pct(server.mamba_usage, 100)}"),
-            gen_line(server, width, full=True),
+            aged(Content(f"running {num(shown.running)}  queued {num(shown.queued)}"), age),
+            aged(
+                Content(
+                    f"token {pct(shown.token_usage, 100)}  mamba {pct(shown.mamba_usage, 100)}"
+                ),
+                age,
+            ),
+            aged(gen_line(shown, width - (6 if decay else 0), full=True), decay, always=True),
         ]
     for extra in (pressure_line(server), error_line(server)):
         if extra is not None:
@@ -129,10 +158,17 @@ def full_lines(panel: GpuPanel, width: int) -> list[Content]:
     return lines
 
 
-def compact_lines(panel: GpuPanel, width: int, height: int) -> list[Content]:
-    """The essential numbers, most important first, cut to ``height`` lines."""
-    lines = [state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=False)]
+def compact_lines(panel: GpuPanel, width: int, height: int, late_s: float = 0.0) -> list[Content]:
+    """The essential numbers, most important first, cut to ``height`` lines (stale ones
+    dimmed with their age, as in ``full_lines``)."""
+    late = late_s or None
+    lines = [
+        aged(line, late)
+        for line in (state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=False))
+    ]
     server = panel.server
+    age = load_age(server, late_s) if server is not None else None
+    shown = blanked(server, age) if server is not None else None
     pressure = pressure_line(server)
     if pressure is not None:
         lines.append(pressure)
@@ -145,24 +181,24 @@ def compact_lines(panel: GpuPanel, width: int, height: int) -> list[Content]:
         while spare > 0 and text:
             lines.append(Content.styled(text[:width], "$error"))
             text, spare = text[width:], spare - 1
-    if server is not None and (server.running is not None or server.gen_throughput is not None):
-        limit = (
-            Content.styled(
-                f"/{num(server.max_running_effective)} (asked {server.max_running_requested})",
-                "$warning",
-            )
-            if server.capped
-            else Content(f"/{num(server.max_running_effective)}")
+    if (
+        server is not None
+        and shown is not None
+        and (server.running is not None or server.gen_throughput is not None)
+    ):
+        run = Content.assemble(
+            f"run {num(shown.running)}", max_running_short(server), f" q{num(shown.queued)}"
         )
+        lines.append(aged(run, age))
+        decay = gen_age(server, late_s)
         lines.append(
-            Content.assemble(f"run {num(server.running)}", limit, f" q{num(server.queued)}")
+            aged(gen_line(shown, width - (6 if decay else 0), full=False), decay, always=True)
         )
-        lines.append(gen_line(server, width, full=False))
-    if server is not None and server.kv_tokens is not None:
+    if server is not None and shown is not None and server.kv_tokens is not None:
         lines.append(
             Content(
                 f"kv {short_num(server.kv_tokens)} m{num(server.mamba_slots)} "
-                f"tok {pct(server.token_usage, 100)}"
+                f"tok {pct(shown.token_usage, 100)}"
             )
         )
     return lines[:height]
@@ -239,6 +275,8 @@ class GpuPanelView(Widget):
         self.gpu_index = gpu_index
         """The GPU this panel is for; fixed for the panel's life."""
         self._title = ""
+        self._profile = ""
+        """The profile label in the bottom border (what the server runs)."""
         self._shown: list[Content] | None = None
         """The lines last rendered (None: nothing yet)."""
         self._shown_size = (0, 0)
@@ -247,6 +285,13 @@ class GpuPanelView(Widget):
         """Each shown line as rendered cells; None until asked for (or after it changed)."""
         self._strip_style: VisualStyle | None = None
         """The style the strips were rendered in."""
+        self.late_s = 0.0
+        """Seconds since the grid got the snapshot this panel shows (set with ``age_by``)."""
+
+    def age_by(self, late_s: float) -> None:
+        """The snapshot is ``late_s`` seconds old: repaint the values that aged past a bound."""
+        self.late_s = late_s
+        self._repaint_changes()
 
     def watch_panel(self, panel: GpuPanel | None) -> None:
         """Retitle and restyle when they change; repaint the cells whose text changed."""
@@ -256,6 +301,11 @@ class GpuPanelView(Widget):
         if title != self._title:  # setting border_title repaints the whole panel
             self._title = title
             self.border_title = title
+        server = panel.server if panel is not None else None
+        profile = server.profile.label() if server is not None and server.profile else ""
+        if profile != self._profile:
+            self._profile = profile
+            self.border_subtitle = profile
         failed = (
             panel is not None
             and panel.server is not None
@@ -274,7 +324,12 @@ class GpuPanelView(Widget):
             return [Content.styled("waiting for the first reading", "$text-muted")]
         width, height = self.size.width, self.size.height
         full = width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
-        lines = full_lines(self.panel, width) if full else compact_lines(self.panel, width, height)
+        late = self.late_s
+        lines = (
+            full_lines(self.panel, width, late)
+            if full
+            else compact_lines(self.panel, width, height, late)
+        )
         # Never a cut number (fit elides whole words); an error's prose is cut at the width on
         # purpose: its next lines continue it.
         return [
