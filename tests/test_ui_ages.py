@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from ui_helpers import gpu, make_app, pipeline_status, ready_server, settle
 
@@ -12,6 +14,7 @@ from tui.fleet.running_profiles import RunningProfile
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_panel import GpuPanelView
+from tui.ui.pipeline.generation_pane import summary_lines
 
 T0 = 1_778_364_000.0
 BASE = RunningProfile(
@@ -122,3 +125,26 @@ def test_stale_panels_snapshot(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(_app(), terminal_size=(200, 50), run_before=run)
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"state": "finished", "eta_s": None}, "job finished"),
+        ({"state": "stopped"}, "pipeline stopped"),
+        ({"state": "failed"}, "pipeline failed"),
+        ({"no_server_since": T0 - 8.0, "updated_at": T0}, "no server healthy for 8s"),
+    ],
+)
+def test_the_generation_panes_rates_and_eta_stop_and_say_why(
+    changes: dict[str, object], why: str
+) -> None:
+    status = replace(pipeline_status(), **changes)  # type: ignore[arg-type]
+    text = summary_lines(status).plain
+    assert f"ETA – ({why})" in text and f"req/s –  out tok/s –  ({why})" in text
+    assert "156" not in text and "(1m)" not in text  # the last rates are not on screen
+
+
+def test_a_running_job_shows_its_rates_and_eta() -> None:
+    text = summary_lines(pipeline_status()).plain
+    assert "(1m)" in text and "ETA –" not in text
