@@ -28,6 +28,7 @@ from tui.ui.messages import (
     RelaunchRequested,
     RollbackRequested,
 )
+from tui.ui.operation_strip import OperationStrip
 from tui.ui.pipeline.generation_pane import GenerationPane
 from tui.ui.retune.flows import choose_relaunch, confirm_rollback
 from tui.ui.rollout.flows import choose_canary, choose_rollout
@@ -68,6 +69,7 @@ class MainScreen(ReadOnlyGate[None]):
         Binding("j", "journal", "Journal", id="fleet.journal"),
         Binding("c", "canary", "Canary", id="fleet.canary"),
         Binding("o", "rollout", "Roll out", id="fleet.rollout"),
+        Binding("w", "operation_report", "Operation", id="grid.operation"),
         # A console over many nodes' agents (node groups): the selected panel's whole node.
         Binding("N", "relaunch_node", "Relaunch node", id="nodes.relaunch"),
         Binding("X", "stop_node", "Stop node", id="nodes.stop"),
@@ -127,6 +129,7 @@ class MainScreen(ReadOnlyGate[None]):
         )
         pane.display = False
         yield pane
+        yield OperationStrip(id="operation-strip")
         yield Footer()
 
     def watch_fleet(self, fleet: FleetSnapshot) -> None:
@@ -163,6 +166,8 @@ class MainScreen(ReadOnlyGate[None]):
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Operation keys show disabled (None) without backend support or without GPUs (the
         intent of each key is declared once, in ``tui.ui.readonly.BINDING_INTENTS``)."""
+        if action == "operation_report":  # shown while an operation has a report to open
+            return getattr(self.app, "operation", None) is not None
         intent = self.intent_of(action, parameters)
         if intent is None:
             return True
@@ -232,6 +237,18 @@ class MainScreen(ReadOnlyGate[None]):
         message.stop()
         self.selected = message.gpu
 
+    def _busy(self) -> bool:
+        """True (after a notification naming it) while an operation runs in the background:
+        one at a time, refused before anything is asked, never queued."""
+        busy = getattr(self.app, "refuse_if_busy", None)
+        return bool(busy()) if busy is not None else False
+
+    def action_operation_report(self) -> None:
+        """Open the report of the operation running in the background."""
+        show = getattr(self.app, "show_operation", None)
+        if show is not None:
+            show()
+
     def action_open_detail(self) -> None:
         """Ask the app for the selected panel's detail screen."""
         if self.selected in self._indices:
@@ -268,19 +285,27 @@ class MainScreen(ReadOnlyGate[None]):
 
     def action_kill_selected(self) -> None:
         """Stop the selected GPU's server, the way the operator chooses."""
+        if self._busy():
+            return
         self._ask_how_to_stop(f"Stop the server on GPU {self.selected}?", (self.selected,))
 
     def action_kill_all(self) -> None:
         """Stop every server, the way the operator chooses."""
+        if self._busy():
+            return
         gpus = tuple(self._indices)
         self._ask_how_to_stop(f"Stop all {len(gpus)} servers?", gpus)
 
     def action_relaunch_selected(self) -> None:
         """Relaunch the selected GPU's server with a chosen profile, after confirmation."""
+        if self._busy():
+            return
         self._relaunch_flow((self.selected,))
 
     def action_relaunch_all(self) -> None:
         """Relaunch every server with a chosen profile, after confirmation."""
+        if self._busy():
+            return
         self._relaunch_flow(tuple(self._indices))
 
     @work(group="ask", exclusive=True, exit_on_error=False)
@@ -297,10 +322,14 @@ class MainScreen(ReadOnlyGate[None]):
 
     def action_tune(self) -> None:
         """Open the tuning form on the selected GPU (a per-GPU override)."""
+        if self._busy():
+            return
         self._tune_flow(self.selected)
 
     def action_tune_all(self) -> None:
         """Open the tuning form on every GPU."""
+        if self._busy():
+            return
         self._tune_flow(None)
 
     def _tune_flow(self, gpu: int | None) -> None:
@@ -315,6 +344,8 @@ class MainScreen(ReadOnlyGate[None]):
 
     def action_rollback(self) -> None:
         """Return to the previous profile, after a confirmation naming it and the GPUs."""
+        if self._busy():
+            return
         self._rollback_flow()
 
     @work(group="ask", exclusive=True, exit_on_error=False)
@@ -325,6 +356,8 @@ class MainScreen(ReadOnlyGate[None]):
 
     def action_canary(self) -> None:
         """Try a profile on the selected GPU, the others as control, after confirmation."""
+        if self._busy():
+            return
         self._canary_flow(self.selected)
 
     @work(group="ask", exclusive=True, exit_on_error=False)
@@ -338,6 +371,8 @@ class MainScreen(ReadOnlyGate[None]):
 
     def action_rollout(self) -> None:
         """Roll a profile out one GPU at a time, after confirmation."""
+        if self._busy():
+            return
         self._rollout_flow()
 
     @work(group="ask", exclusive=True, exit_on_error=False)

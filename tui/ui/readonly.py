@@ -57,6 +57,7 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "grid.down": None,
         **{f"grid.select_{digit}": None for digit in range(10)},
         "grid.detail": None,
+        "grid.operation": None,  # opens the background operation's report
         "pipeline.pane": None,
         "pipeline.start_stop": Intent.PIPELINE,
         "fleet.kill": Intent.KILL,
@@ -88,6 +89,7 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         # profile picker, apply, rollout and canary screens
         "picker.cancel": None,
         "apply.close": None,
+        "apply.rollback": Intent.ROLLBACK,
         "rollout.close": None,
         "canary.close": None,
         "canary.rollout": Intent.ROLLOUT,
