@@ -12,6 +12,8 @@ from textual.widgets import Footer, Header
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot
 from tui.pipeline.status import PipelineStatus
+from tui.ui.command_bar import CommandBar
+from tui.ui.command_mode import COMMAND_BINDING, CommandMode
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
 from tui.ui.gate import ReadOnlyGate
@@ -44,7 +46,7 @@ from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import open_tuning
 
 
-class MainScreen(ReadOnlyGate[None]):
+class MainScreen(CommandMode, ReadOnlyGate[None]):
     """Grid of panels plus the generation pane; selection and operations by keyboard."""
 
     BINDINGS = [
@@ -70,6 +72,7 @@ class MainScreen(ReadOnlyGate[None]):
         Binding("c", "canary", "Canary", id="fleet.canary"),
         Binding("o", "rollout", "Roll out", id="fleet.rollout"),
         Binding("w", "operation_report", "Operation", id="grid.operation"),
+        COMMAND_BINDING,
         # A console over many nodes' agents (node groups): the selected panel's whole node.
         Binding("N", "relaunch_node", "Relaunch node", id="nodes.relaunch"),
         Binding("X", "stop_node", "Stop node", id="nodes.stop"),
@@ -130,6 +133,7 @@ class MainScreen(ReadOnlyGate[None]):
         pane.display = False
         yield pane
         yield OperationStrip(id="operation-strip")
+        yield CommandBar(placeholder="command: apply NAME 3,5 | canary NAME 2 | logs 4 | ...")
         yield Footer()
 
     def watch_fleet(self, fleet: FleetSnapshot) -> None:
@@ -236,6 +240,10 @@ class MainScreen(ReadOnlyGate[None]):
         """A panel was clicked."""
         message.stop()
         self.selected = message.gpu
+
+    def _bar(self) -> CommandBar:
+        """The command bar (command mode, ``tui.ui.command_mode``)."""
+        return self.query_one(CommandBar)
 
     def _busy(self) -> bool:
         """True (after a notification naming it) while an operation runs in the background:

@@ -58,6 +58,8 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         **{f"grid.select_{digit}": None for digit in range(10)},
         "grid.detail": None,
         "grid.operation": None,  # opens the background operation's report
+        "grid.command": None,  # opens the command bar; each command is checked by its intent
+        "command.close": None,
         "pipeline.pane": None,
         "pipeline.start_stop": Intent.PIPELINE,
         "fleet.kill": Intent.KILL,
