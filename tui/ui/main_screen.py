@@ -17,7 +17,9 @@ from tui.ui.command_mode import COMMAND_BINDING, CommandMode
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
 from tui.ui.gate import ReadOnlyGate
+from tui.ui.grid.filter_bar import FilterBar
 from tui.ui.grid.gpu_grid import GpuGrid
+from tui.ui.grid.habits import HABIT_BINDINGS, GridHabits
 from tui.ui.grid.node_groups import NodeGroups
 from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.messages import (
@@ -33,6 +35,7 @@ from tui.ui.messages import (
 from tui.ui.operation_strip import OperationStrip
 from tui.ui.pipeline.generation_pane import GenerationPane
 from tui.ui.retune.flows import choose_relaunch, confirm_rollback
+from tui.ui.rollout.describe import compact_range
 from tui.ui.rollout.flows import choose_canary, choose_rollout
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.sources import (
@@ -46,7 +49,7 @@ from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import open_tuning
 
 
-class MainScreen(CommandMode, ReadOnlyGate[None]):
+class MainScreen(CommandMode, GridHabits, ReadOnlyGate[None]):
     """Grid of panels plus the generation pane; selection and operations by keyboard."""
 
     BINDINGS = [
@@ -73,6 +76,7 @@ class MainScreen(CommandMode, ReadOnlyGate[None]):
         Binding("o", "rollout", "Roll out", id="fleet.rollout"),
         Binding("w", "operation_report", "Operation", id="grid.operation"),
         COMMAND_BINDING,
+        *HABIT_BINDINGS,
         # A console over many nodes' agents (node groups): the selected panel's whole node.
         Binding("N", "relaunch_node", "Relaunch node", id="nodes.relaunch"),
         Binding("X", "stop_node", "Stop node", id="nodes.stop"),
@@ -84,6 +88,10 @@ class MainScreen(CommandMode, ReadOnlyGate[None]):
     """The newest fleet snapshot; the grid binds to it."""
     selected: reactive[int] = reactive(0, repaint=False)
     """GPU index of the selected panel."""
+    marked: reactive[frozenset[int]] = reactive(frozenset, repaint=False)
+    """GPUs marked (space) for the next stop or relaunch (``tui.ui.grid.habits``)."""
+    grid_filter: reactive[str] = reactive("", repaint=False)
+    """The ``/`` filter of the grid ("" shows every panel)."""
     pipeline_status: reactive[PipelineStatus | None] = reactive(None, repaint=False)
     """The newest pipeline status document."""
     retune_marks: reactive[tuple[float, ...]] = reactive((), repaint=False)
@@ -126,19 +134,22 @@ class MainScreen(CommandMode, ReadOnlyGate[None]):
         if self.node_groups:
             yield NodeGroups(id="grid").data_bind(MainScreen.fleet, MainScreen.selected)
         else:
-            yield GpuGrid(id="grid").data_bind(MainScreen.fleet, MainScreen.selected)
+            yield GpuGrid(id="grid").data_bind(
+                MainScreen.fleet, MainScreen.selected, MainScreen.marked, MainScreen.grid_filter
+            )
         pane = GenerationPane(id="generation").data_bind(
             status=MainScreen.pipeline_status, retune_marks=MainScreen.retune_marks
         )
         pane.display = False
         yield pane
         yield OperationStrip(id="operation-strip")
+        yield FilterBar(placeholder="filter: GPU index, state or profile words")
         yield CommandBar(placeholder="command: apply NAME 3,5 | canary NAME 2 | logs 4 | ...")
         yield Footer()
 
     def watch_fleet(self, fleet: FleetSnapshot) -> None:
         """Keep the selection on an existing GPU and the header on the GPU source."""
-        self.sub_title = fleet.gpu_source
+        self._retitle()
         indices = [panel.gpu_index for panel in fleet.panels]
         if indices and self.selected not in indices:
             self.selected = indices[0]
@@ -217,7 +228,7 @@ class MainScreen(CommandMode, ReadOnlyGate[None]):
         return [panel.gpu_index for panel in self.fleet.panels]
 
     def _step(self, delta: int) -> None:
-        indices = self._indices
+        indices = self._shown
         if not indices:
             return
         position = indices.index(self.selected) if self.selected in indices else 0
@@ -232,14 +243,18 @@ class MainScreen(CommandMode, ReadOnlyGate[None]):
         self._step(delta * self.query_one(GpuGrid).shape.columns)
 
     def action_select(self, gpu: int) -> None:
-        """Select the panel of GPU ``gpu`` (ignored when there is none)."""
-        if gpu in self._indices:
+        """Select the panel of GPU ``gpu`` (ignored when there is none shown)."""
+        if gpu in self._shown:
             self.selected = gpu
 
     def on_panel_selected(self, message: PanelSelected) -> None:
         """A panel was clicked."""
         message.stop()
         self.selected = message.gpu
+
+    def _filter_bar(self) -> FilterBar:
+        """The ``/`` filter bar (``tui.ui.grid.habits``)."""
+        return self.query_one(FilterBar)
 
     def _bar(self) -> CommandBar:
         """The command bar (command mode, ``tui.ui.command_mode``)."""
@@ -292,10 +307,17 @@ class MainScreen(CommandMode, ReadOnlyGate[None]):
         self.app.push_screen(StopScreen(title, describe_servers(self.fleet, gpus)), done)
 
     def action_kill_selected(self) -> None:
-        """Stop the selected GPU's server, the way the operator chooses."""
+        """Stop the marked GPUs' servers (else the selected one's), the way the operator
+        chooses."""
         if self._busy():
             return
-        self._ask_how_to_stop(f"Stop the server on GPU {self.selected}?", (self.selected,))
+        gpus = self.targets()
+        plural = (
+            f"servers on GPUs {compact_range(gpus)}"
+            if len(gpus) > 1
+            else f"server on GPU {gpus[0]}"
+        )
+        self._ask_how_to_stop(f"Stop the {plural}?", gpus)
 
     def action_kill_all(self) -> None:
         """Stop every server, the way the operator chooses."""
@@ -305,10 +327,11 @@ class MainScreen(CommandMode, ReadOnlyGate[None]):
         self._ask_how_to_stop(f"Stop all {len(gpus)} servers?", gpus)
 
     def action_relaunch_selected(self) -> None:
-        """Relaunch the selected GPU's server with a chosen profile, after confirmation."""
+        """Relaunch the marked GPUs' servers (else the selected one's) with a chosen profile,
+        after confirmation."""
         if self._busy():
             return
-        self._relaunch_flow((self.selected,))
+        self._relaunch_flow(self.targets())
 
     def action_relaunch_all(self) -> None:
         """Relaunch every server with a chosen profile, after confirmation."""

@@ -60,6 +60,10 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "grid.operation": None,  # opens the background operation's report
         "grid.command": None,  # opens the command bar; each command is checked by its intent
         "command.close": None,
+        "grid.mark": None,  # marks GPUs; k and r then ask as usual
+        "grid.unmark": None,
+        "grid.filter": None,
+        "filter.clear": None,
         "pipeline.pane": None,
         "pipeline.start_stop": Intent.PIPELINE,
         "fleet.kill": Intent.KILL,

@@ -9,6 +9,7 @@ from textual.containers import ScrollableContainer
 from textual.reactive import reactive
 
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ui.grid.filter import filtered
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.grid.layout import GridShape, choose_shape
 
@@ -34,6 +35,10 @@ class GpuGrid(ScrollableContainer, can_focus=False):
     resend every panel to the terminal each second; each panel repaints what changed in it."""
     selected: reactive[int] = reactive(0, repaint=False)
     """GPU index of the selected panel; bound to the screen's ``selected``."""
+    marked: reactive[frozenset[int]] = reactive(frozenset, repaint=False)
+    """GPUs marked (space) for the next operation; bound to the screen's ``marked``."""
+    grid_filter: reactive[str] = reactive("", repaint=False)
+    """The ``/`` filter: only the panels it matches are shown (``tui.ui.grid.filter``)."""
     shape: reactive[GridShape] = reactive(
         GridShape(columns=3, rows=3, full=False, fits=True), repaint=False
     )
@@ -58,12 +63,25 @@ class GpuGrid(ScrollableContainer, can_focus=False):
 
     @property
     def gpu_indices(self) -> tuple[int, ...]:
-        """GPU index of each panel, in display order."""
-        return tuple(panel.gpu_index for panel in self.fleet.panels)
+        """GPU index of each panel shown, in display order."""
+        return tuple(panel.gpu_index for panel in filtered(self.fleet, self.grid_filter).panels)
+
+    async def watch_grid_filter(self, text: str) -> None:
+        """Show the panels the new filter keeps."""
+        await self._show(filtered(self.fleet, text))
+
+    def watch_marked(self, marked: frozenset[int]) -> None:
+        """Mark the marked panels."""
+        for view in self.query_children(GpuPanelView):
+            view.marked = view.gpu_index in marked
 
     async def watch_fleet(self, fleet: FleetSnapshot) -> None:
-        """Rebuild the panels when the set of GPUs changed, then hand each its part."""
+        """Rebuild the panels when the set of GPUs shown changed, then hand each its part."""
         self._received_at = time.monotonic()
+        await self._show(filtered(fleet, self.grid_filter))
+
+    async def _show(self, fleet: FleetSnapshot) -> None:
+        """Rebuild the panels when the set of GPUs changed, then hand each its part."""
         views = list(self.query_children(GpuPanelView))
         wanted = tuple(p.gpu_index for p in fleet.panels)
         if tuple(view.gpu_index for view in views) != wanted:
@@ -75,6 +93,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
             view.late_s = 0.0
             view.panel = panel
             view.selected = panel.gpu_index == self.selected
+            view.marked = panel.gpu_index in self.marked
 
     def watch_selected(self, selected: int) -> None:
         """Move the selection border."""
@@ -86,7 +105,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         self._reshape()
 
     def _reshape(self) -> None:
-        count = len(self.fleet.panels)
+        count = len(self.gpu_indices)
         shape = choose_shape(count, self.size.width, self.size.height)
         self.shape = shape
         self.styles.grid_size_columns = shape.columns

@@ -257,6 +257,10 @@ class GpuPanelView(Widget):
         width: 1fr;
         padding: 0 0;
     }
+    GpuPanelView.-marked {
+        border: round $warning;
+        border-title-color: $warning;
+    }
     GpuPanelView.-selected {
         border: heavy $accent;
     }
@@ -269,6 +273,8 @@ class GpuPanelView(Widget):
     """The GPU and server this panel shows (the watcher repaints what changed)."""
     selected: reactive[bool] = reactive(False)
     """Whether this is the selected panel (keyboard focus of the grid)."""
+    marked: reactive[bool] = reactive(False)
+    """Whether this GPU is marked (space) for the next operation: ``●`` in the title."""
 
     def __init__(self, gpu_index: int, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -297,7 +303,7 @@ class GpuPanelView(Widget):
         """Retitle and restyle when they change; repaint the cells whose text changed."""
         name = "" if panel is None or panel.gpu is None else f" · {panel.gpu.name}"
         where = f"{panel.node} GPU {panel.local_index}" if panel is not None and panel.node else ""
-        title = f"{where or f'GPU {self.gpu_index}'}{name}"
+        title = f"{'● ' if self.marked else ''}{where or f'GPU {self.gpu_index}'}{name}"
         if title != self._title:  # setting border_title repaints the whole panel
             self._title = title
             self.border_title = title
@@ -317,6 +323,11 @@ class GpuPanelView(Widget):
     def watch_selected(self, selected: bool) -> None:
         """Mark the selection with the border."""
         self.set_class(selected, "-selected")
+
+    def watch_marked(self, marked: bool) -> None:
+        """Mark a marked GPU in its title (and border, when not the selected one)."""
+        self.set_class(marked, "-marked")
+        self.watch_panel(self.panel)
 
     def lines(self) -> list[Content]:
         """The panel's lines for its current size: full layout when there is room, else compact."""
