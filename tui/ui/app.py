@@ -240,7 +240,10 @@ class FleetApp(App[None]):
         if isinstance(self.screen, QuitScreen):
             return
         can_stop = self.actions.supports(Intent.STOP_FLEET)
-        screen = QuitScreen(can_stop, len(self.fleet.panels), readonly=self.readonly)
+        stops = getattr(self.actions, "stops_pipeline_with_fleet", False) is True
+        screen = QuitScreen(
+            can_stop, len(self.fleet.panels), readonly=self.readonly, stops_pipeline=stops
+        )
         self.push_screen(screen, self._quit_chosen)
 
     def _quit_chosen(self, choice: QuitChoice | None) -> None:
