@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import time
 
-from textual import events
+from textual import events, work
 from textual.containers import ScrollableContainer
 from textual.reactive import reactive
 
 from tui.fleet.snapshot import FleetSnapshot
+from tui.history import HistoryRecorder
 from tui.ui.grid.filter import filtered
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.grid.layout import GridShape, choose_shape
+from tui.ui.grid.panel_graphs import MIN_SPARE_ROWS, READ_EVERY_S, PanelSeries, read_series
 
 
 class GpuGrid(ScrollableContainer, can_focus=False):
@@ -52,6 +54,28 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         """Count the snapshot's age from now, once a second."""
         self._received_at = time.monotonic()
         self.set_interval(self.AGE_TICK_S, self._age_panels)
+        self.set_interval(READ_EVERY_S, self._graph_panels)
+
+    def _graph_panels(self) -> None:
+        """Read the history for the panels with spare rows (nvitop's per-GPU graphs)."""
+        roomy = [
+            view.gpu_index
+            for view in self.query_children(GpuPanelView)
+            if view.spare_rows() >= MIN_SPARE_ROWS
+        ]
+        if roomy and isinstance(getattr(self.app, "history", None), HistoryRecorder):
+            self._read_graphs(tuple(roomy), time.time())
+
+    @work(thread=True, exclusive=True, group="panel-graphs", exit_on_error=False)
+    def _read_graphs(self, gpus: tuple[int, ...], now: float) -> None:
+        recorder = getattr(self.app, "history", None)
+        store = recorder.open() if isinstance(recorder, HistoryRecorder) else None
+        if store is not None:
+            self.app.call_from_thread(self._take_graphs, read_series(store, gpus, now))
+
+    def _take_graphs(self, series: dict[int, PanelSeries]) -> None:
+        for view in self.query_children(GpuPanelView):
+            view.show_graphs(series.get(view.gpu_index))
 
     def _age_panels(self) -> None:
         """Tell each panel how late the next reading is (0 while it is not yet due)."""

@@ -18,6 +18,7 @@ from tui.gpu.snapshot import GpuSnapshot
 from tui.ui.format import NA, bar, fit, gib, num, pct, short_num, sig3, sig3_text, spark
 from tui.ui.grid.ages import aged, blanked, duration_short, gen_age, load_age
 from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
+from tui.ui.grid.panel_graphs import PanelSeries, graph_lines
 from tui.ui.messages import PanelOpened, PanelSelected
 
 STATE_STYLE: dict[ServerState, str] = {
@@ -293,6 +294,23 @@ class GpuPanelView(Widget):
         """The style the strips were rendered in."""
         self.late_s = 0.0
         """Seconds since the grid got the snapshot this panel shows (set with ``age_by``)."""
+        self.graphs: PanelSeries | None = None
+        """This GPU's history, graphed in the spare rows of a full panel (``show_graphs``)."""
+
+    def spare_rows(self) -> int:
+        """Rows a full panel leaves under its numbers (0 in the compact layout)."""
+        if self.panel is None or not self._full():
+            return 0
+        return self.size.height - len(full_lines(self.panel, self.size.width, self.late_s))
+
+    def show_graphs(self, series: PanelSeries | None) -> None:
+        """Graph ``series`` in the spare rows (None: none), repainting what changed."""
+        self.graphs = series
+        self._repaint_changes()
+
+    def _full(self) -> bool:
+        width, height = self.size.width, self.size.height
+        return width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
 
     def age_by(self, late_s: float) -> None:
         """The snapshot is ``late_s`` seconds old: repaint the values that aged past a bound."""
@@ -334,13 +352,15 @@ class GpuPanelView(Widget):
         if self.panel is None:
             return [Content.styled("waiting for the first reading", "$text-muted")]
         width, height = self.size.width, self.size.height
-        full = width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
+        full = self._full()
         late = self.late_s
         lines = (
             full_lines(self.panel, width, late)
             if full
             else compact_lines(self.panel, width, height, late)
         )
+        if full and self.graphs is not None and height > len(lines):
+            lines += graph_lines(self.graphs, width, height - len(lines))
         # Never a cut number (fit elides whole words); an error's prose is cut at the width on
         # purpose: its next lines continue it.
         return [
