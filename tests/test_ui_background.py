@@ -198,3 +198,25 @@ def test_status_strip_snapshot_80x24(snap_compare: Any) -> None:
         assert len(strip.render().plain) <= 78  # one line at 80 columns (padding 1 each side)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run)
+
+
+async def test_a_new_operation_starts_while_the_last_report_is_under_another_screen() -> None:
+    actions = RecordingActions(apply_script=scripted_apply())
+    app = _app(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        first = await _held_apply(pilot, app)
+        await wait_for(pilot, lambda: first.finished, "the first apply's end")
+        await app.push_screen(ConfirmScreen("Something else?", "over the report"))
+        app.main_screen.post_message(ApplyProfileRequested("sim-baseline", (1,)))
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, ApplyScreen) and app.screen is not first,
+            "the second apply's report",
+        )
+        second = app.screen
+        assert app.operation is second
+        await wait_for(pilot, lambda: second.finished, "the second apply's end")  # type: ignore[attr-defined]
+    assert [args for _, args in actions.calls] == [
+        ("sim-aggressive", (3, 5)),
+        ("sim-baseline", (1,)),
+    ]

@@ -149,6 +149,8 @@ class FleetApp(App[None]):
             node_groups=node_groups,
         )
         """The grid screen (the app's base screen)."""
+        self._operations = 0
+        """Operations started (names each report's install)."""
         self.operation: Screen[Any] | None = None
         """The report of the operation running in the background (or of the last one, until
         its report is closed): at most one (``tui.ui.background``)."""
@@ -308,7 +310,10 @@ class FleetApp(App[None]):
         if current is not None:
             await self.forget_operation(current)
         self.operation = screen
-        self.install_screen(screen, OPERATION_SCREEN)
+        # One name per operation: a finished report still under another screen (forgotten
+        # later) must not block the next one's install.
+        self._operations += 1
+        self.install_screen(screen, f"{OPERATION_SCREEN}-{self._operations}")
         await self.push_screen(screen)
         self.main_screen.refresh_bindings()
         return True

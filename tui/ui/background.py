@@ -27,7 +27,7 @@ from tui.ui.format import duration
 from tui.ui.retune.progress import ApplyProgress, GpuRow
 
 OPERATION_SCREEN = "operation"
-"""The name the running operation's report is installed under."""
+"""The prefix of the names operations' reports are installed under (``operation-N``)."""
 TICK_S = 1.0
 """How often a running report redraws its timers."""
 
