@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import Footer, Header
 
 from tui.control.stop import StopMode
-from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot
+from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus
 from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
@@ -21,6 +21,7 @@ from tui.ui.grid.filter_bar import FilterBar
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.habits import HABIT_BINDINGS, GridHabits
 from tui.ui.grid.node_groups import NodeGroups
+from tui.ui.grid.node_keys import NODE_BINDINGS, NodeKeys
 from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.messages import (
     ApplyProfileRequested,
@@ -49,7 +50,7 @@ from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import open_tuning
 
 
-class MainScreen(CommandMode, GridHabits, ReadOnlyGate[None]):
+class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
     """Grid of panels plus the generation pane; selection and operations by keyboard."""
 
     BINDINGS = [
@@ -78,8 +79,7 @@ class MainScreen(CommandMode, GridHabits, ReadOnlyGate[None]):
         COMMAND_BINDING,
         *HABIT_BINDINGS,
         # A console over many nodes' agents (node groups): the selected panel's whole node.
-        Binding("N", "relaunch_node", "Relaunch node", id="nodes.relaunch"),
-        Binding("X", "stop_node", "Stop node", id="nodes.stop"),
+        *NODE_BINDINGS,
     ]
 
     # Data reactives never repaint the screen itself: a screen repaint resends every cell to
@@ -197,29 +197,6 @@ class MainScreen(CommandMode, GridHabits, ReadOnlyGate[None]):
         if action == "canary":  # needs a selected GPU and at least one other as control
             return (self.selected in self._indices and len(self._indices) > 1) or None
         return True
-
-    # --- a whole node (many nodes) ---------------------------------------------------------
-
-    def _node_gpus(self) -> tuple[str, tuple[int, ...]]:
-        """The selected panel's node and every GPU of it."""
-        position = self.selected // NODE_STRIDE
-        panels = [p for p in self.fleet.panels if p.gpu_index // NODE_STRIDE == position]
-        node = panels[0].node if panels else f"node {position}"
-        return node, tuple(p.gpu_index for p in panels)
-
-    def action_relaunch_node(self) -> None:
-        """Relaunch every server of the selected panel's node, after a confirmation."""
-        node, gpus = self._node_gpus()
-        self._confirm_then_post(
-            f"Relaunch all {len(gpus)} servers of node {node}?",
-            describe_servers(self.fleet, gpus),
-            RelaunchRequested(gpus),
-        )
-
-    def action_stop_node(self) -> None:
-        """Stop every server of the selected panel's node, the way the operator chooses."""
-        node, gpus = self._node_gpus()
-        self._ask_how_to_stop(f"Stop all {len(gpus)} servers of node {node}?", gpus)
 
     # --- selection -----------------------------------------------------------------------
 
