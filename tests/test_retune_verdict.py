@@ -102,3 +102,30 @@ def test_output_tokens_prefer_the_per_iteration_decode_counter() -> None:
     assert output_tokens(text) == 5000.0
     assert output_tokens('sglang:generation_tokens_total{model_name="q"} 2000.0\n') == 2000.0
     assert output_tokens("sglang:gen_throughput 5.0\n") is None
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "note"),
+    [
+        ([0.0] * 10, [0.0] * 10, "no load before or after"),
+        ([0.0] * 10, noisy(13500, 10, 300, 10), "no load before"),
+        (noisy(13500, 10, 300, 11), [0.0] * 10, "no load after"),
+        # the job's last stragglers before, nothing after: the window that gave +-297%
+        ([0.0] * 7 + [40.0, 3.0, 1.0], [0.0] * 10, "no load before or after"),
+        (noisy(13500, 10, 300, 12), [0.0] * 8 + [50.0, 20.0], "no load after"),
+    ],
+)
+def test_no_verdict_without_load_on_both_sides(
+    before: list[float], after: list[float], note: str
+) -> None:
+    result = compare(before, after)
+    assert result.verdict == "not measured"
+    assert result.note == note
+    assert result.ci_low is None and result.ci_high is None
+    assert result.describe() == f"not measured ({note})"
+
+
+def test_a_side_idle_less_than_half_the_time_is_still_measured() -> None:
+    before = noisy(13500, 10, 300, 13)
+    after = [*noisy(13500, 7, 300, 14), 0.0, 0.0, 0.0]
+    assert compare(before, after).verdict != "not measured"

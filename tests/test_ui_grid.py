@@ -69,7 +69,7 @@ async def test_seven_gpus_show_everything_at_200x50() -> None:
         for text in (
             "KV 798,080 tok",
             "mamba 200 slots",
-            "40 (asked 64)",
+            "40 (arg 64)",  # no profile recorded: the server's argument, not "asked"
             "running 40",
             "gen 1,400 tok/s",  # 3 significant digits: the last ones jitter
         ):
@@ -110,7 +110,7 @@ async def test_capped_value_is_styled_as_a_warning_and_error_as_error() -> None:
         views = list(app.screen.query(GpuPanelView))
         capped = views[0].render()
         assert any(
-            "$warning" in str(span.style) and capped.plain[span.start : span.end] == "40 (asked 64)"
+            "$warning" in str(span.style) and capped.plain[span.start : span.end] == "40 (arg 64)"
             for span in capped.spans
         )
         failed = views[2].render()

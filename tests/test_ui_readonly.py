@@ -48,6 +48,7 @@ from tui.ui.readonly import (
     binding_changes_fleet,
     changes_fleet,
 )
+from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.rollout.canary_screen import CanaryScreen
 from tui.ui.sources import FleetActions, Intent
 from tui.ui.stop_screen import StopScreen
@@ -219,6 +220,7 @@ SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
         FormSetup(shipped_profiles()["sim-baseline"], ("sim-baseline",), 2, "sim-tuned"),
     ),
     CanaryScreen: lambda app: CanaryScreen(app.actions, "sim-aggressive", 2, (0, 1, 2, 3)),
+    ApplyScreen: lambda app: ApplyScreen(app.actions, "sim-aggressive", (2,), app.journal_reader),
 }
 """How to open each gated screen directly (in read-only mode no key leads to most of them)."""
 

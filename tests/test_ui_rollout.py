@@ -24,6 +24,7 @@ from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.format import duration
 from tui.ui.main_screen import MainScreen
+from tui.ui.operation_strip import OperationStrip
 from tui.ui.retune.profile_picker import ProfilePickerScreen
 from tui.ui.rollout.canary_screen import CanaryScreen
 from tui.ui.rollout.describe import compact_range
@@ -77,7 +78,16 @@ async def test_canary_shows_looks_live_then_better_and_offers_the_rollout() -> N
         assert "-> no measurable difference (interval spans 0)" in live and "better" not in live
         assert "ready" in text(screen, "#canary-gpu")
         assert screen.check_action("rollout", ()) is False  # no verdict yet: `o` hidden
-        await pilot.press("escape")  # still running: refuses to close
+        await pilot.press("escape")  # still running: the report hides, the canary goes on
+        assert isinstance(app.screen, MainScreen) and app.operation is screen
+        strip = app.main_screen.query_one(OperationStrip)
+        strip.refresh_line()
+        line = str(strip.render())
+        assert line.startswith("canary sim-aggressive GPU 3 · look 2: no measurable difference")
+        await pilot.press("c")  # a second operation is refused (one at a time), not queued
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen) and app.operation is screen
+        await pilot.press("w")
         assert app.screen is screen
         held.set()
         await wait_for(pilot, lambda: screen.finished, "the verdict")
@@ -95,6 +105,13 @@ async def test_canary_shows_looks_live_then_better_and_offers_the_rollout() -> N
         assert confirm.title_text == "Roll out sim-aggressive to GPUs 0-2,4-6, one GPU at a time?"
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, RolloutScreen), "the rollout")
+        # the canary's report is closed for good: Escape never returns to its spent `o`
+        assert screen not in app.screen_stack and not app.is_screen_installed(screen)
+        rollout = app.screen
+        assert isinstance(rollout, RolloutScreen)
+        await wait_for(pilot, lambda: rollout.finished, "the rollout's end")
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen) and app.operation is None
         await finish_actions(pilot, app)
     assert actions.calls == [("canary", ("sim-aggressive", 3)), ("rollout", ("sim-aggressive", 1))]
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 def _plain(value: float) -> str:
@@ -20,8 +21,25 @@ def _plain(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+def plain_text(doc: str | None) -> str | None:
+    """A docstring as ``--help`` shows it: RST roles and literals as plain words.
+
+    Double-backquoted literals lose their backquotes; ``:class:`~a.X``` becomes ``a.X``.
+    """
+    if doc is None:
+        return None
+    text = re.sub(r":[a-z]+:`~?([^`]*)`", r"\1", doc)
+    return re.sub(r"``([^`]*)``", r"\1", text)
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line on stderr and exit status 2."""
+    """An argparse parser whose errors are one line on stderr and exit status 2, and whose
+    description (often the command module's docstring) shows without RST markup."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if isinstance(kwargs.get("description"), str):
+            kwargs["description"] = plain_text(kwargs["description"])
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         """Print ``PROG: MESSAGE (see PROG --help)`` and exit 2."""

@@ -33,13 +33,17 @@ from collections.abc import Callable
 
 import httpx
 
+from tui import paths
+from tui.fleet.freshness import decayed_throughput
 from tui.fleet.liveness import DEFAULT_FLOOR_S, ProgressWatch
+from tui.fleet.running_profiles import RunningProfile, read_running_profiles
 from tui.fleet.server_log import ServerLog
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.fleet.spec import FleetSpec
 from tui.fleet.tracker import (
     Tracker,
     live_number,
+    note_decode,
     pressure_words,
     read_fleet_records,
     recorded_process,
@@ -110,6 +114,8 @@ class FleetMonitor:
             for s in sorted(spec.servers, key=lambda s: s.gpu_index)
         ]
         self._last_scan = float("-inf")
+        self._profiles: dict[int, RunningProfile] = {}
+        self._profiles_key: tuple[int, int] | None = None
 
     def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
         """Show the server on ``gpu`` as STOPPING until its process is gone or replaced.
@@ -153,8 +159,21 @@ class FleetMonitor:
         except Exception as error:  # a driver hiccup must cost one frame, not the console
             return (), "", f"GPU sampling failed: {type(error).__name__}: {error}"
 
+    def _read_profiles(self) -> None:
+        """Read what each GPU runs from the fleet state, when the file changed since."""
+        try:
+            stat = paths.fleet_state_file().stat()
+            key: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            key = None
+        if key != self._profiles_key:
+            self._profiles_key = key
+            self._profiles = read_running_profiles() if key is not None else {}
+
     def _host_side(self) -> None:
-        """Refresh process liveness (and discovery, rarely) and read every log's new lines."""
+        """Refresh process liveness (and discovery, rarely), the running profiles, and read
+        every log's new lines."""
+        self._read_profiles()
         now = time.monotonic()
         unknown = []
         for tracker in self._trackers:
@@ -244,7 +263,7 @@ class FleetMonitor:
         if self._load_suffices(tracker, now):
             load = await tracker.probe.load()
             if load is not None:  # it answered: still up, and this is the poll's one request
-                tracker.load = load
+                tracker.load, tracker.load_at = load, now
                 await self._server_info(tracker, now, became_ready=False)
                 return
         readiness = await self._readiness(tracker, now)
@@ -258,6 +277,8 @@ class FleetMonitor:
         if tracker.ready_at is None:
             tracker.ready_at = now
         tracker.load = await tracker.probe.load()
+        if tracker.load is not None:
+            tracker.load_at = now
         await self._server_info(tracker, now, became_ready)
 
     async def _server_info(self, tracker: Tracker, now: float, became_ready: bool) -> None:
@@ -355,6 +376,7 @@ class FleetMonitor:
 
         effective = pick(info.max_running_effective if info else None, log.max_running_effective)
         requested = pick(info.max_running_requested if info else None, log.max_running_requested)
+        throughput_age = note_decode(t, now)
         capped = log.capped or (
             isinstance(effective, int) and isinstance(requested, int) and effective < requested
         )
@@ -375,8 +397,9 @@ class FleetMonitor:
             queued=live_number(live, load.queued if load else None, log.queued),
             token_usage=live_number(live, load.token_usage if load else None, log.token_usage),
             mamba_usage=live_number(live, load.mamba_usage if load else None, log.mamba_usage),
-            gen_throughput=live_number(
-                live, load.gen_throughput if load else None, log.gen_throughput
+            gen_throughput=decayed_throughput(
+                live_number(live, load.gen_throughput if load else None, log.gen_throughput),
+                throughput_age,
             ),
             accept_len=live_number(live, load.accept_len if load else None, log.accept_len),
             throughput_history=log.throughput_history,
@@ -389,4 +412,7 @@ class FleetMonitor:
             pressure_age_s=stamp_age(log.pressure_stamp, now),
             ready_at=t.ready_at,
             updated_at=now,
+            profile=self._profiles.get(t.spec.gpu_index),
+            load_age_s=None if t.load_at is None or not live else max(now - t.load_at, 0.0),
+            throughput_age_s=throughput_age if live else None,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tui.fleet.running_profiles import RunningProfile
 from tui.gpu.snapshot import GpuSnapshot
 
 
@@ -54,7 +55,9 @@ class ServerSnapshot:
     mamba_slots: int | None = None
     """max_mamba_cache_size as allocated."""
     max_running_requested: int | None = None
-    """--max-running-requests as given (None when auto)."""
+    """--max-running-requests as the server reports it (``/server_info`` or its args line):
+    what the profile asked, or SGLang's own reset when the profile left it auto (48 with
+    speculative decoding). What the profile asked is ``profile.asked``."""
     max_running_effective: int | None = None
     """Effective max running requests after SGLang's caps."""
     capped: bool = False
@@ -92,6 +95,14 @@ class ServerSnapshot:
     """time.time() when the server was first seen ready."""
     updated_at: float = 0.0
     """time.time() of the newest information in this snapshot."""
+    profile: RunningProfile | None = None
+    """The profile the fleet state records for this GPU (None: none recorded)."""
+    load_age_s: float | None = None
+    """Seconds since running, queued and the usages were last read from the server (its
+    ``/metrics``); None when never read (they may then come from the log)."""
+    throughput_age_s: float | None = None
+    """Seconds since the last Decode line (``gen_throughput`` has already been decayed by it,
+    ``tui.fleet.freshness``); None when none was seen since the launch."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,6 +67,12 @@ class Tracker:
     """A stop was requested (``FleetMonitor.mark_stopping``) and not yet seen to finish."""
     stop_pid: int | None = None
     """The pid that was to stop (None: none was known), so a relaunch is not shown STOPPING."""
+    load_at: float | None = None
+    """When the last load reading answered (None: none since launch)."""
+    decode_mark: tuple[int, float | None] | None = None
+    """(decode lines, the throughput gauge) at the last poll: a change is a new Decode line."""
+    decode_at: float | None = None
+    """When the last Decode line (or gauge change) was seen (None: none since launch)."""
 
     def new_process(self, process: ServerProcess) -> None:
         """A different process now serves the port: forget the previous launch."""
@@ -83,6 +89,9 @@ class Tracker:
         self.info = None
         self.info_at = 0.0
         self.load = None
+        self.load_at = None
+        self.decode_mark = None
+        self.decode_at = None
         self.probe.reset()
 
     def cancel_health(self) -> None:
@@ -131,6 +140,22 @@ def stamp_age(stamp: str | None, now: float) -> float | None:
     except ValueError:
         return None
     return max(now - when, 0.0)
+
+
+def note_decode(tracker: Tracker, now: float) -> float | None:
+    """Feed this poll's decode count and gauge; seconds since the last Decode line, or None.
+
+    The first look after attaching dates the line from its log stamp (a fleet idle for an hour
+    must not read as decoding now); later changes are dated by the monitor's clock.
+    """
+    load = tracker.load
+    mark = (tracker.log.decode_lines, load.gen_throughput if load else None)
+    if mark != tracker.decode_mark and (mark[0] > 0 or mark[1] is not None):
+        first = tracker.decode_mark is None
+        tracker.decode_mark = mark
+        age = stamp_age(tracker.log.decode_stamp, now) if first else None
+        tracker.decode_at = now - (age or 0.0)
+    return None if tracker.decode_at is None else max(now - tracker.decode_at, 0.0)
 
 
 def live_number(live: bool, probed: _N | None, logged: _N | None) -> _N | None:

@@ -94,6 +94,8 @@ class LogView:
     """Its timestamp as printed (``2026-04-05 20:02:51``), when the line had one."""
     pressure_events: int = 0
     """Pressure lines seen since the last launch."""
+    decode_stamp: str | None = None
+    """The last decode line's timestamp as printed, when it had one (its age on attach)."""
 
 
 def _int(event: LogEvent, name: str, default: int | None) -> int | None:
@@ -267,5 +269,6 @@ class LogState:
             pressure_text=pressure.text if pressure else None,
             pressure_retracted=pressure.get("retracted_reqs") if pressure else None,
             pressure_stamp=pressure.stamp if pressure else None,
+            decode_stamp=self.latest_decode.stamp if self.latest_decode else None,
             pressure_events=self.pressure_events,
         )

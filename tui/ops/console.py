@@ -48,6 +48,11 @@ class ConsoleBackend:
         self.marker = marker
         """STOPPING marks on the monitor."""
 
+    @property
+    def stops_pipeline_with_fleet(self) -> bool:
+        """Whether stopping the fleet also stops the pipeline (the quit dialog says so)."""
+        return self.ops.stop_pipeline_with_fleet and self.ops.pipeline is not None
+
     def supports(self, intent: str) -> bool:
         """Every intent but 'pipeline' without a pipeline."""
         return intent != "pipeline" or self.ops.pipeline is not None

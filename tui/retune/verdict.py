@@ -15,6 +15,30 @@ from tui.retune.events import ThroughputComparison, Verdict
 
 MIN_SAMPLES = 3
 """Fewer per-interval samples than this on either side gives 'not measured'."""
+MIN_LOADED_SHARE = 0.5
+"""A side whose intervals produced tokens less than this share of the time had no load: the
+job had ended (or not begun), and comparing its tail with nothing measures the job, not the
+profile (a 0 tok/s window after one straggler gave a 95% CI of -297% .. +297%)."""
+
+
+def _loaded(samples: Sequence[float]) -> bool:
+    """At least MIN_SAMPLES intervals, and MIN_LOADED_SHARE of them, produced tokens."""
+    busy = sum(1 for s in samples if s > 0.0)
+    return busy >= MIN_SAMPLES and busy >= MIN_LOADED_SHARE * len(samples)
+
+
+def no_load_note(before: Sequence[float], after: Sequence[float]) -> str | None:
+    """'no load before', 'no load after', 'no load before or after', or None when both had it.
+
+    Args:
+        before: Output tokens/s per interval before the change.
+        after: Output tokens/s per interval after it.
+
+    Returns:
+        The note of a comparison that must not be made, or None.
+    """
+    idle = [side for side, s in (("before", before), ("after", after)) if not _loaded(s)]
+    return f"no load {' or '.join(idle)}" if idle else None
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -84,7 +108,8 @@ def compare(
 
     Returns:
         'better' when the whole interval on the relative change is above 0, 'worse' when below,
-        otherwise 'no measurable difference'; 'not measured' with a note when data are too thin.
+        otherwise 'no measurable difference'; 'not measured' with a note when data are too thin
+        or a side had no load (``no_load_note``): never a verdict from an idle window.
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level!r}")
@@ -95,10 +120,10 @@ def compare(
             f"got {len(b_s)} before, {len(a_s)} after"
         )
         return ThroughputComparison(b_s, a_s, "not measured", confidence_level=level, note=note)
+    idle = no_load_note(b_s, a_s)
+    if idle is not None:
+        return ThroughputComparison(b_s, a_s, "not measured", confidence_level=level, note=idle)
     mb, ma = fmean(b_s), fmean(a_s)
-    if mb <= 0.0:
-        note = "no throughput before the change to compare with"
-        return ThroughputComparison(b_s, a_s, "not measured", confidence_level=level, note=note)
     vb, va = variance(b_s) / len(b_s), variance(a_s) / len(a_s)
     rel = ma / mb - 1.0
     # Delta method for the ratio of two independent means.

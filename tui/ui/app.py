@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tui import paths
@@ -15,6 +17,7 @@ from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
 from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
+from tui.ui.background import OPERATION_SCREEN, OperationReport
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.help_screen import HelpScreen, help_sections
@@ -149,6 +152,11 @@ class FleetApp(App[None]):
             node_groups=node_groups,
         )
         """The grid screen (the app's base screen)."""
+        self._operations = 0
+        """Operations started (names each report's install)."""
+        self.operation: Screen[Any] | None = None
+        """The report of the operation running in the background (or of the last one, until
+        its report is closed): at most one (``tui.ui.background``)."""
 
     def get_default_screen(self) -> MainScreen:
         """The grid is the base screen."""
@@ -237,7 +245,10 @@ class FleetApp(App[None]):
         if isinstance(self.screen, QuitScreen):
             return
         can_stop = self.actions.supports(Intent.STOP_FLEET)
-        screen = QuitScreen(can_stop, len(self.fleet.panels), readonly=self.readonly)
+        stops = getattr(self.actions, "stops_pipeline_with_fleet", False) is True
+        screen = QuitScreen(
+            can_stop, len(self.fleet.panels), readonly=self.readonly, stops_pipeline=stops
+        )
         self.push_screen(screen, self._quit_chosen)
 
     def _quit_chosen(self, choice: QuitChoice | None) -> None:
@@ -287,28 +298,92 @@ class FleetApp(App[None]):
             f"relaunched GPU {_gpus(message.gpus)}", lambda: self.actions.relaunch(message.gpus)
         )
 
-    def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:
-        """Retune with a profile, on the apply screen (live phases, verify report, verdict)."""
-        self.push_screen(
+    async def start_operation(self, screen: Screen[Any]) -> bool:
+        """Run an operation's report screen in the background and show it.
+
+        A second operation while one runs is refused with a notification naming the first
+        (one at a time, never queued); a finished one's report is closed first.
+
+        Returns:
+            Whether it started.
+        """
+        if self.refuse_if_busy():
+            return False
+        current = self.operation
+        if current is not None:
+            await self.forget_operation(current)
+        self.operation = screen
+        # One name per operation: a finished report still under another screen (forgotten
+        # later) must not block the next one's install.
+        self._operations += 1
+        self.install_screen(screen, f"{OPERATION_SCREEN}-{self._operations}")
+        await self.push_screen(screen)
+        self.main_screen.refresh_bindings()
+        return True
+
+    def refuse_if_busy(self) -> bool:
+        """Whether an operation runs in the background; if so, say which (a notification).
+
+        Returns:
+            True when a new operation must be refused.
+        """
+        current = self.operation
+        if not isinstance(current, OperationReport) or current.finished:
+            return False
+        what = current.strip_line().plain.split(" · ")[0]
+        self.notify(
+            f"{what} is running: one operation at a time (w opens its report)",
+            title="Busy",
+            severity="warning",
+        )
+        return True
+
+    async def forget_operation(self, screen: Screen[Any]) -> None:
+        """Close an ended operation's report for good (the strip forgets it); idempotent."""
+        if self.operation is screen:
+            self.operation = None
+        if not self.is_screen_installed(screen):
+            return
+        if screen in self.screen_stack:
+            if self.screen is not screen:
+                return  # under another screen: forgotten when the next operation starts
+            await self.pop_screen()
+        self.uninstall_screen(screen)
+        await screen.remove()
+        self.main_screen.refresh_bindings()
+
+    def show_operation(self) -> None:
+        """Open the background operation's report again (``w``)."""
+        screen = self.operation
+        if screen is None:
+            self.notify("No operation is running.", timeout=3)
+        elif screen not in self.screen_stack:
+            self.push_screen(screen)
+
+    async def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:
+        """Retune with a profile, in the background, its report shown (live phases, verify
+        report, verdict)."""
+        await self.start_operation(
             ApplyScreen(self.actions, message.profile, message.gpus, self.journal_reader)
         )
 
-    def on_rollback_requested(self, message: RollbackRequested) -> None:
-        """Roll back on the apply screen: live phases, verify report, verdict, like an apply."""
-        self.push_screen(
+    async def on_rollback_requested(self, message: RollbackRequested) -> None:
+        """Roll back in the background, its report shown like an apply's."""
+        await self.start_operation(
             ApplyScreen(
                 self.actions, message.target, message.gpus, self.journal_reader, rollback=True
             )
         )
 
-    def on_canary_requested(self, message: CanaryRequested) -> None:
-        """Run a canary on its screen: live phases and looks, then the verdict."""
+    async def on_canary_requested(self, message: CanaryRequested) -> None:
+        """Run a canary in the background, its report shown: phases and looks, the verdict."""
         fleet = tuple(panel.gpu_index for panel in self.fleet.panels)
-        self.push_screen(CanaryScreen(self.actions, message.profile, message.gpu, fleet))
+        await self.start_operation(CanaryScreen(self.actions, message.profile, message.gpu, fleet))
 
-    def on_rollout_requested(self, message: RolloutRequested) -> None:
-        """Run a rollout on its screen: per-GPU progress, then where it stopped and why."""
-        self.push_screen(RolloutScreen(self.actions, message.profile, message.batch))
+    async def on_rollout_requested(self, message: RolloutRequested) -> None:
+        """Run a rollout in the background, its report shown: per-GPU progress, the summary.
+        Started from a canary's report, that report closes (its `o` is spent)."""
+        await self.start_operation(RolloutScreen(self.actions, message.profile, message.batch))
 
     def on_pipeline_start_requested(self, message: PipelineStartRequested) -> None:
         """Start the pipeline."""

@@ -10,13 +10,18 @@ from textual.reactive import reactive
 from textual.widgets import Footer, Header
 
 from tui.control.stop import StopMode
-from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot
+from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus
+from tui.ui.command_bar import CommandBar
+from tui.ui.command_mode import COMMAND_BINDING, CommandMode
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
 from tui.ui.gate import ReadOnlyGate
+from tui.ui.grid.filter_bar import FilterBar
 from tui.ui.grid.gpu_grid import GpuGrid
+from tui.ui.grid.habits import HABIT_BINDINGS, GridHabits
 from tui.ui.grid.node_groups import NodeGroups
+from tui.ui.grid.node_keys import NODE_BINDINGS, NodeKeys
 from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.messages import (
     ApplyProfileRequested,
@@ -28,8 +33,10 @@ from tui.ui.messages import (
     RelaunchRequested,
     RollbackRequested,
 )
+from tui.ui.operation_strip import OperationStrip
 from tui.ui.pipeline.generation_pane import GenerationPane
 from tui.ui.retune.flows import choose_relaunch, confirm_rollback
+from tui.ui.rollout.describe import compact_range
 from tui.ui.rollout.flows import choose_canary, choose_rollout
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.sources import (
@@ -43,7 +50,7 @@ from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import open_tuning
 
 
-class MainScreen(ReadOnlyGate[None]):
+class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
     """Grid of panels plus the generation pane; selection and operations by keyboard."""
 
     BINDINGS = [
@@ -68,9 +75,11 @@ class MainScreen(ReadOnlyGate[None]):
         Binding("j", "journal", "Journal", id="fleet.journal"),
         Binding("c", "canary", "Canary", id="fleet.canary"),
         Binding("o", "rollout", "Roll out", id="fleet.rollout"),
+        Binding("w", "operation_report", "Operation", id="grid.operation"),
+        COMMAND_BINDING,
+        *HABIT_BINDINGS,
         # A console over many nodes' agents (node groups): the selected panel's whole node.
-        Binding("N", "relaunch_node", "Relaunch node", id="nodes.relaunch"),
-        Binding("X", "stop_node", "Stop node", id="nodes.stop"),
+        *NODE_BINDINGS,
     ]
 
     # Data reactives never repaint the screen itself: a screen repaint resends every cell to
@@ -79,6 +88,10 @@ class MainScreen(ReadOnlyGate[None]):
     """The newest fleet snapshot; the grid binds to it."""
     selected: reactive[int] = reactive(0, repaint=False)
     """GPU index of the selected panel."""
+    marked: reactive[frozenset[int]] = reactive(frozenset, repaint=False)
+    """GPUs marked (space) for the next stop or relaunch (``tui.ui.grid.habits``)."""
+    grid_filter: reactive[str] = reactive("", repaint=False)
+    """The ``/`` filter of the grid ("" shows every panel)."""
     pipeline_status: reactive[PipelineStatus | None] = reactive(None, repaint=False)
     """The newest pipeline status document."""
     retune_marks: reactive[tuple[float, ...]] = reactive((), repaint=False)
@@ -121,17 +134,22 @@ class MainScreen(ReadOnlyGate[None]):
         if self.node_groups:
             yield NodeGroups(id="grid").data_bind(MainScreen.fleet, MainScreen.selected)
         else:
-            yield GpuGrid(id="grid").data_bind(MainScreen.fleet, MainScreen.selected)
+            yield GpuGrid(id="grid").data_bind(
+                MainScreen.fleet, MainScreen.selected, MainScreen.marked, MainScreen.grid_filter
+            )
         pane = GenerationPane(id="generation").data_bind(
             status=MainScreen.pipeline_status, retune_marks=MainScreen.retune_marks
         )
         pane.display = False
         yield pane
+        yield OperationStrip(id="operation-strip")
+        yield FilterBar(placeholder="filter: GPU index, state or profile words")
+        yield CommandBar(placeholder="command: apply NAME 3,5 | canary NAME 2 | logs 4 | ...")
         yield Footer()
 
     def watch_fleet(self, fleet: FleetSnapshot) -> None:
         """Keep the selection on an existing GPU and the header on the GPU source."""
-        self.sub_title = fleet.gpu_source
+        self._retitle()
         indices = [panel.gpu_index for panel in fleet.panels]
         if indices and self.selected not in indices:
             self.selected = indices[0]
@@ -163,6 +181,8 @@ class MainScreen(ReadOnlyGate[None]):
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Operation keys show disabled (None) without backend support or without GPUs (the
         intent of each key is declared once, in ``tui.ui.readonly.BINDING_INTENTS``)."""
+        if action == "operation_report":  # shown while an operation has a report to open
+            return getattr(self.app, "operation", None) is not None
         intent = self.intent_of(action, parameters)
         if intent is None:
             return True
@@ -178,29 +198,6 @@ class MainScreen(ReadOnlyGate[None]):
             return (self.selected in self._indices and len(self._indices) > 1) or None
         return True
 
-    # --- a whole node (many nodes) ---------------------------------------------------------
-
-    def _node_gpus(self) -> tuple[str, tuple[int, ...]]:
-        """The selected panel's node and every GPU of it."""
-        position = self.selected // NODE_STRIDE
-        panels = [p for p in self.fleet.panels if p.gpu_index // NODE_STRIDE == position]
-        node = panels[0].node if panels else f"node {position}"
-        return node, tuple(p.gpu_index for p in panels)
-
-    def action_relaunch_node(self) -> None:
-        """Relaunch every server of the selected panel's node, after a confirmation."""
-        node, gpus = self._node_gpus()
-        self._confirm_then_post(
-            f"Relaunch all {len(gpus)} servers of node {node}?",
-            describe_servers(self.fleet, gpus),
-            RelaunchRequested(gpus),
-        )
-
-    def action_stop_node(self) -> None:
-        """Stop every server of the selected panel's node, the way the operator chooses."""
-        node, gpus = self._node_gpus()
-        self._ask_how_to_stop(f"Stop all {len(gpus)} servers of node {node}?", gpus)
-
     # --- selection -----------------------------------------------------------------------
 
     @property
@@ -208,7 +205,7 @@ class MainScreen(ReadOnlyGate[None]):
         return [panel.gpu_index for panel in self.fleet.panels]
 
     def _step(self, delta: int) -> None:
-        indices = self._indices
+        indices = self._shown
         if not indices:
             return
         position = indices.index(self.selected) if self.selected in indices else 0
@@ -223,14 +220,34 @@ class MainScreen(ReadOnlyGate[None]):
         self._step(delta * self.query_one(GpuGrid).shape.columns)
 
     def action_select(self, gpu: int) -> None:
-        """Select the panel of GPU ``gpu`` (ignored when there is none)."""
-        if gpu in self._indices:
+        """Select the panel of GPU ``gpu`` (ignored when there is none shown)."""
+        if gpu in self._shown:
             self.selected = gpu
 
     def on_panel_selected(self, message: PanelSelected) -> None:
         """A panel was clicked."""
         message.stop()
         self.selected = message.gpu
+
+    def _filter_bar(self) -> FilterBar:
+        """The ``/`` filter bar (``tui.ui.grid.habits``)."""
+        return self.query_one(FilterBar)
+
+    def _bar(self) -> CommandBar:
+        """The command bar (command mode, ``tui.ui.command_mode``)."""
+        return self.query_one(CommandBar)
+
+    def _busy(self) -> bool:
+        """True (after a notification naming it) while an operation runs in the background:
+        one at a time, refused before anything is asked, never queued."""
+        busy = getattr(self.app, "refuse_if_busy", None)
+        return bool(busy()) if busy is not None else False
+
+    def action_operation_report(self) -> None:
+        """Open the report of the operation running in the background."""
+        show = getattr(self.app, "show_operation", None)
+        if show is not None:
+            show()
 
     def action_open_detail(self) -> None:
         """Ask the app for the selected panel's detail screen."""
@@ -267,20 +284,36 @@ class MainScreen(ReadOnlyGate[None]):
         self.app.push_screen(StopScreen(title, describe_servers(self.fleet, gpus)), done)
 
     def action_kill_selected(self) -> None:
-        """Stop the selected GPU's server, the way the operator chooses."""
-        self._ask_how_to_stop(f"Stop the server on GPU {self.selected}?", (self.selected,))
+        """Stop the marked GPUs' servers (else the selected one's), the way the operator
+        chooses."""
+        if self._busy():
+            return
+        gpus = self.targets()
+        plural = (
+            f"servers on GPUs {compact_range(gpus)}"
+            if len(gpus) > 1
+            else f"server on GPU {gpus[0]}"
+        )
+        self._ask_how_to_stop(f"Stop the {plural}?", gpus)
 
     def action_kill_all(self) -> None:
         """Stop every server, the way the operator chooses."""
+        if self._busy():
+            return
         gpus = tuple(self._indices)
         self._ask_how_to_stop(f"Stop all {len(gpus)} servers?", gpus)
 
     def action_relaunch_selected(self) -> None:
-        """Relaunch the selected GPU's server with a chosen profile, after confirmation."""
-        self._relaunch_flow((self.selected,))
+        """Relaunch the marked GPUs' servers (else the selected one's) with a chosen profile,
+        after confirmation."""
+        if self._busy():
+            return
+        self._relaunch_flow(self.targets())
 
     def action_relaunch_all(self) -> None:
         """Relaunch every server with a chosen profile, after confirmation."""
+        if self._busy():
+            return
         self._relaunch_flow(tuple(self._indices))
 
     @work(group="ask", exclusive=True, exit_on_error=False)
@@ -297,10 +330,14 @@ class MainScreen(ReadOnlyGate[None]):
 
     def action_tune(self) -> None:
         """Open the tuning form on the selected GPU (a per-GPU override)."""
+        if self._busy():
+            return
         self._tune_flow(self.selected)
 
     def action_tune_all(self) -> None:
         """Open the tuning form on every GPU."""
+        if self._busy():
+            return
         self._tune_flow(None)
 
     def _tune_flow(self, gpu: int | None) -> None:
@@ -315,6 +352,8 @@ class MainScreen(ReadOnlyGate[None]):
 
     def action_rollback(self) -> None:
         """Return to the previous profile, after a confirmation naming it and the GPUs."""
+        if self._busy():
+            return
         self._rollback_flow()
 
     @work(group="ask", exclusive=True, exit_on_error=False)
@@ -325,6 +364,8 @@ class MainScreen(ReadOnlyGate[None]):
 
     def action_canary(self) -> None:
         """Try a profile on the selected GPU, the others as control, after confirmation."""
+        if self._busy():
+            return
         self._canary_flow(self.selected)
 
     @work(group="ask", exclusive=True, exit_on_error=False)
@@ -338,6 +379,8 @@ class MainScreen(ReadOnlyGate[None]):
 
     def action_rollout(self) -> None:
         """Roll a profile out one GPU at a time, after confirmation."""
+        if self._busy():
+            return
         self._rollout_flow()
 
     @work(group="ask", exclusive=True, exit_on_error=False)

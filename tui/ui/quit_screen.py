@@ -57,11 +57,20 @@ class QuitScreen(ModalScreen[QuitChoice], ReadOnlyGate[QuitChoice]):
         Binding("escape,c", "choose('cancel')", "Cancel", id="quit.cancel"),
     ]
 
-    def __init__(self, can_stop_fleet: bool, server_count: int, *, readonly: bool = False) -> None:
+    def __init__(
+        self,
+        can_stop_fleet: bool,
+        server_count: int,
+        *,
+        readonly: bool = False,
+        stops_pipeline: bool = False,
+    ) -> None:
         """Args:
         can_stop_fleet: Whether the backend can stop the fleet (else that choice is disabled).
         server_count: How many servers would be stopped, for the question.
         readonly: The console only watches: say that quitting leaves the fleet as it is.
+        stops_pipeline: Stopping the fleet stops the pipeline too (the console started it):
+            say so, not that it waits.
         """
         super().__init__()
         self.can_stop_fleet = can_stop_fleet
@@ -70,6 +79,8 @@ class QuitScreen(ModalScreen[QuitChoice], ReadOnlyGate[QuitChoice]):
         """Servers that stopping would affect."""
         self.readonly = readonly
         """Whether the console is read-only (stopping the fleet is not offered)."""
+        self.stops_pipeline = stops_pipeline
+        """Whether stopping the fleet stops the pipeline too."""
 
     def compose(self) -> ComposeResult:
         """The question and the three choices; Keep is focused, so quitting stops nothing."""
@@ -82,10 +93,15 @@ class QuitScreen(ModalScreen[QuitChoice], ReadOnlyGate[QuitChoice]):
                     id="quit-readonly",
                 )
             else:
+                pipeline = (
+                    "and the pipeline first (its durable shards are kept; a new run resumes)"
+                    if self.stops_pipeline
+                    else "; the pipeline then waits for them"
+                )
                 yield Label(
-                    f"Stopping the fleet stops {self.server_count} servers; the pipeline then "
-                    "waits for them. Keeping it leaves servers and pipeline running; reopen the "
-                    "console to re-attach."
+                    f"Stopping the fleet stops {self.server_count} servers"
+                    f"{' ' if self.stops_pipeline else ''}{pipeline}. Keeping it leaves servers "
+                    "and pipeline running; reopen the console to re-attach."
                 )
             with Horizontal():
                 yield Button(

@@ -57,6 +57,13 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "grid.down": None,
         **{f"grid.select_{digit}": None for digit in range(10)},
         "grid.detail": None,
+        "grid.operation": None,  # opens the background operation's report
+        "grid.command": None,  # opens the command bar; each command is checked by its intent
+        "command.close": None,
+        "grid.mark": None,  # marks GPUs; k and r then ask as usual
+        "grid.unmark": None,
+        "grid.filter": None,
+        "filter.clear": None,
         "pipeline.pane": None,
         "pipeline.start_stop": Intent.PIPELINE,
         "pipeline.range_shorter": None,
@@ -109,6 +116,7 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         # profile picker, apply, rollout and canary screens
         "picker.cancel": None,
         "apply.close": None,
+        "apply.rollback": Intent.ROLLBACK,
         "rollout.close": None,
         "canary.close": None,
         "canary.rollout": Intent.ROLLOUT,

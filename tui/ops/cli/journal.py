@@ -22,11 +22,16 @@ def format_entry(entry: JournalEntry) -> list[str]:
     """Readable lines of one journal entry (the detail read defensively)."""
     status = "ok" if entry.ok else ("REFUSED" if entry.refused else "FAILED")
     took = f" in {entry.finished_at - entry.started_at:.0f} s"
-    gpus = ",".join(str(g) for g in entry.gpus)
-    change = f"{entry.source or '?'} -> {entry.target}" if entry.target else ""
+    gpus = f" on GPUs {','.join(str(g) for g in entry.gpus)}" if entry.gpus else ""
+    if entry.target is None:
+        change = entry.source or ""
+    elif entry.source is None or entry.source == entry.target:
+        change = entry.target  # a start, or what ran before is not recorded: never '? ->'
+    else:
+        change = f"{entry.source} -> {entry.target}"
     lines = [
-        f"{_when(entry.started_at)}  {entry.type} {change} on GPUs {gpus}: {status}{took}"
-        + (f" ({entry.by})" if entry.by else "")
+        f"{_when(entry.started_at)}  {entry.type}{' ' if change else ''}{change}{gpus}: "
+        f"{status}{took}" + (f" ({entry.by})" if entry.by else "")
     ]
     if entry.summary:
         lines.append(f"  {entry.summary}")

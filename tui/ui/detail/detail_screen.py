@@ -17,7 +17,7 @@ from tui.ui.describe import describe_servers
 from tui.ui.detail.log_panel import LogPanel
 from tui.ui.format import NA, gib, num, pct
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.grid.gpu_panel import error_line, max_running, pressure_line, state_line
+from tui.ui.grid.panel_lines import error_line, max_running, pressure_line, state_line
 from tui.ui.messages import KillRequested, RelaunchRequested
 from tui.ui.sources import FleetActions, Intent, LogTail
 from tui.ui.stop_screen import StopScreen

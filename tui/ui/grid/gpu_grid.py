@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from textual import events
+import time
+
+from textual import events, work
 from textual.containers import ScrollableContainer
 from textual.reactive import reactive
 
 from tui.fleet.snapshot import FleetSnapshot
+from tui.history import HistoryRecorder
+from tui.ui.grid.filter import filtered
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.grid.layout import GridShape, choose_shape
+from tui.ui.grid.panel_graphs import MIN_SPARE_ROWS, READ_EVERY_S, PanelSeries, read_series
 
 
 class GpuGrid(ScrollableContainer, can_focus=False):
@@ -32,17 +37,74 @@ class GpuGrid(ScrollableContainer, can_focus=False):
     resend every panel to the terminal each second; each panel repaints what changed in it."""
     selected: reactive[int] = reactive(0, repaint=False)
     """GPU index of the selected panel; bound to the screen's ``selected``."""
+    marked: reactive[frozenset[int]] = reactive(frozenset, repaint=False)
+    """GPUs marked (space) for the next operation; bound to the screen's ``marked``."""
+    grid_filter: reactive[str] = reactive("", repaint=False)
+    """The ``/`` filter: only the panels it matches are shown (``tui.ui.grid.filter``)."""
     shape: reactive[GridShape] = reactive(
         GridShape(columns=3, rows=3, full=False, fits=True), repaint=False
     )
     """The arrangement in use (recomputed on resize and when the GPU count changes)."""
 
+    AGE_TICK_S = 1.0
+    """How often the panels look at the age of what they show: a monitor whose next reading is
+    late by more than the dim bound dims every panel with its age."""
+
+    def on_mount(self) -> None:
+        """Count the snapshot's age from now, once a second."""
+        self._received_at = time.monotonic()
+        self.set_interval(self.AGE_TICK_S, self._age_panels)
+        self.set_interval(READ_EVERY_S, self._graph_panels)
+
+    def _graph_panels(self) -> None:
+        """Read the history for the panels with spare rows (nvitop's per-GPU graphs)."""
+        roomy = [
+            view.gpu_index
+            for view in self.query_children(GpuPanelView)
+            if view.spare_rows() >= MIN_SPARE_ROWS
+        ]
+        if roomy and isinstance(getattr(self.app, "history", None), HistoryRecorder):
+            self._read_graphs(tuple(roomy), time.time())
+
+    @work(thread=True, exclusive=True, group="panel-graphs", exit_on_error=False)
+    def _read_graphs(self, gpus: tuple[int, ...], now: float) -> None:
+        recorder = getattr(self.app, "history", None)
+        store = recorder.open() if isinstance(recorder, HistoryRecorder) else None
+        if store is not None:
+            self.app.call_from_thread(self._take_graphs, read_series(store, gpus, now))
+
+    def _take_graphs(self, series: dict[int, PanelSeries]) -> None:
+        for view in self.query_children(GpuPanelView):
+            view.show_graphs(series.get(view.gpu_index))
+
+    def _age_panels(self) -> None:
+        """Tell each panel how late the next reading is (0 while it is not yet due)."""
+        every = float(getattr(self.app, "poll_interval_s", 1.0))
+        since = time.monotonic() - getattr(self, "_received_at", time.monotonic())
+        late = max(since - every, 0.0)
+        for view in self.query_children(GpuPanelView):
+            view.age_by(late)
+
     @property
     def gpu_indices(self) -> tuple[int, ...]:
-        """GPU index of each panel, in display order."""
-        return tuple(panel.gpu_index for panel in self.fleet.panels)
+        """GPU index of each panel shown, in display order."""
+        return tuple(panel.gpu_index for panel in filtered(self.fleet, self.grid_filter).panels)
+
+    async def watch_grid_filter(self, text: str) -> None:
+        """Show the panels the new filter keeps."""
+        await self._show(filtered(self.fleet, text))
+
+    def watch_marked(self, marked: frozenset[int]) -> None:
+        """Mark the marked panels."""
+        for view in self.query_children(GpuPanelView):
+            view.marked = view.gpu_index in marked
 
     async def watch_fleet(self, fleet: FleetSnapshot) -> None:
+        """Rebuild the panels when the set of GPUs shown changed, then hand each its part."""
+        self._received_at = time.monotonic()
+        await self._show(filtered(fleet, self.grid_filter))
+
+    async def _show(self, fleet: FleetSnapshot) -> None:
         """Rebuild the panels when the set of GPUs changed, then hand each its part."""
         views = list(self.query_children(GpuPanelView))
         wanted = tuple(p.gpu_index for p in fleet.panels)
@@ -52,8 +114,10 @@ class GpuGrid(ScrollableContainer, can_focus=False):
             await self.mount_all(views)
             self._reshape()
         for view, panel in zip(views, fleet.panels, strict=True):
+            view.late_s = 0.0
             view.panel = panel
             view.selected = panel.gpu_index == self.selected
+            view.marked = panel.gpu_index in self.marked
 
     def watch_selected(self, selected: int) -> None:
         """Move the selection border."""
@@ -65,7 +129,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         self._reshape()
 
     def _reshape(self) -> None:
-        count = len(self.fleet.panels)
+        count = len(self.gpu_indices)
         shape = choose_shape(count, self.size.width, self.size.height)
         self.shape = shape
         self.styles.grid_size_columns = shape.columns

@@ -12,160 +12,12 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
-from tui.fleet.snapshot import GpuPanel, ServerSnapshot, ServerState
-from tui.gpu.snapshot import GpuSnapshot
-from tui.ui.format import NA, bar, fit, gib, num, pct, short_num, sig3, sig3_text, spark
+from tui.fleet.snapshot import GpuPanel, ServerState
+from tui.ui.format import fit
 from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
+from tui.ui.grid.panel_graphs import PanelSeries, graph_lines
+from tui.ui.grid.panel_lines import compact_lines, full_lines
 from tui.ui.messages import PanelOpened, PanelSelected
-
-STATE_STYLE: dict[ServerState, str] = {
-    ServerState.ABSENT: "$text-muted",
-    ServerState.STARTING: "$warning",
-    ServerState.READY: "$success",
-    ServerState.FAILED: "bold $error",
-    ServerState.STOPPED: "$text-muted",
-    ServerState.STALE: "$warning",
-    ServerState.STUCK: "bold $error",
-    ServerState.STOPPING: "$warning",
-}
-"""Theme colour of each server state word."""
-
-
-def max_running(server: ServerSnapshot) -> Content:
-    """Effective max running requests, marked in $warning with the requested value when capped."""
-    effective = num(server.max_running_effective)
-    if server.capped and server.max_running_requested is not None:
-        return Content.styled(f"{effective} (asked {server.max_running_requested})", "$warning")
-    return Content(effective)
-
-
-def state_line(panel: GpuPanel) -> Content:
-    """State word (with startup phase), port and pid."""
-    server = panel.server
-    if server is None:
-        return Content.styled("no server", "$text-muted")
-    word = server.state.value
-    if server.state is ServerState.STARTING and server.phase:
-        word = f"{word}: {server.phase}"
-    if server.state is ServerState.STUCK and server.stuck_for_s is not None:
-        word = f"{word} {server.stuck_for_s:.0f}s"
-    pid = NA if server.pid is None else str(server.pid)
-    return Content.assemble((word, STATE_STYLE[server.state]), f"  :{server.port} pid {pid}")
-
-
-def gpu_lines(gpu: GpuSnapshot | None, note: str, width: int, full: bool) -> list[Content]:
-    """Memory, utilisation, temperature and power; the note when there is no reading."""
-    if gpu is None:
-        return [Content.styled(note or "no GPU reading", "$text-muted")]
-    used, total = gib(gpu.memory_used), gib(gpu.memory_total)
-    power = NA if gpu.power_w is None else f"{gpu.power_w:.0f}"
-    temp = NA if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
-    if not full:
-        head = f"{gpu.memory_used / 2**30:.0f}/{gpu.memory_total / 2**30:.0f}G"
-        return [Content(f"{head} {pct(gpu.utilization_gpu)} {temp} {power}W")]
-    label = f" {used}/{total} GiB"
-    mem_bar = bar(gpu.memory_fraction, max(4, width - 4 - len(label)))
-    limit = "" if gpu.power_limit_w is None else f"/{gpu.power_limit_w:.0f}"
-    return [
-        Content.assemble("mem ", (mem_bar, "$accent"), label),
-        Content(f"util {pct(gpu.utilization_gpu)}  {temp}  {power}{limit} W"),
-    ]
-
-
-def error_line(server: ServerSnapshot | None) -> Content | None:
-    """The last error, prefixed with its reason: $error when fatal, $warning when one request
-    failed (an input too long); None when there is none."""
-    if server is None or not server.last_error:
-        return None
-    reason = f"{server.error_reason.upper()}: " if server.error_reason else ""
-    style = "$error" if server.error_fatal else "$warning"
-    return Content.styled(f"{reason}{server.last_error}", style)
-
-
-def pressure_line(server: ServerSnapshot | None) -> Content | None:
-    """The last memory-pressure event, e.g. ``retracted 3 (12s ago)``, in $warning."""
-    if server is None or not server.pressure:
-        return None
-    age = "" if server.pressure_age_s is None else f" ({duration_short(server.pressure_age_s)} ago)"
-    return Content.styled(f"{server.pressure}{age}", "$warning")
-
-
-def duration_short(seconds: float) -> str:
-    """``12s``, ``4m``, ``3h``: an age in at most four characters."""
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.0f}h"
-
-
-def gen_line(server: ServerSnapshot, width: int, full: bool) -> Content:
-    """Generation tok/s and a sparkline of its recent history filling the rest of the line."""
-    label = (
-        f"gen {sig3_text(server.gen_throughput)} tok/s "
-        if full
-        else (f"{short_num(sig3(server.gen_throughput))} t/s ")
-    )
-    return Content.assemble(
-        label, (spark(server.throughput_history, width - len(label)), "$success")
-    )
-
-
-def full_lines(panel: GpuPanel, width: int) -> list[Content]:
-    """Every number, one topic per line (about nine lines)."""
-    lines = [state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=True)]
-    server = panel.server
-    if server is not None:
-        lines += [
-            Content(f"KV {num(server.kv_tokens)} tok  mamba {num(server.mamba_slots)} slots"),
-            Content.assemble("max running ", max_running(server)),
-            Content(f"running {num(server.running)}  queued {num(server.queued)}"),
-            Content(f"token {pct(server.token_usage, 100)}  mamba {pct(server.mamba_usage, 100)}"),
-            gen_line(server, width, full=True),
-        ]
-    for extra in (pressure_line(server), error_line(server)):
-        if extra is not None:
-            lines.append(extra)
-    return lines
-
-
-def compact_lines(panel: GpuPanel, width: int, height: int) -> list[Content]:
-    """The essential numbers, most important first, cut to ``height`` lines."""
-    lines = [state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=False)]
-    server = panel.server
-    pressure = pressure_line(server)
-    if pressure is not None:
-        lines.append(pressure)
-    error = error_line(server)
-    if error is not None:
-        lines.append(error)
-        # a failed server has no load lines: let its error use the room they would have taken
-        spare = height - len(lines) - (0 if server is None or server.running is None else 3)
-        text = error.plain[width:]
-        while spare > 0 and text:
-            lines.append(Content.styled(text[:width], "$error"))
-            text, spare = text[width:], spare - 1
-    if server is not None and (server.running is not None or server.gen_throughput is not None):
-        limit = (
-            Content.styled(
-                f"/{num(server.max_running_effective)} (asked {server.max_running_requested})",
-                "$warning",
-            )
-            if server.capped
-            else Content(f"/{num(server.max_running_effective)}")
-        )
-        lines.append(
-            Content.assemble(f"run {num(server.running)}", limit, f" q{num(server.queued)}")
-        )
-        lines.append(gen_line(server, width, full=False))
-    if server is not None and server.kv_tokens is not None:
-        lines.append(
-            Content(
-                f"kv {short_num(server.kv_tokens)} m{num(server.mamba_slots)} "
-                f"tok {pct(server.token_usage, 100)}"
-            )
-        )
-    return lines[:height]
 
 
 def changed_span(old: Content, new: Content) -> tuple[int, int] | None:
@@ -221,6 +73,10 @@ class GpuPanelView(Widget):
         width: 1fr;
         padding: 0 0;
     }
+    GpuPanelView.-marked {
+        border: round $warning;
+        border-title-color: $warning;
+    }
     GpuPanelView.-selected {
         border: heavy $accent;
     }
@@ -233,12 +89,16 @@ class GpuPanelView(Widget):
     """The GPU and server this panel shows (the watcher repaints what changed)."""
     selected: reactive[bool] = reactive(False)
     """Whether this is the selected panel (keyboard focus of the grid)."""
+    marked: reactive[bool] = reactive(False)
+    """Whether this GPU is marked (space) for the next operation: ``●`` in the title."""
 
     def __init__(self, gpu_index: int, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.gpu_index = gpu_index
         """The GPU this panel is for; fixed for the panel's life."""
         self._title = ""
+        self._profile = ""
+        """The profile label in the bottom border (what the server runs)."""
         self._shown: list[Content] | None = None
         """The lines last rendered (None: nothing yet)."""
         self._shown_size = (0, 0)
@@ -247,15 +107,44 @@ class GpuPanelView(Widget):
         """Each shown line as rendered cells; None until asked for (or after it changed)."""
         self._strip_style: VisualStyle | None = None
         """The style the strips were rendered in."""
+        self.late_s = 0.0
+        """Seconds since the grid got the snapshot this panel shows (set with ``age_by``)."""
+        self.graphs: PanelSeries | None = None
+        """This GPU's history, graphed in the spare rows of a full panel (``show_graphs``)."""
+
+    def spare_rows(self) -> int:
+        """Rows a full panel leaves under its numbers (0 in the compact layout)."""
+        if self.panel is None or not self._full():
+            return 0
+        return self.size.height - len(full_lines(self.panel, self.size.width, self.late_s))
+
+    def show_graphs(self, series: PanelSeries | None) -> None:
+        """Graph ``series`` in the spare rows (None: none), repainting what changed."""
+        self.graphs = series
+        self._repaint_changes()
+
+    def _full(self) -> bool:
+        width, height = self.size.width, self.size.height
+        return width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
+
+    def age_by(self, late_s: float) -> None:
+        """The snapshot is ``late_s`` seconds old: repaint the values that aged past a bound."""
+        self.late_s = late_s
+        self._repaint_changes()
 
     def watch_panel(self, panel: GpuPanel | None) -> None:
         """Retitle and restyle when they change; repaint the cells whose text changed."""
         name = "" if panel is None or panel.gpu is None else f" · {panel.gpu.name}"
         where = f"{panel.node} GPU {panel.local_index}" if panel is not None and panel.node else ""
-        title = f"{where or f'GPU {self.gpu_index}'}{name}"
+        title = f"{'● ' if self.marked else ''}{where or f'GPU {self.gpu_index}'}{name}"
         if title != self._title:  # setting border_title repaints the whole panel
             self._title = title
             self.border_title = title
+        server = panel.server if panel is not None else None
+        profile = server.profile.label() if server is not None and server.profile else ""
+        if profile != self._profile:
+            self._profile = profile
+            self.border_subtitle = profile
         failed = (
             panel is not None
             and panel.server is not None
@@ -268,13 +157,25 @@ class GpuPanelView(Widget):
         """Mark the selection with the border."""
         self.set_class(selected, "-selected")
 
+    def watch_marked(self, marked: bool) -> None:
+        """Mark a marked GPU in its title (and border, when not the selected one)."""
+        self.set_class(marked, "-marked")
+        self.watch_panel(self.panel)
+
     def lines(self) -> list[Content]:
         """The panel's lines for its current size: full layout when there is room, else compact."""
         if self.panel is None:
             return [Content.styled("waiting for the first reading", "$text-muted")]
         width, height = self.size.width, self.size.height
-        full = width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
-        lines = full_lines(self.panel, width) if full else compact_lines(self.panel, width, height)
+        full = self._full()
+        late = self.late_s
+        lines = (
+            full_lines(self.panel, width, late)
+            if full
+            else compact_lines(self.panel, width, height, late)
+        )
+        if full and self.graphs is not None and height > len(lines):
+            lines += graph_lines(self.graphs, width, height - len(lines))
         # Never a cut number (fit elides whole words); an error's prose is cut at the width on
         # purpose: its next lines continue it.
         return [

@@ -20,7 +20,7 @@ from tui.agent.history import HistoryError
 from tui.history import HistoryRecorder
 from tui.history.samples import OUT_TOK_S
 from tui.pipeline.status import PipelineStatus
-from tui.ui.format import duration, num, pct
+from tui.ui.format import NA, duration, num, pct
 from tui.ui.history.chart import RANGES, ChartData, ChartRange, HistoryChart
 
 PIPELINE_STATE_STYLE = {
@@ -47,16 +47,32 @@ class SeriesSource(Protocol):
         """(time, value) points from ``since`` on, oldest first."""
 
 
+def halted(status: PipelineStatus) -> str | None:
+    """Why the job makes no progress now ('job finished', 'pipeline stopped', 'no server
+    healthy for 8s'), or None while it runs: its last rates and ETA no longer hold."""
+    if status.state != "running":
+        return {"finished": "job finished", "failed": "pipeline failed"}.get(
+            status.state, f"pipeline {status.state}"
+        )
+    if status.no_server_since is not None:
+        return f"no server healthy for {duration(status.updated_at - status.no_server_since)}"
+    return None
+
+
 def summary_lines(status: PipelineStatus) -> Content:
-    """State, rates over 1 and 10 minutes, counts and ETA."""
+    """State, rates over 1 and 10 minutes, counts and ETA; rates and ETA stop, saying why,
+    when the job makes no progress (``halted``)."""
     state = Content.styled(status.state, PIPELINE_STATE_STYLE.get(status.state, "$text"))
     r1, r10 = status.rate_1m, status.rate_10m
+    why = halted(status)
+    rates = Content(
+        f"req/s {num(r1.requests_per_s, 2)} (1m) {num(r10.requests_per_s, 2)} (10m)   "
+        f"out tok/s {num(r1.output_tokens_per_s)} (1m) {num(r10.output_tokens_per_s)} (10m)"
+    )
+    eta = f"ETA {duration(status.eta_s)}" if why is None else f"ETA {NA} ({why})"
     lines = [
-        Content.assemble("pipeline ", state, f"  pid {status.pid}  ETA {duration(status.eta_s)}"),
-        Content(
-            f"req/s {num(r1.requests_per_s, 2)} (1m) {num(r10.requests_per_s, 2)} (10m)   "
-            f"out tok/s {num(r1.output_tokens_per_s)} (1m) {num(r10.output_tokens_per_s)} (10m)"
-        ),
+        Content.assemble("pipeline ", state, f"  pid {status.pid}  {eta}"),
+        rates if why is None else Content.styled(f"req/s {NA}  out tok/s {NA}  ({why})", "dim"),
         Content.assemble(
             f"done {num(status.done)} / {num(status.total)}  in flight {num(status.in_flight)}  ",
             ("failed " + num(status.failed), "$error" if status.failed else ""),

@@ -1,6 +1,9 @@
 """Apply progress: live per-GPU phases, then the verify report, the throughput verdict, the
 journal. A modal over the lower part of the screen, so the grid above keeps updating. A rollback
-runs here too: it is an apply of each GPU's previous profile."""
+runs here too: it is an apply of each GPU's previous profile.
+
+The apply runs in the background (``tui.ui.background``): Escape hides the report while it goes
+on, the status strip shows it, ``w`` opens it again. A failed apply offers ``b``: roll back."""
 
 from __future__ import annotations
 
@@ -15,9 +18,19 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from tui.retune.events import ApplyFinished, ApplyResult
+from tui.ui.background import (
+    TICK_S,
+    PhaseClock,
+    close_report,
+    error_text,
+    rows_phrase,
+    strip_content,
+)
 from tui.ui.format import duration
+from tui.ui.gate import ReadOnlyGate
 from tui.ui.retune.progress import ApplyProgress, advance, finish
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines, report_row, verdict_lines
+from tui.ui.rollout.describe import compact_range
 from tui.ui.sources import FleetActions, JournalReader
 from tui.ui.text_table import text_table
 from tui.ui.tuning.candidate import gpu_range
@@ -35,9 +48,9 @@ class RetuneEventArrived(Message):
         super().__init__()
 
 
-class ApplyScreen(ModalScreen[ApplyResult | None]):
-    """Runs one apply (or a rollback) through the backend and shows it; closes (Escape) once it
-    has ended."""
+class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | None]):
+    """Runs one apply (or a rollback) through the backend and shows it; Escape hides it while
+    it runs (it goes on in the background) and closes it once it has ended."""
 
     DEFAULT_CSS = """
     ApplyScreen {
@@ -55,7 +68,10 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
     }
     """
 
-    BINDINGS = [Binding("escape,enter", "close", "Close", id="apply.close")]
+    BINDINGS = [
+        Binding("escape,enter", "close", "Close", id="apply.close"),
+        Binding("b", "rollback", "Roll back", id="apply.rollback"),
+    ]
 
     def __init__(
         self,
@@ -90,6 +106,8 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
         """True when this screen runs a rollback."""
         self.ended_without_result = False
         """The backend's rollback returned no result (it reports nothing per GPU)."""
+        self.clock = PhaseClock()
+        """The operation's and each GPU's phase time."""
 
     def compose(self) -> ComposeResult:
         """Title, GPU rows, throughput, summary."""
@@ -103,6 +121,11 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
         """Start the apply."""
         self._redraw()
         self._run_apply()
+        self.set_interval(TICK_S, self._tick)
+
+    def _tick(self) -> None:
+        if not self.finished:
+            self._redraw()
 
     @work(group=APPLY, exit_on_error=False)
     async def _run_apply(self) -> ApplyResult | None:
@@ -122,6 +145,9 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
     def on_retune_event_arrived(self, message: RetuneEventArrived) -> None:
         """Advance the progress and redraw."""
         self.progress = advance(self.progress, message.event)
+        self.clock.saw(self.progress)
+        if self.finished:
+            self.clock.end()
         self._redraw()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -134,8 +160,11 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
             self._check_journal(event.worker.result)
         elif event.state is WorkerState.SUCCESS:
             self.ended_without_result = True
-        elif event.state is WorkerState.ERROR:
-            self.error = f"{type(event.worker.error).__name__}: {event.worker.error}"
+        elif event.state is WorkerState.ERROR and event.worker.error is not None:
+            self.error = error_text(event.worker.error)
+        if self.finished:
+            self.clock.end()
+            self.refresh_bindings()
         self._redraw()
 
     @work(thread=True, group="apply-journal", exit_on_error=False)
@@ -158,11 +187,48 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
         return self.progress.finished or self.error is not None or self.ended_without_result
 
     def action_close(self) -> None:
-        """Close once the apply has ended (closing earlier would cancel it)."""
-        if not self.finished:
-            self.notify("The apply is still running; this closes when it has ended.")
+        """Hide the report while the apply runs (it goes on); close it once it has ended."""
+        close_report(self, self.finished, self.progress.result)
+
+    @property
+    def rollback_offered(self) -> bool:
+        """A finished apply (not a rollback) that failed on a GPU offers its rollback."""
+        result = self.progress.result
+        return not self.rollback and result is not None and not result.ok
+
+    def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`b` appears only on a failed apply."""
+        if action == "rollback":
+            return self.rollback_offered
+        return True
+
+    def action_rollback(self) -> None:
+        """Close this report and ask to roll back (the main screen's rollback, confirmed)."""
+        if not self.rollback_offered:
             return
-        self.dismiss(self.progress.result)
+        close_report(self, True, self.progress.result)
+        rollback = getattr(self.app.get_default_screen(), "action_rollback", None)
+        if rollback is not None:
+            self.app.call_after_refresh(rollback)
+
+    def strip_line(self) -> Content:
+        """The apply in one line, for the status strip."""
+        plural = "s" if len(self.gpus) != 1 else ""
+        gpus = f"GPU{plural} {compact_range(self.gpus)}" if self.gpus else "the fleet"
+        head = f"{'rollback' if self.rollback else 'apply'} {self.progress.profile} {gpus}"
+        result = self.progress.result
+        if self.error is not None:
+            body = self.error
+        elif self.progress.refused:
+            body = "refused: " + self.progress.refused[0]
+        else:
+            body = rows_phrase(self.progress, self.clock)
+            if result is not None and result.throughput is not None:
+                body += f"; {result.throughput.describe()}"
+            elif self.progress.measure is not None and result is None:
+                body += f"; measuring {self.progress.measure.stage}"
+        ok = result is not None and result.ok and self.error is None
+        return strip_content(head, body, self.clock, self.finished, ok)
 
     # --- drawing -----------------------------------------------------------------------------
 
@@ -177,8 +243,13 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
         self.query_one("#apply-title", Static).update(Content.from_markup(f"{what}  ({state})"))
         rows = []
         for row in progress.rows:
-            phase = f"{row.phase} ({duration(row.elapsed_s)})" if row.report is None else ""
-            rows.append(report_row(row.gpu, row.state, phase, row.report))
+            phase = f"{row.phase} ({duration(self.clock.phase_s(row))})"
+            state = row.state
+            if row.report is None and self.finished:
+                # it ended without a report for this GPU: it never started, or was cut short
+                state = "not started" if row.phase == "waiting" else "interrupted"
+                phase = row.phase if row.phase != "waiting" else ""
+            rows.append(report_row(row.gpu, state, phase if row.report is None else "", row.report))
         reports = [r.report for r in progress.rows if r.report is not None]
         table = text_table(REPORT_HEADER, rows, left=3)
         self.query_one("#apply-gpus", Static).update(
@@ -201,7 +272,12 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
 
     def _summary(self) -> Content:
         if self.error is not None:
-            return Content.styled(f"the apply failed: {self.error}", "bold $error")
+            started = any(r.phase != "waiting" for r in self.progress.rows)
+            if self.rollback and not started:
+                why = self.error.removeprefix("rollback: ")
+                return Content.styled(f"nothing to roll back: {why}", "bold $warning")
+            what = "the rollback" if self.rollback else "the apply"
+            return Content.styled(f"{what} failed: {self.error}", "bold $error")
         if self.progress.refused:
             refused = ["refused, nothing was stopped:", *self.progress.refused]
             return Content.styled("\n".join(refused), "bold $error")
@@ -209,7 +285,7 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
         if result is None and self.ended_without_result:
             return Content.styled("rolled back (the backend reports nothing per GPU)", "bold")
         if result is None:
-            return Content.styled("Escape closes once the apply has ended", "dim")
+            return Content.styled("Escape: hide (the apply goes on; w opens this again)", "dim")
         failed = [r for r in result.reports if not r.ok]
         ready = len(result.reports) - len(failed)
         text = f"{ready} of {len(result.reports)} GPUs ready"
@@ -222,5 +298,6 @@ class ApplyScreen(ModalScreen[ApplyResult | None]):
         lines = [Content.styled(text, style)]
         if self.journal_note:
             lines.append(Content(f"journal: {self.journal_note}"))
-        lines.append(Content.styled("Escape: close", "dim"))
+        keys = "b: roll back  Escape: close" if self.rollback_offered else "Escape: close"
+        lines.append(Content.styled(keys, "dim"))
         return Content("\n").join(lines)

@@ -112,6 +112,25 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
         if await self.app.push_screen_wait(ConfirmScreen(title, detail, "Roll out")):
             self.app.post_message(RolloutRequested(self.profile, 1))
 
+    def strip_head(self) -> str:
+        """``canary NAME GPU 3``."""
+        return f"canary {self.profile} GPU {self.gpu}"
+
+    def strip_body(self) -> str:
+        """The GPU's phase, then the newest look's verdict so far, then the verdict."""
+        if self.result is not None:
+            refused = "; ".join(self.result.refused)
+            return f"refused: {refused}" if refused else f"{self.result.verdict}"
+        if self.looks:
+            look = self.looks[-1]
+            return f"look {len(self.looks)}: {look.verdict} so far ({look.reason})"
+        return super().strip_body()
+
+    @property
+    def ended_well(self) -> bool:
+        """A 'better' verdict."""
+        return self.result is not None and self.result.verdict == "better"
+
     # --- drawing -----------------------------------------------------------------------------
 
     def _redraw(self) -> None:
@@ -123,7 +142,7 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
         )
         self._part("canary-title", Content.from_markup(title))
         row = self.progress.rows[0]
-        table = text_table(REPORT_HEADER, [progress_row(row)], left=3)
+        table = text_table(REPORT_HEADER, [progress_row(row, self.clock)], left=3)
         reports = [row.report] if row.report is not None else []
         self._part("canary-gpu", Content("\n").join([table, *failure_lines(reports)]))
         self._part("canary-looks", self._looks())
@@ -141,7 +160,7 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
         if self.error is not None:
             return Content.styled(f"the canary failed: {self.error}", "bold $error")
         if self.result is None:
-            return Content.styled("Escape closes once the canary has ended", "dim")
+            return Content.styled("Escape: hide (the canary goes on; w opens this again)", "dim")
         lines = [Content.styled(text, style) for text, style in canary_verdict_lines(self.result)]
         keys = "o: roll out to the other GPUs one at a time  Escape: close"
         lines.append(Content.styled(keys if self.rollout_offered else "Escape: close", "dim"))

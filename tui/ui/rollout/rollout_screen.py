@@ -52,6 +52,23 @@ class RolloutScreen(RunScreen[RolloutResult]):
         if isinstance(event, GpuPhase | GpuReady | GpuFailed | ApplyRefused):
             self.post_message(ProgressArrived(event))
 
+    def strip_body(self) -> str:
+        """The batch's phase, or where the rollout stopped."""
+        result = self.result
+        if result is not None and result.refused:
+            return "refused: " + result.refused[0]
+        if result is not None:
+            done = f"{len(result.done)} of {len(result.planned)} GPUs done"
+            return f"{done}; STOPPED at {result.failure}" if result.failure else done
+        if self.progress.refused:
+            return "refused: " + self.progress.refused[0]
+        return super().strip_body()
+
+    @property
+    def ended_well(self) -> bool:
+        """Every GPU reached and ready."""
+        return self.result is not None and self.result.ok
+
     # --- drawing -----------------------------------------------------------------------------
 
     def _redraw(self) -> None:
@@ -59,7 +76,7 @@ class RolloutScreen(RunScreen[RolloutResult]):
         pace = "one GPU at a time" if self.batch_size == 1 else f"{self.batch_size} GPUs at a time"
         title = f"[b]Roll out [$accent]{self.profile}[/], {pace}[/b]  ({state})"
         self._part("rollout-title", Content.from_markup(title))
-        rows: list[list[Cell]] = [progress_row(row) for row in self.progress.rows]
+        rows: list[list[Cell]] = [progress_row(row, self.clock) for row in self.progress.rows]
         if self.result is not None:  # the GPUs the rollout never reached
             for gpu in self.result.stayed:
                 rows.append([str(gpu), ("stayed", "$warning"), "old profile", *[NA] * 5])
@@ -77,7 +94,7 @@ class RolloutScreen(RunScreen[RolloutResult]):
             refused = ["refused, nothing was stopped:", *self.progress.refused]
             return Content.styled("\n".join(refused), "bold $error")
         if self.result is None:
-            return Content.styled("Escape closes once the rollout has ended", "dim")
+            return Content.styled("Escape: hide (the rollout goes on; w opens this again)", "dim")
         lines = [Content.styled(text, style) for text, style in rollout_summary_lines(self.result)]
         lines.append(Content.styled("Escape: close", "dim"))
         return Content("\n").join(lines)

@@ -2,8 +2,8 @@
 
 The subclass names the operation (``NOUN``, also its worker group), the result type it returns,
 its parts and how it draws them; this base starts the worker on mount, folds progress into the
-GPU rows, takes the result (or the backend's exception), and refuses to close before the end
-(closing earlier would cancel the worker).
+GPU rows, takes the result (or the backend's exception). Escape hides the report while the
+operation runs (it goes on in the background, ``tui.ui.background``) and closes it once ended.
 """
 
 from __future__ import annotations
@@ -17,6 +17,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
+from tui.ui.background import (
+    TICK_S,
+    PhaseClock,
+    close_report,
+    error_text,
+    rows_phrase,
+    strip_content,
+)
 from tui.ui.format import duration
 from tui.ui.retune.progress import ApplyProgress, GpuRow, advance
 from tui.ui.retune.report_view import report_row
@@ -67,6 +75,8 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
         """The result, once the operation ended."""
         self.error: str | None = None
         """The backend's exception, when the operation itself raised."""
+        self.clock = PhaseClock()
+        """The operation's and each GPU's phase time."""
 
     @property
     def profile(self) -> str:
@@ -83,6 +93,11 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
         """Start the operation."""
         self._redraw()
         self._run()
+        self.set_interval(TICK_S, self._tick)
+
+    def _tick(self) -> None:
+        if not self.finished:
+            self._redraw()
 
     def _run(self) -> object:
         """Start the worker (a ``@work`` method of group NOUN)."""
@@ -91,6 +106,7 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
     def on_progress_arrived(self, message: ProgressArrived) -> None:
         """Take what the backend reported and redraw."""
         self._take(message.item)
+        self.clock.saw(self.progress)
         self._redraw()
 
     def _take(self, item: object) -> None:
@@ -104,8 +120,10 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
         if event.state is WorkerState.SUCCESS and isinstance(event.worker.result, self.RESULT):
             self.result = event.worker.result
             self._took_result()
-        elif event.state is WorkerState.ERROR:
-            self.error = f"{type(event.worker.error).__name__}: {event.worker.error}"
+        elif event.state is WorkerState.ERROR and event.worker.error is not None:
+            self.error = error_text(event.worker.error)
+        if self.finished:
+            self.clock.end()
         self._worker_changed()
         self._redraw()
 
@@ -121,11 +139,26 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
         return self.result is not None or self.error is not None
 
     def action_close(self) -> None:
-        """Close once the operation has ended (closing earlier would cancel it)."""
-        if not self.finished:
-            self.notify(f"The {self.NOUN} is still running; this closes when it has ended.")
-            return
-        self.dismiss(self.result)
+        """Hide the report while the operation runs (it goes on); close it once ended."""
+        close_report(self, self.finished, self.result)
+
+    def strip_line(self) -> Content:
+        """The operation in one line, for the status strip."""
+        body = self.error or self.strip_body()
+        return strip_content(self.strip_head(), body, self.clock, self.finished, self.ended_well)
+
+    def strip_head(self) -> str:
+        """What runs, on which GPUs (``canary NAME GPU 3``)."""
+        return f"{self.NOUN} {self.profile}"
+
+    def strip_body(self) -> str:
+        """Its phase, or its result, in a few words."""
+        return rows_phrase(self.progress, self.clock)
+
+    @property
+    def ended_well(self) -> bool:
+        """Whether it ended with the outcome asked for (colours the strip)."""
+        return self.result is not None
 
     # --- drawing -----------------------------------------------------------------------------
 
@@ -138,7 +171,8 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
         self.query_one(f"#{part}", Static).update(content)
 
 
-def progress_row(row: GpuRow) -> list[Cell]:
-    """A GPU's report row, its current phase and time in it while it has no report."""
-    phase = f"{row.phase} ({duration(row.elapsed_s)})" if row.report is None else ""
+def progress_row(row: GpuRow, clock: PhaseClock | None = None) -> list[Cell]:
+    """A GPU's report row, its current phase and time in it (ticking) while it has no report."""
+    elapsed = clock.phase_s(row) if clock is not None else row.elapsed_s
+    phase = f"{row.phase} ({duration(elapsed)})" if row.report is None else ""
     return report_row(row.gpu, row.state, phase, row.report)

@@ -1,0 +1,166 @@
+"""`:` command mode: the parser's commands and one-line errors, and Pilot tests of what each
+typed command reaches (the same dialogs and backend calls as its key; read-only refuses it)."""
+
+from __future__ import annotations
+
+import pytest
+from textual.pilot import Pilot
+from ui_helpers import RecordingActions, finish_actions, make_app, settle, wait_for
+
+from tui.ui.app import FleetApp
+from tui.ui.command_bar import CommandBar
+from tui.ui.command_line import Command, CommandError, parse_command
+from tui.ui.confirm import ConfirmScreen
+from tui.ui.detail.detail_screen import DetailScreen
+from tui.ui.journal.journal_screen import JournalScreen
+from tui.ui.main_screen import MainScreen
+from tui.ui.stop_screen import StopScreen
+
+FLEET = (0, 1, 2, 3, 4, 5, 6)
+PROFILES = ("sim-baseline", "sim-aggressive")
+
+
+@pytest.mark.parametrize(
+    ("line", "command"),
+    [
+        ("apply sim-aggressive 3,5", Command("apply", "sim-aggressive", (3, 5))),
+        ("apply sim-aggressive", Command("apply", "sim-aggressive", FLEET)),
+        ("APPLY sim-aggressive 0-2,6", Command("apply", "sim-aggressive", (0, 1, 2, 6))),
+        ("canary sim-aggressive 2", Command("canary", "sim-aggressive", (2,))),
+        ("rollout sim-aggressive", Command("rollout", "sim-aggressive")),
+        ("rollout sim-aggressive 2", Command("rollout", "sim-aggressive", batch=2)),
+        ("kill 3", Command("kill", gpus=(3,))),
+        ("kill all", Command("kill", gpus=FLEET)),
+        ("relaunch 1,2", Command("relaunch", gpus=(1, 2))),
+        ("logs 4", Command("logs", gpus=(4,))),
+        ("tune", Command("tune")),
+        ("tune 2", Command("tune", gpus=(2,))),
+        ("journal", Command("journal")),
+        ("rollback", Command("rollback")),
+    ],
+)
+def test_commands_parse(line: str, command: Command) -> None:
+    assert parse_command(line, FLEET, PROFILES) == command
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ("", "type a command"),
+        ("frob 3", "unknown command 'frob'; commands: apply, canary"),
+        ("apply", "usage: apply NAME [GPUS]"),
+        ("apply nope 3", "no profile 'nope'; profiles: sim-baseline, sim-aggressive"),
+        ("apply sim-aggressive 9", "GPU 9 is not in the fleet; GPUs of the fleet: 0, 1"),
+        ("apply sim-aggressive x", "'x' is not a GPU list like 3,5 or 0-2 or all"),
+        ("canary sim-aggressive 2,3", "'2,3': one GPU"),
+        ("rollout sim-aggressive 0", "BATCH '0': allowed 1..7"),
+        ("kill", "usage: kill GPUS"),
+        ("journal now", "usage: journal"),
+    ],
+)
+def test_bad_commands_are_one_line_naming_the_word(line: str, error: str) -> None:
+    with pytest.raises(CommandError) as raised:
+        parse_command(line, FLEET, PROFILES)
+    assert error in str(raised.value) and "\n" not in str(raised.value)
+
+
+def _app(actions: RecordingActions, **kwargs: object) -> FleetApp:
+    app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(app, FleetApp)
+    return app
+
+
+async def _type(pilot: Pilot[None], app: FleetApp, line: str) -> None:
+    await pilot.press("colon")
+    bar = app.main_screen.query_one(CommandBar)
+    await wait_for(pilot, lambda: bar.display and bar.has_focus, "the command bar")
+    bar.value = line
+    await pilot.press("enter")
+
+
+def _errors(app: FleetApp) -> list[str]:
+    return [n.message for n in app._notifications if n.severity == "error"]
+
+
+async def test_apply_command_confirms_then_reaches_the_backend() -> None:
+    actions = RecordingActions()
+    app = _app(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await _type(pilot, app, "apply sim-aggressive 3,5")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        assert confirm.title_text == "Relaunch GPUs 3,5 with sim-aggressive?"
+        await pilot.press("y")
+        await finish_actions(pilot, app)
+        assert not app.main_screen.query_one(CommandBar).display
+    assert ("apply_profile", ("sim-aggressive", (3, 5))) in actions.calls
+
+
+async def test_kill_logs_and_journal_commands_use_their_keys_flows() -> None:
+    actions = RecordingActions()
+    app = _app(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await _type(pilot, app, "kill 3")
+        await wait_for(pilot, lambda: isinstance(app.screen, StopScreen), "how to stop")
+        await pilot.press("d")
+        await finish_actions(pilot, app)
+        assert actions.calls == [("kill", ((3,),))]
+        await _type(pilot, app, "logs 4")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), "GPU 4's detail")
+        assert app.screen.gpu == 4  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), "the grid")
+        await _type(pilot, app, "journal")
+        await wait_for(pilot, lambda: isinstance(app.screen, JournalScreen), "the journal")
+
+
+async def test_a_bad_command_is_one_error_line_and_the_bar_stays() -> None:
+    actions = RecordingActions()
+    app = _app(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await _type(pilot, app, "canary nope 2")
+        await wait_for(pilot, lambda: bool(_errors(app)), "the error")
+        assert _errors(app) == [
+            ":canary nope 2: no profile 'nope'; profiles: " + ", ".join(actions.profile_names())
+        ]
+        bar = app.main_screen.query_one(CommandBar)
+        assert bar.display and bar.value == "canary nope 2"  # kept for correction
+        await pilot.press("escape")
+        assert not bar.display and isinstance(app.screen, MainScreen)
+    assert actions.calls == []
+
+
+async def test_tab_completes_the_command_and_the_profile() -> None:
+    app = _app(RecordingActions())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("colon")
+        bar = app.main_screen.query_one(CommandBar)
+        await wait_for(pilot, lambda: bar.has_focus, "the bar")
+        await pilot.press("c", "a")
+        await wait_for(pilot, lambda: bool(bar._suggestion), "a completion")
+        await pilot.press("tab")
+        assert bar.value == "canary "
+        await pilot.press("s", "i", "m", "-", "a")
+        await wait_for(pilot, lambda: bar._suggestion == "canary sim-aggressive ", "the profile")
+        await pilot.press("tab")
+        assert bar.value == "canary sim-aggressive "
+
+
+async def test_read_only_refuses_a_changing_command_and_allows_a_viewing_one() -> None:
+    actions = RecordingActions()
+    app = _app(actions, readonly=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await _type(pilot, app, "kill 3")
+        await wait_for(pilot, lambda: bool(_errors(app)), "the refusal")
+        assert _errors(app) == [":kill 3: kill changes the fleet; the console is read-only"]
+        assert isinstance(app.screen, MainScreen)
+        await pilot.press("escape")
+        await _type(pilot, app, "journal")
+        await wait_for(pilot, lambda: isinstance(app.screen, JournalScreen), "the journal")
+    assert actions.calls == []

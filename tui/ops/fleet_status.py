@@ -1,0 +1,205 @@
+"""The fleet and its job as one document: what ``gpufleet status`` prints (JSON or text).
+
+Built from one monitor snapshot (``tui.fleet.monitor``) and the pipeline's status document
+(``tui.pipeline.status``); the README documents it ("gpufleet status"). The exit code says
+whether every server is ready (0), some are not (1), or nothing of the fleet answers or runs (2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
+from tui.pipeline.status import PipelineStatus
+
+SCHEMA = 1
+"""Version of the document."""
+
+EXIT_READY = 0
+"""Every server of the fleet is ready."""
+EXIT_NOT_READY = 1
+"""Some server is not ready (starting, failed, stuck, stopped, ...)."""
+EXIT_UNREACHABLE = 2
+"""No fleet is known, or no server of it runs or answers."""
+EXIT_BAD_INPUT = 3
+"""Bad command-line input or a damaged state file: nothing was read."""
+
+RUNNING_STATES = frozenset(
+    {
+        ServerState.STARTING,
+        ServerState.READY,
+        ServerState.STALE,
+        ServerState.STUCK,
+        ServerState.STOPPING,
+    }
+)
+"""States in which a server's process runs or its port answers."""
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
+    """One GPU's part of the document.
+
+    Args:
+        panel: The GPU and its server, from the snapshot.
+        now: time.time() of the document (ages are counted to it).
+
+    Returns:
+        A JSON-ready dict (see the README for each field).
+    """
+    server, gpu = panel.server, panel.gpu
+    doc: dict[str, Any] = {
+        "gpu": panel.gpu_index,
+        "state": server.state.value if server else "absent",
+        "port": server.port if server else None,
+        "pid": server.pid if server else None,
+        "phase": server.phase if server else "",
+        "memory_used_bytes": gpu.memory_used if gpu else None,
+        "memory_total_bytes": gpu.memory_total if gpu else None,
+        "utilization": gpu.utilization_gpu if gpu else None,
+    }
+    if server is None:
+        return doc
+    running = server.profile
+    asked = dict(running.asked) if running else {}
+    doc.update(
+        profile=running.name if running else None,
+        profile_differs=dict(running.differs) if running else {},
+        requested={k: None if v == "auto" else v for k, v in asked.items()},
+        effective={
+            "max_running_requests": server.max_running_effective,
+            "server_arg_max_running_requests": server.max_running_requested,
+            "capped": server.capped,
+            "kv_tokens": server.kv_tokens,
+            "mamba_slots": server.mamba_slots,
+        },
+        running=server.running,
+        queued=server.queued,
+        kv_usage=server.token_usage,
+        mamba_usage=server.mamba_usage,
+        gen_tokens_per_s=_round(server.gen_throughput),
+        accept_len=server.accept_len,
+        ages_s={
+            "load": _round(server.load_age_s),
+            "gen_tokens_per_s": _round(server.throughput_age_s),
+            "ready_for": _round(now - server.ready_at) if server.ready_at else None,
+        },
+        error=server.last_error if server.error_fatal else None,
+        stuck_for_s=_round(server.stuck_for_s),
+    )
+    return doc
+
+
+def job_document(job: PipelineStatus | None, now: float) -> dict[str, Any] | None:
+    """The job's part: the pipeline's status document with its age; None when there is none."""
+    if job is None:
+        return None
+    return {
+        "state": job.state,
+        "pid": job.pid,
+        "done": job.done,
+        "total": job.total,
+        "failed": job.failed,
+        "in_flight": job.in_flight,
+        "requests_per_s_1m": job.rate_1m.requests_per_s,
+        "output_tokens_per_s_1m": job.rate_1m.output_tokens_per_s,
+        "eta_s": job.eta_s,
+        "no_server_since": job.no_server_since,
+        "message": job.message,
+        "age_s": _round(max(now - job.updated_at, 0.0)),
+    }
+
+
+def exit_code(snapshot: FleetSnapshot) -> int:
+    """0 when every server is ready, 2 when none runs or answers (or none is known), else 1."""
+    states = [p.server.state for p in snapshot.panels if p.server is not None]
+    if not states or not any(s in RUNNING_STATES for s in states):
+        return EXIT_UNREACHABLE
+    return EXIT_READY if all(s is ServerState.READY for s in states) else EXIT_NOT_READY
+
+
+def status_document(
+    snapshot: FleetSnapshot, job: PipelineStatus | None, now: float
+) -> dict[str, Any]:
+    """The whole document: the fleet's GPUs, the job, and the exit code it implies.
+
+    Args:
+        snapshot: One monitor poll.
+        job: The pipeline's status document (None when there is none).
+        now: time.time() of the document.
+
+    Returns:
+        ``{"schema", "taken_at", "exit_code", "ready", "gpus": [...], "job": {...}|null}``.
+    """
+    code = exit_code(snapshot)
+    ready = sum(
+        1 for p in snapshot.panels if p.server is not None and p.server.state is ServerState.READY
+    )
+    return {
+        "schema": SCHEMA,
+        "taken_at": round(snapshot.taken_at, 3),
+        "exit_code": code,
+        "ready": ready,
+        "servers": sum(1 for p in snapshot.panels if p.server is not None),
+        "gpus": [gpu_document(p, now) for p in snapshot.panels],
+        "job": job_document(job, now),
+    }
+
+
+def _num(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value >= 100 else f"{value:.2g}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _pct(value: object) -> str:
+    return f"{value * 100:.0f}%" if isinstance(value, int | float) else "-"
+
+
+def format_text(doc: dict[str, Any]) -> list[str]:
+    """The document as lines for a terminal: a header, one line per GPU, the job.
+
+    Args:
+        doc: ``status_document``'s result.
+
+    Returns:
+        The lines.
+    """
+    lines = [f"fleet: {doc['ready']}/{doc['servers']} ready (exit {doc['exit_code']})"]
+    head = f"{'GPU':>3} {'state':<9} {'port':>5} {'profile':<22} {'eff/asked':>10} "
+    head += f"{'run':>4} {'queue':>5} {'KV':>4} {'mamba':>5} {'tok/s':>7} {'age':>5}"
+    lines.append(head)
+    for gpu in doc["gpus"]:
+        if gpu.get("profile_differs") is None:  # no server on this GPU
+            lines.append(f"{gpu['gpu']:>3} {'absent':<9}")
+            continue
+        effective = gpu["effective"]
+        asked = gpu["requested"].get("max_running_requests")
+        asked_text = (asked or "auto") if gpu["profile"] else "-"
+        limit = f"{_num(effective['max_running_requests'])}/{asked_text}"
+        differs = ", ".join(f"{k} {v}" for k, v in gpu["profile_differs"].items())
+        profile = (gpu["profile"] or "-") + (f" ({differs})" if differs else "")
+        age = gpu["ages_s"]["gen_tokens_per_s"]
+        lines.append(
+            f"{gpu['gpu']:>3} {gpu['state']:<9} {gpu['port'] or '-':>5} {profile[:22]:<22} "
+            f"{limit:>10} {_num(gpu['running']):>4} {_num(gpu['queued']):>5} "
+            f"{_pct(gpu['kv_usage']):>4} {_pct(gpu['mamba_usage']):>5} "
+            f"{_num(gpu['gen_tokens_per_s']):>7} {'-' if age is None else f'{age:.0f}s':>5}"
+        )
+        if gpu.get("error"):
+            lines.append(f"    error: {gpu['error']}")
+    job = doc["job"]
+    if job is None:
+        lines.append("job: none (no pipeline status document)")
+    else:
+        eta = "-" if job["eta_s"] is None else f"{job['eta_s']:.0f}s"
+        lines.append(
+            f"job: {job['state']} {job['done']:,}/{job['total']:,} done, {job['failed']} failed, "
+            f"{job['requests_per_s_1m']:.2f} req/s, ETA {eta}, updated {job['age_s']:.0f}s ago"
+        )
+    return lines

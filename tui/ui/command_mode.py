@@ -1,0 +1,143 @@
+"""``:`` command mode on the main screen: the bar, and each command performed by its key's flow.
+
+A command goes through the same doors as its key: the same confirmation (or stop, relaunch,
+tuning) dialog, the same message up to the app, the same ``Intent``. Before anything is asked,
+read-only mode refuses a command whose intent changes the fleet (``tui.ui.readonly``), a
+backend without the intent refuses it, and a running background operation refuses a new one:
+each in one line in the bar's place, the line kept for correction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from textual import work
+from textual.binding import Binding
+from textual.message import Message
+
+from tui.fleet.snapshot import FleetSnapshot
+from tui.ui.command_bar import CommandBar, CommandEntered
+from tui.ui.command_line import Command, CommandError, parse_command
+from tui.ui.describe import describe_servers
+from tui.ui.messages import ApplyProfileRequested, PanelOpened
+from tui.ui.readonly import READ_ONLY, changes_fleet
+from tui.ui.rollout.describe import compact_range, rollout_question
+from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
+from tui.ui.sources import FleetActions, Intent
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+COMMAND_BINDING = Binding(":", "command", "Command", id="grid.command", show=False)
+"""``:`` opens the command bar (the commands are checked one by one, not the key)."""
+
+
+class CommandMode:
+    """The main screen's command mode (mixed into ``MainScreen``, which provides the flows)."""
+
+    actions: FleetActions
+    fleet: FleetSnapshot
+    selected: int
+    app: App[None]
+
+    # --- provided by the screen ------------------------------------------------------------
+
+    def _bar(self) -> CommandBar:  # pragma: no cover
+        raise NotImplementedError
+
+    def _busy(self) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def _confirm_then_post(self, title: str, affected: str, message: Message) -> None:
+        raise NotImplementedError  # pragma: no cover
+
+    def _ask_how_to_stop(self, title: str, gpus: tuple[int, ...]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _relaunch_flow(self, gpus: tuple[int, ...]) -> object:  # pragma: no cover
+        raise NotImplementedError
+
+    def _tune_flow(self, gpu: int | None) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def action_rollback(self) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def action_journal(self) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    # --- the bar ---------------------------------------------------------------------------
+
+    def action_command(self) -> None:
+        """Open the command bar (completion from the backend's profile names)."""
+        self._open_bar()
+
+    @work(group="command", exclusive=True, exit_on_error=False)
+    async def _open_bar(self, text: str = "") -> None:
+        profiles = await asyncio.to_thread(self.actions.profile_names)
+        self._bar().open(profiles, text)
+
+    def on_command_entered(self, message: CommandEntered) -> None:
+        """Parse the line and perform it; a bad line is one error line, the bar kept open."""
+        message.stop()
+        self._take_command(message.line)
+
+    @work(group="command", exclusive=True, exit_on_error=False)
+    async def _take_command(self, line: str) -> None:
+        profiles = await asyncio.to_thread(self.actions.profile_names)
+        fleet = [panel.gpu_index for panel in self.fleet.panels]
+        try:
+            command = parse_command(line, fleet, profiles)
+            self._refuse(command)
+        except CommandError as error:
+            self._bar().notify(f":{line.strip()}: {error}", title="Command", severity="error")
+            return
+        self._bar().action_close()
+        self.perform(command)
+
+    def _refuse(self, command: Command) -> None:
+        """Raise CommandError when read-only mode, the backend or a running operation refuses."""
+        intent = command.intent
+        if intent is None:
+            return
+        if changes_fleet(intent) and getattr(self.app, "readonly", False) is True:
+            raise CommandError(f"{command.verb} changes the fleet; the console is {READ_ONLY}")
+        if not self.actions.supports(intent):
+            raise CommandError(f"{command.verb}: this console's backend cannot do it")
+        if intent is not Intent.JOURNAL and self._busy():
+            raise CommandError("an operation is running (w opens its report)")
+
+    def perform(self, command: Command) -> None:
+        """Perform a checked command through its key's flow.
+
+        Args:
+            command: A parsed command that passed ``_refuse``.
+        """
+        verb, gpus, profile = command.verb, command.gpus, command.profile or ""
+        if verb == "apply":
+            title = f"Relaunch GPUs {compact_range(gpus)} with {profile}?"
+            affected = describe_servers(self.fleet, gpus)
+            self._confirm_then_post(title, affected, ApplyProfileRequested(profile, gpus))
+        elif verb == "canary":
+            title = f"Canary {profile} on GPU {gpus[0]}, the other GPUs as control?"
+            affected = describe_servers(self.fleet, gpus)
+            self._confirm_then_post(title, affected, CanaryRequested(profile, gpus[0]))
+        elif verb == "rollout":
+            fleet = tuple(panel.gpu_index for panel in self.fleet.panels)
+            title, detail = rollout_question(profile, fleet, command.batch)
+            self._confirm_then_post(title, detail, RolloutRequested(profile, command.batch))
+        elif verb == "rollback":
+            self.action_rollback()
+        elif verb == "kill":
+            self._ask_how_to_stop(f"Stop the servers on GPUs {compact_range(gpus)}?", gpus)
+        elif verb == "relaunch":
+            self._relaunch_flow(gpus)
+        elif verb == "tune":
+            self._tune_flow(gpus[0] if gpus else None)
+        elif verb == "logs":
+            gpu = gpus[0] if gpus else self.selected
+            self.selected = gpu
+            self._bar().post_message(PanelOpened(gpu))
+        elif verb == "journal":
+            self.action_journal()

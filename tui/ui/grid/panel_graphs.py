@@ -1,0 +1,111 @@
+"""Per-GPU graphs in a panel's spare rows (as nvitop fills its screen): utilisation, memory,
+tok/s and running requests over the last ``WINDOW_S``, from the fleet's history store.
+
+At 200x50 each of the seven panels shows its nine lines over 13 empty rows; the grid reads the
+history (``tui.history``, in a thread worker, every ``READ_EVERY_S``) for the panels that have
+room, and a panel draws one graph per metric that fits: a label line (the newest value and the
+axis' top) over braille rows (``tui.ui.history.plot``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from textual.content import Content
+
+from tui.history import HistoryStore, Point
+from tui.ui.format import short_num
+from tui.ui.history.plot import axis_for, braille_rows, columns
+
+WINDOW_S = 600.0
+"""What the graphs show: the last ten minutes."""
+READ_EVERY_S = 5.0
+"""How often the grid reads them (the history's finest bucket is 5 s)."""
+MIN_SPARE_ROWS = 3
+"""A graph needs a label line and at least two rows of dots."""
+
+
+@dataclass(frozen=True, slots=True)
+class Graph:
+    """One metric a panel graphs."""
+
+    metric: str
+    """Its name in the history (``tui.history.samples.METRICS``)."""
+    label: str
+    """Its label on the panel."""
+    floor: float
+    """The smallest span of its axis."""
+    unit: str = ""
+    """Appended to its values."""
+
+
+GRAPHS = (
+    Graph("util", "util", 10.0, "%"),
+    Graph("mem", "mem", 10.0, "%"),
+    Graph("tok_s", "tok/s", 100.0),
+    Graph("running", "running", 4.0),
+)
+"""The graphs, in the order a panel shows them (as many as fit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PanelSeries:
+    """One GPU's graphed series, as read from the history."""
+
+    start: float
+    """time.time() of the graphs' left edge."""
+    end: float
+    """time.time() of their right edge (when read)."""
+    points: Mapping[str, tuple[Point, ...]]
+    """Each metric's points, oldest first."""
+
+
+def read_series(store: HistoryStore, gpus: Sequence[int], now: float) -> dict[int, PanelSeries]:
+    """Read every graphed metric of these GPUs over the last ``WINDOW_S`` (blocking).
+
+    Args:
+        store: The history.
+        gpus: The GPUs whose panels have room for graphs.
+        now: time.time() of the right edge.
+
+    Returns:
+        GPU -> its series (a GPU with no point at all is left out).
+    """
+    start = now - WINDOW_S
+    out = {}
+    for gpu in gpus:
+        points = {g.metric: tuple(store.series(gpu, g.metric, since=start)) for g in GRAPHS}
+        if any(points.values()):
+            out[gpu] = PanelSeries(start, now, points)
+    return out
+
+
+def graph_lines(series: PanelSeries, width: int, spare: int) -> list[Content]:
+    """The graphs that fit in ``spare`` rows of a panel ``width`` cells wide.
+
+    Args:
+        series: The GPU's series.
+        width: Cells per line.
+        spare: Rows left under the panel's numbers.
+
+    Returns:
+        Up to ``spare`` lines: per graph, a label line and its rows of dots.
+    """
+    count = min(len(GRAPHS), spare // MIN_SPARE_ROWS)
+    if count == 0 or width < 10:
+        return []
+    rows = max(MIN_SPARE_ROWS - 1, spare // count - 1)
+    lines: list[Content] = []
+    for graph in GRAPHS[:count]:
+        points = series.points.get(graph.metric, ())
+        values = columns(points, series.start, series.end, width * 2, gap_s=30.0)
+        shown = [v for v in values if v is not None]
+        axis = axis_for(shown, graph.floor)
+        last = f"{short_num(shown[-1])}{graph.unit}" if shown else "-"
+        head = f"{graph.label} {last}"
+        scale = f"max {short_num(axis.high)}{graph.unit} · 10m"
+        gap = max(1, width - len(head) - len(scale))
+        lines.append(Content.assemble((head, "bold"), " " * gap, (scale, "dim")))
+        lines += [Content.styled(row, "$success") for row in braille_rows(values, axis, rows)]
+    return lines[:spare]

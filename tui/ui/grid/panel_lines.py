@@ -1,0 +1,198 @@
+"""What a GPU panel says: its lines for the full and the compact layout (no widget here).
+
+The panel widget (``tui.ui.grid.gpu_panel``) lays them out and repaints what changed; the
+detail screen reuses the state, limit, error and pressure lines.
+"""
+
+from __future__ import annotations
+
+from textual.content import Content
+
+from tui.fleet.running_profiles import AUTO
+from tui.fleet.snapshot import GpuPanel, ServerSnapshot, ServerState
+from tui.gpu.snapshot import GpuSnapshot
+from tui.ui.format import NA, bar, gib, num, pct, short_num, sig3, sig3_text, spark
+from tui.ui.grid.ages import aged, blanked, duration_short, gen_age, load_age
+
+STATE_STYLE: dict[ServerState, str] = {
+    ServerState.ABSENT: "$text-muted",
+    ServerState.STARTING: "$warning",
+    ServerState.READY: "$success",
+    ServerState.FAILED: "bold $error",
+    ServerState.STOPPED: "$text-muted",
+    ServerState.STALE: "$warning",
+    ServerState.STUCK: "bold $error",
+    ServerState.STOPPING: "$warning",
+}
+"""Theme colour of each server state word."""
+
+
+def max_running(server: ServerSnapshot) -> Content:
+    """Effective max running requests, with what the profile asked ("asked" means only that).
+
+    ``40 (asked 64)`` in $warning when SGLang capped the profile's number; ``16 (auto, sglang
+    48)`` when the profile left it auto and SGLang set its own value (48 with speculative
+    decoding) that it then capped; ``(arg 64)`` when no profile is recorded for the GPU.
+    """
+    effective = num(server.max_running_effective)
+    argument = server.max_running_requested
+    asked = server.profile.asked_value("max_running_requests") if server.profile else None
+    if asked is not None and asked != AUTO:
+        if server.capped:
+            return Content.styled(f"{effective} (asked {asked})", "$warning")
+        return Content(effective)
+    if asked == AUTO:
+        shown = server.capped and argument is not None
+        return Content(f"{effective} (auto, sglang {argument})" if shown else effective)
+    if server.capped and argument is not None:
+        return Content.styled(f"{effective} (arg {argument})", "$warning")
+    return Content(effective)
+
+
+def max_running_short(server: ServerSnapshot) -> Content:
+    """``/40`` or ``/40 (asked 64)`` for the compact layout (same meanings as ``max_running``)."""
+    return Content.assemble("/", max_running(server))
+
+
+def state_line(panel: GpuPanel) -> Content:
+    """State word (with startup phase), port and pid."""
+    server = panel.server
+    if server is None:
+        return Content.styled("no server", "$text-muted")
+    word = server.state.value
+    if server.state is ServerState.STARTING and server.phase:
+        word = f"{word}: {server.phase}"
+    if server.state is ServerState.STUCK and server.stuck_for_s is not None:
+        word = f"{word} {server.stuck_for_s:.0f}s"
+    pid = NA if server.pid is None else str(server.pid)
+    return Content.assemble((word, STATE_STYLE[server.state]), f"  :{server.port} pid {pid}")
+
+
+def gpu_lines(gpu: GpuSnapshot | None, note: str, width: int, full: bool) -> list[Content]:
+    """Memory, utilisation, temperature and power; the note when there is no reading."""
+    if gpu is None:
+        return [Content.styled(note or "no GPU reading", "$text-muted")]
+    used, total = gib(gpu.memory_used), gib(gpu.memory_total)
+    power = NA if gpu.power_w is None else f"{gpu.power_w:.0f}"
+    temp = NA if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
+    if not full:
+        head = f"{gpu.memory_used / 2**30:.0f}/{gpu.memory_total / 2**30:.0f}G"
+        return [Content(f"{head} {pct(gpu.utilization_gpu)} {temp} {power}W")]
+    label = f" {used}/{total} GiB"
+    mem_bar = bar(gpu.memory_fraction, max(4, width - 4 - len(label)))
+    limit = "" if gpu.power_limit_w is None else f"/{gpu.power_limit_w:.0f}"
+    return [
+        Content.assemble("mem ", (mem_bar, "$accent"), label),
+        Content(f"util {pct(gpu.utilization_gpu)}  {temp}  {power}{limit} W"),
+    ]
+
+
+def error_line(server: ServerSnapshot | None) -> Content | None:
+    """The last error, prefixed with its reason: $error when fatal, $warning when one request
+    failed (an input too long); None when there is none."""
+    if server is None or not server.last_error:
+        return None
+    reason = f"{server.error_reason.upper()}: " if server.error_reason else ""
+    style = "$error" if server.error_fatal else "$warning"
+    return Content.styled(f"{reason}{server.last_error}", style)
+
+
+def pressure_line(server: ServerSnapshot | None) -> Content | None:
+    """The last memory-pressure event, e.g. ``retracted 3 (12s ago)``, in $warning."""
+    if server is None or not server.pressure:
+        return None
+    age = "" if server.pressure_age_s is None else f" ({duration_short(server.pressure_age_s)} ago)"
+    return Content.styled(f"{server.pressure}{age}", "$warning")
+
+
+def gen_line(server: ServerSnapshot, width: int, full: bool) -> Content:
+    """Generation tok/s and a sparkline of its recent history filling the rest of the line."""
+    label = (
+        f"gen {sig3_text(server.gen_throughput)} tok/s "
+        if full
+        else (f"{short_num(sig3(server.gen_throughput))} t/s ")
+    )
+    return Content.assemble(
+        label, (spark(server.throughput_history, width - len(label)), "$success")
+    )
+
+
+def full_lines(panel: GpuPanel, width: int, late_s: float = 0.0) -> list[Content]:
+    """Every number, one topic per line (about nine lines); stale ones dimmed with their age.
+
+    Args:
+        panel: The GPU and its server.
+        width: Cells per line.
+        late_s: Seconds since the snapshot arrived (the grid counts them).
+    """
+    late = late_s or None
+    lines = [
+        aged(line, late)
+        for line in (state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=True))
+    ]
+    server = panel.server
+    if server is not None:
+        age = load_age(server, late_s)
+        shown, decay = blanked(server, age), gen_age(server, late_s)
+        lines += [
+            Content(f"KV {num(server.kv_tokens)} tok  mamba {num(server.mamba_slots)} slots"),
+            Content.assemble("max running ", max_running(server)),
+            aged(Content(f"running {num(shown.running)}  queued {num(shown.queued)}"), age),
+            aged(
+                Content(
+                    f"token {pct(shown.token_usage, 100)}  mamba {pct(shown.mamba_usage, 100)}"
+                ),
+                age,
+            ),
+            aged(gen_line(shown, width - (6 if decay else 0), full=True), decay, always=True),
+        ]
+    for extra in (pressure_line(server), error_line(server)):
+        if extra is not None:
+            lines.append(extra)
+    return lines
+
+
+def compact_lines(panel: GpuPanel, width: int, height: int, late_s: float = 0.0) -> list[Content]:
+    """The essential numbers, most important first, cut to ``height`` lines (stale ones
+    dimmed with their age, as in ``full_lines``)."""
+    late = late_s or None
+    lines = [
+        aged(line, late)
+        for line in (state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=False))
+    ]
+    server = panel.server
+    age = load_age(server, late_s) if server is not None else None
+    shown = blanked(server, age) if server is not None else None
+    pressure = pressure_line(server)
+    if pressure is not None:
+        lines.append(pressure)
+    error = error_line(server)
+    if error is not None:
+        lines.append(error)
+        # a failed server has no load lines: let its error use the room they would have taken
+        spare = height - len(lines) - (0 if server is None or server.running is None else 3)
+        text = error.plain[width:]
+        while spare > 0 and text:
+            lines.append(Content.styled(text[:width], "$error"))
+            text, spare = text[width:], spare - 1
+    if (
+        server is not None
+        and shown is not None
+        and (server.running is not None or server.gen_throughput is not None)
+    ):
+        run = Content.assemble(
+            f"run {num(shown.running)}", max_running_short(server), f" q{num(shown.queued)}"
+        )
+        lines.append(aged(run, age))
+        decay = gen_age(server, late_s)
+        lines.append(
+            aged(gen_line(shown, width - (6 if decay else 0), full=False), decay, always=True)
+        )
+    if server is not None and shown is not None and server.kv_tokens is not None:
+        lines.append(
+            Content(
+                f"kv {short_num(server.kv_tokens)} m{num(server.mamba_slots)} "
+                f"tok {pct(shown.token_usage, 100)}"
+            )
+        )
+    return lines[:height]
