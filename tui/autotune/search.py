@@ -1,0 +1,500 @@
+"""The autotune search: candidates tried as canaries, the winner rolled out, all through FleetOps.
+
+One search at a time (``tui.autotune.status`` lock). Each step is its own operation of the
+operations core (``FleetOps.canary``, ``apply`` to roll a canary GPU back, ``rollout`` to adopt
+a winner), so each takes the operation lock, records the fleet state and is journalled; the
+search adds an ``autotune-candidate`` entry per candidate and an ``autotune-summary`` at the end
+(``tui.autotune.record``). The strategy is ``tui.autotune.strategy``'s; the budget
+``tui.autotune.budget``'s.
+
+Between steps the search reads the operator's requests (pause, resume, stop). A stop during a
+canary cancels it as soon as the canary GPU is up (the engine's launch is never cut in half),
+then the canary GPU goes back to the incumbent: a stopped search always leaves every GPU on the
+incumbent. A search that is killed outright leaves each GPU on the profile the fleet state
+records for it (every step records it); the next search reports the stale status it finds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import psutil
+
+from tui.autotune.budget import Budget, Spent, exploration_cost
+from tui.autotune.record import (
+    CandidateRecord,
+    candidate_entry,
+    measured,
+    new_record,
+    summary_entry,
+)
+from tui.autotune.space import Candidate, SearchSpace, candidate_profile, knobs_of
+from tui.autotune.status import (
+    FINAL_PHASES,
+    holder_alive,
+    lock_file,
+    read_request,
+    read_status,
+    write_status,
+)
+from tui.autotune.strategy import Ranked, apply_move, neighbours, point_key, rank
+from tui.ops.events import EventSink, OpEvent
+from tui.ops.journal import append
+from tui.ops.lock import OperationBusy, operation_lock
+from tui.ops.service import FleetOps
+from tui.profiles import Profile, ProfileError, profile_to_dict
+from tui.retune.events import GpuFailed, GpuReady
+from tui.retune.preflight import Preflight
+from tui.rollout.canary import CanaryLook, CanaryOptions, CanaryResult
+from tui.rollout.rollout import RolloutOptions
+from tui.state.fleet_state import profile_of, read_fleet, read_records
+
+
+class SearchRefused(RuntimeError):
+    """The search cannot start (another one runs, too few GPUs, a mixed fleet); nothing ran."""
+
+
+@dataclass(frozen=True, slots=True)
+class AutotuneOptions:
+    """What to search, within which budget, and how each step measures."""
+
+    space: SearchSpace = field(default_factory=SearchSpace.default)
+    """Knobs and their values."""
+    budget: Budget = field(default_factory=Budget)
+    """Wall time, exploration GPU-seconds, largest regression."""
+    gpu: int | None = None
+    """The canary GPU (default: the lowest running GPU)."""
+    canary: CanaryOptions = field(default_factory=CanaryOptions)
+    """How each canary measures."""
+    rollout: RolloutOptions = field(default_factory=RolloutOptions)
+    """How a winner is rolled out."""
+    mean_output_tokens: int = 2500
+    """The job's mean output length (the cheap model's KV room per request)."""
+    poll_s: float = 0.25
+    """How often control requests are read while waiting."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """How a search ended."""
+
+    phase: str
+    """finished, stopped or failed."""
+    reason: str
+    """Why, in words."""
+    incumbent: str
+    """The profile every GPU runs at the end."""
+    records: tuple[CandidateRecord, ...]
+    """Every candidate considered."""
+    spent: Spent
+    """What it spent."""
+    stale: dict[str, Any] | None = None
+    """The status of an earlier search that died, found at start."""
+
+
+class Autotuner:
+    """One search over ``options.space`` on the fleet ``ops`` drives.
+
+    Args:
+        ops: The operations core (its journal's ``by`` should be 'autotune').
+        options: Space, budget, measuring options.
+        on_event: Receives every operation event of the steps.
+    """
+
+    def __init__(
+        self, ops: FleetOps, options: AutotuneOptions, on_event: EventSink | None = None
+    ) -> None:
+        self.ops = ops
+        self.options = options
+        self.on_event = on_event
+        self.records: list[CandidateRecord] = []
+        self.history: list[dict[str, Any]] = []
+        self.spent = Spent()
+        self.phase = "starting"
+        self.reason = ""
+        self.current: CandidateRecord | None = None
+        self.look: CanaryLook | None = None
+        self.started_at = time.time()
+        self._t0 = time.monotonic()
+        self.gpu = -1
+        self.incumbent: Profile | None = None
+        self.knobs: dict[str, Any] = {}
+        self.stale: dict[str, Any] | None = None
+
+    async def run(self) -> SearchResult:
+        """Run the search to its end.
+
+        Raises:
+            SearchRefused: another search runs, or the fleet cannot be searched (nothing ran).
+        """
+        errors = self.options.budget.errors() + self.options.canary.errors()
+        if errors:
+            raise SearchRefused("; ".join(errors))
+        try:
+            held = operation_lock("autotune search", lock_file())
+            held.__enter__()
+        except OperationBusy as busy:
+            raise SearchRefused(str(busy).replace("changing the fleet", "searching")) from None
+        try:
+            self.stale = await asyncio.to_thread(_stale_status)
+            return await self._run(self.stale)
+        finally:
+            held.__exit__(None, None, None)
+
+    async def _run(self, stale: dict[str, Any] | None) -> SearchResult:
+        gpus, incumbent = await asyncio.to_thread(self._fleet)
+        first = incumbent.name
+        self.incumbent = incumbent
+        self.knobs = knobs_of(incumbent, self.options.space)
+        controls = [g for g in gpus if g != self.gpu]
+        self.phase = "searching"
+        await self._status()
+        ok = True
+        try:
+            self.reason = await self._climb(controls)
+            self.phase = "stopped" if self.reason.startswith("stopped") else "finished"
+        except Exception as exc:  # a step refused or failed: the fleet state says what runs
+            ok = False
+            self.phase, self.reason = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            self.current = None
+            await self._status()
+            entry = summary_entry(
+                self.started_at,
+                ok,
+                tuple(gpus),
+                first,
+                self.incumbent.name,
+                self.reason,
+                self.records,
+                _spent_json(self.spent),
+            )
+            await asyncio.to_thread(append, entry)
+        return SearchResult(
+            self.phase, self.reason, self.incumbent.name, tuple(self.records), self.spent, stale
+        )
+
+    def _fleet(self) -> tuple[list[int], Profile]:
+        """The running GPUs and the one profile they all run (refused otherwise)."""
+        records = read_records()
+        gpus = sorted(records)
+        if len(gpus) < 2:
+            raise SearchRefused(
+                f"autotune needs at least 2 running GPUs (one canary, one control); found {gpus}"
+            )
+        gpu = self.options.gpu if self.options.gpu is not None else gpus[0]
+        if gpu not in gpus:
+            raise SearchRefused(f"--gpu {gpu}: not a running GPU (running: {gpus})")
+        self.gpu = gpu
+        state = read_fleet()
+        docs = {g: state[g].current for g in gpus if g in state}
+        names = {g: (d or {}).get("name") for g, d in docs.items()}
+        first = docs.get(gpus[0])
+        if first is None or any(d != first for d in docs.values()):
+            raise SearchRefused(
+                "the GPUs run different profiles ("
+                + ", ".join(f"{g}: {n}" for g, n in sorted(names.items()))
+                + "); roll them to one profile first"
+            )
+        return gpus, self.ops.fit(profile_of(first))
+
+    # --- the climb --------------------------------------------------------------------------
+
+    async def _climb(self, controls: list[int]) -> str:
+        visited = {point_key(self.knobs)}
+        while True:
+            if await self._checkpoint():
+                return "stopped by the operator"
+            self._tick()
+            why = self.spent.exhausted(self.options.budget)
+            if why:
+                return why
+            moves = [
+                c
+                for c in neighbours(self.options.space, self.knobs)
+                if point_key(apply_move(self.knobs, c)) not in visited
+            ]
+            if not moves:
+                return "no untried neighbour fits: the incumbent is a local optimum"
+            ranked = await self._predict(moves, visited)
+            await self._status()
+            if not ranked:
+                continue  # every move of this round was rejected; the next round has none left
+            best = ranked[0]
+            visited.add(point_key(apply_move(self.knobs, best.candidate)))
+            outcome = await self._try(best, controls)
+            if outcome is not None:
+                return outcome
+
+    async def _predict(self, moves: list[Candidate], visited: set[str]) -> list[Ranked]:
+        """Preflight every move; record (and never launch) the ones that will not fit."""
+        assert self.incumbent is not None
+        predicted: list[tuple[Candidate, Preflight]] = []
+        for move in moves:
+            name = self._name(len(self.records) + 1)
+            try:
+                profile = await asyncio.to_thread(candidate_profile, self.incumbent, move, name)
+                prediction = (await self.ops.preflight(profile, [self.gpu]))[0]
+            except (ProfileError, ValueError) as exc:
+                visited.add(point_key(apply_move(self.knobs, move)))
+                self._reject(len(self.records) + 1, move, name, f"does not validate: {exc}")
+                continue
+            if not prediction.fits:
+                visited.add(point_key(apply_move(self.knobs, move)))
+                record = new_record(
+                    len(self.records) + 1, move, name, self.incumbent.name, prediction
+                )
+                self._decide(record, "rejected", prediction.why_not or "predicted not to fit")
+                continue
+            predicted.append((move, prediction))
+        # The feasible moves not tried now are predicted again next round (against the
+        # incumbent then, with what the servers printed since).
+        return rank(predicted, self.options.mean_output_tokens)
+
+    def _name(self, index: int) -> str:
+        """Candidate profile names: the search's start minute and the candidate's index."""
+        return f"autotune-{time.strftime('%m%d%H%M', time.localtime(self.started_at))}-{index}"
+
+    def _reject(self, index: int, move: Candidate, name: str, why: str) -> None:
+        assert self.incumbent is not None
+        record = CandidateRecord(
+            index=index,
+            key=move.key(),
+            profile=name,
+            knobs={k: float(v) for k, v in move.knobs},
+            incumbent=self.incumbent.name,
+            decision="rejected",
+            why=why,
+            launched=False,
+            prediction={"fits": False, "why_not": why},
+            gpu=self.gpu,
+            started_at=time.time(),
+        )
+        self._decide(record, "rejected", why)
+
+    def _decide(self, record: CandidateRecord, decision: str, why: str) -> CandidateRecord:
+        done = replace(record, decision=decision, why=why, finished_at=time.time())
+        self.records.append(done)
+        append(candidate_entry(done))
+        return done
+
+    async def _try(self, best: Ranked, controls: list[int]) -> str | None:
+        """Canary ``best``; keep or drop it. Returns why the search ends, or None to go on."""
+        assert self.incumbent is not None
+        index = len(self.records) + 1
+        name = self._name(index)
+        profile = await asyncio.to_thread(candidate_profile, self.incumbent, best.candidate, name)
+        record = replace(
+            new_record(index, best.candidate, name, self.incumbent.name, best.prediction),
+            launched=True,
+        )
+        self.current, self.phase = record, "canary"
+        await self._status()
+        result, stop = await self._canary(profile, controls)
+        self.phase = "searching"
+        if result is None:
+            await self._back_to_incumbent()
+            await self._finish(record, "stopped", "stopped by the operator during its canary")
+            return "stopped by the operator"
+        cost = exploration_cost(result)
+        self.spent = replace(
+            self.spent,
+            explore_gpu_s=round(self.spent.explore_gpu_s + cost, 3),
+            canaries=self.spent.canaries + 1,
+        )
+        record = measured(record, result, cost)
+        self._remember(record)
+        if stop:
+            await self._back_to_incumbent()
+            await self._finish(record, "stopped", "stopped by the operator; measured first")
+            return "stopped by the operator"
+        if not result.ok:
+            await self._back_to_incumbent()
+            await self._finish(record, "failed", result.describe().splitlines()[0])
+            return None
+        tok = result.tokens
+        assert tok is not None
+        if result.verdict == "better" and tok.rel_low > 0:
+            return await self._adopt(profile, record, best)
+        await self._back_to_incumbent()
+        why = f"{result.verdict}: rolled back to {self.incumbent.name}"
+        await self._finish(record, "dropped", why)
+        limit = self.options.budget.max_regression
+        if tok.relative < -limit:
+            return (
+                f"regression budget: candidate #{index} measured {tok.relative:+.1%} < -{limit:.0%}"
+            )
+        return None
+
+    async def _adopt(self, profile: Profile, record: CandidateRecord, best: Ranked) -> str | None:
+        """Roll the winner out to every GPU; on a failure walk the moved GPUs back."""
+        self.phase = "adopting"
+        await self._status()
+        rolled = await self.ops.rollout(profile, 1, None, self.on_event, self.options.rollout)
+        if not rolled.ok:
+            moved = [g for g in rolled.done if g != self.gpu] + [self.gpu]
+            await self._back_to_incumbent(moved)
+            await self._finish(record, "failed", f"rollout failed: {rolled.describe()}")
+            return f"the winner's rollout failed; GPUs {sorted(moved)} back on the incumbent"
+        self.incumbent = await asyncio.to_thread(self.ops.fit, profile)
+        self.knobs = apply_move(self.knobs, best.candidate)
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(self.ops.save_profile, self.incumbent)
+        await self._finish(
+            record, "kept", f"better: adopted by a rollout to {len(rolled.done)} GPUs"
+        )
+        return None
+
+    async def _finish(self, record: CandidateRecord, decision: str, why: str) -> None:
+        self.current = None
+        await asyncio.to_thread(self._decide, record, decision, why)
+        await self._status()
+
+    def _remember(self, record: CandidateRecord) -> None:
+        self.history.append(
+            {
+                "t": round(time.time(), 3),
+                "index": record.index,
+                "key": record.key,
+                "canary_tokens_per_s": record.canary_tokens_per_s,
+                "control_tokens_per_s": record.control_tokens_per_s,
+                "relative": record.relative,
+                "verdict": record.verdict,
+            }
+        )
+
+    async def _back_to_incumbent(self, gpus: list[int] | None = None) -> None:
+        """Relaunch ``gpus`` (default: the canary GPU) on the incumbent, verified."""
+        assert self.incumbent is not None
+        self.phase = "rolling back"
+        await self._status()
+        result = await self.ops.apply(
+            self.incumbent, gpus or [self.gpu], self.on_event, measure=False
+        )
+        failed = [r for r in result.reports if not r.ok]
+        if result.refused or failed:
+            raise RuntimeError(
+                "rollback to the incumbent failed: "
+                + "; ".join([*result.refused, *(f"GPU {r.gpu}: {r.failure}" for r in failed)])
+            )
+
+    async def _canary(
+        self, profile: Profile, controls: list[int]
+    ) -> tuple[CanaryResult | None, bool]:
+        """Run the canary, watching for a stop. (None, True) when it was cancelled."""
+        up = asyncio.Event()
+
+        def sink(event: OpEvent) -> None:
+            if isinstance(event, GpuReady | GpuFailed) and event.gpu == self.gpu:
+                up.set()
+            if isinstance(event, CanaryLook):
+                self.look = event
+            if self.on_event is not None:
+                self.on_event(event)
+
+        task = asyncio.create_task(
+            self.ops.canary(profile, self.gpu, sink, self.options.canary, controls=controls)
+        )
+        stop = False
+        while not task.done():
+            await asyncio.wait({task}, timeout=self.options.poll_s)
+            if not stop:
+                request = await asyncio.to_thread(read_request, self.started_at)
+                stop = request is not None and request.request == "stop"
+            # The engine's launch runs in a thread that cannot be cut; once the canary GPU is up
+            # only the measuring window remains, which cancels cleanly (sampler stopped, lock
+            # released).
+            if stop and up.is_set() and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self.look = None
+        if task.cancelled():
+            return None, True
+        return task.result(), stop
+
+    # --- control, status ----------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self.spent = replace(self.spent, wall_s=round(time.monotonic() - self._t0, 3))
+
+    async def _checkpoint(self) -> bool:
+        """Obey pause/resume/stop between steps; True when the search must stop."""
+        while True:
+            request = await asyncio.to_thread(read_request, self.started_at)
+            what = request.request if request is not None else "resume"
+            if what == "stop":
+                return True
+            if what == "resume":
+                if self.phase == "paused":
+                    self.phase = "searching"
+                    await self._status()
+                return False
+            if self.phase != "paused":
+                self.phase = "paused"
+                await self._status()
+            await asyncio.sleep(self.options.poll_s)
+
+    async def _status(self) -> None:
+        self._tick()
+        await asyncio.to_thread(write_status, self._document())
+
+    def _document(self) -> dict[str, Any]:
+        inc = self.incumbent
+        pid = os.getpid()
+        return {
+            "phase": self.phase,
+            "reason": self.reason,
+            "pid": pid,
+            "create_time": psutil.Process(pid).create_time(),
+            "started_at": self.started_at,
+            "gpu": self.gpu,
+            "space": self.options.space.to_json(),
+            "budget": {
+                "wall_s": self.options.budget.wall_s,
+                "explore_gpu_s": self.options.budget.explore_gpu_s,
+                "max_regression": self.options.budget.max_regression,
+            },
+            "spent": _spent_json(self.spent),
+            "incumbent": {
+                "profile": inc.name if inc is not None else None,
+                "knobs": self.knobs,
+                "doc": profile_to_dict(inc) if inc is not None else None,
+            },
+            "current": self.current.to_json() if self.current is not None else None,
+            "look": None
+            if self.look is None
+            else {"intervals": self.look.intervals, "verdict": self.look.verdict},
+            "candidates": [r.to_json() for r in self.records],
+            "history": self.history,
+            "stale_previous": self.stale,
+        }
+
+
+def _spent_json(spent: Spent) -> dict[str, Any]:
+    return {
+        "wall_s": spent.wall_s,
+        "explore_gpu_s": spent.explore_gpu_s,
+        "canaries": spent.canaries,
+    }
+
+
+def _stale_status() -> dict[str, Any] | None:
+    """The status of an earlier search that died without finishing, if any."""
+    with contextlib.suppress(Exception):
+        doc = read_status()
+        if doc is not None and doc.get("phase") not in FINAL_PHASES and not holder_alive(doc):
+            inc = doc.get("incumbent") if isinstance(doc.get("incumbent"), dict) else {}
+            return {
+                "phase": doc.get("phase"),
+                "pid": doc.get("pid"),
+                "started_at": doc.get("started_at"),
+                "updated_at": doc.get("updated_at"),
+                "incumbent": (inc or {}).get("profile"),
+            }
+    return None
