@@ -4,24 +4,31 @@ Three GPUs, the seed's baseline, sim speed 10. Each search has a tiny space, so 
 what it must do: a candidate the preflight rejects is never launched (no server, no canary in
 the journal); a candidate that regresses is rolled back (the canary GPU is on the incumbent
 again); a better one is adopted by a rollout, with a pause and a resume on the way; a stop
-during a canary cancels it and leaves every GPU on the incumbent.
+during a canary of a detached search (``gpufleet autotune start --detach``, then ``stop``)
+cancels it and leaves every GPU on the incumbent.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from dataclasses import replace
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 from rollout_helpers import PipelineRun, SimFleet, pipeline, sim_fleet, wait_done_at_least
 
+from tui import paths
+from tui.autotune import cli as autotune_cli
 from tui.autotune.budget import Budget
 from tui.autotune.search import AutotuneOptions, Autotuner
 from tui.autotune.space import space_from
-from tui.autotune.status import read_status, request
+from tui.autotune.status import holder_alive, read_status, request
 from tui.control.stop_release import StopTimeouts
 from tui.ops.events import OpEvent
 from tui.ops.journal import read_journal
@@ -158,28 +165,54 @@ async def test_better_candidate_adopted_after_pause_and_resume(
     assert types.index("canary") < types.index("rollout") < types.index("autotune-summary")
 
 
-async def test_stop_during_a_canary_leaves_the_fleet_on_the_incumbent(
-    fleet: tuple[SimFleet, PipelineRun],
+def test_detached_search_stopped_during_a_canary_leaves_the_fleet_on_the_incumbent(
+    fleet: tuple[SimFleet, PipelineRun], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    opts = options(("max_mamba_cache_size", (80, 120)))
-    stopped_at: list[float] = []
-
-    def sink(event: OpEvent) -> None:
-        # The canary GPU is up on the candidate: ask for a stop, as an operator would.
-        if isinstance(event, GpuReady) and event.gpu == 0 and not stopped_at:
-            stopped_at.append(asyncio.get_running_loop().time())
-            request("stop")
-
-    result = await asyncio.wait_for(Autotuner(ops(), replace(opts), sink).run(), 120)
-    print([(r.key, r.decision, r.why) for r in result.records])
-    assert stopped_at and result.phase == "stopped"
-    (stopped,) = result.records
-    assert stopped.decision == "stopped" and stopped.launched
+    argv = ["start", "--detach", "--knob", "max_mamba_cache_size=80,120", "--gpu", "0"]
+    argv += ["--window", "6", "--max-window", "12", "--warmup", "3.5", "--interval", "0.5"]
+    argv += ["--min-intervals", "6", "--margin", "0.05", "--baseline", "2", "--settle", "4"]
+    argv += ["--timeout", "60", "--release-timeout", "20", "--term-timeout", "5"]
+    argv += ["--wall", "300", "--explore-gpu-seconds", "500", "--max-regression", "0.9"]
+    assert autotune_cli.main(argv) == 0
+    assert "autotune search started (pid" in capsys.readouterr().out
+    doc = read_status()
+    assert doc is not None and holder_alive(doc)
+    try:
+        # The canary GPU is up on the candidate and measuring: the operator stops the search.
+        doc = _poll(lambda d: d.get("canary_up") is True, 90)
+        assert doc["phase"] == "canary" and doc["current"]["key"] == "max_mamba_cache_size=120"
+        assert autotune_cli.main(["stop"]) == 0
+        doc = _poll(lambda d: d.get("phase") == "stopped" and not holder_alive(d), 60)
+    finally:
+        _kill_search()
+    (stopped,) = doc["candidates"]
+    assert stopped["decision"] == "stopped" and stopped["launched"]
     on_baseline(range(GPUS))
     entries = read_journal().entries
     assert not [e for e in entries if e.type == "canary"], "the canary was cancelled, not run"
     assert entries[-1].type == "autotune-summary" and entries[-1].target == "t-baseline"
-    assert (read_status() or {}).get("phase") == "stopped"
+    assert autotune_cli.main(["status"]) == 0
+    assert "autotune: stopped" in capsys.readouterr().out
+
+
+def _poll(check: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    doc: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        doc = read_status() or {}
+        if doc and check(doc):
+            return doc
+        time.sleep(0.1)
+    log = paths.autotune_dir() / "search.log"
+    raise AssertionError(f"status not reached in {timeout} s: {doc}\n{log.read_text()[-3000:]}")
+
+
+def _kill_search() -> None:
+    """Teardown: a search process still alive (verified by pid and start time) is killed."""
+    doc = read_status()
+    if doc is not None and holder_alive(doc):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(doc["pid"]), signal.SIGKILL)
 
 
 async def _until(check: object, timeout: float) -> None:

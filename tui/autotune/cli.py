@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from typing import Any
 
 from tui import paths
 from tui.autotune.budget import Budget
-from tui.autotune.search import AutotuneOptions, Autotuner, SearchRefused
+from tui.autotune.search import AutotuneOptions, Autotuner, SearchRefused, SearchResult
 from tui.autotune.space import parse_knob, space_from
 from tui.autotune.status import describe_status, holder_alive, read_status, request
 from tui.cli_args import GPU_INDEX, SECONDS, SECONDS_OR_ZERO, ArgumentParser, number
@@ -69,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--min-intervals", type=number(int, 3, 10**6), default=5, help="samples before a look"
     )
+    s.add_argument(
+        "--margin",
+        type=number(float, 0, 1, low_open=True, high_open=True),
+        default=0.03,
+        help="canary: 'no measurable difference' bound (relative)",
+    )
     s.add_argument("--baseline", type=SECONDS_OR_ZERO, default=10.0, help="pre-restart sampling")
     s.add_argument("--settle", type=SECONDS_OR_ZERO, default=30.0, help="cost: seconds after ready")
     s.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds to ready per launch")
@@ -98,6 +105,7 @@ def options_from(args: argparse.Namespace) -> tuple[AutotuneOptions, OpsOptions]
         max_window_s=max(args.max_window, args.window),
         interval_s=args.interval,
         min_intervals=args.min_intervals,
+        margin=args.margin,
         baseline_s=args.baseline,
         settle_s=args.settle,
         apply=apply,
@@ -123,8 +131,17 @@ def _start(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.detach:
         return _detach([a for a in argv if a != "--detach"])
     tuner = Autotuner(FleetOps(options=ops_options, by="autotune"), options, print_event)
+
+    async def run() -> SearchResult:
+        # SIGTERM (a detached search's stop signal) and Ctrl-C stop the search cleanly: the
+        # canary GPU goes back to the incumbent before the process exits.
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, tuner.request_stop)
+        return await tuner.run()
+
     try:
-        result = asyncio.run(tuner.run())
+        result = asyncio.run(run())
     except (SearchRefused, *REFUSALS) as exc:
         print(f"{PROG} start: {exc}", file=sys.stderr)
         return 2

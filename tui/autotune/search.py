@@ -125,6 +125,13 @@ class Autotuner:
         self.incumbent: Profile | None = None
         self.knobs: dict[str, Any] = {}
         self.stale: dict[str, Any] | None = None
+        self._stop = False
+        self.canary_up = False
+        """True while the canary GPU is up on the candidate (its window is being measured)."""
+
+    def request_stop(self) -> None:
+        """Stop as a stop request would (for SIGTERM/SIGINT to the search's process)."""
+        self._stop = True
 
     async def run(self) -> SearchResult:
         """Run the search to its end.
@@ -401,11 +408,16 @@ class Autotuner:
             self.ops.canary(profile, self.gpu, sink, self.options.canary, controls=controls)
         )
         stop = False
+        shown: tuple[bool, CanaryLook | None] = (False, None)
         while not task.done():
             await asyncio.wait({task}, timeout=self.options.poll_s)
+            self.canary_up = up.is_set()
+            if (self.canary_up, self.look) != shown:  # the status shows the canary's progress
+                shown = (self.canary_up, self.look)
+                await self._status()
             if not stop:
                 request = await asyncio.to_thread(read_request, self.started_at)
-                stop = request is not None and request.request == "stop"
+                stop = self._stop or (request is not None and request.request == "stop")
             # The engine's launch runs in a thread that cannot be cut; once the canary GPU is up
             # only the measuring window remains, which cancels cleanly (sampler stopped, lock
             # released).
@@ -413,7 +425,7 @@ class Autotuner:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        self.look = None
+        self.look, self.canary_up = None, False
         if task.cancelled():
             return None, True
         return task.result(), stop
@@ -428,6 +440,7 @@ class Autotuner:
         while True:
             request = await asyncio.to_thread(read_request, self.started_at)
             what = request.request if request is not None else "resume"
+            what = "stop" if self._stop else what
             if what == "stop":
                 return True
             if what == "resume":
@@ -467,13 +480,24 @@ class Autotuner:
                 "doc": profile_to_dict(inc) if inc is not None else None,
             },
             "current": self.current.to_json() if self.current is not None else None,
-            "look": None
-            if self.look is None
-            else {"intervals": self.look.intervals, "verdict": self.look.verdict},
+            "canary_up": self.canary_up,
+            "look": None if self.look is None else _look_json(self.look),
             "candidates": [r.to_json() for r in self.records],
             "history": self.history,
             "stale_previous": self.stale,
         }
+
+
+def _look_json(look: CanaryLook) -> dict[str, Any]:
+    est = look.estimate
+    return {
+        "intervals": look.intervals,
+        "window_s": look.window_s,
+        "verdict": look.verdict,
+        "relative": None if est is None else round(est.relative, 5),
+        "rel_low": None if est is None else round(est.rel_low, 5),
+        "rel_high": None if est is None else round(est.rel_high, 5),
+    }
 
 
 def _spent_json(spent: Spent) -> dict[str, Any]:

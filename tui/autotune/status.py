@@ -114,10 +114,16 @@ def read_request(since: float, path: Path | None = None) -> ControlRequest | Non
 
 
 def holder_alive(doc: dict[str, Any]) -> bool:
-    """Whether the process the status names still runs (same pid AND same start time)."""
+    """Whether the process the status names still runs (same pid AND same start time).
+
+    A zombie (exited, not yet reaped by the process that started it) has stopped running.
+    """
     try:
         pid, create_time = int(doc["pid"]), float(doc["create_time"])
-        return abs(psutil.Process(pid).create_time() - create_time) < 0.05
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return abs(process.create_time() - create_time) < 0.05
     except (KeyError, TypeError, ValueError, psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
