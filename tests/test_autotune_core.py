@@ -30,7 +30,7 @@ from tui.autotune.status import (
     status_file,
     write_status,
 )
-from tui.autotune.strategy import apply_move, neighbours, point_key, rank
+from tui.autotune.strategy import apply_move, neighbours, point_key, rank, same_server
 from tui.profiles import Profile, ProfileError, flags_for, profile_from_dict
 from tui.retune.preflight import preflight
 from tui.rollout.canary import CanaryResult
@@ -167,3 +167,20 @@ def test_cli_refuses_bad_input_and_requests_without_a_search(
     assert cli.main(["status"]) == 0
     out = capsys.readouterr().out
     assert "autotune:" in out
+
+
+def test_a_move_predicted_to_run_exactly_as_the_incumbent_is_recognised(tmp_path: Path) -> None:
+    inc = seed_profile(tmp_path)
+    current = preflight(inc, 0)
+    assert current.max_running_effective == 16  # SGLang's Mamba cap: 80 slots / 5 per request
+
+    def same(knobs: dict[str, float]) -> bool:
+        return same_server(preflight(candidate_profile(inc, Candidate.of(knobs), "c"), 0), current)
+
+    # above the cap, or a graph ceiling above the batch that can run: nothing changes
+    assert same({"max_running_requests": 48})
+    assert same({"cuda_graph_max_bs_decode": 64})
+    # more Mamba slots, fewer speculative steps, a ceiling below the batch: a different server
+    assert not same({"max_mamba_cache_size": 120})
+    assert not same({"speculative_num_steps": 2})
+    assert not same({"cuda_graph_max_bs_decode": 8})

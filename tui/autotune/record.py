@@ -19,7 +19,8 @@ from tui.retune.preflight import Preflight
 from tui.rollout.canary import CanaryResult
 
 Decision = str
-"""rejected (by the preflight), kept (adopted), dropped (rolled back), stopped, failed."""
+"""rejected (by the preflight), skipped (predicted identical to the incumbent), kept (adopted),
+dropped (rolled back), stopped, failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,7 @@ class CandidateRecord:
     incumbent: str
     """The profile it was measured against."""
     decision: Decision
-    """rejected, kept, dropped, stopped or failed."""
+    """rejected, skipped, kept, dropped, stopped or failed."""
     why: str
     """Why, in words."""
     launched: bool
@@ -136,7 +137,7 @@ def candidate_entry(record: CandidateRecord) -> JournalEntry:
         type="autotune-candidate",
         started_at=record.started_at,
         finished_at=record.finished_at or time.time(),
-        ok=record.decision in ("kept", "dropped", "rejected"),
+        ok=record.decision in ("kept", "dropped", "rejected", "skipped"),
         gpus=(record.gpu,) if record.launched and record.gpu is not None else (),
         source=record.incumbent,
         target=record.profile,

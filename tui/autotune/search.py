@@ -42,7 +42,14 @@ from tui.autotune.status import (
     read_status,
     write_status,
 )
-from tui.autotune.strategy import Ranked, apply_move, neighbours, point_key, rank
+from tui.autotune.strategy import (
+    Ranked,
+    apply_move,
+    neighbours,
+    point_key,
+    rank,
+    same_server,
+)
 from tui.ops.events import EventSink, OpEvent
 from tui.ops.journal import append
 from tui.ops.lock import OperationBusy, operation_lock
@@ -231,7 +238,7 @@ class Autotuner:
             ranked = await self._predict(moves, visited)
             await self._status()
             if not ranked:
-                continue  # every move of this round was rejected; the next round has none left
+                continue  # every move of this round was rejected or skipped: none is left
             best = ranked[0]
             visited.add(point_key(apply_move(self.knobs, best.candidate)))
             outcome = await self._try(best, controls)
@@ -242,6 +249,7 @@ class Autotuner:
         """Preflight every move; record (and never launch) the ones that will not fit."""
         assert self.incumbent is not None
         predicted: list[tuple[Candidate, Preflight]] = []
+        current = (await self.ops.preflight(self.incumbent, [self.gpu]))[0]
         for move in moves:
             name = self._name(len(self.records) + 1)
             try:
@@ -257,6 +265,13 @@ class Autotuner:
                     len(self.records) + 1, move, name, self.incumbent.name, prediction
                 )
                 self._decide(record, "rejected", prediction.why_not or "predicted not to fit")
+                continue
+            if same_server(prediction, current):
+                visited.add(point_key(apply_move(self.knobs, move)))
+                record = new_record(
+                    len(self.records) + 1, move, name, self.incumbent.name, prediction
+                )
+                self._decide(record, "skipped", "predicted to run exactly as the incumbent")
                 continue
             predicted.append((move, prediction))
         # The feasible moves not tried now are predicted again next round (against the

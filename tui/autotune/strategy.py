@@ -16,6 +16,10 @@ starved and fed the wrong kind of observation. So:
 2. **Preflight filter**: each neighbour is predicted on the canary GPU by the preflight (SGLang
    0.5.23's memory plan, calibrated on the running servers' logs). One predicted not to fit or
    not to start is recorded as rejected and is NEVER launched.
+   One whose predicted server is the incumbent's (same effective max running requests, KV
+   tokens, Mamba slots, CUDA-graph batch ceiling, draft tokens: e.g. a ``max_running_requests``
+   above SGLang's Mamba cap, or a graph ceiling above the batch that can run) is recorded as
+   skipped: a canary could only measure noise.
 3. **Order by a cheap model**: the feasible neighbours are tried best-predicted first: the
    preflight's effective max running requests (decode is memory-bandwidth bound, so the batch
    the pools allow is the first-order driver of tokens/s), then its KV tokens per running
@@ -73,6 +77,32 @@ def neighbours(space: SearchSpace, incumbent: Assignment) -> list[Candidate]:
 def apply_move(incumbent: Assignment, candidate: Candidate) -> dict[str, KnobValue | None]:
     """The full assignment after ``candidate``'s moves."""
     return {**incumbent, **candidate.as_dict()}
+
+
+_SERVER_SHAPE = (
+    "max_running_requests",
+    "max_total_num_tokens",
+    "max_mamba_cache_size",
+    "cuda_graph_max_bs",
+    "speculative",
+    "num_draft_tokens",
+    "chunked_prefill_size",
+    "page_size",
+)
+"""What a server does with its memory, as the plan predicts it (the knobs act through these)."""
+
+
+def same_server(a: Preflight, b: Preflight) -> bool:
+    """Whether two predictions describe the same running server (a move that changes nothing).
+
+    Args:
+        a: One prediction.
+        b: The other.
+
+    Returns:
+        True when every field of ``_SERVER_SHAPE`` of their plans is equal.
+    """
+    return all(getattr(a.plan, f) == getattr(b.plan, f) for f in _SERVER_SHAPE)
 
 
 @dataclass(frozen=True, slots=True)
