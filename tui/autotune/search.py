@@ -20,12 +20,14 @@ import asyncio
 import contextlib
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import psutil
 
-from tui.autotune.budget import Budget, Spent, exploration_cost
+from tui.autotune.budget import Spent, exploration_cost
+from tui.autotune.fleet import searchable_fleet
+from tui.autotune.options import AutotuneOptions, SearchRefused, SearchResult
 from tui.autotune.record import (
     CandidateRecord,
     candidate_entry,
@@ -33,13 +35,13 @@ from tui.autotune.record import (
     new_record,
     summary_entry,
 )
-from tui.autotune.space import Candidate, SearchSpace, candidate_profile, knobs_of
+from tui.autotune.space import Candidate, candidate_profile, knobs_of
 from tui.autotune.status import (
-    FINAL_PHASES,
-    holder_alive,
     lock_file,
+    look_json,
     read_request,
-    read_status,
+    spent_json,
+    stale_summary,
     write_status,
 )
 from tui.autotune.strategy import (
@@ -50,58 +52,15 @@ from tui.autotune.strategy import (
     rank,
     same_server,
 )
-from tui.ops.events import EventSink, OpEvent
+from tui.autotune.watch import CanaryWatch
+from tui.ops.events import EventSink
 from tui.ops.journal import append
 from tui.ops.lock import OperationBusy, operation_lock
 from tui.ops.service import FleetOps
 from tui.profiles import Profile, ProfileError, profile_to_dict
-from tui.retune.events import GpuFailed, GpuReady
 from tui.retune.preflight import Preflight
-from tui.rollout.canary import CanaryLook, CanaryOptions, CanaryResult
-from tui.rollout.rollout import RolloutOptions
-from tui.state.fleet_state import profile_of, read_fleet, read_records
-
-
-class SearchRefused(RuntimeError):
-    """The search cannot start (another one runs, too few GPUs, a mixed fleet); nothing ran."""
-
-
-@dataclass(frozen=True, slots=True)
-class AutotuneOptions:
-    """What to search, within which budget, and how each step measures."""
-
-    space: SearchSpace = field(default_factory=SearchSpace.default)
-    """Knobs and their values."""
-    budget: Budget = field(default_factory=Budget)
-    """Wall time, exploration GPU-seconds, largest regression."""
-    gpu: int | None = None
-    """The canary GPU (default: the lowest running GPU)."""
-    canary: CanaryOptions = field(default_factory=CanaryOptions)
-    """How each canary measures."""
-    rollout: RolloutOptions = field(default_factory=RolloutOptions)
-    """How a winner is rolled out."""
-    mean_output_tokens: int = 2500
-    """The job's mean output length (the cheap model's KV room per request)."""
-    poll_s: float = 0.25
-    """How often control requests are read while waiting."""
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    """How a search ended."""
-
-    phase: str
-    """finished, stopped or failed."""
-    reason: str
-    """Why, in words."""
-    incumbent: str
-    """The profile every GPU runs at the end."""
-    records: tuple[CandidateRecord, ...]
-    """Every candidate considered."""
-    spent: Spent
-    """What it spent."""
-    stale: dict[str, Any] | None = None
-    """The status of an earlier search that died, found at start."""
+from tui.rollout.canary import CanaryResult
+from tui.state.fleet_state import profile_of
 
 
 class Autotuner:
@@ -125,7 +84,6 @@ class Autotuner:
         self.phase = "starting"
         self.reason = ""
         self.current: CandidateRecord | None = None
-        self.look: CanaryLook | None = None
         self.started_at = time.time()
         self._t0 = time.monotonic()
         self.gpu = -1
@@ -133,8 +91,8 @@ class Autotuner:
         self.knobs: dict[str, Any] = {}
         self.stale: dict[str, Any] | None = None
         self._stop = False
-        self.canary_up = False
-        """True while the canary GPU is up on the candidate (its window is being measured)."""
+        self.watch: CanaryWatch | None = None
+        """The canary being run, if any (its GPU up or not, its latest look)."""
 
     def request_stop(self) -> None:
         """Stop as a stop request would (for SIGTERM/SIGINT to the search's process)."""
@@ -149,16 +107,13 @@ class Autotuner:
         errors = self.options.budget.errors() + self.options.canary.errors()
         if errors:
             raise SearchRefused("; ".join(errors))
-        try:
-            held = operation_lock("autotune search", lock_file())
-            held.__enter__()
-        except OperationBusy as busy:
-            raise SearchRefused(str(busy).replace("changing the fleet", "searching")) from None
-        try:
-            self.stale = await asyncio.to_thread(_stale_status)
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(operation_lock("autotune search", lock_file()))
+            except OperationBusy as busy:
+                raise SearchRefused(str(busy).replace("changing the fleet", "searching")) from None
+            self.stale = await asyncio.to_thread(stale_summary)
             return await self._run(self.stale)
-        finally:
-            held.__exit__(None, None, None)
 
     async def _run(self, stale: dict[str, Any] | None) -> SearchResult:
         gpus, incumbent = await asyncio.to_thread(self._fleet)
@@ -186,7 +141,7 @@ class Autotuner:
                 self.incumbent.name,
                 self.reason,
                 self.records,
-                _spent_json(self.spent),
+                spent_json(self.spent),
             )
             await asyncio.to_thread(append, entry)
         return SearchResult(
@@ -194,28 +149,8 @@ class Autotuner:
         )
 
     def _fleet(self) -> tuple[list[int], Profile]:
-        """The running GPUs and the one profile they all run (refused otherwise)."""
-        records = read_records()
-        gpus = sorted(records)
-        if len(gpus) < 2:
-            raise SearchRefused(
-                f"autotune needs at least 2 running GPUs (one canary, one control); found {gpus}"
-            )
-        gpu = self.options.gpu if self.options.gpu is not None else gpus[0]
-        if gpu not in gpus:
-            raise SearchRefused(f"--gpu {gpu}: not a running GPU (running: {gpus})")
-        self.gpu = gpu
-        state = read_fleet()
-        docs = {g: state[g].current for g in gpus if g in state}
-        names = {g: (d or {}).get("name") for g, d in docs.items()}
-        first = docs.get(gpus[0])
-        if first is None or any(d != first for d in docs.values()):
-            raise SearchRefused(
-                "the GPUs run different profiles ("
-                + ", ".join(f"{g}: {n}" for g, n in sorted(names.items()))
-                + "); roll them to one profile first"
-            )
-        return gpus, self.ops.fit(profile_of(first))
+        gpus, self.gpu, doc = searchable_fleet(self.options.gpu)
+        return gpus, self.ops.fit(profile_of(doc))
 
     # --- the climb --------------------------------------------------------------------------
 
@@ -319,6 +254,10 @@ class Autotuner:
         await self._status()
         result, stop = await self._canary(profile, controls)
         self.phase = "searching"
+        if result is not None and result.refused:  # validation: nothing was stopped
+            why = "canary refused: " + "; ".join(result.refused)
+            await self._finish(record, "failed", why)
+            return why
         if result is None:
             await self._back_to_incumbent()
             await self._finish(record, "stopped", "stopped by the operator during its canary")
@@ -409,41 +348,20 @@ class Autotuner:
         self, profile: Profile, controls: list[int]
     ) -> tuple[CanaryResult | None, bool]:
         """Run the canary, watching for a stop. (None, True) when it was cancelled."""
-        up = asyncio.Event()
+        watch = CanaryWatch(self.gpu, self.options.poll_s, self.on_event)
+        self.watch = watch
 
-        def sink(event: OpEvent) -> None:
-            if isinstance(event, GpuReady | GpuFailed) and event.gpu == self.gpu:
-                up.set()
-            if isinstance(event, CanaryLook):
-                self.look = event
-            if self.on_event is not None:
-                self.on_event(event)
+        async def stop_asked() -> bool:
+            request = await asyncio.to_thread(read_request, self.started_at)
+            return self._stop or (request is not None and request.request == "stop")
 
-        task = asyncio.create_task(
-            self.ops.canary(profile, self.gpu, sink, self.options.canary, controls=controls)
+        canary = self.ops.canary(
+            profile, self.gpu, watch.sink, self.options.canary, controls=controls
         )
-        stop = False
-        shown: tuple[bool, CanaryLook | None] = (False, None)
-        while not task.done():
-            await asyncio.wait({task}, timeout=self.options.poll_s)
-            self.canary_up = up.is_set()
-            if (self.canary_up, self.look) != shown:  # the status shows the canary's progress
-                shown = (self.canary_up, self.look)
-                await self._status()
-            if not stop:
-                request = await asyncio.to_thread(read_request, self.started_at)
-                stop = self._stop or (request is not None and request.request == "stop")
-            # The engine's launch runs in a thread that cannot be cut; once the canary GPU is up
-            # only the measuring window remains, which cancels cleanly (sampler stopped, lock
-            # released).
-            if stop and up.is_set() and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self.look, self.canary_up = None, False
-        if task.cancelled():
-            return None, True
-        return task.result(), stop
+        try:
+            return await watch.run(canary, stop_asked, self._status)
+        finally:
+            self.watch = None
 
     # --- control, status ----------------------------------------------------------------------
 
@@ -488,52 +406,16 @@ class Autotuner:
                 "explore_gpu_s": self.options.budget.explore_gpu_s,
                 "max_regression": self.options.budget.max_regression,
             },
-            "spent": _spent_json(self.spent),
+            "spent": spent_json(self.spent),
             "incumbent": {
                 "profile": inc.name if inc is not None else None,
                 "knobs": self.knobs,
                 "doc": profile_to_dict(inc) if inc is not None else None,
             },
             "current": self.current.to_json() if self.current is not None else None,
-            "canary_up": self.canary_up,
-            "look": None if self.look is None else _look_json(self.look),
+            "canary_up": self.watch is not None and self.watch.up,
+            "look": look_json(self.watch.look) if self.watch and self.watch.look else None,
             "candidates": [r.to_json() for r in self.records],
             "history": self.history,
             "stale_previous": self.stale,
         }
-
-
-def _look_json(look: CanaryLook) -> dict[str, Any]:
-    est = look.estimate
-    return {
-        "intervals": look.intervals,
-        "window_s": look.window_s,
-        "verdict": look.verdict,
-        "relative": None if est is None else round(est.relative, 5),
-        "rel_low": None if est is None else round(est.rel_low, 5),
-        "rel_high": None if est is None else round(est.rel_high, 5),
-    }
-
-
-def _spent_json(spent: Spent) -> dict[str, Any]:
-    return {
-        "wall_s": spent.wall_s,
-        "explore_gpu_s": spent.explore_gpu_s,
-        "canaries": spent.canaries,
-    }
-
-
-def _stale_status() -> dict[str, Any] | None:
-    """The status of an earlier search that died without finishing, if any."""
-    with contextlib.suppress(Exception):
-        doc = read_status()
-        if doc is not None and doc.get("phase") not in FINAL_PHASES and not holder_alive(doc):
-            inc = doc.get("incumbent") if isinstance(doc.get("incumbent"), dict) else {}
-            return {
-                "phase": doc.get("phase"),
-                "pid": doc.get("pid"),
-                "started_at": doc.get("started_at"),
-                "updated_at": doc.get("updated_at"),
-                "incumbent": (inc or {}).get("profile"),
-            }
-    return None

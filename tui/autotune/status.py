@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ from typing import Any, Literal
 import psutil
 
 from tui import paths
+from tui.autotune.budget import Spent
+from tui.rollout.canary import CanaryLook
 from tui.state.files import expect, locked, read_document, write_document
 
 Request = Literal["pause", "resume", "stop"]
@@ -164,3 +167,41 @@ def describe_status(doc: dict[str, Any]) -> str:
             f"  #{c.get('index')} {c.get('key')}: {c.get('decision')}{eff}: {c.get('why')}"
         )
     return "\n".join(lines)
+
+
+def look_json(look: CanaryLook) -> dict[str, Any]:
+    """A canary look as the status shows it."""
+    est = look.estimate
+    return {
+        "intervals": look.intervals,
+        "window_s": look.window_s,
+        "verdict": look.verdict,
+        "relative": None if est is None else round(est.relative, 5),
+        "rel_low": None if est is None else round(est.rel_low, 5),
+        "rel_high": None if est is None else round(est.rel_high, 5),
+    }
+
+
+def spent_json(spent: Spent) -> dict[str, Any]:
+    """What the search spent, as the status shows it."""
+    return {
+        "wall_s": spent.wall_s,
+        "explore_gpu_s": spent.explore_gpu_s,
+        "canaries": spent.canaries,
+    }
+
+
+def stale_summary() -> dict[str, Any] | None:
+    """A summary of the status of an earlier search that died without finishing, if any."""
+    with contextlib.suppress(Exception):
+        doc = read_status()
+        if doc is not None and doc.get("phase") not in FINAL_PHASES and not holder_alive(doc):
+            inc = doc.get("incumbent") if isinstance(doc.get("incumbent"), dict) else {}
+            return {
+                "phase": doc.get("phase"),
+                "pid": doc.get("pid"),
+                "started_at": doc.get("started_at"),
+                "updated_at": doc.get("updated_at"),
+                "incumbent": (inc or {}).get("profile"),
+            }
+    return None
