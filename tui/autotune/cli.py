@@ -15,14 +15,13 @@ import argparse
 import asyncio
 import json
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from tui import paths
 from tui.autotune.budget import Budget
+from tui.autotune.detach import search_log, start_detached
 from tui.autotune.search import AutotuneOptions, Autotuner, SearchRefused, SearchResult
 from tui.autotune.space import parse_knob, space_from
 from tui.autotune.status import describe_status, holder_alive, read_status, request
@@ -129,7 +128,7 @@ def _start(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"{PROG} start: {'; '.join(errors)}", file=sys.stderr)
         return 2
     if args.detach:
-        return _detach([a for a in argv if a != "--detach"])
+        return _detach([a for a in list(argv)[1:] if a != "--detach"])  # argv[0] is 'start'
     tuner = Autotuner(FleetOps(options=ops_options, by="autotune"), options, print_event)
 
     async def run() -> SearchResult:
@@ -154,19 +153,10 @@ def _start(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def _detach(argv: Sequence[str]) -> int:
-    """Start ``gpufleet autotune start ARGV`` in its own session; wait until it reports."""
-    log = paths.autotune_dir() / "search.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    """Start the search in its own session; wait until it reports (or exits)."""
     since = time.time()
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tui", "autotune", *argv],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
+    proc = start_detached(argv)
+    log = search_log()
     deadline = time.monotonic() + 30.0
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -91,6 +91,12 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "rollout.close": None,
         "canary.close": None,
         "canary.rollout": Intent.ROLLOUT,
+        # autotune screen
+        "autotune.close": None,
+        "autotune.start": Intent.AUTOTUNE,
+        "autotune.pause": Intent.AUTOTUNE,
+        "autotune.resume": Intent.AUTOTUNE,
+        "autotune.stop": Intent.AUTOTUNE,
         # dialogs
         "confirm.yes": Intent.CONFIRM,
         "confirm.no": None,
