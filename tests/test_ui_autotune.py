@@ -11,7 +11,7 @@ from typing import Any
 
 import psutil
 from textual.widgets import Static
-from ui_helpers import make_app, wait_for
+from ui_helpers import make_app, settle, wait_for
 
 from tui.autotune.status import control_file, read_request, write_status
 from tui.ui.autotune.autotune_screen import AutotuneScreen
@@ -115,3 +115,18 @@ async def test_a_dead_search_is_stale_and_read_only_disables_every_control() -> 
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)  # type: ignore[attr-defined]
         assert not control_file().exists()
+
+
+async def test_a_from_the_grid_opens_the_screen_and_escape_leaves_the_search_running() -> None:
+    write_status(status("canary"))
+    app = make_app()
+    async with app.run_test(size=(100, 40)) as pilot:  # type: ignore[attr-defined]
+        await settle(pilot, app)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, AutotuneScreen), "the screen")  # type: ignore[attr-defined]
+        screen = app.screen  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: screen.doc is not None, "the status")
+        assert "Search: canary" in text(screen, "autotune-summary")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, AutotuneScreen), "the grid")  # type: ignore[attr-defined]
+    assert last_request() is None  # closing the screen asked the search nothing

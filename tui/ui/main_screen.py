@@ -12,6 +12,7 @@ from textual.widgets import Footer, Header
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot
 from tui.pipeline.status import PipelineStatus
+from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
 from tui.ui.gate import ReadOnlyGate
@@ -68,6 +69,8 @@ class MainScreen(ReadOnlyGate[None]):
         Binding("j", "journal", "Journal", id="fleet.journal"),
         Binding("c", "canary", "Canary", id="fleet.canary"),
         Binding("o", "rollout", "Roll out", id="fleet.rollout"),
+        # The search runs detached; the screen follows it (its own keys change the fleet).
+        Binding("a", "autotune", "Autotune", id="grid.autotune", show=False),
         # A console over many nodes' agents (node groups): the selected panel's whole node.
         Binding("N", "relaunch_node", "Relaunch node", id="nodes.relaunch"),
         Binding("X", "stop_node", "Stop node", id="nodes.stop"),
@@ -349,6 +352,10 @@ class MainScreen(ReadOnlyGate[None]):
     def action_journal(self) -> None:
         """Show the journal."""
         self.app.push_screen(JournalScreen(self.journal_reader))
+
+    def action_autotune(self) -> None:
+        """Show the autotune search (re-attaches to a running one)."""
+        self.app.push_screen(AutotuneScreen())
 
     def action_toggle_pipeline(self) -> None:
         """Start the pipeline, or stop it (after confirmation) when it is running."""

@@ -69,6 +69,7 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "fleet.journal": Intent.JOURNAL,
         "fleet.canary": Intent.CANARY,
         "fleet.rollout": Intent.ROLLOUT,
+        "grid.autotune": None,  # opens the screen; its own keys start, pause, stop the search
         "nodes.relaunch": Intent.RELAUNCH,
         "nodes.stop": Intent.KILL,
         # detail
