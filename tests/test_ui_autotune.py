@@ -30,8 +30,10 @@ def status(phase: str, *, alive: bool = True) -> dict[str, Any]:
          "control_tokens_per_s": 28400.0, "relative": -0.035, "verdict": "worse"},
     ]  # fmt: skip
     candidates = [
-        {"index": h["index"], "key": h["key"], "decision": "kept", "relative": h["relative"],
-         "why": "better: adopted by a rollout to 6 GPUs"}
+        {"index": h["index"], "key": h["key"], "relative": h["relative"],
+         "decision": "kept" if h["verdict"] == "better" else "dropped",
+         "why": "better: adopted by a rollout to 6 GPUs" if h["verdict"] == "better"
+         else "worse: rolled back to autotune-1"}
         for h in history
     ]  # fmt: skip
     return {
@@ -74,7 +76,7 @@ async def test_the_screen_shows_the_search_and_every_key_reaches_it() -> None:
         assert "Canary on GPU 0: max_mamba_cache_size=200 (measuring, 6 intervals" in summary
         assert "21.5 / 1800 GPU-s" in summary
         drawn = text(screen, "autotune-plot")
-        assert "Canary tok/s per GPU" in drawn and "++-" in drawn
+        assert "Canary tok/s per GPU" in drawn and "+     +     -" in drawn
         assert any("\u2800" <= ch <= "\u28ff" for ch in drawn)  # a braille line
         assert "#3 speculative_num_steps=4" in text(screen, "autotune-candidates")
         # running, not paused: start and resume do not apply; pause and stop do

@@ -28,6 +28,9 @@ from tui.ui.history.plot import axis_for, braille_rows
 PLOT_ROWS = 4
 """Rows of each throughput line."""
 
+MAX_SPAN = 6
+"""Most cells one candidate takes in the plot."""
+
 Starter = Callable[[Sequence[str]], object]
 """Starts a detached search with ``gpufleet autotune start`` options."""
 
@@ -74,18 +77,20 @@ def plot(doc: dict[str, Any] | None, width: int) -> str:
     if not values:
         return "Throughput: no candidate measured yet."
     axis = axis_for(values, floor=1.0)
-    cells = max(1, min(width, len(history)))
-    shown = slice(len(history) - cells, None)
+    # Each candidate gets `span` cells (2 braille columns each), so a few points still read as a
+    # line; the newest candidates are kept when they do not all fit.
+    span = max(1, min(MAX_SPAN, width // max(1, len(history))))
+    shown = slice(max(0, len(history) - width // span), None)
 
     def series(points: list[Any]) -> list[float | None]:
-        # two braille columns per candidate: the line is readable at a few points
         out: list[float | None] = []
         for v in points[shown]:
-            out += [float(v) if isinstance(v, int | float) else None] * 2
+            out += [float(v) if isinstance(v, int | float) else None] * (2 * span)
         return out
 
     marks = "".join(
-        {"better": "+", "worse": "-"}.get(str(h.get("verdict")), "=") for h in history[shown]
+        {"better": "+", "worse": "-"}.get(str(h.get("verdict")), "=").ljust(span)
+        for h in history[shown]
     )
     lines = [f"Canary tok/s per GPU (top {axis.high:,.0f})"]
     lines += braille_rows(series(canary), axis, PLOT_ROWS)
