@@ -13,6 +13,8 @@ the model's rate within 15%, ``tests/test_sim_throughput.py``). Reported:
   the job's GPU-seconds (913,786 prompts of ~2,220 output tokens at the baseline rate, at the
   same sim speed; target <= 2%);
 - launches that failed (out of memory or otherwise; target 0);
+- prompts lost or duplicated: every index of the stopped pipeline's output shards once, and
+  every index its done record holds among them (target 0);
 - against the offline way (every feasible grid point launched on the whole fleet, each
   restart plus a benchmark window as long as a canary's with no job progress, as SGLang's and
   vLLM's tuners do): GPU-seconds of job progress lost, as a ratio. The offline figure is
@@ -22,7 +24,9 @@ the model's rate within 15%, ``tests/test_sim_throughput.py``). Reported:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from pathlib import Path
 from statistics import fmean
 
 from bench.harness import Context, Row, Stat
@@ -33,6 +37,7 @@ from tui.autotune.space import Candidate, SearchSpace, candidate_profile, knobs_
 from tui.control.stop_release import StopTimeouts
 from tui.ops.events import OpEvent
 from tui.ops.service import FleetOps, OpsOptions
+from tui.pipeline.done_record import DoneRecord
 from tui.profiles import Profile, load_profile
 from tui.retune.events import GpuFailed, GpuReady
 from tui.retune.options import ApplyOptions
@@ -66,6 +71,24 @@ def rate_of(profile: Profile) -> float:
     if not pre.fits or model is None:
         return 0.0
     return expected_rate(pre.plan, model, speed=SPEED).output_tokens_per_s
+
+
+def exactly_once(out: Path) -> tuple[int, int, int]:
+    """(duplicated, lost, written) prompts of the stopped pipeline's outputs.
+
+    Duplicated: output lines beyond the first for one prompt index. Lost: indices the done
+    record marks done that no output line holds.
+    """
+    indices: list[int] = []
+    for path in sorted(out.glob("shard-*.jsonl")):
+        with open(path) as handle:
+            indices += [int(json.loads(line)["index"]) for line in handle if line.strip()]
+    unique = set(indices)
+    done = DoneRecord.load(out / "done_record.bin")
+    # Every index marked done is written: the done record holds no more than the shards do,
+    # and each of theirs is in it.
+    lost = len(done) - sum(1 for i in unique if i in done)
+    return len(indices) - len(unique), lost, len(unique)
 
 
 def grid_best(base: Profile, space: SearchSpace) -> tuple[float, str, int]:
@@ -126,6 +149,7 @@ def run(ctx: Context) -> list[Row]:
             if job.proc.poll() is not None:
                 raise RuntimeError("the pipeline stopped during the benchmark")
             final = FleetOps().profile_for(fleet.gpus[0])
+        duplicated, lost, written = exactly_once(job.out)
     finally:
         if old_state is None:
             os.environ.pop("GPUFLEET_STATE_DIR", None)
@@ -182,6 +206,16 @@ def run(ctx: Context) -> list[Row]:
             None,
             "0",
             counts["failed"] == 0,
+        ),
+        Row(
+            BENCH,
+            "prompts lost or duplicated",
+            Stat.of([float(duplicated + lost)]),
+            f"{written:,} prompts written",
+            None,
+            "0",
+            duplicated + lost == 0,
+            note=f"{duplicated} duplicated, {lost} lost",
         ),
         Row(
             BENCH,
