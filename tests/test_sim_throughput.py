@@ -9,6 +9,7 @@ import time
 from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.sglang.memory import plan_memory
 from tui.sglang.models import get_model
+from tui.sglang.plan_types import MemoryPlan
 from tui.sim.scheduler import SimScheduler, step_seconds
 from tui.sim.throughput import expected_rate
 
@@ -143,3 +144,61 @@ async def test_a_huge_prompt_is_prefilled_in_chunks_while_decoding_pauses() -> N
     last = lines.index(chunks[-1])
     assert not any(ln.startswith("Decode batch") for ln in lines[first:last])
     assert decode_before > 0 and sch.realtime_tokens["prefill_compute"] >= prompt
+
+
+def _spec(draft_tokens: int, **knobs: int) -> MemoryPlan:
+    return plan_memory(
+        QWEN,
+        B200,
+        mem_fraction_static=0.88,
+        speculative_algorithm="EAGLE",
+        speculative_num_draft_tokens=draft_tokens,
+        **knobs,  # type: ignore[arg-type]
+    )
+
+
+def test_more_speculative_steps_win_at_a_small_batch_and_lose_at_a_large_one() -> None:
+    """SGLang's own adaptive speculation allows 7 steps at batch 1, at most 3 from batch 8
+    (srt/speculative/adaptive_spec_params.py): the verify cost grows with batch x draft tokens."""
+
+    def rate(draft_tokens: int, slots: int) -> float:
+        plan = _spec(draft_tokens, max_mamba_cache_size=slots)
+        return expected_rate(plan, QWEN).output_tokens_per_s
+
+    # 80 slots: 16 running; the seed's 3 steps (4 draft tokens) are the best of 2, 3, 4 steps.
+    assert rate(4, 80) > rate(3, 80) and rate(4, 80) > rate(5, 80)
+    # 200 slots: 40 running; 2 steps beat 3, which beat 4.
+    assert rate(3, 200) > rate(4, 200) > rate(5, 200)
+    # the accept length grows with the steps, with diminishing returns
+    lengths = [expected_rate(_spec(d), QWEN).output_tokens_per_s for d in (3, 4, 5)]
+    assert len(set(lengths)) == 3
+
+
+async def test_a_batch_above_the_cuda_graph_ceiling_runs_eager_and_slower() -> None:
+    """srt/model_executor/runner/decode_cuda_graph_runner.py can_run_graph: bs <= max_bs."""
+    graphed = _spec(4, max_mamba_cache_size=120)
+    eager = _spec(4, max_mamba_cache_size=120, cuda_graph_max_bs=16)
+    assert graphed.max_running_requests == eager.max_running_requests == 24
+    assert eager.cuda_graph_max_bs == 16
+    fast = expected_rate(graphed, QWEN).output_tokens_per_s
+    slow = expected_rate(eager, QWEN).output_tokens_per_s
+    assert slow < fast * 0.9
+    # and the simulated scheduler runs at the eager rate, saying so on its decode lines
+    lines: list[str] = []
+    speed = 10.0
+    sch = SimScheduler(eager, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)
+    for i in range(24):
+        sch.submit(f"r{i}", 100, 100_000, True)
+    sch._run_prefill(sch._prefill_batch(), 0.001)
+    assert len(sch.running) == 24
+    step = step_seconds(QWEN, 24, speed, eager)
+    start = time.monotonic()
+    sch._log_at = start
+    sch._advance(40 * step * 2.5, start + 40 * step * 2.5)
+    decode = [line for line in lines if line.startswith("Decode batch, ")]
+    assert len(decode) == 2 and all("cuda graph: False" in line for line in decode)
+    rates = [
+        float(m) for m in re.findall(r"gen throughput \(token/s\): ([0-9.]+)", "".join(decode))
+    ]
+    expected = expected_rate(eager, QWEN, speed=speed).output_tokens_per_s
+    assert all(abs(r - expected) / expected < 0.1 for r in rates), (rates, expected)

@@ -32,6 +32,7 @@ from ui_helpers import (
 
 import tui.ui
 from tui.ui.app import FleetApp
+from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.gate import ReadOnlyGate, class_bindings
@@ -209,6 +210,10 @@ def readonly_app(actions: RecordingActions, **kwargs: object) -> FleetApp:
     return app
 
 
+def _refuse_start(argv: object) -> None:
+    raise AssertionError("a read-only console started an autotune search")
+
+
 SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
     MainScreen: lambda app: None,  # the base screen
     DetailScreen: lambda app: DetailScreen(2, app.fleet, app.actions, app.log_tail),
@@ -221,6 +226,7 @@ SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
     ),
     CanaryScreen: lambda app: CanaryScreen(app.actions, "sim-aggressive", 2, (0, 1, 2, 3)),
     ApplyScreen: lambda app: ApplyScreen(app.actions, "sim-aggressive", (2,), app.journal_reader),
+    AutotuneScreen: lambda app: AutotuneScreen(starter=_refuse_start, interval_s=3600),
 }
 """How to open each gated screen directly (in read-only mode no key leads to most of them)."""
 

@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "journal": ("tui.ops.cli.journal", "print the journal of applies, canaries and rollouts"),
     "canary": ("tui.ops.cli.canary", "try a profile on one GPU against the others as control"),
     "rollout": ("tui.ops.cli.rollout", "roll a profile out k GPUs at a time, verifying each"),
+    "autotune": (
+        "tui.autotune.cli",
+        "search the knobs online: canaries, rollout (start|status|...)",
+    ),
     "generate": ("tui.pipeline.cli", "the resumable generation pipeline (headless)"),
     "agent": ("tui.agent.cli", "serve this node's /metrics and control API to consoles"),
 }

@@ -131,3 +131,8 @@ def sglang_reference_dir(version: str) -> Path:
 def settings_file() -> Path:
     """The operator's settings (``[console] readonly = true``; ``tui.ui.settings``)."""
     return config_dir() / "settings.toml"
+
+
+def autotune_dir() -> Path:
+    """The autotune search's status document, control requests and lock."""
+    return state_dir() / "autotune"

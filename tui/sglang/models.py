@@ -77,7 +77,21 @@ class ModelSpec:
     decode_per_req_s: float = 0.00055
     """Added decode step time per running request, seconds."""
     accept_length: float = 3.0
-    """Mean speculative accept length (tokens per request per step) when spec decoding is on."""
+    """Mean speculative accept length (tokens per request per step) when spec decoding is on,
+    at ``reference_draft_tokens``."""
+    reference_draft_tokens: int = 4
+    """Draft tokens per request (EAGLE chain: steps + 1) at which ``decode_base_s``,
+    ``decode_per_req_s`` and ``accept_length`` were calibrated (the seed's 3 steps, topk 1)."""
+    draft_accept_rate: float = 0.81
+    """Chance that a draft token is accepted given the ones before it were: the chain's accept
+    length is 1 + a + a^2 + ... (one term per draft token), scaled to ``accept_length`` at the
+    reference (0.81 gives 3.0 at 4 draft tokens)."""
+    draft_step_s: float = 0.002
+    """Draft-model forward per speculative step, seconds (B200 reference): each step is one
+    small forward (``srt/speculative/eagle_worker_v2.py``, one per speculative step)."""
+    eager_overhead_s: float = 0.006
+    """Added decode step time when the batch is above the CUDA-graph ceiling and runs eagerly
+    (kernel launches no longer replayed from a graph), seconds."""
     prefill_tokens_per_s: float = 40000.0
     """Prefill throughput, used to log input throughput."""
 

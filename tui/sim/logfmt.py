@@ -224,8 +224,10 @@ def decode_line(
     accept_len: float,
     gen_throughput: float,
     queued: int,
+    cuda_graph: bool = True,
 ) -> str:
-    """``Decode batch, #running-req: R, <usage>, [accept len/rate, ]cuda graph: True, ...``."""
+    """``Decode batch, #running-req: R, <usage>, [accept len/rate, ]cuda graph: B, ...``
+    (False when the batch is above the captured CUDA-graph maximum and ran eagerly)."""
     if plan.is_hybrid_mamba:
         usage = (
             f"#full token: {tokens}, full token usage: {token_usage:.2f}, "
@@ -238,7 +240,7 @@ def decode_line(
         rate = (accept_len - 1) / max(plan.num_draft_tokens - 1, 1)
         spec = f"accept len: {accept_len:.2f}, accept rate: {rate:.2f}, "
     return (
-        f"Decode batch, #running-req: {running}, {usage}, {spec}cuda graph: True, "
+        f"Decode batch, #running-req: {running}, {usage}, {spec}cuda graph: {cuda_graph}, "
         f"gen throughput (token/s): {gen_throughput:.2f}, #queue-req: {queued}"
     )
 

@@ -4,8 +4,9 @@ Each iteration is, as in SGLang's event loop, either a prefill batch or a decode
 batch takes waiting requests while a running slot is free, up to ``chunked_prefill_size`` tokens;
 a longer prompt is prefilled in chunks, one ``Prefill batch`` line each, at the model's prefill
 rate, and decoding pauses meanwhile (no mixed chunks, SGLang's default). A decode step advances
-every running request by the accept length (step time ``(t0 + t1*b) / speed``, see
-``tui.sim.throughput``); a ``Decode batch`` line every ``--decode-log-interval`` steps.
+every running request by the accept length (step time ``(t0 + t1*b) / speed``, with the
+speculative steps and the CUDA-graph ceiling, see ``tui.sim.throughput``); a ``Decode batch``
+line every ``--decode-log-interval`` steps.
 
 Instead of sleeping per step it wakes at most every ``TICK_S`` (or at the next completion) and
 runs every whole iteration that fits in the elapsed time, so CPU cost does not grow with
@@ -32,7 +33,7 @@ from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
 from tui.sim import logfmt
 from tui.sim.requests import Batch, SimRequest, next_batch, sample_output_tokens
-from tui.sim.throughput import accept_length, step_seconds
+from tui.sim.throughput import accept_length, cuda_graph, step_seconds
 
 __all__ = ["Mode", "SimRequest", "SimScheduler", "step_seconds"]
 
@@ -316,12 +317,13 @@ class SimScheduler:
                 else 1.0,
                 gen_throughput=self.last_gen_throughput,
                 queued=len(self.waiting),
+                cuda_graph=cuda_graph(self.plan, len(self.running)),
             )
         )
 
     def _decode(self, budget: float, clock: float) -> tuple[float, float]:
         """Run the decode steps that fit (stopping at a completion or a log line)."""
-        step = step_seconds(self.model, len(self.running), self.speed)
+        step = step_seconds(self.model, len(self.running), self.speed, self.plan)
         fit = int(budget // step)
         if fit <= 0:
             return budget, clock
@@ -377,7 +379,7 @@ class SimScheduler:
         if batch:
             wait = self._prefill_seconds(sum(take for _, take in batch))
         elif self.running:
-            step = step_seconds(self.model, len(self.running), self.speed)
+            step = step_seconds(self.model, len(self.running), self.speed, self.plan)
             to_finish = min(
                 math.ceil((r.target_tokens - r.generated) / self.accept) for r in self.running
             )

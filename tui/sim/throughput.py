@@ -14,6 +14,26 @@ seed's baseline (≈13,500 tok/s and ≈6.1 req/s over 7 GPUs). 40 running -> ~3
 x2.5 concurrency), 64 -> ~3,750: more concurrency helps with diminishing returns. The scheduler
 charges prefill at the model's prefill rate (decode pauses meanwhile), which this model leaves
 out: prompts are short next to ~2,200-token outputs.
+
+Two of SGLang's trade-offs make the optimum more than "the largest concurrency that fits" (each
+is off at the seed's settings, so the calibration above is unchanged):
+
+- **Speculative steps** (EAGLE chain, topk 1: draft tokens d = steps + 1). Each request gains
+  ``A(d) = accept_length * chain(d) / chain(d_ref)`` tokens per step, ``chain(d) = 1 + a + ... +
+  a^(d-1)`` (a = ``draft_accept_rate``: a token counts only if every draft before it was
+  accepted). Each step costs ``draft_step_s`` per extra draft step (SGLang 0.5.23
+  ``srt/speculative/eagle_worker_v2.py`` drafts in ``for i in range(self.speculative_num_steps)``,
+  one draft forward each) and the target's verify reads d tokens per request
+  (``srt/speculative/eagle_info.py``: ``draft_token_num`` tokens per request), so the per-request
+  term scales by d / d_ref. More steps win at a small batch and lose at a large one, which is why
+  SGLang's own adaptive speculation allows up to 7 steps at batch 1 but at most 3 from batch 8
+  (``srt/speculative/adaptive_spec_params.py`` ``DEFAULT_ADAPTIVE_CONFIG``).
+- **CUDA-graph ceiling.** A decode batch larger than the captured maximum runs eagerly
+  (``srt/model_executor/runner/decode_cuda_graph_runner.py`` ``can_run_graph``:
+  ``is_bs_supported = cuda_graph_bs <= self.max_bs``), paying ``eager_overhead_s`` per step in
+  kernel launches; the decode line then says ``cuda graph: False``. The plan's
+  ``cuda_graph_max_bs`` is the captured maximum (``--cuda-graph-max-bs-decode``, capped by the
+  effective max running requests), so it only bites when set below the running batch.
 """
 
 from __future__ import annotations
@@ -41,23 +61,49 @@ class RateEstimate:
     """Completed requests per wall second at the given mean output length."""
 
 
+def _chain(rate: float, draft_tokens: int) -> float:
+    """Expected accepted tokens of a chain of ``draft_tokens`` (1 + a + ... + a^(d-1))."""
+    return sum(rate**i for i in range(max(draft_tokens, 1)))
+
+
 def accept_length(model: ModelSpec, plan: MemoryPlan) -> float:
-    """Tokens each request gains per step: the model's accept length with spec, else 1."""
-    return model.accept_length if plan.speculative else 1.0
+    """Tokens each request gains per step: 1 without spec, else the chain's accept length at the
+    plan's draft tokens (``model.accept_length`` at the reference draft tokens)."""
+    if not plan.speculative:
+        return 1.0
+    ref = _chain(model.draft_accept_rate, model.reference_draft_tokens)
+    return model.accept_length * _chain(model.draft_accept_rate, plan.num_draft_tokens) / ref
 
 
-def step_seconds(model: ModelSpec, running: int, speed: float = 1.0) -> float:
+def cuda_graph(plan: MemoryPlan | None, running: int) -> bool:
+    """Whether a decode batch of ``running`` requests replays a CUDA graph (False: eager)."""
+    return plan is None or plan.cuda_graph_max_bs <= 0 or running <= plan.cuda_graph_max_bs
+
+
+def step_seconds(
+    model: ModelSpec, running: int, speed: float = 1.0, plan: MemoryPlan | None = None
+) -> float:
     """Wall time of one decode step with ``running`` requests.
 
     Args:
-        model: the model (its t0 and t1).
+        model: the model (its t0 and t1, draft and eager costs).
         running: batch size (>= 1).
         speed: the simulator's ``--sim-speed``.
+        plan: the server's plan (speculative draft tokens, CUDA-graph ceiling); None: the
+            reference settings.
 
     Returns:
         Seconds.
     """
-    return (model.decode_base_s + model.decode_per_req_s * max(running, 1)) / speed
+    b = max(running, 1)
+    base, per = model.decode_base_s, model.decode_per_req_s
+    if plan is not None and plan.speculative:
+        ref = model.reference_draft_tokens
+        base += model.draft_step_s * (plan.num_draft_tokens - ref)
+        per *= plan.num_draft_tokens / ref
+    if not cuda_graph(plan, b):
+        base += model.eager_overhead_s
+    return (base + per * b) / speed
 
 
 def expected_rate(
@@ -81,6 +127,6 @@ def expected_rate(
     """
     b = plan.max_running_requests if running is None else min(running, plan.max_running_requests)
     b = max(b, 1)
-    step = step_seconds(model, b, speed)
+    step = step_seconds(model, b, speed, plan)
     tokens = b * accept_length(model, plan) / step
     return RateEstimate(b, step, tokens, tokens / mean_output_tokens)

@@ -28,6 +28,7 @@ def help_sections(app_bindings: Iterable[BindingType]) -> list[HelpSection]:
         The sections of the help screen.
     """
     # Imported here: the screens import what they need, and nothing imports the help screen.
+    from tui.ui.autotune.autotune_screen import AutotuneScreen
     from tui.ui.confirm import ConfirmScreen
     from tui.ui.detail.detail_screen import DetailScreen
     from tui.ui.detail.log_panel import LogPanel
@@ -53,6 +54,7 @@ def help_sections(app_bindings: Iterable[BindingType]) -> list[HelpSection]:
         ("Apply / rollback", ApplyScreen.BINDINGS),
         ("Canary (c)", CanaryScreen.BINDINGS),
         ("Rollout", RolloutScreen.BINDINGS),
+        ("Autotune (a)", AutotuneScreen.BINDINGS),
         ("Journal (j)", JournalScreen.BINDINGS),
         ("Journal entry", JournalEntryScreen.BINDINGS),
         ("Stop a server (k, K)", StopScreen.BINDINGS),

@@ -14,6 +14,7 @@ from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus
 from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
+from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
 from tui.ui.gate import ReadOnlyGate
@@ -78,6 +79,8 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
         Binding("w", "operation_report", "Operation", id="grid.operation"),
         COMMAND_BINDING,
         *HABIT_BINDINGS,
+        # The search runs detached; the screen follows it (its own keys change the fleet).
+        Binding("a", "autotune", "Autotune", id="grid.autotune", show=False),
         # A console over many nodes' agents (node groups): the selected panel's whole node.
         *NODE_BINDINGS,
     ]
@@ -392,6 +395,10 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
     def action_journal(self) -> None:
         """Show the journal."""
         self.app.push_screen(JournalScreen(self.journal_reader))
+
+    def action_autotune(self) -> None:
+        """Show the autotune search (re-attaches to a running one)."""
+        self.app.push_screen(AutotuneScreen())
 
     def action_toggle_pipeline(self) -> None:
         """Start the pipeline, or stop it (after confirmation) when it is running."""

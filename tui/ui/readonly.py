@@ -78,6 +78,7 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "fleet.journal": Intent.JOURNAL,
         "fleet.canary": Intent.CANARY,
         "fleet.rollout": Intent.ROLLOUT,
+        "grid.autotune": None,  # opens the screen; its own keys start, pause, stop the search
         "nodes.relaunch": Intent.RELAUNCH,
         "nodes.stop": Intent.KILL,
         # detail
@@ -120,6 +121,12 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "rollout.close": None,
         "canary.close": None,
         "canary.rollout": Intent.ROLLOUT,
+        # autotune screen
+        "autotune.close": None,
+        "autotune.start": Intent.AUTOTUNE,
+        "autotune.pause": Intent.AUTOTUNE,
+        "autotune.resume": Intent.AUTOTUNE,
+        "autotune.stop": Intent.AUTOTUNE,
         # dialogs
         "confirm.yes": Intent.CONFIRM,
         "confirm.no": None,

@@ -80,6 +80,8 @@ class Intent(StrEnum):
     """Move the fleet to a profile a few GPUs at a time, stopping at the first failure."""
     CONFIRM = "confirm"
     """Say yes in a dialog that asks before a change (every confirmation asks about one)."""
+    AUTOTUNE = "autotune"
+    """Start, pause, resume or stop the autotune search (it changes the fleet by itself)."""
 
 
 class FleetActions(Protocol):

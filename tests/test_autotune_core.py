@@ -1,0 +1,186 @@
+"""Autotune's pure parts: the space, the strategy's moves and order, the budget, the status and
+control files, and the CLI's refusals (no servers: fast)."""
+
+from __future__ import annotations
+
+import os
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from bench.simfleet import BASELINE, sim_profile_text
+from tui.autotune import cli
+from tui.autotune.budget import Budget, Spent, exploration_cost
+from tui.autotune.space import (
+    Candidate,
+    SearchSpace,
+    candidate_profile,
+    knobs_of,
+    parse_knob,
+    space_from,
+)
+from tui.autotune.status import (
+    describe_status,
+    holder_alive,
+    read_request,
+    read_status,
+    request,
+    status_file,
+    write_status,
+)
+from tui.autotune.strategy import apply_move, neighbours, point_key, rank, same_server
+from tui.profiles import Profile, ProfileError, flags_for, profile_from_dict
+from tui.retune.preflight import preflight
+from tui.rollout.canary import CanaryResult
+from tui.rollout.cost import RetuneCost
+from tui.rollout.stats import paired
+from tui.state.files import StateFileError
+
+
+def seed_profile(tmp_path: Path) -> Profile:
+    text = sim_profile_text("t-baseline", [0, 1], [41000, 41001], str(tmp_path), BASELINE, 10.0)
+    return profile_from_dict(tomllib.loads(text), "t-baseline")
+
+
+def test_parse_knob_and_its_errors() -> None:
+    assert parse_knob("max_running_requests=32,16,32") == ("max_running_requests", (16, 32))
+    assert parse_knob("mem_fraction_static=0.9") == ("mem_fraction_static", (0.9,))
+    with pytest.raises(ValueError, match=r"unknown knob.*allowed: mem_fraction_static"):
+        parse_knob("max_tokens=3")
+    with pytest.raises(ValueError, match=r"max_running_requests: .1\.5. is not an integer"):
+        parse_knob("max_running_requests=1.5")
+    with pytest.raises(ValueError, match="expected NAME=V1,V2"):
+        parse_knob("max_running_requests")
+    space = space_from([("max_running_requests", (8, 16))])
+    assert space.knobs() == ["max_running_requests"]
+    assert SearchSpace.default().size() == 4 * 4 * 4 * 5 * 4 * 3
+
+
+def test_candidate_profile_sets_the_knobs_and_steps_pin_draft_tokens(tmp_path: Path) -> None:
+    inc = seed_profile(tmp_path)
+    move = Candidate.of({"speculative_num_steps": 4, "cuda_graph_max_bs_decode": 48})
+    cand = candidate_profile(inc, move, "c1")
+    flags = flags_for(cand, 0)
+    assert cand.name == "c1" and flags.speculative_num_steps == 4
+    # topk 1: SGLang 0.5.23 pins draft tokens to steps + 1 (speculative_hook.py)
+    assert flags.speculative_num_draft_tokens == 5
+    assert dict(flags.extra_flags)["cuda_graph_max_bs_decode"] == 48
+    assert flags.mem_fraction_static == 0.88  # untouched knobs stay the incumbent's
+    with pytest.raises(ProfileError, match="max_running_requests"):
+        candidate_profile(inc, Candidate.of({"max_running_requests": 0}), "bad")
+
+
+def test_neighbours_move_one_knob_to_the_adjacent_values(tmp_path: Path) -> None:
+    inc = seed_profile(tmp_path)
+    space = space_from(
+        [("mem_fraction_static", (0.84, 0.88, 0.91, 0.93)), ("max_running_requests", (16, 32))]
+    )
+    current = knobs_of(inc, space)
+    assert current == {"mem_fraction_static": 0.88, "max_running_requests": None}
+    keys = [c.key() for c in neighbours(space, current)]
+    # next value down and up for a set knob; every value for one on SGLang's auto
+    assert keys == [
+        "mem_fraction_static=0.84",
+        "mem_fraction_static=0.91",
+        "max_running_requests=16",
+        "max_running_requests=32",
+    ]
+    moved = apply_move(current, Candidate.of({"max_running_requests": 32}))
+    assert point_key(moved) == "mem_fraction_static=0.88,max_running_requests=32"
+    assert [c.key() for c in neighbours(space, moved)][-1] == "max_running_requests=16"
+
+
+def test_rank_drops_what_does_not_fit_and_puts_more_concurrency_first(tmp_path: Path) -> None:
+    inc = seed_profile(tmp_path)
+    moves = [
+        Candidate.of({"mem_fraction_static": 0.35}),  # weights leave no room: does not fit
+        Candidate.of({"max_running_requests": 4}),
+        Candidate.of({"max_mamba_cache_size": 120}),  # 120 slots / 5 per request: 24 running
+    ]
+    predicted = [(m, preflight(candidate_profile(inc, m, "c"), 0)) for m in moves]
+    assert not predicted[0][1].fits and "does not fit" in (predicted[0][1].why_not or "")
+    order = [r.candidate.key() for r in rank(predicted)]
+    assert order == ["max_mamba_cache_size=120", "max_running_requests=4"]
+
+
+def canary_result(relative: float, window_s: float, lost: float | None) -> CanaryResult:
+    canary = [100.0 * (1 + relative) + (i % 2) for i in range(6)]
+    control = [100.0 + (i % 3) for i in range(6)]
+    cost = RetuneCost(lost, lost, lost, 700.0, 100.0, 7, 10.0, True)
+    tok = paired(canary, control, 0.95)
+    return CanaryResult("c", 0, (1,), "b", "worse", "", tok, None, window_s=window_s, cost=cost)
+
+
+def test_budget_counts_restart_dip_and_regression_and_stops_before_overspending() -> None:
+    worse = canary_result(-0.5, 10.0, 3.0)
+    assert exploration_cost(worse) == pytest.approx(3.0 + 0.5 * 10.0, abs=0.3)
+    assert exploration_cost(canary_result(0.4, 10.0, 2.0)) == 2.0  # a gain is not credited
+    assert exploration_cost(canary_result(0.4, 10.0, None)) == 0.0
+    budget = Budget(wall_s=100, explore_gpu_s=20, max_regression=0.2)
+    assert Spent(explore_gpu_s=8, canaries=1).exhausted(budget) is None
+    why = Spent(explore_gpu_s=12, canaries=1).exhausted(budget)
+    assert why is not None and "exploration budget" in why  # 12 + 12 would pass 20
+    assert "wall-time" in (Spent(wall_s=100).exhausted(budget) or "")
+    assert Budget(0, -1, 1.5).errors() == [
+        "wall_s=0: must be > 0 seconds",
+        "explore_gpu_s=-1: must be > 0 GPU-seconds",
+        "max_regression=1.5: must be in (0, 1)",
+    ]
+
+
+def test_status_is_replaced_whole_and_requests_older_than_the_search_are_ignored() -> None:
+    assert read_status() is None
+    me = {"phase": "searching", "pid": os.getpid(), "candidates": []}
+    import psutil
+
+    me["create_time"] = psutil.Process().create_time()
+    write_status(me)
+    doc = read_status()
+    assert doc is not None and doc["phase"] == "searching" and doc["updated_at"] > 0
+    assert holder_alive(doc)
+    assert not holder_alive({**doc, "create_time": doc["create_time"] - 100})  # a reused pid
+    assert "STALE" in describe_status({**doc, "create_time": 1.0})
+    request("pause")
+    assert read_request(time.time() - 60) is not None
+    assert read_request(time.time() + 60) is None
+    with pytest.raises(ValueError, match="allowed: pause, resume, stop"):
+        request("kill")  # type: ignore[arg-type]
+    status_file().write_text("{not json")
+    with pytest.raises(StateFileError, match=r"status\.json"):
+        read_status()
+
+
+def test_cli_refuses_bad_input_and_requests_without_a_search(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["start", "--knob", "max_tokens=3"]) == 2
+    assert "--knob 'max_tokens': unknown knob" in capsys.readouterr().err
+    assert cli.main(["start", "--max-window", "1", "--window", "1"]) == 2
+    assert "window_s" in capsys.readouterr().err
+    # no running servers: refused before anything ran, in one line
+    assert cli.main(["start", "--knob", "max_running_requests=8"]) == 2
+    assert "at least 2 running GPUs" in capsys.readouterr().err
+    assert cli.main(["stop"]) == 2
+    assert "no search is running" in capsys.readouterr().err
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "autotune:" in out
+
+
+def test_a_move_predicted_to_run_exactly_as_the_incumbent_is_recognised(tmp_path: Path) -> None:
+    inc = seed_profile(tmp_path)
+    current = preflight(inc, 0)
+    assert current.max_running_effective == 16  # SGLang's Mamba cap: 80 slots / 5 per request
+
+    def same(knobs: dict[str, float]) -> bool:
+        return same_server(preflight(candidate_profile(inc, Candidate.of(knobs), "c"), 0), current)
+
+    # above the cap, or a graph ceiling above the batch that can run: nothing changes
+    assert same({"max_running_requests": 48})
+    assert same({"cuda_graph_max_bs_decode": 64})
+    # more Mamba slots, fewer speculative steps, a ceiling below the batch: a different server
+    assert not same({"max_mamba_cache_size": 120})
+    assert not same({"speculative_num_steps": 2})
+    assert not same({"cuda_graph_max_bs_decode": 8})

@@ -1,0 +1,134 @@
+"""The autotune screen (Pilot, fixed status documents, no servers): it shows the search from its
+status document, every key reaches the search's control file (or starts one after a
+confirmation), and read-only mode disables them."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psutil
+from textual.widgets import Static
+from ui_helpers import make_app, settle, wait_for
+
+from tui.autotune.status import control_file, read_request, write_status
+from tui.ui.autotune.autotune_screen import AutotuneScreen
+from tui.ui.confirm import ConfirmScreen
+
+
+def status(phase: str, *, alive: bool = True) -> dict[str, Any]:
+    """A search's status document; ``alive``: it names this (running) process."""
+    me = psutil.Process()
+    history = [
+        {"index": 1, "key": "max_mamba_cache_size=120", "canary_tokens_per_s": 24900.0,
+         "control_tokens_per_s": 19400.0, "relative": 0.28, "verdict": "better"},
+        {"index": 2, "key": "max_mamba_cache_size=160", "canary_tokens_per_s": 28500.0,
+         "control_tokens_per_s": 24800.0, "relative": 0.15, "verdict": "better"},
+        {"index": 3, "key": "speculative_num_steps=4", "canary_tokens_per_s": 27400.0,
+         "control_tokens_per_s": 28400.0, "relative": -0.035, "verdict": "worse"},
+    ]  # fmt: skip
+    candidates = [
+        {"index": h["index"], "key": h["key"], "relative": h["relative"],
+         "decision": "kept" if h["verdict"] == "better" else "dropped",
+         "why": "better: adopted by a rollout to 6 GPUs" if h["verdict"] == "better"
+         else "worse: rolled back to autotune-1"}
+        for h in history
+    ]  # fmt: skip
+    return {
+        "phase": phase,
+        "reason": "",
+        "pid": os.getpid() if alive else 999_999,
+        "create_time": me.create_time() if alive else 1.0,
+        "started_at": time.time() - 60,
+        "gpu": 0,
+        "budget": {"wall_s": 3600.0, "explore_gpu_s": 1800.0, "max_regression": 0.25},
+        "spent": {"wall_s": 60.0, "explore_gpu_s": 21.5, "canaries": 3},
+        "incumbent": {"profile": "autotune-1", "knobs": {"max_mamba_cache_size": 160}},
+        "current": {"key": "max_mamba_cache_size=200"} if phase == "canary" else None,
+        "canary_up": True,
+        "look": {"intervals": 6, "verdict": "better"},
+        "candidates": candidates,
+        "history": history,
+    }
+
+
+def text(screen: AutotuneScreen, widget: str) -> str:
+    return str(screen.query_one(f"#{widget}", Static).render())
+
+
+def last_request() -> str | None:
+    found = read_request(0.0)
+    return None if found is None else found.request
+
+
+async def test_the_screen_shows_the_search_and_every_key_reaches_it() -> None:
+    write_status(status("canary"))
+    started: list[Sequence[str]] = []
+    app = make_app()
+    async with app.run_test(size=(100, 40)) as pilot:  # type: ignore[attr-defined]
+        screen = AutotuneScreen(starter=started.append, interval_s=3600)
+        await app.push_screen(screen)  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: screen.doc is not None, "the status")
+        summary = text(screen, "autotune-summary")
+        assert "Search: canary" in summary and "autotune-1" in summary
+        assert "Canary on GPU 0: max_mamba_cache_size=200 (measuring, 6 intervals" in summary
+        assert "21.5 / 1800 GPU-s" in summary
+        drawn = text(screen, "autotune-plot")
+        assert "Canary tok/s per GPU" in drawn and "+     +     -" in drawn
+        assert any("\u2800" <= ch <= "\u28ff" for ch in drawn)  # a braille line
+        assert "#3 speculative_num_steps=4" in text(screen, "autotune-candidates")
+        # running, not paused: start and resume do not apply; pause and stop do
+        assert screen.check_action("start", ()) is None
+        assert screen.check_action("resume", ()) is None
+        await pilot.press("p")
+        await wait_for(pilot, lambda: last_request() == "pause", "the pause request")
+        write_status(status("paused"))
+        await screen.reload()
+        assert screen.check_action("pause", ()) is None
+        await pilot.press("u")
+        await wait_for(pilot, lambda: last_request() == "resume", "the resume request")
+        await pilot.press("x")
+        await wait_for(pilot, lambda: last_request() == "stop", "the stop request")
+        # the search ended: s asks, then starts one (detached, through the starter)
+        write_status(status("stopped"))
+        await screen.reload()
+        assert screen.check_action("stop", ()) is None
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")  # type: ignore[attr-defined]
+        await pilot.press("y")
+        await wait_for(pilot, lambda: started == [()], "the start")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, AutotuneScreen), "closed")  # type: ignore[attr-defined]
+
+
+async def test_a_dead_search_is_stale_and_read_only_disables_every_control() -> None:
+    write_status(status("canary", alive=False))
+    app = make_app(readonly=True)
+    async with app.run_test(size=(100, 40)) as pilot:  # type: ignore[attr-defined]
+        screen = AutotuneScreen(starter=lambda argv: None, interval_s=3600)
+        await app.push_screen(screen)  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: screen.doc is not None, "the status")
+        assert "STALE" in text(screen, "autotune-summary")
+        for action in ("start", "pause", "resume", "stop"):
+            assert screen.check_action(action, ()) is None, action
+        await pilot.press("s", "p", "x")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)  # type: ignore[attr-defined]
+        assert not control_file().exists()
+
+
+async def test_a_from_the_grid_opens_the_screen_and_escape_leaves_the_search_running() -> None:
+    write_status(status("canary"))
+    app = make_app()
+    async with app.run_test(size=(100, 40)) as pilot:  # type: ignore[attr-defined]
+        await settle(pilot, app)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, AutotuneScreen), "the screen")  # type: ignore[attr-defined]
+        screen = app.screen  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: screen.doc is not None, "the status")
+        assert "Search: canary" in text(screen, "autotune-summary")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, AutotuneScreen), "the grid")  # type: ignore[attr-defined]
+    assert last_request() is None  # closing the screen asked the search nothing

@@ -1,0 +1,79 @@
+"""The search's budget: wall time, exploration GPU-seconds, and the largest regression it risks.
+
+Exploration is what the search costs the job beyond running the incumbent: each canary's
+restart dip (``cost.lost_gpu_seconds``, measured by the canary against the fleet's rate before
+it) plus, for a candidate slower than the incumbent, the canary GPU's shortfall over its window
+(``-relative * window_s``). A candidate faster than the incumbent is not credited back: the
+budget is what the search may risk, not its net.
+
+The largest regression is a relative drop of the canary GPU. A candidate measured worse than
+that is rolled back like any other, and ends the search: the cheap model that ranked it was
+that wrong about this fleet, and the operator asked not to risk more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tui.rollout.canary import CanaryResult
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What the search may spend."""
+
+    wall_s: float = 4 * 3600.0
+    """Longest the search runs (checked between steps)."""
+    explore_gpu_s: float = 1800.0
+    """GPU-seconds of job throughput it may spend exploring."""
+    max_regression: float = 0.25
+    """Largest relative drop of the canary GPU it accepts to see (0.25 = 25%)."""
+
+    def errors(self) -> list[str]:
+        """Invalid fields, each naming field, value and allowed range."""
+        out = []
+        if not self.wall_s > 0:
+            out.append(f"wall_s={self.wall_s!r}: must be > 0 seconds")
+        if not self.explore_gpu_s > 0:
+            out.append(f"explore_gpu_s={self.explore_gpu_s!r}: must be > 0 GPU-seconds")
+        if not 0 < self.max_regression < 1:
+            out.append(f"max_regression={self.max_regression!r}: must be in (0, 1)")
+        return out
+
+
+def exploration_cost(result: CanaryResult) -> float:
+    """GPU-seconds one canary cost the job (restart dip + the candidate's own shortfall)."""
+    lost = 0.0
+    if result.cost is not None and result.cost.lost_gpu_seconds is not None:
+        lost += result.cost.lost_gpu_seconds
+    if result.tokens is not None and result.tokens.relative < 0:
+        lost += -result.tokens.relative * result.window_s
+    return round(lost, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    """What the search has spent so far."""
+
+    wall_s: float = 0.0
+    """Seconds since it started."""
+    explore_gpu_s: float = 0.0
+    """Exploration GPU-seconds (see ``exploration_cost``)."""
+    canaries: int = 0
+    """Canaries run."""
+
+    def exhausted(self, budget: Budget) -> str | None:
+        """Why no further canary may start, or None.
+
+        A further canary is refused when the mean cost of the ones run so far would take the
+        exploration past its budget (an unknown cost counts as none).
+        """
+        if self.wall_s >= budget.wall_s:
+            return f"wall-time budget spent ({self.wall_s:.0f} s of {budget.wall_s:.0f} s)"
+        per = self.explore_gpu_s / self.canaries if self.canaries else 0.0
+        if self.explore_gpu_s + per > budget.explore_gpu_s:
+            return (
+                f"exploration budget spent ({self.explore_gpu_s:.1f} of "
+                f"{budget.explore_gpu_s:.1f} GPU-seconds; a canary costs about {per:.1f})"
+            )
+        return None

@@ -1,0 +1,182 @@
+"""What the search records of each candidate: one status row and one journal entry.
+
+The journal entry (type ``autotune-candidate``) carries the candidate's knobs, its prediction
+(the preflight on the canary GPU), its measured effect with the interval, whether it was kept
+or dropped and why; ``autotune-summary`` closes a search. Both go through
+``tui.ops.journal.append`` like every operation's entry; the canaries, rollbacks and rollouts
+the search runs are journalled by ``FleetOps`` themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tui.autotune.space import Candidate
+from tui.ops.journal import JournalEntry
+from tui.retune.preflight import Preflight
+from tui.rollout.canary import CanaryResult
+
+Decision = str
+"""rejected (by the preflight), skipped (predicted identical to the incumbent), kept (adopted),
+dropped (rolled back), stopped, failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateRecord:
+    """One candidate, as the status and the journal show it."""
+
+    index: int
+    """1-based order in the search."""
+    key: str
+    """Its knob moves ('max_running_requests=32')."""
+    profile: str
+    """The candidate profile's name."""
+    knobs: dict[str, float]
+    """The knobs it sets."""
+    incumbent: str
+    """The profile it was measured against."""
+    decision: Decision
+    """rejected, skipped, kept, dropped, stopped or failed."""
+    why: str
+    """Why, in words."""
+    launched: bool
+    """True when it ran on the canary GPU."""
+    prediction: dict[str, Any]
+    """The preflight: fits, why_not, mamba slots, KV tokens, effective max running."""
+    verdict: str | None = None
+    """The canary's verdict."""
+    canary_tokens_per_s: float | None = None
+    """Canary GPU output tokens/s over the window."""
+    control_tokens_per_s: float | None = None
+    """Mean control GPU output tokens/s over the window."""
+    relative: float | None = None
+    """Canary vs control, relative."""
+    rel_low: float | None = None
+    """Lower end of its interval."""
+    rel_high: float | None = None
+    """Upper end of its interval."""
+    level: float | None = None
+    """The interval's confidence level."""
+    window_s: float | None = None
+    """Seconds measured."""
+    explore_gpu_s: float = 0.0
+    """Exploration GPU-seconds it cost."""
+    gpu: int | None = None
+    """The canary GPU."""
+    started_at: float = 0.0
+    """time.time() at its start."""
+    finished_at: float = 0.0
+    """time.time() at its end."""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return asdict(self)
+
+
+def prediction_of(p: Preflight) -> dict[str, Any]:
+    """The preflight's prediction as recorded."""
+    return {
+        "fits": p.fits,
+        "why_not": p.why_not,
+        "mamba_slots": p.mamba_slots,
+        "kv_tokens": p.kv_tokens,
+        "max_running_effective": p.max_running_effective,
+        "capped": p.capped,
+        "calibrated": p.calibrated,
+    }
+
+
+def measured(
+    record: CandidateRecord, result: CanaryResult, explore_gpu_s: float
+) -> CandidateRecord:
+    """``record`` with what the canary measured."""
+    from dataclasses import replace
+
+    t = result.tokens
+    return replace(
+        record,
+        verdict=result.verdict,
+        canary_tokens_per_s=None if t is None else round(t.canary_mean, 3),
+        control_tokens_per_s=None if t is None else round(t.control_mean, 3),
+        relative=None if t is None else round(t.relative, 5),
+        rel_low=None if t is None else round(t.rel_low, 5),
+        rel_high=None if t is None else round(t.rel_high, 5),
+        level=None if t is None else t.level,
+        window_s=result.window_s,
+        explore_gpu_s=explore_gpu_s,
+    )
+
+
+def new_record(
+    index: int, candidate: Candidate, profile: str, incumbent: str, prediction: Preflight
+) -> CandidateRecord:
+    """A candidate before it is decided."""
+    return CandidateRecord(
+        index=index,
+        key=candidate.key(),
+        profile=profile,
+        knobs={k: float(v) for k, v in candidate.knobs},
+        incumbent=incumbent,
+        decision="pending",
+        why="",
+        launched=False,
+        prediction=prediction_of(prediction),
+        gpu=prediction.gpu,
+        started_at=time.time(),
+    )
+
+
+def candidate_entry(record: CandidateRecord) -> JournalEntry:
+    """The ``autotune-candidate`` journal entry of a decided candidate."""
+    effect = ""
+    if record.relative is not None and record.rel_low is not None and record.rel_high is not None:
+        effect = f" {record.relative:+.1%} (CI {record.rel_low:+.1%} .. {record.rel_high:+.1%})"
+    return JournalEntry(
+        type="autotune-candidate",
+        started_at=record.started_at,
+        finished_at=record.finished_at or time.time(),
+        ok=record.decision in ("kept", "dropped", "rejected", "skipped"),
+        gpus=(record.gpu,) if record.launched and record.gpu is not None else (),
+        source=record.incumbent,
+        target=record.profile,
+        by="autotune",
+        summary=f"candidate #{record.index} {record.key}: {record.decision}{effect}: {record.why}",
+        verdict=record.verdict,
+        refused=(record.why,) if record.decision == "rejected" else (),
+        lost_gpu_seconds=record.explore_gpu_s if record.launched else None,
+        detail=record.to_json(),
+    )
+
+
+def summary_entry(
+    started_at: float,
+    ok: bool,
+    gpus: tuple[int, ...],
+    first: str,
+    final: str,
+    reason: str,
+    records: list[CandidateRecord],
+    spent: dict[str, Any],
+) -> JournalEntry:
+    """The ``autotune-summary`` entry that closes a search."""
+    kept = [r.key for r in records if r.decision == "kept"]
+    rejected = sum(1 for r in records if r.decision == "rejected")
+    launched = sum(1 for r in records if r.launched)
+    return JournalEntry(
+        type="autotune-summary",
+        started_at=started_at,
+        finished_at=time.time(),
+        ok=ok,
+        gpus=gpus,
+        source=first,
+        target=final,
+        by="autotune",
+        summary=(
+            f"autotune: {launched} canaries, {rejected} rejected by the preflight, "
+            f"{len(kept)} adopted; fleet on {final}; {reason}"
+        ),
+        lost_gpu_seconds=float(spent.get("explore_gpu_s", 0.0)),
+        detail={"adopted": kept, "reason": reason, "spent": spent, "candidates": len(records)},
+    )

@@ -1,0 +1,149 @@
+"""The search strategy: a challenger climb around the incumbent, ordered by the preflight.
+
+What the fleet can measure decides the strategy. A canary answers one question, with a
+sequential test that stops as soon as the answer is clear: is this candidate better, worse, or
+not measurably different from the incumbent the other GPUs run over the same seconds? It does
+not give a stable absolute score to compare across candidates measured at different times
+(the job's prompt mix, the pipeline's load and the machine drift), and each answer costs
+minutes of one GPU, so a search gets a handful of answers, not hundreds. That rules out a grid
+(the default space has 5,760 points) and makes a Bayesian model over absolute scores both
+starved and fed the wrong kind of observation. So:
+
+1. **Neighbours**: from the incumbent, every point that changes ONE knob to the next value up
+   or down in its list (a knob still on SGLang's automatic value may take any of its values).
+   One knob at a time keeps every change small (a regression stays small and is explained by
+   one diff line) and makes a verdict attributable to that knob.
+2. **Preflight filter**: each neighbour is predicted on the canary GPU by the preflight (SGLang
+   0.5.23's memory plan, calibrated on the running servers' logs). One predicted not to fit or
+   not to start is recorded as rejected and is NEVER launched.
+   One whose predicted server is the incumbent's (same effective max running requests, KV
+   tokens, Mamba slots, CUDA-graph batch ceiling, draft tokens: e.g. a ``max_running_requests``
+   above SGLang's Mamba cap, or a graph ceiling above the batch that can run) is recorded as
+   skipped: a canary could only measure noise.
+3. **Order by a cheap model**: the feasible neighbours are tried best-predicted first: the
+   preflight's effective max running requests (decode is memory-bandwidth bound, so the batch
+   the pools allow is the first-order driver of tokens/s), then its KV tokens per running
+   request (room for the ~2,500-token outputs before SGLang retracts), then fewer changes.
+4. **Challenge**: the first one is canaried against the incumbent. ``better`` (the interval
+   excludes 0 on the gain side) -> it becomes the incumbent, rolled out to the fleet, and the
+   climb continues around it. ``worse`` or ``no measurable difference`` -> the canary GPU goes
+   back to the incumbent at once and the next neighbour is tried (a change without measurable
+   gain is not worth a fleet-wide restart).
+5. **End**: no untried feasible neighbour is left (a local optimum under single-knob moves), or
+   the budget (wall time, exploration GPU-seconds, largest regression) is spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tui.autotune.space import Candidate, KnobValue, SearchSpace
+from tui.retune.preflight import Preflight
+
+Assignment = Mapping[str, KnobValue | None]
+"""Every knob of the space with its value (None: SGLang's automatic value)."""
+
+
+def point_key(point: Assignment) -> str:
+    """A stable text naming a full assignment (for 'already tried')."""
+    return ",".join(f"{k}={'auto' if v is None else format(v, 'g')}" for k, v in point.items())
+
+
+def neighbours(space: SearchSpace, incumbent: Assignment) -> list[Candidate]:
+    """Every single-knob move from ``incumbent`` to the adjacent values of that knob.
+
+    Args:
+        space: The knobs and their values.
+        incumbent: The incumbent's value of every knob of the space.
+
+    Returns:
+        Candidates (each sets one knob), in knob order, lower value first.
+    """
+    out: list[Candidate] = []
+    for knob in space.knobs():
+        values = sorted(space.values_of(knob))
+        current = incumbent.get(knob)
+        if current is None:
+            moves = values
+        else:
+            below = [v for v in values if v < current]
+            above = [v for v in values if v > current]
+            moves = ([below[-1]] if below else []) + ([above[0]] if above else [])
+        out += [Candidate.of({knob: v}) for v in moves]
+    return out
+
+
+def apply_move(incumbent: Assignment, candidate: Candidate) -> dict[str, KnobValue | None]:
+    """The full assignment after ``candidate``'s moves."""
+    return {**incumbent, **candidate.as_dict()}
+
+
+_SERVER_SHAPE = (
+    "max_running_requests",
+    "max_total_num_tokens",
+    "max_mamba_cache_size",
+    "cuda_graph_max_bs",
+    "speculative",
+    "num_draft_tokens",
+    "chunked_prefill_size",
+    "page_size",
+)
+"""What a server does with its memory, as the plan predicts it (the knobs act through these)."""
+
+
+def same_server(a: Preflight, b: Preflight) -> bool:
+    """Whether two predictions describe the same running server (a move that changes nothing).
+
+    Args:
+        a: One prediction.
+        b: The other.
+
+    Returns:
+        True when every field of ``_SERVER_SHAPE`` of their plans is equal.
+    """
+    return all(getattr(a.plan, f) == getattr(b.plan, f) for f in _SERVER_SHAPE)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A feasible candidate with its prediction, in the order it will be tried."""
+
+    candidate: Candidate
+    """The move."""
+    prediction: Preflight
+    """The preflight on the canary GPU."""
+    score: tuple[float, ...]
+    """The sort key (larger first)."""
+
+
+def score(prediction: Preflight, changes: int, mean_output_tokens: int) -> tuple[float, ...]:
+    """The cheap model's key: effective concurrency, then KV room per request, then simplicity.
+
+    Args:
+        prediction: The preflight of the candidate.
+        changes: Knobs the candidate changes.
+        mean_output_tokens: The job's mean output length (KV room is judged against it).
+
+    Returns:
+        A tuple to sort by, larger first.
+    """
+    running = max(1, prediction.max_running_effective)
+    room = min(1.0, prediction.kv_tokens / (running * max(1, mean_output_tokens)))
+    return (float(running), room, -float(changes))
+
+
+def rank(
+    predicted: Sequence[tuple[Candidate, Preflight]], mean_output_tokens: int = 2500
+) -> list[Ranked]:
+    """The feasible candidates (predicted to fit), best-predicted first.
+
+    Args:
+        predicted: Candidates with their preflights.
+        mean_output_tokens: The job's mean output length.
+
+    Returns:
+        Feasible candidates in the order to try them (stable for equal scores).
+    """
+    ok = [Ranked(c, p, score(p, len(c.knobs), mean_output_tokens)) for c, p in predicted if p.fits]
+    return sorted(ok, key=lambda r: r.score, reverse=True)

@@ -1,0 +1,225 @@
+"""The autotune screen: follows the detached search through its status document.
+
+The search runs in its own process (``gpufleet autotune start --detach``), so closing this
+screen or quitting the console leaves it running and reopening the screen re-attaches: the
+screen only reads ``<state>/autotune/status.json`` (every second) and writes the operator's
+requests to ``control.json`` (``tui.autotune.status``). Keys: ``s`` starts a search with the
+default space and budget (after a confirmation), ``p`` / ``u`` pause and resume it (between
+steps), ``x`` stops it (a running canary is cancelled and its GPU put back on the incumbent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Static
+
+from tui.autotune.detach import start_detached
+from tui.autotune.status import FINAL_PHASES, holder_alive, read_status, request
+from tui.state.files import StateFileError
+from tui.ui.confirm import ConfirmScreen
+from tui.ui.gate import ReadOnlyGate
+from tui.ui.history.plot import axis_for, braille_rows
+
+PLOT_ROWS = 4
+"""Rows of each throughput line."""
+
+MAX_SPAN = 6
+"""Most cells one candidate takes in the plot."""
+
+Starter = Callable[[Sequence[str]], object]
+"""Starts a detached search with ``gpufleet autotune start`` options."""
+
+
+def describe(doc: dict[str, Any] | None, alive: bool) -> str:
+    """The summary lines: phase, incumbent, current candidate and its look, budget spent."""
+    if doc is None:
+        return "No autotune search has run on this fleet. s starts one."
+    phase = str(doc.get("phase"))
+    if phase not in FINAL_PHASES and not alive:
+        phase += " (STALE: the search process died; the fleet state says what runs)"
+    inc = doc.get("incumbent") or {}
+    spent, budget = doc.get("spent") or {}, doc.get("budget") or {}
+    lines = [
+        f"Search: {phase}" + (f": {doc['reason']}" if doc.get("reason") else ""),
+        f"Incumbent: {inc.get('profile')}  {_knobs(inc.get('knobs') or {})}",
+        f"Spent: {float(spent.get('wall_s', 0)):.0f} / {float(budget.get('wall_s', 0)):.0f} s, "
+        f"{float(spent.get('explore_gpu_s', 0)):.1f} / {float(budget.get('explore_gpu_s', 0)):.0f}"
+        f" GPU-s exploring, {spent.get('canaries', 0)} canaries",
+    ]
+    current = doc.get("current")
+    if isinstance(current, dict):
+        look = doc.get("look") or {}
+        state = "measuring" if doc.get("canary_up") else "starting"
+        seen = (
+            f", {look.get('intervals')} intervals: {look.get('verdict')}"
+            if look.get("intervals")
+            else ""
+        )
+        lines.append(f"Canary on GPU {doc.get('gpu')}: {current.get('key')} ({state}{seen})")
+    return "\n".join(lines)
+
+
+def _knobs(knobs: dict[str, Any]) -> str:
+    return " ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.items())
+
+
+def plot(doc: dict[str, Any] | None, width: int) -> str:
+    """Canary and control tok/s per GPU over the search, one column per measured candidate."""
+    history = [h for h in (doc or {}).get("history", []) if isinstance(h, dict)]
+    canary = [h.get("canary_tokens_per_s") for h in history]
+    control = [h.get("control_tokens_per_s") for h in history]
+    values = [float(v) for v in (*canary, *control) if isinstance(v, int | float)]
+    if not values:
+        return "Throughput: no candidate measured yet."
+    axis = axis_for(values, floor=1.0)
+    # Each candidate gets `span` cells (2 braille columns each), so a few points still read as a
+    # line; the newest candidates are kept when they do not all fit.
+    span = max(1, min(MAX_SPAN, width // max(1, len(history))))
+    shown = slice(max(0, len(history) - width // span), None)
+
+    def series(points: list[Any]) -> list[float | None]:
+        out: list[float | None] = []
+        for v in points[shown]:
+            out += [float(v) if isinstance(v, int | float) else None] * (2 * span)
+        return out
+
+    marks = "".join(
+        {"better": "+", "worse": "-"}.get(str(h.get("verdict")), "=").ljust(span)
+        for h in history[shown]
+    )
+    lines = [f"Canary tok/s per GPU (top {axis.high:,.0f})"]
+    lines += braille_rows(series(canary), axis, PLOT_ROWS)
+    lines.append("Control (incumbent) tok/s per GPU")
+    lines += braille_rows(series(control), axis, PLOT_ROWS)
+    lines.append(marks + "   + better  - worse  = no measurable difference")
+    return "\n".join(lines)
+
+
+def candidates_text(doc: dict[str, Any] | None, last: int = 12) -> str:
+    """The last candidates: decision, measured effect, why."""
+    rows = [c for c in (doc or {}).get("candidates", []) if isinstance(c, dict)][-last:]
+    out = []
+    for c in rows:
+        rel = c.get("relative")
+        effect = "" if rel is None else f" {float(rel):+.1%}"
+        out.append(f"#{c.get('index')} {c.get('key')}: {c.get('decision')}{effect}: {c.get('why')}")
+    return "\n".join(out) or "No candidate yet."
+
+
+class AutotuneScreen(ReadOnlyGate[None]):
+    """Follow, start, pause, resume and stop the autotune search.
+
+    Args:
+        starter: Starts a detached search (tests pass a recorder).
+        start_argv: The ``start`` options the ``s`` key uses (default: the defaults).
+        interval_s: How often the status document is read.
+    """
+
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="autotune.close"),
+        Binding("s", "start", "Start search", id="autotune.start"),
+        Binding("p", "pause", "Pause search", id="autotune.pause"),
+        Binding("u", "resume", "Resume search", id="autotune.resume"),
+        Binding("x", "stop", "Stop search", id="autotune.stop"),
+    ]
+
+    def __init__(
+        self,
+        starter: Starter = start_detached,
+        start_argv: Sequence[str] = (),
+        interval_s: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.starter = starter
+        self.start_argv = tuple(start_argv)
+        self.interval_s = interval_s
+        self.doc: dict[str, Any] | None = None
+        """The last status document read (None: no search ever ran)."""
+        self.alive = False
+        """Whether the process the status names runs."""
+
+    def compose(self) -> ComposeResult:
+        """Summary, plot, candidates, keys."""
+        yield Static(id="autotune-summary")
+        yield Static(id="autotune-plot")
+        yield Static(id="autotune-candidates")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        """Read the status now and every ``interval_s``."""
+        await self.reload()
+        self.set_interval(self.interval_s, self.reload)
+
+    async def reload(self) -> None:
+        """Read the status document (in a thread) and redraw."""
+        try:
+            doc = await asyncio.to_thread(read_status)
+        except StateFileError as exc:
+            self.query_one("#autotune-summary", Static).update(f"Status unreadable: {exc}")
+            return
+        self.doc, self.alive = doc, doc is not None and holder_alive(doc)
+        width = max(10, (self.size.width or 80) // 2 - 2)
+        self.query_one("#autotune-summary", Static).update(describe(doc, self.alive))
+        self.query_one("#autotune-plot", Static).update(plot(doc, width))
+        self.query_one("#autotune-candidates", Static).update(candidates_text(doc))
+        self.refresh_bindings()
+
+    @property
+    def running(self) -> bool:
+        """Whether a search is running now."""
+        return self.alive and self.doc is not None and self.doc.get("phase") not in FINAL_PHASES
+
+    def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Start without a running search; pause, resume, stop only with one."""
+        paused = self.doc is not None and self.doc.get("phase") == "paused"
+        allowed = {
+            "start": not self.running,
+            "pause": self.running and not paused,
+            "resume": self.running and paused,
+            "stop": self.running,
+        }.get(action, True)
+        return True if allowed else None
+
+    def action_close(self) -> None:
+        """Back to the grid; the search keeps running."""
+        self.app.pop_screen()
+
+    def action_start(self) -> None:
+        """Ask, then start a detached search."""
+        what = " ".join(self.start_argv) or "the default knobs and budget"
+        confirm = ConfirmScreen(
+            "Start an autotune search?",
+            f"{what}: one GPU at a time is restarted as a canary, a better candidate is rolled "
+            "out to every GPU; the job keeps running",
+            "Start",
+        )
+        self.app.push_screen(confirm, self._started)
+
+    async def _started(self, yes: bool | None) -> None:
+        if not yes:
+            return
+        await asyncio.to_thread(self.starter, self.start_argv)
+        self.notify("autotune search started")
+        await self.reload()
+
+    async def _ask(self, what: str) -> None:
+        await asyncio.to_thread(request, what)  # type: ignore[arg-type]
+        self.notify(f"asked the search to {what}")
+        await self.reload()
+
+    async def action_pause(self) -> None:
+        """Pause after the current step."""
+        await self._ask("pause")
+
+    async def action_resume(self) -> None:
+        """Resume a paused search."""
+        await self._ask("resume")
+
+    async def action_stop(self) -> None:
+        """Stop: a running canary is cancelled and its GPU goes back to the incumbent."""
+        await self._ask("stop")
