@@ -94,6 +94,8 @@ TEXTUAL_OWN = {
     ("super+c", "screen.copy_text"),
     # scrolling, inherited by the log viewer's LogView from Textual's ScrollableContainer
     *((b.key, b.action) for b in Binding.make_bindings(ScrollableContainer.BINDINGS)),
+    # editing, inherited by the command and filter bars from Textual's Input
+    *((b.key, b.action) for b in Binding.make_bindings(Input.BINDINGS)),
 }
 """Textual's own bindings on the console's screens and app: none changes the fleet."""
 

@@ -12,9 +12,9 @@ from textual.widgets import Footer, Header
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus
+from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
-from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
 from tui.ui.gate import ReadOnlyGate
