@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widgets import Input
 
+from tui.ui.bottom_bar import BottomBar
 from tui.ui.command_line import suggestions
 
 
@@ -27,36 +28,20 @@ class CommandEntered(Message):
         super().__init__()
 
 
-class CommandBar(Input):
+class CommandBar(BottomBar):
     """The command line; hidden until opened."""
-
-    DEFAULT_CSS = """
-    CommandBar {
-        dock: bottom;
-        height: 1;
-        border: none;
-        padding: 0 1;
-        background: $panel;
-        display: none;
-    }
-    """
 
     BINDINGS = [Binding("escape", "close", "Close", show=False, id="command.close")]
 
     def open(self, profiles: Sequence[str], text: str = "") -> None:
         """Show the bar with ``text`` and completions for these profiles, focused."""
         self.suggester = SuggestFromList(suggestions(profiles), case_sensitive=False)
-        self.value = text
-        self.cursor_position = len(text)
-        self.display = True
-        self.focus()
+        self.show_with(text)
 
     def action_close(self) -> None:
         """Hide the bar, leaving the grid its keys."""
-        self.display = False
+        self.hide()
         self.value = ""
-        if self.screen is not None:
-            self.screen.set_focus(None)
 
     def on_key(self, event: events.Key) -> None:
         """Tab takes the completion (as the right arrow does) instead of moving focus."""

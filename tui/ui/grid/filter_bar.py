@@ -9,6 +9,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
 
+from tui.ui.bottom_bar import BottomBar
+
 
 class FilterChanged(Message):
     """The grid's filter changed."""
@@ -19,33 +21,14 @@ class FilterChanged(Message):
         super().__init__()
 
 
-class FilterBar(Input):
+class FilterBar(BottomBar):
     """The filter line; hidden until opened."""
-
-    DEFAULT_CSS = """
-    FilterBar {
-        dock: bottom;
-        height: 1;
-        border: none;
-        padding: 0 1;
-        background: $panel;
-        display: none;
-    }
-    """
 
     BINDINGS = [Binding("escape", "clear", "Clear", show=False, id="filter.clear")]
 
     def open(self, text: str) -> None:
         """Show the bar with the current filter, focused."""
-        self.value = text
-        self.cursor_position = len(text)
-        self.display = True
-        self.focus()
-
-    def _close(self) -> None:
-        self.display = False
-        if self.screen is not None:
-            self.screen.set_focus(None)
+        self.show_with(text)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         """Filter as the words are typed."""
@@ -55,10 +38,10 @@ class FilterBar(Input):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Keep the filter, close the bar."""
         event.stop()
-        self._close()
+        self.hide()
 
     def action_clear(self) -> None:
         """Clear the filter, close the bar."""
         self.value = ""
         self.post_message(FilterChanged(""))
-        self._close()
+        self.hide()
