@@ -46,7 +46,7 @@ class QuitScreen(ModalScreen[QuitChoice], ReadOnlyGate[QuitChoice]):
     QuitScreen Button {
         margin-right: 1;
     }
-    QuitScreen #quit-readonly {
+    QuitScreen #quit-readonly, QuitScreen #quit-text {
         width: 100%;
     }
     """
@@ -101,7 +101,8 @@ class QuitScreen(ModalScreen[QuitChoice], ReadOnlyGate[QuitChoice]):
                 yield Label(
                     f"Stopping the fleet stops {self.server_count} servers"
                     f"{' ' if self.stops_pipeline else ''}{pipeline}. Keeping it leaves servers "
-                    "and pipeline running; reopen the console to re-attach."
+                    "and pipeline running; reopen the console to re-attach.",
+                    id="quit-text",  # wraps: cut, it hid what happens to the pipeline
                 )
             with Horizontal():
                 yield Button(
