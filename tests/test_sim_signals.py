@@ -163,3 +163,27 @@ def test_children_carry_sglangs_names_and_stay_small(tmp_path: Path) -> None:
         for name, child in children.items():
             assert child.memory_info().rss < 40 * 2**20, (name, child.memory_info())
             assert sum(child.cpu_times()[:2]) - before[name] < 0.05, name  # blocked on a pipe
+
+
+def test_a_request_whose_client_went_away_is_aborted_and_no_longer_holds_a_drain(
+    tmp_path: Path,
+) -> None:
+    # SGLang 0.5.23 (tokenizer_manager._stream_one_response): between waits of
+    # SGLANG_REQUEST_STATE_WAIT_TIMEOUT it aborts a request whose client disconnected. Without
+    # it a stopped pipeline's requests would keep a drain waiting until they finished.
+    env = {"SGLANG_REQUEST_STATE_WAIT_TIMEOUT": "0.5"}
+    with running_sim(FAST, tmp_path, env=env) as sim:
+        clients = Clients(sim.url, REQUESTS, max_tokens=30_000, timeout=1.0)
+        assert wait_until(lambda: in_flight(sim.url) >= REQUESTS, 20)
+        results = clients.join(10)  # each client gives up after 1 s and closes its socket
+        assert results == ["ReadTimeout"] * REQUESTS, results
+        assert wait_until(lambda: in_flight(sim.url) == 0, 5), in_flight(sim.url)
+        os.kill(sim.proc.pid, signal.SIGTERM)
+        assert sim.wait_exit(15) == 0  # nothing left to drain: the first 5 s check exits
+        log = sim.log()
+    aborted = re.findall(
+        r"\[http_server\] Error: Request is disconnected from the client side \(type 1\)\. "
+        r"Abort request obj\.rid='[0-9a-f]+'",
+        log,
+    )
+    assert len(aborted) == REQUESTS

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -51,6 +52,18 @@ def count_tokens(text: str) -> int:
 def filler_text(tokens: int) -> str:
     """Deterministic output text of about ``tokens`` tokens (one word each)."""
     return " ".join(_WORDS[i % len(_WORDS)] for i in range(tokens))
+
+
+class ClientGone(Exception):
+    """A request was aborted because its client disconnected (SGLang's "type 1" abort)."""
+
+
+def _wait_slice_s() -> float:
+    """SGLang's ``SGLANG_REQUEST_STATE_WAIT_TIMEOUT`` (``srt/environ.py``, default 4 s)."""
+    try:
+        return max(0.05, float(os.environ.get("SGLANG_REQUEST_STATE_WAIT_TIMEOUT", "4")))
+    except ValueError:
+        return 4.0
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -155,7 +168,7 @@ def build_app(
     max_input = min(plan.context_len - 1, plan.max_total_num_tokens - 1) - 5
 
     async def run_request(
-        prompt_tokens: int, max_tokens: int | None, ignore_eos: bool
+        request: Request, prompt_tokens: int, max_tokens: int | None, ignore_eos: bool
     ) -> SimRequest:
         if prompt_tokens >= max_input:
             raise ValueError(
@@ -167,14 +180,32 @@ def build_app(
         state.rid_to_state[rid] = time.time()
         req = sch.submit(rid, prompt_tokens, max_tokens, ignore_eos)
         try:
-            await asyncio.shield(req.done)
+            while True:
+                # SGLang's tokenizer manager waits for a request's output in slices of
+                # SGLANG_REQUEST_STATE_WAIT_TIMEOUT (4 s) and, between slices, aborts a request
+                # whose client has gone (``_stream_one_response``'s "type 1"): a stopped client
+                # frees its slot within ~4 s instead of holding a drain until it finishes.
+                done, _ = await asyncio.wait({req.done}, timeout=_wait_slice_s())
+                if done:
+                    break
+                if await request.is_disconnected():
+                    _abort(req)
+                    state.emit(
+                        "[http_server] Error: Request is disconnected from the client side "
+                        f"(type 1). Abort request obj.rid='{rid}'",
+                        info=False,
+                    )
+                    raise ClientGone(rid)
         except asyncio.CancelledError:
-            state.counters["aborted"] = state.counters.get("aborted", 0) + 1
-            sch.abort(req)
+            _abort(req)
             raise
         finally:
             state.rid_to_state.pop(rid, None)
         return req
+
+    def _abort(req: SimRequest) -> None:
+        state.counters["aborted"] = state.counters.get("aborted", 0) + 1
+        sch.abort(req)
 
     async def serve(request: Request, kind: str) -> Response:
         try:
@@ -198,7 +229,9 @@ def build_app(
                 max_tokens = _int_field(body, "max_tokens")
                 ignore_eos = bool(body.get("ignore_eos", False))
             started = time.monotonic()
-            req = await run_request(prompt, max_tokens, ignore_eos)
+            req = await run_request(request, prompt, max_tokens, ignore_eos)
+        except ClientGone:
+            return _error(400, "client disconnected")  # nobody reads it: the socket is gone
         except ValueError as exc:
             return _error(400, str(exc))
         return _answer(state, req, body, kind, started)
