@@ -61,7 +61,8 @@ check: $(STAMP)
 	$(BIN)/lint-imports
 
 test: $(STAMP) $(SGLANG) tools browser check
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m 'not serial'
+	$(BIN)/python -m pytest -q -m serial
 
 bench: $(STAMP) tools
 	$(BIN)/python -m bench

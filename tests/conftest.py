@@ -30,3 +30,18 @@ def isolated_state(
     monkeypatch.setenv(paths.CONFIG_ENV, str(state / "config"))  # saved profiles stay here
     monkeypatch.delenv(paths.SIM_GPU_ENV, raising=False)
     return state
+
+
+SERIAL_MODULES = frozenset({"test_rollout_canary", "test_retune_e2e", "test_autotune_search"})
+"""Modules whose assertions are verdicts on measured throughput (a canary better or worse, an
+apply's before/after, an autotune candidate adopted): they run alone (``make test``'s second
+pass, ``-m serial``), since a neighbour's simulated fleet on the same two cores makes the
+simulator CPU-bound and moves the very throughput they compare. Everything else runs two at a
+time (pytest-xdist): the suite mostly waits on real servers starting, draining and serving."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test of a ``SERIAL_MODULES`` module ``serial``."""
+    for item in items:
+        if item.path.stem in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)

@@ -95,11 +95,17 @@ def tmux_session(
         name=f"t{uuid.uuid4().hex[:8]}", socket=f"gpufleet-{uuid.uuid4().hex[:8]}"
     )
     full_env = {**os.environ, **(env or {}), "TERM": "xterm-256color"}
-    # With more than one word after the options, tmux execs the argv directly (no shell).
+    # With more than one word after the options, tmux execs the argv directly (no shell). The
+    # size is pinned: with tmux's default ``window-size latest`` and no
+    # client attached, a later size recalculation falls back to ``default-size`` (80x24), and a
+    # 200x50 test found itself in 80 columns mid-run. ";" alone in argv separates tmux commands.
     subprocess.run(
         [
-            "tmux", "-L", session.socket, "-f", "/dev/null", "new-session", "-d",
-            "-s", session.name, "-x", str(width), "-y", str(height), *argv,
+            "tmux", "-L", session.socket, "-f", "/dev/null",
+            "new-session", "-d", "-s", session.name, "-x", str(width), "-y", str(height), *argv,
+            ";", "set-option", "-g", "window-size", "manual",
+            ";", "set-option", "-g", "default-size", f"{width}x{height}",
+            ";", "resize-window", "-t", session.name, "-x", str(width), "-y", str(height),
         ],
         check=True, env=full_env, timeout=20,
     )  # fmt: skip

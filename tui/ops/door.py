@@ -1,0 +1,182 @@
+"""The operations core's door: fitting, the operation lock, the journal, typed events.
+
+Every family of operations (``retune_ops``, ``lifecycle_ops``, ``trial_ops``, ``form_ops``) is a
+mixin over ``OpsBase``; ``tui.ops.service.FleetOps`` joins them into the one door.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from tui.control.release import GpuPids
+from tui.control.stop_release import StopTimeouts
+from tui.ops.entries import (
+    simple_entry,
+)
+from tui.ops.events import EventSink, OperationFinished, OperationStarted, OpEvent
+from tui.ops.fit import fit_to_fleet
+from tui.ops.journal import JournalEntry, append
+from tui.ops.lock import OperationBusy, operation_lock
+from tui.ops.pipeline import PipelineConfig
+from tui.ops.runner import EngineRunner, gpu_pids_for
+from tui.profiles import Profile, load_named
+from tui.retune.calibration import CalibrationCache
+from tui.retune.options import ApplyOptions
+from tui.rollout.canary import (
+    CanaryOptions,
+)
+from tui.rollout.rollout import (
+    RolloutOptions,
+)
+from tui.state.fleet_state import (
+    profile_of,
+    read_fleet,
+)
+
+BAD_ARGUMENTS = "bad_arguments"
+"""The log parser's reason for argparse's ``error:`` line: the server refused its arguments."""
+
+
+class OperationError(RuntimeError):
+    """An operation failed on some GPUs, or could not start; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpsOptions:
+    """How the operations run."""
+
+    apply: ApplyOptions = field(default_factory=ApplyOptions)
+    """Timeouts and throughput windows of an apply (relaunches and rollbacks measure nothing)."""
+    stop: StopTimeouts = field(default_factory=StopTimeouts)
+    """Drain, kill and memory-release deadlines."""
+    canary: CanaryOptions = field(default_factory=CanaryOptions)
+    """Windows and levels of a canary."""
+    rollout: RolloutOptions = field(default_factory=RolloutOptions)
+    """Timeouts and cost measurement of a rollout (its batch is per call)."""
+    settle_s: float = 1.0
+    """How long a started server is watched for dying at once (``start``)."""
+    restore_args_failures: bool = True
+    """Relaunch, with its previous profile, a GPU whose new server exited on its arguments."""
+
+
+def gpus_text(gpus: Sequence[int]) -> str:
+    return ",".join(str(g) for g in sorted(gpus))
+
+
+class OpsBase:
+    """What every operation shares: the fleet's profile, options, the lock and the journal.
+
+    ``FleetOps`` (``tui.ops.service``) is this plus one mixin per family of operations.
+    """
+
+    def __init__(
+        self,
+        base: Profile | None = None,
+        *,
+        options: OpsOptions | None = None,
+        by: str = "cli",
+        pipeline: PipelineConfig | None = None,
+        gpu_pids: GpuPids | None = None,
+        stop_pipeline_with_fleet: bool = False,
+    ) -> None:
+        self.base = base
+        """The fleet's profile, when known."""
+        self.options = options or OpsOptions()
+        """Options of every operation."""
+        self.by = by
+        """Who asks (journal)."""
+        self.pipeline = pipeline
+        """The console's pipeline, if any."""
+        self.stop_pipeline_with_fleet = stop_pipeline_with_fleet
+        """Whether stopping the fleet also stops the pipeline."""
+        self._gpu_pids = gpu_pids
+        self._calibrations = CalibrationCache()
+        """The running servers' log sizes for the preflights, each log read once then followed
+        (a prediction per keystroke of the tuning form must not re-read whole logs)."""
+
+    # --- reading the fleet (blocking: call from a thread) ----------------------------------------
+
+    def fit(self, profile: Profile) -> Profile:
+        """``profile`` on the fleet's ports, host, logs and simulated hardware (what would run)."""
+        return fit_to_fleet(profile, read_fleet(), self.base)
+
+    def load(self, name: str) -> Profile:
+        """A profile by name or path, fitted to the fleet (what an operation would launch).
+
+        Raises:
+            ProfileError: it cannot be loaded (naming every problem).
+        """
+        return self.fit(load_named(name))
+
+    def profile_for(self, gpu: int) -> Profile:
+        """The profile ``gpu`` runs (or ran last), as launched; else the fleet's profile.
+
+        Raises:
+            OperationError: nothing is known about the GPU and there is no fleet profile.
+        """
+        entry = read_fleet().get(gpu)
+        doc = entry.current or entry.previous if entry is not None else None
+        if doc is not None:
+            return self.fit(profile_of(doc))
+        if self.base is not None:
+            return self.fit(self.base)
+        raise OperationError(f"GPU {gpu}: no profile is known for it")
+
+    def _gpu_pids_for(self, profile: Profile) -> GpuPids:
+        return self._gpu_pids or gpu_pids_for(profile)
+
+    def _pids_for_gpu(self, gpu: int) -> GpuPids:
+        """Who holds memory on ``gpu``, by the engine of the profile it runs."""
+        if self._gpu_pids is not None:
+            return self._gpu_pids
+        try:
+            return gpu_pids_for(self.profile_for(gpu))
+        except Exception:  # nothing known about the GPU: wait on nothing, the stop still ran
+            return lambda g: set()
+
+    def _runner(self, options: ApplyOptions | None = None) -> EngineRunner:
+        return EngineRunner(options or self.options.apply, self.options.stop, self._gpu_pids)
+
+    # --- the lock and the journal ---------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _operation(
+        self, what: str, gpus: Sequence[int], sink: EventSink | None
+    ) -> AsyncIterator[None]:
+        """Hold the operation lock for ``what``; report its start (the caller reports the end).
+
+        Raises:
+            OperationBusy: another operation holds the fleet.
+        """
+        held = contextlib.ExitStack()
+        try:
+            held.enter_context(operation_lock(what))
+        except OperationBusy as busy:
+            # The refusal is journalled too: who tried what, and who held the fleet.
+            now = time.time()
+            kind = what.split(" ", 1)[0]
+            entry = simple_entry(
+                kind, now, now, False, tuple(sorted(gpus)), self.by, str(busy), refused=(str(busy),)
+            )
+            await asyncio.to_thread(append, entry)
+            raise
+        with held:
+            emit(sink, OperationStarted(what, tuple(sorted(gpus))))
+            yield
+
+    async def _journal(self, entry: JournalEntry, sink: EventSink | None, what: str) -> None:
+        """Append the operation's entry (in a thread: it fsyncs) and report its end."""
+        await asyncio.to_thread(append, entry)
+        emit(sink, OperationFinished(what, entry.ok, entry.summary))
+
+    def _loaded(self, profile: Profile | str) -> Profile:
+        return self.fit(load_named(profile) if isinstance(profile, str) else profile)
+
+
+def emit(sink: EventSink | None, event: OpEvent) -> None:
+    if sink is not None:
+        sink(event)

@@ -1,0 +1,239 @@
+"""Stopping and starting: GPUs, the whole fleet, and the console's pipeline."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tui.control.launch import LaunchError, check_started, launch
+from tui.control.preflight import (
+    PreflightError,
+    check_flags,
+    check_gpu_free,
+    check_port,
+    check_stale,
+)
+from tui.control.stop import StopMode
+from tui.control.stop_release import StopReleased, stop_and_release
+from tui.ops.door import OperationError, OpsBase, gpus_text
+from tui.ops.entries import (
+    simple_entry,
+)
+from tui.ops.events import EventSink, OpEvent
+from tui.ops.journal import append
+from tui.ops.pipeline import PipelineConfig, start_pipeline, stop_pipelines
+from tui.ops.target import launch_spec
+from tui.profiles import Profile, load_named
+from tui.state.fleet_state import (
+    GpuState,
+    read_fleet,
+    read_records,
+    record_outcome,
+)
+
+
+class LifecycleOps(OpsBase):
+    """Stop GPUs (drain, terminate, kill), stop or start the whole fleet, the pipeline."""
+
+    # --- kill and stop ----------------------------------------------------------------------------
+
+    async def kill(
+        self, gpus: Sequence[int], on_event: EventSink | None = None, mode: StopMode = "drain"
+    ) -> list[StopReleased]:
+        """Stop the servers on ``gpus`` and wait until their GPU memory is released.
+
+        Args:
+            gpus: GPUs to stop.
+            on_event: Receives the drain's progress.
+            mode: drain (default: no in-flight request lost), terminate (the group's SIGTERM:
+                fast, in-flight requests lost) or kill (SIGKILL).
+
+        Raises:
+            OperationBusy: another operation holds the fleet.
+            OperationError: naming each GPU whose stop failed (survivors, memory still held).
+        """
+        targets = tuple(sorted(set(gpus)))
+        what = f"stop GPUs {gpus_text(targets)} ({mode})"
+        async with self._operation(what, targets, on_event):
+            started = time.time()
+            outcomes = await self._stop_each(targets, mode, on_event)
+            failed = [o for o in outcomes if not o.ok]
+            summary = "; ".join(o.message for o in (failed or outcomes)) or "nothing ran"
+            entry = simple_entry(
+                "kill",
+                started,
+                time.time(),
+                not failed,
+                targets,
+                self.by,
+                summary,
+                failed=tuple(o.gpu for o in failed),
+                detail={"mode": mode, "outcomes": [o.message for o in outcomes]},
+            )
+            await self._journal(entry, on_event, what)
+        if failed:
+            raise OperationError("; ".join(o.message for o in failed))
+        return outcomes
+
+    async def _stop_each(
+        self, gpus: Sequence[int], mode: StopMode, sink: EventSink | None
+    ) -> list[StopReleased]:
+        loop = asyncio.get_running_loop()
+        records = await asyncio.to_thread(read_records)
+
+        def progress(event: OpEvent) -> None:
+            if sink is not None:
+                loop.call_soon_threadsafe(sink, event)
+
+        def one(gpu: int) -> StopReleased:
+            return stop_and_release(
+                gpu,
+                records.get(gpu),
+                self._pids_for_gpu(gpu),
+                mode=mode,
+                timeouts=self.options.stop,
+                on_progress=progress,
+            )
+
+        return list(await asyncio.gather(*(asyncio.to_thread(one, g) for g in gpus)))
+
+    async def stop_fleet(
+        self, on_event: EventSink | None = None, mode: StopMode = "drain"
+    ) -> list[StopReleased]:
+        """Stop every recorded server (and the pipeline first, when configured so).
+
+        Raises:
+            OperationBusy: another operation holds the fleet.
+            OperationError: naming each GPU whose stop failed.
+        """
+        if self.stop_pipeline_with_fleet and self.pipeline is not None:
+            await self.stop_pipeline()
+        records = await asyncio.to_thread(read_records)
+        return await self.kill(sorted(records), on_event, mode)
+
+    # --- start a fleet ----------------------------------------------------------------------------
+
+    async def start(
+        self, profile: Profile | str, gpus: Sequence[int] | None = None
+    ) -> dict[int, str | None]:
+        """Launch ``profile`` on every chosen GPU that has no live server of the fleet.
+
+        GPUs whose recorded server still runs (same identity, same port) are left alone
+        (re-attached); the others are preflighted (stale server, port, GPU memory), launched
+        and watched ``settle_s`` for dying at once, each independently.
+
+        Returns:
+            GPU -> None when it runs (started or re-attached), else why it could not start.
+
+        Raises:
+            ProfileError: the profile cannot be loaded.
+            OperationBusy: another operation holds the fleet.
+        """
+        loaded = await asyncio.to_thread(
+            lambda: load_named(profile) if isinstance(profile, str) else profile
+        )
+        targets = tuple(sorted(set(gpus if gpus is not None else loaded.gpus)))
+        what = f"start {loaded.name} on GPUs {gpus_text(targets)}"
+        async with self._operation(what, targets, None):
+            started = time.time()
+            outcome = await asyncio.to_thread(self._start, loaded, targets)
+            failed = tuple(g for g, why in outcome.items() if why)
+            summary = (
+                f"{len(targets) - len(failed)}/{len(targets)} GPUs run {loaded.name}"
+                if not failed
+                else "; ".join(str(outcome[g]) for g in failed)
+            )
+            entry = simple_entry(
+                "start",
+                started,
+                time.time(),
+                not failed,
+                targets,
+                self.by,
+                summary,
+                target=loaded.name,
+                failed=failed,
+            )
+            await asyncio.to_thread(append, entry)
+        return outcome
+
+    def _start(self, profile: Profile, gpus: Sequence[int]) -> dict[int, str | None]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tui.control.identity import IdentityMismatch, verify
+
+        state = read_fleet()
+        gpu_pids = self._gpu_pids_for(profile)
+
+        def alive(entry: GpuState | None, port: int) -> bool:
+            if entry is None or entry.server is None or entry.server.port != port:
+                return False
+            try:
+                return verify(entry.server).alive
+            except IdentityMismatch:
+                return False
+
+        def one(gpu: int) -> str | None:
+            try:
+                spec = launch_spec(profile, gpu)
+            except (KeyError, ValueError) as exc:
+                return f"GPU {gpu}: {exc.args[0] if exc.args else exc}"
+            if alive(state.get(gpu), spec.port):
+                return None
+            try:
+                check_flags(profile, gpu)
+                check_stale(gpu, spec.port)
+                check_port(spec.port, spec.host, gpu)
+                check_gpu_free(gpu, gpu_pids)
+                process = launch(
+                    spec.argv,
+                    spec.env,
+                    Path(spec.log_path),
+                    gpu=gpu,
+                    port=spec.port,
+                    profile=spec.profile,
+                    host=spec.host,
+                )
+                if self.options.settle_s > 0:
+                    check_started(process, self.options.settle_s)
+            except (PreflightError, LaunchError) as exc:
+                return str(exc)
+            return None
+
+        with ThreadPoolExecutor(max_workers=max(1, len(gpus))) as pool:
+            results = dict(zip(gpus, pool.map(one, gpus), strict=True))
+        ok = [g for g, why in results.items() if why is None]
+        if ok:
+            record_outcome(profile, ok, [])
+        return results
+
+    # --- the pipeline ---------------------------------------------------------------------------
+
+    def _pipeline(self) -> PipelineConfig:
+        if self.pipeline is None:
+            raise OperationError("no pipeline is configured for this console")
+        return self.pipeline
+
+    async def start_pipeline(self) -> None:
+        """Start ``gpufleet generate`` detached (no-op when it already runs); journalled."""
+        config = self._pipeline()
+        started = time.time()
+        pid = await asyncio.to_thread(start_pipeline, config)
+        await asyncio.to_thread(
+            append,
+            simple_entry(
+                "pipeline-start", started, time.time(), True, (), self.by, f"pipeline pid {pid}"
+            ),
+        )
+
+    async def stop_pipeline(self) -> None:
+        """SIGTERM the pipeline (identity-checked); it resumes from its done record later."""
+        config = self._pipeline()
+        started = time.time()
+        pids = await asyncio.to_thread(stop_pipelines, config.status_path)
+        summary = f"stopped pipeline pids {pids}" if pids else "no pipeline was running"
+        await asyncio.to_thread(
+            append, simple_entry("pipeline-stop", started, time.time(), True, (), self.by, summary)
+        )
