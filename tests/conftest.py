@@ -40,8 +40,25 @@ simulator CPU-bound and moves the very throughput they compare. Everything else 
 time (pytest-xdist): the suite mostly waits on real servers starting, draining and serving."""
 
 
+SLOW_FIRST = (
+    "test_pipeline_fault",
+    "test_e2e_retune",
+    "test_e2e_demo",
+    "test_pipeline_status",
+    "test_rollout_rolling",
+    "test_agent_console",
+    "test_agent_api",
+    "test_pipeline_bad_inputs",
+)
+"""The longest modules (``--durations``), started first: ``--dist loadfile`` hands modules out in
+collection order, and one started last would run alone while the other worker idles."""
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test of a ``SERIAL_MODULES`` module ``serial``."""
+    """Mark every test of a ``SERIAL_MODULES`` module ``serial``; the slowest modules first."""
     for item in items:
         if item.path.stem in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: order kept within
