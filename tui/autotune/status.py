@@ -188,6 +188,7 @@ def spent_json(spent: Spent) -> dict[str, Any]:
         "wall_s": spent.wall_s,
         "explore_gpu_s": spent.explore_gpu_s,
         "canaries": spent.canaries,
+        "paused_s": spent.paused_s,
     }
 
 
