@@ -47,7 +47,9 @@ def seed_profile(tmp_path: Path) -> Profile:
 def test_parse_knob_and_its_errors() -> None:
     assert parse_knob("max_running_requests=32,16,32") == ("max_running_requests", (16, 32))
     assert parse_knob("mem_fraction_static=0.9") == ("mem_fraction_static", (0.9,))
-    with pytest.raises(ValueError, match=r"knob 'max_tokens': unknown.*allowed: mem_fraction_static"):
+    with pytest.raises(
+        ValueError, match=r"knob 'max_tokens': unknown.*allowed: mem_fraction_static"
+    ):
         parse_knob("max_tokens=3")
     with pytest.raises(ValueError, match=r"max_running_requests.values '1\.5': not an integer"):
         parse_knob("max_running_requests=1.5")
