@@ -138,6 +138,8 @@ def describe_status(doc: dict[str, Any]) -> str:
     if phase not in FINAL_PHASES and not alive:
         phase = f"{phase} (STALE: search pid {doc.get('pid')} is not running; it died)"
     lines = [f"autotune: {phase}"]
+    if doc.get("waiting_for") and alive and phase not in FINAL_PHASES:
+        lines.append(f"  waiting for: {doc['waiting_for']} (the fleet's operation lock)")
     if doc.get("reason"):
         lines.append(f"  why: {doc['reason']}")
     inc = doc.get("incumbent") or {}
