@@ -95,16 +95,20 @@ def plot(doc: dict[str, Any] | None, width: int) -> str:
             out += [float(v) if isinstance(v, int | float) else None] * (2 * span)
         return out
 
-    marks = "".join(
-        {"better": "+", "worse": "-"}.get(str(h.get("verdict")), "=").ljust(span)
-        for h in history[shown]
-    )
+    marks = "".join(_mark(h, span) for h in history[shown])
     lines = [f"Canary tok/s per GPU (top {axis.high:,.0f})"]
     lines += braille_rows(series(canary), axis, PLOT_ROWS)
     lines.append("Control (incumbent) tok/s per GPU")
     lines += braille_rows(series(control), axis, PLOT_ROWS)
-    lines.append(marks + "   + better  - worse  = no measurable difference")
+    lines.append(marks + "   + better  - worse  = no measurable difference  (N: candidate #N)")
     return "\n".join(lines)
+
+
+def _mark(point: dict[str, Any], span: int) -> str:
+    """One candidate's mark under its cells: its verdict, and its index where it fits ('+4')."""
+    sign = {"better": "+", "worse": "-"}.get(str(point.get("verdict")), "=")
+    index = f"{sign}{point.get('index')}"
+    return (index if len(index) < span else sign).ljust(span)[:span]
 
 
 def candidates_text(doc: dict[str, Any] | None, last: int = 12) -> str:
