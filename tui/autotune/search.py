@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
-
-import psutil
 
 from tui.autotune.budget import Spent, WallClock, exploration_cost
 from tui.autotune.fleet import searchable_fleet
@@ -37,6 +34,8 @@ from tui.autotune.options import AutotuneOptions, SearchRefused, SearchResult
 from tui.autotune.record import (
     CandidateRecord,
     candidate_entry,
+    history_point,
+    invalid_record,
     measured,
     new_record,
     summary_entry,
@@ -44,10 +43,10 @@ from tui.autotune.record import (
 from tui.autotune.space import Candidate, candidate_profile, knobs_of
 from tui.autotune.status import (
     lock_file,
-    look_json,
     read_request,
     spent_json,
     stale_summary,
+    status_document,
     write_status,
 )
 from tui.autotune.strategy import (
@@ -63,7 +62,7 @@ from tui.ops.events import EventSink
 from tui.ops.journal import append
 from tui.ops.lock import Holder, OperationBusy, operation_lock
 from tui.ops.service import FleetOps
-from tui.profiles import Profile, ProfileError, profile_to_dict
+from tui.profiles import Profile, ProfileError
 from tui.retune.preflight import Preflight
 from tui.rollout.canary import CanaryResult
 from tui.state.fleet_state import profile_of
@@ -229,19 +228,7 @@ class Autotuner:
 
     def _reject(self, index: int, move: Candidate, name: str, why: str) -> None:
         assert self.incumbent is not None
-        record = CandidateRecord(
-            index=index,
-            key=move.key(),
-            profile=name,
-            knobs={k: float(v) for k, v in move.knobs},
-            incumbent=self.incumbent.name,
-            decision="rejected",
-            why=why,
-            launched=False,
-            prediction={"fits": False, "why_not": why},
-            gpu=self.gpu,
-            started_at=time.time(),
-        )
+        record = invalid_record(index, move, name, self.incumbent.name, why, self.gpu)
         self._decide(record, "rejected", why)
 
     def _decide(self, record: CandidateRecord, decision: str, why: str) -> CandidateRecord:
@@ -287,7 +274,7 @@ class Autotuner:
             canaries=self.spent.canaries + 1,
         )
         record = measured(record, result, cost)
-        self._remember(record)
+        self.history.append(history_point(record))
         if stop:
             await self._back_to_incumbent()
             await self._finish(record, "stopped", "stopped by the operator; measured first")
@@ -336,19 +323,6 @@ class Autotuner:
         self.current = None
         await asyncio.to_thread(self._decide, record, decision, why)
         await self._status()
-
-    def _remember(self, record: CandidateRecord) -> None:
-        self.history.append(
-            {
-                "t": round(time.time(), 3),
-                "index": record.index,
-                "key": record.key,
-                "canary_tokens_per_s": record.canary_tokens_per_s,
-                "control_tokens_per_s": record.control_tokens_per_s,
-                "relative": record.relative,
-                "verdict": record.verdict,
-            }
-        )
 
     async def _back_to_incumbent(self, gpus: list[int] | None = None) -> None:
         """Relaunch ``gpus`` (default: the canary GPU) on the incumbent, verified."""
@@ -447,35 +421,4 @@ class Autotuner:
 
     async def _status(self) -> None:
         self._tick()
-        await asyncio.to_thread(write_status, self._document())
-
-    def _document(self) -> dict[str, Any]:
-        inc = self.incumbent
-        pid = os.getpid()
-        return {
-            "phase": self.phase,
-            "reason": self.reason,
-            "pid": pid,
-            "create_time": psutil.Process(pid).create_time(),
-            "started_at": self.started_at,
-            "gpu": self.gpu,
-            "space": self.options.space.to_json(),
-            "budget": {
-                "wall_s": self.options.budget.wall_s,
-                "explore_gpu_s": self.options.budget.explore_gpu_s,
-                "max_regression": self.options.budget.max_regression,
-            },
-            "spent": spent_json(self.spent),
-            "incumbent": {
-                "profile": inc.name if inc is not None else None,
-                "knobs": self.knobs,
-                "doc": profile_to_dict(inc) if inc is not None else None,
-            },
-            "current": self.current.to_json() if self.current is not None else None,
-            "waiting_for": self.waiting_for,
-            "canary_up": self.watch is not None and self.watch.up,
-            "look": look_json(self.watch.look) if self.watch and self.watch.look else None,
-            "candidates": [r.to_json() for r in self.records],
-            "history": self.history,
-            "stale_previous": self.stale,
-        }
+        await asyncio.to_thread(write_status, status_document(self))
