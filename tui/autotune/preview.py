@@ -49,8 +49,15 @@ class RangeVerdict:
         if not self.rejected:
             return head + "."
         more = len(self.rejected) - SHOWN
-        named = "; ".join(self.rejected[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
+        named = "; ".join(_short(r) for r in self.rejected[:SHOWN])
+        named += f"; and {more} more" if more > 0 else ""
         return f"{head} (never launched): {named}"
+
+
+def _short(text: str, limit: int = 110) -> str:
+    """A rejection in a few words: its first sentence, cut at ``limit`` characters."""
+    first = text.split(". ", 1)[0]
+    return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 class RangePreview:
