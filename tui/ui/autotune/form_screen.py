@@ -89,11 +89,13 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
     AutotuneFormScreen .knob-row Label, AutotuneFormScreen .budget-row Label {
         width: 34; padding: 1 1 0 1;
     }
-    AutotuneFormScreen .knob-row Input { width: 1fr; }
-    AutotuneFormScreen .budget-row Input { width: 1fr; }
+    AutotuneFormScreen .knob-row Input, AutotuneFormScreen .budget-row Input { width: 1fr; }
+    AutotuneFormScreen #autotune-form-head { height: 1; text-style: bold; }
+    AutotuneFormScreen #autotune-form-head .knob-name { width: 34; padding: 0 1; }
+    AutotuneFormScreen #autotune-form-head .knob-on { width: 10; padding: 0 1; }
+    AutotuneFormScreen #autotune-form-head .knob-column { width: 1fr; padding: 0 1; }
     AutotuneFormScreen #autotune-form-errors { color: $error; height: auto; padding: 0 1; }
     AutotuneFormScreen #autotune-form-preflight { height: auto; padding: 0 1; }
-    AutotuneFormScreen #autotune-form-head { padding: 0 1; text-style: bold; }
     """
 
     def __init__(
@@ -120,11 +122,11 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
         """A row per knob, the budget, the errors and the preflight's verdict."""
         chosen = dict(self.initial.space.values)
         with VerticalScroll():
-            yield Static(
-                "Knob                               on   low        high       step (blank: "
-                "default points)",
-                id="autotune-form-head",
-            )
+            with Horizontal(id="autotune-form-head"):
+                yield Label("Knob", classes="knob-name")
+                yield Label("on", classes="knob-on")
+                for column in ("low", "high", "step (blank: defaults)"):
+                    yield Label(column, classes="knob-column")
             for name in KNOBS:
                 values = chosen.get(name)
                 low, high = (min(values), max(values)) if values else default_range(name)
