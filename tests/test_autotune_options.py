@@ -221,7 +221,7 @@ async def test_a_search_step_waits_for_a_held_operation_lock_and_then_runs(
             await asyncio.sleep(0.02)
         doc = read_status()
         assert doc is not None
-        assert doc["waiting_for"].startswith(f"apply sim-x to GPUs [1] (pid {child.pid},")
+        assert doc["waiting_for"] == f"apply sim-x to GPUs [1] (pid {child.pid})"
         await asyncio.sleep(0.2)
         assert not task.done() and ran == []  # still waiting, not failed
         assert child.stdin is not None

@@ -124,7 +124,7 @@ async def test_a_good_form_starts_a_search_with_exactly_its_knobs_ranges_and_bud
 async def test_the_search_shows_in_the_grids_status_strip_from_its_status_document() -> None:
     doc = status("canary")
     doc["current"] = {"index": 4, "key": "max_mamba_cache_size=200"}
-    doc["waiting_for"] = "apply sim-x to GPUs [1] (pid 7, for 3 s)"
+    doc["waiting_for"] = "apply sim-x to GPUs [1] (pid 7)"
     write_status(doc)  # as a search started by the CLI writes it: this console started nothing
     app = make_app()
     async with app.run_test(size=(160, 40)) as pilot:  # type: ignore[attr-defined]

@@ -387,7 +387,9 @@ class Autotuner:
         )
 
     async def _waiting(self, holder: Holder | None) -> None:
-        self.waiting_for = None if holder is None else holder.describe()
+        # No "for N s": the status is written when the holder changes, and would keep the age
+        # it had then; ``updated_at`` and the holder's own journal entry say how long.
+        self.waiting_for = None if holder is None else f"{holder.operation} (pid {holder.pid})"
         await self._status()
 
     # --- control, status ----------------------------------------------------------------------
