@@ -127,8 +127,9 @@ def test_config_file_and_flags_share_the_parser(
         (("mem_fraction_static", (0.86, 0.9)), ("max_running_requests", (16, 24, 32)))
     )
     assert budget == {"wall": 7200.0, "max_regression": 0.1}
-    args = cli.build_parser().parse_args(["start", "--config", str(config), "--wall", "600"])
-    options, _ = cli.options_from(args)
+    argv = ["start", "--config", str(config), "--wall", "600", "--lock-wait", "60"]
+    options, _ = cli.options_from(cli.build_parser().parse_args(argv))
+    assert options.lock_wait_s == 60.0
     assert options.space == space
     assert (options.budget.wall_s, options.budget.max_regression) == (600.0, 0.1)  # flag wins
     assert options.budget.explore_gpu_s == AutotuneOptions().budget.explore_gpu_s

@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds to ready per launch")
     s.add_argument("--release-timeout", type=SECONDS, default=120.0, help="GPU release wait")
     s.add_argument("--term-timeout", type=SECONDS, default=60.0, help="drain seconds")
+    s.add_argument(
+        "--lock-wait",
+        type=SECONDS,
+        default=900.0,
+        help="longest a step waits for another operation holding the fleet, seconds",
+    )
     s.add_argument("--detach", action="store_true", help="run in its own session and return")
     st = sub.add_parser("status", help="print the search's status")
     st.add_argument("--json", action="store_true", help="the status document as is")
@@ -142,6 +148,7 @@ def options_from(args: argparse.Namespace) -> tuple[AutotuneOptions, OpsOptions]
     options = AutotuneOptions(
         space=space or SearchSpace.default(),
         budget=budget,
+        lock_wait_s=args.lock_wait,
         gpu=args.gpu,
         canary=canary,
         rollout=RolloutOptions(apply=apply),
