@@ -13,8 +13,12 @@ import psutil
 from textual.widgets import Static
 from ui_helpers import make_app, settle, wait_for
 
+from tui.autotune.budget import Budget
+from tui.autotune.options import SearchRequest, request_argv
+from tui.autotune.space import SearchSpace
 from tui.autotune.status import control_file, read_request, write_status
 from tui.ui.autotune.autotune_screen import AutotuneScreen
+from tui.ui.autotune.form_screen import AutotuneFormScreen
 from tui.ui.confirm import ConfirmScreen
 
 
@@ -54,6 +58,10 @@ def status(phase: str, *, alive: bool = True) -> dict[str, Any]:
     }
 
 
+def no_fleet(space: SearchSpace) -> str:
+    raise RuntimeError("no fleet in this test")
+
+
 def text(screen: AutotuneScreen, widget: str) -> str:
     return str(screen.query_one(f"#{widget}", Static).render())
 
@@ -68,7 +76,7 @@ async def test_the_screen_shows_the_search_and_every_key_reaches_it() -> None:
     started: list[Sequence[str]] = []
     app = make_app()
     async with app.run_test(size=(100, 40)) as pilot:  # type: ignore[attr-defined]
-        screen = AutotuneScreen(starter=started.append, interval_s=3600)
+        screen = AutotuneScreen(starter=started.append, interval_s=3600, predictor=no_fleet)
         await app.push_screen(screen)  # type: ignore[attr-defined]
         await wait_for(pilot, lambda: screen.doc is not None, "the status")
         summary = text(screen, "autotune-summary")
@@ -76,7 +84,7 @@ async def test_the_screen_shows_the_search_and_every_key_reaches_it() -> None:
         assert "Canary on GPU 0: max_mamba_cache_size=200 (measuring, 6 intervals" in summary
         assert "21.5 / 1800 GPU-s" in summary
         drawn = text(screen, "autotune-plot")
-        assert "Canary tok/s per GPU" in drawn and "+     +     -" in drawn
+        assert "Canary tok/s per GPU" in drawn and "+1    +2    -3    " in drawn
         assert any("\u2800" <= ch <= "\u28ff" for ch in drawn)  # a braille line
         assert "#3 speculative_num_steps=4" in text(screen, "autotune-candidates")
         # running, not paused: start and resume do not apply; pause and stop do
@@ -91,14 +99,18 @@ async def test_the_screen_shows_the_search_and_every_key_reaches_it() -> None:
         await wait_for(pilot, lambda: last_request() == "resume", "the resume request")
         await pilot.press("x")
         await wait_for(pilot, lambda: last_request() == "stop", "the stop request")
-        # the search ended: s asks, then starts one (detached, through the starter)
+        # the search ended: s opens the form; ctrl+s asks, then starts one (detached, through
+        # the starter) with the form's values: untouched, the default space and budget
         write_status(status("stopped"))
         await screen.reload()
         assert screen.check_action("stop", ()) is None
         await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, AutotuneFormScreen), "the form")  # type: ignore[attr-defined]
+        await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")  # type: ignore[attr-defined]
         await pilot.press("y")
-        await wait_for(pilot, lambda: started == [()], "the start")
+        default = request_argv(SearchRequest(SearchSpace.default(), Budget()))
+        await wait_for(pilot, lambda: started == [default], "the start")
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, AutotuneScreen), "closed")  # type: ignore[attr-defined]
 

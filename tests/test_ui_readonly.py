@@ -33,6 +33,7 @@ from ui_helpers import (
 import tui.ui
 from tui.ui.app import FleetApp
 from tui.ui.autotune.autotune_screen import AutotuneScreen
+from tui.ui.autotune.form_screen import AutotuneFormScreen
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.gate import ReadOnlyGate, class_bindings
@@ -229,6 +230,7 @@ SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
     CanaryScreen: lambda app: CanaryScreen(app.actions, "sim-aggressive", 2, (0, 1, 2, 3)),
     ApplyScreen: lambda app: ApplyScreen(app.actions, "sim-aggressive", (2,), app.journal_reader),
     AutotuneScreen: lambda app: AutotuneScreen(starter=_refuse_start, interval_s=3600),
+    AutotuneFormScreen: lambda app: AutotuneFormScreen(predictor=None),
 }
 """How to open each gated screen directly (in read-only mode no key leads to most of them)."""
 

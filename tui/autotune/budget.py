@@ -6,6 +6,9 @@ it) plus, for a candidate slower than the incumbent, the canary GPU's shortfall 
 (``-relative * window_s``). A candidate faster than the incumbent is not credited back: the
 budget is what the search may risk, not its net.
 
+The wall time is the search's own time: the seconds an operator kept it paused are not
+spent (``WallClock``), so a search paused over lunch does not come back with its budget gone.
+
 The largest regression is a relative drop of the canary GPU. A candidate measured worse than
 that is rolled back like any other, and ends the search: the cheap model that ranked it was
 that wrong about this fleet, and the operator asked not to risk more.
@@ -13,6 +16,8 @@ that wrong about this fleet, and the operator asked not to risk more.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tui.rollout.canary import CanaryResult
@@ -56,11 +61,13 @@ class Spent:
     """What the search has spent so far."""
 
     wall_s: float = 0.0
-    """Seconds since it started."""
+    """Seconds since it started, less the seconds it was paused."""
     explore_gpu_s: float = 0.0
     """Exploration GPU-seconds (see ``exploration_cost``)."""
     canaries: int = 0
     """Canaries run."""
+    paused_s: float = 0.0
+    """Seconds the operator kept it paused (not counted in ``wall_s``)."""
 
     def exhausted(self, budget: Budget) -> str | None:
         """Why no further canary may start, or None.
@@ -77,3 +84,42 @@ class Spent:
                 f"{budget.explore_gpu_s:.1f} GPU-seconds; a canary costs about {per:.1f})"
             )
         return None
+
+
+class WallClock:
+    """The search's wall time: seconds since it started, less the seconds it was paused.
+
+    Args:
+        clock: Monotonic seconds (tests pass a fake one).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._start = clock()
+        self._paused_total = 0.0
+        self._paused_at: float | None = None
+
+    @property
+    def paused(self) -> bool:
+        """Whether it is paused now."""
+        return self._paused_at is not None
+
+    def pause(self) -> None:
+        """Stop counting (idempotent)."""
+        if self._paused_at is None:
+            self._paused_at = self._clock()
+
+    def resume(self) -> None:
+        """Count again (idempotent)."""
+        if self._paused_at is not None:
+            self._paused_total += self._clock() - self._paused_at
+            self._paused_at = None
+
+    def paused_s(self) -> float:
+        """Seconds paused so far (the current pause included)."""
+        now = self._clock()
+        return self._paused_total + (now - self._paused_at if self._paused_at is not None else 0.0)
+
+    def elapsed(self) -> float:
+        """Seconds counted against the budget: since the start, less every pause."""
+        return max(0.0, self._clock() - self._start - self.paused_s())

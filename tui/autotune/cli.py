@@ -18,12 +18,23 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from tui.autotune.budget import Budget
 from tui.autotune.detach import search_log, start_detached
-from tui.autotune.search import AutotuneOptions, Autotuner, SearchRefused, SearchResult
-from tui.autotune.space import parse_knob, space_from
+from tui.autotune.options import (
+    AutotuneOptions,
+    OptionsError,
+    SearchRefused,
+    SearchResult,
+    budget_of,
+    load_config,
+    parse_knob,
+    space_of,
+)
+from tui.autotune.search import Autotuner
+from tui.autotune.space import SearchSpace
 from tui.autotune.status import describe_status, holder_alive, read_status, request
 from tui.cli_args import GPU_INDEX, SECONDS, SECONDS_OR_ZERO, ArgumentParser, number
 from tui.control.stop_release import StopTimeouts
@@ -46,21 +57,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--knob",
         action="append",
         default=[],
-        help="NAME=V1,V2,... a knob and its values (repeat; default: the six default knobs)",
+        help="NAME=V1,V2,... or NAME=LOW:HIGH[:STEP]: a knob and its values (repeat; only the "
+        "knobs named are searched; default: the six default knobs)",
+    )
+    s.add_argument(
+        "--config",
+        type=Path,
+        help="a TOML file with [knobs.NAME] (low/high/step or values, enabled) and [budget] "
+        "(wall, explore_gpu_seconds, max_regression); flags win over it",
     )
     s.add_argument("--gpu", type=GPU_INDEX, help="the canary GPU (default: the lowest running)")
-    s.add_argument("--wall", type=SECONDS, default=4 * 3600.0, help="wall-time budget, seconds")
+    s.add_argument("--wall", help="wall-time budget: seconds, or with s/m/h (default 4h)")
     s.add_argument(
         "--explore-gpu-seconds",
-        type=number(float, 0, 10.0**9, low_open=True),
-        default=1800.0,
-        help="GPU-seconds of job throughput it may spend exploring",
+        help="GPU-seconds of job throughput it may spend exploring (default 1800)",
     )
     s.add_argument(
         "--max-regression",
-        type=number(float, 0, 1, low_open=True, high_open=True),
-        default=0.25,
-        help="largest relative drop of the canary GPU it may risk (0.25 = 25%%)",
+        help="largest relative drop of the canary GPU it may risk: 0.25 or 25%% (default 25%%)",
     )
     s.add_argument("--window", type=SECONDS, default=60.0, help="canary window, seconds")
     s.add_argument("--max-window", type=SECONDS, default=180.0, help="longest canary window")
@@ -80,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds to ready per launch")
     s.add_argument("--release-timeout", type=SECONDS, default=120.0, help="GPU release wait")
     s.add_argument("--term-timeout", type=SECONDS, default=60.0, help="drain seconds")
+    s.add_argument(
+        "--lock-wait",
+        type=SECONDS,
+        default=900.0,
+        help="longest a step waits for another operation holding the fleet, seconds",
+    )
     s.add_argument("--detach", action="store_true", help="run in its own session and return")
     st = sub.add_parser("status", help="print the search's status")
     st.add_argument("--json", action="store_true", help="the status document as is")
@@ -92,9 +112,25 @@ def options_from(args: argparse.Namespace) -> tuple[AutotuneOptions, OpsOptions]
     """The search's and the operations' options from ``start``'s arguments.
 
     Raises:
-        ValueError: a bad --knob (naming it and what is allowed).
+        OptionsError: a bad --knob, --config or budget value (naming it and what is allowed).
     """
-    space = space_from([parse_knob(k) for k in args.knob])
+    space, budget_fields = load_config(args.config) if args.config else (None, {})
+    if args.knob:
+        space = space_of([parse_knob(k) for k in args.knob])
+    defaults = {
+        "wall": Budget().wall_s,
+        "explore_gpu_seconds": Budget().explore_gpu_s,
+        "max_regression": Budget().max_regression,
+    }
+
+    def pick(flag: str | None, key: str) -> object:
+        return flag if flag is not None else budget_fields.get(key, defaults[key])
+
+    budget = budget_of(
+        pick(args.wall, "wall"),
+        pick(args.explore_gpu_seconds, "explore_gpu_seconds"),
+        pick(args.max_regression, "max_regression"),
+    )
     apply = ApplyOptions(
         timeout_s=args.timeout, release_timeout_s=args.release_timeout, measure=False
     )
@@ -109,9 +145,13 @@ def options_from(args: argparse.Namespace) -> tuple[AutotuneOptions, OpsOptions]
         settle_s=args.settle,
         apply=apply,
     )
-    budget = Budget(args.wall, args.explore_gpu_seconds, args.max_regression)
     options = AutotuneOptions(
-        space=space, budget=budget, gpu=args.gpu, canary=canary, rollout=RolloutOptions(apply=apply)
+        space=space or SearchSpace.default(),
+        budget=budget,
+        lock_wait_s=args.lock_wait,
+        gpu=args.gpu,
+        canary=canary,
+        rollout=RolloutOptions(apply=apply),
     )
     stop = StopTimeouts(drain_s=args.term_timeout, release_s=args.release_timeout)
     return options, OpsOptions(apply=apply, stop=stop, canary=canary)
@@ -120,7 +160,7 @@ def options_from(args: argparse.Namespace) -> tuple[AutotuneOptions, OpsOptions]
 def _start(args: argparse.Namespace, argv: Sequence[str]) -> int:
     try:
         options, ops_options = options_from(args)
-    except ValueError as exc:
+    except OptionsError as exc:
         print(f"{PROG} start: {exc}", file=sys.stderr)
         return 2
     errors = options.budget.errors() + options.canary.errors()

@@ -128,6 +128,38 @@ def new_record(
     )
 
 
+def invalid_record(
+    index: int, move: Candidate, profile: str, incumbent: str, why: str, gpu: int
+) -> CandidateRecord:
+    """A candidate whose profile does not validate (rejected before any prediction)."""
+    return CandidateRecord(
+        index=index,
+        key=move.key(),
+        profile=profile,
+        knobs={k: float(v) for k, v in move.knobs},
+        incumbent=incumbent,
+        decision="rejected",
+        why=why,
+        launched=False,
+        prediction={"fits": False, "why_not": why},
+        gpu=gpu,
+        started_at=time.time(),
+    )
+
+
+def history_point(record: CandidateRecord) -> dict[str, Any]:
+    """A measured candidate as a point of the status's throughput history (the plot's)."""
+    return {
+        "t": round(time.time(), 3),
+        "index": record.index,
+        "key": record.key,
+        "canary_tokens_per_s": record.canary_tokens_per_s,
+        "control_tokens_per_s": record.control_tokens_per_s,
+        "relative": record.relative,
+        "verdict": record.verdict,
+    }
+
+
 def candidate_entry(record: CandidateRecord) -> JournalEntry:
     """The ``autotune-candidate`` journal entry of a decided candidate."""
     effect = ""

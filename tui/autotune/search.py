@@ -7,6 +7,10 @@ search adds an ``autotune-candidate`` entry per candidate and an ``autotune-summ
 (``tui.autotune.record``). The strategy is ``tui.autotune.strategy``'s; the budget
 ``tui.autotune.budget``'s.
 
+A step that finds another operation holding the fleet's operation lock waits for it (bounded,
+``AutotuneOptions.lock_wait_s``; the status names it under ``waiting_for``) instead of ending
+the search (``tui.autotune.lockwait``).
+
 Between steps the search reads the operator's requests (pause, resume, stop). A stop during a
 canary cancels it as soon as the canary GPU is up (the engine's launch is never cut in half),
 then the canary GPU goes back to the incumbent: a stopped search always leaves every GPU on the
@@ -18,19 +22,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-import psutil
-
-from tui.autotune.budget import Spent, exploration_cost
+from tui.autotune.budget import Spent, WallClock, exploration_cost
 from tui.autotune.fleet import searchable_fleet
+from tui.autotune.lockwait import WaitStopped, when_free
 from tui.autotune.options import AutotuneOptions, SearchRefused, SearchResult
 from tui.autotune.record import (
     CandidateRecord,
     candidate_entry,
+    history_point,
+    invalid_record,
     measured,
     new_record,
     summary_entry,
@@ -38,10 +43,10 @@ from tui.autotune.record import (
 from tui.autotune.space import Candidate, candidate_profile, knobs_of
 from tui.autotune.status import (
     lock_file,
-    look_json,
     read_request,
     spent_json,
     stale_summary,
+    status_document,
     write_status,
 )
 from tui.autotune.strategy import (
@@ -55,12 +60,14 @@ from tui.autotune.strategy import (
 from tui.autotune.watch import CanaryWatch
 from tui.ops.events import EventSink
 from tui.ops.journal import append
-from tui.ops.lock import OperationBusy, operation_lock
+from tui.ops.lock import Holder, OperationBusy, operation_lock
 from tui.ops.service import FleetOps
-from tui.profiles import Profile, ProfileError, profile_to_dict
+from tui.profiles import Profile, ProfileError
 from tui.retune.preflight import Preflight
 from tui.rollout.canary import CanaryResult
 from tui.state.fleet_state import profile_of
+
+T = TypeVar("T")
 
 
 class Autotuner:
@@ -85,7 +92,7 @@ class Autotuner:
         self.reason = ""
         self.current: CandidateRecord | None = None
         self.started_at = time.time()
-        self._t0 = time.monotonic()
+        self._wall = WallClock()
         self.gpu = -1
         self.incumbent: Profile | None = None
         self.knobs: dict[str, Any] = {}
@@ -93,6 +100,8 @@ class Autotuner:
         self._stop = False
         self.watch: CanaryWatch | None = None
         """The canary being run, if any (its GPU up or not, its latest look)."""
+        self.waiting_for: str | None = None
+        """The operation holding the fleet's lock that the next step waits for, if any."""
 
     def request_stop(self) -> None:
         """Stop as a stop request would (for SIGTERM/SIGINT to the search's process)."""
@@ -219,19 +228,7 @@ class Autotuner:
 
     def _reject(self, index: int, move: Candidate, name: str, why: str) -> None:
         assert self.incumbent is not None
-        record = CandidateRecord(
-            index=index,
-            key=move.key(),
-            profile=name,
-            knobs={k: float(v) for k, v in move.knobs},
-            incumbent=self.incumbent.name,
-            decision="rejected",
-            why=why,
-            launched=False,
-            prediction={"fits": False, "why_not": why},
-            gpu=self.gpu,
-            started_at=time.time(),
-        )
+        record = invalid_record(index, move, name, self.incumbent.name, why, self.gpu)
         self._decide(record, "rejected", why)
 
     def _decide(self, record: CandidateRecord, decision: str, why: str) -> CandidateRecord:
@@ -252,7 +249,15 @@ class Autotuner:
         )
         self.current, self.phase = record, "canary"
         await self._status()
-        result, stop = await self._canary(profile, controls)
+        try:
+            result, stop = await self._canary(profile, controls)
+        except WaitStopped:
+            await self._finish(
+                replace(record, launched=False),
+                "stopped",
+                "stopped by the operator while waiting for the fleet; never launched",
+            )
+            return "stopped by the operator"
         self.phase = "searching"
         if result is not None and result.refused:  # validation: nothing was stopped
             why = "canary refused: " + "; ".join(result.refused)
@@ -269,7 +274,7 @@ class Autotuner:
             canaries=self.spent.canaries + 1,
         )
         record = measured(record, result, cost)
-        self._remember(record)
+        self.history.append(history_point(record))
         if stop:
             await self._back_to_incumbent()
             await self._finish(record, "stopped", "stopped by the operator; measured first")
@@ -296,7 +301,10 @@ class Autotuner:
         """Roll the winner out to every GPU; on a failure walk the moved GPUs back."""
         self.phase = "adopting"
         await self._status()
-        rolled = await self.ops.rollout(profile, 1, None, self.on_event, self.options.rollout)
+        rolled = await self._when_free(
+            "rollout",
+            lambda: self.ops.rollout(profile, 1, None, self.on_event, self.options.rollout),
+        )
         if not rolled.ok:
             moved = [g for g in rolled.done if g != self.gpu] + [self.gpu]
             await self._back_to_incumbent(moved)
@@ -316,26 +324,15 @@ class Autotuner:
         await asyncio.to_thread(self._decide, record, decision, why)
         await self._status()
 
-    def _remember(self, record: CandidateRecord) -> None:
-        self.history.append(
-            {
-                "t": round(time.time(), 3),
-                "index": record.index,
-                "key": record.key,
-                "canary_tokens_per_s": record.canary_tokens_per_s,
-                "control_tokens_per_s": record.control_tokens_per_s,
-                "relative": record.relative,
-                "verdict": record.verdict,
-            }
-        )
-
     async def _back_to_incumbent(self, gpus: list[int] | None = None) -> None:
         """Relaunch ``gpus`` (default: the canary GPU) on the incumbent, verified."""
         assert self.incumbent is not None
         self.phase = "rolling back"
         await self._status()
-        result = await self.ops.apply(
-            self.incumbent, gpus or [self.gpu], self.on_event, measure=False
+        incumbent = self.incumbent
+        result = await self._when_free(
+            "rollback",
+            lambda: self.ops.apply(incumbent, gpus or [self.gpu], self.on_event, measure=False),
         )
         failed = [r for r in result.reports if not r.ok]
         if result.refused or failed:
@@ -347,26 +344,62 @@ class Autotuner:
     async def _canary(
         self, profile: Profile, controls: list[int]
     ) -> tuple[CanaryResult | None, bool]:
-        """Run the canary, watching for a stop. (None, True) when it was cancelled."""
-        watch = CanaryWatch(self.gpu, self.options.poll_s, self.on_event)
-        self.watch = watch
+        """Run the canary (once the operation lock is free), watching for a stop. (None, True)
+        when it was cancelled.
+
+        Raises:
+            WaitStopped: a stop was asked while it waited for the lock (nothing was launched).
+            LockWaitTimeout: the lock stayed held for ``lock_wait_s``.
+        """
 
         async def stop_asked() -> bool:
             request = await asyncio.to_thread(read_request, self.started_at)
             return self._stop or (request is not None and request.request == "stop")
 
-        canary = self.ops.canary(
-            profile, self.gpu, watch.sink, self.options.canary, controls=controls
+        async def attempt() -> tuple[CanaryResult | None, bool]:
+            watch = CanaryWatch(self.gpu, self.options.poll_s, self.on_event)
+            self.watch = watch
+            canary = self.ops.canary(
+                profile, self.gpu, watch.sink, self.options.canary, controls=controls
+            )
+            try:
+                return await watch.run(canary, stop_asked, self._status)
+            finally:
+                self.watch = None
+
+        return await self._when_free("canary", attempt, stop_asked)
+
+    async def _when_free(
+        self,
+        what: str,
+        step: Callable[[], Awaitable[T]],
+        stop_asked: Callable[[], Awaitable[bool]] | None = None,
+    ) -> T:
+        """Run ``step`` once no other operation holds the fleet (see ``tui.autotune.lockwait``);
+        the status says whom it waits for meanwhile."""
+        return await when_free(
+            step,
+            what=what,
+            wait_s=self.options.lock_wait_s,
+            poll_s=self.options.poll_s,
+            on_wait=self._waiting,
+            stop_asked=stop_asked,
         )
-        try:
-            return await watch.run(canary, stop_asked, self._status)
-        finally:
-            self.watch = None
+
+    async def _waiting(self, holder: Holder | None) -> None:
+        # No "for N s": the status is written when the holder changes, and would keep the age
+        # it had then; ``updated_at`` and the holder's own journal entry say how long.
+        self.waiting_for = None if holder is None else f"{holder.operation} (pid {holder.pid})"
+        await self._status()
 
     # --- control, status ----------------------------------------------------------------------
 
     def _tick(self) -> None:
-        self.spent = replace(self.spent, wall_s=round(time.monotonic() - self._t0, 3))
+        self.spent = replace(
+            self.spent,
+            wall_s=round(self._wall.elapsed(), 3),
+            paused_s=round(self._wall.paused_s(), 3),
+        )
 
     async def _checkpoint(self) -> bool:
         """Obey pause/resume/stop between steps; True when the search must stop."""
@@ -377,10 +410,12 @@ class Autotuner:
             if what == "stop":
                 return True
             if what == "resume":
+                self._wall.resume()
                 if self.phase == "paused":
                     self.phase = "searching"
                     await self._status()
                 return False
+            self._wall.pause()  # the operator's pause is not the search's time
             if self.phase != "paused":
                 self.phase = "paused"
                 await self._status()
@@ -388,34 +423,4 @@ class Autotuner:
 
     async def _status(self) -> None:
         self._tick()
-        await asyncio.to_thread(write_status, self._document())
-
-    def _document(self) -> dict[str, Any]:
-        inc = self.incumbent
-        pid = os.getpid()
-        return {
-            "phase": self.phase,
-            "reason": self.reason,
-            "pid": pid,
-            "create_time": psutil.Process(pid).create_time(),
-            "started_at": self.started_at,
-            "gpu": self.gpu,
-            "space": self.options.space.to_json(),
-            "budget": {
-                "wall_s": self.options.budget.wall_s,
-                "explore_gpu_s": self.options.budget.explore_gpu_s,
-                "max_regression": self.options.budget.max_regression,
-            },
-            "spent": spent_json(self.spent),
-            "incumbent": {
-                "profile": inc.name if inc is not None else None,
-                "knobs": self.knobs,
-                "doc": profile_to_dict(inc) if inc is not None else None,
-            },
-            "current": self.current.to_json() if self.current is not None else None,
-            "canary_up": self.watch is not None and self.watch.up,
-            "look": look_json(self.watch.look) if self.watch and self.watch.look else None,
-            "candidates": [r.to_json() for r in self.records],
-            "history": self.history,
-            "stale_previous": self.stale,
-        }
+        await asyncio.to_thread(write_status, status_document(self))

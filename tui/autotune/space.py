@@ -14,7 +14,6 @@ own message naming the field.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,20 +36,45 @@ class Knob:
     """True when it is a pass-through flag (``[server.extra_flags]``), not a named field."""
     default_values: tuple[KnobValue, ...]
     """The values searched when the operator names none."""
+    low: float
+    """The smallest value the knob may take (excluded when ``low_open``)."""
+    high: float
+    """The largest value it may take (excluded when ``high_open``)."""
+    low_open: bool = False
+    """Whether ``low`` itself is refused."""
+    high_open: bool = False
+    """Whether ``high`` itself is refused."""
+
+    def allowed(self) -> str:
+        """The allowed range in words ('(0, 1)', '1..4096')."""
+        if self.kind is int:
+            return f"{int(self.low)}..{int(self.high)}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"{left}{self.low:g}, {self.high:g}{right}"
+
+    def admits(self, value: float) -> bool:
+        """Whether ``value`` lies in the allowed range (a finite number)."""
+        if value != value or value in (float("inf"), float("-inf")):
+            return False
+        above_low = value > self.low if self.low_open else value >= self.low
+        below_high = value < self.high if self.high_open else value <= self.high
+        return above_low and below_high
 
 
 KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
-        Knob("mem_fraction_static", float, False, (0.84, 0.88, 0.91, 0.93)),
-        Knob("max_mamba_cache_size", int, False, (80, 120, 160, 200)),
-        Knob("mamba_full_memory_ratio", float, False, (0.4, 0.5, 0.6, 0.8)),
-        Knob("max_running_requests", int, False, (16, 24, 32, 40, 48)),
-        Knob("cuda_graph_max_bs_decode", int, True, (16, 32, 48, 64)),
-        Knob("speculative_num_steps", int, False, (2, 3, 4)),
+        Knob("mem_fraction_static", float, False, (0.84, 0.88, 0.91, 0.93), 0, 1, True, True),
+        Knob("max_mamba_cache_size", int, False, (80, 120, 160, 200), 1, 100_000),
+        Knob("mamba_full_memory_ratio", float, False, (0.4, 0.5, 0.6, 0.8), 0, 10, True),
+        Knob("max_running_requests", int, False, (16, 24, 32, 40, 48), 1, 4096),
+        Knob("cuda_graph_max_bs_decode", int, True, (16, 32, 48, 64), 1, 4096),
+        Knob("speculative_num_steps", int, False, (2, 3, 4), 1, 16),
     )
 }
-"""Every knob autotune can turn, with its default values (the issue's defaults)."""
+"""Every knob autotune can turn, with its default values (the issue's defaults) and allowed
+range: the profile parser's (``tui.profiles.parse``: a fraction in (0, 1), a ratio in (0, 10],
+counts >= 1), with a finite top for the counts so a range cannot ask for an absurd grid."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,35 +131,9 @@ class SearchSpace:
         return {k: list(v) for k, v in self.values}
 
 
-_KNOB_SPEC = re.compile(r"^([a-z_]+)=(.+)$")
-
-
-def parse_knob(text: str) -> tuple[str, tuple[KnobValue, ...]]:
-    """'max_running_requests=16,32,48' -> ('max_running_requests', (16, 32, 48)).
-
-    Raises:
-        ValueError: an unknown knob or a value that is not a number of the knob's type (the
-            message names the knob and what is allowed).
-    """
-    match = _KNOB_SPEC.match(text.strip())
-    if match is None:
-        raise ValueError(f"--knob {text!r}: expected NAME=V1,V2,... (knobs: {', '.join(KNOBS)})")
-    name, raw = match.groups()
-    if name not in KNOBS:
-        raise ValueError(f"--knob {name!r}: unknown knob (allowed: {', '.join(KNOBS)})")
-    kind = KNOBS[name].kind
-    values: list[KnobValue] = []
-    for part in raw.split(","):
-        try:
-            values.append(kind(part.strip()))
-        except ValueError:
-            what = "an integer" if kind is int else "a number"
-            raise ValueError(f"--knob {name}: {part.strip()!r} is not {what}") from None
-    return name, tuple(sorted(set(values)))
-
-
 def space_from(specs: Sequence[tuple[str, tuple[KnobValue, ...]]]) -> SearchSpace:
-    """A space from parsed ``--knob`` specs (the default space when there are none)."""
+    """A space from parsed knob specs (the default space when there are none; the specs are
+    parsed and checked by ``tui.autotune.options``)."""
     if not specs:
         return SearchSpace.default()
     chosen = dict(specs)

@@ -16,17 +16,22 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import psutil
 
 from tui import paths
 from tui.autotune.budget import Spent
+from tui.profiles import profile_to_dict
 from tui.rollout.canary import CanaryLook
 from tui.state.files import expect, locked, read_document, write_document
+
+if TYPE_CHECKING:  # the search writes its status through this module
+    from tui.autotune.search import Autotuner
 
 Request = Literal["pause", "resume", "stop"]
 """What an operator may ask of a running search."""
@@ -138,6 +143,8 @@ def describe_status(doc: dict[str, Any]) -> str:
     if phase not in FINAL_PHASES and not alive:
         phase = f"{phase} (STALE: search pid {doc.get('pid')} is not running; it died)"
     lines = [f"autotune: {phase}"]
+    if doc.get("waiting_for") and alive and phase not in FINAL_PHASES:
+        lines.append(f"  waiting for: {doc['waiting_for']} (the fleet's operation lock)")
     if doc.get("reason"):
         lines.append(f"  why: {doc['reason']}")
     inc = doc.get("incumbent") or {}
@@ -188,6 +195,7 @@ def spent_json(spent: Spent) -> dict[str, Any]:
         "wall_s": spent.wall_s,
         "explore_gpu_s": spent.explore_gpu_s,
         "canaries": spent.canaries,
+        "paused_s": spent.paused_s,
     }
 
 
@@ -205,3 +213,38 @@ def stale_summary() -> dict[str, Any] | None:
                 "incumbent": (inc or {}).get("profile"),
             }
     return None
+
+
+def status_document(search: Autotuner) -> dict[str, Any]:
+    """The status document of ``search`` now (``write_status`` adds ``updated_at``)."""
+    inc = search.incumbent
+    pid = os.getpid()
+    watch = search.watch
+    budget = search.options.budget
+    return {
+        "phase": search.phase,
+        "reason": search.reason,
+        "pid": pid,
+        "create_time": psutil.Process(pid).create_time(),
+        "started_at": search.started_at,
+        "gpu": search.gpu,
+        "space": search.options.space.to_json(),
+        "budget": {
+            "wall_s": budget.wall_s,
+            "explore_gpu_s": budget.explore_gpu_s,
+            "max_regression": budget.max_regression,
+        },
+        "spent": spent_json(search.spent),
+        "incumbent": {
+            "profile": inc.name if inc is not None else None,
+            "knobs": search.knobs,
+            "doc": profile_to_dict(inc) if inc is not None else None,
+        },
+        "current": search.current.to_json() if search.current is not None else None,
+        "waiting_for": search.waiting_for,
+        "canary_up": watch is not None and watch.up,
+        "look": look_json(watch.look) if watch is not None and watch.look else None,
+        "candidates": [r.to_json() for r in search.records],
+        "history": search.history,
+        "stale_previous": search.stale,
+    }

@@ -29,6 +29,7 @@ def help_sections(app_bindings: Iterable[BindingType]) -> list[HelpSection]:
     """
     # Imported here: the screens import what they need, and nothing imports the help screen.
     from tui.ui.autotune.autotune_screen import AutotuneScreen
+    from tui.ui.autotune.form_screen import AutotuneFormScreen
     from tui.ui.confirm import ConfirmScreen
     from tui.ui.detail.detail_screen import DetailScreen
     from tui.ui.detail.log_panel import LogPanel
@@ -55,6 +56,7 @@ def help_sections(app_bindings: Iterable[BindingType]) -> list[HelpSection]:
         ("Canary (c)", CanaryScreen.BINDINGS),
         ("Rollout", RolloutScreen.BINDINGS),
         ("Autotune (a)", AutotuneScreen.BINDINGS),
+        ("Autotune form (s)", AutotuneFormScreen.BINDINGS),
         ("Journal (j)", JournalScreen.BINDINGS),
         ("Journal entry", JournalEntryScreen.BINDINGS),
         ("Stop a server (k, K)", StopScreen.BINDINGS),

@@ -2,20 +2,32 @@
 
 It shows the app's current operation (``FleetApp.operation``, a report screen, see
 ``tui.ui.background``): which GPUs, the phase, the elapsed time and the verdict so far, and
-stays after the end until the report is closed. Hidden when there is none. It reads the report
-every ``TICK_S`` so its timer ticks between events.
+stays after the end until the report is closed. Without one, it shows the autotune search
+(``tui.ui.autotune.strip_line``), whether this console started it or the CLI did: the search
+runs detached, so the strip reads its status document (in a thread, every ``AUTOTUNE_READ_S``).
+Hidden when there is neither. It reads the report every ``TICK_S`` so its timer ticks between
+events.
 """
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from textual.content import Content
 from textual.widgets import Static
 
+from tui.autotune.status import holder_alive, read_status
+from tui.state.files import StateFileError
+from tui.ui.autotune.strip_line import autotune_line
 from tui.ui.background import TICK_S, OperationReport
+
+AUTOTUNE_READ_S = 2.0
+"""How often the autotune search's status document is read."""
 
 
 class OperationStrip(Static):
-    """One line: the background operation, or nothing (hidden)."""
+    """One line: the background operation, or the autotune search, or nothing (hidden)."""
 
     DEFAULT_CSS = """
     OperationStrip {
@@ -26,17 +38,42 @@ class OperationStrip(Static):
     }
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.autotune: Content | None = None
+        """The autotune search's line as last read (None: none to show)."""
+
     def on_mount(self) -> None:
-        """Look at the operation once a tick."""
+        """Look at the operation once a tick, and at the autotune search's status."""
         self.set_interval(TICK_S, self.refresh_line)
+        self.set_interval(AUTOTUNE_READ_S, self.read_autotune)
+        self.call_later(self.read_autotune)
+
+    async def read_autotune(self) -> None:
+        """Read the autotune search's status document (in a thread) and redraw."""
+        self.autotune = await asyncio.to_thread(_autotune_now)
+        self.refresh_line()
 
     def refresh_line(self) -> None:
-        """Show the operation's line (hide the strip when there is none)."""
+        """Show the operation's line, else the search's (hide the strip when neither)."""
         report = getattr(self.app, "operation", None)
-        if not isinstance(report, OperationReport):
+        if isinstance(report, OperationReport):
+            line: Content | None = report.strip_line()
+        else:
+            line = self.autotune
+        if line is None:
             self.display = False
             return
-        line = report.strip_line()
         self.display = True
         if not isinstance(self.content, Content) or line.plain != self.content.plain:
             self.update(line)
+
+
+def _autotune_now() -> Content | None:
+    """The search's line from its status document now (blocking; a damaged document reads as
+    none: the autotune screen names the damage)."""
+    try:
+        doc = read_status()
+    except StateFileError:
+        return None
+    return autotune_line(doc, doc is not None and holder_alive(doc))

@@ -127,6 +127,8 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "autotune.pause": Intent.AUTOTUNE,
         "autotune.resume": Intent.AUTOTUNE,
         "autotune.stop": Intent.AUTOTUNE,
+        "autotune.form.cancel": None,
+        "autotune.form.start": Intent.AUTOTUNE,
         # dialogs
         "confirm.yes": Intent.CONFIRM,
         "confirm.no": None,

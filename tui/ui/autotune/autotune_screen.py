@@ -3,9 +3,11 @@
 The search runs in its own process (``gpufleet autotune start --detach``), so closing this
 screen or quitting the console leaves it running and reopening the screen re-attaches: the
 screen only reads ``<state>/autotune/status.json`` (every second) and writes the operator's
-requests to ``control.json`` (``tui.autotune.status``). Keys: ``s`` starts a search with the
-default space and budget (after a confirmation), ``p`` / ``u`` pause and resume it (between
-steps), ``x`` stops it (a running canary is cancelled and its GPU put back on the incumbent).
+requests to ``control.json`` (``tui.autotune.status``). Keys: ``s`` opens the form of the
+knobs, ranges and budget (``tui.ui.autotune.form_screen``) and starts the search it confirms
+(as ``gpufleet autotune start`` with the same options, detached), ``p`` / ``u`` pause and
+resume it (between steps), ``x`` stops it (a running canary is cancelled and its GPU put back
+on the incumbent).
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from tui.autotune.detach import start_detached
+from tui.autotune.options import SearchRequest, request_argv
+from tui.autotune.preview import RangePreview
+from tui.autotune.space import SearchSpace
 from tui.autotune.status import FINAL_PHASES, holder_alive, read_status, request
 from tui.state.files import StateFileError
-from tui.ui.confirm import ConfirmScreen
+from tui.ui.autotune.form_screen import AutotuneFormScreen, Predictor
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.history.plot import axis_for, braille_rows
 
@@ -44,9 +49,11 @@ def describe(doc: dict[str, Any] | None, alive: bool) -> str:
         phase += " (STALE: the search process died; the fleet state says what runs)"
     inc = doc.get("incumbent") or {}
     spent, budget = doc.get("spent") or {}, doc.get("budget") or {}
+    waiting = alive and doc.get("waiting_for") and str(doc.get("phase")) not in FINAL_PHASES
     lines = [
         f"Search: {phase}" + (f": {doc['reason']}" if doc.get("reason") else ""),
         f"Incumbent: {inc.get('profile')}  {_knobs(inc.get('knobs') or {})}",
+        *([f"Waiting for {doc['waiting_for']} (the fleet's lock)"] if waiting else []),
         f"Spent: {float(spent.get('wall_s', 0)):.0f} / {float(budget.get('wall_s', 0)):.0f} s, "
         f"{float(spent.get('explore_gpu_s', 0)):.1f} / {float(budget.get('explore_gpu_s', 0)):.0f}"
         f" GPU-s exploring, {spent.get('canaries', 0)} canaries",
@@ -88,16 +95,20 @@ def plot(doc: dict[str, Any] | None, width: int) -> str:
             out += [float(v) if isinstance(v, int | float) else None] * (2 * span)
         return out
 
-    marks = "".join(
-        {"better": "+", "worse": "-"}.get(str(h.get("verdict")), "=").ljust(span)
-        for h in history[shown]
-    )
+    marks = "".join(_mark(h, span) for h in history[shown])
     lines = [f"Canary tok/s per GPU (top {axis.high:,.0f})"]
     lines += braille_rows(series(canary), axis, PLOT_ROWS)
     lines.append("Control (incumbent) tok/s per GPU")
     lines += braille_rows(series(control), axis, PLOT_ROWS)
-    lines.append(marks + "   + better  - worse  = no measurable difference")
+    lines.append(marks + "   + better  - worse  = no measurable difference  (N: candidate #N)")
     return "\n".join(lines)
+
+
+def _mark(point: dict[str, Any], span: int) -> str:
+    """One candidate's mark under its cells: its verdict, and its index where it fits ('+4')."""
+    sign = {"better": "+", "worse": "-"}.get(str(point.get("verdict")), "=")
+    index = f"{sign}{point.get('index')}"
+    return (index if len(index) < span else sign).ljust(span)[:span]
 
 
 def candidates_text(doc: dict[str, Any] | None, last: int = 12) -> str:
@@ -116,8 +127,10 @@ class AutotuneScreen(ReadOnlyGate[None]):
 
     Args:
         starter: Starts a detached search (tests pass a recorder).
-        start_argv: The ``start`` options the ``s`` key uses (default: the defaults).
+        start_argv: ``start`` options added to the form's (e.g. the canary's timings).
         interval_s: How often the status document is read.
+        predictor: The preflight's verdict of a space for the form (default: against the
+            running fleet, ``tui.autotune.preview``).
     """
 
     BINDINGS = [
@@ -133,8 +146,10 @@ class AutotuneScreen(ReadOnlyGate[None]):
         starter: Starter = start_detached,
         start_argv: Sequence[str] = (),
         interval_s: float = 1.0,
+        predictor: Predictor | None = None,
     ) -> None:
         super().__init__()
+        self.predictor = predictor or _preview()
         self.starter = starter
         self.start_argv = tuple(start_argv)
         self.interval_s = interval_s
@@ -190,20 +205,13 @@ class AutotuneScreen(ReadOnlyGate[None]):
         self.app.pop_screen()
 
     def action_start(self) -> None:
-        """Ask, then start a detached search."""
-        what = " ".join(self.start_argv) or "the default knobs and budget"
-        confirm = ConfirmScreen(
-            "Start an autotune search?",
-            f"{what}: one GPU at a time is restarted as a canary, a better candidate is rolled "
-            "out to every GPU; the job keeps running",
-            "Start",
-        )
-        self.app.push_screen(confirm, self._started)
+        """Open the form; start the search it confirms (detached)."""
+        self.app.push_screen(AutotuneFormScreen(self.predictor), self._started)
 
-    async def _started(self, yes: bool | None) -> None:
-        if not yes:
+    async def _started(self, chosen: SearchRequest | None) -> None:
+        if chosen is None:
             return
-        await asyncio.to_thread(self.starter, self.start_argv)
+        await asyncio.to_thread(self.starter, [*request_argv(chosen), *self.start_argv])
         self.notify("autotune search started")
         await self.reload()
 
@@ -223,3 +231,14 @@ class AutotuneScreen(ReadOnlyGate[None]):
     async def action_stop(self) -> None:
         """Stop: a running canary is cancelled and its GPU goes back to the incumbent."""
         await self._ask("stop")
+
+
+def _preview() -> Predictor:
+    """The form's default predictor: the running fleet's preflight (the fleet read once per
+    screen, the servers' logs followed)."""
+    preview = RangePreview()
+
+    def predict(space: SearchSpace) -> str:
+        return preview.verdict(space).describe()
+
+    return predict

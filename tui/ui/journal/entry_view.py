@@ -10,6 +10,7 @@ from textual.content import Content
 
 from tui.ops.journal import JournalEntry
 from tui.ui.format import NA, num
+from tui.ui.journal.autotune_view import autotune_lines, verdict_cell
 from tui.ui.retune.report_view import (
     report_from_dict,
     reports_table,
@@ -46,7 +47,7 @@ def entry_row(entry: JournalEntry) -> tuple[str, ...]:
         entry.type,
         profiles_text(entry),
         gpu_range(list(entry.gpus)) if entry.gpus else NA,
-        "refused" if entry.refused else (entry.verdict or NA),
+        verdict_cell(entry) or ("refused" if entry.refused else (entry.verdict or NA)),
         gpu_range(list(entry.failed)) if entry.failed else "none",
         num(entry.lost_gpu_seconds) if entry.lost_gpu_seconds is not None else NA,
     )
@@ -70,6 +71,7 @@ def entry_detail(entry: JournalEntry) -> Content:
         lines.append(Content.styled("refused, nothing was stopped:", "bold $error"))
         lines += [Content(f"  {r}") for r in entry.refused]
     try:
+        lines += autotune_lines(entry)
         lines += _detail(entry.detail)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         lines.append(Content.styled(f"the detail of this entry cannot be shown: {exc}", "$warning"))
