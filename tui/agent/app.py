@@ -14,6 +14,9 @@ with ``--open-metrics``); in read-only mode every write is refused (403). Routes
                                           rollout_back or stop_fleet (202, its id)
 ``GET /api/v1/operations/{id}?after=N``   its state, result and events from number N on; with
                                           ``wait=S`` it answers as soon as there is something new
+``GET|PUT /api/v1/profiles/{name}``       a profile read or saved (``tui.agent.profile_api``)
+``POST /api/v1/preflight``                a profile checked on the node's calibration
+``/api/v1/autotune``                      the node's knob search (``tui.agent.autotune_api``)
 ======================================  ========================================================
 """
 
@@ -33,8 +36,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tui.agent.autotune_api import autotune_routes
 from tui.agent.codec import encode
 from tui.agent.metrics import AgentCollector
+from tui.agent.profile_api import profile_routes
 from tui.agent.requests import BadRequest, parse_request
 from tui.agent.server import Agent
 from tui.ops.journal import read_journal
@@ -190,6 +195,8 @@ def build_app(agent: Agent) -> Starlette:
         Route(f"{API}/logs/{{gpu}}", guarded(logs)),
         Route(f"{API}/operations", guarded(start, write=True), methods=["POST"]),
         Route(f"{API}/operations/{{op_id}}", guarded(status)),
+        *profile_routes(agent, guarded),
+        *autotune_routes(guarded),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 
