@@ -20,6 +20,7 @@ import httpx
 
 from tui.agent.client import AgentAddress, AgentClient, AgentError, NodeView
 from tui.agent.remap import remap_gpus
+from tui.agent.tuning import NodesTuning
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
@@ -30,8 +31,8 @@ from tui.rollout.rollout import RolloutResult
 
 T = TypeVar("T")
 
-SUPPORTED = frozenset({"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet"})
-"""What a many-node console can do (the tuning form and the pipeline keys stay on one node)."""
+SUPPORTED = frozenset({"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet", "tune"})
+"""What a many-node console can do."""
 
 
 def node_of(gpu: int) -> tuple[int, int]:
@@ -333,17 +334,38 @@ class Nodes:
         """See ``start_pipeline``."""
         raise NotImplementedError("stop_pipeline")
 
+    def tuning(self, gpu: int | None) -> NodesTuning:
+        """The tuning form's backend: ``gpu``'s node (``t``), or every node (``T``: None).
+
+        Args:
+            gpu: A console GPU, or None for every node.
+
+        Returns:
+            The backend, reading each node's running profile from the last poll.
+        """
+        positions = list(range(len(self._nodes))) if gpu is None else [node_of(gpu)[0]]
+        current: dict[int, str] = {}
+        for position in positions:
+            view = self._nodes[position].view
+            if view is None or not view.profiles:
+                continue
+            names = list(view.profiles.values())
+            local = view.profiles.get(node_of(gpu)[1]) if gpu is not None else None
+            current[position] = local or max(set(names), key=names.count)
+        addresses = [n.client.address for n in self._nodes]
+        return NodesTuning(addresses, self._token, positions, current)
+
     def load_profile(self, name: str) -> Any:
-        """The tuning form stays on one node's console."""
-        raise NotImplementedError("load_profile")
+        """Through ``tuning`` (a profile is read from a node, in its numbers)."""
+        raise NotImplementedError("load_profile: use Nodes.tuning(gpu)")
 
     def save_profile(self, profile: Any) -> Any:
-        """The tuning form stays on one node's console."""
-        raise NotImplementedError("save_profile")
+        """Through ``tuning`` (a profile is saved on each node it tunes)."""
+        raise NotImplementedError("save_profile: use Nodes.tuning(gpu)")
 
     async def preflight(self, profile: Any, gpus: tuple[int, ...]) -> list[Any]:
-        """The tuning form stays on one node's console."""
-        raise NotImplementedError("preflight")
+        """Through ``tuning`` (each node's preflight of its version)."""
+        raise NotImplementedError("preflight: use Nodes.tuning(gpu)")
 
 
 def merge_applies(results: Sequence[ApplyResult]) -> ApplyResult:
