@@ -353,7 +353,8 @@ class Nodes:
             local = view.profiles.get(node_of(gpu)[1]) if gpu is not None else None
             current[position] = local or max(set(names), key=names.count)
         addresses = [n.client.address for n in self._nodes]
-        return NodesTuning(addresses, self._token, positions, current)
+        names = {p: n.view.node for p, n in enumerate(self._nodes) if n.view is not None}
+        return NodesTuning(addresses, self._token, positions, current, names)
 
     def load_profile(self, name: str) -> Any:
         """Through ``tuning`` (a profile is read from a node, in its numbers)."""

@@ -73,6 +73,7 @@ class NodesTuning:
         positions: The nodes this form tunes (one for ``t``, all for ``T``).
         current: Node position -> the profile its GPU (or most of its GPUs) runs, from the poll;
             a node missing here is asked.
+        names: Node position -> the node's name (its errors name it; default its address).
     """
 
     def __init__(
@@ -81,8 +82,10 @@ class NodesTuning:
         token: str,
         positions: Sequence[int],
         current: dict[int, str] | None = None,
+        names: dict[int, str] | None = None,
     ) -> None:
         self._addresses = list(addresses)
+        self._names = dict(names or {})
         self._token = token
         self.positions = tuple(positions)
         """The nodes this form tunes."""
@@ -97,7 +100,9 @@ class NodesTuning:
         return httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT_S, connect=3.0))
 
     def _client(self, http: httpx.AsyncClient, position: int) -> AgentClient:
-        return AgentClient(self._addresses[position], self._token, http)
+        client = AgentClient(self._addresses[position], self._token, http)
+        client.node = self._names.get(position, client.node)
+        return client
 
     async def _gather(
         self, call: Callable[[AgentClient], Awaitable[T]]
@@ -226,6 +231,6 @@ class NodesTuning:
             return renumber(shown, -position * NODE_STRIDE)
         own = self._running.get(position)
         if own is None:
-            label = self._addresses[position].label
+            label = self._names.get(position, self._addresses[position].label)
             raise AgentError(self._unread.get(position) or f"node {label}: its profile is unread")
         return replace(own, name=shown.name, note=shown.note, server=shown.server)
