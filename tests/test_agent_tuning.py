@@ -77,7 +77,9 @@ def served(node: Node, gpu: int) -> dict[str, object]:
 
 
 async def test_t_on_a_remote_gpu_saves_and_applies_through_its_agent(tmp_path: Path) -> None:
-    with nodes(tmp_path, count=2, gpus=2) as (n1, n2):
+    with nodes(tmp_path, count=2, gpus=2, agents=False) as (n1, n2):
+        for node in (n1, n2):
+            node.start_agent("--measure-window", "2")  # the apply's throughput check, short
         app, backend = console(n1, n2)
         before = {(n.name, g): server_pid(n, g) for n in (n1, n2) for g in (0, 1)}
         async with app.run_test(size=(160, 50)) as pilot:
