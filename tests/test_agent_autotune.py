@@ -51,7 +51,9 @@ def status_file(node: Node) -> Path:
     return node.root / "state" / "autotune" / "status.json"
 
 
-def poll(get: Callable[[], dict[str, Any]], check: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
+def poll(
+    get: Callable[[], dict[str, Any]], check: Callable[[dict[str, Any]], bool], timeout: float
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     doc: dict[str, Any] = {}
     while time.monotonic() < deadline:

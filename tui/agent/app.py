@@ -17,6 +17,7 @@ with ``--open-metrics``); in read-only mode every write is refused (403). Routes
 ``GET|PUT /api/v1/profiles/{name}``       a profile read or saved (``tui.agent.profile_api``)
 ``POST /api/v1/preflight``                a profile checked on the node's calibration
 ``/api/v1/autotune``                      the node's knob search (``tui.agent.autotune_api``)
+``/api/v1/pipeline``                      the node's job stopped, started again (``pipeline_api``)
 ======================================  ========================================================
 """
 
@@ -39,6 +40,7 @@ from starlette.routing import Route
 from tui.agent.autotune_api import autotune_routes
 from tui.agent.codec import encode
 from tui.agent.metrics import AgentCollector
+from tui.agent.pipeline_api import pipeline_routes
 from tui.agent.profile_api import profile_routes
 from tui.agent.requests import BadRequest, parse_request
 from tui.agent.server import Agent
@@ -197,6 +199,7 @@ def build_app(agent: Agent) -> Starlette:
         Route(f"{API}/operations/{{op_id}}", guarded(status)),
         *profile_routes(agent, guarded),
         *autotune_routes(guarded),
+        *pipeline_routes(config.status_path, agent.ops.by, guarded),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

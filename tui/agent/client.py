@@ -260,6 +260,18 @@ class AgentClient:
         body = await self._request("POST", "/api/v1/autotune", json=request, timeout=45.0)
         return dict(body) if isinstance(body, dict) else {}
 
+    async def pipeline(self, action: str) -> dict[str, Any]:
+        """Stop the node's job, or start again the one this agent stopped.
+
+        Raises:
+            AgentError: refused (403 read-only; 409 nothing to stop, already running, or a job
+                the agent cannot start, with why).
+        """
+        body = await self._request(
+            "POST", "/api/v1/pipeline", json={"action": action}, timeout=60.0
+        )
+        return dict(body) if isinstance(body, dict) else {}
+
     async def run(
         self,
         request: dict[str, Any],

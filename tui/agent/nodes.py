@@ -19,19 +19,23 @@ from typing import Any, TypeVar
 import httpx
 
 from tui.agent.client import AgentAddress, AgentClient, AgentError, NodeView
+from tui.agent.merge import merge_applies, merge_rollouts
 from tui.agent.remap import remap_gpus
 from tui.agent.tuning import NodesTuning
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
 from tui.ops.events import EventSink
+from tui.pipeline.status import PipelineStatus
 from tui.retune.events import ApplyResult
 from tui.rollout.canary import CanaryLook, CanaryResult
 from tui.rollout.rollout import RolloutResult
 
 T = TypeVar("T")
 
-SUPPORTED = frozenset({"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet", "tune"})
+SUPPORTED = frozenset(
+    {"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet", "tune", "pipeline"}
+)
 """What a many-node console can do."""
 
 
@@ -326,13 +330,48 @@ class Nodes:
         current = max(set(currents), key=currents.count) if currents else None
         return sorted(common), current
 
+    # --- the job ----------------------------------------------------------------------------
+
+    def _job_node(self) -> tuple[_Node, PipelineStatus]:
+        """The node whose agent reports the job (the newest status document).
+
+        Raises:
+            AgentError: no node reports one.
+        """
+        reporting = [(n, n.view.pipeline) for n in self._nodes if n.view and n.view.pipeline]
+        if not reporting:
+            raise AgentError(
+                "no node reports a job: run gpufleet generate --router URL --agents ... on a "
+                "node whose agent watches its --status"
+            )
+        return max(reporting, key=lambda pair: pair[1].updated_at)
+
+    def read_status(self, path: Path) -> PipelineStatus | None:
+        """The generation pane's ``StatusReader``: the job's status document as its node's
+        agent reports it (the newest of them; ``path`` is the one-node console's and unused)."""
+        try:
+            return self._job_node()[1]
+        except AgentError:
+            return None
+
     async def start_pipeline(self) -> None:
-        """The job runs on its own (``gpufleet generate --router``), not from this console."""
-        raise NotImplementedError("start_pipeline")
+        """Start again, through its node's agent, the job that agent stopped (it resumes from
+        its done record).
+
+        Raises:
+            AgentError: no node reports a job, or its agent cannot start it (saying why).
+        """
+        node, _ = self._job_node()
+        await node.client.pipeline("start")
 
     async def stop_pipeline(self) -> None:
-        """See ``start_pipeline``."""
-        raise NotImplementedError("stop_pipeline")
+        """Stop the job through its node's agent (identity-checked there).
+
+        Raises:
+            AgentError: no node reports a job, or its agent refused.
+        """
+        node, _ = self._job_node()
+        await node.client.pipeline("stop")
 
     def tuning(self, gpu: int | None) -> NodesTuning:
         """The tuning form's backend: ``gpu``'s node (``t``), or every node (``T``: None).
@@ -353,8 +392,8 @@ class Nodes:
             local = view.profiles.get(node_of(gpu)[1]) if gpu is not None else None
             current[position] = local or max(set(names), key=names.count)
         addresses = [n.client.address for n in self._nodes]
-        names = {p: n.view.node for p, n in enumerate(self._nodes) if n.view is not None}
-        return NodesTuning(addresses, self._token, positions, current, names)
+        node_names = {p: n.view.node for p, n in enumerate(self._nodes) if n.view is not None}
+        return NodesTuning(addresses, self._token, positions, current, node_names)
 
     def load_profile(self, name: str) -> Any:
         """Through ``tuning`` (a profile is read from a node, in its numbers)."""
@@ -367,47 +406,3 @@ class Nodes:
     async def preflight(self, profile: Any, gpus: tuple[int, ...]) -> list[Any]:
         """Through ``tuning`` (each node's preflight of its version)."""
         raise NotImplementedError("preflight: use Nodes.tuning(gpu)")
-
-
-def merge_applies(results: Sequence[ApplyResult]) -> ApplyResult:
-    """One result for an apply that ran on several nodes: every node's reports; the throughput
-    of the first node (each node measured its own GPUs)."""
-    if len(results) == 1:
-        return results[0]
-    first = results[0]
-    previous: dict[int, str | None] = {}
-    for r in results:
-        previous.update(r.previous_profiles)
-    return replace(
-        first,
-        gpus=tuple(g for r in results for g in r.gpus),
-        reports=tuple(rep for r in results for rep in r.reports),
-        previous_profiles=previous,
-        started_at=min(r.started_at for r in results),
-        finished_at=max(r.finished_at for r in results),
-        refused=tuple(x for r in results for x in r.refused),
-    )
-
-
-def merge_rollouts(results: Sequence[RolloutResult]) -> RolloutResult:
-    """One result for a rollout that walked several nodes in turn."""
-    first = results[0]
-    if len(results) == 1:
-        return first
-
-    def every(name: str) -> tuple[int, ...]:
-        return tuple(g for r in results for g in getattr(r, name))
-
-    return replace(
-        first,
-        planned=every("planned"),
-        steps=tuple(s for r in results for s in r.steps),
-        done=every("done"),
-        failed=every("failed"),
-        stayed=every("stayed"),
-        restored=every("restored"),
-        skipped=every("skipped"),
-        failure=next((r.failure for r in results if r.failure), None),
-        finished_at=results[-1].finished_at,
-        refused=tuple(x for r in results for x in r.refused),
-    )

@@ -236,7 +236,14 @@ def run_nodes_console(
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
     nodes = Nodes(addresses, token)
-    app = FleetApp(nodes, actions=nodes, log_tail=nodes.tail, node_groups=True, readonly=readonly)
+    app = FleetApp(
+        nodes,
+        actions=nodes,
+        log_tail=nodes.tail,
+        status_reader=nodes.read_status,
+        node_groups=True,
+        readonly=readonly,
+    )
     app.chart_source = chart
     app.run()
     return 0
