@@ -24,6 +24,7 @@ from tui.profiles import load_profile
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.apply_screen import ApplyScreen
+from tui.ui.retune.flows import describe_rollback
 from tui.ui.tuning.form_screen import TuningFormScreen
 
 pytestmark = [pytest.mark.timeout(150)]
@@ -109,6 +110,18 @@ async def test_t_on_a_remote_gpu_saves_and_applies_through_its_agent(tmp_path: P
             result = screen.progress.result
             assert result is not None and result.ok, result
             assert result.gpus == (101,)
+            # The rollback dialog reads what the nodes' agents say GPU 101 ran before.
+            await until(pilot, lambda: 101 in backend.running(), "n2's state", 10)
+            await until(
+                pilot,
+                lambda: backend.running()[101].current_name == "node-base-gpu101",
+                "n2's new state",
+                10,
+            )
+            running = backend.running()
+            assert running[101].previous_name == "node-base"
+            title, _ = describe_rollback(running, (0, 1, 100, 101))
+            assert title == "Roll back GPU 101 to node-base?"
         await backend.aclose()
         # Saved on n2 (its own GPU numbers), not on n1.
         saved = load_profile(n2.root / "profiles" / "node-base-gpu101.toml")

@@ -125,6 +125,7 @@ def build_app(agent: Agent) -> Starlette:
                 "polled_at": view.polled_at,
                 "snapshot": encode(view.snapshot),
                 "profiles": {str(g): name for g, name in view.profiles.items()},
+                "previous": {str(g): name for g, name in view.previous.items()},
                 "pipeline": encode(view.pipeline) if view.pipeline is not None else None,
                 "operations": [op.kind for op in agent.operations.running()],
             }

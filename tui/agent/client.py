@@ -108,6 +108,8 @@ class NodeView:
     """The job's status document on that node, if any."""
     polled_at: float = 0.0
     """When the agent built the view."""
+    previous: dict[int, str] = field(default_factory=dict)
+    """GPU -> the profile it ran before (what a rollback returns to)."""
 
 
 Remap = Callable[[Any], Any]
@@ -182,6 +184,7 @@ class AgentClient:
                     else None
                 ),
                 polled_at=float(body.get("polled_at") or 0.0),
+                previous={int(g): str(n) for g, n in (body.get("previous") or {}).items()},
             )
         except (CodecError, KeyError, TypeError, ValueError) as error:
             raise self._fail(f"its snapshot does not fit ({error})") from None

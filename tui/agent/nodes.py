@@ -20,6 +20,7 @@ import httpx
 
 from tui.agent.client import AgentAddress, AgentClient, AgentError, NodeView
 from tui.agent.merge import merge_applies, merge_rollouts
+from tui.agent.node_views import NO_JOB, job_of, running_of
 from tui.agent.remap import remap_gpus
 from tui.agent.tuning import NodesTuning
 from tui.control.stop import StopMode
@@ -30,6 +31,7 @@ from tui.pipeline.status import PipelineStatus
 from tui.retune.events import ApplyResult
 from tui.rollout.canary import CanaryLook, CanaryResult
 from tui.rollout.rollout import RolloutResult
+from tui.state.fleet_state import GpuState
 
 T = TypeVar("T")
 
@@ -330,29 +332,27 @@ class Nodes:
         current = max(set(currents), key=currents.count) if currents else None
         return sorted(common), current
 
-    # --- the job ----------------------------------------------------------------------------
+    # --- the job and the rollback dialog (what the agents' views say) --------------------------
 
-    def _job_node(self) -> tuple[_Node, PipelineStatus]:
-        """The node whose agent reports the job (the newest status document).
+    def _views(self) -> list[NodeView | None]:
+        return [n.view for n in self._nodes]
 
-        Raises:
-            AgentError: no node reports one.
-        """
-        reporting = [(n, n.view.pipeline) for n in self._nodes if n.view and n.view.pipeline]
-        if not reporting:
-            raise AgentError(
-                "no node reports a job: run gpufleet generate --router URL --agents ... on a "
-                "node whose agent watches its --status"
-            )
-        return max(reporting, key=lambda pair: pair[1].updated_at)
+    def running(self) -> dict[int, GpuState]:
+        """The console's ``RunningReader``: each GPU's current and previous profile, as its
+        node's agent last reported them."""
+        return running_of(self._views())
 
     def read_status(self, path: Path) -> PipelineStatus | None:
-        """The generation pane's ``StatusReader``: the job's status document as its node's
-        agent reports it (the newest of them; ``path`` is the one-node console's and unused)."""
-        try:
-            return self._job_node()[1]
-        except AgentError:
-            return None
+        """The generation pane's ``StatusReader``: the job as its node's agent reports it
+        (``path`` is the one-node console's, unused)."""
+        found = job_of(self._views())
+        return found[1] if found is not None else None
+
+    async def _job_client(self) -> AgentClient:
+        found = job_of(self._views())
+        if found is None:
+            raise AgentError(NO_JOB)
+        return self._client(found[0])
 
     async def start_pipeline(self) -> None:
         """Start again, through its node's agent, the job that agent stopped (it resumes from
@@ -361,8 +361,7 @@ class Nodes:
         Raises:
             AgentError: no node reports a job, or its agent cannot start it (saying why).
         """
-        node, _ = self._job_node()
-        await node.client.pipeline("start")
+        await (await self._job_client()).pipeline("start")
 
     async def stop_pipeline(self) -> None:
         """Stop the job through its node's agent (identity-checked there).
@@ -370,8 +369,7 @@ class Nodes:
         Raises:
             AgentError: no node reports a job, or its agent refused.
         """
-        node, _ = self._job_node()
-        await node.client.pipeline("stop")
+        await (await self._job_client()).pipeline("stop")
 
     def tuning(self, gpu: int | None) -> NodesTuning:
         """The tuning form's backend: ``gpu``'s node (``t``), or every node (``T``: None).

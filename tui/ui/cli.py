@@ -241,6 +241,7 @@ def run_nodes_console(
         actions=nodes,
         log_tail=nodes.tail,
         status_reader=nodes.read_status,
+        running_reader=nodes.running,
         node_groups=True,
         readonly=readonly,
     )
