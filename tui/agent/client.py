@@ -45,6 +45,8 @@ class AgentAddress:
     """Port."""
     scheme: str = "http"
     """http, or https for an agent serving TLS."""
+    token: str | None = field(default=None, repr=False, compare=False)
+    """This agent's own token (a fleet file's ``token_file``); None: the console's."""
 
     @property
     def base_url(self) -> str:
@@ -130,7 +132,7 @@ class AgentClient:
         """Where the agent answers."""
         self.node = address.label
         """The node's name once known (its address until its first answer)."""
-        self._headers = {"authorization": f"Bearer {token}"}
+        self._headers = {"authorization": f"Bearer {address.token or token}"}
         self._client = client
 
     def _url(self, path: str) -> str:
