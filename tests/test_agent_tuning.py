@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -170,6 +171,15 @@ async def test_a_node_refusing_the_save_is_one_line_and_nothing_is_launched(
         assert not (n2.root / "profiles" / "node-base-gpu100.toml").exists()
         journal = (n2.root / "state" / "journal.jsonl").read_text().splitlines()
         assert [json.loads(line)["type"] for line in journal] == ["apply"], "something ran"
+        # T over both: n2 refuses the save, n1 keeps it; an Apply then restarts n1's GPUs only.
+        tuning = backend.tuning(None)
+        shown = await asyncio.to_thread(tuning.load_profile, "node-base")
+        assert tuning.targets(shown.gpus) == (0, 1, 100, 101)
+        saved = await asyncio.to_thread(tuning.save_profile, replace(shown, name="both-try"))
+        assert saved.paths == (f"n1:{n1.root / 'profiles' / 'both-try.toml'}",)
+        (failure,) = saved.failures
+        assert failure.startswith("node n2: HTTP 403") and "\n" not in failure
+        assert tuning.targets(shown.gpus) == (0, 1)
 
 
 async def test_T_saves_the_shared_flags_on_every_node_each_with_its_own_ports(

@@ -95,6 +95,8 @@ class NodesTuning:
         self._unread: dict[int, str] = {}
         """Node position -> why its running profile could not be read."""
         self._primary: int | None = None
+        self._unsaved: set[int] = set()
+        """Nodes whose save failed (an Apply leaves them out: they lack the profile)."""
 
     def _http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT_S, connect=3.0))
@@ -173,6 +175,7 @@ class NodesTuning:
             return f"{client.node}:{await client.save_profile(version)}"
 
         answers = asyncio.run(self._gather(save))
+        self._unsaved = {p for p, a in answers.items() if isinstance(a, AgentError)}
         saved = tuple(a for a in answers.values() if not isinstance(a, AgentError))
         failed = tuple(str(a) for a in answers.values() if isinstance(a, AgentError))
         if not saved:
@@ -205,15 +208,15 @@ class NodesTuning:
 
     def targets(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
         """The GPUs an Apply of the form restarts: with ``T`` and every GPU of the shown
-        profile, every GPU of every node whose profile was read; else ``gpus``."""
+        profile, every GPU of every node whose profile was read and, once saved, that saved it;
+        else ``gpus``."""
         if self._primary is None or len(self.positions) == 1:
             return gpus
         shown = {g + self._primary * NODE_STRIDE for g in self._running[self._primary].gpus}
         if set(gpus) != shown:
             return gpus
-        return tuple(
-            sorted(p * NODE_STRIDE + g for p, prof in self._running.items() for g in prof.gpus)
-        )
+        nodes = {p: prof for p, prof in self._running.items() if p not in self._unsaved}
+        return tuple(sorted(p * NODE_STRIDE + g for p, prof in nodes.items() for g in prof.gpus))
 
     # --- each node's version ------------------------------------------------------------------
 

@@ -403,7 +403,8 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
             return
         if changed and await self._save(profile, "apply") is None:
             return
-        self.dismiss(ApplyPlan(name, gpus))
+        # A node that did not save the profile is left out (named by the save): the others go on.
+        self.dismiss(ApplyPlan(name, self.restart_gpus if changed else gpus))
 
 
 def open_tuning(
