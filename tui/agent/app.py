@@ -14,6 +14,10 @@ with ``--open-metrics``); in read-only mode every write is refused (403). Routes
                                           rollout_back or stop_fleet (202, its id)
 ``GET /api/v1/operations/{id}?after=N``   its state, result and events from number N on; with
                                           ``wait=S`` it answers as soon as there is something new
+``GET|PUT /api/v1/profiles/{name}``       a profile read or saved (``tui.agent.profile_api``)
+``POST /api/v1/preflight``                a profile checked on the node's calibration
+``/api/v1/autotune``                      the node's knob search (``tui.agent.autotune_api``)
+``/api/v1/pipeline``                      the node's job stopped, started again (``pipeline_api``)
 ======================================  ========================================================
 """
 
@@ -33,8 +37,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tui.agent.autotune_api import autotune_routes
 from tui.agent.codec import encode
 from tui.agent.metrics import AgentCollector
+from tui.agent.pipeline_api import pipeline_routes
+from tui.agent.profile_api import profile_routes
 from tui.agent.requests import BadRequest, parse_request
 from tui.agent.server import Agent
 from tui.ops.journal import read_journal
@@ -118,6 +125,7 @@ def build_app(agent: Agent) -> Starlette:
                 "polled_at": view.polled_at,
                 "snapshot": encode(view.snapshot),
                 "profiles": {str(g): name for g, name in view.profiles.items()},
+                "previous": {str(g): name for g, name in view.previous.items()},
                 "pipeline": encode(view.pipeline) if view.pipeline is not None else None,
                 "operations": [op.kind for op in agent.operations.running()],
             }
@@ -190,6 +198,9 @@ def build_app(agent: Agent) -> Starlette:
         Route(f"{API}/logs/{{gpu}}", guarded(logs)),
         Route(f"{API}/operations", guarded(start, write=True), methods=["POST"]),
         Route(f"{API}/operations/{{op_id}}", guarded(status)),
+        *profile_routes(agent, guarded),
+        *autotune_routes(guarded),
+        *pipeline_routes(config.status_path, agent.ops.by, guarded),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

@@ -19,6 +19,8 @@ from tui.agent.codec import CodecError, decode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.events import OpEvent
 from tui.pipeline.status import PipelineStatus
+from tui.profiles import Profile, ProfileError, profile_from_dict, profile_to_dict
+from tui.retune.preflight import Preflight
 
 LONG_POLL_S = 10
 """Seconds an operation's status request waits for something new."""
@@ -43,6 +45,8 @@ class AgentAddress:
     """Port."""
     scheme: str = "http"
     """http, or https for an agent serving TLS."""
+    token: str | None = field(default=None, repr=False, compare=False)
+    """This agent's own token (a fleet file's ``token_file``); None: the console's."""
 
     @property
     def base_url(self) -> str:
@@ -106,6 +110,8 @@ class NodeView:
     """The job's status document on that node, if any."""
     polled_at: float = 0.0
     """When the agent built the view."""
+    previous: dict[int, str] = field(default_factory=dict)
+    """GPU -> the profile it ran before (what a rollback returns to)."""
 
 
 Remap = Callable[[Any], Any]
@@ -126,7 +132,7 @@ class AgentClient:
         """Where the agent answers."""
         self.node = address.label
         """The node's name once known (its address until its first answer)."""
-        self._headers = {"authorization": f"Bearer {token}"}
+        self._headers = {"authorization": f"Bearer {address.token or token}"}
         self._client = client
 
     def _url(self, path: str) -> str:
@@ -180,6 +186,7 @@ class AgentClient:
                     else None
                 ),
                 polled_at=float(body.get("polled_at") or 0.0),
+                previous={int(g): str(n) for g, n in (body.get("previous") or {}).items()},
             )
         except (CodecError, KeyError, TypeError, ValueError) as error:
             raise self._fail(f"its snapshot does not fit ({error})") from None
@@ -200,6 +207,75 @@ class AgentClient:
         """The last lines of the server log of the node's GPU ``gpu``."""
         body = await self._request("GET", f"/api/v1/logs/{gpu}", params={"lines": lines})
         return [str(line) for line in body.get("lines", [])]
+
+    async def profile(self, name: str) -> Profile:
+        """The node's profile ``name`` as it launches it.
+
+        Raises:
+            AgentError: unreachable, refused, no such profile, or a document that does not fit.
+        """
+        body = await self._request("GET", f"/api/v1/profiles/{name}")
+        try:
+            return profile_from_dict(body["profile"], default_name=name, source=f"{name} on node")
+        except (ProfileError, KeyError, TypeError) as error:
+            raise self._fail(" ".join(f"its profile does not fit ({error})".split())) from None
+
+    async def save_profile(self, profile: Profile) -> str:
+        """Save ``profile`` on the node under its name; returns the path the node wrote.
+
+        Raises:
+            AgentError: unreachable, refused (read-only: 403; a bad profile: 400 naming why).
+        """
+        body = await self._request(
+            "PUT", f"/api/v1/profiles/{profile.name}", json={"profile": profile_to_dict(profile)}
+        )
+        return str(body.get("path", ""))
+
+    async def preflight(self, profile: Profile, gpus: list[int]) -> list[Preflight]:
+        """The node's preflight of ``profile`` on its GPUs ``gpus`` (its own calibration).
+
+        Raises:
+            AgentError: unreachable, refused (400 naming why), or an answer that does not fit.
+        """
+        body = await self._request(
+            "POST",
+            "/api/v1/preflight",
+            json={"profile": profile_to_dict(profile), "gpus": gpus},
+        )
+        try:
+            return [decode(item, Preflight, "preflight") for item in body["preflight"]]
+        except (CodecError, KeyError, TypeError) as error:
+            raise self._fail(f"its preflight does not fit ({error})") from None
+
+    async def autotune_status(self) -> dict[str, Any]:
+        """The node's autotune status: ``status`` (the document or None) and ``running``."""
+        body = await self._request("GET", "/api/v1/autotune")
+        return dict(body) if isinstance(body, dict) else {}
+
+    async def autotune(self, action: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Start (with ``options``, the CLI's as JSON names), pause, resume or stop the node's
+        search.
+
+        Raises:
+            AgentError: refused (400 naming the option, 403 read-only, 409 none or one running).
+        """
+        request: dict[str, Any] = {"action": action}
+        if options is not None:
+            request["options"] = options
+        body = await self._request("POST", "/api/v1/autotune", json=request, timeout=45.0)
+        return dict(body) if isinstance(body, dict) else {}
+
+    async def pipeline(self, action: str) -> dict[str, Any]:
+        """Stop the node's job, or start again the one this agent stopped.
+
+        Raises:
+            AgentError: refused (403 read-only; 409 nothing to stop, already running, or a job
+                the agent cannot start, with why).
+        """
+        body = await self._request(
+            "POST", "/api/v1/pipeline", json={"action": action}, timeout=60.0
+        )
+        return dict(body) if isinstance(body, dict) else {}
 
     async def run(
         self,

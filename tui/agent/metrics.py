@@ -46,6 +46,8 @@ class AgentView:
     """How long building it took."""
     polls: int = 0
     """Views built since the agent started."""
+    previous: dict[int, str] = field(default_factory=dict)
+    """GPU -> the profile it ran before its last change (what a rollback returns to)."""
 
 
 def _port(panel: GpuPanel) -> str:

@@ -19,19 +19,26 @@ from typing import Any, TypeVar
 import httpx
 
 from tui.agent.client import AgentAddress, AgentClient, AgentError, NodeView
+from tui.agent.merge import merge_applies, merge_rollouts
+from tui.agent.node_views import NO_JOB, job_of, running_of
 from tui.agent.remap import remap_gpus
+from tui.agent.tuning import NodesTuning
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
 from tui.ops.events import EventSink
+from tui.pipeline.status import PipelineStatus
 from tui.retune.events import ApplyResult
 from tui.rollout.canary import CanaryLook, CanaryResult
 from tui.rollout.rollout import RolloutResult
+from tui.state.fleet_state import GpuState
 
 T = TypeVar("T")
 
-SUPPORTED = frozenset({"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet"})
-"""What a many-node console can do (the tuning form and the pipeline keys stay on one node)."""
+SUPPORTED = frozenset(
+    {"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet", "tune", "pipeline"}
+)
+"""What a many-node console can do."""
 
 
 def node_of(gpu: int) -> tuple[int, int]:
@@ -325,66 +332,75 @@ class Nodes:
         current = max(set(currents), key=currents.count) if currents else None
         return sorted(common), current
 
+    # --- the job and the rollback dialog (what the agents' views say) --------------------------
+
+    def _views(self) -> list[NodeView | None]:
+        return [n.view for n in self._nodes]
+
+    def running(self) -> dict[int, GpuState]:
+        """The console's ``RunningReader``: each GPU's current and previous profile, as its
+        node's agent last reported them."""
+        return running_of(self._views())
+
+    def read_status(self, path: Path) -> PipelineStatus | None:
+        """The generation pane's ``StatusReader``: the job as its node's agent reports it
+        (``path`` is the one-node console's, unused)."""
+        found = job_of(self._views())
+        return found[1] if found is not None else None
+
+    async def _job_client(self) -> AgentClient:
+        found = job_of(self._views())
+        if found is None:
+            raise AgentError(NO_JOB)
+        return self._client(found[0])
+
     async def start_pipeline(self) -> None:
-        """The job runs on its own (``gpufleet generate --router``), not from this console."""
-        raise NotImplementedError("start_pipeline")
+        """Start again, through its node's agent, the job that agent stopped (it resumes from
+        its done record).
+
+        Raises:
+            AgentError: no node reports a job, or its agent cannot start it (saying why).
+        """
+        await (await self._job_client()).pipeline("start")
 
     async def stop_pipeline(self) -> None:
-        """See ``start_pipeline``."""
-        raise NotImplementedError("stop_pipeline")
+        """Stop the job through its node's agent (identity-checked there).
+
+        Raises:
+            AgentError: no node reports a job, or its agent refused.
+        """
+        await (await self._job_client()).pipeline("stop")
+
+    def tuning(self, gpu: int | None) -> NodesTuning:
+        """The tuning form's backend: ``gpu``'s node (``t``), or every node (``T``: None).
+
+        Args:
+            gpu: A console GPU, or None for every node.
+
+        Returns:
+            The backend, reading each node's running profile from the last poll.
+        """
+        positions = list(range(len(self._nodes))) if gpu is None else [node_of(gpu)[0]]
+        current: dict[int, str] = {}
+        for position in positions:
+            view = self._nodes[position].view
+            if view is None or not view.profiles:
+                continue
+            names = list(view.profiles.values())
+            local = view.profiles.get(node_of(gpu)[1]) if gpu is not None else None
+            current[position] = local or max(set(names), key=names.count)
+        addresses = [n.client.address for n in self._nodes]
+        node_names = {p: n.view.node for p, n in enumerate(self._nodes) if n.view is not None}
+        return NodesTuning(addresses, self._token, positions, current, node_names)
 
     def load_profile(self, name: str) -> Any:
-        """The tuning form stays on one node's console."""
-        raise NotImplementedError("load_profile")
+        """Through ``tuning`` (a profile is read from a node, in its numbers)."""
+        raise NotImplementedError("load_profile: use Nodes.tuning(gpu)")
 
     def save_profile(self, profile: Any) -> Any:
-        """The tuning form stays on one node's console."""
-        raise NotImplementedError("save_profile")
+        """Through ``tuning`` (a profile is saved on each node it tunes)."""
+        raise NotImplementedError("save_profile: use Nodes.tuning(gpu)")
 
     async def preflight(self, profile: Any, gpus: tuple[int, ...]) -> list[Any]:
-        """The tuning form stays on one node's console."""
-        raise NotImplementedError("preflight")
-
-
-def merge_applies(results: Sequence[ApplyResult]) -> ApplyResult:
-    """One result for an apply that ran on several nodes: every node's reports; the throughput
-    of the first node (each node measured its own GPUs)."""
-    if len(results) == 1:
-        return results[0]
-    first = results[0]
-    previous: dict[int, str | None] = {}
-    for r in results:
-        previous.update(r.previous_profiles)
-    return replace(
-        first,
-        gpus=tuple(g for r in results for g in r.gpus),
-        reports=tuple(rep for r in results for rep in r.reports),
-        previous_profiles=previous,
-        started_at=min(r.started_at for r in results),
-        finished_at=max(r.finished_at for r in results),
-        refused=tuple(x for r in results for x in r.refused),
-    )
-
-
-def merge_rollouts(results: Sequence[RolloutResult]) -> RolloutResult:
-    """One result for a rollout that walked several nodes in turn."""
-    first = results[0]
-    if len(results) == 1:
-        return first
-
-    def every(name: str) -> tuple[int, ...]:
-        return tuple(g for r in results for g in getattr(r, name))
-
-    return replace(
-        first,
-        planned=every("planned"),
-        steps=tuple(s for r in results for s in r.steps),
-        done=every("done"),
-        failed=every("failed"),
-        stayed=every("stayed"),
-        restored=every("restored"),
-        skipped=every("skipped"),
-        failure=next((r.failure for r in results if r.failure), None),
-        finished_at=results[-1].finished_at,
-        refused=tuple(x for r in results for x in r.refused),
-    )
+        """Through ``tuning`` (each node's preflight of its version)."""
+        raise NotImplementedError("preflight: use Nodes.tuning(gpu)")

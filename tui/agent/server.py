@@ -82,7 +82,7 @@ class Agent:
         """Build a new view now (the loop calls this; tests may too)."""
         t0 = time.perf_counter()
         snapshot = await self.monitor.poll()
-        profiles, pipeline = await asyncio.to_thread(self._read_files)
+        profiles, previous, pipeline = await asyncio.to_thread(self._read_files)
         self.view = AgentView(
             self.config.node,
             snapshot,
@@ -91,17 +91,19 @@ class Agent:
             polled_at=time.time(),
             poll_seconds=time.perf_counter() - t0,
             polls=self.view.polls + 1,
+            previous=previous,
         )
         return self.view
 
-    def _read_files(self) -> tuple[dict[int, str], Any]:
+    def _read_files(self) -> tuple[dict[int, str], dict[int, str], Any]:
         try:
             running = read_running()
         except Exception:  # a damaged state file must not stop the metrics; the API says so
             running = {}
         profiles = {g: s.current_name for g, s in running.items() if s.current_name}
+        previous = {g: s.previous_name for g, s in running.items() if s.previous_name}
         status = read_status(self.config.status_path) if self.config.status_path else None
-        return profiles, status
+        return profiles, previous, status
 
     async def _loop(self) -> None:
         while True:

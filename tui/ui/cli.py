@@ -171,6 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a console over many nodes: their agents (gpufleet agent), e.g. node1:9400,node2:9400",
     )
     parser.add_argument(
+        "--fleet",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a console over many nodes from a fleet file: [[agent]] tables with address and "
+        "token_file (tui/agent/fleet_file.py)",
+    )
+    parser.add_argument(
         "--token-file",
         type=Path,
         default=None,
@@ -207,36 +215,53 @@ def prometheus_chart(url: str | None) -> PrometheusChart | None:
 
 
 def run_nodes_console(
-    agents: str,
+    agents: str | None,
     token_file: Path | None,
     readonly: bool = False,
     chart: PrometheusChart | None = None,
+    fleet: Path | None = None,
 ) -> int:
-    """The console over many nodes' agents (``--agents``).
+    """The console over many nodes' agents (``--agents``, or ``--fleet FILE``).
 
     Args:
-        agents: ``host:port,host:port``.
-        token_file: The agents' token (default: the state directory's ``agent.token``).
+        agents: ``host:port,host:port`` (None with ``fleet``).
+        token_file: The agents' token (default: the state directory's ``agent.token``; with a
+            fleet file, the token of the agents that name none).
         readonly: Watch only (every changing key disabled, the backend refusing).
         chart: Where the generation pane's chart reads (``--prometheus``).
+        fleet: A fleet file (``tui.agent.fleet_file``).
 
     Returns:
         0, or 2 for bad input (named on stderr).
     """
     from tui.agent.cli import default_token_file
     from tui.agent.client import parse_agents
+    from tui.agent.fleet_file import load_fleet
     from tui.agent.nodes import Nodes
     from tui.servers.tokens import TokenError, read_token
     from tui.ui.app import FleetApp
 
     try:
-        addresses = parse_agents(agents)
-        token = read_token(token_file or default_token_file())
+        if fleet is not None:
+            default = token_file or default_token_file()
+            token = read_token(default) if token_file or default.is_file() else ""
+            addresses = load_fleet(fleet, token or None)
+        else:
+            addresses = parse_agents(agents or "")
+            token = read_token(token_file or default_token_file())
     except (ValueError, TokenError) as error:
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
     nodes = Nodes(addresses, token)
-    app = FleetApp(nodes, actions=nodes, log_tail=nodes.tail, node_groups=True, readonly=readonly)
+    app = FleetApp(
+        nodes,
+        actions=nodes,
+        log_tail=nodes.tail,
+        status_reader=nodes.read_status,
+        running_reader=nodes.running,
+        node_groups=True,
+        readonly=readonly,
+    )
     app.chart_source = chart
     app.run()
     return 0
@@ -363,11 +388,11 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as error:
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
-    if args.agents is not None:
-        if args.profile is not None:
-            print("gpufleet console: --agents and --profile do not go together", file=sys.stderr)
+    if args.agents is not None or args.fleet is not None:
+        if args.profile is not None or (args.agents is not None and args.fleet is not None):
+            print("gpufleet console: give one of --agents, --fleet or --profile", file=sys.stderr)
             return 2
-        return run_nodes_console(args.agents, args.token_file, readonly, chart)
+        return run_nodes_console(args.agents, args.token_file, readonly, chart, args.fleet)
     if args.profile is not None:
         return _profile_console(args, readonly, chart)
     try:

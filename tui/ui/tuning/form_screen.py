@@ -39,8 +39,10 @@ from tui.ui.tuning.setup import (
     ApplyPlan,
     FormSetup,
     FormUnavailable,
+    TuningBackend,
     apply_question,
     load_setup,
+    tuning_backend,
 )
 from tui.ui.tuning.type_ahead import TypeAhead
 
@@ -91,19 +93,22 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
 
     def __init__(
         self,
-        actions: FleetActions,
+        actions: FleetActions | TuningBackend,
         setup: FormSetup | Callable[[], FormSetup],
         debounce_s: float = PREFLIGHT_DEBOUNCE_S,
     ) -> None:
         """Args:
-        actions: The backend (preflight and save).
+        actions: The backend (preflight and save): the console's, or the form's own
+            (``tuning_backend``).
         setup: What the form starts from, or a blocking function that reads it (run in a
             thread while the form shows; it may raise ``FormUnavailable`` or ``ProfileError``).
         debounce_s: Quiet time after the last keystroke before the preflight runs.
         """
         super().__init__()
-        self.actions = actions
-        """The backend."""
+        self.actions: TuningBackend = tuning_backend(
+            actions, setup.gpu if isinstance(setup, FormSetup) else None
+        )
+        """The form's backend."""
         self.setup: FormSetup | None = setup if isinstance(setup, FormSetup) else None
         """What the form started from (None while it is being read)."""
         self._load_setup = None if isinstance(setup, FormSetup) else setup
@@ -192,8 +197,13 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
 
     @property
     def target_gpus(self) -> tuple[int, ...]:
-        """The GPUs an Apply restarts."""
+        """The GPUs the form's profile changes (in the shown profile's numbers)."""
         return self.running.gpus if self.gpu is None else (self.gpu,)
+
+    @property
+    def restart_gpus(self) -> tuple[int, ...]:
+        """The GPUs an Apply restarts (every node's with ``T`` on a many-node console)."""
+        return self.actions.targets(self.target_gpus)
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Nothing but Cancel until the form is set up (a key typed early waits for it)."""
@@ -233,7 +243,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         self._schedule_preflight()
 
     def _show_title(self) -> None:
-        gpus = self.target_gpus
+        gpus = self.restart_gpus
         scope = (
             f"all {len(gpus)} GPUs ({gpu_range(gpus)})"
             if self.gpu is None
@@ -277,7 +287,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
             return  # the running one starts the newest values' preflight when it ends
         if self.candidate.profile is not None:
             self._preflight_running = True
-            self._run_preflight(self.candidate.profile, self.target_gpus, self.generation)
+            self._run_preflight(self.candidate.profile, self.restart_gpus, self.generation)
 
     @work(group="preflight", exit_on_error=False)
     async def _run_preflight(
@@ -305,7 +315,8 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
 
     @on(Switch.Changed, "#tune-scope")
     def _scope_changed(self, event: Switch.Changed) -> None:
-        gpu = None if event.value else (self.opened_on if self.opened_on is not None else 0)
+        first = self.running.gpus[0]
+        gpu = None if event.value else (self.opened_on if self.opened_on is not None else first)
         if gpu == self.gpu:
             return
         self.gpu = gpu
@@ -358,22 +369,42 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
             )
             if not await self.app.push_screen_wait(question):
                 return
-        path = await asyncio.to_thread(self.actions.save_profile, profile)
-        self.names.append(profile.name)
-        self.notify(f"saved {profile.name} to {path}", title="Profile saved")
+        if await self._save(profile, "save") is not None:
+            self.names.append(profile.name)
+
+    async def _save(self, profile: Profile, what: str) -> object | None:
+        """Save ``profile`` (a node that did not is named); None when nothing was saved."""
+        try:
+            where = await asyncio.to_thread(self.actions.save_profile, profile)
+        except Exception as error:  # refused or unreachable: one line, nothing launched
+            self.notify(
+                f"Nothing done. {_one_line(error)}", title=f"Cannot {what}", severity="error"
+            )
+            return None
+        failures = getattr(where, "failures", ())
+        if failures:
+            self.notify(
+                "; ".join(failures),
+                title=f"{profile.name} not saved everywhere",
+                severity="warning",
+            )
+        if what == "save":
+            self.notify(f"saved {profile.name} to {where}", title="Profile saved")
+        return where
 
     @work(group="form-flow", exclusive=True, exit_on_error=False)
     async def _apply_flow(self, profile: Profile) -> None:
-        gpus = self.target_gpus
+        gpus = self.restart_gpus
         changed = bool(diff(self.running, profile))
         name = profile.name if changed else self.running.name
         title, detail = apply_question(self.running, profile, self.preflight, self.names, gpus)
         question = ConfirmScreen(title, detail, "Restart")
         if not await self.app.push_screen_wait(question):
             return
-        if changed:
-            await asyncio.to_thread(self.actions.save_profile, profile)
-        self.dismiss(ApplyPlan(name, gpus))
+        if changed and await self._save(profile, "apply") is None:
+            return
+        # A node that did not save the profile is left out (named by the save): the others go on.
+        self.dismiss(ApplyPlan(name, self.restart_gpus if changed else gpus))
 
 
 def open_tuning(
@@ -398,6 +429,11 @@ def open_tuning(
         if plan is not None:
             on_plan(plan)
 
+    backend = tuning_backend(actions, gpu)
     app.push_screen(
-        TuningFormScreen(actions, lambda: load_setup(actions, gpu, fallback)), callback=done
+        TuningFormScreen(backend, lambda: load_setup(backend, gpu, fallback)), callback=done
     )
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__

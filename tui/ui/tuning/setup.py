@@ -4,11 +4,97 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from tui.profiles import Profile, diff
 from tui.retune.preflight import Preflight
 from tui.ui.sources import FleetActions
 from tui.ui.tuning.candidate import gpu_range, unique_name
+
+
+class TuningBackend(Protocol):
+    """What the form reads, checks and saves through: the console's backend on one node
+    (``LocalTuning``), or a many-node console's agents (``tui.agent.tuning.NodesTuning``)."""
+
+    def profile_names(self) -> list[str]:
+        """Saved profile names. Blocking."""
+        ...
+
+    def current_profile(self) -> str | None:
+        """The running profile's name (None = unknown). Blocking."""
+        ...
+
+    def load_profile(self, name: str) -> Profile:
+        """The profile ``name`` as the form shows it. Blocking."""
+        ...
+
+    def save_profile(self, profile: Profile) -> object:
+        """Save ``profile``; returns where (shown to the operator). Blocking."""
+        ...
+
+    async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
+        """The predictions of ``profile`` on ``gpus``; nothing is stopped."""
+        ...
+
+    def targets(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
+        """The GPUs an Apply of the form on ``gpus`` restarts (every node's, for ``T`` on
+        many nodes)."""
+        ...
+
+
+class LocalTuning:
+    """The form's backend on one node: the console's own, GPUs as they are.
+
+    Args:
+        actions: The console's backend.
+    """
+
+    def __init__(self, actions: FleetActions) -> None:
+        self._actions = actions
+
+    def profile_names(self) -> list[str]:
+        """The backend's profile names."""
+        return self._actions.profile_names()
+
+    def current_profile(self) -> str | None:
+        """The backend's running profile."""
+        return self._actions.current_profile()
+
+    def load_profile(self, name: str) -> Profile:
+        """The backend's saved profile."""
+        return self._actions.load_profile(name)
+
+    def save_profile(self, profile: Profile) -> object:
+        """Saved by the backend; returns its path."""
+        return self._actions.save_profile(profile)
+
+    async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
+        """The backend's preflight."""
+        return await self._actions.preflight(profile, gpus)
+
+    def targets(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
+        """``gpus`` themselves."""
+        return gpus
+
+
+def tuning_backend(actions: FleetActions | TuningBackend, gpu: int | None) -> TuningBackend:
+    """The form's backend for ``actions``: a many-node console's (its ``tuning(gpu)``), a
+    backend that already is one, or the console's own on one node.
+
+    Args:
+        actions: The console's backend.
+        gpu: The GPU the form opens on (None: all).
+
+    Returns:
+        The backend the form talks to.
+    """
+    make = getattr(actions, "tuning", None)
+    if callable(make):
+        made: TuningBackend = make(gpu)
+        return made
+    if hasattr(actions, "targets"):
+        return actions  # type: ignore[return-value]
+    return LocalTuning(actions)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +125,11 @@ class FormSetup:
     """Pre-filled name of the new profile."""
 
 
-def load_setup(actions: FleetActions, gpu: int | None, fallback: str | None) -> FormSetup:
+def load_setup(actions: TuningBackend, gpu: int | None, fallback: str | None) -> FormSetup:
     """Read the running profile and the saved names. Blocking: call from a thread.
 
     Args:
-        actions: The backend.
+        actions: The form's backend.
         gpu: The GPU to tune, or None for all (a GPU outside the profile means all).
         fallback: Profile to start from when the backend does not know the running one.
 

@@ -1,0 +1,61 @@
+"""What a many-node console reads from its agents' last views besides the panels: the job's
+status (the generation pane, ``p``) and each GPU's current and previous profile (the rollback
+dialog), in the console's GPU numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tui.agent.client import NodeView
+from tui.fleet.snapshot import NODE_STRIDE
+from tui.pipeline.status import PipelineStatus
+from tui.state.fleet_state import GpuState
+
+NO_JOB = (
+    "no node reports a job: run gpufleet generate --router URL --agents ... --status S on a node "
+    "whose agent watches S (gpufleet agent --status S)"
+)
+"""Why ``p`` cannot act on a many-node console without a job."""
+
+
+def job_of(views: Sequence[NodeView | None]) -> tuple[int, PipelineStatus] | None:
+    """The node reporting the job (the newest status document) and that document.
+
+    Args:
+        views: Each node's last view, by position (None: never answered).
+
+    Returns:
+        (node position, status), or None when no node reports one.
+    """
+    reporting = [
+        (position, view.pipeline)
+        for position, view in enumerate(views)
+        if view is not None and view.pipeline is not None
+    ]
+    if not reporting:
+        return None
+    return max(reporting, key=lambda pair: pair[1].updated_at)
+
+
+def running_of(views: Sequence[NodeView | None]) -> dict[int, GpuState]:
+    """Each GPU's current and previous profile names, in the console's numbers.
+
+    Args:
+        views: Each node's last view, by position.
+
+    Returns:
+        Console GPU -> its state (names only: what the rollback dialog says).
+    """
+    out: dict[int, GpuState] = {}
+    for position, view in enumerate(views):
+        if view is None:
+            continue
+        for gpu in set(view.profiles) | set(view.previous):
+            now, before = view.profiles.get(gpu), view.previous.get(gpu)
+            console = position * NODE_STRIDE + gpu
+            out[console] = GpuState(
+                console,
+                current={"name": now} if now else None,
+                previous={"name": before} if before else None,
+            )
+    return out

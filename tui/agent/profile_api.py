@@ -1,0 +1,132 @@
+"""The agent's profile routes, for the tuning form of a many-node console: read a profile as the
+node would launch it, check an edited one against the node's own calibration (the preflight runs
+on the node, so the verdict is the one the node's local form would show), and save one.
+
+A profile crosses the API as its TOML document (``profile_to_dict``) and is judged on arrival by
+``profile_from_dict``, the same check a profile file gets: a document that does not fit is
+refused (400) in one line naming the field, and nothing is written.
+
+======================================  ========================================================
+``GET /api/v1/profiles/{name}``           the profile as this node launches it (``{"profile"}``)
+``PUT /api/v1/profiles/{name}``           save ``{"profile": doc}`` under ``name`` (a write)
+``POST /api/v1/preflight``                ``{"profile": doc, "gpus": [...]}``: the predictions
+======================================  ========================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tui.agent.codec import encode
+from tui.agent.requests import MAX_GPU, BadRequest
+from tui.agent.server import Agent
+from tui.profiles import Profile, ProfileError, profile_from_dict, profile_to_dict
+
+MAX_PROFILE_BYTES = 256 * 1024
+"""Largest profile document accepted."""
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+"""A profile name in a path (a name, never a path: the store also resolves paths)."""
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise BadRequest(f"body: larger than {MAX_PROFILE_BYTES} bytes")
+    try:
+        parsed = json.loads(raw or b"null")
+    except ValueError:
+        raise BadRequest("body: not JSON") from None
+    if not isinstance(parsed, dict):
+        raise BadRequest("body: must be a JSON object")
+    return parsed
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split())
+
+
+def parse_profile(doc: Any, name: str) -> Profile:
+    """The profile a request carries, judged like a profile file.
+
+    Args:
+        doc: The ``profile`` field (a TOML document as JSON).
+        name: The name it is saved or judged under.
+
+    Raises:
+        BadRequest: not a document, or a profile with problems (one line, naming the field).
+    """
+    if not isinstance(doc, dict):
+        raise BadRequest("profile: must be a profile document (a JSON object)")
+    try:
+        return profile_from_dict(doc, default_name=name, source="profile")
+    except ProfileError as error:
+        raise BadRequest(_one_line(error)) from None
+
+
+def _name(request: Request) -> str:
+    name = str(request.path_params["name"])
+    if not NAME.match(name) or name.endswith(".toml"):
+        raise BadRequest(f"name: {name!r} must be letters, digits, '.', '_' or '-' (1-200)")
+    return name
+
+
+def _gpus(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value or len(value) > MAX_GPU + 1:
+        raise BadRequest(f"gpus: {value!r} must be a non-empty list of GPU indices (0-{MAX_GPU})")
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_GPU:
+            raise BadRequest(f"gpus: {v!r} is not a GPU index (0-{MAX_GPU})")
+    return tuple(sorted(set(value)))
+
+
+def profile_routes(agent: Agent, guarded: Any) -> list[Route]:
+    """The profile routes, each behind ``guarded`` (token; writes refused read-only).
+
+    Args:
+        agent: The node's agent.
+        guarded: The app's guard (``guarded(handler, write=...)``).
+
+    Returns:
+        The routes.
+    """
+    ops = agent.ops
+
+    async def read(request: Request) -> Response:
+        name = _name(request)
+        try:
+            profile = await asyncio.to_thread(ops.load, name)
+        except ProfileError as error:
+            return JSONResponse({"error": _one_line(error)}, status_code=404)
+        return JSONResponse({"profile": profile_to_dict(profile)})
+
+    async def save(request: Request) -> Response:
+        name = _name(request)
+        body = await _body(request)
+        profile = parse_profile(body.get("profile"), name)
+        if profile.name != name:
+            raise BadRequest(f"name: the document names {profile.name!r}, the path {name!r}")
+        path = await asyncio.to_thread(ops.save_profile, profile)
+        return JSONResponse({"name": profile.name, "path": str(path)})
+
+    async def preflight(request: Request) -> Response:
+        body = await _body(request)
+        profile = parse_profile(body.get("profile"), "preflight")
+        gpus = _gpus(body.get("gpus"))
+        try:
+            items = await ops.preflight(profile, gpus)
+        except ValueError as error:  # a GPU outside the profile, a model of unknown size
+            raise BadRequest(_one_line(error)) from None
+        return JSONResponse({"preflight": [encode(item) for item in items]})
+
+    return [
+        Route("/api/v1/profiles/{name}", guarded(read), methods=["GET"]),
+        Route("/api/v1/profiles/{name}", guarded(save, write=True), methods=["PUT"]),
+        Route("/api/v1/preflight", guarded(preflight), methods=["POST"]),
+    ]
