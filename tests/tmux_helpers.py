@@ -95,6 +95,11 @@ def tmux_session(
         name=f"t{uuid.uuid4().hex[:8]}", socket=f"gpufleet-{uuid.uuid4().hex[:8]}"
     )
     full_env = {**os.environ, **(env or {}), "TERM": "xterm-256color"}
+    # A terminal program must learn its size from its terminal: COLUMNS/LINES (pytest-xdist's
+    # workers have COLUMNS=80 LINES=24) win over the pty in shutil.get_terminal_size, which
+    # Textual asks, and a 200x50 session drew an 80x24 console.
+    for name in ("COLUMNS", "LINES"):
+        full_env.pop(name, None)
     # With more than one word after the options, tmux execs the argv directly (no shell). The
     # size is pinned: with tmux's default ``window-size latest`` and no
     # client attached, a later size recalculation falls back to ``default-size`` (80x24), and a
