@@ -42,3 +42,25 @@ def test_the_drain_watch_reads_running_and_queued_without_loading_a_ca_bundle(
         finally:
             watch.close()
     assert [(p.gpu, p.stage, p.running, p.queued) for p in seen] == [(4, "draining", 3, 2)]
+
+
+async def test_every_stop_of_a_large_fleet_runs_at_once() -> None:
+    """A stop blocks for its whole drain: ten GPUs' stops all run together (asyncio's default
+    pool has cpu_count + 4 threads, and its seventh stop on two cores waited for another to
+    end). Each stop here waits for all the others; one left queued would break the barrier."""
+    import asyncio
+    import threading
+
+    from tui.control.stop_release import StopReleased, in_stop_thread
+
+    gpus = 10
+    together = threading.Barrier(gpus, timeout=20)
+
+    def stop(gpu: int) -> StopReleased:
+        together.wait()
+        return StopReleased(gpu, True, f"GPU {gpu}: stopped")
+
+    results = await asyncio.gather(
+        *(in_stop_thread(lambda gpu=gpu: stop(gpu)) for gpu in range(gpus))  # type: ignore[misc]
+    )
+    assert [r.gpu for r in results] == list(range(gpus)) and all(r.ok for r in results)

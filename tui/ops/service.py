@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,7 +39,12 @@ from tui.control.preflight import (
 )
 from tui.control.release import GpuPids
 from tui.control.stop import StopMode
-from tui.control.stop_release import StopReleased, StopTimeouts, stop_and_release
+from tui.control.stop_release import (
+    StopReleased,
+    StopTimeouts,
+    in_stop_thread,
+    stop_and_release,
+)
 from tui.ops.entries import (
     apply_entry,
     canary_entry,
@@ -426,7 +432,9 @@ class FleetOps:
                 on_progress=progress,
             )
 
-        return list(await asyncio.gather(*(asyncio.to_thread(one, g) for g in gpus)))
+        return list(
+            await asyncio.gather(*(in_stop_thread(functools.partial(one, g)) for g in gpus))
+        )
 
     async def stop_fleet(
         self, on_event: EventSink | None = None, mode: StopMode = "drain"
