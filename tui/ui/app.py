@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
 from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
-from tui.pipeline.status import PipelineStatus
 from tui.ui.background import OPERATION_SCREEN, OperationReport
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
@@ -139,6 +137,7 @@ class FleetApp(App[None]):
         """The profile from the command line."""
         self.poll_interval_s = poll_interval_s
         """Seconds between polls."""
+        self._refresh_soon = False
         self.journal_reader = journal_reader
         """The journal source."""
         self.history = history or HistoryRecorder.at(paths.history_file())
@@ -164,59 +163,44 @@ class FleetApp(App[None]):
         return self.main_screen
 
     def on_mount(self) -> None:
-        """Start both polls; each waits its interval after a reading, so none ever overlaps."""
+        """Start both polls; each re-arms itself when it finishes, so none ever overlaps."""
         if self.readonly:
             self.title = f"{self.TITLE} ({READ_ONLY})"
         self.poll_fleet()
         self.read_pipeline()
 
     # --- polls -----------------------------------------------------------------------------
-    # Each poll is one worker for the console's life, not a worker and a timer per reading:
-    # those cost a task, a timer, a thread (the status read) and four state messages a
-    # second each, a tenth of the console's CPU on an idle fleet.
 
     @work(exclusive=True, group=FLEET_POLL, exit_on_error=False)
     async def poll_fleet(self) -> None:
-        """Take a fleet snapshot and post it, then the next after the interval (sooner while a
-        server warms up); a failed poll is logged and the next one taken as usual."""
-        while True:
-            soon = False
-            try:
-                snapshot = await self.poller.poll()
-            except Exception as error:  # one failed poll must never end the polling
-                self.log.error(f"{FLEET_POLL} failed: {error!r}")
-            else:
-                soon = snapshot.refresh_soon
-                self.post_message(FleetUpdated(snapshot))
-            interval = self.poll_interval_s
-            await asyncio.sleep(min(SOON_POLL_S, interval) if soon else interval)
+        """Take one fleet snapshot (the monitor keeps blocking work off the loop) and post it."""
+        self.post_message(FleetUpdated(await self.poller.poll()))
 
-    @work(exclusive=True, group=PIPELINE_READ, exit_on_error=False)
-    async def read_pipeline(self) -> None:
-        """Read the status document and the retune marks (in a pooled thread) and post them,
-        once per interval."""
-        while True:
-            try:
-                status, marks = await asyncio.to_thread(self._pipeline_reading)
-            except Exception as error:  # an unreadable document waits for the next read
-                self.log.error(f"{PIPELINE_READ} failed: {error!r}")
-            else:
-                self.post_message(PipelineStatusRead(status, marks))
-            await asyncio.sleep(self.poll_interval_s)
-
-    def _pipeline_reading(self) -> tuple[PipelineStatus | None, tuple[float, ...]]:
-        return self.status_reader(self.status_path), tuple(sorted(self.retune_marks()))
+    @work(thread=True, exclusive=True, group=PIPELINE_READ, exit_on_error=False)
+    def read_pipeline(self) -> None:
+        """Read the status document and the retune marks in a thread and post them."""
+        status = self.status_reader(self.status_path)
+        marks = tuple(sorted(self.retune_marks()))
+        self.post_message(PipelineStatusRead(status, marks))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """Report failed operations without stopping."""
+        """Re-arm a poll when the previous one finished; report failures without stopping."""
         group = event.worker.group
         if event.state is WorkerState.ERROR:
             self.log.error(f"{group} failed: {event.worker.error!r}")
             if group == ACTIONS:
                 self.notify(str(event.worker.error), title="Operation failed", severity="error")
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
+            return
+        if group == FLEET_POLL:
+            soon = min(SOON_POLL_S, self.poll_interval_s) if self._refresh_soon else None
+            self.set_timer(soon or self.poll_interval_s, self.poll_fleet)
+        elif group == PIPELINE_READ:
+            self.set_timer(self.poll_interval_s, self.read_pipeline)
 
     def on_fleet_updated(self, message: FleetUpdated) -> None:
         """Hand the snapshot down to every screen that shows the fleet, and to the history."""
+        self._refresh_soon = message.snapshot.refresh_soon
         self.history.add_fleet(message.snapshot)
         if self.history.due:  # a thread only every few seconds, for the batch
             self.write_history()
