@@ -94,3 +94,20 @@ async def test_no_graphs_where_a_panel_has_no_room() -> None:
         await pilot.pause(0.2)
         views = list(grid.query_children(GpuPanelView))
         assert all(v.spare_rows() == 0 and v.graphs is None for v in views)
+
+
+def test_reads_within_one_cell_draw_the_same_graph() -> None:
+    """The graphs' right edge is the last whole cell: reads seconds later (the same points,
+    the cell not yet complete) draw the very same lines, so nothing is resent; once the time
+    passes a cell's edge, the graph moves."""
+    width = 38
+    step = 2 * WINDOW_S / (width * 2)
+    now = 1000 * step + 0.2  # just past a column's edge
+    first = [line.plain for line in graph_lines(_series(now), width, 13)]
+    same = [line.plain for line in graph_lines(_series(now), width, 13)]
+    assert first == same
+    for late in (1.0, 5.0, 10.0, step - 0.5):
+        later = PanelSeries(now - WINDOW_S + late, now + late, _series(now).points)
+        assert [line.plain for line in graph_lines(later, width, 13)] == first
+    moved = PanelSeries(now - WINDOW_S + 3 * step, now + 3 * step, _series(now).points)
+    assert [line.plain for line in graph_lines(moved, width, 13)] != first

@@ -174,3 +174,125 @@ async def test_a_panel_line_has_the_cells_textual_would_render() -> None:
                     assert ours.cell_length == textual.cell_length
                     compared += 1
             assert compared >= 7 * 8
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
+    """Count the calls of ``owner.name`` (one list item per call)."""
+    calls: list[int] = []
+    original = getattr(owner, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def _panel_text(view: GpuPanelView) -> str:
+    return "\n".join(line.plain for line in view.lines())
+
+
+async def test_an_age_tick_that_changes_no_age_builds_no_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The grid's age tick, every second, builds no panel's lines while the next reading is not
+    yet due (the same age: nothing to draw); a late reading dims, and the same values arriving
+    again undim, though the panel's reading did not change."""
+    import time
+
+    fleet = seven_gpu_fleet()
+    async with settled_console(fleet) as (app, pilot):
+        grid = app.main_screen.query_one(GpuGrid)
+        view = app.main_screen.query_one("#gpu-1", GpuPanelView)
+        built = _count_calls(monkeypatch, GpuPanelView, "lines")
+        grid._received_at = time.monotonic()
+        grid._age_panels()
+        await pilot.pause()
+        assert built == []
+        assert " · " not in _panel_text(view)
+        # the monitor stopped answering: the next reading is 20 s late
+        grid._received_at = time.monotonic() - app.poll_interval_s - 20.0
+        grid._age_panels()
+        await pilot.pause()
+        assert len(built) >= len(fleet.panels)
+        assert "queued 11 · 19s" in _panel_text(view) or "queued 11 · 20s" in _panel_text(view)
+        app.main_screen.fleet = fleet  # the very same reading again, now current
+        await pilot.pause()
+        assert view.late_s == 0.0
+        assert " · " not in _panel_text(view)
+
+
+async def test_the_graphs_are_drawn_again_only_for_new_series(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A panel's braille graphs are drawn once per series read (every few seconds), not at
+    every reading; a new series or another size draws them again."""
+    from tui.ui.grid import gpu_panel
+    from tui.ui.grid.panel_graphs import WINDOW_S, PanelSeries
+
+    def series(now: float) -> PanelSeries:
+        ts = [now - WINDOW_S + 10 * i for i in range(60)]
+        return PanelSeries(
+            now - WINDOW_S, now, {"util": tuple((t, 50.0 + i) for i, t in enumerate(ts))}
+        )
+
+    fleet = seven_gpu_fleet()
+    async with settled_console(fleet) as (app, pilot):
+        view = app.main_screen.query_one("#gpu-1", GpuPanelView)
+        assert view.spare_rows() >= 3
+        drawn = _count_calls(monkeypatch, gpu_panel, "graph_lines")
+        view.show_graphs(series(1000.0))
+        await pilot.pause()
+        assert len(drawn) == 1 and "util 109%" in _panel_text(view)
+        for queued in (7, 8, 9):
+            app.main_screen.fleet = _with(fleet, 1, queued=queued)
+            await pilot.pause()
+        assert len(drawn) == 1
+        assert "queued 9" in _panel_text(view) and "util 109%" in _panel_text(view)
+        view.show_graphs(series(1005.0))
+        await pilot.pause()
+        assert len(drawn) == 2
+
+
+async def test_the_sparkline_takes_new_history_every_few_seconds_and_the_rate_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reading whose throughput history moved repaints the rate's digits, not the sparkline
+    (it shifts a cell with every Decode line: most of the bytes sent); once ``SPARK_EVERY_S``
+    has passed the next reading draws the new history."""
+    from tui.ui.grid import gpu_panel
+    from tui.ui.grid.panel_lines import gen_line
+
+    fleet = seven_gpu_fleet()
+    async with settled_console(fleet) as (app, pilot):
+        view = app.main_screen.query_one("#gpu-1", GpuPanelView)
+        server = fleet.panels[1].server
+        assert server is not None and len(server.throughput_history) > 10
+        gen_y = next(i for i, c in enumerate(view.lines()) if c.plain.startswith("gen "))
+        spark_before = view.lines()[gen_y].plain.split("tok/s ")[1]
+        shifted = (*server.throughput_history[1:], 5000.0)
+        calls: list[tuple[Region, ...]] = []
+        original = GpuPanelView.refresh
+
+        def refresh(self: Any, *regions: Region, **kwargs: Any) -> Any:
+            if getattr(self, "gpu_index", None) == 1:
+                calls.append(regions)
+            return original(self, *regions, **kwargs)
+
+        monkeypatch.setattr(GpuPanelView, "refresh", refresh)
+        moved = _with(fleet, 1, throughput_history=shifted, gen_throughput=5000.0)
+        app.main_screen.fleet = moved
+        await pilot.pause()
+        line = view.lines()[gen_y].plain
+        assert line.startswith("gen 5,000 tok/s ") and line.endswith(spark_before)
+        label_end = len("gen 5,000 tok/s ")
+        assert calls and all(r.y == gen_y and r.right <= label_end for c in calls for r in c)
+        monkeypatch.setattr(gpu_panel, "SPARK_EVERY_S", 0.0)
+        moved_again = _with(moved, 1, throughput_history=shifted, gen_throughput=5000.0)
+        app.main_screen.fleet = moved_again
+        await pilot.pause()
+        panel = moved_again.panels[1]
+        assert panel.server is not None
+        expected = gen_line(panel.server, view.size.width, full=True).plain
+        assert view.lines()[gen_y].plain == expected != line

@@ -659,7 +659,9 @@ async def finish_actions(pilot: object, app: object) -> None:
     await pilot.pause()
     # the apply, canary and rollout screens run their operation in their own workers
     groups = (ACTIONS, APPLY, CANARY, ROLLOUT)
-    await app.workers.wait_for_complete([w for w in app.workers if w.group in groups])
+    started = [w for w in app.workers if w.group in groups]
+    if started:  # an empty list would wait for every worker, the polls' too (they never end)
+        await app.workers.wait_for_complete(started)
     await pilot.pause()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ from tui.control.preflight import (
     check_stale,
 )
 from tui.control.stop import StopMode
-from tui.control.stop_release import StopReleased, stop_and_release
+from tui.control.stop_release import StopReleased, in_stop_thread, stop_and_release
 from tui.ops.door import OperationError, OpsBase, gpus_text
 from tui.ops.entries import (
     simple_entry,
@@ -97,7 +98,9 @@ class LifecycleOps(OpsBase):
                 on_progress=progress,
             )
 
-        return list(await asyncio.gather(*(asyncio.to_thread(one, g) for g in gpus)))
+        return list(
+            await asyncio.gather(*(in_stop_thread(functools.partial(one, g)) for g in gpus))
+        )
 
     async def stop_fleet(
         self, on_event: EventSink | None = None, mode: StopMode = "drain"

@@ -12,6 +12,7 @@ or when the run gives up on it.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,7 +29,12 @@ from tui.control.preflight import (
 )
 from tui.control.release import GpuPids
 from tui.control.stop import StopMode
-from tui.control.stop_release import DrainProgress, StopTimeouts, stop_and_release
+from tui.control.stop_release import (
+    DrainProgress,
+    StopTimeouts,
+    in_stop_thread,
+    stop_and_release,
+)
 from tui.gpu.snapshot import GpuSource
 from tui.logs.parser import parse_line
 from tui.logs.tailer import LogTailer
@@ -199,15 +205,17 @@ class FleetTarget:
 
         if record is not None:
             self._cordoned[gpu] = address_of(record.host, record.port)
-        result = await asyncio.to_thread(
-            stop_and_release,
-            gpu,
-            record,
-            self._gpu_pids,
-            mode=mode or self._mode,
-            timeouts=self._timeouts,
-            keep_cordon=True,
-            on_progress=progress,
+        result = await in_stop_thread(
+            functools.partial(
+                stop_and_release,
+                gpu,
+                record,
+                self._gpu_pids,
+                mode=mode or self._mode,
+                timeouts=self._timeouts,
+                keep_cordon=True,
+                on_progress=progress,
+            )
         )
         return Stopped(result.ok, result.message)
 

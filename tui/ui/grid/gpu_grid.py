@@ -114,8 +114,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
             await self.mount_all(views)
             self._reshape()
         for view, panel in zip(views, fleet.panels, strict=True):
-            view.late_s = 0.0
-            view.panel = panel
+            view.show(panel)
             view.selected = panel.gpu_index == self.selected
             view.marked = panel.gpu_index in self.marked
 

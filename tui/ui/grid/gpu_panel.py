@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
 from rich.cells import cell_len
 from rich.segment import Segment
 from textual import events
@@ -18,6 +21,12 @@ from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
 from tui.ui.grid.panel_graphs import PanelSeries, graph_lines
 from tui.ui.grid.panel_lines import compact_lines, full_lines
 from tui.ui.messages import PanelOpened, PanelSelected
+
+SPARK_EVERY_S = 3.0
+"""How often a panel's sparkline takes the newest throughput history. Why: the history shifts
+one cell with every Decode line, so each busy panel resent its whole sparkline every second
+(most of the console's bytes to the terminal with seven servers, and a rendered line each);
+the rate beside it stays live at every reading."""
 
 
 def changed_span(old: Content, new: Content) -> tuple[int, int] | None:
@@ -111,6 +120,17 @@ class GpuPanelView(Widget):
         """Seconds since the grid got the snapshot this panel shows (set with ``age_by``)."""
         self.graphs: PanelSeries | None = None
         """This GPU's history, graphed in the spare rows of a full panel (``show_graphs``)."""
+        self._spark: tuple[float, ...] | None = None
+        """The throughput history the sparkline shows (see ``SPARK_EVERY_S``)."""
+        self._spark_at = 0.0
+        """time.monotonic() when it was taken."""
+        self._drawn: GpuPanel | None = None
+        """``panel`` as drawn (``drawn``), taken at each new reading."""
+        self._drawn_for: GpuPanel | None = None
+        """The reading ``_drawn`` was taken from."""
+        self._graphs_drawn: tuple[tuple[int, int, int], list[Content], PanelSeries] | None = None
+        """(id of the series, width, rows), their lines, and the series (held, so that its id
+        is not reused while the key holds it)."""
 
     def spare_rows(self) -> int:
         """Rows a full panel leaves under its numbers (0 in the compact layout)."""
@@ -128,12 +148,48 @@ class GpuPanelView(Widget):
         return width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
 
     def age_by(self, late_s: float) -> None:
-        """The snapshot is ``late_s`` seconds old: repaint the values that aged past a bound."""
+        """The snapshot is ``late_s`` seconds old: repaint the values that aged past a bound.
+
+        The lines are a function of the panel, its size, ``late_s`` and the graphs: the same
+        age (0 while the next reading is not yet due: nearly every tick) changes nothing, so
+        the lines are not built again.
+        """
+        if late_s == self.late_s:
+            return
         self.late_s = late_s
         self._repaint_changes()
 
+    def show(self, panel: GpuPanel) -> None:
+        """A new reading of this panel: its values are as old as the reading (``late_s`` 0)."""
+        if self.late_s and panel == self.panel:
+            self.age_by(0.0)  # the same values, no longer late
+            return
+        self.late_s = 0.0
+        self.panel = panel
+
+    def drawn(self) -> GpuPanel | None:
+        """``panel`` as drawn: its sparkline history as taken at most ``SPARK_EVERY_S`` ago."""
+        panel = self.panel
+        server = panel.server if panel is not None else None
+        if panel is None or server is None:
+            return panel
+        history = server.throughput_history
+        now = time.monotonic()
+        held = self._spark
+        if (
+            held is None
+            or history == held
+            or not held
+            or not history
+            or now - self._spark_at >= SPARK_EVERY_S
+        ):
+            self._spark, self._spark_at = history, now
+            return panel
+        return replace(panel, server=replace(server, throughput_history=held))
+
     def watch_panel(self, panel: GpuPanel | None) -> None:
         """Retitle and restyle when they change; repaint the cells whose text changed."""
+        self._drawn, self._drawn_for = self.drawn(), panel
         name = "" if panel is None or panel.gpu is None else f" · {panel.gpu.name}"
         where = f"{panel.node} GPU {panel.local_index}" if panel is not None and panel.node else ""
         title = f"{'● ' if self.marked else ''}{where or f'GPU {self.gpu_index}'}{name}"
@@ -164,24 +220,34 @@ class GpuPanelView(Widget):
 
     def lines(self) -> list[Content]:
         """The panel's lines for its current size: full layout when there is room, else compact."""
-        if self.panel is None:
+        panel = self._drawn if self._drawn_for is self.panel else self.panel
+        if panel is None:
             return [Content.styled("waiting for the first reading", "$text-muted")]
         width, height = self.size.width, self.size.height
         full = self._full()
         late = self.late_s
         lines = (
-            full_lines(self.panel, width, late)
-            if full
-            else compact_lines(self.panel, width, height, late)
+            full_lines(panel, width, late) if full else compact_lines(panel, width, height, late)
         )
         if full and self.graphs is not None and height > len(lines):
-            lines += graph_lines(self.graphs, width, height - len(lines))
+            lines += self._graph_lines(self.graphs, width, height - len(lines))
         # Never a cut number (fit elides whole words); an error's prose is cut at the width on
         # purpose: its next lines continue it.
         return [
             line.truncate(width) if _is_error_prose(line) else fit(line, width)
             for line in lines[:height]
         ]
+
+    def _graph_lines(self, series: PanelSeries, width: int, spare: int) -> list[Content]:
+        """``graph_lines``, drawn again only for new series or another room.
+
+        Why: the series change every ``READ_EVERY_S`` while the panel's lines are built at
+        every reading; drawing the braille rows each time was half of building a full panel.
+        """
+        key = (id(series), width, spare)
+        if self._graphs_drawn is None or self._graphs_drawn[0] != key:
+            self._graphs_drawn = (key, graph_lines(series, width, spare), series)
+        return list(self._graphs_drawn[1])
 
     def _repaint_changes(self) -> None:
         shown = self._shown

@@ -9,6 +9,7 @@ axis' top) over braille rows (``tui.ui.history.plot``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -91,15 +92,24 @@ def graph_lines(series: PanelSeries, width: int, spare: int) -> list[Content]:
 
     Returns:
         Up to ``spare`` lines: per graph, a label line and its rows of dots.
+
+    The right edge is the last whole cell (two dot columns of ``WINDOW_S / (2 * width)``
+    each, on a fixed grid of time): reads within one cell's time draw the same dots. Why:
+    with the edge at the moment of the read every 5 s read moved every point's column, so all
+    seven panels resent all their graph rows (the most of the console's bytes at 200x50);
+    now a graph moves a whole cell (about 16 s at 200x50) when one is complete.
     """
     count = min(len(GRAPHS), spare // MIN_SPARE_ROWS)
     if count == 0 or width < 10:
         return []
     rows = max(MIN_SPARE_ROWS - 1, spare // count - 1)
+    dots = width * 2
+    step = 2 * (series.end - series.start) / dots
+    end = math.floor(series.end / step) * step if step > 0 else series.end
     lines: list[Content] = []
     for graph in GRAPHS[:count]:
         points = series.points.get(graph.metric, ())
-        values = columns(points, series.start, series.end, width * 2, gap_s=30.0)
+        values = columns(points, end - (series.end - series.start), end, dots, gap_s=30.0)
         shown = [v for v in values if v is not None]
         axis = axis_for(shown, graph.floor)
         last = f"{short_num(shown[-1])}{graph.unit}" if shown else "-"

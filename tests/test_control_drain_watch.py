@@ -1,0 +1,66 @@
+"""The drain's progress reads: the server's /metrics over plain loopback HTTP, read cheaply."""
+
+from __future__ import annotations
+
+import ssl
+import time
+from typing import Any
+
+import pytest
+from servers_helpers import canned_server
+
+from tui.control.stop_release import DrainProgress, _DrainWatch
+from tui.state.fleet_state import ProcessRecord
+
+
+def test_the_drain_watch_reads_running_and_queued_without_loading_a_ca_bundle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seven stops start at once, each with its own watch: a client that loaded the CA bundle
+    (~0.2 s of CPU, under the GIL) delayed every drain; a loopback /metrics read needs none."""
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a CA bundle was loaded for a plain-http loopback read")
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", refused)
+    text = "sglang:num_running_reqs 3\nsglang:num_queue_reqs 2\nsglang:gen_throughput 10\n"
+    seen: list[DrainProgress] = []
+    with canned_server({"/metrics": (200, "text/plain; version=0.0.4", text)}) as server:
+        record = ProcessRecord(
+            gpu=4,
+            port=server.port,
+            pid=1,
+            pgid=1,
+            create_time=0.0,
+            cmdline=(),
+            log_path="",
+        )
+        watch = _DrainWatch(record, seen.append, time.monotonic())
+        try:
+            watch.tick()
+            watch.tick()  # within DRAIN_POLL_S: no second read
+        finally:
+            watch.close()
+    assert [(p.gpu, p.stage, p.running, p.queued) for p in seen] == [(4, "draining", 3, 2)]
+
+
+async def test_every_stop_of_a_large_fleet_runs_at_once() -> None:
+    """A stop blocks for its whole drain: ten GPUs' stops all run together (asyncio's default
+    pool has cpu_count + 4 threads, and its seventh stop on two cores waited for another to
+    end). Each stop here waits for all the others; one left queued would break the barrier."""
+    import asyncio
+    import threading
+
+    from tui.control.stop_release import StopReleased, in_stop_thread
+
+    gpus = 10
+    together = threading.Barrier(gpus, timeout=20)
+
+    def stop(gpu: int) -> StopReleased:
+        together.wait()
+        return StopReleased(gpu, True, f"GPU {gpu}: stopped")
+
+    results = await asyncio.gather(
+        *(in_stop_thread(lambda gpu=gpu: stop(gpu)) for gpu in range(gpus))  # type: ignore[misc]
+    )
+    assert [r.gpu for r in results] == list(range(gpus)) and all(r.ok for r in results)
