@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
+from tui.sim.steady import kv_binds, steady_run
 
 DEFAULT_MEAN_OUTPUT_TOKENS = 2220
 """Mean output length when a request does not bound it (seed: 13,500 tok/s / 6.1 req/s)."""
@@ -118,13 +119,20 @@ def expected_rate(
     Args:
         plan: the server's memory plan (its effective max_running_requests and spec setting).
         model: the served model.
-        running: requests decoding together (default: the effective cap, i.e. a full queue).
+        running: requests decoding together (default: a full queue, as many as the cap and
+            the KV pool let run; where the pool binds, the scheduler's own virtual-time run,
+            ``tui.sim.steady``).
         speed: ``--sim-speed``.
         mean_output_tokens: mean generated tokens per request.
 
     Returns:
         The estimate.
     """
+    if running is None and kv_binds(plan):
+        run = steady_run(plan, model)
+        tokens = run.output_tokens_per_s * speed
+        step = step_seconds(model, max(round(run.running), 1), speed, plan)
+        return RateEstimate(max(round(run.running), 1), step, tokens, tokens / mean_output_tokens)
     b = plan.max_running_requests if running is None else min(running, plan.max_running_requests)
     b = max(b, 1)
     step = step_seconds(model, b, speed, plan)
