@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from tui.sglang.plan_types import MemoryPlan
 
@@ -69,6 +69,9 @@ class KvRequest(Protocol):
     generated: float
     max_new: int
     ignore_eos: bool
+
+
+Req = TypeVar("Req", bound=KvRequest)
 
 
 @dataclass(slots=True)
@@ -150,9 +153,25 @@ def decode_fits(plan: MemoryPlan, free: int, running: int) -> bool:
     return free >= running * decode_tokens_per_request(plan)
 
 
+def decode_steps_that_fit(plan: MemoryPlan, free: int, running: int, accept: float) -> int:
+    """Decode steps that can run before the pool must be checked again (at least 1).
+
+    Args:
+        plan: The server's plan.
+        free: Free KV tokens now (the next step is known to fit).
+        running: Requests decoding.
+        accept: Tokens each request gains per step.
+
+    Returns:
+        Steps; each one's allocation still finds its tokens free.
+    """
+    spare = free - running * decode_tokens_per_request(plan)
+    return max(int(spare // max(running * accept, 1e-9)) + 1, 1)
+
+
 def retraction_victims(
-    plan: MemoryPlan, running: Sequence[KvRequest], free: int, count: int | None = None
-) -> list[KvRequest]:
+    plan: MemoryPlan, running: Sequence[Req], free: int, count: int | None = None
+) -> list[Req]:
     """``retract_decode``: the requests to send back to the queue, in retraction order.
 
     Args:
@@ -165,7 +184,7 @@ def retraction_victims(
         The victims (never every request: the last one is kept).
     """
     keep = sorted(running, key=lambda r: (int(r.generated), -r.prompt_tokens), reverse=True)
-    victims: list[KvRequest] = []
+    victims: list[Req] = []
     while len(keep) > 1:
         if count is not None and len(victims) >= count:
             break

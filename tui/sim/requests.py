@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tui.sim.kvpool import admission_cost
+from tui.sglang.plan_types import MemoryPlan
+from tui.sim.kvpool import admission_cost, max_new_tokens
 from tui.sim.throughput import DEFAULT_MEAN_OUTPUT_TOKENS
 
 HEALTH_CHECK_RID_PREFIX = "HEALTH_CHECK"
@@ -78,6 +79,37 @@ def sample_output_tokens(
     if max_tokens is not None and drawn >= max_tokens:
         return max(max_tokens, 1), True
     return drawn, False
+
+
+def new_request(
+    plan: MemoryPlan,
+    rng: random.Random,
+    rid: str,
+    prompt_tokens: int,
+    max_tokens: int | None,
+    ignore_eos: bool,
+    loop: asyncio.AbstractEventLoop,
+) -> SimRequest:
+    """A request with its ``max_new_tokens`` clamped as SGLang does (``tui.sim.kvpool``) and
+    its output length drawn within it.
+
+    Args:
+        plan: the server's plan (context length, KV pool).
+        rng: the scheduler's random source.
+        rid: request id.
+        prompt_tokens: input length.
+        max_tokens: the request's bound on output tokens.
+        ignore_eos: generate exactly max_tokens.
+        loop: the loop its ``done`` future belongs to (the throughput model's is never run).
+
+    Returns:
+        The request, not queued.
+    """
+    max_new = max_new_tokens(plan, prompt_tokens, max_tokens)
+    target, capped = sample_output_tokens(rng, max_new, ignore_eos)
+    req = SimRequest(rid, prompt_tokens, target, capped, loop.create_future())
+    req.max_new, req.ignore_eos = max_new, ignore_eos
+    return req
 
 
 Batch = list[tuple[SimRequest, int]]

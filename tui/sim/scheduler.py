@@ -39,7 +39,7 @@ from enum import Enum
 from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
 from tui.sim import kvpool, logfmt
-from tui.sim.requests import Batch, SimRequest, next_batch, sample_output_tokens
+from tui.sim.requests import Batch, SimRequest, new_request, next_batch
 from tui.sim.throughput import accept_length, cuda_graph, step_seconds
 
 __all__ = ["Mode", "SimRequest", "SimScheduler", "step_seconds"]
@@ -145,7 +145,8 @@ class SimScheduler:
             The queued request.
         """
         loop = asyncio.get_running_loop()
-        req = self.new_request(rid, prompt_tokens, max_tokens, ignore_eos, loop, log_metrics)
+        req = new_request(self.plan, self.rng, rid, prompt_tokens, max_tokens, ignore_eos, loop)
+        req.log_metrics = log_metrics
         if req.is_health_check and self.slow_health_s is not None:
             loop.call_later(self.slow_health_s, self._answer_probe, req)
             return req
@@ -154,35 +155,6 @@ class SimScheduler:
             return req
         self.waiting.append(req)
         self._wake.set()
-        return req
-
-    def new_request(
-        self,
-        rid: str,
-        prompt_tokens: int,
-        max_tokens: int | None,
-        ignore_eos: bool,
-        loop: asyncio.AbstractEventLoop,
-        log_metrics: bool = True,
-    ) -> SimRequest:
-        """A request with its output length drawn and its ``max_new_tokens`` clamped as SGLang
-        does (``submit`` queues it; the throughput model queues its own on virtual time).
-
-        Args:
-            rid: request id.
-            prompt_tokens: input length.
-            max_tokens: the request's bound on output tokens.
-            ignore_eos: generate exactly max_tokens.
-            loop: the loop its ``done`` future belongs to.
-            log_metrics: count it in the token and request counters.
-
-        Returns:
-            The request (not queued).
-        """
-        max_new = kvpool.max_new_tokens(self.plan, prompt_tokens, max_tokens)
-        target, capped = sample_output_tokens(self.rng, max_new, ignore_eos)
-        req = SimRequest(rid, prompt_tokens, target, capped, loop.create_future(), log_metrics)
-        req.max_new, req.ignore_eos = max_new, ignore_eos
         return req
 
     def abort(self, req: SimRequest) -> None:
@@ -302,10 +274,8 @@ class SimScheduler:
             return None
         if not kvpool.decode_fits(self.plan, pool - self.used_tokens(), len(self.running)):
             self.retract()
-        n = len(self.running)
-        free = pool - self.used_tokens() - n * kvpool.decode_tokens_per_request(self.plan)
-        # Each step adds n * accept tokens; the last step run must still find its tokens free.
-        return max(int(free // max(n * self.accept, 1e-9)) + 1, 1)
+        free = pool - self.used_tokens()
+        return kvpool.decode_steps_that_fit(self.plan, free, len(self.running), self.accept)
 
     def _prefill_seconds(self, tokens: int) -> float:
         return tokens / self.model.prefill_tokens_per_s / self.speed

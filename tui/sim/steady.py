@@ -118,6 +118,7 @@ def steady_run(plan: MemoryPlan, model: ModelSpec, workload: Workload = JOB) -> 
 
 def _run(plan: MemoryPlan, model: ModelSpec, workload: Workload) -> SteadyRun:
     # The scheduler imports the closed form of tui.sim.throughput, which imports this module.
+    from tui.sim.requests import new_request
     from tui.sim.scheduler import SimScheduler
     from tui.sim.throughput import DEFAULT_MEAN_OUTPUT_TOKENS, accept_length, step_seconds
 
@@ -139,7 +140,9 @@ def _run(plan: MemoryPlan, model: ModelSpec, workload: Workload) -> SteadyRun:
             while len(sch.waiting) < cap:
                 serial += 1
                 sch.waiting.append(
-                    sch.new_request(
+                    new_request(
+                        plan,
+                        sch.rng,
                         f"model-{serial}",
                         workload.prompt_tokens,
                         workload.max_tokens,
