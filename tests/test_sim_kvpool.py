@@ -7,11 +7,14 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from sim_helpers import Clients, running_sim, wait_until
 
 from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.logs.life_rules import pressure
+from tui.logs.parser import parse_line
 from tui.sglang.memory import plan_memory
 from tui.sglang.models import get_model
 from tui.sglang.plan_types import MemoryPlan
@@ -81,7 +84,7 @@ def test_retraction_takes_the_fewest_generated_first_until_the_step_fits() -> No
     assert victims == [running[2]]
     victims = kvpool.retraction_victims(plan, running, free=-150)
     assert victims == [running[2], running[1]]
-    assert kvpool.retraction_victims(plan, running, free=-10**9) == running[2:3] + [
+    assert kvpool.retraction_victims(plan, running, free=-(10**9)) == running[2:3] + [
         running[1],
         running[0],
     ]  # the last request is never retracted
@@ -179,3 +182,28 @@ async def test_the_scheduler_runs_at_the_models_rate_where_the_pool_binds() -> N
             sch.abort(req)
     expected = expected_rate(plan, QWEN, speed=speed).output_tokens_per_s
     assert abs(measured - expected) / expected < 0.2
+
+
+SMALL_POOL = [
+    *("--sim-speed", "5", "--sim-startup-seconds", "1", "--enable-metrics"),
+    *("--mem-fraction-static", "0.88", "--max-mamba-cache-size", "360"),
+    *("--max-running-requests", "80", "--mamba-radix-cache-strategy", "extra_buffer"),
+    *("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"),
+    *("--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"),
+]
+"""A simulated server whose 72 running requests share ~29,000 KV tokens."""
+
+
+def test_a_server_with_a_small_pool_retracts_by_itself(tmp_path: Path) -> None:
+    with running_sim(SMALL_POOL, tmp_path) as sim:
+        clients = Clients(sim.url, 150, max_tokens=3000, ignore_eos=False)
+        retracted = wait_until(lambda: "KV cache pool is full. Retract requests." in sim.log(), 30)
+        assert retracted, sim.log()[-3000:]
+        log = sim.log()
+        answered = list(clients.results)  # before the server stops under the rest
+    line = next(ln for ln in log.splitlines() if "KV cache pool is full" in ln)
+    event = parse_line(line)
+    assert event is not None and event.kind == "pressure"
+    assert event.fields["reason"] == "retract" and int(event.fields["retracted_reqs"]) >= 1
+    assert "#new_token_ratio: " in line and "Testing retraction" not in log
+    assert not [r for r in answered if r != 200]  # a retracted request is requeued, not failed
