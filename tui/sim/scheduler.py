@@ -38,9 +38,9 @@ from enum import Enum
 
 from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
-from tui.sim import kvpool, logfmt
+from tui.sim import batch_lines, kvpool, logfmt
 from tui.sim.requests import Batch, SimRequest, new_request, next_batch
-from tui.sim.throughput import accept_length, cuda_graph, step_seconds
+from tui.sim.throughput import accept_length, step_seconds
 
 __all__ = ["Mode", "SimRequest", "SimScheduler", "step_seconds"]
 
@@ -302,23 +302,7 @@ class SimScheduler:
                 req.first_token_at = req.first_token_at or time.monotonic()
                 self.running.append(req)
                 self._changed.set()
-        pending = sum(r.prefill_left for r in self.waiting)
-        if self.prefilling is not None:
-            pending += self.prefilling.prefill_left
-        self.emit(
-            logfmt.prefill_line(
-                self.plan,
-                new_seq=len(new),
-                new_token=tokens,
-                cached_token=0,
-                token_usage=self.token_usage(),
-                mamba_usage=self.mamba_usage(),
-                running=running_before,
-                queued=len(self.waiting),
-                pending=pending,
-                input_throughput=tokens / max(seconds, 1e-9),
-            )
-        )
+        self.emit(batch_lines.prefill_stats(self, len(new), tokens, running_before, seconds))
         if finished:
             self.on_output()
 
@@ -347,22 +331,7 @@ class SimScheduler:
         self.last_gen_throughput = self._log_tokens / elapsed
         self._log_tokens = 0.0
         self._log_at = now
-        self.emit(
-            logfmt.decode_line(
-                self.plan,
-                running=len(self.running),
-                tokens=self.used_tokens(),
-                token_usage=self.token_usage(),
-                mamba_num=self.mamba_num(),
-                mamba_usage=self.mamba_usage(),
-                accept_len=self.accept + self.rng.uniform(-0.08, 0.08)
-                if self.plan.speculative
-                else 1.0,
-                gen_throughput=self.last_gen_throughput,
-                queued=len(self.waiting),
-                cuda_graph=cuda_graph(self.plan, len(self.running)),
-            )
-        )
+        self.emit(batch_lines.decode_stats(self, self.last_gen_throughput))
 
     def _decode(self, budget: float, clock: float) -> tuple[float, float]:
         """Run the decode steps that fit (stopping at a completion, a log line, the KV pool's
