@@ -104,8 +104,16 @@ class Clients:
     (a dropped connection is ``RemoteProtocolError`` or ``ReadError``).
     """
 
-    def __init__(self, url: str, count: int, max_tokens: int, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        count: int,
+        max_tokens: int,
+        timeout: float = 60.0,
+        ignore_eos: bool = True,
+    ) -> None:
         self.url, self.max_tokens, self.timeout = url, max_tokens, timeout
+        self.ignore_eos = ignore_eos
         self.results: list[int | str] = []
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -115,7 +123,7 @@ class Clients:
         try:
             reply = httpx.post(
                 self.url + "/v1/completions",
-                json={"prompt": "p", "max_tokens": self.max_tokens, "ignore_eos": True},
+                json={"prompt": "p", "max_tokens": self.max_tokens, "ignore_eos": self.ignore_eos},
                 timeout=self.timeout,
             )
             outcome: int | str = reply.status_code

@@ -57,7 +57,7 @@ def test_parse_knob_and_its_errors() -> None:
         parse_knob("max_running_requests")
     space = space_from([("max_running_requests", (8, 16))])
     assert space.knobs() == ["max_running_requests"]
-    assert SearchSpace.default().size() == 4 * 4 * 4 * 5 * 4 * 3
+    assert SearchSpace.default().size() == 4 * 9 * 4 * 9 * 4 * 3
 
 
 def test_candidate_profile_sets_the_knobs_and_steps_pin_draft_tokens(tmp_path: Path) -> None:

@@ -105,7 +105,7 @@ async def test_a_late_catch_up_logs_each_interval_at_its_own_rate() -> None:
     step = step_seconds(QWEN, 16, speed)
     start = time.monotonic()
     sch._log_at = start
-    sch._advance(40 * step * 5.5, start + 40 * step * 5.5)  # 5 intervals in one go
+    sch.advance(40 * step * 5.5, start + 40 * step * 5.5)  # 5 intervals in one go
     rates = [float(m) for m in re.findall(r"gen throughput \(token/s\): ([0-9.]+)", "".join(lines))]
     assert len(rates) == 5, lines
     expected = expected_rate(BASELINE, QWEN, speed=speed).output_tokens_per_s
@@ -194,7 +194,7 @@ async def test_a_batch_above_the_cuda_graph_ceiling_runs_eager_and_slower() -> N
     step = step_seconds(QWEN, 24, speed, eager)
     start = time.monotonic()
     sch._log_at = start
-    sch._advance(40 * step * 2.5, start + 40 * step * 2.5)
+    sch.advance(40 * step * 2.5, start + 40 * step * 2.5)
     decode = [line for line in lines if line.startswith("Decode batch, ")]
     assert len(decode) == 2 and all("cuda graph: False" in line for line in decode)
     rates = [

@@ -10,6 +10,12 @@ draft tokens follow as steps + 1, as SGLang 0.5.23 pins them:
 speculative_num_steps + 1 when speculative_eagle_topk == 1"). Every candidate profile is built
 through the profile parser, so a value outside a knob's range is refused with the parser's
 own message naming the field.
+
+The Mamba slots and the running cap reach past the seed's aggressive 200 slots / 64 requests
+(to 400 and 80): on the seed's B200 every 40 more slots lift SGLang's cap by 8 requests and
+take ~160,000 tokens from the KV pool, so somewhere past 320 slots the pool can no longer hold
+the running requests' ~2,500-token outputs and SGLang retracts (``tui.sim.kvpool``). The best
+configuration is inside the space, not at its largest concurrency.
 """
 
 from __future__ import annotations
@@ -65,9 +71,16 @@ KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
         Knob("mem_fraction_static", float, False, (0.84, 0.88, 0.91, 0.93), 0, 1, True, True),
-        Knob("max_mamba_cache_size", int, False, (80, 120, 160, 200), 1, 100_000),
+        Knob(
+            "max_mamba_cache_size",
+            int,
+            False,
+            (80, 120, 160, 200, 240, 280, 320, 360, 400),
+            1,
+            100_000,
+        ),
         Knob("mamba_full_memory_ratio", float, False, (0.4, 0.5, 0.6, 0.8), 0, 10, True),
-        Knob("max_running_requests", int, False, (16, 24, 32, 40, 48), 1, 4096),
+        Knob("max_running_requests", int, False, (16, 24, 32, 40, 48, 56, 64, 72, 80), 1, 4096),
         Knob("cuda_graph_max_bs_decode", int, True, (16, 32, 48, 64), 1, 4096),
         Knob("speculative_num_steps", int, False, (2, 3, 4), 1, 16),
     )

@@ -6,7 +6,7 @@ not measurably different from the incumbent the other GPUs run over the same sec
 not give a stable absolute score to compare across candidates measured at different times
 (the job's prompt mix, the pipeline's load and the machine drift), and each answer costs
 minutes of one GPU, so a search gets a handful of answers, not hundreds. That rules out a grid
-(the default space has 5,760 points) and makes a Bayesian model over absolute scores both
+(the default space has 15,552 points) and makes a Bayesian model over absolute scores both
 starved and fed the wrong kind of observation. So:
 
 1. **Neighbours**: from the incumbent, every point that changes ONE knob to the next value up

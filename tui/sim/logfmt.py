@@ -245,15 +245,18 @@ def decode_line(
     )
 
 
-def retract_line(plan: MemoryPlan, retracted: int, freed_tokens: int) -> str:
-    """``KV cache pool is full. Retract requests. #retracted_reqs: N, ...`` (a WARNING of
-    ``srt/managers/scheduler.py``; the token ratio moves from SGLang's initial 0.7)."""
+def retract_line(
+    plan: MemoryPlan, retracted: int, freed_tokens: int, old_ratio: float, new_ratio: float
+) -> str:
+    """``KV cache pool is full. Retract requests. #retracted_reqs: N, ...`` (the WARNING of
+    ``srt/managers/scheduler.py`` ``update_running_batch``; the ratio's move is the scheduler's,
+    ``tui.sim.kvpool``)."""
     gained = retracted * max(plan.mamba_slots_per_request - 1, 1)
     mamba = f", #mamba_num_gained: {gained}" if plan.is_hybrid_mamba else ""
     return (
         f"KV cache pool is full. Retract requests. #retracted_reqs: {retracted}, "
-        f"#new_tokens_gained: {freed_tokens}{mamba}, #new_token_ratio: 0.7000 -> "
-        f"{min(1.0, 0.7 + 0.1 * retracted):.4f}"
+        f"#new_tokens_gained: {freed_tokens}{mamba}, #new_token_ratio: {old_ratio:.4f} -> "
+        f"{new_ratio:.4f}"
     )
 
 

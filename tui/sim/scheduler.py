@@ -12,9 +12,16 @@ Instead of sleeping per step it wakes at most every ``TICK_S`` (or at the next c
 runs every whole iteration that fits in the elapsed time, so CPU cost does not grow with
 ``--sim-speed``. Idle, it waits on an event.
 
+The KV pool bounds both (SGLang 0.5.23's rules, each cited in ``tui.sim.kvpool``): a waiting
+request is admitted only while the pool can hold its reservation at the current
+``new_token_ratio``, and a decode step whose tokens do not fit retracts running requests (fewest
+generated first) back to the front of the queue with SGLang's ``KV cache pool is full. Retract
+requests.`` WARNING; they are prefilled again, generated tokens too (the lost work), and the
+ratio jumps up, then decays again step by step.
+
 Faults (``tui.sim.faults``) act here: ``stall(STUCK)`` stops all progress but still answers health
-probes, ``stall(HUNG)`` answers nothing, ``retract(n)`` sends running requests back to the queue
-with SGLang's WARNING. Counters follow SGLang: ``prompt/generation_tokens_total`` and
+probes, ``stall(HUNG)`` answers nothing, ``retract(n)`` sends n running requests back to the
+queue the same way. Counters follow SGLang: ``prompt/generation_tokens_total`` and
 ``num_requests_total`` move when a request finishes (the tokenizer side), ``realtime_tokens``
 moves every iteration (the scheduler side); health probes count in neither of the first.
 """
@@ -31,11 +38,15 @@ from enum import Enum
 
 from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
-from tui.sim import logfmt
-from tui.sim.requests import Batch, SimRequest, next_batch, sample_output_tokens
-from tui.sim.throughput import accept_length, cuda_graph, step_seconds
+from tui.sim import batch_lines, kvpool, logfmt
+from tui.sim.requests import Batch, SimRequest, new_request, next_batch
+from tui.sim.throughput import accept_length, step_seconds
 
 __all__ = ["Mode", "SimRequest", "SimScheduler", "step_seconds"]
+
+ADMIT_RECHECK_STEPS = 10
+"""Most decode steps run between two admission checks while requests wait (the ratio decays
+every step; SGLang checks every iteration, this bounds the lag to a few steps)."""
 
 TICK_S = 0.05
 """Longest wall time between two scheduler wake-ups while busy."""
@@ -103,6 +114,7 @@ class SimScheduler:
         self.retracted_total = 0
         self.last_retracted = 0
         self.last_gen_throughput = 0.0
+        self.ratio = kvpool.NewTokenRatio()
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
         self._resume = asyncio.Event()
@@ -132,9 +144,9 @@ class SimScheduler:
         Returns:
             The queued request.
         """
-        target, capped = sample_output_tokens(self.rng, max_tokens, ignore_eos)
         loop = asyncio.get_running_loop()
-        req = SimRequest(rid, prompt_tokens, target, capped, loop.create_future(), log_metrics)
+        req = new_request(self.plan, self.rng, rid, prompt_tokens, max_tokens, ignore_eos, loop)
+        req.log_metrics = log_metrics
         if req.is_health_check and self.slow_health_s is not None:
             loop.call_later(self.slow_health_s, self._answer_probe, req)
             return req
@@ -170,21 +182,32 @@ class SimScheduler:
         """Stop making progress (STUCK: still answers probes; HUNG: answers nothing)."""
         self.mode = mode
 
-    def retract(self, count: int) -> None:
-        """SGLang's retraction: ``count`` running requests go back to the front of the queue."""
-        victims = self.running[-count:] if count else []
+    def retract(self, count: int | None = None) -> None:
+        """SGLang's retraction (``retract_decode``): running requests go back to the front of
+        the queue, fewest generated tokens first, and the token ratio jumps up.
+
+        Args:
+            count: Retract exactly this many (the ``retract`` fault); None: until the next
+                decode step fits in the KV pool.
+        """
+        free = self.plan.max_total_num_tokens - self.used_tokens()
+        victims = kvpool.retraction_victims(self.plan, self.running, free, count)
         if not victims:
             return
-        freed = sum(r.prompt_tokens + int(r.generated) for r in victims)
+        old = self.ratio.current
         for req in victims:
             self.running.remove(req)
-            req.prefilled = 0
-            self.waiting.appendleft(req)
+            req.prefilled = 0  # its KV is freed: prompt and output are prefilled again
+        # SGLang's FCFS queue is ordered by arrival (schedule_policy.py
+        # _sort_by_priority_and_fcfs), so the retracted, older requests go first.
+        self.waiting.extendleft(sorted(victims, key=lambda r: r.created, reverse=True))
+        self.ratio.current = kvpool.ratio_after_retract(self.running)
         self.retracted_total += len(victims)
         self.last_retracted = len(victims)
         self._changed.set()
         self._wake.set()
-        self.emit(logfmt.retract_line(self.plan, len(victims), freed))
+        freed = sum(kvpool.held_tokens(r) for r in victims)
+        self.emit(logfmt.retract_line(self.plan, len(victims), freed, old, self.ratio.current))
 
     # --- state the HTTP layer reads ---------------------------------------------------------
 
@@ -232,7 +255,27 @@ class SimScheduler:
     def _prefill_batch(self) -> Batch:
         """The next prefill batch: (request, tokens this batch) pairs, or [] when none is due."""
         room = self.plan.max_running_requests - len(self.running) - (self.prefilling is not None)
-        return next_batch(self.prefilling, self.waiting, room, self.chunk)
+        return next_batch(self.prefilling, self.waiting, room, self.chunk, self._kv_room())
+
+    def _kv_room(self) -> float | None:
+        """``rem_total_tokens`` (None when the plan has no KV pool to bound admission)."""
+        if self.plan.max_total_num_tokens <= 0:
+            return None
+        holders = self.running + ([self.prefilling] if self.prefilling is not None else [])
+        return kvpool.remaining_total(
+            self.plan.max_total_num_tokens, self.used_tokens(), holders, self.ratio.current
+        )
+
+    def _decode_room(self) -> int | None:
+        """Decode steps that fit in the KV pool before the next check (None: no pool), after
+        retracting if the next one does not fit (``update_running_batch``)."""
+        pool = self.plan.max_total_num_tokens
+        if pool <= 0:
+            return None
+        if not kvpool.decode_fits(self.plan, pool - self.used_tokens(), len(self.running)):
+            self.retract()
+        free = pool - self.used_tokens()
+        return kvpool.decode_steps_that_fit(self.plan, free, len(self.running), self.accept)
 
     def _prefill_seconds(self, tokens: int) -> float:
         return tokens / self.model.prefill_tokens_per_s / self.speed
@@ -259,23 +302,7 @@ class SimScheduler:
                 req.first_token_at = req.first_token_at or time.monotonic()
                 self.running.append(req)
                 self._changed.set()
-        pending = sum(r.prefill_left for r in self.waiting)
-        if self.prefilling is not None:
-            pending += self.prefilling.prefill_left
-        self.emit(
-            logfmt.prefill_line(
-                self.plan,
-                new_seq=len(new),
-                new_token=tokens,
-                cached_token=0,
-                token_usage=self.token_usage(),
-                mamba_usage=self.mamba_usage(),
-                running=running_before,
-                queued=len(self.waiting),
-                pending=pending,
-                input_throughput=tokens / max(seconds, 1e-9),
-            )
-        )
+        self.emit(batch_lines.prefill_stats(self, len(new), tokens, running_before, seconds))
         if finished:
             self.on_output()
 
@@ -304,34 +331,30 @@ class SimScheduler:
         self.last_gen_throughput = self._log_tokens / elapsed
         self._log_tokens = 0.0
         self._log_at = now
-        self.emit(
-            logfmt.decode_line(
-                self.plan,
-                running=len(self.running),
-                tokens=self.used_tokens(),
-                token_usage=self.token_usage(),
-                mamba_num=self.mamba_num(),
-                mamba_usage=self.mamba_usage(),
-                accept_len=self.accept + self.rng.uniform(-0.08, 0.08)
-                if self.plan.speculative
-                else 1.0,
-                gen_throughput=self.last_gen_throughput,
-                queued=len(self.waiting),
-                cuda_graph=cuda_graph(self.plan, len(self.running)),
-            )
-        )
+        self.emit(batch_lines.decode_stats(self, self.last_gen_throughput))
 
     def _decode(self, budget: float, clock: float) -> tuple[float, float]:
-        """Run the decode steps that fit (stopping at a completion or a log line)."""
+        """Run the decode steps that fit (stopping at a completion, a log line, the KV pool's
+        next check or, while requests wait, the next admission check)."""
         step = step_seconds(self.model, len(self.running), self.speed, self.plan)
         fit = int(budget // step)
         if fit <= 0:
             return budget, clock
+        retracted = self.retracted_total
+        room = self._decode_room()
+        step = step_seconds(self.model, len(self.running), self.speed, self.plan)
+        fit = max(int(budget // step), 1)  # the step the budget held before a retraction shrank it
         to_finish = min(
             math.ceil((r.target_tokens - r.generated) / self.accept) for r in self.running
         )
         to_log = self.interval - self.steps % self.interval
         k = max(1, min(fit, to_finish, to_log))
+        if room is not None:
+            k = min(k, room)
+        if self.waiting:
+            k = min(k, ADMIT_RECHECK_STEPS)
+        # update_running_batch decays the ratio on every decode step that did not retract.
+        self.ratio.decay(k - (self.retracted_total != retracted))
         gained = k * self.accept
         for req in self.running:
             req.generated += gained
@@ -347,7 +370,7 @@ class SimScheduler:
         self.on_output()  # outputs stream back every few steps: the tokenizer hears from us
         return budget, clock
 
-    def _advance(self, budget: float, now: float) -> float:
+    def advance(self, budget: float, now: float) -> float:
         """Run every whole iteration that fits in ``budget`` wall seconds; return the rest.
 
         A late wake-up catches up several log intervals at once: each step is stamped at the
@@ -399,6 +422,7 @@ class SimScheduler:
             if self.mode is not Mode.RUNNING:
                 await self._resume.wait()  # never set: a stall lasts until the process ends
             if not self._has_work():
+                self.ratio.reset()  # SGLang resets it when the scheduler goes idle
                 self._wake.clear()
                 await self._wake.wait()
                 last = time.monotonic()
@@ -406,5 +430,5 @@ class SimScheduler:
                 continue
             await asyncio.sleep(self._next_sleep())
             now = time.monotonic()
-            carry = self._advance(carry + now - last, now)
+            carry = self.advance(carry + now - last, now)
             last = now

@@ -15,8 +15,18 @@ x2.5 concurrency), 64 -> ~3,750: more concurrency helps with diminishing returns
 charges prefill at the model's prefill rate (decode pauses meanwhile), which this model leaves
 out: prompts are short next to ~2,200-token outputs.
 
-Two of SGLang's trade-offs make the optimum more than "the largest concurrency that fits" (each
+Three of SGLang's trade-offs make the optimum more than "the largest concurrency that fits" (each
 is off at the seed's settings, so the calibration above is unchanged):
+
+- **The KV pool.** Where the running cap times one request's whole reservation (prompt plus
+  ``max_new_tokens``) exceeds ``max_total_num_tokens``, SGLang admits against a decaying
+  ``new_token_ratio`` and retracts when decode runs out (``tui.sim.kvpool``, each rule cited):
+  fewer requests run and retracted ones are prefilled again. That rate has no closed form, so
+  ``expected_rate`` then runs the simulator's own scheduler on virtual time
+  (``tui.sim.steady``): the servers, the tests and the bench's grid share one code. On the
+  seed's B200 each 40 more Mamba slots lift the cap by 8 and take ~160,000 KV tokens, so past
+  ~320 slots (64 running) the pool starves the batch: 360 slots at fraction 0.88 run 72
+  requests on ~29,000 tokens and make ~2,300 tok/s, not ~3,900.
 
 - **Speculative steps** (EAGLE chain, topk 1: draft tokens d = steps + 1). Each request gains
   ``A(d) = accept_length * chain(d) / chain(d_ref)`` tokens per step, ``chain(d) = 1 + a + ... +
@@ -42,6 +52,7 @@ from dataclasses import dataclass
 
 from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
+from tui.sim.steady import kv_binds, steady_run
 
 DEFAULT_MEAN_OUTPUT_TOKENS = 2220
 """Mean output length when a request does not bound it (seed: 13,500 tok/s / 6.1 req/s)."""
@@ -118,13 +129,20 @@ def expected_rate(
     Args:
         plan: the server's memory plan (its effective max_running_requests and spec setting).
         model: the served model.
-        running: requests decoding together (default: the effective cap, i.e. a full queue).
+        running: requests decoding together (default: a full queue, as many as the cap and
+            the KV pool let run; where the pool binds, the scheduler's own virtual-time run,
+            ``tui.sim.steady``).
         speed: ``--sim-speed``.
         mean_output_tokens: mean generated tokens per request.
 
     Returns:
         The estimate.
     """
+    if running is None and kv_binds(plan):
+        run = steady_run(plan, model)
+        tokens = run.output_tokens_per_s * speed
+        step = step_seconds(model, max(round(run.running), 1), speed, plan)
+        return RateEstimate(max(round(run.running), 1), step, tokens, tokens / mean_output_tokens)
     b = plan.max_running_requests if running is None else min(running, plan.max_running_requests)
     b = max(b, 1)
     step = step_seconds(model, b, speed, plan)

@@ -1,0 +1,75 @@
+"""The simulated scheduler's batch lines: what SGLang's scheduler prints after a prefill batch
+and every ``--decode-log-interval`` decode steps (SGLang 0.5.23
+``srt/managers/scheduler_components/metrics_reporter.py`` ``report_prefill_stats`` /
+``report_decode_stats``), filled from the scheduler's state; the text is
+``tui.sim.logfmt``'s."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tui.sim import logfmt
+from tui.sim.throughput import cuda_graph
+
+if TYPE_CHECKING:
+    from tui.sim.scheduler import SimScheduler
+
+ACCEPT_JITTER = 0.08
+"""How far a decode line's accept length strays from the model's mean (real lines vary)."""
+
+
+def prefill_stats(
+    sch: SimScheduler, new_seq: int, tokens: int, running_before: int, seconds: float
+) -> str:
+    """The ``Prefill batch`` line of a batch that just ran.
+
+    Args:
+        sch: The scheduler, after the batch.
+        new_seq: Requests the batch began.
+        tokens: Tokens it prefilled.
+        running_before: Requests running before it.
+        seconds: Its wall duration.
+
+    Returns:
+        The message.
+    """
+    pending = sum(r.prefill_left for r in sch.waiting)
+    if sch.prefilling is not None:
+        pending += sch.prefilling.prefill_left
+    return logfmt.prefill_line(
+        sch.plan,
+        new_seq=new_seq,
+        new_token=tokens,
+        cached_token=0,
+        token_usage=sch.token_usage(),
+        mamba_usage=sch.mamba_usage(),
+        running=running_before,
+        queued=len(sch.waiting),
+        pending=pending,
+        input_throughput=tokens / max(seconds, 1e-9),
+    )
+
+
+def decode_stats(sch: SimScheduler, gen_throughput: float) -> str:
+    """The ``Decode batch`` line for the running batch.
+
+    Args:
+        sch: The scheduler.
+        gen_throughput: Tokens per second over the interval the line closes.
+
+    Returns:
+        The message.
+    """
+    spec = sch.plan.speculative
+    return logfmt.decode_line(
+        sch.plan,
+        running=len(sch.running),
+        tokens=sch.used_tokens(),
+        token_usage=sch.token_usage(),
+        mamba_num=sch.mamba_num(),
+        mamba_usage=sch.mamba_usage(),
+        accept_len=sch.accept + sch.rng.uniform(-ACCEPT_JITTER, ACCEPT_JITTER) if spec else 1.0,
+        gen_throughput=gen_throughput,
+        queued=len(sch.waiting),
+        cuda_graph=cuda_graph(sch.plan, len(sch.running)),
+    )
