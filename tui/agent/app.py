@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -42,7 +41,7 @@ from tui.agent.codec import encode
 from tui.agent.metrics import AgentCollector
 from tui.agent.pipeline_api import pipeline_routes
 from tui.agent.profile_api import profile_routes
-from tui.agent.requests import BadRequest, parse_request
+from tui.agent.requests import BadRequest, json_object, parse_request
 from tui.agent.server import Agent
 from tui.ops.journal import read_journal
 from tui.servers.tokens import matches
@@ -53,8 +52,6 @@ MAX_LINES = 5000
 """Most log lines one request returns."""
 MAX_WAIT_S = 30.0
 """Longest long-poll."""
-MAX_BODY_BYTES = 64 * 1024
-"""Largest request body accepted."""
 LOG_WINDOW_BYTES = 1 << 20
 """How much of a log's end is read for a tail."""
 
@@ -160,14 +157,7 @@ def build_app(agent: Agent) -> Starlette:
         return JSONResponse({"gpu": gpu, "path": str(path), "lines": tail})
 
     async def start(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            raise BadRequest(f"body: larger than {MAX_BODY_BYTES} bytes")
-        try:
-            parsed = json.loads(body or b"null")
-        except ValueError:
-            raise BadRequest("body: not JSON") from None
-        op = agent.start(parse_request(parsed))
+        op = agent.start(parse_request(json_object(await request.body())))
         return JSONResponse(
             {"id": op.id, "url": f"{API}/operations/{op.id}"},
             status_code=202,

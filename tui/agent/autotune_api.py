@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import json
 import subprocess
 import time
 from typing import Any
@@ -27,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tui.agent.requests import BadRequest
+from tui.agent.requests import BadRequest, json_object
 from tui.autotune.cli import build_parser, options_from
 from tui.autotune.detach import search_log, start_detached
 from tui.autotune.status import holder_alive, read_status
@@ -138,13 +137,7 @@ def autotune_routes(guarded: Any) -> list[Route]:
 
     async def act(http: Request) -> Response:
         reap()
-        raw = await http.body()
-        try:
-            body = json.loads(raw or b"null")
-        except ValueError:
-            raise BadRequest("body: not JSON") from None
-        if not isinstance(body, dict):
-            raise BadRequest("body: must be a JSON object")
+        body = json_object(await http.body())
         unknown = sorted(set(body) - {"action", "options"})
         if unknown:
             raise BadRequest(f"{unknown[0]}: unknown field (allowed: action, options)")

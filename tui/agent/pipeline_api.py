@@ -18,7 +18,6 @@ says so in one line and what to run instead. Both are journalled on the node.
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tui.agent.requests import BadRequest
+from tui.agent.requests import BadRequest, json_object
 from tui.ops.entries import simple_entry
 from tui.ops.journal import append
 from tui.ops.pipeline import find_pipelines, is_pipeline_of, stop_pipelines
@@ -111,11 +110,8 @@ def pipeline_routes(status_path: Path | None, by: str, guarded: Any) -> list[Rou
         await asyncio.to_thread(append, entry)
 
     async def act(http: Request) -> Response:
-        try:
-            body = json.loads(await http.body() or b"null")
-        except ValueError:
-            raise BadRequest("body: not JSON") from None
-        if not isinstance(body, dict) or set(body) - {"action"}:
+        body = json_object(await http.body())
+        if set(body) - {"action"}:
             raise BadRequest('body: must be {"action": "start" | "stop"}')
         action = body.get("action")
         if action not in ("start", "stop"):

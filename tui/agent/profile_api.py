@@ -16,7 +16,6 @@ refused (400) in one line naming the field, and nothing is written.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from typing import Any
 
@@ -25,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tui.agent.codec import encode
-from tui.agent.requests import MAX_GPU, BadRequest
+from tui.agent.requests import MAX_GPU, BadRequest, json_object
 from tui.agent.server import Agent
 from tui.profiles import Profile, ProfileError, profile_from_dict, profile_to_dict
 
@@ -36,16 +35,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_PROFILE_BYTES:
-        raise BadRequest(f"body: larger than {MAX_PROFILE_BYTES} bytes")
-    try:
-        parsed = json.loads(raw or b"null")
-    except ValueError:
-        raise BadRequest("body: not JSON") from None
-    if not isinstance(parsed, dict):
-        raise BadRequest("body: must be a JSON object")
-    return parsed
+    return json_object(await request.body(), MAX_PROFILE_BYTES)
 
 
 def _one_line(error: Exception) -> str:

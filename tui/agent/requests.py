@@ -6,6 +6,7 @@ A request that does not fit is refused with one line naming the field and what i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
@@ -26,6 +27,27 @@ MAX_NAME = 200
 
 class BadRequest(ValueError):
     """The request does not fit (the message names the field and what is allowed)."""
+
+
+MAX_BODY_BYTES = 64 * 1024
+"""Largest request body accepted (a profile's route allows more)."""
+
+
+def json_object(raw: bytes, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+    """The one reading of a request body: at most ``limit`` bytes of JSON holding an object.
+
+    Raises:
+        BadRequest: too large, not JSON, or not an object (one line naming the body).
+    """
+    if len(raw) > limit:
+        raise BadRequest(f"body: larger than {limit} bytes")
+    try:
+        parsed = json.loads(raw or b"null")
+    except ValueError:
+        raise BadRequest("body: not JSON") from None
+    if not isinstance(parsed, dict):
+        raise BadRequest("body: must be a JSON object")
+    return parsed
 
 
 @dataclass(frozen=True, slots=True)
