@@ -30,7 +30,14 @@ from tui.autotune.status import (
     status_file,
     write_status,
 )
-from tui.autotune.strategy import apply_move, neighbours, point_key, rank, same_server
+from tui.autotune.strategy import (
+    apply_move,
+    coupled_moves,
+    neighbours,
+    point_key,
+    rank,
+    same_server,
+)
 from tui.profiles import Profile, ProfileError, flags_for, profile_from_dict
 from tui.retune.preflight import preflight
 from tui.rollout.canary import CanaryResult
@@ -186,3 +193,58 @@ def test_a_move_predicted_to_run_exactly_as_the_incumbent_is_recognised(tmp_path
     assert not same({"max_mamba_cache_size": 120})
     assert not same({"speculative_num_steps": 2})
     assert not same({"cuda_graph_max_bs_decode": 8})
+
+
+def test_coupled_knobs_also_move_together_one_step_each() -> None:
+    space = space_from(
+        [("max_mamba_cache_size", (80, 120, 160)), ("max_running_requests", (16, 24, 32))]
+    )
+    current = {"max_mamba_cache_size": 120, "max_running_requests": 24}
+    assert [c.key() for c in coupled_moves(space, current)] == [
+        "max_mamba_cache_size=160,max_running_requests=32",
+        "max_mamba_cache_size=80,max_running_requests=16",
+    ]
+    keys = [c.key() for c in neighbours(space, current)]
+    assert keys[:4] == [
+        "max_mamba_cache_size=80",
+        "max_mamba_cache_size=160",
+        "max_running_requests=16",
+        "max_running_requests=32",
+    ]
+    assert keys[4:] == [c.key() for c in coupled_moves(space, current)]
+    # at the top of one knob's list there is no joint step up
+    top = {"max_mamba_cache_size": 160, "max_running_requests": 24}
+    assert [c.key() for c in coupled_moves(space, top)] == [
+        "max_mamba_cache_size=120,max_running_requests=16"
+    ]
+    # a space without both knobs of a pair has no joint moves
+    assert coupled_moves(space_from([("max_running_requests", (16, 24))]), current) == []
+
+
+def test_on_the_mamba_ridge_only_a_coupled_move_raises_the_batch(tmp_path: Path) -> None:
+    # Speculative decoding with max_running_requests on auto: SGLang 0.5.23 runs 48. More Mamba
+    # slots alone still run 48 and more running requests alone are capped back to 48, so the
+    # single-knob climb stopped here (0.871 of the grid's best, measured); the joint move runs 56.
+    space = SearchSpace.default()
+    inc = candidate_profile(
+        seed_profile(tmp_path), Candidate.of({"max_mamba_cache_size": 240}), "i"
+    )
+    current = knobs_of(inc, space)
+    assert current["max_running_requests"] is None
+    base = preflight(inc, 0)
+    assert base.max_running_effective == 48
+    predicted = []
+    for move in neighbours(space, current):
+        prediction = preflight(candidate_profile(inc, move, "c"), 0)
+        if len(move.knobs) == 1:
+            assert prediction.max_running_effective <= 48, move.key()
+        if prediction.fits and not same_server(prediction, base):
+            predicted.append((move, prediction))
+    ranked = rank(predicted)
+    assert ranked[0].candidate.key() == "max_mamba_cache_size=280,max_running_requests=56"
+    assert ranked[0].prediction.max_running_effective == 56
+    # 280 slots with 64, 72 or 80 running are capped to the same 56: one canary, not four
+    tried = [r.candidate.key() for r in ranked]
+    assert "max_mamba_cache_size=280,max_running_requests=64" not in tried
+    for i, earlier in enumerate(ranked):
+        assert not any(same_server(earlier.prediction, r.prediction) for r in ranked[i + 1 :])

@@ -12,7 +12,15 @@ starved and fed the wrong kind of observation. So:
 1. **Neighbours**: from the incumbent, every point that changes ONE knob to the next value up
    or down in its list (a knob still on SGLang's automatic value may take any of its values).
    One knob at a time keeps every change small (a regression stays small and is explained by
-   one diff line) and makes a verdict attributable to that knob.
+   one diff line) and makes a verdict attributable to that knob. The exception is a **coupled
+   pair** (``COUPLED``): two knobs that act through one limit also move together, one step
+   each in the same direction. SGLang 0.5.23 caps the running requests at ``Mamba slots //
+   slots per request`` (``srt/mem_cache/kv_cache_configurator.py``, ``tui.sglang.caps``), and
+   with speculative decoding an automatic ``max_running_requests`` is reset to 48: on that
+   ridge more slots alone still run the same batch and a higher ``max_running_requests`` alone
+   is capped back, so every single move is predicted identical (skipped) while the better
+   configurations need both. Measured on the simulated 7-GPU fleet, a single-knob climb
+   stopped there at 0.871 of the grid's best.
 2. **Preflight filter**: each neighbour is predicted on the canary GPU by the preflight (SGLang
    0.5.23's memory plan, calibrated on the running servers' logs). One predicted not to fit or
    not to start is recorded as rejected and is NEVER launched.
@@ -51,14 +59,15 @@ def point_key(point: Assignment) -> str:
 
 
 def neighbours(space: SearchSpace, incumbent: Assignment) -> list[Candidate]:
-    """Every single-knob move from ``incumbent`` to the adjacent values of that knob.
+    """Every single-knob move from ``incumbent`` to the adjacent values of that knob, then the
+    coupled pairs' joint moves (``coupled_moves``).
 
     Args:
         space: The knobs and their values.
         incumbent: The incumbent's value of every knob of the space.
 
     Returns:
-        Candidates (each sets one knob), in knob order, lower value first.
+        Candidates: the single moves in knob order, lower value first, then the pairs.
     """
     out: list[Candidate] = []
     for knob in space.knobs():
@@ -71,6 +80,46 @@ def neighbours(space: SearchSpace, incumbent: Assignment) -> list[Candidate]:
             above = [v for v in values if v > current]
             moves = ([below[-1]] if below else []) + ([above[0]] if above else [])
         out += [Candidate.of({knob: v}) for v in moves]
+    return out + coupled_moves(space, incumbent)
+
+
+COUPLED: tuple[tuple[str, str], ...] = (("max_mamba_cache_size", "max_running_requests"),)
+"""Knob pairs that also move together (the Mamba slots bound the running requests)."""
+
+
+def _steps(values: Sequence[KnobValue], current: KnobValue | None, up: bool) -> list[KnobValue]:
+    """The next value in one direction (every value of that side when the knob is on auto)."""
+    if current is None:
+        return list(values)
+    side = [v for v in values if (v > current if up else v < current)]
+    if not side:
+        return []
+    return [side[0] if up else side[-1]]
+
+
+def coupled_moves(space: SearchSpace, incumbent: Assignment) -> list[Candidate]:
+    """Every ``COUPLED`` pair of the space moved one step each, both up or both down.
+
+    Args:
+        space: The knobs and their values.
+        incumbent: The incumbent's value of every knob of the space.
+
+    Returns:
+        Candidates setting both knobs of a pair (a knob on SGLang's automatic value may take
+        any of its values), up moves first.
+    """
+    out: list[Candidate] = []
+    knobs = set(space.knobs())
+    for first, second in COUPLED:
+        if first not in knobs or second not in knobs:
+            continue
+        a_values, b_values = sorted(space.values_of(first)), sorted(space.values_of(second))
+        for up in (True, False):
+            for a in _steps(a_values, incumbent.get(first), up):
+                for b in _steps(b_values, incumbent.get(second), up):
+                    move = Candidate.of({first: a, second: b})
+                    if move not in out:  # two knobs on auto give the same pairs both ways
+                        out.append(move)
     return out
 
 
@@ -143,7 +192,14 @@ def rank(
         mean_output_tokens: The job's mean output length.
 
     Returns:
-        Feasible candidates in the order to try them (stable for equal scores).
+        Feasible candidates in the order to try them (stable for equal scores), without a later
+        one predicted to run the same server as an earlier one.
     """
     ok = [Ranked(c, p, score(p, len(c.knobs), mean_output_tokens)) for c, p in predicted if p.fits]
-    return sorted(ok, key=lambda r: r.score, reverse=True)
+    kept: list[Ranked] = []
+    for ranked in sorted(ok, key=lambda r: r.score, reverse=True):
+        # Two moves predicted to run the same server would be two canaries of one server (a
+        # coupled pair past the cap: more running requests capped back to the same batch).
+        if not any(same_server(ranked.prediction, k.prediction) for k in kept):
+            kept.append(ranked)
+    return kept
