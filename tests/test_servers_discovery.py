@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tui.servers.discovery import (
@@ -119,31 +118,3 @@ def test_stdout_path_of_a_terminal_or_pipe_is_none() -> None:
     finally:
         proc.kill()
         proc.wait(timeout=10)
-
-
-def test_is_alive_reads_identity_and_zombies_as_psutil_does(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """One read of /proc/PID/stat answers what psutil answered (same start time, zombie not
-    alive, another start time not the same process), without psutil's several reads."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        created = psutil.Process(child.pid).create_time()
-        if sys.platform.startswith("linux"):
-
-            def refused(pid: int) -> None:
-                raise AssertionError("psutil.Process was asked")
-
-            monkeypatch.setattr(psutil, "Process", refused)
-        assert is_alive(child.pid, created)
-        assert not is_alive(child.pid, created - 5.0)  # a reused pid: another process
-        child.kill()
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{child.pid}/stat").read_text().split(")")[-1].split()[0] != "Z":
-            assert time.monotonic() < deadline, "the killed child never became a zombie"
-            time.sleep(0.01)
-        assert not is_alive(child.pid, created)  # a zombie, not yet reaped
-    finally:
-        child.kill()
-        child.wait(timeout=10)
-    assert not is_alive(child.pid, created)  # reaped: gone

@@ -9,9 +9,7 @@ are then None, never an error.
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -113,48 +111,8 @@ def stdout_path(pid: int) -> str | None:
     return target.removesuffix(" (deleted)")
 
 
-@functools.cache
-def _boot_time() -> float:
-    """psutil's boot time, read once (psutil reads all of /proc/stat for it at every call)."""
-    return psutil.boot_time()
-
-
-@functools.cache
-def _clock_ticks() -> int:
-    return os.sysconf("SC_CLK_TCK")
-
-
-def _proc_stat(pid: int) -> tuple[str, float] | None:
-    """The state letter and psutil's create_time of ``pid`` from one read of /proc/PID/stat.
-
-    Returns:
-        (state, create_time), or None when no such process (its file is gone).
-    """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    # The command name (field 2) may hold spaces and parentheses: count from its last ')'.
-    fields = data[data.rfind(b")") + 2 :].split()
-    started = int(fields[19]) / _clock_ticks() + _boot_time()
-    return fields[0].decode(), started
-
-
 def is_alive(pid: int, create_time: float) -> bool:
-    """True when ``pid`` still runs and is the same process (same start time, not a zombie).
-
-    On Linux one read of /proc/PID/stat gives both (the monitor asks for every server at every
-    poll: psutil read that file three times and /proc/stat once a call, ~0.2 ms, more than a
-    server's probe costs); the start time is computed as psutil computes ``create_time``.
-    """
-    if sys.platform.startswith("linux") and os.path.isdir("/proc/self"):
-        try:
-            found = _proc_stat(pid)
-        except (OSError, ValueError, IndexError):
-            found = None  # unreadable here: psutil decides below
-        else:
-            return found is not None and found[0] != "Z" and abs(found[1] - create_time) < 0.05
+    """True when ``pid`` still runs and is the same process (same start time, not a zombie)."""
     try:
         proc = psutil.Process(pid)
         return (
