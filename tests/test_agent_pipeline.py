@@ -6,18 +6,16 @@ refused in one line saying what to run."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
 from node_helpers import ROOT, Node, nodes
-from textual.pilot import Pilot
+from ui_helpers import wait_for
 
 from tui.agent.client import AgentError, parse_agents
 from tui.agent.nodes import Nodes
@@ -46,14 +44,6 @@ def job_argv(tmp_path: Path, n1: Node, n2: Node) -> list[str]:
     argv += ["--out", str(tmp_path / "out"), "--status", str(status)]
     argv += ["--server", n1.urls[0], "--server", n2.urls[0], "--per-server-inflight", "2"]
     return [*argv, "--flush-interval", "1"]
-
-
-async def until(pilot: Pilot[None], check: Callable[[], bool], what: str, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 def pid_runs(pid: int) -> bool:
@@ -85,7 +75,7 @@ async def test_p_stops_and_restarts_the_job_through_its_nodes_agent(tmp_path: Pa
             )
             async with app.run_test(size=(160, 50)) as pilot:
                 screen = app.main_screen
-                await until(
+                await wait_for(
                     pilot,
                     lambda: (
                         screen.pipeline_status is not None
@@ -98,10 +88,10 @@ async def test_p_stops_and_restarts_the_job_through_its_nodes_agent(tmp_path: Pa
                 assert screen.pipeline_status is not None
                 assert screen.pipeline_status.pid == job.pid
                 await pilot.press("p")
-                await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm", 10)
+                await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirm", 10)
                 await pilot.press("y")
-                await until(pilot, lambda: job.poll() is not None, "the job stopped", 60)
-                await until(
+                await wait_for(pilot, lambda: job.poll() is not None, "the job stopped", 60)
+                await wait_for(
                     pilot,
                     lambda: (
                         screen.pipeline_status is not None
@@ -112,7 +102,7 @@ async def test_p_stops_and_restarts_the_job_through_its_nodes_agent(tmp_path: Pa
                 )
                 done_at_stop = int(status_doc(n1).get("done", 0))
                 await pilot.press("p")  # start again, through n1's agent
-                await until(
+                await wait_for(
                     pilot,
                     lambda: (
                         status_doc(n1).get("state") == "running"

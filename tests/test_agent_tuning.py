@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,22 +44,14 @@ def console(*agents: Node) -> tuple[FleetApp, Nodes]:
     return app, backend
 
 
-async def until(pilot: Pilot[None], check: Callable[[], bool], what: str, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
-
-
 async def open_on(pilot: Pilot[None], app: FleetApp, gpu: int | None) -> TuningFormScreen:
-    await until(pilot, lambda: len(app.main_screen.fleet.panels) == 4, "4 panels", 30)
+    await wait_for(pilot, lambda: len(app.main_screen.fleet.panels) == 4, "4 panels", 30)
     if gpu is not None:
         app.main_screen.action_select(gpu)
     await press_until(pilot, ("t" if gpu is not None else "T",), TuningFormScreen)
     form = app.screen
     assert isinstance(form, TuningFormScreen)
-    await until(pilot, lambda: form.setup is not None, "the form's profile", 20)
+    await wait_for(pilot, lambda: form.setup is not None, "the form's profile", 20)
     return form
 
 
@@ -89,7 +80,7 @@ async def test_t_on_a_remote_gpu_saves_and_applies_through_its_agent(tmp_path: P
             assert form.gpu == 101 and form.running.name == "node-base"
             assert form.running.gpus == (100, 101)
             await type_into(pilot, form, "max_running_requests", "24")
-            await until(pilot, lambda: form.preflight is not None, "the node's preflight", 20)
+            await wait_for(pilot, lambda: form.preflight is not None, "the node's preflight", 20)
             assert form.preflight is not None
             (item,) = form.preflight
             # The verdict is the node's own: asked of n2's agent directly, the same answer.
@@ -104,16 +95,16 @@ async def test_t_on_a_remote_gpu_saves_and_applies_through_its_agent(tmp_path: P
             assert isinstance(confirm, ConfirmScreen)
             assert confirm.title_text == "Restart GPU 101 (1 server) with profile node-base-gpu101?"
             await pilot.press("y")
-            await until(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply", 20)
+            await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply", 20)
             screen = app.screen
             assert isinstance(screen, ApplyScreen)
-            await until(pilot, lambda: screen.progress.result is not None, "the apply's end", 90)
+            await wait_for(pilot, lambda: screen.progress.result is not None, "the apply's end", 90)
             result = screen.progress.result
             assert result is not None and result.ok, result
             assert result.gpus == (101,)
             # The rollback dialog reads what the nodes' agents say GPU 101 ran before.
-            await until(pilot, lambda: 101 in backend.running(), "n2's state", 10)
-            await until(
+            await wait_for(pilot, lambda: 101 in backend.running(), "n2's state", 10)
+            await wait_for(
                 pilot,
                 lambda: backend.running()[101].current_name == "node-base-gpu101",
                 "n2's new state",
@@ -149,12 +140,12 @@ async def test_a_node_refusing_the_save_is_one_line_and_nothing_is_launched(
             form = await open_on(pilot, app, 100)
             await type_into(pilot, form, "max_running_requests", "20")
             # A read-only agent still answers the preflight (a read): its verdict is shown.
-            await until(pilot, lambda: form.preflight is not None, "the node's preflight", 20)
+            await wait_for(pilot, lambda: form.preflight is not None, "the node's preflight", 20)
             await pilot.press("ctrl+t")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
             await pilot.press("y")
-            await until(pilot, lambda: isinstance(app.screen, TuningFormScreen), "the form", 10)
-            await until(
+            await wait_for(pilot, lambda: isinstance(app.screen, TuningFormScreen), "the form", 10)
+            await wait_for(
                 pilot,
                 lambda: any("Cannot apply" in str(n.title) for n in app._notifications),
                 "the refusal",
@@ -191,11 +182,11 @@ async def test_T_saves_the_shared_flags_on_every_node_each_with_its_own_ports(
             form = await open_on(pilot, app, None)
             assert form.gpu is None and form.restart_gpus == (0, 1, 100, 101)
             await type_into(pilot, form, "max_running_requests", "28")
-            await until(pilot, lambda: form.preflight is not None, "every node's preflight", 20)
+            await wait_for(pilot, lambda: form.preflight is not None, "every node's preflight", 20)
             assert form.preflight is not None
             assert [p.gpu for p in form.preflight] == [0, 1, 100, 101]
             await pilot.press("ctrl+s")
-            await until(
+            await wait_for(
                 pilot,
                 lambda: any("Profile saved" in str(n.title) for n in app._notifications),
                 "the save",

@@ -680,13 +680,15 @@ def pipeline_history_statuses() -> list[PipelineStatus]:
     return statuses
 
 
-async def wait_for(pilot: object, condition: Callable[[], bool], what: str = "condition") -> None:
-    """Pause the pilot until ``condition()`` holds (bounded: 10 s)."""
+async def wait_for(
+    pilot: object, condition: Callable[[], bool], what: str = "condition", timeout: float = 10
+) -> None:
+    """Pause the pilot until ``condition()`` holds (bounded: ``timeout`` seconds)."""
     from textual.pilot import Pilot
 
     assert isinstance(pilot, Pilot)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
+    deadline = loop.time() + timeout
     while not condition():
         assert loop.time() < deadline, f"timed out waiting for {what}"
         await pilot.pause(0.01)
