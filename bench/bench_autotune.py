@@ -35,7 +35,8 @@ from bench.autotune_measure import measure, measure_profile, model_grid, shape_o
 from bench.harness import Context, Row, Stat
 from bench.simfleet import BASELINE, pipeline, sim_fleet, sim_profile_text, wait_done_at_least
 from tui.autotune.budget import Budget
-from tui.autotune.search import AutotuneOptions, Autotuner, SearchResult
+from tui.autotune.options import AutotuneOptions, SearchResult
+from tui.autotune.search import Autotuner
 from tui.autotune.space import SearchSpace, knobs_of
 from tui.control.stop_release import StopTimeouts
 from tui.ops.events import OpEvent

@@ -33,6 +33,7 @@ from tui.autotune.status import (
 from tui.autotune.strategy import (
     apply_move,
     coupled_moves,
+    further,
     neighbours,
     point_key,
     rank,
@@ -219,6 +220,37 @@ def test_coupled_knobs_also_move_together_one_step_each() -> None:
     ]
     # a space without both knobs of a pair has no joint moves
     assert coupled_moves(space_from([("max_running_requests", (16, 24))]), current) == []
+
+
+def test_further_takes_a_better_move_on_along_its_line() -> None:
+    space = space_from(
+        [
+            ("max_mamba_cache_size", (80, 120, 160, 200, 240, 280)),
+            ("max_running_requests", (16, 24, 32)),
+            ("mem_fraction_static", (0.85, 0.88)),
+        ]
+    )
+    incumbent = {"max_mamba_cache_size": 80, "max_running_requests": None}
+    up = Candidate.of({"max_mamba_cache_size": 120})
+    assert [further(space, incumbent, up, n).key() for n in (1, 2, 4)] == [  # type: ignore[union-attr]
+        "max_mamba_cache_size=160",
+        "max_mamba_cache_size=200",
+        "max_mamba_cache_size=280",
+    ]
+    assert further(space, incumbent, up, 9).key() == "max_mamba_cache_size=280"  # type: ignore[union-attr]
+    down = Candidate.of({"max_mamba_cache_size": 200})
+    assert further(space, {"max_mamba_cache_size": 240}, down, 2).key() == (  # type: ignore[union-attr]
+        "max_mamba_cache_size=120"
+    )
+    # at the end of the list, or from SGLang's automatic value, there is no line to follow
+    assert further(space, incumbent, Candidate.of({"max_mamba_cache_size": 280}), 1) is None
+    assert further(space, incumbent, Candidate.of({"max_running_requests": 24}), 1) is None
+    # a coupled move goes on together; a knob at its end stays while the other moves on
+    pair = Candidate.of({"max_mamba_cache_size": 240, "max_running_requests": 32})
+    start = {"max_mamba_cache_size": 200, "max_running_requests": 24}
+    assert further(space, start, pair, 1).key() == (  # type: ignore[union-attr]
+        "max_mamba_cache_size=280,max_running_requests=32"
+    )
 
 
 def test_on_the_mamba_ridge_only_a_coupled_move_raises_the_batch(tmp_path: Path) -> None:

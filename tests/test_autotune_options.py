@@ -163,6 +163,66 @@ def test_the_wall_clock_does_not_count_pauses() -> None:
     assert clock.paused_s() == 1000.0
 
 
+def test_the_wall_clock_does_not_count_lock_waits_and_counts_an_overlap_once() -> None:
+    now = [0.0]
+    clock = WallClock(lambda: now[0])
+    now[0] = 10.0
+    clock.wait()  # a step waits for an operator's rollout
+    now[0] = 20.0
+    clock.pause()  # the operator pauses meanwhile
+    now[0] = 50.0
+    clock.waited()  # the rollout ended; still paused
+    now[0] = 60.0
+    clock.resume()
+    now[0] = 65.0
+    assert clock.waited_s() == 40.0 and clock.paused_s() == 40.0
+    assert clock.elapsed() == 15.0  # 65 s less the 50 s held (10-60), counted once
+    clock.waited()  # idempotent
+    assert clock.waited_s() == 40.0
+
+
+async def test_a_pause_asked_while_a_step_waits_for_the_lock_holds_the_step(
+    tmp_path: Path,
+) -> None:
+    child, _ = _hold_lock(tmp_path, "rollout of z")
+    tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(poll_s=0.02))
+    await asyncio.sleep(0.01)  # requests must be written after the search started
+    ran: list[str] = []
+
+    async def step() -> str:
+        ran.append("canary")
+        return "ran"
+
+    try:
+        tuner.phase = "canary"
+        task = asyncio.ensure_future(
+            tuner._when_free("canary", step, lambda: tuner._checkpoint("canary"))
+        )
+        deadline = time.monotonic() + 10
+        while tuner.waiting_for is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert tuner.waiting_for == f"rollout of z (pid {child.pid})"
+        request("pause")
+        while tuner.phase != "paused" and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert tuner.phase == "paused"
+        assert child.stdin is not None
+        child.stdin.close()  # the lock is free now, but the operator paused: nothing runs
+        child.wait(timeout=10)
+        await asyncio.sleep(0.3)
+        assert ran == [] and not task.done()
+        request("resume")
+        assert await asyncio.wait_for(task, 10) == "ran"
+        assert ran == ["canary"] and tuner.phase == "canary"  # back to the step it held
+        tuner._tick()
+        assert tuner.spent.waited_s > 0 and tuner.spent.paused_s >= 0.3
+        doc = read_status()
+        assert doc is not None and doc["spent"]["waited_s"] > 0
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+
+
 async def test_a_paused_search_does_not_spend_its_wall_budget() -> None:
     tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(poll_s=0.02))
     await asyncio.sleep(0.01)  # the request must be written after the search started
@@ -253,14 +313,16 @@ async def test_the_wait_is_bounded_and_a_stop_ends_it(tmp_path: Path) -> None:
             await when_free(never, what="canary", wait_s=0.3, poll_s=0.02, on_wait=note)
         assert seen and seen[0] is not None and seen[0].operation == "rollout of y"
 
-        async def stop() -> bool:
-            return True
+        looks = [0]
 
+        async def stop() -> bool:  # the operator's stop arrives on the third look
+            looks[0] += 1
+            return looks[0] >= 3
+
+        seen.clear()
         with pytest.raises(WaitStopped, match="stopped by the operator"):
-            await when_free(
-                never, what="canary", wait_s=60, poll_s=0.02, on_wait=note, stop_asked=stop
-            )
-        assert seen[-1] is None
+            await when_free(never, what="canary", wait_s=60, poll_s=0.02, on_wait=note, gate=stop)
+        assert seen[0] is not None and seen[-1] is None  # shown waiting, then the wait ended
     finally:
         child.kill()
         child.wait(timeout=10)

@@ -26,7 +26,8 @@ from rollout_helpers import PipelineRun, SimFleet, pipeline, sim_fleet, wait_don
 from tui import paths
 from tui.autotune import cli as autotune_cli
 from tui.autotune.budget import Budget
-from tui.autotune.search import AutotuneOptions, Autotuner
+from tui.autotune.options import AutotuneOptions
+from tui.autotune.search import Autotuner
 from tui.autotune.space import space_from
 from tui.autotune.status import holder_alive, read_status, request
 from tui.control.stop_release import StopTimeouts
@@ -136,14 +137,16 @@ async def test_rejected_never_launched_and_regression_rolled_back(
     assert run.proc.poll() is None, "the pipeline kept running"
 
 
-async def test_better_candidate_adopted_after_pause_and_resume(
+async def test_a_better_line_is_followed_then_adopted_by_one_rollout_after_pause_and_resume(
     fleet: tuple[SimFleet, PipelineRun],
 ) -> None:
-    opts = options(("max_mamba_cache_size", (80, 120)))
+    # 80 Mamba slots run 16 requests, 120 run 24, 160 run 32: each step up is better, so the
+    # line search goes on to 160 on the canary GPU and adopts it with ONE rollout.
+    opts = options(("max_mamba_cache_size", (80, 120, 160)))
     paused: list[bool] = []
 
     def sink(event: OpEvent) -> None:
-        # Pause while the canary runs: it takes effect after this candidate, between steps.
+        # Pause while the first canary runs: it takes effect after it, between steps.
         if isinstance(event, GpuReady) and event.gpu == 0 and not paused:
             paused.append(True)
             request("pause")
@@ -151,23 +154,28 @@ async def test_better_candidate_adopted_after_pause_and_resume(
     task = asyncio.create_task(Autotuner(ops(), opts, sink).run())
     await _until(lambda: (read_status() or {}).get("phase") == "paused", 90)
     doc = read_status()
-    assert doc is not None and [c["decision"] for c in doc["candidates"]] == ["kept"]
+    assert doc is not None and [h["verdict"] for h in doc["history"]] == ["better"]
     await asyncio.sleep(1.0)
     assert (read_status() or {}).get("phase") == "paused" and not task.done()
     request("resume")
-    result = await asyncio.wait_for(task, 120)
+    result = await asyncio.wait_for(task, 150)
     print([(r.key, r.decision, r.why, r.relative) for r in result.records])
-    (kept,) = result.records
-    assert kept.decision == "kept" and kept.verdict == "better" and (kept.rel_low or 0) > 0
+    first, kept = result.records
+    assert first.key == "max_mamba_cache_size=120" and first.decision == "superseded"
+    assert (first.index, kept.index) == (1, 2) and first.profile != kept.profile
+    assert f"#{kept.index}, further along the same move" in first.why
+    assert kept.key == "max_mamba_cache_size=160" and kept.decision == "kept"
+    assert kept.verdict == "better" and (kept.rel_low or 0) > 0
+    assert (kept.relative or 0) > (first.relative or 0)
     assert result.incumbent == kept.profile and result.phase == "finished"
     assert "local optimum" in result.reason
     state = read_fleet()
     assert {state[g].current_name for g in range(GPUS)} == {kept.profile}
     doc = read_status()
     assert doc is not None and doc["phase"] == "finished"
-    assert doc["incumbent"]["knobs"]["max_mamba_cache_size"] == 120
-    assert [h["verdict"] for h in doc["history"]] == ["better"]
+    assert doc["incumbent"]["knobs"]["max_mamba_cache_size"] == 160
     types = [e.type for e in read_journal().entries]
+    assert types.count("canary") == 2 and types.count("rollout") == 1  # one rollout, not two
     assert types.index("canary") < types.index("rollout") < types.index("autotune-summary")
 
 

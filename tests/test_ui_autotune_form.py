@@ -29,7 +29,9 @@ async def open_form(pilot, app, started: list[Sequence[str]], asked: list[Search
         asked.append(space)
         return VERDICT
 
-    screen = AutotuneScreen(starter=started.append, interval_s=3600, predictor=predictor)
+    screen = AutotuneScreen(
+        starter=started.append, interval_s=3600, predictor=predictor, gpus=(0, 1, 2)
+    )
     await app.push_screen(screen)
     await wait_for(pilot, lambda: screen.doc is None and screen.is_mounted, "the screen")
     await pilot.press("s")
@@ -54,11 +56,14 @@ async def test_a_bad_range_or_budget_is_refused_with_its_one_line_error_and_noth
         form = await open_form(pilot, app, started, [])
         field(form, "high-mem_fraction_static").value = "1.2"
         field(form, "budget-wall").value = "0"
-        await wait_for(pilot, lambda: "mem_fraction_static.high" in errors(form), "the error")
+        field(form, "canary-gpu").value = "5"  # not one of the fleet's GPUs
+        await wait_for(pilot, lambda: "canary_gpu" in errors(form), "the error")
         shown = errors(form).splitlines()
         assert shown == [
             "mem_fraction_static.high 1.2: allowed range (0, 1)",
             "wall '0': allowed range (0, 10000000] seconds (or with s, m, h)",
+            "canary_gpu '5': allowed blank (the lowest running GPU) or one of the fleet's"
+            " GPUs 0, 1, 2",
         ]
         assert form.request is None
         await pilot.press("ctrl+s")
@@ -97,6 +102,7 @@ async def test_a_good_form_starts_a_search_with_exactly_its_knobs_ranges_and_bud
         field(form, "budget-wall").value = "30m"
         field(form, "budget-explore").value = "300"
         field(form, "budget-regression").value = "10%"
+        field(form, "canary-gpu").value = "2"
         expected = SearchSpace(
             (
                 ("mem_fraction_static", (0.85, 0.88, 0.91)),
@@ -111,7 +117,12 @@ async def test_a_good_form_starts_a_search_with_exactly_its_knobs_ranges_and_bud
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")  # type: ignore[attr-defined]
         said = str(app.screen.query_one("#confirm-affected", Label).render())  # type: ignore[attr-defined]
-        for words in ("canary against the other GPUs", "rolled back", "rolled out", VERDICT):
+        for words in (
+            "runs on GPU 2 as a canary against the other GPUs",
+            "rolled back",
+            "rolled out",
+            VERDICT,
+        ):
             assert words in " ".join(said.split()), words
         await pilot.press("y")
         await wait_for(pilot, lambda: len(started) == 1, "the start")
@@ -119,6 +130,7 @@ async def test_a_good_form_starts_a_search_with_exactly_its_knobs_ranges_and_bud
     options, _ = cli.options_from(args)
     assert options.space == expected
     assert options.budget == Budget(1800.0, 300.0, 0.1)
+    assert options.gpu == 2  # the canary GPU the form named
 
 
 async def test_the_search_shows_in_the_grids_status_strip_from_its_status_document() -> None:

@@ -56,18 +56,26 @@ def exploration_cost(result: CanaryResult) -> float:
     return round(lost, 3)
 
 
+PAUSE = "pause"
+"""The operator's pause (a ``WallClock`` hold)."""
+WAIT = "wait"
+"""A step's wait for the fleet's operation lock (a ``WallClock`` hold)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Spent:
     """What the search has spent so far."""
 
     wall_s: float = 0.0
-    """Seconds since it started, less the seconds it was paused."""
+    """Seconds since it started, less the seconds it was paused or waited for the fleet."""
     explore_gpu_s: float = 0.0
     """Exploration GPU-seconds (see ``exploration_cost``)."""
     canaries: int = 0
     """Canaries run."""
     paused_s: float = 0.0
     """Seconds the operator kept it paused (not counted in ``wall_s``)."""
+    waited_s: float = 0.0
+    """Seconds its steps waited for another operation's lock (not counted in ``wall_s``)."""
 
     def exhausted(self, budget: Budget) -> str | None:
         """Why no further canary may start, or None.
@@ -87,7 +95,13 @@ class Spent:
 
 
 class WallClock:
-    """The search's wall time: seconds since it started, less the seconds it was paused.
+    """The search's wall time: seconds since it started, less the seconds it was held.
+
+    Two things hold it, each on its own and possibly at once: the operator's pause, and a wait
+    for another operation to release the fleet's operation lock (an operator's rollout is the
+    operator's time, not the search's: a search that waited an hour for it would otherwise find
+    its budget gone before its next canary). Each is counted apart (``paused_s``,
+    ``waited_s``); the budget's clock stops while either holds.
 
     Args:
         clock: Monotonic seconds (tests pass a fake one).
@@ -96,30 +110,67 @@ class WallClock:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._start = clock()
-        self._paused_total = 0.0
-        self._paused_at: float | None = None
+        self._since: dict[str, float] = {}
+        """Each hold now on, and since when."""
+        self._totals: dict[str, float] = {PAUSE: 0.0, WAIT: 0.0}
+        """Each hold's finished seconds."""
+        self._off_total = 0.0
+        """Finished stretches with at least one hold on (the union: overlaps count once)."""
+        self._off_since: float | None = None
+
+    def _hold(self, reason: str) -> None:
+        if reason in self._since:
+            return
+        now = self._clock()
+        self._since[reason] = now
+        if self._off_since is None:
+            self._off_since = now
+
+    def _release(self, reason: str) -> None:
+        since = self._since.pop(reason, None)
+        if since is None:
+            return
+        now = self._clock()
+        self._totals[reason] += now - since
+        if not self._since and self._off_since is not None:
+            self._off_total += now - self._off_since
+            self._off_since = None
+
+    def _held_s(self, reason: str) -> float:
+        since = self._since.get(reason)
+        return self._totals[reason] + (self._clock() - since if since is not None else 0.0)
 
     @property
     def paused(self) -> bool:
-        """Whether it is paused now."""
-        return self._paused_at is not None
+        """Whether the operator's pause holds it now."""
+        return PAUSE in self._since
 
     def pause(self) -> None:
-        """Stop counting (idempotent)."""
-        if self._paused_at is None:
-            self._paused_at = self._clock()
+        """The operator paused (idempotent)."""
+        self._hold(PAUSE)
 
     def resume(self) -> None:
-        """Count again (idempotent)."""
-        if self._paused_at is not None:
-            self._paused_total += self._clock() - self._paused_at
-            self._paused_at = None
+        """The operator resumed (idempotent)."""
+        self._release(PAUSE)
+
+    def wait(self) -> None:
+        """A step started waiting for the operation lock (idempotent)."""
+        self._hold(WAIT)
+
+    def waited(self) -> None:
+        """The wait for the operation lock is over (idempotent)."""
+        self._release(WAIT)
 
     def paused_s(self) -> float:
-        """Seconds paused so far (the current pause included)."""
-        now = self._clock()
-        return self._paused_total + (now - self._paused_at if self._paused_at is not None else 0.0)
+        """Seconds the operator kept it paused (the current pause included)."""
+        return self._held_s(PAUSE)
+
+    def waited_s(self) -> float:
+        """Seconds its steps waited for the operation lock (the current wait included)."""
+        return self._held_s(WAIT)
 
     def elapsed(self) -> float:
-        """Seconds counted against the budget: since the start, less every pause."""
-        return max(0.0, self._clock() - self._start - self.paused_s())
+        """Seconds counted against the budget: since the start, less every hold."""
+        now = self._clock()
+        off = self._off_total + (now - self._off_since if self._off_since is not None else 0.0)
+        return max(0.0, now - self._start - off)

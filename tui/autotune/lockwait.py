@@ -40,7 +40,7 @@ async def when_free(
     wait_s: float,
     poll_s: float,
     on_wait: Callable[[Holder | None], Awaitable[None]],
-    stop_asked: Callable[[], Awaitable[bool]] | None = None,
+    gate: Callable[[], Awaitable[bool]] | None = None,
 ) -> T:
     """Run ``step`` once the fleet's operation lock is free.
 
@@ -52,8 +52,9 @@ async def when_free(
         poll_s: How often the lock is looked at.
         on_wait: Called with the holder when waiting starts or the holder changes, and with
             None when the wait is over.
-        stop_asked: Whether the operator asked for a stop (None: a stop does not interrupt the
-            wait, e.g. for a rollback that must happen).
+        gate: Awaited before every look: it may block (the operator's pause holds the step,
+            even once the lock is free) and returns True when the operator asked for a stop
+            (None: neither interrupts the wait, e.g. for a rollback that must happen).
 
     Returns:
         What ``step`` returned.
@@ -65,6 +66,14 @@ async def when_free(
     deadline = time.monotonic() + wait_s
     shown: tuple[str, int] | None = None
     while True:
+        if gate is not None:
+            paused_from = time.monotonic()
+            if await gate():
+                if shown is not None:
+                    await on_wait(None)
+                raise WaitStopped(f"{what}: stopped by the operator while waiting for the fleet")
+            # A pause is the operator's time: it does not bring the wait's bound nearer.
+            deadline += time.monotonic() - paused_from
         holder = await asyncio.to_thread(current_holder)
         if holder is None:
             try:
@@ -87,7 +96,4 @@ async def when_free(
                 f"{what}: waited {wait_s:.0f} s for the operation lock; "
                 f"{holder.describe()} still holds it"
             )
-        if stop_asked is not None and await stop_asked():
-            await on_wait(None)
-            raise WaitStopped(f"{what}: stopped by the operator while waiting for the fleet")
         await asyncio.sleep(poll_s)

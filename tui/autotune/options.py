@@ -287,6 +287,29 @@ def parse_regression(text: object) -> float:
     return value
 
 
+def parse_canary_gpu(text: str, gpus: Sequence[int] | None = None) -> int | None:
+    """The canary GPU of a search: blank for the lowest running GPU, else one of ``gpus``.
+
+    Args:
+        text: What the operator typed.
+        gpus: The fleet's GPUs (None: any index 0..1023, checked when the search starts).
+
+    Raises:
+        OptionsError: not a whole number, or not one of ``gpus``.
+    """
+    raw = text.strip()
+    if not raw:
+        return None
+    choices = sorted(gpus) if gpus else None
+    allowed = "blank (the lowest running GPU) or one of the fleet's GPUs " + (
+        ", ".join(map(str, choices)) if choices else "0..1023"
+    )
+    value = _number("canary_gpu", raw, int, allowed)
+    if not isinstance(value, int) or (choices and value not in choices) or not 0 <= value <= 1023:
+        raise OptionsError(f"canary_gpu {text!r}: allowed {allowed}")
+    return value
+
+
 def budget_of(wall: object, explore: object, regression: object) -> Budget:
     """A budget from its three fields (text or numbers), each checked.
 
@@ -307,6 +330,8 @@ class SearchRequest:
     """Knobs and their values."""
     budget: Budget
     """Wall time, exploration GPU-seconds, largest regression."""
+    gpu: int | None = None
+    """The canary GPU (None: the lowest running)."""
 
 
 def _config_knob(name: str, table: object) -> tuple[KnobValue, ...] | None:
@@ -389,4 +414,6 @@ def request_argv(request: SearchRequest) -> list[str]:
     argv += ["--wall", repr(budget.wall_s)]
     argv += ["--explore-gpu-seconds", repr(budget.explore_gpu_s)]
     argv += ["--max-regression", repr(budget.max_regression)]
+    if request.gpu is not None:
+        argv += ["--gpu", str(request.gpu)]
     return argv

@@ -169,7 +169,7 @@ def candidate_entry(record: CandidateRecord) -> JournalEntry:
         type="autotune-candidate",
         started_at=record.started_at,
         finished_at=record.finished_at or time.time(),
-        ok=record.decision in ("kept", "dropped", "rejected", "skipped"),
+        ok=record.decision in ("kept", "superseded", "dropped", "rejected", "skipped"),
         gpus=(record.gpu,) if record.launched and record.gpu is not None else (),
         source=record.incumbent,
         target=record.profile,

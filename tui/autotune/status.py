@@ -31,7 +31,7 @@ from tui.rollout.canary import CanaryLook
 from tui.state.files import expect, locked, read_document, write_document
 
 if TYPE_CHECKING:  # the search writes its status through this module
-    from tui.autotune.search import Autotuner
+    from tui.autotune.searchstate import SearchState
 
 Request = Literal["pause", "resume", "stop"]
 """What an operator may ask of a running search."""
@@ -196,6 +196,7 @@ def spent_json(spent: Spent) -> dict[str, Any]:
         "explore_gpu_s": spent.explore_gpu_s,
         "canaries": spent.canaries,
         "paused_s": spent.paused_s,
+        "waited_s": spent.waited_s,
     }
 
 
@@ -215,7 +216,7 @@ def stale_summary() -> dict[str, Any] | None:
     return None
 
 
-def status_document(search: Autotuner) -> dict[str, Any]:
+def status_document(search: SearchState) -> dict[str, Any]:
     """The status document of ``search`` now (``write_status`` adds ``updated_at``)."""
     inc = search.incumbent
     pid = os.getpid()

@@ -398,7 +398,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
 
     def action_autotune(self) -> None:
         """Show the autotune search (re-attaches to a running one)."""
-        self.app.push_screen(AutotuneScreen())
+        self.app.push_screen(AutotuneScreen(gpus=tuple(self._indices)))
 
     def action_toggle_pipeline(self) -> None:
         """Start the pipeline, or stop it (after confirmation) when it is running."""

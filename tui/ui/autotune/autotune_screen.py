@@ -147,9 +147,12 @@ class AutotuneScreen(ReadOnlyGate[None]):
         start_argv: Sequence[str] = (),
         interval_s: float = 1.0,
         predictor: Predictor | None = None,
+        gpus: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         self.predictor = predictor or _preview()
+        self.gpus = tuple(gpus) if gpus is not None else None
+        """The fleet's GPUs (the form's canary GPU is one of them; None: not checked here)."""
         self.starter = starter
         self.start_argv = tuple(start_argv)
         self.interval_s = interval_s
@@ -206,7 +209,7 @@ class AutotuneScreen(ReadOnlyGate[None]):
 
     def action_start(self) -> None:
         """Open the form; start the search it confirms (detached)."""
-        self.app.push_screen(AutotuneFormScreen(self.predictor), self._started)
+        self.app.push_screen(AutotuneFormScreen(self.predictor, gpus=self.gpus), self._started)
 
     async def _started(self, chosen: SearchRequest | None) -> None:
         if chosen is None:

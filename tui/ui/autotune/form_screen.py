@@ -15,7 +15,7 @@ is bad.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -30,6 +30,7 @@ from tui.autotune.options import (
     budget_of,
     default_range,
     knob_range,
+    parse_canary_gpu,
     space_of,
 )
 from tui.autotune.space import KNOBS, KnobValue, SearchSpace
@@ -51,14 +52,16 @@ def _plain(value: KnobValue) -> str:
     return str(value)
 
 
-def confirm_text(request: SearchRequest, gpu: int | None, verdict: str | None) -> str:
+def confirm_text(request: SearchRequest, verdict: str | None) -> str:
     """What the confirmation says will happen."""
     knobs = ", ".join(f"{k} ({len(v)} values)" for k, v in request.space.values)
     budget = request.budget
+    gpu = request.gpu
     canary = f"GPU {gpu}" if gpu is not None else "one GPU (the lowest running)"
     lines = [
         f"Search {knobs}.",
-        f"Budget: {budget.wall_s:.0f} s of wall time (pauses not counted), "
+        f"Budget: {budget.wall_s:.0f} s of wall time (pauses and waits for other operations "
+        "not counted), "
         f"{budget.explore_gpu_s:.0f} GPU-seconds of exploration, regressions up to "
         f"{budget.max_regression:.0%}.",
         f"One candidate at a time runs on {canary} as a canary against the other GPUs; one that "
@@ -75,8 +78,10 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
 
     Args:
         predictor: The preflight's verdict of a space (None: not shown).
-        gpu: The canary GPU the search will use (None: the lowest running), for the confirm.
-        initial: The request the form starts from (default: the default space and budget).
+        initial: The request the form starts from (default: the default space and budget,
+            the lowest running GPU as the canary).
+        gpus: The fleet's GPUs: the canary GPU typed must be one of them (None: any index,
+            checked when the search starts).
     """
 
     BINDINGS = [
@@ -101,12 +106,12 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
     def __init__(
         self,
         predictor: Predictor | None = None,
-        gpu: int | None = None,
         initial: SearchRequest | None = None,
+        gpus: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         self.predictor = predictor
-        self.gpu = gpu
+        self.gpus = tuple(gpus) if gpus is not None else None
         self.initial = initial or SearchRequest(SearchSpace.default(), Budget())
         self.request: SearchRequest | None = self.initial
         """The newest valid request (None while a field is bad)."""
@@ -146,6 +151,10 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
                 with Horizontal(classes="budget-row"):
                     yield Label(label)
                     yield Input(texts[key], id=f"budget-{key}")
+            with Horizontal(classes="budget-row"):
+                yield Label("Canary GPU (blank: lowest running)")
+                gpu = self.initial.gpu
+                yield Input("" if gpu is None else str(gpu), id="canary-gpu")
             yield Static("", id="autotune-form-errors")
             yield Static("", id="autotune-form-preflight")
         yield Footer()
@@ -201,8 +210,15 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
             )
         except OptionsError as exc:
             errors.append(str(exc))
+        gpu: int | None = None
+        try:
+            gpu = parse_canary_gpu(self._text("canary-gpu"), self.gpus)
+        except OptionsError as exc:
+            errors.append(str(exc))
         self.errors = errors
-        self.request = SearchRequest(space, budget) if not errors and space and budget else None
+        self.request = (
+            SearchRequest(space, budget, gpu) if not errors and space and budget else None
+        )
         self.query_one("#autotune-form-errors", Static).update("\n".join(errors))
         if self.request is not None:
             self._predict()
@@ -245,7 +261,7 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
             return
         verdict = self.verdict if self.verdict_for == request.space else None
         confirm = ConfirmScreen(
-            "Start an autotune search?", confirm_text(request, self.gpu, verdict), "Start"
+            "Start an autotune search?", confirm_text(request, verdict), "Start"
         )
 
         def answered(yes: bool | None) -> None:

@@ -104,6 +104,12 @@ def _candidate(d: Mapping[str, Any]) -> list[Content]:
     return lines
 
 
+def _waited(spent: Mapping[str, Any]) -> str:
+    """The seconds its steps waited for another operation's lock, when there were any."""
+    waited = spent.get("waited_s") or 0
+    return f", +{_n(waited)} s waiting for the fleet" if waited else ""
+
+
 def _summary(d: Mapping[str, Any]) -> list[Content]:
     spent = _table(d.get("spent"))
     raw = d.get("adopted")
@@ -116,7 +122,7 @@ def _summary(d: Mapping[str, Any]) -> list[Content]:
         ),
         Content(
             f"  spent: {_n(spent.get('wall_s'))} s of wall time"
-            f" (+{_n(spent.get('paused_s', 0))} s paused), "
+            f" (+{_n(spent.get('paused_s', 0))} s paused{_waited(spent)}), "
             f"{_n(spent.get('explore_gpu_s'), 1)} GPU-seconds exploring, "
             f"{spent.get('canaries', NA)} canaries"
         ),
