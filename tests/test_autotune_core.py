@@ -115,6 +115,26 @@ def test_rank_drops_what_does_not_fit_and_puts_more_concurrency_first(tmp_path: 
     assert order == ["max_mamba_cache_size=120", "max_running_requests=4"]
 
 
+def test_rank_tries_a_graph_ceiling_below_the_batch_after_moves_that_keep_it_covered(
+    tmp_path: Path,
+) -> None:
+    inc = candidate_profile(
+        seed_profile(tmp_path),
+        Candidate.of({"max_mamba_cache_size": 320, "max_running_requests": 64}),
+        "inc",
+    )
+    moves = [
+        Candidate.of({"cuda_graph_max_bs_decode": 16}),  # 64 running, graphs up to 16
+        Candidate.of({"speculative_num_steps": 2}),  # 64 running, graphs cover them
+    ]
+    predicted = [(m, preflight(candidate_profile(inc, m, "c"), 0)) for m in moves]
+    low, steps = (p for _, p in predicted)
+    assert low.max_running_effective == steps.max_running_effective == 64
+    assert low.plan.cuda_graph_max_bs == 16 and steps.plan.cuda_graph_max_bs >= 64
+    order = [r.candidate.key() for r in rank(predicted)]
+    assert order == ["speculative_num_steps=2", "cuda_graph_max_bs_decode=16"]
+
+
 def canary_result(relative: float, window_s: float, lost: float | None) -> CanaryResult:
     canary = [100.0 * (1 + relative) + (i % 2) for i in range(6)]
     control = [100.0 + (i % 3) for i in range(6)]

@@ -212,10 +212,10 @@ def score(prediction: Preflight, changes: int, mean_output_tokens: int) -> tuple
 
     SGLang 0.5.23 replays a captured CUDA graph only for a decode batch up to the graph ceiling
     (``srt/model_executor/runner/decode_cuda_graph_runner.py`` ``can_run_graph``:
-    ``cuda_graph_bs <= self.max_bs``); a larger batch runs eagerly, slower per step. A move that puts the ceiling below the batch the pools allow
-    is tried after those that keep it covered (on the simulated fleet such moves measured
-    about -11% each, and a search that tried them first ran out of wall time before the moves
-    that gained).
+    ``cuda_graph_bs <= self.max_bs``); a larger batch runs eagerly, slower per step. A move that
+    puts the ceiling below the batch the pools allow is tried after those that keep it covered
+    (on the simulated fleet such moves measured about -11% each, and a search that tried them
+    first ran out of wall time before the moves that gained).
 
     Args:
         prediction: The preflight of the candidate.
