@@ -1,7 +1,8 @@
 """The autotune benchmark's measured side: the offline grid rated by the simulator's model, and
 its top configurations measured on the fleet under the running pipeline, one per GPU.
 
-The exhaustive grid is too large to run (15,552 points, ~10,000 that start): the model
+The exhaustive grid is too large to run (15,552 points of explicit values, 21,600 with the
+baseline's automatic values kept as points of their own): the model
 (``tui.sim.throughput.expected_rate``, which runs the simulator's own scheduler where the KV
 pool binds) rates every point, and the distinct servers it rates best are then RUN, each on one
 GPU of the fleet beside the autotune winner, all at once, for the same fixed window under the
@@ -19,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from tui.autotune.space import KNOBS, Candidate, SearchSpace, candidate_profile
+from tui.autotune.space import KNOBS, Candidate, SearchSpace, candidate_profile, knobs_of
 from tui.ops.service import FleetOps
 from tui.profiles import Profile, profile_from_dict, profile_to_dict
 from tui.retune.preflight import model_for, preflight
@@ -58,12 +59,18 @@ def model_grid(base: Profile, space: SearchSpace) -> tuple[list[GridPoint], int]
     Returns:
         (feasible points sorted by modelled rate, points in the grid).
     """
-    points: list[dict[str, float]] = [{}]
+    # A knob the baseline leaves on SGLang's automatic value keeps that value as one more grid
+    # point (None: not set): the search may keep it too (e.g. the automatic CUDA-graph ceiling,
+    # which covers a batch above the space's largest explicit ceiling), so a grid without it
+    # would not be the same space.
+    auto = {k for k, v in knobs_of(base, space).items() if v is None}
+    points: list[dict[str, float | None]] = [{}]
     for knob, values in space.values:
-        points = [{**p, knob: v} for p in points for v in values]
+        options = (*values, None) if knob in auto else values
+        points = [{**p, knob: v} for p in points for v in options]
     out: list[GridPoint] = []
     for point in points:
-        candidate = Candidate.of(point)
+        candidate = Candidate.of({k: v for k, v in point.items() if v is not None})
         profile = candidate_profile(base, candidate, "grid")
         pre = preflight(profile, profile.gpus[0])
         model = model_for(profile, profile.gpus[0])

@@ -34,10 +34,12 @@ from tui.autotune.strategy import (
     apply_move,
     coupled_moves,
     further,
+    kv_room,
     neighbours,
     point_key,
     rank,
     same_server,
+    with_room,
 )
 from tui.profiles import Profile, ProfileError, flags_for, profile_from_dict
 from tui.retune.preflight import preflight
@@ -133,6 +135,40 @@ def test_rank_tries_a_graph_ceiling_below_the_batch_after_moves_that_keep_it_cov
     assert low.plan.cuda_graph_max_bs == 16 and steps.plan.cuda_graph_max_bs >= 64
     order = [r.candidate.key() for r in rank(predicted)]
     assert order == ["speculative_num_steps=2", "cuda_graph_max_bs_decode=16"]
+
+
+def test_a_move_that_outgrows_the_kv_pool_is_also_proposed_with_more_memory(
+    tmp_path: Path,
+) -> None:
+    inc = candidate_profile(
+        seed_profile(tmp_path),
+        Candidate.of(
+            {"max_mamba_cache_size": 360, "max_running_requests": 72, "speculative_num_steps": 2}
+        ),
+        "inc",
+    )
+    space = SearchSpace.default()
+    knobs = knobs_of(inc, space)
+    current = preflight(inc, 0)
+    move = Candidate.of({"max_mamba_cache_size": 400, "max_running_requests": 80})
+    tight = preflight(candidate_profile(inc, move, "m"), 0)
+    assert tight.max_running_effective == 80 > current.max_running_effective
+    assert kv_room(tight, 2500) < kv_room(current, 2500)  # 80 running on a pool sized for 72
+    roomier = with_room(space, knobs, move, tight, current, 2500)
+    assert roomier is not None and roomier.as_dict() == {
+        "mem_fraction_static": 0.91,
+        "max_mamba_cache_size": 400,
+        "max_running_requests": 80,
+    }
+    roomy = preflight(candidate_profile(inc, roomier, "r"), 0)
+    assert roomy.fits and kv_room(roomy, 2500) > kv_room(tight, 2500)
+    order = [r.candidate for r in rank([(move, tight), (roomier, roomy)])]
+    assert order == [roomier, move]  # same batch, more room first
+    # a move that does not raise the batch, or already sets the fraction, is left alone
+    slots = Candidate.of({"max_mamba_cache_size": 400})
+    same = preflight(candidate_profile(inc, slots, "s"), 0)
+    assert with_room(space, knobs, slots, same, current, 2500) is None
+    assert with_room(space, knobs, roomier, roomy, current, 2500) is None
 
 
 def canary_result(relative: float, window_s: float, lost: float | None) -> CanaryResult:

@@ -29,7 +29,14 @@ from tui.autotune.options import SearchRefused, SearchResult
 from tui.autotune.record import summary_entry
 from tui.autotune.space import Candidate, knobs_of
 from tui.autotune.status import lock_file, spent_json, stale_summary
-from tui.autotune.strategy import Ranked, apply_move, neighbours, point_key, rank
+from tui.autotune.strategy import (
+    Ranked,
+    apply_move,
+    neighbours,
+    point_key,
+    rank,
+    with_room,
+)
 from tui.autotune.trials import Trials
 from tui.ops.journal import append
 from tui.ops.lock import OperationBusy, operation_lock
@@ -138,8 +145,15 @@ class Autotuner(Trials):
         predicted: list[tuple[Candidate, Preflight]] = []
         for move in moves:
             prediction = await self._predict_one(move, current, visited)
-            if prediction is not None:
-                predicted.append((move, prediction))
+            if prediction is None:
+                continue
+            predicted.append((move, prediction))
+            tokens = self.options.mean_output_tokens
+            roomier = with_room(self.options.space, self.knobs, move, prediction, current, tokens)
+            if roomier is not None and point_key(apply_move(self.knobs, roomier)) not in visited:
+                more = await self._predict_one(roomier, current, visited)
+                if more is not None:
+                    predicted.append((roomier, more))
         # The feasible moves not tried now are predicted again next round (against the
         # incumbent then, with what the servers printed since).
         return rank(predicted, self.options.mean_output_tokens)

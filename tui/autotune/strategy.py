@@ -206,6 +206,53 @@ class Ranked:
     """The sort key (larger first)."""
 
 
+ROOM_KNOB = "mem_fraction_static"
+"""The knob that gives the KV pool its room (the memory left after weights, graphs and the
+Mamba pool is the KV pool's)."""
+
+
+def kv_room(prediction: Preflight, mean_output_tokens: int) -> float:
+    """KV tokens per running request, as a share of the job's mean output (at most 1)."""
+    running = max(1, prediction.max_running_effective)
+    return min(1.0, prediction.kv_tokens / (running * max(1, mean_output_tokens)))
+
+
+def with_room(
+    space: SearchSpace,
+    incumbent: Assignment,
+    move: Candidate,
+    prediction: Preflight,
+    current: Preflight,
+    mean_output_tokens: int,
+) -> Candidate | None:
+    """``move`` with ``mem_fraction_static`` one value up, when it raises the running batch
+    and leaves each request less KV room than the incumbent has.
+
+    A larger batch needs KV room as well as Mamba slots: SGLang 0.5.23 retracts decode
+    requests when the KV pool runs out (``srt/managers/scheduler.py`` ``update_running_batch``:
+    ``check_decode_mem`` fails -> ``batch.retract_decode()``), so past the point where the pool
+    binds, more slots and running requests alone measure worse while the same move with a
+    larger memory fraction gains (measured on the simulated fleet: 400 slots and 80 running
+    -20% at fraction 0.88; the model's best of the grid runs them at 0.91). The move with more
+    memory is proposed beside the move, and ranked by room.
+
+    Returns:
+        The move with the fraction's next value up, or None (the move sets the fraction, does
+        not raise the batch, leaves as much room, or the fraction is at its top).
+    """
+    knobs = dict(move.knobs)
+    if ROOM_KNOB in knobs or ROOM_KNOB not in space.knobs():
+        return None
+    if prediction.max_running_effective <= current.max_running_effective:
+        return None
+    if kv_room(prediction, mean_output_tokens) >= kv_room(current, mean_output_tokens):
+        return None
+    up = _steps(sorted(space.values_of(ROOM_KNOB)), incumbent.get(ROOM_KNOB), up=True)
+    if not up or incumbent.get(ROOM_KNOB) is None:
+        return None
+    return Candidate.of({**knobs, ROOM_KNOB: up[0]})
+
+
 def score(prediction: Preflight, changes: int, mean_output_tokens: int) -> tuple[float, ...]:
     """The cheap model's key: effective concurrency, then the share of that batch its CUDA
     graphs cover, then KV room per request, then simplicity.
@@ -227,8 +274,7 @@ def score(prediction: Preflight, changes: int, mean_output_tokens: int) -> tuple
     """
     running = max(1, prediction.max_running_effective)
     graphs = min(1.0, prediction.plan.cuda_graph_max_bs / running)
-    room = min(1.0, prediction.kv_tokens / (running * max(1, mean_output_tokens)))
-    return (float(running), graphs, room, -float(changes))
+    return (float(running), graphs, kv_room(prediction, mean_output_tokens), -float(changes))
 
 
 def rank(
