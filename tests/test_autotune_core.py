@@ -13,7 +13,8 @@ import pytest
 from bench.simfleet import BASELINE, sim_profile_text
 from tui.autotune import cli
 from tui.autotune.budget import Budget, Spent, exploration_cost
-from tui.autotune.options import parse_knob
+from tui.autotune.options import AutotuneOptions, parse_knob
+from tui.autotune.search import Autotuner
 from tui.autotune.space import (
     Candidate,
     SearchSpace,
@@ -39,8 +40,10 @@ from tui.autotune.strategy import (
     point_key,
     rank,
     same_server,
+    starves_kv,
     with_room,
 )
+from tui.ops.service import FleetOps
 from tui.profiles import Profile, ProfileError, flags_for, profile_from_dict
 from tui.retune.preflight import preflight
 from tui.rollout.canary import CanaryResult
@@ -169,6 +172,35 @@ def test_a_move_that_outgrows_the_kv_pool_is_also_proposed_with_more_memory(
     same = preflight(candidate_profile(inc, slots, "s"), 0)
     assert with_room(space, knobs, slots, same, current, 2500) is None
     assert with_room(space, knobs, roomier, roomy, current, 2500) is None
+    # ... and that one (the same 72 running, the Mamba pool taking the KV pool's memory) is
+    # predicted to retract: never canaried; more memory at the same batch is not
+    assert same.max_running_effective == 72 and kv_room(same, 2500) < kv_room(current, 2500)
+    assert starves_kv(same, current, 2500)
+    more = preflight(candidate_profile(inc, Candidate.of({"mem_fraction_static": 0.91}), "f"), 0)
+    assert not starves_kv(more, current, 2500)
+    assert not starves_kv(roomy, current, 2500)  # a larger batch is judged by its canary
+
+
+async def test_the_search_records_a_move_predicted_to_retract_as_skipped_never_launched(
+    tmp_path: Path,
+) -> None:
+    inc = candidate_profile(
+        seed_profile(tmp_path),
+        Candidate.of(
+            {"max_mamba_cache_size": 360, "max_running_requests": 72, "speculative_num_steps": 2}
+        ),
+        "inc",
+    )
+    tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(gpu=0))
+    tuner.incumbent, tuner.gpu = inc, 0
+    tuner.knobs = knobs_of(inc, tuner.options.space)
+    visited: set[str] = set()
+    move = Candidate.of({"max_mamba_cache_size": 400})
+    assert await tuner._predict_one(move, preflight(inc, 0), visited) is None
+    (record,) = tuner.records
+    assert record.decision == "skipped" and not record.launched
+    assert record.why.startswith("predicted to retract: the same batch of 72 with ")
+    assert point_key(apply_move(tuner.knobs, move)) in visited  # never proposed again
 
 
 def canary_result(relative: float, window_s: float, lost: float | None) -> CanaryResult:

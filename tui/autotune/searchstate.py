@@ -26,7 +26,7 @@ from tui.autotune.options import AutotuneOptions
 from tui.autotune.record import CandidateRecord, candidate_entry, invalid_record, new_record
 from tui.autotune.space import Candidate, candidate_profile
 from tui.autotune.status import read_request, status_document, write_status
-from tui.autotune.strategy import apply_move, point_key, same_server
+from tui.autotune.strategy import apply_move, kv_room, point_key, same_server, starves_kv
 from tui.autotune.watch import CanaryWatch
 from tui.ops.events import EventSink
 from tui.ops.journal import append
@@ -101,13 +101,23 @@ class SearchState:
             visited.add(point_key(apply_move(self.knobs, move)))
             self._reject(self._next_index(), move, name, f"does not validate: {exc}")
             return None
-        if prediction.fits and not same_server(prediction, current):
+        tokens = self.options.mean_output_tokens
+        starved = prediction.fits and starves_kv(prediction, current, tokens)
+        if prediction.fits and not same_server(prediction, current) and not starved:
             return prediction
         visited.add(point_key(apply_move(self.knobs, move)))
         index = self._next_index()
         record = new_record(index, move, name, self.incumbent.name, prediction)
         if not prediction.fits:
             self._decide(record, "rejected", prediction.why_not or "predicted not to fit")
+        elif starved:
+            self._decide(
+                record,
+                "skipped",
+                f"predicted to retract: the same batch of {prediction.max_running_effective} "
+                f"with {kv_room(prediction, tokens):.0%} of a request's KV room "
+                f"({kv_room(current, tokens):.0%} on {like})",
+            )
         else:
             self._decide(record, "skipped", f"predicted to run exactly as {like}")
         return None
