@@ -65,7 +65,8 @@ class Sshd:
         """An ssh client config naming ``aliases`` (host alias -> port on 127.0.0.1)."""
         setenv = " ".join(f"{name}={value}" for name, value in env.items())
         blocks = [
-            f"Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n" for alias, port in aliases.items()
+            f"Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n"
+            for alias, port in aliases.items()
         ]
         blocks.append(
             "Host *\n"

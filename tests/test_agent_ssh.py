@@ -66,7 +66,11 @@ class Node:
         )
 
     def over_ssh(
-        self, action: str, *agent_options: str, ssh: list[str] | None = None, hosts: tuple[str, ...] = ("127.0.0.1",)
+        self,
+        action: str,
+        *agent_options: str,
+        ssh: list[str] | None = None,
+        hosts: tuple[str, ...] = ("127.0.0.1",),
     ) -> subprocess.CompletedProcess[str]:
         """``gpufleet agent ACTION HOSTS --ssh-option ... -- AGENT_OPTIONS``."""
         options = ssh if ssh is not None else self.sshd.client_options(self.env)
@@ -83,9 +87,13 @@ def _agents_of(state: Path) -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
             argv = proc.info["cmdline"] or []
-            if "agent" in argv and "tui" in argv and proc.status() != psutil.STATUS_ZOMBIE:
-                if proc.environ().get(paths.STATE_ENV) == str(state):
-                    found.append(proc)
+            if (
+                "agent" in argv
+                and "tui" in argv
+                and proc.status() != psutil.STATUS_ZOMBIE
+                and proc.environ().get(paths.STATE_ENV) == str(state)
+            ):
+                found.append(proc)
     return found
 
 
@@ -131,7 +139,16 @@ def _one_line(text: str) -> str:
 
 def test_start_status_stop_over_ssh(node: Node) -> None:
     port = free_ports(1)[0]
-    options = ["--port", str(port), "--profile", "ssh-base", "--node", NODE, "--poll-interval", "0.5"]
+    options = [
+        "--port",
+        str(port),
+        "--profile",
+        "ssh-base",
+        "--node",
+        NODE,
+        "--poll-interval",
+        "0.5",
+    ]
     started = node.over_ssh("start", *options)
     assert started.returncode == 0, started.stderr
     line = _one_line(started.stdout)
@@ -145,16 +162,17 @@ def test_start_status_stop_over_ssh(node: Node) -> None:
     assert abs(agent.create_time() - record.create_time) < 0.05
     assert tuple(agent.cmdline()) == record.cmdline and "--detach" not in record.cmdline
     assert os.getsid(record.pid) == record.pid  # its own session: the ssh session's end misses it
-    assert f"gpufleet agent: node {NODE} on http://127.0.0.1:{port}" in (
-        node.state / "agent.log"
-    ).read_text()
+    assert (
+        f"gpufleet agent: node {NODE} on http://127.0.0.1:{port}"
+        in (node.state / "agent.log").read_text()
+    )
 
     token = token_file.read_text().strip()
     metrics = httpx.get(
         f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=5
     )
     assert metrics.status_code == 200
-    assert f'gpufleet_gpu_memory_total_bytes{{gpu="0",node="{NODE}"' in metrics.text
+    assert f'gpufleet_agent_polls_total{{node="{NODE}"}}' in metrics.text  # its --node, intact
     assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 401
 
     again = node.over_ssh("start", *options)
@@ -221,7 +239,9 @@ def test_refused_start_is_one_line_and_leaves_nothing(node: Node) -> None:
         busy = node.over_ssh("start", "--port", str(port), "--profile", "ssh-base")
     assert busy.returncode == 2, busy
     line = _one_line(busy.stderr)
-    assert line.startswith(f"127.0.0.1: gpufleet agent: --port={port}: cannot bind 127.0.0.1:{port}")
+    assert line.startswith(
+        f"127.0.0.1: gpufleet agent: --port={port}: cannot bind 127.0.0.1:{port}"
+    )
 
     unknown = node.over_ssh("start", "--port", str(port), "--profile", "no-such-profile")
     assert unknown.returncode == 2, unknown

@@ -76,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds between the agent's views of the node (default 1)",
     )
-    detach = parser.add_argument_group("one detached agent per node (its pid file in the state dir)")
+    detach = parser.add_argument_group(
+        "one detached agent per node (its pid file in the state dir)"
+    )
     mode = detach.add_mutually_exclusive_group()
     mode.add_argument(
         "--detach",
@@ -244,7 +246,11 @@ def serve_options(args: argparse.Namespace, node: str, token_file: Path) -> list
     ):
         if value is not None:
             options += [flag, str(value)]
-    options += [flag for flag, on in (("--readonly", args.readonly), ("--open-metrics", args.open_metrics)) if on]
+    options += [
+        flag
+        for flag, on in (("--readonly", args.readonly), ("--open-metrics", args.open_metrics))
+        if on
+    ]
     return options
 
 

@@ -11,6 +11,7 @@ why in one line. Every step holds the pid file's lock, so two starts at once sta
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import time
@@ -42,7 +43,7 @@ KILL_WAIT_S = 5.0
 POLL_S = 0.1
 """Interval of the readiness and exit polls."""
 NOT_RUNNING = 3
-"""Exit status of ``--running`` when no agent runs (as ``systemctl status`` for an inactive unit)."""
+"""Exit status of ``--running`` when no agent runs (``systemctl status`` of an inactive unit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +183,11 @@ def _answers(child: subprocess.Popen[bytes], launch: Launch) -> bool:
 
 
 def _last_line(log: Path, offset: int) -> str:
-    """The last non-empty line the agent wrote to ``log`` from ``offset`` on."""
+    """The agent's last message in ``log`` from ``offset`` on, as one line.
+
+    Its refusals start ``gpufleet agent:``; a profile with several problems lists them on the
+    lines after, which are joined to it.
+    """
     try:
         with log.open("rb") as handle:
             handle.seek(offset)
@@ -190,7 +195,8 @@ def _last_line(log: Path, offset: int) -> str:
     except OSError:
         return ""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+    said = [i for i, line in enumerate(lines) if line.startswith("gpufleet agent")]
+    return " ".join(lines[said[-1] :]) if said else (lines[-1] if lines else "")
 
 
 def stop(timeout_s: float = STOP_TIMEOUT_S) -> Outcome:
@@ -212,7 +218,9 @@ def stop(timeout_s: float = STOP_TIMEOUT_S) -> Outcome:
             live = check(record)
             if live.process is None:
                 remove_record(path)
-                return Outcome(0, f"not running ({live.why}; its pid file removed, nothing signalled)")
+                return Outcome(
+                    0, f"not running ({live.why}; its pid file removed, nothing signalled)"
+                )
             return _stop(record, live.process, timeout_s, path)
     except StateFileError as error:
         return Outcome(1, f"{error} (remove it once no agent runs)")
@@ -220,18 +228,14 @@ def stop(timeout_s: float = STOP_TIMEOUT_S) -> Outcome:
 
 def _stop(record: AgentRecord, proc: psutil.Process, timeout_s: float, path: Path) -> Outcome:
     t0 = time.monotonic()
-    try:
-        # psutil refuses to signal a pid reused since ``proc`` was verified (its create_time).
+    # psutil refuses to signal a pid reused since ``proc`` was verified (its create_time).
+    with contextlib.suppress(psutil.NoSuchProcess):
         proc.send_signal(signal.SIGTERM)
-    except psutil.NoSuchProcess:
-        pass
     how = "SIGTERM"
     if not _wait_exit(proc, timeout_s):
         how = f"SIGKILL after {timeout_s:g} s of SIGTERM"
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-        except psutil.NoSuchProcess:
-            pass
         if not _wait_exit(proc, KILL_WAIT_S):
             return Outcome(1, f"pid {record.pid} outlived SIGTERM and SIGKILL: still running")
     remove_record(path)

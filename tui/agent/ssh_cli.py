@@ -42,9 +42,7 @@ def _words(option: str) -> Callable[[str], list[str]]:
 
 def build_parser(action: str) -> argparse.ArgumentParser:
     """The options of ``gpufleet agent ACTION`` (those before ``--``)."""
-    parser = ArgumentParser(
-        prog=f"gpufleet agent {action}", description=__doc__.split("\n\n")[0]
-    )
+    parser = ArgumentParser(prog=f"gpufleet agent {action}", description=__doc__.split("\n\n")[0])
     parser.add_argument("hosts", nargs="+", metavar="HOST", help="hosts as ssh knows them")
     parser.add_argument(
         "--ssh-option",
@@ -60,7 +58,7 @@ def build_parser(action: str) -> argparse.ArgumentParser:
         type=_words("--remote-command"),
         default=["gpufleet"],
         metavar="CMD",
-        help="how gpufleet runs on the nodes (default gpufleet; e.g. /opt/gpufleet/.venv/bin/gpufleet)",
+        help="how gpufleet runs on the nodes (default gpufleet; or a venv's, an absolute path)",
     )
     parser.add_argument(
         "--parallel",
@@ -82,9 +80,10 @@ def build_parser(action: str) -> argparse.ArgumentParser:
 def main(action: str, argv: Sequence[str]) -> int:
     """Run ``action`` on every host; returns the exit status (see the module)."""
     argv = list(argv)
-    ours, remote_options = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if (
-        "--" in argv
-    ) else (argv, [])
+    ours, remote_options = argv, []
+    if "--" in argv:
+        cut = argv.index("--")
+        ours, remote_options = argv[:cut], argv[cut + 1 :]
     parser = build_parser(action)
     args = parser.parse_args(ours)
     for host in args.hosts:
