@@ -275,3 +275,17 @@ def test_stop_never_signals_an_unverified_pid(isolated_state: Path) -> None:
     finally:
         stranger.kill()
         stranger.wait(timeout=10)
+
+
+def test_two_starts_at_once_start_one_agent(node: Node) -> None:
+    port = free_ports(1)[0]
+    both = node.over_ssh(
+        "start", "--port", str(port), "--profile", "ssh-base", hosts=("127.0.0.1", "localhost")
+    )
+    assert both.returncode == 0, both.stderr
+    lines = sorted(both.stdout.strip().splitlines(), key=lambda line: "already" in line)
+    record = pidfile.read_record()
+    assert record is not None and len(lines) == 2, both.stdout
+    assert f"started: node {record.node}, http://127.0.0.1:{port}, pid {record.pid}," in lines[0]
+    assert f"already running (pid {record.pid}):" in lines[1]
+    assert [p.pid for p in _agents_of(node.state)] == [record.pid]
