@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tui.agent.ssh import HostOutcome, overall_status, remote_argv, run_hosts, ssh_argv
-from tui.cli_args import ArgumentParser, number
+from tui.cli_args import ArgumentParser, number, plain_text
 
 ACTIONS = ("start", "stop", "status")
 """The actions, as ``gpufleet agent ACTION``."""
@@ -42,7 +42,13 @@ def _words(option: str) -> Callable[[str], list[str]]:
 
 def build_parser(action: str) -> argparse.ArgumentParser:
     """The options of ``gpufleet agent ACTION`` (those before ``--``)."""
-    parser = ArgumentParser(prog=f"gpufleet agent {action}", description=__doc__.split("\n\n")[0])
+    paragraphs = __doc__.split("\n\n")
+    parser = ArgumentParser(
+        prog=f"gpufleet agent {action}",
+        usage=f"gpufleet agent {action} HOST [HOST...] [options] [-- agent options]",
+        description=paragraphs[0],
+        epilog=plain_text(" ".join(paragraphs[2:])),
+    )
     parser.add_argument("hosts", nargs="+", metavar="HOST", help="hosts as ssh knows them")
     parser.add_argument(
         "--ssh-option",
