@@ -27,7 +27,9 @@ $(SGLANG): $(STAMP) tui/sglang/flagtable/reference.py
 	@touch $(SGLANG)
 
 # tmux drives the console in the end-to-end tests; Debian's prometheus is the real Prometheus
-# the many-node tests scrape the agents with (its service is not started: tests run their own).
+# the many-node tests scrape the agents with (its service is not started: tests run their own);
+# OpenSSH's server and client carry `gpufleet agent start` in its tests (an sshd of their own on
+# a loopback port, never the system's).
 tools:
 	@command -v tmux >/dev/null 2>&1 || { \
 	  echo "installing tmux"; \
@@ -39,6 +41,12 @@ tools:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    prometheus >/dev/null; }
+	@{ command -v ssh >/dev/null 2>&1 && test -x /usr/sbin/sshd; } || { \
+	  echo "installing openssh-server openssh-client"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    openssh-server openssh-client >/dev/null; }
 
 # Debian's chromium for the browser end-to-end test of `gpufleet serve` (Playwright drives the
 # system browser; `playwright install` is never run). Only `make test` needs it, not the demo.

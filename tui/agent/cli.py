@@ -2,24 +2,33 @@
 
     gpufleet agent [--host 127.0.0.1] [--port 9400] [--profile NAME] [--token-file F]
                    [--readonly] [--node NAME] [--open-metrics] [--ssl-certfile C --ssl-keyfile K]
+                   [--detach [--start-timeout S] | --stop [--stop-timeout S] | --running]
+    gpufleet agent start|stop|status HOST [HOST...] [--ssh-option OPT] [-- agent options]
 
 It binds loopback by default: reach it from elsewhere through an SSH tunnel
 (``ssh -N -L 9400:127.0.0.1:9400 node1``), or bind another address with TLS
 (``--ssl-certfile/--ssl-keyfile``, passed to uvicorn). The token file is made (0600) on the first
 start; give consoles and Prometheus a copy. Exit status: 0 stopped by SIGTERM/SIGINT, 2 bad input
 (a bad option, an unusable token file, a profile that cannot be loaded, a port in use).
+
+``--detach`` starts it in its own session and returns once it answers (one line: node, address,
+pid, token file; ``already running (pid N)`` when one runs); ``--stop`` stops that agent (its
+identity verified first), ``--running`` says whether it runs (exit 3 when not). ``start``,
+``stop`` and ``status`` run those on many nodes over the system's ``ssh`` (``tui.agent.ssh``).
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from tui import paths
+from tui.agent.detached import START_TIMEOUT_S, STOP_TIMEOUT_S, Launch, Outcome
 from tui.cli_args import ArgumentParser, number
 from tui.ops.windows import MEASURE_WINDOW_DEFAULT_S, MEASURE_WINDOW_RANGE_S
 
@@ -66,6 +75,33 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         metavar="S",
         help="seconds between the agent's views of the node (default 1)",
+    )
+    detach = parser.add_argument_group(
+        "one detached agent per node (its pid file in the state dir)"
+    )
+    mode = detach.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--detach",
+        action="store_true",
+        help="start in its own session, return once it answers (or say it already runs)",
+    )
+    mode.add_argument("--stop", action="store_true", help="stop the detached agent (SIGTERM)")
+    mode.add_argument(
+        "--running", action="store_true", help="say whether the detached agent runs (exit 3 if not)"
+    )
+    detach.add_argument(
+        "--start-timeout",
+        type=number(float, 1, 600),
+        default=START_TIMEOUT_S,
+        metavar="S",
+        help="--detach: seconds for the agent to answer (default 60)",
+    )
+    detach.add_argument(
+        "--stop-timeout",
+        type=number(float, 1, 300),
+        default=STOP_TIMEOUT_S,
+        metavar="S",
+        help="--stop: seconds from SIGTERM to SIGKILL (default 15)",
     )
     return parser
 
@@ -193,10 +229,83 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str]) -> int:
-    """Run the agent until SIGTERM/SIGINT; returns the exit status."""
-    args = build_parser().parse_args(list(argv))
+def serve_options(args: argparse.Namespace, node: str, token_file: Path) -> list[str]:
+    """The options that serve the agent as ``args`` asks, in the foreground (for ``--detach``).
+
+    The node and the token file are given explicitly, so the agent and its pid file agree.
+    """
+    options = ["--host", args.host, "--port", str(args.port), "--node", node]
+    options += ["--token-file", str(token_file)]
+    options += ["--measure-window", repr(args.measure_window)]
+    options += ["--poll-interval", repr(args.poll_interval)]
+    for flag, value in (
+        ("--profile", args.profile),
+        ("--status", args.status),
+        ("--ssl-certfile", args.ssl_certfile),
+        ("--ssl-keyfile", args.ssl_keyfile),
+    ):
+        if value is not None:
+            options += [flag, str(value)]
+    options += [
+        flag
+        for flag, on in (("--readonly", args.readonly), ("--open-metrics", args.open_metrics))
+        if on
+    ]
+    return options
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _launch(args: argparse.Namespace) -> Launch:
+    """What ``--detach`` starts; the token file is made here, so the probe can present it."""
+    from tui.agent.detached import served_argv
+    from tui.servers.tokens import TokenError, load_or_create
+
+    token_file = Path(os.path.abspath(args.token_file or default_token_file()))
     try:
+        token = load_or_create(token_file)
+    except TokenError as error:
+        raise AgentRefused(str(error)) from None
+    node = args.node or socket.gethostname()
+    scheme = "https" if args.ssl_certfile is not None else "http"
+    # An agent bound to every address answers on loopback too; the probe stays on the node.
+    probe = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(args.host, args.host)
+    return Launch(
+        argv=served_argv(sys.executable, serve_options(args, node, token_file)),
+        node=node,
+        url=f"{scheme}://{_url_host(args.host)}:{args.port}",
+        probe_url=f"{scheme}://{_url_host(probe)}:{args.port}",
+        token=token,
+        token_file=token_file,
+        timeout_s=args.start_timeout,
+    )
+
+
+def _report(outcome: Outcome) -> int:
+    print(outcome.line, file=sys.stdout if outcome.status == 0 else sys.stderr, flush=True)
+    return outcome.status
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the agent until SIGTERM/SIGINT (or start, stop, look at a detached one, here or over
+    ssh); returns the exit status."""
+    argv = list(argv)
+    if argv and argv[0] in ("start", "stop", "status"):
+        from tui.agent.ssh_cli import main as over_ssh
+
+        return over_ssh(argv[0], argv[1:])
+    args = build_parser().parse_args(argv)
+    from tui.agent import detached
+
+    try:
+        if args.stop:
+            return _report(detached.stop(args.stop_timeout))
+        if args.running:
+            return _report(detached.running())
+        if args.detach:
+            return _report(detached.start(_launch(args)))
         return _serve(args)
     except AgentRefused as error:
         print(f"gpufleet agent: {error}", file=sys.stderr)

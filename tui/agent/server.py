@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -164,9 +165,10 @@ class Agent:
         return work
 
     def describe(self) -> dict[str, Any]:
-        """The agent itself: node, modes, since when, operations running."""
+        """The agent itself: node, pid, modes, since when, operations running."""
         return {
             "node": self.config.node,
+            "pid": os.getpid(),
             "readonly": self.config.readonly,
             "started_at": self.started_at,
             "operations": [op.document(len(op.events)) for op in self.operations.running()],
