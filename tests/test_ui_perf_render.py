@@ -130,6 +130,32 @@ async def test_a_new_reading_repaints_only_the_changed_cells(
         assert "queued 7" in str(view.render())
 
 
+async def test_a_reading_that_changes_several_lines_refreshes_the_panel_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two changed lines of one panel: one ``refresh`` call carrying a region per line
+    (each call costs Textual its own bookkeeping), the other panels none."""
+    fleet = seven_gpu_fleet()
+    async with settled_console(fleet) as (app, pilot):
+        calls: list[tuple[int, tuple[Region, ...]]] = []
+        original = GpuPanelView.refresh
+
+        def refresh(self: Any, *regions: Region, **kwargs: Any) -> Any:
+            calls.append((self.gpu_index, regions))
+            return original(self, *regions, **kwargs)
+
+        monkeypatch.setattr(GpuPanelView, "refresh", refresh)
+        app.main_screen.fleet = _with(fleet, 5, queued=7, running=3, token_usage=0.5)
+        await pilot.pause()
+        view = app.screen.query_one("#gpu-5", GpuPanelView)
+        lines = [c.plain for c in view.lines()]
+        running = next(i for i, text in enumerate(lines) if text.startswith("running"))
+        token = next(i for i, text in enumerate(lines) if text.startswith("token"))
+        assert [gpu for gpu, _ in calls] == [5]
+        assert sorted(region.y for region in calls[0][1]) == [running, token]
+        assert "running 3  queued 7" in lines[running]
+
+
 async def test_only_the_changed_line_is_rendered_again_and_a_theme_renders_all() -> None:
     fleet = seven_gpu_fleet()
     async with settled_console(fleet) as (app, pilot):

@@ -258,6 +258,7 @@ class GpuPanelView(Widget):
         lines = self.lines()
         blank = Content("")
         strips = self._strips + [None] * (len(lines) - len(self._strips))
+        changed = []
         for y in range(max(len(shown), len(lines))):
             old = shown[y] if y < len(shown) else blank
             new = lines[y] if y < len(lines) else blank
@@ -265,8 +266,12 @@ class GpuPanelView(Widget):
             if span is not None:
                 if y < len(strips):
                     strips[y] = None
-                self.refresh(Region(span[0], y, span[1] - span[0], 1))
+                changed.append(Region(span[0], y, span[1] - span[0], 1))
         self._shown, self._strips = lines, strips[: len(lines)]
+        if changed:
+            # One refresh for all of them: each call costs Textual its own bookkeeping (the
+            # content offset, cleared caches, a prompt to the message pump).
+            self.refresh(*changed)
 
     def render_line(self, y: int) -> Strip:
         """One line of the panel; only lines whose text changed are rendered again.
