@@ -330,3 +330,39 @@ async def test_the_sparkline_takes_new_history_every_few_seconds_and_the_rate_at
         assert panel.server is not None
         expected = gen_line(panel.server, view.size.width, full=True).plain
         assert view.lines()[gen_y].plain == expected != line
+
+
+async def test_a_graph_read_that_draws_the_same_cells_builds_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The grid reads the history every few seconds, but a graph moves only when a cell
+    completes: a read with no new point up to the last whole cell builds no panel line and
+    draws no graph; one whose right edge passed a cell's end draws again."""
+    from tui.ui.grid import gpu_panel
+    from tui.ui.grid.panel_graphs import WINDOW_S, PanelSeries
+
+    def series(now: float) -> PanelSeries:
+        ts = [now - WINDOW_S + 10 * i for i in range(60)]
+        return PanelSeries(
+            now - WINDOW_S, now, {"util": tuple((t, 50.0 + i) for i, t in enumerate(ts))}
+        )
+
+    fleet = seven_gpu_fleet()
+    async with settled_console(fleet) as (app, pilot):
+        view = app.main_screen.query_one("#gpu-1", GpuPanelView)
+        step = WINDOW_S / view.size.width  # one cell: two dot columns
+        now = 1000 * step + 0.1
+        first = series(now)
+        view.show_graphs(first)
+        await pilot.pause()
+        built = _count_calls(monkeypatch, GpuPanelView, "lines")
+        drawn = _count_calls(monkeypatch, gpu_panel, "graph_lines")
+        for later in (0.25, 0.5, 0.8):  # read again within the cell, no new point
+            shift = later * step
+            view.show_graphs(PanelSeries(first.start + shift, first.end + shift, first.points))
+            await pilot.pause()
+        assert (built, drawn) == ([], [])
+        moved = PanelSeries(first.start + step, first.end + step, first.points)
+        view.show_graphs(moved)
+        await pilot.pause()
+        assert len(drawn) == 1 and len(built) >= 1
