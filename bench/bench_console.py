@@ -225,8 +225,8 @@ def monitor_cpu_per_minute(polls: int = 15) -> float:
 def monitor_note(cpu: float) -> str:
     """What the monitor alone costs (``cpu`` CPU-s/min), for the rows' note."""
     return (
-        f"what stands in the way of the 3x target: the fleet monitor alone (7 x /metrics over "
-        f"h11 keep-alive, parsed by prometheus_client, simulated GPU records, log tails; no UI) "
+        f"what stands in the way of the 3x target: the fleet monitor alone (7 x /metrics on kept "
+        f"connections, scanned for a dozen families, simulated GPU records, log tails; no UI) "
         f"costs {cpu:.2f} CPU-s/min "
         f"({cpu / 60 * 1000:.1f} ms a poll), already {cpu / FLOOR_HINT:.0f}x a floor of "
         f"{FLOOR_HINT} before any drawing; the rest is Textual's per-frame work for ~7-20 "

@@ -54,7 +54,9 @@ BOX = re.compile(r"[│┃]")
 def util_cells(screen: str) -> list[str]:
     """Each panel's GPU line as the terminal shows it (cells between the panel borders)."""
     cells = [cell for line in screen.splitlines() for cell in BOX.split(line)]
-    return [c for c in cells if c.startswith("util ") or re.match(r"\d+/\d+G ", c)]
+    gpu_lines = [c for c in cells if c.startswith("util ") or re.match(r"\d+/\d+G ", c)]
+    # not the utilisation graph's label line under it ("util 21%   max 60% · 10m")
+    return [c for c in gpu_lines if not c.rstrip().endswith(" · 10m")]
 
 
 class BusySeen:

@@ -10,9 +10,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tui.servers.discovery import (
+    LiveCheck,
     find_servers,
     is_alive,
     is_server_cmdline,
@@ -118,3 +120,45 @@ def test_stdout_path_of_a_terminal_or_pipe_is_none() -> None:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_live_check_asks_psutil_identity_and_reads_the_start_time_once(
+    fake_server: tuple[subprocess.Popen[bytes], int, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The monitor's every-poll check: the recorded start time is compared once (as
+    ``is_alive`` does); after that psutil's own identity of that process answers, without
+    the wall-clock start time (its boot-time read) at every poll."""
+    proc, port, _ = fake_server
+    server = find_servers([port], use_listeners=False)[port]
+    calls: list[int] = []
+    original = psutil.Process.create_time
+
+    def counted(self: psutil.Process) -> float:
+        calls.append(1)
+        return original(self)
+
+    monkeypatch.setattr(psutil.Process, "create_time", counted)
+    check = LiveCheck(server.pid, server.create_time)
+    assert all(check() for _ in range(5))
+    assert len(calls) == 1
+    assert not LiveCheck(server.pid, server.create_time + 1.0)()  # another start: not it
+    proc.kill()
+    proc.wait(timeout=10)
+    assert not check()
+    assert not check()
+
+
+def test_live_check_calls_a_zombie_gone() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])  # never reaped until the end
+    try:
+        handle = psutil.Process(child.pid)
+        check = LiveCheck(child.pid, handle.create_time())
+        deadline = time.monotonic() + 20
+        while handle.status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.02)  # polling the process table with a deadline
+        assert not check()
+        assert not is_alive(child.pid, handle.create_time())
+    finally:
+        child.wait(timeout=10)

@@ -43,6 +43,8 @@ class Server:
                 body = await reader.readexactly(length) if length else b""
                 writer.write(await self.answer(path, body))
                 await writer.drain()
+                if path in ("/close", "/half"):
+                    break  # the answer is framed by the end of the connection (or cut short)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -53,6 +55,22 @@ class Server:
             parts = [b"alpha-", b"beta-", b"gamma"]
             chunks = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts)
             return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n"
+        if path == "/trailers":  # a chunk extension, a trailer, a 1 MB chunk
+            big = b"y" * 1_000_000
+            return (
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n"
+                b"3;ext=1\r\nabc\r\n%x\r\n%s\r\n0\r\nX-Trailer: t\r\n\r\n" % (len(big), big)
+            )
+        if path == "/close":
+            return b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end"
+        if path == "/half":
+            return b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"
+        if path == "/empty":
+            return b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
+        if path == "/continue":
+            return b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        if path == "/garbage":
+            return b"SSH-2.0-OpenSSH\r\n\r\n"
         if path == "/stall":
             await self.stall.wait()
         payload = b"x" * 1_000_000 if path == "/large" else path.encode() + b"|" + body
@@ -159,3 +177,91 @@ async def test_refused_and_https_are_clear_errors() -> None:
             await client.get(f"http://127.0.0.1:{port}/")
         with pytest.raises(httpx.UnsupportedProtocol, match="http:// only"):
             await client.get("https://127.0.0.1:1/")
+
+
+async def test_fetch_reads_every_framing_and_keeps_the_connection_where_it_may() -> None:
+    """The probes' path (``fetch``): Content-Length, chunked with extensions, trailers and a
+    large chunk, 1xx before the answer, a bodiless 204, and a body framed by the connection's
+    end (that connection is not reused)."""
+    transport = KeepAliveTransport()
+    try:
+        async with serve() as server:
+            host, port = "127.0.0.1", server.port
+            first = await transport.fetch(host, port, "/a", 2.0)
+            trailers = await transport.fetch(host, port, "/trailers", 2.0)
+            interim = await transport.fetch(host, port, "/continue", 2.0)
+            empty = await transport.fetch(host, port, "/empty", 2.0)
+            assert server.connections == 1  # all of these on the one kept connection
+            closed = await transport.fetch(host, port, "/close", 2.0)
+            after = await transport.fetch(host, port, "/b", 2.0)
+            assert server.connections == 2  # the close-framed one was not reused
+    finally:
+        await transport.aclose()
+    assert (first.status, first.body) == (200, b"/a|")
+    assert trailers.body == b"abc" + b"y" * 1_000_000
+    assert (interim.status, interim.body) == (200, b"ok")
+    assert (empty.status, empty.body) == (204, b"")
+    assert closed.body == b"until the end"
+    assert after.body == b"/b|"
+    assert server.requests == 6
+
+
+async def test_fetch_sends_one_minimal_request_per_call() -> None:
+    """One GET line, Host and two short headers: nothing for the server to parse beyond that."""
+    heads: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                heads.append(await reader.readuntil(b"\r\n\r\n"))
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport = KeepAliveTransport()
+    try:
+        for _ in range(3):
+            assert (await transport.fetch("127.0.0.1", port, "/metrics", 2.0)).body == b"x"
+    finally:
+        await transport.aclose()
+        server.close()
+        await server.wait_closed()
+    assert (
+        heads
+        == [
+            b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: */*\r\n"
+            b"User-Agent: gpufleet\r\n\r\n" % port
+        ]
+        * 3
+    )
+
+
+async def test_fetch_failures_are_httpx_errors() -> None:
+    """A body cut short, a non-HTTP answer, a stall and a refusal raise what the probes map to
+    ERROR, TIMEOUT and REFUSED; the transport keeps working after each."""
+    transport = KeepAliveTransport()
+    try:
+        async with serve() as server:
+            host, port = "127.0.0.1", server.port
+            with pytest.raises(httpx.RemoteProtocolError):
+                await transport.fetch(host, port, "/half", 2.0)
+            with pytest.raises(httpx.RemoteProtocolError, match="status line"):
+                await transport.fetch(host, port, "/garbage", 2.0)
+            with pytest.raises(httpx.ReadTimeout):
+                await transport.fetch(host, port, "/stall", 0.2)
+            assert (await transport.fetch(host, port, "/ok", 2.0)).body == b"/ok|"
+        with pytest.raises(httpx.ConnectError):
+            await transport.fetch(host, port, "/ok", 2.0)
+    finally:
+        await transport.aclose()
+
+
+async def test_fetch_and_the_httpx_interface_read_the_same_answers() -> None:
+    transport = KeepAliveTransport()
+    async with serve() as server, httpx.AsyncClient(transport=transport) as client:
+        for path in ("/chunked", "/trailers", "/continue", "/x"):
+            fetched = await transport.fetch("127.0.0.1", server.port, path, 2.0)
+            through = await client.get(f"http://127.0.0.1:{server.port}{path}")
+            assert (fetched.status, fetched.body) == (through.status_code, through.content)

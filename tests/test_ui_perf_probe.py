@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from servers_helpers import (
     OK,
     REMOTE,
@@ -10,6 +13,7 @@ from servers_helpers import (
     canned_server,
     idle_metrics_reply,
     json_reply,
+    metrics_reply,
     polled_state,
 )
 
@@ -17,6 +21,7 @@ from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.source import NoGpuSource
+from tui.servers.keepalive import KeepAliveTransport
 
 
 async def test_metrics_stand_for_readiness_between_ready_probes() -> None:
@@ -51,3 +56,43 @@ async def test_metrics_stand_for_readiness_between_ready_probes() -> None:
             assert server.hits["/ready"] == 3
         finally:
             await monitor.aclose()
+
+
+async def test_the_monitor_probes_through_the_lean_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every probe of the monitor's own client goes through ``KeepAliveTransport.fetch`` (a
+    request built once, read with a few bytes operations), none through httpx's Request and
+    Response objects; the answers are read as before."""
+    fetched: list[str] = []
+    through_httpx: list[int] = []
+    fetch, handle = KeepAliveTransport.fetch, KeepAliveTransport.handle_async_request
+
+    async def counted_fetch(self: KeepAliveTransport, *args: Any) -> Any:
+        fetched.append(args[2])
+        return await fetch(self, *args)
+
+    async def counted_handle(self: KeepAliveTransport, request: Any) -> Any:
+        through_httpx.append(1)
+        return await handle(self, request)
+
+    monkeypatch.setattr(KeepAliveTransport, "fetch", counted_fetch)
+    monkeypatch.setattr(KeepAliveTransport, "handle_async_request", counted_handle)
+    routes: dict[str, object] = {
+        "/ready": OK,
+        "/metrics": metrics_reply(),
+        "/server_info": json_reply('{"max_running_requests": 64}'),
+    }
+    clock = FakeClock()
+    with canned_server(routes, host=REMOTE) as server:  # type: ignore[arg-type]
+        spec = FleetSpec((ServerSpec(0, server.port, host=REMOTE),))
+        monitor = FleetMonitor(spec, NoGpuSource("none"), probe_timeout=2.0, clock=clock)
+        try:
+            for _ in range(5):
+                snap = await monitor.poll()
+                clock.now += 1.0
+        finally:
+            await monitor.aclose()
+    served = snap.panels[0].server
+    assert served is not None and served.state is ServerState.READY
+    assert (served.running, served.queued, served.max_running_requested) == (14, 34, 64)
+    assert fetched.count("/metrics") == 5 and fetched.count("/ready") == 1
+    assert through_httpx == []

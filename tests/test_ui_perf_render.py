@@ -130,6 +130,32 @@ async def test_a_new_reading_repaints_only_the_changed_cells(
         assert "queued 7" in str(view.render())
 
 
+async def test_a_reading_that_changes_several_lines_refreshes_the_panel_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two changed lines of one panel: one ``refresh`` call carrying a region per line
+    (each call costs Textual its own bookkeeping), the other panels none."""
+    fleet = seven_gpu_fleet()
+    async with settled_console(fleet) as (app, pilot):
+        calls: list[tuple[int, tuple[Region, ...]]] = []
+        original = GpuPanelView.refresh
+
+        def refresh(self: Any, *regions: Region, **kwargs: Any) -> Any:
+            calls.append((self.gpu_index, regions))
+            return original(self, *regions, **kwargs)
+
+        monkeypatch.setattr(GpuPanelView, "refresh", refresh)
+        app.main_screen.fleet = _with(fleet, 5, queued=7, running=3, token_usage=0.5)
+        await pilot.pause()
+        view = app.screen.query_one("#gpu-5", GpuPanelView)
+        lines = [c.plain for c in view.lines()]
+        running = next(i for i, text in enumerate(lines) if text.startswith("running"))
+        token = next(i for i, text in enumerate(lines) if text.startswith("token"))
+        assert [gpu for gpu, _ in calls] == [5]
+        assert sorted(region.y for region in calls[0][1]) == [running, token]
+        assert "running 3  queued 7" in lines[running]
+
+
 async def test_only_the_changed_line_is_rendered_again_and_a_theme_renders_all() -> None:
     fleet = seven_gpu_fleet()
     async with settled_console(fleet) as (app, pilot):
@@ -211,6 +237,14 @@ async def test_an_age_tick_that_changes_no_age_builds_no_lines(
         await pilot.pause()
         assert built == []
         assert " · " not in _panel_text(view)
+        # the next reading a fraction of a second past the interval (the poll takes a moment):
+        # not late, nothing built (each tick used to build every panel's lines for it)
+        built.clear()  # (reading the text above built it once)
+        for fraction in (0.1, 0.3, 0.6):
+            grid._received_at = time.monotonic() - app.poll_interval_s - fraction
+            grid._age_panels()
+            await pilot.pause()
+        assert built == []
         # the monitor stopped answering: the next reading is 20 s late
         grid._received_at = time.monotonic() - app.poll_interval_s - 20.0
         grid._age_panels()
@@ -296,3 +330,39 @@ async def test_the_sparkline_takes_new_history_every_few_seconds_and_the_rate_at
         assert panel.server is not None
         expected = gen_line(panel.server, view.size.width, full=True).plain
         assert view.lines()[gen_y].plain == expected != line
+
+
+async def test_a_graph_read_that_draws_the_same_cells_builds_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The grid reads the history every few seconds, but a graph moves only when a cell
+    completes: a read with no new point up to the last whole cell builds no panel line and
+    draws no graph; one whose right edge passed a cell's end draws again."""
+    from tui.ui.grid import gpu_panel
+    from tui.ui.grid.panel_graphs import WINDOW_S, PanelSeries
+
+    def series(now: float) -> PanelSeries:
+        ts = [now - WINDOW_S + 10 * i for i in range(60)]
+        return PanelSeries(
+            now - WINDOW_S, now, {"util": tuple((t, 50.0 + i) for i, t in enumerate(ts))}
+        )
+
+    fleet = seven_gpu_fleet()
+    async with settled_console(fleet) as (app, pilot):
+        view = app.main_screen.query_one("#gpu-1", GpuPanelView)
+        step = WINDOW_S / view.size.width  # one cell: two dot columns
+        now = 1000 * step + 0.1
+        first = series(now)
+        view.show_graphs(first)
+        await pilot.pause()
+        built = _count_calls(monkeypatch, GpuPanelView, "lines")
+        drawn = _count_calls(monkeypatch, gpu_panel, "graph_lines")
+        for later in (0.25, 0.5, 0.8):  # read again within the cell, no new point
+            shift = later * step
+            view.show_graphs(PanelSeries(first.start + shift, first.end + shift, first.points))
+            await pilot.pause()
+        assert (built, drawn) == ([], [])
+        moved = PanelSeries(first.start + step, first.end + step, first.points)
+        view.show_graphs(moved)
+        await pilot.pause()
+        assert len(drawn) == 1 and len(built) >= 1

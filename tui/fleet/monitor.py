@@ -50,7 +50,7 @@ from tui.fleet.tracker import (
     stamp_age,
 )
 from tui.gpu.snapshot import GpuSnapshot, GpuSource
-from tui.servers.discovery import find_servers, is_alive
+from tui.servers.discovery import find_servers
 from tui.servers.keepalive import KeepAliveTransport
 from tui.servers.probe import ProbeStatus, Readiness, ServerProbe
 
@@ -179,9 +179,7 @@ class FleetMonitor:
         for tracker in self._trackers:
             if not tracker.spec.is_local:
                 continue
-            if tracker.process is not None and is_alive(
-                tracker.process.pid, tracker.process.create_time
-            ):
+            if tracker.alive_check is not None and tracker.alive_check():
                 tracker.alive = True
                 continue
             tracker.alive = False

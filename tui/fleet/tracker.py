@@ -16,7 +16,7 @@ from tui.fleet.server_log import EMPTY_VIEW, ServerLog
 from tui.fleet.snapshot import ServerState
 from tui.fleet.spec import ServerSpec
 from tui.logs.state import LogView
-from tui.servers.discovery import ServerProcess, is_alive
+from tui.servers.discovery import LiveCheck, ServerProcess, is_alive
 from tui.servers.probe import Readiness, ServerInfo, ServerLoad, ServerProbe
 from tui.state.fleet_state import ProcessRecord, read_records
 
@@ -33,6 +33,8 @@ class Tracker:
     """Its HTTP probes."""
     process: ServerProcess | None = None
     """Its main process, once found."""
+    alive_check: LiveCheck | None = None
+    """Whether ``process`` still runs (made with it: it keeps psutil's handle between polls)."""
     alive: bool = False
     """The process was alive at the last look."""
     follower: ServerLog | None = None
@@ -77,6 +79,7 @@ class Tracker:
     def new_process(self, process: ServerProcess) -> None:
         """A different process now serves the port: forget the previous launch."""
         self.process = process
+        self.alive_check = LiveCheck(process.pid, process.create_time)
         self.stopping = False
         self.ever_ready = False
         self.ready_at = None

@@ -1,73 +1,257 @@
-"""A lean HTTP/1.1 keep-alive transport for httpx: the monitor's per-second probes.
+"""A lean HTTP/1.1 keep-alive client for the monitor's per-second probes (and an httpx transport).
 
 Why: the console asks each of seven servers for ``/metrics`` every second, forever. httpx's
-default transport (httpcore over anyio) spends about 1 ms of CPU per request on pool
-bookkeeping, anyio stream wrappers and per-request connection health checks; that was half of
-the console's own CPU. This transport keeps httpx's client API (URLs, timeouts, exceptions,
-``Response``) and does the wire work with h11 (httpcore's own HTTP/1.1 state machine) over one
-asyncio stream per idle connection: about 3x less CPU per probe (``bench/bench_console.py``).
+default transport (httpcore over anyio) spent about 1 ms of CPU per request; h11 under httpx's
+``Response`` still 0.4-0.5 ms on the 2-core machine, a quarter of the console's CPU with seven
+servers. A probe's exchange is the simplest HTTP/1.1 there is (a GET without a body, one answer
+framed by ``Content-Length`` or chunked, on loopback), so :meth:`KeepAliveTransport.fetch` writes
+a request built once per path on a kept connection and reads the answer with a few ``bytes``
+operations in an ``asyncio.Protocol``: no event objects, no header normalisation, no response
+object. :meth:`KeepAliveTransport.handle_async_request` serves httpx clients over the same wire
+code (a body, any method), so the monitor and the tests share one path.
 
-Scope: plain ``http://`` (the servers listen on loopback or the node's own network), HTTP/1.1,
-no proxies. Anything else is refused with :class:`httpx.UnsupportedProtocol`.
+Scope: plain ``http://`` (the servers listen on loopback or the node's own network), HTTP/1.1
+answers framed by ``Content-Length``, chunked, or the end of the connection; no proxies, no
+compression (none is asked for). Anything else is refused with :class:`httpx.UnsupportedProtocol`
+or :class:`httpx.RemoteProtocolError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import h11
 import httpx
 
-_READ_BYTES = 256 * 1024
+MAX_HEAD_BYTES = 64 * 1024
+"""A response head larger than this is refused (a probe's head is a few hundred bytes)."""
+NO_BODY_STATUS = frozenset({204, 304})
+"""Statuses that never carry a body (RFC 9112 6.3)."""
 
 
-@dataclass(eq=False)
-class _Connection:
-    """One open socket and its h11 state (mutable; owned by one request at a time)."""
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One HTTP response, read whole."""
 
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    state: h11.Connection = field(default_factory=lambda: h11.Connection(h11.CLIENT))
+    status: int
+    """The status code."""
+    headers: tuple[tuple[bytes, bytes], ...]
+    """Header names (lower case) and values, in order."""
+    body: bytes
+    """The body, de-chunked."""
+
+
+class _Closed(Exception):
+    """The peer closed the connection; ``started`` says whether any answer byte had arrived."""
+
+    def __init__(self, started: bool) -> None:
+        super().__init__("the server closed the connection")
+        self.started = started
+
+
+class _Wire(asyncio.Protocol):
+    """One connection: bytes in a buffer, a waiter woken when more arrive or the peer closes."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.closed = False
+        self.received = 0
+        """Bytes received since the current request was written."""
+        self._waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self.received += len(data)
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._wake()
+        return False  # let the transport close itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def more(self) -> None:
+        """Wait for more bytes. Raises ``_Closed`` when the peer closed instead."""
+        if self.closed:
+            raise _Closed(self.received > 0)
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+        if self.closed and not self.buffer:
+            raise _Closed(self.received > 0)
 
     def reusable(self) -> bool:
-        """Both sides finished a keep-alive exchange and the peer has not closed since."""
+        """Open, idle and with nothing unasked-for in the buffer."""
+        transport = self.transport
         return (
-            self.state.our_state is h11.DONE
-            and self.state.their_state is h11.DONE
-            and not self.reader.at_eof()
-            and not self.writer.is_closing()
+            not self.closed
+            and not self.buffer
+            and transport is not None
+            and not transport.is_closing()
         )
+
+    def send(self, data: bytes) -> None:
+        """Write a request (the answer's byte count starts over)."""
+        assert self.transport is not None
+        self.received = 0
+        self.transport.write(data)
 
     def close(self) -> None:
         """Close the socket (idempotent; does not wait)."""
-        self.writer.close()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
 
 
-class _StaleConnection(Exception):
-    """A reused connection the peer had closed before answering: retry on a fresh one."""
+async def _until(wire: _Wire, marker: bytes, limit: int) -> int:
+    """The index of ``marker`` in the buffer, reading more until it is there."""
+    start = 0
+    while True:
+        found = wire.buffer.find(marker, start)
+        if found >= 0:
+            return found
+        if len(wire.buffer) > limit:
+            raise httpx.RemoteProtocolError(f"no {marker!r} within {limit} bytes")
+        start = max(0, len(wire.buffer) - len(marker) + 1)
+        await wire.more()
 
 
-def _timeouts(request: httpx.Request) -> tuple[float | None, float | None]:
-    """The request's connect and read timeouts (httpx puts them in its extensions)."""
-    timeout = request.extensions.get("timeout", {})
-    return timeout.get("connect"), timeout.get("read")
+async def _exactly(wire: _Wire, count: int) -> bytes:
+    """The next ``count`` bytes of the buffer, reading more until they are there."""
+    while len(wire.buffer) < count:
+        await wire.more()
+    data = bytes(wire.buffer[:count])
+    del wire.buffer[:count]
+    return data
+
+
+async def _chunked(wire: _Wire) -> bytes:
+    """A chunked body (RFC 9112 7.1), its trailers read and dropped."""
+    parts: list[bytes] = []
+    while True:
+        end = await _until(wire, b"\r\n", MAX_HEAD_BYTES)
+        size_field = bytes(wire.buffer[:end]).split(b";", 1)[0].strip()
+        del wire.buffer[: end + 2]
+        try:
+            size = int(size_field, 16)
+        except ValueError:
+            raise httpx.RemoteProtocolError(f"bad chunk size {size_field[:20]!r}") from None
+        if size == 0:
+            while (end := await _until(wire, b"\r\n", MAX_HEAD_BYTES)) > 0:
+                del wire.buffer[: end + 2]  # a trailer line
+            del wire.buffer[:2]
+            return b"".join(parts)
+        chunk = await _exactly(wire, size + 2)
+        if chunk[-2:] != b"\r\n":
+            raise httpx.RemoteProtocolError("a chunk did not end with CRLF")
+        parts.append(chunk[:-2])
+
+
+def _head(raw: bytes) -> tuple[bytes, int, tuple[tuple[bytes, bytes], ...]]:
+    """(HTTP version, status, headers) of a response head."""
+    lines = raw.split(b"\r\n")
+    version, _, rest = lines[0].partition(b" ")
+    code = rest[:3]
+    if not version.startswith(b"HTTP/1.") or not code.isdigit():
+        raise httpx.RemoteProtocolError(f"not an HTTP/1.x status line: {lines[0][:60]!r}")
+    headers = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise httpx.RemoteProtocolError(f"bad header line {line[:60]!r}")
+        headers.append((name.lower(), value.strip()))
+    return version, int(code), tuple(headers)
+
+
+async def _answer(wire: _Wire, method: bytes) -> tuple[Answer, bool]:
+    """Read one response; (it, whether the connection may carry another)."""
+    while True:
+        end = await _until(wire, b"\r\n\r\n", MAX_HEAD_BYTES)
+        version, status, headers = _head(bytes(wire.buffer[:end]))
+        del wire.buffer[: end + 4]
+        if status >= 200 or status == 101:
+            break  # 1xx interim answers (100 Continue) precede the real one
+    fields = dict(headers)
+    keep = version == b"HTTP/1.1" and b"close" not in fields.get(b"connection", b"").lower()
+    if method == b"HEAD" or status in NO_BODY_STATUS or status < 200:
+        return Answer(status, headers, b""), keep
+    if b"chunked" in fields.get(b"transfer-encoding", b"").lower():
+        return Answer(status, headers, await _chunked(wire)), keep
+    length = fields.get(b"content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise httpx.RemoteProtocolError(f"bad Content-Length {length[:20]!r}")
+        return Answer(status, headers, await _exactly(wire, int(length))), keep
+    while not wire.closed:  # framed by the end of the connection
+        try:
+            await wire.more()
+        except _Closed:
+            break
+    body = bytes(wire.buffer)
+    wire.buffer.clear()
+    return Answer(status, headers, body), False
+
+
+def _host_header(host: str, port: int) -> bytes:
+    name = f"[{host}]" if ":" in host else host
+    return f"{name}:{port}".encode("ascii")
 
 
 class KeepAliveTransport(httpx.AsyncBaseTransport):
-    """HTTP/1.1 over asyncio streams with idle connections kept per host and port."""
+    """HTTP/1.1 over asyncio with idle connections kept per host and port."""
 
     def __init__(self, max_idle_per_host: int = 2) -> None:
         """Args:
         max_idle_per_host: Idle connections kept per (host, port); more are closed on return.
         """
         self.max_idle_per_host = max_idle_per_host
-        self._idle: defaultdict[tuple[str, int], list[_Connection]] = defaultdict(list)
+        self._idle: defaultdict[tuple[str, int], list[_Wire]] = defaultdict(list)
+        self._requests: dict[tuple[str, int, str], bytes] = {}
         self._closed = False
 
+    async def fetch(self, host: str, port: int, target: str, timeout: float) -> Answer:
+        """GET ``target`` from ``host:port`` on a kept connection (the probes' path).
+
+        Args:
+            host: The server's host.
+            port: Its port.
+            target: The path (and query) asked for.
+            timeout: Seconds for the connection and, separately, for the whole answer.
+
+        Returns:
+            The answer.
+
+        Raises:
+            httpx.ConnectError: the connection was refused or failed.
+            httpx.ConnectTimeout: no connection within ``timeout``.
+            httpx.ReadTimeout: no complete answer within ``timeout``.
+            httpx.RemoteProtocolError: the peer broke HTTP/1.1 or closed mid-answer.
+        """
+        key = (host, port, target)
+        data = self._requests.get(key)
+        if data is None:
+            head = b"GET %s HTTP/1.1\r\nHost: %s\r\n" % (target.encode(), _host_header(host, port))
+            data = self._requests[key] = head + b"Accept: */*\r\nUser-Agent: gpufleet\r\n\r\n"
+        return await self._send((host, port), b"GET", data, timeout, timeout)
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` and read the whole response (probe bodies are small).
+        """Send ``request`` and read the whole response (httpx's transport interface).
 
         Raises:
             httpx.UnsupportedProtocol: not ``http://``.
@@ -76,122 +260,104 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
             httpx.ReadTimeout: no complete response within the read timeout.
             httpx.RemoteProtocolError: the peer broke HTTP/1.1 or closed mid-response.
         """
-        if self._closed:
-            raise RuntimeError("the transport is closed")
         if request.url.scheme != "http":
             raise httpx.UnsupportedProtocol(
                 f"KeepAliveTransport serves http:// only, not {request.url.scheme}://",
                 request=request,
             )
-        key = (request.url.host, request.url.port or 80)
         body = await request.aread()
-        while self._idle[key]:
-            conn = self._idle[key].pop()
-            if not conn.reusable():
-                conn.close()
+        method = request.method.encode("ascii")
+        lines = [b"%s %s HTTP/1.1" % (method, request.url.raw_path)]
+        lines += [b"%s: %s" % (name, value) for name, value in request.headers.raw]
+        if body and "chunked" in request.headers.get("transfer-encoding", "").lower():
+            body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)  # a stream, read whole
+        data = b"\r\n".join(lines) + b"\r\n\r\n" + body
+        limits = request.extensions.get("timeout", {})
+        key = (request.url.host, request.url.port or 80)
+        try:
+            answer = await self._send(key, method, data, limits.get("connect"), limits.get("read"))
+        except httpx.TransportError as error:
+            error.request = request
+            raise
+        return httpx.Response(
+            answer.status,
+            headers=list(answer.headers),
+            stream=httpx.ByteStream(answer.body),
+            extensions={"http_version": b"HTTP/1.1"},
+            request=request,
+        )
+
+    async def _send(
+        self,
+        key: tuple[str, int],
+        method: bytes,
+        data: bytes,
+        connect_timeout: float | None,
+        read_timeout: float | None,
+    ) -> Answer:
+        if self._closed:
+            raise RuntimeError("the transport is closed")
+        idle = self._idle[key]
+        while idle:
+            wire = idle.pop()
+            if not wire.reusable():
+                wire.close()
                 continue
             try:
-                return await self._exchange(conn, key, request, body, reused=True)
-            except _StaleConnection:
+                return await self._exchange(wire, key, method, data, read_timeout)
+            except _Closed as closed:
+                if closed.started:
+                    raise httpx.RemoteProtocolError("the server closed mid-answer") from None
                 continue  # the server closed it while idle (a restart): try the next
-        conn = await self._connect(key, request)
+        wire = await self._connect(key, connect_timeout)
         try:
-            return await self._exchange(conn, key, request, body, reused=False)
-        except _StaleConnection as error:  # a fresh connection closed at once
-            raise httpx.RemoteProtocolError(str(error), request=request) from None
+            return await self._exchange(wire, key, method, data, read_timeout)
+        except _Closed:  # a fresh connection closed before a whole answer
+            raise httpx.RemoteProtocolError("the server closed the connection") from None
 
-    async def _connect(self, key: tuple[str, int], request: httpx.Request) -> _Connection:
-        connect_timeout, _ = _timeouts(request)
+    @staticmethod
+    async def _connect(key: tuple[str, int], timeout: float | None) -> _Wire:
+        loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(connect_timeout):
-                reader, writer = await asyncio.open_connection(key[0], key[1], limit=_READ_BYTES)
+            async with asyncio.timeout(timeout):
+                _, wire = await loop.create_connection(_Wire, key[0], key[1])
         except TimeoutError:
             raise httpx.ConnectTimeout(
-                f"no connection to {key[0]}:{key[1]} within {connect_timeout}s", request=request
+                f"no connection to {key[0]}:{key[1]} within {timeout}s"
             ) from None
         except OSError as error:
-            raise httpx.ConnectError(str(error), request=request) from None
-        return _Connection(reader, writer)
+            raise httpx.ConnectError(str(error)) from None
+        return wire
 
     async def _exchange(
         self,
-        conn: _Connection,
+        wire: _Wire,
         key: tuple[str, int],
-        request: httpx.Request,
-        body: bytes,
-        *,
-        reused: bool,
-    ) -> httpx.Response:
-        """One request/response on ``conn``; ``conn`` is returned to the pool or closed."""
-        _, read_timeout = _timeouts(request)
-        state = conn.state
-        if reused:
-            state.start_next_cycle()
+        method: bytes,
+        data: bytes,
+        read_timeout: float | None,
+    ) -> Answer:
+        """One request and its answer on ``wire``, which goes back to the pool or is closed."""
         keep = False
         try:
-            head = h11.Request(
-                method=request.method,
-                target=request.url.raw_path,
-                headers=list(request.headers.raw),
-            )
-            data = state.send(head) or b""
-            if body:
-                data += state.send(h11.Data(data=body)) or b""
-            data += state.send(h11.EndOfMessage()) or b""
-            conn.writer.write(data)
+            wire.send(data)
             try:
                 async with asyncio.timeout(read_timeout):
-                    response = await self._read(conn, reused)
+                    answer, keep = await _answer(wire, method)
             except TimeoutError:
-                raise httpx.ReadTimeout(
-                    f"no complete answer within {read_timeout}s", request=request
-                ) from None
-            except OSError as error:
-                if reused:
-                    raise _StaleConnection(str(error)) from None
-                raise httpx.ReadError(str(error), request=request) from None
-            except h11.RemoteProtocolError as error:
-                raise httpx.RemoteProtocolError(str(error), request=request) from None
-            keep = conn.reusable()
-            return response
+                raise httpx.ReadTimeout(f"no complete answer within {read_timeout}s") from None
+            return answer
         finally:
-            if keep and not self._closed and len(self._idle[key]) < self.max_idle_per_host:
-                self._idle[key].append(conn)
+            idle = self._idle[key]
+            if keep and wire.reusable() and not self._closed and len(idle) < self.max_idle_per_host:
+                idle.append(wire)
             else:
-                conn.close()
-
-    @staticmethod
-    async def _read(conn: _Connection, reused: bool) -> httpx.Response:
-        state = conn.state
-        head: h11.Response | None = None
-        chunks: list[bytes] = []
-        while True:
-            event = state.next_event()
-            if event is h11.NEED_DATA:
-                data = await conn.reader.read(_READ_BYTES)
-                if not data and reused and head is None:
-                    raise _StaleConnection("the server closed the idle connection")
-                state.receive_data(data)
-            elif isinstance(event, h11.Response):
-                head = event
-            elif isinstance(event, h11.Data):
-                chunks.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                break
-            elif isinstance(event, h11.ConnectionClosed):
-                raise h11.RemoteProtocolError("connection closed before the response ended")
-        assert head is not None  # h11 yields the head before any body or end
-        return httpx.Response(
-            head.status_code,
-            headers=list(head.headers),
-            stream=httpx.ByteStream(b"".join(chunks)),
-            extensions={"http_version": b"HTTP/" + head.http_version},
-        )
+                wire.close()
 
     async def aclose(self) -> None:
         """Close every idle connection; the transport takes no requests after this."""
         self._closed = True
-        for conns in self._idle.values():
-            for conn in conns:
-                conn.close()
+        for wires in self._idle.values():
+            for wire in wires:
+                wire.close()
         self._idle.clear()

@@ -7,6 +7,7 @@ ignored, missing ones are None.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +36,6 @@ PROGRESS_NAMES = (
 )
 """Counters that move while the scheduler works (the progress fingerprint, ``tui.fleet.liveness``):
 ``realtime_tokens_total`` every prefill and decode iteration, the others when a request ends."""
-
-_SAMPLE_PREFIXES = tuple(prefix for name in METRIC_NAMES for prefix in (f"{name}{{", f"{name} "))
-"""Sample lines of the wanted families, with or without labels (comments are not needed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,33 +96,41 @@ def _to_float(value: Any) -> float | None:
         return None
 
 
-def _sample(line: str) -> tuple[str, float]:
-    """``name{labels} value [timestamp]`` -> (name, value): the console sums or maxes over every
-    label set, so the labels are dropped unread.
+_SAMPLES = re.compile(
+    rb"\n(sglang:(?:"
+    + b"|".join(re.escape(name.removeprefix("sglang:").encode()) for name in METRIC_NAMES)
+    + rb"))(?=[{ \t])(?:\{.*\})?[ \t]*([^ \t\r\n]*)"
+)
+"""A sample line of a wanted family, with or without labels (comments are never matched): the
+family's name and the value's text. The label block ends at the line's last ``}`` (a value or
+timestamp never holds one), whatever the quoted label values contain."""
 
-    Why: prometheus_client's parser reads label sets and values character by character in
-    Python; it was a tenth of the console's CPU under load, for a dozen lines a second per
-    server. The label block ends at the last ``}`` (a value or timestamp never holds one),
-    whatever the quoted label values contain.
+
+def _samples(body: bytes) -> dict[str, list[float]]:
+    """The wanted families' values, scanned from the body's bytes.
+
+    Why: one regular-expression scan in C, on the bytes as they arrived (no decoding), instead
+    of every line split off and tested in Python: a real server's exposition has hundreds of
+    histogram lines the console never reads (a 160 KB body: 107 us instead of 381 us plus the
+    decode). Values are summed or maxed over every label set, so labels are not read.
 
     Raises:
-        ValueError: the line has no value, or a value that is not a number.
+        ValueError: a wanted sample line has no value, or one that is not a number.
     """
-    if "{" in line:
-        name, rest = line[: line.index("{")], line[line.rindex("}") + 1 :]
-    else:
-        name, _, rest = line.partition(" ")
-    fields = rest.split()
-    if not fields:
-        raise ValueError(f"metric line without a value: {line[:80]!r}")
-    return name, float(fields[0])
+    values: dict[str, list[float]] = {}
+    for match in _SAMPLES.finditer(b"\n" + body if body[:7] == b"sglang:" else body):
+        name, value = match.group(1).decode(), match.group(2)
+        if not value:
+            raise ValueError(f"metric line without a value: {match.group(0)[1:80]!r}")
+        values.setdefault(name, []).append(float(value))
+    return values
 
 
-def parse_metrics(text: str) -> ServerLoad:
+def parse_metrics(body: str | bytes) -> ServerLoad:
     """Read the console's gauges from a Prometheus exposition body.
 
     Args:
-        text: The ``/metrics`` body. Only sample lines of ``METRIC_NAMES`` are read.
+        body: The ``/metrics`` body. Only sample lines of ``METRIC_NAMES`` are read.
 
     Returns:
         The load; counts and throughput are summed over ranks, usages take the max.
@@ -132,11 +138,7 @@ def parse_metrics(text: str) -> ServerLoad:
     Raises:
         ValueError: a wanted sample line is malformed.
     """
-    values: dict[str, list[float]] = {}
-    for line in text.splitlines():
-        if line.startswith(_SAMPLE_PREFIXES):
-            name, value = _sample(line)
-            values.setdefault(name, []).append(value)
+    values = _samples(body.encode() if isinstance(body, str) else body)
 
     def total(name: str) -> float | None:
         return sum(values[name]) if name in values else None

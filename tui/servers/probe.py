@@ -23,6 +23,7 @@ Endpoints, newest first, with the older spellings SGLang still answers or used t
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from enum import StrEnum
 
 import httpx
 
+from tui.servers.keepalive import KeepAliveTransport
 from tui.servers.payloads import (
     METRIC_NAMES,
     PROGRESS_NAMES,
@@ -64,6 +66,18 @@ HEALTH_TIMEOUT_S = 25.0
 MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 LOAD_PATHS = ("/metrics", "/v1/loads", "/get_load")
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One answer to a probe, read whole."""
+
+    status: int
+    """The HTTP status."""
+    path: str
+    """The path that answered."""
+    body: bytes
+    """The body."""
 
 
 class ProbeStatus(StrEnum):
@@ -107,7 +121,7 @@ class ServerProbe:
         host: str = "127.0.0.1",
         timeout: float = 0.8,
         *,
-        direct: httpx.AsyncBaseTransport | None = None,
+        direct: KeepAliveTransport | None = None,
     ) -> None:
         """Args:
         client: Shared async client (its connection pool serves every server).
@@ -115,45 +129,40 @@ class ServerProbe:
         host: The server's host.
         timeout: Seconds per cheap request; a slower answer counts as TIMEOUT (the
             generating probe waits ``HEALTH_TIMEOUT_S`` instead).
-        direct: The client's own transport, to send the GETs to straight (the monitor's
-            keep-alive transport): httpx's client adds nothing a probe uses (no auth, cookies,
-            redirects) and building and unpacking its layers cost a third of each probe's CPU.
+        direct: The client's own transport, to send the GETs to straight
+            (``KeepAliveTransport.fetch``): httpx's client adds nothing a probe uses (no auth,
+            cookies, redirects) and building and unpacking its request and response objects
+            cost more CPU than the exchange itself.
         """
         self.client = client
         self.direct = direct
+        self.host = host
+        self.port = port
         self.base = f"http://{host}:{port}"
         self.timeout = timeout
         self._missing: set[str] = set()  # paths that answered 404: not asked again
-        self._requests: dict[tuple[str, float], httpx.Request] = {}
 
     def reset(self) -> None:
         """Forget which endpoints were missing (call after the server was relaunched)."""
         self._missing.clear()
 
-    async def _get(self, path: str, timeout: float | None = None) -> httpx.Response:
+    async def _get(self, path: str, timeout: float | None = None) -> Reply:
         seconds = timeout or self.timeout
-        if self.direct is None:
-            return await self.client.get(self.base + path, timeout=seconds)
-        # A GET without a body is the same request every time: built once, sent again.
-        request = self._requests.get((path, seconds))
-        if request is None:
-            limits = dict.fromkeys(("connect", "read", "write", "pool"), seconds)
-            request = httpx.Request("GET", self.base + path, extensions={"timeout": limits})
-            self._requests[(path, seconds)] = request
-        response = await self.direct.handle_async_request(request)
-        response.request = request
-        await response.aread()
-        return response
+        if self.direct is not None:
+            answer = await self.direct.fetch(self.host, self.port, path, seconds)
+            return Reply(answer.status, path, answer.body)
+        response = await self.client.get(self.base + path, timeout=seconds)
+        return Reply(response.status_code, response.url.path, response.content)
 
     async def _first_present(
         self, paths: Iterable[str], timeout: float | None = None
-    ) -> httpx.Response | None:
+    ) -> Reply | None:
         """GET the first path not known missing; 404s are remembered and the next one tried."""
         for path in paths:
             if path in self._missing:
                 continue
             response = await self._get(path, timeout)
-            if response.status_code == 404:
+            if response.status == 404:
                 self._missing.add(path)
                 continue
             return response
@@ -179,9 +188,9 @@ class ServerProbe:
             return self._failure(error, start, timeout)
         if response is None:
             return None
-        status = ProbeStatus.READY if response.status_code == 200 else ProbeStatus.UP
+        status = ProbeStatus.READY if response.status == 200 else ProbeStatus.UP
         latency = time.monotonic() - start
-        return Readiness(status, response.status_code, response.url.path, latency)
+        return Readiness(status, response.status, response.path, latency)
 
     async def ready_endpoint(self) -> Readiness | None:
         """The cheap probe only: ``/ready`` (200 READY; 503 UP: starting, draining, unhealthy).
@@ -219,9 +228,9 @@ class ServerProbe:
         """Fetch the effective settings; None when unreachable or not JSON."""
         try:
             response = await self._first_present(SERVER_INFO_PATHS)
-            if response is None or response.status_code != 200:
+            if response is None or response.status != 200:
                 return None
-            return parse_server_info(response.json())
+            return parse_server_info(json.loads(response.body))
         except (httpx.HTTPError, ValueError):
             return None
 
@@ -229,11 +238,10 @@ class ServerProbe:
         """Fetch live load from /metrics, else /v1/loads, else /get_load; None when none answer."""
         try:
             response = await self._first_present(LOAD_PATHS)
-            if response is None or response.status_code != 200:
+            if response is None or response.status != 200:
                 return None
-            path = response.url.path
-            if path == "/metrics":
-                return parse_metrics(response.text)
-            return parse_loads_json(response.json(), path)
+            if response.path == "/metrics":
+                return parse_metrics(response.body)
+            return parse_loads_json(json.loads(response.body), response.path)
         except (httpx.HTTPError, ValueError):
             return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ from tui.ui.sources import (
 FLEET_POLL = "fleet-poll"
 """Worker group of the fleet poll."""
 PIPELINE_READ = "pipeline-status"
-"""Worker group of the status document read."""
+"""What a failed read of the status document is logged as (it runs in the fleet poll)."""
 ACTIONS = "actions"
 """Worker group of backend operations."""
 QUIT = "quit"
@@ -108,7 +109,8 @@ class FleetApp(App[None]):
         log_tail: Reads the newest lines of a log (blocking, run in a thread).
         retune_marks: Retune timestamps from the journal (blocking, run in a thread).
         profile: Profile named on the command line (offered by the tune key).
-        poll_interval_s: Seconds from the end of one poll to the start of the next.
+        poll_interval_s: Seconds from the end of one poll to the start of the next (and between
+            reads of the status document).
         journal_reader: Reads the journal (journal screen, apply screen; blocking, in a thread).
         running_reader: Each GPU's current and previous profile (rollback confirm; blocking).
         readonly: Watch only: every key that changes the fleet or the job is disabled and the
@@ -138,6 +140,8 @@ class FleetApp(App[None]):
         self.poll_interval_s = poll_interval_s
         """Seconds between polls."""
         self._refresh_soon = False
+        self._status_wait = float("inf")
+        """Seconds of poll delays since the status document was read (again at the interval)."""
         self.journal_reader = journal_reader
         """The journal source."""
         self.history = history or HistoryRecorder.at(paths.history_file())
@@ -163,28 +167,44 @@ class FleetApp(App[None]):
         return self.main_screen
 
     def on_mount(self) -> None:
-        """Start both polls; each re-arms itself when it finishes, so none ever overlaps."""
+        """Start the poll; it re-arms itself when it finishes, so polls never overlap."""
         if self.readonly:
             self.title = f"{self.TITLE} ({READ_ONLY})"
         self.poll_fleet()
-        self.read_pipeline()
 
     # --- polls -----------------------------------------------------------------------------
 
     @work(exclusive=True, group=FLEET_POLL, exit_on_error=False)
     async def poll_fleet(self) -> None:
-        """Take one fleet snapshot (the monitor keeps blocking work off the loop) and post it."""
-        self.post_message(FleetUpdated(await self.poller.poll()))
+        """Take one fleet snapshot and post it; once per ``poll_interval_s``, read the status
+        document alongside. Why one worker: each worker and timer costs Textual a task and three
+        state messages a second, and the two readings share the cadence."""
+        status = None
+        if self._status_wait >= self.poll_interval_s:  # not at every sooner poll
+            self._status_wait = 0.0
+            status = asyncio.ensure_future(self._read_status())
+        try:
+            snapshot = await self.poller.poll()
+        finally:
+            if status is not None:
+                await status
+        self.post_message(FleetUpdated(snapshot))
 
-    @work(thread=True, exclusive=True, group=PIPELINE_READ, exit_on_error=False)
-    def read_pipeline(self) -> None:
-        """Read the status document and the retune marks in a thread and post them."""
-        status = self.status_reader(self.status_path)
-        marks = tuple(sorted(self.retune_marks()))
-        self.post_message(PipelineStatusRead(status, marks))
+    async def _read_status(self) -> None:
+        """Read the status document and the retune marks in a thread and post them; a failed
+        read is logged (the fleet poll goes on)."""
+
+        def read() -> PipelineStatusRead:
+            status = self.status_reader(self.status_path)
+            return PipelineStatusRead(status, tuple(sorted(self.retune_marks())))
+
+        try:
+            self.post_message(await asyncio.to_thread(read))
+        except Exception as error:
+            self.log.error(f"{PIPELINE_READ} failed: {error!r}")
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """Re-arm a poll when the previous one finished; report failures without stopping."""
+        """Re-arm the poll when the previous one finished; report failures without stopping."""
         group = event.worker.group
         if event.state is WorkerState.ERROR:
             self.log.error(f"{group} failed: {event.worker.error!r}")
@@ -194,9 +214,9 @@ class FleetApp(App[None]):
             return
         if group == FLEET_POLL:
             soon = min(SOON_POLL_S, self.poll_interval_s) if self._refresh_soon else None
-            self.set_timer(soon or self.poll_interval_s, self.poll_fleet)
-        elif group == PIPELINE_READ:
-            self.set_timer(self.poll_interval_s, self.read_pipeline)
+            delay = soon or self.poll_interval_s
+            self._status_wait += delay
+            self.set_timer(delay, self.poll_fleet)
 
     def on_fleet_updated(self, message: FleetUpdated) -> None:
         """Hand the snapshot down to every screen that shows the fleet, and to the history."""

@@ -49,6 +49,10 @@ class GpuGrid(ScrollableContainer, can_focus=False):
     AGE_TICK_S = 1.0
     """How often the panels look at the age of what they show: a monitor whose next reading is
     late by more than the dim bound dims every panel with its age."""
+    LATE_AFTER_S = 1.0
+    """Lateness below this is none: a poll takes a moment, so the next reading is always a
+    little later than one interval; counting that made every panel build its lines again at
+    every tick (ages are shown in whole seconds, from three missed polls)."""
 
     def on_mount(self) -> None:
         """Count the snapshot's age from now, once a second."""
@@ -82,6 +86,8 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         every = float(getattr(self.app, "poll_interval_s", 1.0))
         since = time.monotonic() - getattr(self, "_received_at", time.monotonic())
         late = max(since - every, 0.0)
+        if late < self.LATE_AFTER_S:
+            late = 0.0
         for view in self.query_children(GpuPanelView):
             view.age_by(late)
 

@@ -18,7 +18,7 @@ from textual.widget import Widget
 from tui.fleet.snapshot import GpuPanel, ServerState
 from tui.ui.format import fit
 from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
-from tui.ui.grid.panel_graphs import PanelSeries, graph_lines
+from tui.ui.grid.panel_graphs import PanelSeries, drawn_key, graph_lines
 from tui.ui.grid.panel_lines import compact_lines, full_lines
 from tui.ui.messages import PanelOpened, PanelSelected
 
@@ -128,9 +128,11 @@ class GpuPanelView(Widget):
         """``panel`` as drawn (``drawn``), taken at each new reading."""
         self._drawn_for: GpuPanel | None = None
         """The reading ``_drawn`` was taken from."""
-        self._graphs_drawn: tuple[tuple[int, int, int], list[Content], PanelSeries] | None = None
-        """(id of the series, width, rows), their lines, and the series (held, so that its id
-        is not reused while the key holds it)."""
+        self._graphs_drawn: (
+            tuple[PanelSeries, int, int, tuple[object, ...], list[Content]] | None
+        ) = None
+        """The series last drawn, the width and rows it was drawn in, its ``drawn_key`` and
+        the lines."""
 
     def spare_rows(self) -> int:
         """Rows a full panel leaves under its numbers (0 in the compact layout)."""
@@ -139,8 +141,15 @@ class GpuPanelView(Widget):
         return self.size.height - len(full_lines(self.panel, self.size.width, self.late_s))
 
     def show_graphs(self, series: PanelSeries | None) -> None:
-        """Graph ``series`` in the spare rows (None: none), repainting what changed."""
+        """Graph ``series`` in the spare rows (None: none), repainting what changed; a series
+        that draws what is shown already (no cell completed since) changes nothing."""
+        drawn, shown = self._graphs_drawn, self.graphs
         self.graphs = series
+        if series is not None and shown is not None and drawn is not None:
+            _, width, spare, key, lines = drawn
+            if drawn_key(series, width, spare) == key:
+                self._graphs_drawn = (series, width, spare, key, lines)
+                return
         self._repaint_changes()
 
     def _full(self) -> bool:
@@ -239,15 +248,21 @@ class GpuPanelView(Widget):
         ]
 
     def _graph_lines(self, series: PanelSeries, width: int, spare: int) -> list[Content]:
-        """``graph_lines``, drawn again only for new series or another room.
+        """``graph_lines``, drawn again only when what they draw from changed (``drawn_key``).
 
         Why: the series change every ``READ_EVERY_S`` while the panel's lines are built at
         every reading; drawing the braille rows each time was half of building a full panel.
         """
-        key = (id(series), width, spare)
-        if self._graphs_drawn is None or self._graphs_drawn[0] != key:
-            self._graphs_drawn = (key, graph_lines(series, width, spare), series)
-        return list(self._graphs_drawn[1])
+        drawn = self._graphs_drawn
+        if drawn is not None and drawn[0] is series and drawn[1:3] == (width, spare):
+            return list(drawn[4])  # the same series in the same room
+        key = drawn_key(series, width, spare)
+        if drawn is not None and drawn[3] == key:
+            lines = drawn[4]
+        else:
+            lines = graph_lines(series, width, spare)
+        self._graphs_drawn = (series, width, spare, key, lines)
+        return list(lines)
 
     def _repaint_changes(self) -> None:
         shown = self._shown
@@ -258,6 +273,7 @@ class GpuPanelView(Widget):
         lines = self.lines()
         blank = Content("")
         strips = self._strips + [None] * (len(lines) - len(self._strips))
+        changed = []
         for y in range(max(len(shown), len(lines))):
             old = shown[y] if y < len(shown) else blank
             new = lines[y] if y < len(lines) else blank
@@ -265,8 +281,12 @@ class GpuPanelView(Widget):
             if span is not None:
                 if y < len(strips):
                     strips[y] = None
-                self.refresh(Region(span[0], y, span[1] - span[0], 1))
+                changed.append(Region(span[0], y, span[1] - span[0], 1))
         self._shown, self._strips = lines, strips[: len(lines)]
+        if changed:
+            # One refresh for all of them: each call costs Textual its own bookkeeping (the
+            # content offset, cleared caches, a prompt to the message pump).
+            self.refresh(*changed)
 
     def render_line(self, y: int) -> Strip:
         """One line of the panel; only lines whose text changed are rendered again.

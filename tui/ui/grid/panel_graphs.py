@@ -10,6 +10,7 @@ axis' top) over braille rows (``tui.ui.history.plot``).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -82,6 +83,27 @@ def read_series(store: HistoryStore, gpus: Sequence[int], now: float) -> dict[in
     return out
 
 
+def _edge(series: PanelSeries, width: int) -> float:
+    """The graphs' right edge: the last whole cell's (two dot columns) end."""
+    step = 2 * (series.end - series.start) / (width * 2) if width > 0 else 0.0
+    return math.floor(series.end / step) * step if step > 0 else series.end
+
+
+def drawn_key(series: PanelSeries, width: int, spare: int) -> tuple[object, ...]:
+    """All that ``graph_lines`` draws from: the room, the right edge and the points up to it.
+
+    Why: the grid reads the history every ``READ_EVERY_S``, but a graph moves only when a cell
+    completes (about every 9 s at 200x50); a read with the same key draws the same lines, so
+    the panel need not build its lines and diff them again.
+    """
+    end = _edge(series, width)
+    points = tuple(
+        (metric, values[: bisect_right(values, end, key=lambda point: point[0])])
+        for metric, values in sorted(series.points.items())
+    )
+    return (width, spare, end, series.end - series.start, points)
+
+
 def graph_lines(series: PanelSeries, width: int, spare: int) -> list[Content]:
     """The graphs that fit in ``spare`` rows of a panel ``width`` cells wide.
 
@@ -104,8 +126,7 @@ def graph_lines(series: PanelSeries, width: int, spare: int) -> list[Content]:
         return []
     rows = max(MIN_SPARE_ROWS - 1, spare // count - 1)
     dots = width * 2
-    step = 2 * (series.end - series.start) / dots
-    end = math.floor(series.end / step) * step if step > 0 else series.end
+    end = _edge(series, width)
     lines: list[Content] = []
     for graph in GRAPHS[:count]:
         points = series.points.get(graph.metric, ())

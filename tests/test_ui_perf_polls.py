@@ -1,0 +1,77 @@
+"""The console's polls: one worker and one timer a poll, the status document read inside it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from textual.worker import Worker
+from ui_helpers import FixedPoller, pipeline_status, seven_gpu_fleet, wait_for
+
+from tui.pipeline.status import PipelineStatus
+from tui.ui import app as app_module
+from tui.ui.app import FLEET_POLL, FleetApp
+
+
+class CountingApp(FleetApp):
+    """Records the group of every worker that started."""
+
+    CSS_PATH = str(Path(app_module.__file__).with_name("app.tcss"))
+    started: list[str]
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state.name == "RUNNING":
+            self.started = [*getattr(self, "started", []), event.worker.group]
+        super().on_worker_state_changed(event)
+
+
+def _app(poller: FixedPoller, reads: list[int], interval: float, fail: bool = False) -> CountingApp:
+    def reader(path: Path) -> PipelineStatus | None:
+        reads.append(1)
+        if fail:
+            raise OSError("the status document is unreadable")
+        return pipeline_status()
+
+    return CountingApp(
+        poller,
+        status_reader=reader,
+        status_path=Path("/nonexistent/status.json"),
+        retune_marks=lambda: [],
+        poll_interval_s=interval,
+    )
+
+
+async def test_the_status_document_is_read_in_the_fleet_poll_once_an_interval() -> None:
+    poller = FixedPoller(seven_gpu_fleet())
+    reads: list[int] = []
+    app = _app(poller, reads, interval=0.05)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for(pilot, lambda: poller.polls >= 6, "six polls")
+        await wait_for(pilot, lambda: app.main_screen.pipeline_status is not None, "the status")
+        polls, started = poller.polls, list(app.started)
+    assert set(started) == {FLEET_POLL}  # no worker of its own for the status document
+    assert started.count(FLEET_POLL) >= polls >= 6
+    assert polls - 1 <= len(reads) <= polls  # once a poll (the newest may be in flight)
+
+
+async def test_sooner_polls_read_the_status_document_at_the_normal_interval() -> None:
+    """While a server warms up the fleet is polled every 0.2 s; the status document is still
+    read once per poll interval (every third poll at 0.5 s)."""
+    poller = FixedPoller(replace(seven_gpu_fleet(), refresh_soon=True))
+    reads: list[int] = []
+    app = _app(poller, reads, interval=0.5)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for(pilot, lambda: poller.polls >= 7, "seven polls")
+        polls, count = poller.polls, len(reads)
+    # Polls 1, 4, 7, ... read it (0.2 + 0.2 + 0.2 >= 0.5); the newest may be in flight.
+    assert (polls - 1) // 3 <= count <= (polls - 1) // 3 + 1
+
+
+async def test_a_failing_status_read_does_not_stop_the_fleet_polls() -> None:
+    poller = FixedPoller(seven_gpu_fleet())
+    reads: list[int] = []
+    app = _app(poller, reads, interval=0.05, fail=True)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for(pilot, lambda: poller.polls >= 4 and len(reads) >= 3, "polls, reads")
+        assert app.main_screen.fleet.panels  # the snapshots still arrive
+        assert app.main_screen.pipeline_status is None
