@@ -249,16 +249,27 @@ class Nodes:
 
         return merge_applies(await self._each(self._split(gpus), one))
 
-    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
-        """Every node returns its GPUs to the profile each ran before."""
+    async def rollback(
+        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
+    ) -> ApplyResult | None:
+        """Return ``gpus`` to the profile each ran before, every node at once, each through its
+        agent (None: every node returns each of its GPUs that has a previous profile).
 
-        async def one(position: int, _: None) -> ApplyResult:
+        Raises:
+            AgentError: naming each node that refused or failed, and why.
+        """
+
+        async def one(position: int, local: list[int] | None) -> ApplyResult:
+            request: dict[str, Any] = {"kind": "rollback"}
+            if local is not None:
+                request["gpus"] = local
             result: ApplyResult = await self._client(position).run(
-                {"kind": "rollback"}, ApplyResult, on_event, self._remap(position)
+                request, ApplyResult, on_event, self._remap(position)
             )
             return result
 
-        return merge_applies(await self._each(self._everywhere(), one))
+        groups: dict[int, Any] = self._everywhere() if gpus is None else self._split(gpus)
+        return merge_applies(await self._each(groups, one))
 
     async def canary(
         self,
@@ -284,13 +295,21 @@ class Nodes:
         return result
 
     async def rollout(
-        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+        self,
+        profile_name: str,
+        batch: int = 1,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
     ) -> RolloutResult:
-        """Roll ``profile_name`` out node after node, ``batch`` GPUs at a time on each; stops at
-        the first node whose rollout failed (the nodes after it keep their profile)."""
+        """Roll ``profile_name`` out node after node, ``batch`` GPUs at a time on each (on each
+        node only its GPUs among ``gpus``; None: every node, all of its GPUs); stops at the
+        first node whose rollout failed (the nodes after it keep their profile)."""
+        groups: dict[int, Any] = self._everywhere() if gpus is None else self._split(gpus)
         results: list[RolloutResult] = []
-        for position in range(len(self._nodes)):
-            request = {"kind": "rollout", "profile": profile_name, "batch": batch}
+        for position, local in groups.items():
+            request: dict[str, Any] = {"kind": "rollout", "profile": profile_name, "batch": batch}
+            if local is not None:
+                request["gpus"] = local
             result: RolloutResult = await self._client(position).run(
                 request, RolloutResult, on_event, self._remap(position)
             )

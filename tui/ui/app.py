@@ -371,7 +371,12 @@ class FleetApp(App[None]):
         """Roll back in the background, its report shown like an apply's."""
         await self.start_operation(
             ApplyScreen(
-                self.actions, message.target, message.gpus, self.journal_reader, rollback=True
+                self.actions,
+                message.target,
+                message.gpus,
+                self.journal_reader,
+                rollback=True,
+                scope=message.gpus if message.scoped else None,
             )
         )
 
@@ -383,7 +388,9 @@ class FleetApp(App[None]):
     async def on_rollout_requested(self, message: RolloutRequested) -> None:
         """Run a rollout in the background, its report shown: per-GPU progress, the summary.
         Started from a canary's report, that report closes (its `o` is spent)."""
-        await self.start_operation(RolloutScreen(self.actions, message.profile, message.batch))
+        await self.start_operation(
+            RolloutScreen(self.actions, message.profile, message.batch, message.gpus)
+        )
 
     def on_pipeline_start_requested(self, message: PipelineStartRequested) -> None:
         """Start the pipeline."""
