@@ -381,7 +381,10 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
 
     @work(group="ask", exclusive=True, exit_on_error=False)
     async def _canary_flow(self, gpu: int) -> None:
-        fleet = tuple(self._indices)
+        # A many-node console's backend picks the controls (the GPUs running the canary GPU's
+        # profile on every node): the confirm names those; on one node, every other GPU.
+        pick = getattr(self.actions, "canary_controls", None)
+        fleet = (gpu, *pick(gpu)) if callable(pick) else tuple(self._indices)
         profile = await choose_canary(
             self.app, self.actions, gpu, fleet, describe_servers(self.fleet, (gpu,))
         )
