@@ -418,7 +418,7 @@ class Nodes:
             current[position] = local or max(set(names), key=names.count)
         addresses = [n.client.address for n in self._nodes]
         node_names = {p: n.view.node for p, n in enumerate(self._nodes) if n.view is not None}
-        return NodesTuning(addresses, self._token, positions, current, node_names)
+        return NodesTuning(addresses, self._token, positions, current, node_names, self._http)
 
     def load_profile(self, name: str) -> Any:
         """Through ``tuning`` (a profile is read from a node, in its numbers)."""

@@ -144,6 +144,9 @@ class FleetApp(App[None]):
         """The fleet's time series, written in batches from a thread worker."""
         self.chart_source: SeriesSource | None = None
         """Where the generation pane's chart reads instead of ``history`` (``--prometheus``)."""
+        self.close_on_exit: Callable[[], Awaitable[None]] | None = None
+        """Closed on the console's loop as it quits (a many-node console's HTTP client, kept
+        open for its whole life)."""
         self.main_screen = MainScreen(
             self.actions,
             profile,
@@ -219,9 +222,11 @@ class FleetApp(App[None]):
         """Write the history's batch when one is due (every few seconds), off the loop."""
         self.history.flush_if_due()
 
-    def on_unmount(self) -> None:
-        """Write what the history still holds."""
+    async def on_unmount(self) -> None:
+        """Write what the history still holds; close what lives as long as the console."""
         self.history.close()
+        if self.close_on_exit is not None:
+            await self.close_on_exit()
 
     @property
     def fleet(self) -> FleetSnapshot:
