@@ -118,7 +118,7 @@ class MetricsProbe(MetricsCounterProbe):
 
 class CountsReader(Protocol):
     """Where a sampler's counters come from: this node's servers (``MetricsProbe``), or the
-    agents of a many-node console (``tui.agent.counters.NodesCounters``)."""
+    agents of a many-node console (``tui.agent.cross_canary.NodesCounters``)."""
 
     async def read(self, gpus: Sequence[int]) -> dict[int, Counts | None]:
         """Every GPU's counters now (None where nothing answered)."""

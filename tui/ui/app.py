@@ -388,7 +388,12 @@ class FleetApp(App[None]):
     async def on_canary_requested(self, message: CanaryRequested) -> None:
         """Run a canary in the background, its report shown: phases and looks, the verdict."""
         fleet = tuple(panel.gpu_index for panel in self.fleet.panels)
-        await self.start_operation(CanaryScreen(self.actions, message.profile, message.gpu, fleet))
+        # A many-node console's backend picks the controls (every node's GPUs on the profile).
+        pick = getattr(self.actions, "canary_controls", None)
+        controls = tuple(pick(message.gpu)) if callable(pick) else None
+        await self.start_operation(
+            CanaryScreen(self.actions, message.profile, message.gpu, fleet, controls)
+        )
 
     async def on_rollout_requested(self, message: RolloutRequested) -> None:
         """Run a rollout in the background, its report shown: per-GPU progress, the summary.
