@@ -186,7 +186,8 @@ async def cross_node_canary(
     )
     result = await canary.run()
     result = _with_nodes(result, counters)
-    if result.report is not None and result.report.ok and result.verdict in ("worse", "not measured"):
+    candidate_runs = result.report is not None and result.report.ok
+    if candidate_runs and result.verdict in ("worse", "not measured"):
         result = await _roll_back(client, local, result, on_event, remap)
     await asyncio.to_thread(append, canary_entry(result, by))
     return result
@@ -211,7 +212,8 @@ async def _roll_back(
     try:
         back = await client.run({"kind": "rollback", "gpus": [local]}, ApplyResult, on_event, remap)
     except AgentError as error:
-        return replace(result, reason=f"{result.reason}; rolling GPU {result.gpu} back FAILED: {error}")
+        failed = f"rolling GPU {result.gpu} back FAILED: {error}"
+        return replace(result, reason=f"{result.reason}; {failed}")
     went = "rolled back" if back is not None and back.ok else "rollback FAILED"
     where = result.previous_profile or "its previous profile"
     return replace(result, reason=f"{result.reason}; GPU {result.gpu} {went} to {where}")

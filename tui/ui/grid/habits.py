@@ -2,10 +2,10 @@
 
 Marked GPUs (space toggles the selected one, Escape clears every mark; ``●`` in their panels'
 titles) are what ``k`` (stop) and ``r`` (relaunch) act on; with none marked those keys act on
-the selected GPU. ``b`` (rollback) and ``o`` (rollout) act on the marked GPUs too, and with none
-marked on the whole fleet. The filter (``tui.ui.grid.filter``) hides the panels it does not match; the
-arrows and digits move among the panels shown; the keys that act on every GPU still mean the
-whole fleet. The header names the filter and the marks.
+the selected GPU. ``b`` (rollback) and ``o`` (rollout) act on the marked GPUs too, and with
+none marked on the whole fleet. The filter (``tui.ui.grid.filter``) hides the panels it does not
+match; the arrows and digits move among the panels shown; the keys that act on every GPU still
+mean the whole fleet. The header names the filter and the marks.
 """
 
 from __future__ import annotations
