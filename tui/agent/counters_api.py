@@ -35,7 +35,7 @@ def parse_gpus(raw: str | None) -> tuple[int, ...]:
     """
     if not raw:
         raise BadRequest(f"gpus: give GPU indices, e.g. gpus=0,1 (0-{MAX_GPU})")
-    out = set()
+    out: set[int] = set()
     for part in raw.split(","):
         text = part.strip()
         if not text.isdigit() or not 0 <= int(text) <= MAX_GPU:
