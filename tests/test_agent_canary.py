@@ -16,7 +16,7 @@ import pytest
 from node_helpers import Node, nodes
 from rollout_helpers import pipeline, wait_done_at_least
 
-from bench.simfleet import BASELINE, WORSE, sim_profile_text
+from bench.simfleet import WORSE, sim_profile_text
 from tui.agent.client import parse_agents
 from tui.agent.nodes import Nodes
 from tui.fleet.snapshot import ServerState

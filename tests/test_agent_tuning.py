@@ -93,7 +93,9 @@ async def test_t_on_a_remote_gpu_saves_and_applies_through_its_agent(tmp_path: P
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
             confirm = app.screen
             assert isinstance(confirm, ConfirmScreen)
-            assert confirm.title_text == "Restart GPU 101 (1 server) with profile node-base-n2-gpu1?"
+            assert (
+                confirm.title_text == "Restart GPU 101 (1 server) with profile node-base-n2-gpu1?"
+            )
             await pilot.press("y")
             await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply", 20)
             screen = app.screen

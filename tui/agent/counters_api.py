@@ -44,7 +44,9 @@ def parse_gpus(raw: str | None) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-async def read_counters(gpus: tuple[int, ...], client: httpx.AsyncClient) -> dict[int, Counts | None]:
+async def read_counters(
+    gpus: tuple[int, ...], client: httpx.AsyncClient
+) -> dict[int, Counts | None]:
     """Every GPU's counters now, each from the server the fleet state records for it.
 
     Args:

@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import httpx
 
 from tui.agent.client import AgentAddress, AgentClient, AgentError, NodeView
-from tui.agent.merge import merge_applies, merge_rollouts
 from tui.agent.cross_canary import cross_controls, cross_node_canary
+from tui.agent.merge import merge_applies, merge_rollouts
 from tui.agent.node_views import NO_JOB, job_of, node_of, running_of
 from tui.agent.remap import remap_gpus
 from tui.agent.tuning import NodesTuning
@@ -30,9 +30,9 @@ from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
 from tui.ops.events import EventSink
+from tui.ops.windows import console_windows
 from tui.pipeline.status import PipelineStatus
 from tui.retune.events import ApplyResult
-from tui.ops.windows import console_windows
 from tui.rollout.canary import CanaryLook, CanaryOptions, CanaryResult
 from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState

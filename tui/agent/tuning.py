@@ -203,7 +203,9 @@ class NodesTuning:
         async with contextlib.AsyncExitStack() as stack:
             # A new client per keystroke cost a connection (and its setup) per node each time:
             # 140-250 ms a keystroke through an agent whose own preflight takes 0.7 ms.
-            http = self._shared or await stack.enter_async_context(self._http())
+            http = self._shared
+            if http is None:
+                http = await stack.enter_async_context(self._http())
 
             async def one(position: int) -> list[Preflight]:
                 version = self._version(position, profile)

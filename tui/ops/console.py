@@ -150,7 +150,7 @@ class ConsoleBackend:
     ) -> RolloutResult:
         """Move every GPU of ``gpus`` (None: the fleet) not yet on ``profile_name`` to it,
         ``batch`` at a time."""
-        return await self.ops.rollout(profile_name, batch, gpus, None, self._sink(on_event))
+        return await self.ops.rollout(profile_name, batch, gpus, self._sink(on_event))
 
     async def stop_fleet(self, on_event: EventSink | None = None) -> None:
         """Stop every server of the fleet (and the pipeline, when configured so)."""

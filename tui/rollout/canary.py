@@ -475,7 +475,6 @@ class Canary:
             finished_at=time.time(),
         )
 
-
     def _unmeasured(
         self,
         base: CanaryResult,

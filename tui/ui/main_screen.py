@@ -369,7 +369,8 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
     async def _rollback_flow(self, scope: tuple[int, ...] | None) -> None:
         words = scope_words(self.fleet, scope)
         gpus = scope if scope is not None else tuple(self._indices)
-        choice = await confirm_rollback(self.app, self.running_reader, gpus, words, scope)
+        scoped = scope is not None
+        choice = await confirm_rollback(self.app, self.running_reader, gpus, words, scoped)
         if choice is not None:
             self.post_message(RollbackRequested(choice.target, choice.gpus, choice.scoped))
 

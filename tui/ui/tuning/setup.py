@@ -156,7 +156,9 @@ def load_setup(actions: TuningBackend, gpu: int | None, fallback: str | None) ->
     running = actions.load_profile(name)
     if gpu is not None and gpu not in running.gpus:
         gpu = None
-    base = f"{running.name}-{actions.gpu_label(gpu)}" if gpu is not None else f"{running.name}-tuned"
+    base = (
+        f"{running.name}-{actions.gpu_label(gpu)}" if gpu is not None else f"{running.name}-tuned"
+    )
     return FormSetup(running, tuple(names), gpu, unique_name(base, names))
 
 
