@@ -8,6 +8,7 @@ the canary is rolled back and the verdict says why."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 from pathlib import Path
@@ -17,6 +18,7 @@ from node_helpers import Node, nodes
 from rollout_helpers import pipeline, wait_done_at_least
 
 from bench.simfleet import WORSE, sim_profile_text
+from tui import paths
 from tui.agent.client import parse_agents
 from tui.agent.nodes import Nodes
 from tui.fleet.snapshot import ServerState
@@ -75,21 +77,30 @@ async def ready_backend(n1: Node, n2: Node, gpus: int) -> Nodes:
         await asyncio.sleep(0.3)
 
 
-async def test_a_worse_candidate_judged_on_both_nodes_is_rolled_back(tmp_path: Path) -> None:
-    with nodes(tmp_path, count=2, gpus=2, speed=SPEED, startup_s=1.0) as (n1, n2):
+async def test_a_worse_candidate_judged_on_both_nodes_is_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with (
+        nodes(tmp_path, count=2, gpus=2, speed=SPEED, startup_s=1.0) as (n1, n2),
+        contextlib.ExitStack() as stack,
+    ):
         write_worse(n1, 2)
         urls = n1.urls + n2.urls
-        with pipeline(tmp_path, urls, prompts=50_000, max_tokens=3000) as run:
-            wait_done_at_least(run, 40, timeout=40)
-            backend = await ready_backend(n1, n2, 2)
-            before1, before2 = state(n1), state(n2)
-            looks: list[CanaryLook] = []
-            events: list[object] = []
-            try:
-                result = await backend.canary("node-worse", 0, events.append, looks.append)
-            finally:
-                await backend.aclose()
-            assert run.proc.poll() is None, "the pipeline kept running"
+        with monkeypatch.context() as env:
+            # The job honours n1's cordons (the canary GPU's drain ends with its short requests),
+            # as the router honours a node's through its agent in production.
+            env.setenv(paths.STATE_ENV, str(n1.root / "state"))
+            run = stack.enter_context(pipeline(tmp_path, urls, prompts=50_000, max_tokens=300))
+        wait_done_at_least(run, 40, timeout=40)
+        backend = await ready_backend(n1, n2, 2)
+        before1, before2 = state(n1), state(n2)
+        looks: list[CanaryLook] = []
+        events: list[object] = []
+        try:
+            result = await backend.canary("node-worse", 0, events.append, looks.append)
+        finally:
+            await backend.aclose()
+        assert run.proc.poll() is None, "the pipeline kept running"
         print(result.describe())
         assert result.controls == (1, 100, 101)  # n1's other GPU and both of n2's
         assert result.verdict == "worse", result.describe()
