@@ -30,6 +30,7 @@ from tui.ui.confirm import ConfirmScreen
 from tui.ui.grid.scope import scope_words
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.retune.profile_picker import ProfilePickerScreen
+from tui.ui.rollout.describe import canary_question
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -134,3 +135,10 @@ async def test_rollback_of_one_marked_gpu_of_three_leaves_the_others(three: OpFl
     running = read_running()
     assert running[1].current_name == "op-baseline"
     assert running[0].current_name == running[2].current_name == "op-aggressive"
+
+
+def test_the_canary_confirm_says_a_worse_candidate_is_rolled_back_on_many_nodes() -> None:
+    title, detail = canary_question("alt", 0, (0, 1, 100, 101), rolls_back_worse=True)
+    assert title == "Try profile alt on GPU 0; GPUs 1,100-101 stay as control"
+    assert detail.endswith("a worse one (or no verdict) is rolled back at once.")
+    assert canary_question("alt", 0, (0, 1))[1].endswith("GPU 0 keeps alt afterwards.")

@@ -43,7 +43,8 @@ async def choose_canary(
     profile = await _pick(app, actions, f"Canary on GPU {gpu}: try which profile?")
     if profile is None:
         return None
-    title, detail = canary_question(profile, gpu, fleet)
+    # A many-node console's backend picks the controls and rolls a worse candidate back.
+    title, detail = canary_question(profile, gpu, fleet, hasattr(actions, "canary_controls"))
     confirmed = await app.push_screen_wait(
         ConfirmScreen(title, f"{detail}\n{affected}", "Start canary")
     )
