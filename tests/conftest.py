@@ -32,7 +32,9 @@ def isolated_state(
     return state
 
 
-SERIAL_MODULES = frozenset({"test_rollout_canary", "test_retune_e2e", "test_autotune_search"})
+SERIAL_MODULES = frozenset(
+    {"test_rollout_canary", "test_agent_canary", "test_retune_e2e", "test_autotune_search"}
+)
 """Modules whose assertions are verdicts on measured throughput (a canary better or worse, an
 apply's before/after, an autotune candidate adopted): they run alone (``make test``'s second
 pass, ``-m serial``), since a neighbour's simulated fleet on the same two cores makes the

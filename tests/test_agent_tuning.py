@@ -93,7 +93,9 @@ async def test_t_on_a_remote_gpu_saves_and_applies_through_its_agent(tmp_path: P
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
             confirm = app.screen
             assert isinstance(confirm, ConfirmScreen)
-            assert confirm.title_text == "Restart GPU 101 (1 server) with profile node-base-gpu101?"
+            assert (
+                confirm.title_text == "Restart GPU 101 (1 server) with profile node-base-n2-gpu1?"
+            )
             await pilot.press("y")
             await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply", 20)
             screen = app.screen
@@ -106,7 +108,7 @@ async def test_t_on_a_remote_gpu_saves_and_applies_through_its_agent(tmp_path: P
             await wait_for(pilot, lambda: 101 in backend.running(), "n2's state", 10)
             await wait_for(
                 pilot,
-                lambda: backend.running()[101].current_name == "node-base-gpu101",
+                lambda: backend.running()[101].current_name == "node-base-n2-gpu1",
                 "n2's new state",
                 10,
             )
@@ -116,10 +118,10 @@ async def test_t_on_a_remote_gpu_saves_and_applies_through_its_agent(tmp_path: P
             assert title == "Roll back GPU 101 to node-base?"
         await backend.aclose()
         # Saved on n2 (its own GPU numbers), not on n1.
-        saved = load_profile(n2.root / "profiles" / "node-base-gpu101.toml")
+        saved = load_profile(n2.root / "profiles" / "node-base-n2-gpu1.toml")
         assert saved.gpus == (0, 1) and saved.ports == tuple(n2.ports)
         assert [o.gpu for o in saved.overrides] == [1]
-        assert not (n1.root / "profiles" / "node-base-gpu101.toml").exists()
+        assert not (n1.root / "profiles" / "node-base-n2-gpu1.toml").exists()
         # n2's GPU 1 came back with the new value; everything else kept its server.
         assert server_pid(n2, 1) != before[("n2", 1)]
         assert served(n2, 1)["max_running_requests"] == 24
@@ -159,7 +161,7 @@ async def test_a_node_refusing_the_save_is_one_line_and_nothing_is_launched(
             assert not [s for s in app.screen_stack if isinstance(s, ApplyScreen)]
         await backend.aclose()
         assert {g: server_pid(n2, g) for g in (0, 1)} == before
-        assert not (n2.root / "profiles" / "node-base-gpu100.toml").exists()
+        assert not (n2.root / "profiles" / "node-base-n2-gpu0.toml").exists()
         journal = (n2.root / "state" / "journal.jsonl").read_text().splitlines()
         assert [json.loads(line)["type"] for line in journal] == ["apply"], "something ran"
         # T over both: n2 refuses the save, n1 keeps it; an Apply then restarts n1's GPUs only.

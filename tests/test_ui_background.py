@@ -142,7 +142,9 @@ async def test_an_apply_that_went_well_offers_no_rollback() -> None:
 
 
 class NoHistory(RecordingActions):
-    async def rollback(self, on_event: object = None) -> ApplyResult | None:
+    async def rollback(
+        self, gpus: tuple[int, ...] | None = None, on_event: object = None
+    ) -> ApplyResult | None:
         self.calls.append(("rollback", ()))
         raise OperationError("rollback: no GPU has a previous profile recorded")
 

@@ -312,11 +312,13 @@ class RecordingActions:
         assert isinstance(final, ApplyFinished)
         return final.result
 
-    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
-        self.calls.append(("rollback", ()))
+    async def rollback(
+        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
+    ) -> ApplyResult | None:
+        self.calls.append(("rollback", gpus or ()))  # () for the fleet
         if self.rollback_script is None:
             return None
-        return await self._play(self.rollback_script("sim-baseline", ALL_GPUS), on_event)
+        return await self._play(self.rollback_script("sim-baseline", gpus or ALL_GPUS), on_event)
 
     def profile_names(self) -> list[str]:
         return sorted(self.profiles)
@@ -364,9 +366,14 @@ class RecordingActions:
         return result
 
     async def rollout(
-        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+        self,
+        profile_name: str,
+        batch: int = 1,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
     ) -> RolloutResult:
-        self.calls.append(("rollout", (profile_name, batch)))
+        scope = () if gpus is None else (gpus,)  # the fleet's rollout records as before
+        self.calls.append(("rollout", (profile_name, batch, *scope)))
         items, result = (self.rollout_script or scripted_rollout())(profile_name, batch)
         await self._feed(items, on_event, None)
         return result

@@ -16,6 +16,7 @@ with ``--open-metrics``); in read-only mode every write is refused (403). Routes
                                           ``wait=S`` it answers as soon as there is something new
 ``GET|PUT /api/v1/profiles/{name}``       a profile read or saved (``tui.agent.profile_api``)
 ``POST /api/v1/preflight``                a profile checked on the node's calibration
+``GET /api/v1/counters?gpus=0,1``         each GPU's tokens and requests counters, read now
 ``/api/v1/autotune``                      the node's knob search (``tui.agent.autotune_api``)
 ``/api/v1/pipeline``                      the node's job stopped, started again (``pipeline_api``)
 ======================================  ========================================================
@@ -38,6 +39,7 @@ from starlette.routing import Route
 
 from tui.agent.autotune_api import autotune_routes
 from tui.agent.codec import encode
+from tui.agent.counters_api import counters_routes
 from tui.agent.metrics import AgentCollector
 from tui.agent.pipeline_api import pipeline_routes
 from tui.agent.profile_api import profile_routes
@@ -189,6 +191,7 @@ def build_app(agent: Agent) -> Starlette:
         Route(f"{API}/operations", guarded(start, write=True), methods=["POST"]),
         Route(f"{API}/operations/{{op_id}}", guarded(status)),
         *profile_routes(agent, guarded),
+        *counters_routes(config.node, guarded),
         *autotune_routes(guarded),
         *pipeline_routes(config.status_path, agent.ops.by, guarded),
     ]

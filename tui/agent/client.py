@@ -208,6 +208,28 @@ class AgentClient:
         body = await self._request("GET", f"/api/v1/logs/{gpu}", params={"lines": lines})
         return [str(line) for line in body.get("lines", [])]
 
+    async def counters(self, gpus: list[int]) -> dict[int, tuple[float, float] | None]:
+        """The node's GPUs' cumulative (output tokens, finished requests), read now (None: the
+        server did not answer).
+
+        Raises:
+            AgentError: unreachable or slow (``SNAPSHOT_TIMEOUT_S``), refused, or an answer
+                that does not fit.
+        """
+        body = await self._request(
+            "GET",
+            "/api/v1/counters",
+            params={"gpus": ",".join(str(g) for g in gpus)},
+            timeout=SNAPSHOT_TIMEOUT_S + 1.0,
+        )
+        try:
+            return {
+                int(g): (float(v[0]), float(v[1])) if v is not None else None
+                for g, v in body["counters"].items()
+            }
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
+            raise self._fail(f"its counters do not fit ({error})") from None
+
     async def profile(self, name: str) -> Profile:
         """The node's profile ``name`` as it launches it.
 

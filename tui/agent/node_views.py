@@ -18,6 +18,11 @@ NO_JOB = (
 """Why ``p`` cannot act on a many-node console without a job."""
 
 
+def node_of(gpu: int) -> tuple[int, int]:
+    """The console GPU ``gpu`` as (node position, the GPU's index on its node)."""
+    return gpu // NODE_STRIDE, gpu % NODE_STRIDE
+
+
 def job_of(views: Sequence[NodeView | None]) -> tuple[int, PipelineStatus] | None:
     """The node reporting the job (the newest status document) and that document.
 

@@ -4,7 +4,9 @@ console's backend (``FleetActions``) over the agents' control APIs.
 The k-th agent's GPU ``n`` is the console's GPU ``k * NODE_STRIDE + n`` (its panel says which node
 and which GPU). A node whose agent stops answering keeps its last panels, marked unreachable with
 the time of its last answer; the other nodes keep working. Every operation goes to the agent of
-the GPU's node, which runs it through that node's ``FleetOps`` (its lock, its journal).
+the GPU's node, which runs it through that node's ``FleetOps`` (its lock, its journal); one split
+over several nodes runs on each at once (a rollout: node after node). A canary is judged across
+nodes by the console itself (``tui.agent.cross_canary``).
 """
 
 from __future__ import annotations
@@ -19,17 +21,19 @@ from typing import Any, TypeVar
 import httpx
 
 from tui.agent.client import AgentAddress, AgentClient, AgentError, NodeView
+from tui.agent.cross_canary import cross_controls, cross_node_canary
 from tui.agent.merge import merge_applies, merge_rollouts
-from tui.agent.node_views import NO_JOB, job_of, running_of
+from tui.agent.node_views import NO_JOB, job_of, node_of, running_of
 from tui.agent.remap import remap_gpus
 from tui.agent.tuning import NodesTuning
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
 from tui.ops.events import EventSink
+from tui.ops.windows import console_windows
 from tui.pipeline.status import PipelineStatus
 from tui.retune.events import ApplyResult
-from tui.rollout.canary import CanaryLook, CanaryResult
+from tui.rollout.canary import CanaryLook, CanaryOptions, CanaryResult
 from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState
 
@@ -39,11 +43,6 @@ SUPPORTED = frozenset(
     {"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet", "tune", "pipeline"}
 )
 """What a many-node console can do."""
-
-
-def node_of(gpu: int) -> tuple[int, int]:
-    """The console GPU ``gpu`` as (node position, the GPU's index on its node)."""
-    return gpu // NODE_STRIDE, gpu % NODE_STRIDE
 
 
 @dataclass
@@ -63,6 +62,7 @@ class Nodes:
         addresses: The agents, in the order their nodes are shown.
         token: The bearer token (the same file on every node, or a copy of it).
         client: HTTP client (default: one owned by this object).
+        canary_options: How a canary measures (default: the console's windows).
     """
 
     def __init__(
@@ -70,7 +70,10 @@ class Nodes:
         addresses: Sequence[AgentAddress],
         token: str,
         client: httpx.AsyncClient | None = None,
+        canary_options: CanaryOptions | None = None,
     ) -> None:
+        self.canary_options = canary_options or console_windows().canary
+        """How a canary across nodes measures."""
         self._token = token
         self._own = client is None
         self._http = client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=3.0))
@@ -249,16 +252,27 @@ class Nodes:
 
         return merge_applies(await self._each(self._split(gpus), one))
 
-    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
-        """Every node returns its GPUs to the profile each ran before."""
+    async def rollback(
+        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
+    ) -> ApplyResult | None:
+        """Return ``gpus`` to the profile each ran before, every node at once, each through its
+        agent (None: every node returns each of its GPUs that has a previous profile).
 
-        async def one(position: int, _: None) -> ApplyResult:
+        Raises:
+            AgentError: naming each node that refused or failed, and why.
+        """
+
+        async def one(position: int, local: list[int] | None) -> ApplyResult:
+            request: dict[str, Any] = {"kind": "rollback"}
+            if local is not None:
+                request["gpus"] = local
             result: ApplyResult = await self._client(position).run(
-                {"kind": "rollback"}, ApplyResult, on_event, self._remap(position)
+                request, ApplyResult, on_event, self._remap(position)
             )
             return result
 
-        return merge_applies(await self._each(self._everywhere(), one))
+        groups: dict[int, Any] = self._everywhere() if gpus is None else self._split(gpus)
+        return merge_applies(await self._each(groups, one))
 
     async def canary(
         self,
@@ -267,30 +281,43 @@ class Nodes:
         on_event: EventSink | None = None,
         on_look: Callable[[CanaryLook], None] | None = None,
     ) -> CanaryResult:
-        """A canary on ``gpu``; the other GPUs of its node are the control (same node, same
-        minutes: the comparison is fair)."""
-        position, local = node_of(gpu)
-
-        def sink(event: Any) -> None:
-            if isinstance(event, CanaryLook) and on_look is not None:
-                on_look(event)
-            if on_event is not None:
-                on_event(event)
-
-        request = {"kind": "canary", "profile": profile_name, "gpu": local}
-        result: CanaryResult = await self._client(position).run(
-            request, CanaryResult, sink, self._remap(position)
+        """A canary on ``gpu`` judged across nodes: the control is every ready GPU of every
+        answering node that runs ``gpu``'s current profile (``tui.agent.cross_canary``); on
+        "worse" the canary GPU is rolled back through its agent."""
+        return await cross_node_canary(
+            self.clients,
+            self._views(),
+            self._answering(),
+            profile_name,
+            gpu,
+            self.canary_options,
+            on_event,
+            on_look,
         )
-        return result
+
+    def canary_controls(self, gpu: int) -> tuple[int, ...]:
+        """The control GPUs a canary on ``gpu`` would have now (its confirm names them)."""
+        return cross_controls(self._views(), self._answering(), gpu)[1]
+
+    def _answering(self) -> list[bool]:
+        return [not n.error and n.view is not None for n in self._nodes]
 
     async def rollout(
-        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+        self,
+        profile_name: str,
+        batch: int = 1,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
     ) -> RolloutResult:
-        """Roll ``profile_name`` out node after node, ``batch`` GPUs at a time on each; stops at
-        the first node whose rollout failed (the nodes after it keep their profile)."""
+        """Roll ``profile_name`` out node after node, ``batch`` GPUs at a time on each (on each
+        node only its GPUs among ``gpus``; None: every node, all of its GPUs); stops at the
+        first node whose rollout failed (the nodes after it keep their profile)."""
+        groups: dict[int, Any] = self._everywhere() if gpus is None else self._split(gpus)
         results: list[RolloutResult] = []
-        for position in range(len(self._nodes)):
-            request = {"kind": "rollout", "profile": profile_name, "batch": batch}
+        for position, local in groups.items():
+            request: dict[str, Any] = {"kind": "rollout", "profile": profile_name, "batch": batch}
+            if local is not None:
+                request["gpus"] = local
             result: RolloutResult = await self._client(position).run(
                 request, RolloutResult, on_event, self._remap(position)
             )
@@ -391,7 +418,7 @@ class Nodes:
             current[position] = local or max(set(names), key=names.count)
         addresses = [n.client.address for n in self._nodes]
         node_names = {p: n.view.node for p, n in enumerate(self._nodes) if n.view is not None}
-        return NodesTuning(addresses, self._token, positions, current, node_names)
+        return NodesTuning(addresses, self._token, positions, current, node_names, self._http)
 
     def load_profile(self, name: str) -> Any:
         """Through ``tuning`` (a profile is read from a node, in its numbers)."""

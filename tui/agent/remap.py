@@ -20,7 +20,7 @@ GPU_FIELDS: dict[str, frozenset[str]] = {
     "VerifyReport": frozenset({"gpu"}),
     "DrainProgress": frozenset({"gpu"}),
     "CanaryLook": frozenset({"gpu"}),
-    "CanaryResult": frozenset({"gpu", "controls", "per_gpu_tokens"}),
+    "CanaryResult": frozenset({"gpu", "controls", "dropped_controls", "per_gpu_tokens"}),
     "RolloutStep": frozenset({"gpus", "profiles"}),
     "RolloutResult": frozenset({"planned", "done", "failed", "stayed", "restored", "skipped"}),
     "ApplyResult": frozenset({"gpus", "previous_profiles"}),

@@ -15,6 +15,8 @@ node that refuses or does not answer is named in the result, the others go on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -74,6 +76,10 @@ class NodesTuning:
         current: Node position -> the profile its GPU (or most of its GPUs) runs, from the poll;
             a node missing here is asked.
         names: Node position -> the node's name (its errors name it; default its address).
+        http: The console's HTTP client, kept open for its life (its connections to the agents
+            stay open between keystrokes): the preflight, which runs on the console's loop at
+            each keystroke, goes through it. None: a client per preflight (a caller without
+            one, such as a test on another loop).
     """
 
     def __init__(
@@ -83,7 +89,9 @@ class NodesTuning:
         positions: Sequence[int],
         current: dict[int, str] | None = None,
         names: dict[int, str] | None = None,
+        http: httpx.AsyncClient | None = None,
     ) -> None:
+        self._shared = http
         self._addresses = list(addresses)
         self._names = dict(names or {})
         self._token = token
@@ -192,7 +200,12 @@ class NodesTuning:
         groups: dict[int, list[int]] = {}
         for gpu in gpus:
             groups.setdefault(gpu // NODE_STRIDE, []).append(gpu % NODE_STRIDE)
-        async with self._http() as http:
+        async with contextlib.AsyncExitStack() as stack:
+            # A new client per keystroke cost a connection (and its setup) per node each time:
+            # 140-250 ms a keystroke through an agent whose own preflight takes 0.7 ms.
+            http = self._shared
+            if http is None:
+                http = await stack.enter_async_context(self._http())
 
             async def one(position: int) -> list[Preflight]:
                 version = self._version(position, profile)
@@ -217,6 +230,15 @@ class NodesTuning:
             return gpus
         nodes = {p: prof for p, prof in self._running.items() if p not in self._unsaved}
         return tuple(sorted(p * NODE_STRIDE + g for p, prof in nodes.items() for g in prof.gpus))
+
+    def gpu_label(self, gpu: int) -> str:
+        """The console GPU ``gpu`` in a profile name: its node's name and its own number
+        (``n2-gpu1``), as the node saves and lists it; the console's number (101) means
+        nothing on the node."""
+        position, local = gpu // NODE_STRIDE, gpu % NODE_STRIDE
+        name = self._names.get(position) or self._addresses[position].host
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or f"node{position}"
+        return f"{safe}-gpu{local}"
 
     # --- each node's version ------------------------------------------------------------------
 

@@ -119,13 +119,17 @@ class ConsoleBackend:
         """Retune ``gpus`` with profile ``name`` (measured, journalled)."""
         return await self.ops.apply(name, gpus, self._sink(on_event))
 
-    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
-        """Relaunch, on each GPU that has one, the profile it ran before.
+    async def rollback(
+        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
+    ) -> ApplyResult | None:
+        """Relaunch, on each GPU of ``gpus`` (None: each GPU that has one), the profile it ran
+        before.
 
         Raises:
-            OperationError: no GPU of the fleet has a previous profile recorded.
+            OperationError: a chosen GPU (or, for the fleet, every GPU) has no previous profile
+                recorded; nothing is stopped.
         """
-        return await self.ops.rollback(None, self._sink(on_event))
+        return await self.ops.rollback(gpus, self._sink(on_event))
 
     async def canary(
         self,
@@ -138,10 +142,15 @@ class ConsoleBackend:
         return await self.ops.canary(profile_name, gpu, self._sink(on_event, on_look))
 
     async def rollout(
-        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+        self,
+        profile_name: str,
+        batch: int = 1,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
     ) -> RolloutResult:
-        """Move every GPU not yet on ``profile_name`` to it, ``batch`` at a time."""
-        return await self.ops.rollout(profile_name, batch, None, self._sink(on_event))
+        """Move every GPU of ``gpus`` (None: the fleet) not yet on ``profile_name`` to it,
+        ``batch`` at a time."""
+        return await self.ops.rollout(profile_name, batch, gpus, self._sink(on_event))
 
     async def stop_fleet(self, on_event: EventSink | None = None) -> None:
         """Stop every server of the fleet (and the pipeline, when configured so)."""

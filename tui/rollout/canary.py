@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import fmean
 from typing import Any, Protocol
@@ -25,7 +25,7 @@ from tui.retune.options import ApplyOptions
 from tui.rollout.cost import CostMeter, RetuneCost
 from tui.rollout.sampling import Sampler
 from tui.rollout.stats import Decision, PairedEstimate, decide, look_level, paired
-from tui.state.fleet_state import profile_of, read_fleet
+from tui.state.fleet_state import GpuState, profile_of, read_fleet
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +206,9 @@ class CanaryResult:
     """time.time() at the end."""
     refused: tuple[str, ...] = ()
     """Validation errors (nothing was stopped)."""
+    dropped_controls: tuple[int, ...] = ()
+    """Control GPUs left out of the verdict because their readings stopped (a many-node
+    canary: their node stopped answering); ``controls`` are those that stayed."""
 
     @property
     def ok(self) -> bool:
@@ -261,6 +264,11 @@ class Canary:
         options: Windows, levels, timeouts.
         controls: Control GPUs (default: every other GPU of the profile with a running server).
         on_look: Called with every look of the measuring window.
+        state: Reads the fleet state (the canary GPU's profile before; default: this node's).
+        lost: The GPUs whose readings no longer count (a many-node canary: those of a node that
+            stopped answering); read at every reading. Lost controls leave the verdict (every
+            interval is paired again without them); with the canary GPU or every control lost
+            the window ends with no verdict. Default: none is ever lost.
     """
 
     def __init__(
@@ -272,6 +280,8 @@ class Canary:
         options: CanaryOptions | None = None,
         controls: list[int] | None = None,
         on_look: Callable[[CanaryLook], None] | None = None,
+        state: Callable[[], Mapping[int, GpuState]] = read_fleet,
+        lost: Callable[[], Collection[int]] = frozenset,
     ) -> None:
         self.profile = profile
         self.gpu = gpu
@@ -280,6 +290,8 @@ class Canary:
         self._sampler = sampler
         self._controls = controls
         self._on_look = on_look
+        self._state = state
+        self._lost = lost
 
     def _validate(self, controls: list[int]) -> list[str]:
         errors = self.options.errors()
@@ -297,7 +309,7 @@ class Canary:
         """Run the canary (the caller journals the result)."""
         started = time.time()
         opts = self.options
-        state = read_fleet()
+        state = self._state()
         running = [g for g in self.profile.gpus if g in state and state[g].server is not None]
         controls = sorted(
             self._controls if self._controls is not None else [g for g in running if g != self.gpu]
@@ -346,7 +358,8 @@ class Canary:
         baseline_until = t_start + max(opts.baseline_s, 2 * opts.interval_s)
         while loop.time() < baseline_until:
             await sampler.next_reading()
-        pre = _pairs(sampler.rates(), self.gpu, controls, t_start, loop.time())
+        answering = [g for g in controls if g not in self._lost()] or controls
+        pre = _pairs(sampler.rates(), self.gpu, answering, t_start, loop.time())
         pre_rel = fmean(pre[0]) / fmean(pre[1]) - 1.0 if pre[0] and fmean(pre[1]) > 0 else None
         meter.begin()
         applied = await self._apply(self.profile, [self.gpu])
@@ -390,7 +403,12 @@ class Canary:
         while True:
             await sampler.next_reading()
             rates = sampler.rates()
-            canary, control = _pairs(rates, self.gpu, controls, measure_from, float("inf"))
+            gone = self._lost()
+            live = [g for g in controls if g not in gone]
+            if self.gpu in gone or not live:
+                whose = f"the canary GPU {self.gpu}" if self.gpu in gone else "every control GPU"
+                return self._unmeasured(base, meter, report, pre_rel, controls, live, whose)
+            canary, control = _pairs(rates, self.gpu, live, measure_from, float("inf"))
             n = len(canary)
             if n < opts.min_intervals:
                 continue
@@ -421,11 +439,11 @@ class Canary:
                         f"{need * opts.interval_s:.0f} s more (beyond --max-window)"
                     )
                     break
-        req_c, req_k = _pairs(rates, self.gpu, controls, measure_from, float("inf"), "requests")
+        req_c, req_k = _pairs(rates, self.gpu, live, measure_from, float("inf"), "requests")
         reqs = paired(req_c, req_k, level)
         window = [r for r in rates if r.t0 >= measure_from - 1e-9]
         per_gpu = {
-            g: round(fmean(r.tokens.get(g, 0.0) for r in window), 3) for g in [self.gpu, *controls]
+            g: round(fmean(r.tokens.get(g, 0.0) for r in window), 3) for g in [self.gpu, *live]
         }
         # The window usually outlasts the settle time; the cost is what was measured until then.
         cost = meter.current()
@@ -436,6 +454,8 @@ class Canary:
         assert tok is not None
         return replace(
             base,
+            controls=tuple(live),
+            dropped_controls=tuple(g for g in controls if g not in live),
             verdict=decision.verdict,
             reason=reason,
             tokens=tok,
@@ -452,6 +472,28 @@ class Canary:
             window_s=round(tok.n * opts.interval_s, 3),
             report=report,
             cost=cost,
+            finished_at=time.time(),
+        )
+
+    def _unmeasured(
+        self,
+        base: CanaryResult,
+        meter: CostMeter,
+        report: VerifyReport,
+        pre_rel: float | None,
+        controls: list[int],
+        live: list[int],
+        whose: str,
+    ) -> CanaryResult:
+        """The window ended without a verdict: ``whose`` readings stopped."""
+        return replace(
+            base,
+            controls=tuple(live),
+            dropped_controls=tuple(g for g in controls if g not in live),
+            reason=f"no verdict: {whose} stopped answering",
+            pre_relative=pre_rel,
+            report=report,
+            cost=meter.current(),
             finished_at=time.time(),
         )
 

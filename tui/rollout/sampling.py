@@ -14,6 +14,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from tui.retune.counters import MetricsCounterProbe, output_tokens, parse_counter
 
@@ -115,6 +116,15 @@ class MetricsProbe(MetricsCounterProbe):
         return dict(zip(gpus, values, strict=True))
 
 
+class CountsReader(Protocol):
+    """Where a sampler's counters come from: this node's servers (``MetricsProbe``), or the
+    agents of a many-node console (``tui.agent.cross_canary.NodesCounters``)."""
+
+    async def read(self, gpus: Sequence[int]) -> dict[int, Counts | None]:
+        """Every GPU's counters now (None where nothing answered)."""
+        ...
+
+
 class Sampler:
     """Reads the counters every ``interval_s`` in a background task and keeps every reading.
 
@@ -124,7 +134,7 @@ class Sampler:
         interval_s: Cadence (> 0).
     """
 
-    def __init__(self, probe: MetricsProbe, gpus: Sequence[int], interval_s: float) -> None:
+    def __init__(self, probe: CountsReader, gpus: Sequence[int], interval_s: float) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s={interval_s!r}: must be > 0")
         self.gpus = tuple(sorted(set(gpus)))

@@ -148,6 +148,9 @@ class FleetApp(App[None]):
         """The fleet's time series, written in batches from a thread worker."""
         self.chart_source: SeriesSource | None = None
         """Where the generation pane's chart reads instead of ``history`` (``--prometheus``)."""
+        self.close_on_exit: Callable[[], Awaitable[None]] | None = None
+        """Closed on the console's loop as it quits (a many-node console's HTTP client, kept
+        open for its whole life)."""
         self.main_screen = MainScreen(
             self.actions,
             profile,
@@ -239,9 +242,11 @@ class FleetApp(App[None]):
         """Write the history's batch when one is due (every few seconds), off the loop."""
         self.history.flush_if_due()
 
-    def on_unmount(self) -> None:
-        """Write what the history still holds."""
+    async def on_unmount(self) -> None:
+        """Write what the history still holds; close what lives as long as the console."""
         self.history.close()
+        if self.close_on_exit is not None:
+            await self.close_on_exit()
 
     @property
     def fleet(self) -> FleetSnapshot:
@@ -391,19 +396,31 @@ class FleetApp(App[None]):
         """Roll back in the background, its report shown like an apply's."""
         await self.start_operation(
             ApplyScreen(
-                self.actions, message.target, message.gpus, self.journal_reader, rollback=True
+                self.actions,
+                message.target,
+                message.gpus,
+                self.journal_reader,
+                rollback=True,
+                scope=message.gpus if message.scoped else None,
             )
         )
 
     async def on_canary_requested(self, message: CanaryRequested) -> None:
         """Run a canary in the background, its report shown: phases and looks, the verdict."""
         fleet = tuple(panel.gpu_index for panel in self.fleet.panels)
-        await self.start_operation(CanaryScreen(self.actions, message.profile, message.gpu, fleet))
+        # A many-node console's backend picks the controls (every node's GPUs on the profile).
+        pick = getattr(self.actions, "canary_controls", None)
+        controls = tuple(pick(message.gpu)) if callable(pick) else None
+        await self.start_operation(
+            CanaryScreen(self.actions, message.profile, message.gpu, fleet, controls)
+        )
 
     async def on_rollout_requested(self, message: RolloutRequested) -> None:
         """Run a rollout in the background, its report shown: per-GPU progress, the summary.
         Started from a canary's report, that report closes (its `o` is spent)."""
-        await self.start_operation(RolloutScreen(self.actions, message.profile, message.batch))
+        await self.start_operation(
+            RolloutScreen(self.actions, message.profile, message.batch, message.gpus)
+        )
 
     def on_pipeline_start_requested(self, message: PipelineStartRequested) -> None:
         """Start the pipeline."""

@@ -263,6 +263,7 @@ def run_nodes_console(
         readonly=readonly,
     )
     app.chart_source = chart
+    app.close_on_exit = nodes.aclose  # its client, shared by the polls and the form's preflights
     app.run()
     return 0
 

@@ -23,6 +23,7 @@ from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.habits import HABIT_BINDINGS, GridHabits
 from tui.ui.grid.node_groups import NodeGroups
 from tui.ui.grid.node_keys import NODE_BINDINGS, NodeKeys
+from tui.ui.grid.scope import scope_words
 from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.messages import (
     ApplyProfileRequested,
@@ -135,7 +136,9 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
         """Header, grid, generation pane (hidden until `g`), footer."""
         yield Header()
         if self.node_groups:
-            yield NodeGroups(id="grid").data_bind(MainScreen.fleet, MainScreen.selected)
+            yield NodeGroups(id="grid").data_bind(
+                MainScreen.fleet, MainScreen.selected, MainScreen.marked
+            )
         else:
             yield GpuGrid(id="grid").data_bind(
                 MainScreen.fleet, MainScreen.selected, MainScreen.marked, MainScreen.grid_filter
@@ -186,11 +189,13 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
         intent of each key is declared once, in ``tui.ui.readonly.BINDING_INTENTS``)."""
         if action == "operation_report":  # shown while an operation has a report to open
             return getattr(self.app, "operation", None) is not None
+        if action in ("relaunch_node", "stop_node", "mark_node") and not self.node_groups:
+            return False  # hidden: one node, the fleet keys are the node keys
+        if action == "mark_node":
+            return bool(self._node_gpus()[1]) or None
         intent = self.intent_of(action, parameters)
         if intent is None:
             return True
-        if action in ("relaunch_node", "stop_node") and not self.node_groups:
-            return False  # hidden: one node, the fleet keys are the node keys
         if not self.actions.supports(intent):
             return None
         if action in ("relaunch_node", "stop_node"):
@@ -354,16 +359,20 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
         )
 
     def action_rollback(self) -> None:
-        """Return to the previous profile, after a confirmation naming it and the GPUs."""
+        """Return the marked GPUs (else the fleet) to their previous profile, after a
+        confirmation naming it, the GPUs and their nodes."""
         if self._busy():
             return
-        self._rollback_flow()
+        self._rollback_flow(self.scope())
 
     @work(group="ask", exclusive=True, exit_on_error=False)
-    async def _rollback_flow(self) -> None:
-        choice = await confirm_rollback(self.app, self.running_reader, tuple(self._indices))
+    async def _rollback_flow(self, scope: tuple[int, ...] | None) -> None:
+        words = scope_words(self.fleet, scope)
+        gpus = scope if scope is not None else tuple(self._indices)
+        scoped = scope is not None
+        choice = await confirm_rollback(self.app, self.running_reader, gpus, words, scoped)
         if choice is not None:
-            self.post_message(RollbackRequested(choice.target, choice.gpus))
+            self.post_message(RollbackRequested(choice.target, choice.gpus, choice.scoped))
 
     def action_canary(self) -> None:
         """Try a profile on the selected GPU, the others as control, after confirmation."""
@@ -373,7 +382,10 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
 
     @work(group="ask", exclusive=True, exit_on_error=False)
     async def _canary_flow(self, gpu: int) -> None:
-        fleet = tuple(self._indices)
+        # A many-node console's backend picks the controls (the GPUs running the canary GPU's
+        # profile on every node): the confirm names those; on one node, every other GPU.
+        pick = getattr(self.actions, "canary_controls", None)
+        fleet = (gpu, *pick(gpu)) if callable(pick) else tuple(self._indices)
         profile = await choose_canary(
             self.app, self.actions, gpu, fleet, describe_servers(self.fleet, (gpu,))
         )
@@ -381,16 +393,19 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
             self.post_message(CanaryRequested(profile, gpu))
 
     def action_rollout(self) -> None:
-        """Roll a profile out one GPU at a time, after confirmation."""
+        """Roll a profile out to the marked GPUs (else the fleet) one GPU at a time, after a
+        confirmation naming the GPUs and their nodes."""
         if self._busy():
             return
-        self._rollout_flow()
+        self._rollout_flow(self.scope())
 
     @work(group="ask", exclusive=True, exit_on_error=False)
-    async def _rollout_flow(self) -> None:
-        profile = await choose_rollout(self.app, self.actions, tuple(self._indices))
+    async def _rollout_flow(self, scope: tuple[int, ...] | None) -> None:
+        gpus = scope if scope is not None else tuple(self._indices)
+        words = scope_words(self.fleet, scope)
+        profile = await choose_rollout(self.app, self.actions, gpus, words)
         if profile is not None:
-            self.post_message(RolloutRequested(profile, 1))
+            self.post_message(RolloutRequested(profile, 1, scope))
 
     def action_journal(self) -> None:
         """Show the journal."""

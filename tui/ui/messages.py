@@ -89,11 +89,16 @@ class ApplyProfileRequested(Message):
 class RollbackRequested(Message):
     """The user confirmed returning to the previous profile."""
 
-    def __init__(self, target: str = "the previous profile", gpus: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, target: str = "the previous profile", gpus: tuple[int, ...] = (), scoped: bool = False
+    ) -> None:
         self.target = target
         """The previous profile(s) in words, for the apply screen's title."""
         self.gpus = gpus
         """GPUs that go back (empty: the backend decides)."""
+        self.scoped = scoped
+        """Only ``gpus`` go back (marked GPUs or a node); False: the fleet, the backend
+        returning every GPU that has a previous profile."""
         super().__init__()
 
 

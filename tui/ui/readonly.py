@@ -81,6 +81,7 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "grid.autotune": None,  # opens the screen; its own keys start, pause, stop the search
         "nodes.relaunch": Intent.RELAUNCH,
         "nodes.stop": Intent.KILL,
+        "nodes.mark": None,  # marks a node's GPUs; b, o, k and r then ask as usual
         # detail
         "detail.back": None,
         "detail.kill": Intent.KILL,
@@ -231,7 +232,9 @@ class ReadOnlyActions:
         """Refused."""
         raise ReadOnlyRefused("apply")
 
-    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
+    async def rollback(
+        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
+    ) -> ApplyResult | None:
         """Refused."""
         raise ReadOnlyRefused("rollback")
 
@@ -262,7 +265,11 @@ class ReadOnlyActions:
         raise ReadOnlyRefused("canary")
 
     async def rollout(
-        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+        self,
+        profile_name: str,
+        batch: int = 1,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
     ) -> RolloutResult:
         """Refused."""
         raise ReadOnlyRefused("rollout")

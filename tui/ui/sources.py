@@ -110,9 +110,11 @@ class FleetActions(Protocol):
         """Retune ``gpus`` with profile ``name``; ``on_event`` gets each retune event."""
         ...
 
-    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
-        """Return the fleet to the previous profile (its result, when the backend has one);
-        ``on_event`` gets each retune event."""
+    async def rollback(
+        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
+    ) -> ApplyResult | None:
+        """Return ``gpus`` (None: every GPU with one recorded) to the profile each ran before
+        (its result, when the backend has one); ``on_event`` gets each retune event."""
         ...
 
     def profile_names(self) -> list[str]:
@@ -159,10 +161,15 @@ class FleetActions(Protocol):
         ...
 
     async def rollout(
-        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+        self,
+        profile_name: str,
+        batch: int = 1,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
     ) -> RolloutResult:
-        """Move every GPU not yet on ``profile_name`` to it, ``batch`` at a time, verified,
-        stopping at the first failure; ``on_event`` gets every batch's retune events."""
+        """Move every GPU of ``gpus`` (None: the fleet) not yet on ``profile_name`` to it,
+        ``batch`` at a time, verified, stopping at the first failure; ``on_event`` gets every
+        batch's retune events."""
         ...
 
 
@@ -187,7 +194,9 @@ class NoActions:
         """Unsupported."""
         raise NotImplementedError("apply_profile")
 
-    async def rollback(self, on_event: EventSink | None = None) -> ApplyResult | None:
+    async def rollback(
+        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
+    ) -> ApplyResult | None:
         """Unsupported."""
         raise NotImplementedError("rollback")
 
@@ -234,7 +243,11 @@ class NoActions:
         raise NotImplementedError("canary")
 
     async def rollout(
-        self, profile_name: str, batch: int = 1, on_event: EventSink | None = None
+        self,
+        profile_name: str,
+        batch: int = 1,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
     ) -> RolloutResult:
         """Unsupported."""
         raise NotImplementedError("rollout")

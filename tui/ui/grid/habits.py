@@ -2,9 +2,10 @@
 
 Marked GPUs (space toggles the selected one, Escape clears every mark; ``●`` in their panels'
 titles) are what ``k`` (stop) and ``r`` (relaunch) act on; with none marked those keys act on
-the selected GPU. The filter (``tui.ui.grid.filter``) hides the panels it does not match; the
-arrows and digits move among the panels shown; the keys that act on every GPU still mean the
-whole fleet. The header names the filter and the marks.
+the selected GPU. ``b`` (rollback) and ``o`` (rollout) act on the marked GPUs too, and with
+none marked on the whole fleet. The filter (``tui.ui.grid.filter``) hides the panels it does not
+match; the arrows and digits move among the panels shown; the keys that act on every GPU still
+mean the whole fleet. The header names the filter and the marks.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ class GridHabits:
         fleet = {panel.gpu_index for panel in self.fleet.panels}
         marked = tuple(sorted(self.marked & fleet))
         return marked or (self.selected,)
+
+    def scope(self) -> tuple[int, ...] | None:
+        """What ``b`` (rollback) and ``o`` (rollout) act on: the marked GPUs still in the fleet,
+        else None, the whole fleet (``tui.ui.grid.scope``)."""
+        fleet = {panel.gpu_index for panel in self.fleet.panels}
+        return tuple(sorted(self.marked & fleet)) or None
 
     def action_mark(self) -> None:
         """Mark the selected GPU for the next stop or relaunch, or unmark it."""

@@ -82,6 +82,8 @@ class NodeGroups(VerticalScroll, can_focus=False):
     """The merged fleet of every node (panels carry their node)."""
     selected: reactive[int] = reactive(0, repaint=False)
     """The selected panel's GPU number."""
+    marked: reactive[frozenset[int]] = reactive(frozenset, repaint=False)
+    """GPUs marked (space, ``m``) for the next operation; each grid marks its own."""
 
     async def watch_fleet(self, fleet: FleetSnapshot) -> None:
         """Build a group per node when the nodes change; hand each grid its node's panels."""
@@ -99,6 +101,12 @@ class NodeGroups(VerticalScroll, can_focus=False):
             grid = group.query_one(GpuGrid)
             grid.fleet = FleetSnapshot(panels=panels, taken_at=fleet.taken_at)
             grid.selected = self.selected
+            grid.marked = self.marked
+
+    def watch_marked(self, marked: frozenset[int]) -> None:
+        """Hand the marks to every grid (each shows those of its panels)."""
+        for grid in self.query(GpuGrid):
+            grid.marked = marked
 
     def watch_selected(self, selected: int) -> None:
         """Move the selection in every grid (only one has the GPU)."""

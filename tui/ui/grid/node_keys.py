@@ -1,5 +1,7 @@
 """The node keys of a console over many nodes' agents: ``N`` relaunches and ``X`` stops every
-server of the selected panel's node (hidden on one node, where the fleet keys are the node keys).
+server of the selected panel's node, ``m`` marks (or unmarks) every GPU of it, so that ``b``
+(rollback), ``o`` (rollout), ``k`` and ``r`` act on that node only (hidden on one node, where the
+fleet keys are the node keys).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from tui.ui.messages import RelaunchRequested
 NODE_BINDINGS = [
     Binding("N", "relaunch_node", "Relaunch node", id="nodes.relaunch"),
     Binding("X", "stop_node", "Stop node", id="nodes.stop"),
+    # Shown in the help (?) only: the Footer of a many-node console is full already.
+    Binding("m", "mark_node", "Mark node", id="nodes.mark", show=False),
 ]
 """The node keys (``MainScreen.check_operation`` hides them on one node)."""
 
@@ -23,6 +27,10 @@ class NodeKeys:
 
     fleet: FleetSnapshot
     selected: int
+    marked: frozenset[int]
+
+    def _retitle(self) -> None:  # pragma: no cover
+        raise NotImplementedError
 
     def _confirm_then_post(self, title: str, affected: str, message: Message) -> None:
         raise NotImplementedError  # pragma: no cover
@@ -50,3 +58,10 @@ class NodeKeys:
         """Stop every server of the selected panel's node, the way the operator chooses."""
         node, gpus = self._node_gpus()
         self._ask_how_to_stop(f"Stop all {len(gpus)} servers of node {node}?", gpus)
+
+    def action_mark_node(self) -> None:
+        """Mark every GPU of the selected panel's node (the scope of the next ``b``, ``o``,
+        ``k`` or ``r``); when all of them are marked already, unmark them."""
+        gpus = frozenset(self._node_gpus()[1])
+        self.marked = self.marked - gpus if gpus <= self.marked else self.marked | gpus
+        self._retitle()

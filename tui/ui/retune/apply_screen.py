@@ -81,6 +81,7 @@ class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | No
         journal_reader: JournalReader,
         *,
         rollback: bool = False,
+        scope: tuple[int, ...] | None = None,
     ) -> None:
         """Args:
         actions: The backend whose ``apply_profile`` (or ``rollback``) runs here.
@@ -88,6 +89,8 @@ class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | No
         gpus: GPUs to restart with it.
         journal_reader: Reads the journal, to say whether the result was recorded.
         rollback: Run the backend's rollback instead of an apply.
+        scope: The rollback's GPUs when the operator chose them (None: the fleet's, the backend
+            returning every GPU that has a previous profile).
         """
         super().__init__()
         self.actions = actions
@@ -104,6 +107,8 @@ class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | No
         """The backend's exception, when the apply itself raised."""
         self.rollback = rollback
         """True when this screen runs a rollback."""
+        self.scope = scope
+        """The rollback's chosen GPUs (None: the fleet)."""
         self.ended_without_result = False
         """The backend's rollback returned no result (it reports nothing per GPU)."""
         self.clock = PhaseClock()
@@ -130,7 +135,7 @@ class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | No
     @work(group=APPLY, exit_on_error=False)
     async def _run_apply(self) -> ApplyResult | None:
         if self.rollback:
-            return await self.actions.rollback(on_event=self._on_event)
+            return await self.actions.rollback(self.scope, on_event=self._on_event)
         return await self.actions.apply_profile(
             self.progress.profile, self.gpus, on_event=self._on_event
         )

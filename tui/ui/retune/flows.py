@@ -112,27 +112,38 @@ class RollbackChoice:
     target: str
     """The previous profile name(s), comma-separated ('the previous profile' when unknown)."""
     gpus: tuple[int, ...]
-    """GPUs with a previous profile recorded (the fleet's GPUs when none is)."""
+    """GPUs with a previous profile recorded (the scope's GPUs when none is)."""
+    scoped: bool = False
+    """True when the operator chose the GPUs (marked GPUs or a node): only ``gpus`` go back;
+    False for the fleet, where the backend returns every GPU that has a previous profile."""
 
 
 async def confirm_rollback(
-    app: App[None], reader: RunningReader, gpus: tuple[int, ...]
+    app: App[None],
+    reader: RunningReader,
+    gpus: tuple[int, ...],
+    scope: str = "",
+    scoped: bool = False,
 ) -> RollbackChoice | None:
-    """Read which profile each GPU ran before, and ask (naming it and the GPUs).
+    """Read which profile each GPU ran before, and ask (naming it, the GPUs and the scope).
 
     Args:
         app: The app, to show the confirm screen.
         reader: Each GPU's current and previous profile (blocking: run in a thread).
-        gpus: The fleet's GPUs.
+        gpus: The GPUs in scope (the fleet's, when nothing is marked).
+        scope: The scope in words (``tui.ui.grid.scope.scope_words``), shown first.
+        scoped: The operator chose ``gpus`` (marked GPUs or a node), not the fleet.
 
     Returns:
         The confirmed rollback, or None when the operator said no.
     """
     running = await asyncio.to_thread(reader)
     title, detail = describe_rollback(running, gpus)
+    if scope:
+        detail = f"Scope: {scope}\n{detail}"
     confirmed: bool | None = await app.push_screen_wait(ConfirmScreen(title, detail, "Roll back"))
     if not confirmed:
         return None
     targets = rollback_targets(running, gpus)
     back = tuple(sorted(g for members in targets.values() for g in members)) or gpus
-    return RollbackChoice(", ".join(sorted(targets)) or "the previous profile", back)
+    return RollbackChoice(", ".join(sorted(targets)) or "the previous profile", back, scoped)

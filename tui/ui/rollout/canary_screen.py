@@ -6,6 +6,8 @@ verdict, `o` offers to roll the profile out to the remaining GPUs one at a time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual import work
 from textual.binding import Binding
 from textual.content import Content
@@ -44,13 +46,20 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
     ]
 
     def __init__(
-        self, actions: FleetActions, profile: str, gpu: int, fleet: tuple[int, ...]
+        self,
+        actions: FleetActions,
+        profile: str,
+        gpu: int,
+        fleet: tuple[int, ...],
+        controls: tuple[int, ...] | None = None,
     ) -> None:
         """Args:
         actions: The backend whose ``canary`` runs here.
         profile: The candidate profile.
         gpu: The canary GPU.
-        fleet: Every GPU of the fleet (the others are the control).
+        fleet: Every GPU of the fleet (the others are the control, unless ``controls``).
+        controls: The control GPUs when the backend picks them (a many-node console: the GPUs
+            running the canary GPU's profile on every node); the result's once it ends.
         """
         super().__init__(actions, ApplyProgress.start(profile, (gpu,)))
         self.gpu = gpu
@@ -59,6 +68,8 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
         """Every GPU of the fleet."""
         self.looks: list[CanaryLook] = []
         """Every look so far."""
+        self.controls = controls
+        """The control GPUs the backend picked (None: every other GPU of the fleet)."""
 
     @work(group=CANARY, exit_on_error=False)
     async def _run(self) -> CanaryResult:
@@ -135,7 +146,13 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
 
     def _redraw(self) -> None:
         state = "finished" if self.finished else "running"
-        controls = compact_range([g for g in self.fleet if g != self.gpu])
+        if self.result is not None and not self.result.refused:
+            chosen: Sequence[int] = self.result.controls
+        elif self.controls is not None:
+            chosen = self.controls
+        else:
+            chosen = [g for g in self.fleet if g != self.gpu]
+        controls = compact_range(chosen)
         title = (
             f"[b]Canary of [$accent]{self.profile}[/] on GPU {self.gpu}[/b]  "
             f"(control: GPUs {controls}; {state})"

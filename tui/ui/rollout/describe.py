@@ -34,23 +34,32 @@ def compact_range(gpus: Sequence[int]) -> str:
     return ",".join(runs)
 
 
-def canary_question(profile: str, gpu: int, fleet: Sequence[int]) -> tuple[str, str]:
+def canary_question(
+    profile: str, gpu: int, fleet: Sequence[int], rolls_back_worse: bool = False
+) -> tuple[str, str]:
     """The canary confirm: its title and what happens.
 
     Args:
         profile: The candidate.
         gpu: The canary GPU.
-        fleet: Every GPU of the fleet.
+        fleet: The canary GPU and its controls (on one node: every GPU of the fleet).
+        rolls_back_worse: The backend rolls a worse candidate back at once (many nodes).
 
     Returns:
         (title, detail).
     """
     controls = [g for g in fleet if g != gpu]
     title = f"Try profile {profile} on GPU {gpu}; GPUs {compact_range(controls)} stay as control"
+    after = (
+        f"GPU {gpu} keeps {profile} if it is not worse; a worse one (or no verdict) is rolled "
+        "back at once."
+        if rolls_back_worse
+        else f"GPU {gpu} keeps {profile} afterwards."
+    )
     detail = (
         f"GPU {gpu}'s server is stopped and relaunched with {profile}; after a warm-up its "
         "output tokens/s and requests/s are compared with the control GPUs' over the same "
-        f"intervals. GPU {gpu} keeps {profile} afterwards."
+        f"intervals. {after}"
     )
     return title, detail
 

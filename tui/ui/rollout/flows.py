@@ -43,7 +43,8 @@ async def choose_canary(
     profile = await _pick(app, actions, f"Canary on GPU {gpu}: try which profile?")
     if profile is None:
         return None
-    title, detail = canary_question(profile, gpu, fleet)
+    # A many-node console's backend picks the controls and rolls a worse candidate back.
+    title, detail = canary_question(profile, gpu, fleet, hasattr(actions, "canary_controls"))
     confirmed = await app.push_screen_wait(
         ConfirmScreen(title, f"{detail}\n{affected}", "Start canary")
     )
@@ -51,14 +52,15 @@ async def choose_canary(
 
 
 async def choose_rollout(
-    app: App[None], actions: FleetActions, fleet: tuple[int, ...]
+    app: App[None], actions: FleetActions, gpus: tuple[int, ...], scope: str = ""
 ) -> str | None:
     """Ask which profile to roll out, then confirm (one GPU at a time, stop at a failure).
 
     Args:
         app: The app, to show the modals.
         actions: The backend (profile names, the running profile).
-        fleet: Every GPU of the fleet.
+        gpus: The GPUs in scope (every GPU of the fleet when nothing is marked).
+        scope: The scope in words (``tui.ui.grid.scope.scope_words``), shown first.
 
     Returns:
         The chosen profile, or None when the operator backed out.
@@ -66,6 +68,8 @@ async def choose_rollout(
     profile = await _pick(app, actions, "Roll out which profile, one GPU at a time?")
     if profile is None:
         return None
-    title, detail = rollout_question(profile, fleet)
+    title, detail = rollout_question(profile, gpus)
+    if scope:
+        detail = f"Scope: {scope}\n{detail}"
     confirmed = await app.push_screen_wait(ConfirmScreen(title, detail, "Roll out"))
     return profile if confirmed else None

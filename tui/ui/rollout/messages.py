@@ -19,11 +19,13 @@ class CanaryRequested(Message):
 class RolloutRequested(Message):
     """The user confirmed rolling ``profile`` out, ``batch`` GPUs at a time."""
 
-    def __init__(self, profile: str, batch: int = 1) -> None:
+    def __init__(self, profile: str, batch: int = 1, gpus: tuple[int, ...] | None = None) -> None:
         self.profile = profile
         """Profile name."""
         self.batch = batch
         """GPUs restarted together."""
+        self.gpus = gpus
+        """The GPUs it may restart (marked GPUs or a node); None: the whole fleet."""
         super().__init__()
 
 

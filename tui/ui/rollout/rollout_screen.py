@@ -12,7 +12,7 @@ from tui.rollout.rollout import RolloutResult
 from tui.ui.format import NA
 from tui.ui.retune.progress import ApplyProgress
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines
-from tui.ui.rollout.describe import rollout_summary_lines
+from tui.ui.rollout.describe import compact_range, rollout_summary_lines
 from tui.ui.rollout.messages import ProgressArrived
 from tui.ui.rollout.run_screen import RunScreen, progress_row
 from tui.ui.sources import FleetActions
@@ -31,20 +31,31 @@ class RolloutScreen(RunScreen[RolloutResult]):
 
     BINDINGS = [Binding("escape,enter", "close", "Close", id="rollout.close")]
 
-    def __init__(self, actions: FleetActions, profile: str, batch: int = 1) -> None:
+    def __init__(
+        self,
+        actions: FleetActions,
+        profile: str,
+        batch: int = 1,
+        gpus: tuple[int, ...] | None = None,
+    ) -> None:
         """Args:
         actions: The backend whose ``rollout`` runs here.
         profile: The profile rolled out.
         batch: GPUs restarted together.
+        gpus: The GPUs it may restart (marked GPUs or a node); None: the whole fleet.
         """
         # No row yet: each GPU's appears when its batch starts.
         super().__init__(actions, ApplyProgress.start(profile, ()))
         self.batch_size = batch
         """GPUs restarted together."""
+        self.scope = gpus
+        """The GPUs it may restart (None: the fleet)."""
 
     @work(group=ROLLOUT, exit_on_error=False)
     async def _run(self) -> RolloutResult:
-        return await self.actions.rollout(self.profile, self.batch_size, on_event=self._arrived)
+        return await self.actions.rollout(
+            self.profile, self.batch_size, self.scope, on_event=self._arrived
+        )
 
     def _arrived(self, event: object) -> None:
         # Each batch is one apply with its own ApplyFinished: only the rollout's returned
@@ -74,7 +85,8 @@ class RolloutScreen(RunScreen[RolloutResult]):
     def _redraw(self) -> None:
         state = "finished" if self.finished else "running"
         pace = "one GPU at a time" if self.batch_size == 1 else f"{self.batch_size} GPUs at a time"
-        title = f"[b]Roll out [$accent]{self.profile}[/], {pace}[/b]  ({state})"
+        where = f" to GPUs {compact_range(self.scope)}" if self.scope is not None else ""
+        title = f"[b]Roll out [$accent]{self.profile}[/]{where}, {pace}[/b]  ({state})"
         self._part("rollout-title", Content.from_markup(title))
         rows: list[list[Cell]] = [progress_row(row, self.clock) for row in self.progress.rows]
         if self.result is not None:  # the GPUs the rollout never reached

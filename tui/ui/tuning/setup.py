@@ -41,6 +41,11 @@ class TuningBackend(Protocol):
         many nodes)."""
         ...
 
+    def gpu_label(self, gpu: int) -> str:
+        """``gpu`` in a profile name: ``gpu3`` on one node, ``n2-gpu1`` (its node and its own
+        number) on many."""
+        ...
+
 
 class LocalTuning:
     """The form's backend on one node: the console's own, GPUs as they are.
@@ -75,6 +80,10 @@ class LocalTuning:
     def targets(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
         """``gpus`` themselves."""
         return gpus
+
+    def gpu_label(self, gpu: int) -> str:
+        """``gpu3``."""
+        return f"gpu{gpu}"
 
 
 def tuning_backend(actions: FleetActions | TuningBackend, gpu: int | None) -> TuningBackend:
@@ -147,7 +156,9 @@ def load_setup(actions: TuningBackend, gpu: int | None, fallback: str | None) ->
     running = actions.load_profile(name)
     if gpu is not None and gpu not in running.gpus:
         gpu = None
-    base = f"{running.name}-gpu{gpu}" if gpu is not None else f"{running.name}-tuned"
+    base = (
+        f"{running.name}-{actions.gpu_label(gpu)}" if gpu is not None else f"{running.name}-tuned"
+    )
     return FormSetup(running, tuple(names), gpu, unique_name(base, names))
 
 
