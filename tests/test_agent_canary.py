@@ -25,7 +25,8 @@ from tui.fleet.snapshot import ServerState
 from tui.ops.journal import read_journal
 from tui.retune.events import GpuReady
 from tui.retune.options import ApplyOptions
-from tui.rollout.canary import CanaryLook, CanaryOptions
+from tui.rollout.canary import CanaryOptions
+from tui.rollout.canary_result import CanaryLook
 
 pytestmark = [pytest.mark.timeout(150)]
 

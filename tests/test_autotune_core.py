@@ -46,7 +46,7 @@ from tui.autotune.strategy import (
 from tui.ops.service import FleetOps
 from tui.profiles import Profile, ProfileError, flags_for, profile_from_dict
 from tui.retune.preflight import preflight
-from tui.rollout.canary import CanaryResult
+from tui.rollout.canary_result import CanaryResult
 from tui.rollout.cost import RetuneCost
 from tui.rollout.stats import paired
 from tui.state.files import StateFileError

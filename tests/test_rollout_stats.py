@@ -98,7 +98,7 @@ def test_cost_of_one_gpu_down_for_two_seconds() -> None:
 
 
 def test_look_from_turns_intervals_into_seconds() -> None:
-    from tui.rollout.canary import CanaryLook, look_from
+    from tui.rollout.canary_result import CanaryLook, look_from
 
     canary = [110.0, 112.0, 108.0, 111.0, 109.0, 113.0]
     control = [100.0, 101.0, 99.0, 100.0, 100.0, 102.0]

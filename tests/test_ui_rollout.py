@@ -19,7 +19,7 @@ from ui_helpers import (
     wait_for,
 )
 
-from tui.rollout.canary import CanaryLook
+from tui.rollout.canary_result import CanaryLook
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.format import duration

@@ -27,7 +27,7 @@ from tui.retune.events import (
     VerifyReport,
 )
 from tui.retune.preflight import Preflight, preflight
-from tui.rollout.canary import CanaryLook, CanaryResult, look_from
+from tui.rollout.canary_result import CanaryLook, CanaryResult, look_from
 from tui.rollout.cost import RetuneCost
 from tui.rollout.rollout import RolloutResult
 from tui.rollout.stats import decide, look_level, paired

@@ -32,7 +32,7 @@ from tui.retune.events import (
     MeasureProgress,
 )
 from tui.retune.preflight import Preflight
-from tui.rollout.canary import CanaryLook, CanaryResult
+from tui.rollout.canary_result import CanaryLook, CanaryResult
 from tui.rollout.rollout import RolloutResult, RolloutStep
 
 TYPE_KEY = "_t"

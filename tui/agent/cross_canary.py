@@ -38,7 +38,8 @@ from tui.ops.events import EventSink
 from tui.ops.journal import append
 from tui.profiles import Profile, profile_to_dict
 from tui.retune.events import ApplyResult
-from tui.rollout.canary import Canary, CanaryLook, CanaryOptions, CanaryResult
+from tui.rollout.canary import Canary, CanaryOptions
+from tui.rollout.canary_result import CanaryLook, CanaryResult
 from tui.rollout.sampling import Counts, Sampler
 from tui.state.fleet_state import GpuState
 

@@ -33,7 +33,8 @@ from tui.ops.events import EventSink
 from tui.ops.windows import console_windows
 from tui.pipeline.status import PipelineStatus
 from tui.retune.events import ApplyResult
-from tui.rollout.canary import CanaryLook, CanaryOptions, CanaryResult
+from tui.rollout.canary import CanaryOptions
+from tui.rollout.canary_result import CanaryLook, CanaryResult
 from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tui.rollout.canary import CanaryResult
+from tui.rollout.canary_result import CanaryResult
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 from tui.autotune.space import Candidate
 from tui.ops.journal import JournalEntry
 from tui.retune.preflight import Preflight
-from tui.rollout.canary import CanaryResult
+from tui.rollout.canary_result import CanaryResult
 
 Decision = str
 """rejected (by the preflight), skipped (predicted identical to the incumbent), kept (adopted),

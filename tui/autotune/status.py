@@ -27,7 +27,7 @@ import psutil
 from tui import paths
 from tui.autotune.budget import Spent
 from tui.profiles import profile_to_dict
-from tui.rollout.canary import CanaryLook
+from tui.rollout.canary_result import CanaryLook
 from tui.state.files import expect, locked, read_document, write_document
 
 if TYPE_CHECKING:  # the search writes its status through this module

@@ -22,7 +22,7 @@ from tui.autotune.status import read_request
 from tui.autotune.strategy import Ranked, apply_move, further, point_key, score
 from tui.autotune.watch import CanaryWatch
 from tui.profiles import Profile
-from tui.rollout.canary import CanaryResult
+from tui.rollout.canary_result import CanaryResult
 
 
 @dataclass(frozen=True, slots=True)

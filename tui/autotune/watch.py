@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from tui.ops.events import EventSink, OpEvent
 from tui.retune.events import GpuFailed, GpuReady
-from tui.rollout.canary import CanaryLook, CanaryResult
+from tui.rollout.canary_result import CanaryLook, CanaryResult
 
 
 class CanaryWatch:

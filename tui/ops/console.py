@@ -19,7 +19,7 @@ from tui.ops.service import FleetOps, OperationError
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult, GpuFailed, GpuPhase
 from tui.retune.preflight import Preflight
-from tui.rollout.canary import CanaryLook, CanaryResult
+from tui.rollout.canary_result import CanaryLook, CanaryResult
 from tui.rollout.rollout import RolloutResult
 
 LookSink = Callable[[CanaryLook], None]

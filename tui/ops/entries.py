@@ -7,7 +7,7 @@ from typing import Any
 
 from tui.ops.journal import JournalEntry
 from tui.retune.events import ApplyResult, VerifyReport
-from tui.rollout.canary import CanaryResult
+from tui.rollout.canary_result import CanaryResult
 from tui.rollout.cost import RetuneCost
 from tui.rollout.rollout import RolloutResult, RolloutStep
 

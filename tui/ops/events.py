@@ -18,7 +18,7 @@ from tui.retune.events import (
     GpuReady,
     MeasureProgress,
 )
-from tui.rollout.canary import CanaryLook
+from tui.rollout.canary_result import CanaryLook
 from tui.rollout.rollout import RolloutStep
 
 

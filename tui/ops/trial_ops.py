@@ -23,14 +23,8 @@ from tui.ops.runner import EngineRunner
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
-from tui.rollout.canary import (
-    Applier,
-    Canary,
-    CanaryLook,
-    CanaryOptions,
-    CanaryResult,
-    SamplerFactory,
-)
+from tui.rollout.canary import Applier, Canary, CanaryOptions, SamplerFactory
+from tui.rollout.canary_result import CanaryLook, CanaryResult
 from tui.rollout.rollout import (
     Plan,
     Rollout,

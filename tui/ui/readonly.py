@@ -21,7 +21,7 @@ from tui.ops.events import EventSink
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult
 from tui.retune.preflight import Preflight
-from tui.rollout.canary import CanaryResult
+from tui.rollout.canary_result import CanaryResult
 from tui.rollout.rollout import RolloutResult
 from tui.ui.sources import FleetActions, Intent
 

@@ -20,7 +20,7 @@ from tui.pipeline.status import PipelineStatus, read_status
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult
 from tui.retune.preflight import Preflight
-from tui.rollout.canary import CanaryResult
+from tui.rollout.canary_result import CanaryResult
 from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState, read_running
 

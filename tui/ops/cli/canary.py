@@ -17,7 +17,8 @@ from tui.control.stop_release import StopTimeouts
 from tui.ops.cli.common import parse_gpus, print_event, run_refusing
 from tui.ops.service import FleetOps, OpsOptions
 from tui.retune.options import ApplyOptions
-from tui.rollout.canary import CanaryOptions, CanaryResult
+from tui.rollout.canary import CanaryOptions
+from tui.rollout.canary_result import CanaryResult
 
 
 def build_parser() -> argparse.ArgumentParser:

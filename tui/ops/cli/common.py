@@ -16,7 +16,7 @@ from tui.ops.lock import OperationBusy
 from tui.ops.service import OperationError
 from tui.profiles import ProfileError
 from tui.retune.events import ApplyRefused, GpuFailed, GpuPhase, GpuReady, MeasureProgress
-from tui.rollout.canary import CanaryLook
+from tui.rollout.canary_result import CanaryLook
 from tui.state.files import StateFileError
 
 REFUSALS = (ProfileError, OperationBusy, StateFileError, OperationError)

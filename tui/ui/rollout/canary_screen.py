@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.content import Content
 
 from tui.retune.events import GpuFailed, GpuReady
-from tui.rollout.canary import CanaryLook, CanaryResult
+from tui.rollout.canary_result import CanaryLook, CanaryResult
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.retune.progress import ApplyProgress, advance

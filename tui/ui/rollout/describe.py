@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tui.rollout.canary import CanaryLook, CanaryResult
+from tui.rollout.canary_result import CanaryLook, CanaryResult
 from tui.rollout.rollout import RolloutResult
 from tui.rollout.stats import PairedEstimate
 from tui.ui.format import duration
