@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bench.harness import Context, Row, Stat, print_table
 
@@ -99,64 +102,81 @@ def old_form_seconds(runs: int) -> list[float]:
     return out
 
 
+class FormWatch:
+    """The tuning form's ``PreflightShown`` messages, as a ``run_test`` message hook sees them."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[float, int]] = []
+        """(perf_counter when shown, the form's generation it answers)."""
+        self.arrived = asyncio.Event()
+
+    def hook(self, message: object) -> None:
+        """The message hook."""
+        from tui.ui.tuning.form_screen import TuningFormScreen
+
+        if isinstance(message, TuningFormScreen.PreflightShown):
+            self.shown.append((time.perf_counter(), message.generation))
+            self.arrived.set()
+
+    async def type_keys(
+        self, app: Any, pilot: Any, open_key: str, keys: Sequence[str]
+    ) -> list[float]:
+        """Open the form with ``open_key``, then seconds from each of ``keys`` (typed into the
+        Mamba slots field) to the form showing that value's preflight."""
+        from textual import events
+        from textual.widgets import Input
+
+        from tui.ui.tuning.form_screen import TuningFormScreen
+
+        shown, arrived = self.shown, self.arrived
+        app.post_message(events.Key(open_key, open_key))
+        form = None
+        for _ in range(600):
+            form = app.screen
+            if isinstance(form, TuningFormScreen) and form.type_ahead.ready and shown:
+                break
+            await pilot.pause(0.05)
+        assert isinstance(form, TuningFormScreen) and shown, "the form never showed"
+        form.set_focus(form.query_one("#knob-max_mamba_cache_size", Input))
+        await pilot.pause(0.3)
+        out: list[float] = []
+        for key in keys:
+            arrived.clear()
+            before = form.generation
+            start = time.perf_counter()
+            app.post_message(events.Key(key, None if len(key) > 1 else key))
+            deadline = start + 30
+            while not (shown and shown[-1][1] == form.generation > before):
+                assert time.perf_counter() < deadline, f"no preflight after {key!r}"
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(arrived.wait(), deadline - time.perf_counter())
+                arrived.clear()
+            out.append(shown[-1][0] - start)
+            await pilot.pause(0.2)  # an operator's pause between keys
+        return out
+
+
 async def form_latencies(keys: tuple[str, ...]) -> list[float]:
     """Seconds from each keystroke to the form showing its values' preflight."""
-    from textual import events
-    from textual.widgets import Input
-
     from tui.fleet.monitor import FleetMonitor
     from tui.gpu.simulated import SimulatedSource
     from tui.ops.console import ConsoleBackend
     from tui.ops.demo import spec_for_profile
     from tui.ops.service import FleetOps
     from tui.ui.app import FleetApp
-    from tui.ui.tuning.form_screen import TuningFormScreen
 
     ops = FleetOps(None, by="bench")
     profile = ops.load("sim-baseline")
     monitor = FleetMonitor(spec_for_profile(profile), SimulatedSource())
-    shown: list[tuple[float, int]] = []
-    arrived = asyncio.Event()
-
-    def hook(message: object) -> None:
-        if isinstance(message, TuningFormScreen.PreflightShown):
-            shown.append((time.perf_counter(), message.generation))
-            arrived.set()
-
+    watch = FormWatch()
     app = FleetApp(monitor, actions=ConsoleBackend(ops, monitor), profile=profile.name)
-    latencies: list[float] = []
     try:
-        async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
+        async with app.run_test(size=(120, 40), message_hook=watch.hook) as pilot:
             while not app.main_screen.fleet.panels:
                 await pilot.pause(0.05)
-            app.post_message(events.Key("T", "T"))
-            form = None
-            for _ in range(600):
-                form = app.screen
-                if isinstance(form, TuningFormScreen) and form.type_ahead.ready and shown:
-                    break
-                await pilot.pause(0.05)
-            assert isinstance(form, TuningFormScreen) and shown, "the form never showed"
-            form.set_focus(form.query_one("#knob-max_mamba_cache_size", Input))
-            await pilot.pause(0.3)
-            for key in keys:
-                arrived.clear()
-                before = form.generation
-                start = time.perf_counter()
-                app.post_message(events.Key(key, None if len(key) > 1 else key))
-                deadline = start + 30
-                while not (shown and shown[-1][1] == form.generation > before):
-                    assert time.perf_counter() < deadline, f"no preflight after {key!r}"
-                    try:
-                        await asyncio.wait_for(arrived.wait(), deadline - time.perf_counter())
-                    except TimeoutError:
-                        continue
-                    arrived.clear()
-                latencies.append(shown[-1][0] - start)
-                await pilot.pause(0.2)  # an operator's pause between keys
+            return await watch.type_keys(app, pilot, "T", keys)
     finally:
         await monitor.aclose()
-    return latencies
 
 
 def measure(ctx: Context) -> list[Row]:

@@ -17,9 +17,9 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from bench.bench_preflight import FormWatch
 from bench.multinode import _env, fleet, process
 from bench.simfleet import free_ports
 from tui import paths
@@ -30,14 +30,11 @@ KEYS = ("backspace", "backspace", "1", "2", "0", "backspace", "6", "backspace", 
 
 async def latencies(addresses: str, token: str, gpu: int | None, shared: bool) -> list[float]:
     """Seconds from each keystroke to the form showing its values' preflight."""
-    from textual import events
-    from textual.widgets import Input
 
     from tui.agent.client import parse_agents
     from tui.agent.nodes import Nodes
     from tui.agent.tuning import NodesTuning
     from tui.ui.app import FleetApp
-    from tui.ui.tuning.form_screen import TuningFormScreen
 
     class PerCall(Nodes):
         """The form before: a new HTTP client for every preflight."""
@@ -48,47 +45,15 @@ async def latencies(addresses: str, token: str, gpu: int | None, shared: bool) -
             return made
 
     backend = (Nodes if shared else PerCall)(parse_agents(addresses), token)
-    shown: list[tuple[float, int]] = []
-    arrived = asyncio.Event()
-
-    def hook(message: object) -> None:
-        if isinstance(message, TuningFormScreen.PreflightShown):
-            shown.append((time.perf_counter(), message.generation))
-            arrived.set()
-
+    watch = FormWatch()
     app = FleetApp(backend, actions=backend, node_groups=True, poll_interval_s=1.0)
     app.close_on_exit = backend.aclose
-    out: list[float] = []
-    async with app.run_test(size=(160, 50), message_hook=hook) as pilot:
+    async with app.run_test(size=(160, 50), message_hook=watch.hook) as pilot:
         while len(app.main_screen.fleet.panels) < 4:
             await pilot.pause(0.05)
         if gpu is not None:
             app.main_screen.action_select(gpu)
-        key = "t" if gpu is not None else "T"
-        app.post_message(events.Key(key, key))
-        form = None
-        for _ in range(600):
-            form = app.screen
-            if isinstance(form, TuningFormScreen) and form.type_ahead.ready and shown:
-                break
-            await pilot.pause(0.05)
-        assert isinstance(form, TuningFormScreen) and shown, "the form never showed"
-        form.set_focus(form.query_one("#knob-max_mamba_cache_size", Input))
-        await pilot.pause(0.3)
-        for press in KEYS:
-            arrived.clear()
-            before = form.generation
-            start = time.perf_counter()
-            app.post_message(events.Key(press, None if len(press) > 1 else press))
-            deadline = start + 30
-            while not (shown and shown[-1][1] == form.generation > before):
-                assert time.perf_counter() < deadline, f"no preflight after {press!r}"
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(arrived.wait(), deadline - time.perf_counter())
-                arrived.clear()
-            out.append(shown[-1][0] - start)
-            await pilot.pause(0.2)  # an operator's pause between keys
-    return out
+        return await watch.type_keys(app, pilot, "t" if gpu is not None else "T", KEYS)
 
 
 def main() -> int:
