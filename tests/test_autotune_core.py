@@ -57,6 +57,11 @@ def seed_profile(tmp_path: Path) -> Profile:
     return profile_from_dict(tomllib.loads(text), "t-baseline")
 
 
+def on_the_ridge(tmp_path: Path, **knobs: float) -> Profile:
+    """The seed's baseline with ``knobs`` set (a point of the Mamba ridge the tests start on)."""
+    return candidate_profile(seed_profile(tmp_path), Candidate.of(knobs), "inc")
+
+
 def test_parse_knob_and_its_errors() -> None:
     assert parse_knob("max_running_requests=32,16,32") == ("max_running_requests", (16, 32))
     assert parse_knob("mem_fraction_static=0.9") == ("mem_fraction_static", (0.9,))
@@ -123,11 +128,7 @@ def test_rank_drops_what_does_not_fit_and_puts_more_concurrency_first(tmp_path: 
 def test_rank_tries_a_graph_ceiling_below_the_batch_after_moves_that_keep_it_covered(
     tmp_path: Path,
 ) -> None:
-    inc = candidate_profile(
-        seed_profile(tmp_path),
-        Candidate.of({"max_mamba_cache_size": 320, "max_running_requests": 64}),
-        "inc",
-    )
+    inc = on_the_ridge(tmp_path, max_mamba_cache_size=320, max_running_requests=64)
     moves = [
         Candidate.of({"cuda_graph_max_bs_decode": 16}),  # 64 running, graphs up to 16
         Candidate.of({"speculative_num_steps": 2}),  # 64 running, graphs cover them
@@ -143,12 +144,8 @@ def test_rank_tries_a_graph_ceiling_below_the_batch_after_moves_that_keep_it_cov
 def test_a_move_that_outgrows_the_kv_pool_is_also_proposed_with_more_memory(
     tmp_path: Path,
 ) -> None:
-    inc = candidate_profile(
-        seed_profile(tmp_path),
-        Candidate.of(
-            {"max_mamba_cache_size": 360, "max_running_requests": 72, "speculative_num_steps": 2}
-        ),
-        "inc",
+    inc = on_the_ridge(
+        tmp_path, max_mamba_cache_size=360, max_running_requests=72, speculative_num_steps=2
     )
     space = SearchSpace.default()
     knobs = knobs_of(inc, space)
@@ -184,12 +181,8 @@ def test_a_move_that_outgrows_the_kv_pool_is_also_proposed_with_more_memory(
 async def test_the_search_records_a_move_predicted_to_retract_as_skipped_never_launched(
     tmp_path: Path,
 ) -> None:
-    inc = candidate_profile(
-        seed_profile(tmp_path),
-        Candidate.of(
-            {"max_mamba_cache_size": 360, "max_running_requests": 72, "speculative_num_steps": 2}
-        ),
-        "inc",
+    inc = on_the_ridge(
+        tmp_path, max_mamba_cache_size=360, max_running_requests=72, speculative_num_steps=2
     )
     tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(gpu=0))
     tuner.incumbent, tuner.gpu = inc, 0
