@@ -196,6 +196,24 @@ async def test_the_search_records_a_move_predicted_to_retract_as_skipped_never_l
     assert point_key(apply_move(tuner.knobs, move)) in visited  # never proposed again
 
 
+async def test_a_move_measured_worse_still_brings_its_variant_with_more_memory(
+    tmp_path: Path,
+) -> None:
+    # On 320 slots / 64 running at fraction 0.88, the line went on to 360 slots / 72 running,
+    # measured -36% (the KV pool binds): visited. Its variant at fraction 0.91 is proposed.
+    inc = on_the_ridge(tmp_path, max_mamba_cache_size=320, max_running_requests=64)
+    tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(gpu=0))
+    tuner.incumbent, tuner.gpu = inc, 0
+    tuner.knobs = knobs_of(inc, tuner.options.space)
+    worse = Candidate.of({"max_mamba_cache_size": 360, "max_running_requests": 72})
+    visited = {point_key(apply_move(tuner.knobs, worse))}
+    ranked = await tuner._predict([], visited, [worse])
+    assert [r.candidate.as_dict() for r in ranked] == [
+        {"mem_fraction_static": 0.91, "max_mamba_cache_size": 360, "max_running_requests": 72}
+    ]
+    assert tuner.records == []  # the tried move is not recorded again
+
+
 def canary_result(relative: float, window_s: float, lost: float | None) -> CanaryResult:
     canary = [100.0 * (1 + relative) + (i % 2) for i in range(6)]
     control = [100.0 + (i % 3) for i in range(6)]

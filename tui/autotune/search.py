@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from tui.autotune.fleet import searchable_fleet
 from tui.autotune.options import SearchRefused, SearchResult
 from tui.autotune.record import summary_entry
-from tui.autotune.space import Candidate, knobs_of
+from tui.autotune.space import Candidate, candidate_profile, knobs_of
 from tui.autotune.status import lock_file, spent_json, stale_summary
 from tui.autotune.strategy import (
     Ranked,
@@ -40,7 +41,7 @@ from tui.autotune.strategy import (
 from tui.autotune.trials import Trials
 from tui.ops.journal import append
 from tui.ops.lock import OperationBusy, operation_lock
-from tui.profiles import Profile
+from tui.profiles import Profile, ProfileError
 from tui.retune.preflight import Preflight
 from tui.state.fleet_state import profile_of
 
@@ -121,16 +122,14 @@ class Autotuner(Trials):
             why = self.spent.exhausted(self.options.budget)
             if why:
                 return why
-            moves = [
-                c
-                for c in neighbours(self.options.space, self.knobs)
-                if point_key(apply_move(self.knobs, c)) not in visited
-            ]
-            if not moves:
-                return "no untried neighbour fits: the incumbent is a local optimum"
-            ranked = await self._predict(moves, visited)
+            every = neighbours(self.options.space, self.knobs)
+            tried = [c for c in every if point_key(apply_move(self.knobs, c)) in visited]
+            moves = [c for c in every if c not in tried]
+            ranked = await self._predict(moves, visited, tried)
             await self._status()
             if not ranked:
+                if not moves:
+                    return "no untried neighbour fits: the incumbent is a local optimum"
                 continue  # every move of this round was rejected or skipped: none is left
             best = ranked[0]
             visited.add(point_key(apply_move(self.knobs, best.candidate)))
@@ -138,22 +137,40 @@ class Autotuner(Trials):
             if outcome is not None:
                 return outcome
 
-    async def _predict(self, moves: list[Candidate], visited: set[str]) -> list[Ranked]:
-        """Preflight every move; record (and never launch) the ones that will not fit."""
+    async def _predict(
+        self, moves: list[Candidate], visited: set[str], tried: Sequence[Candidate] = ()
+    ) -> list[Ranked]:
+        """Preflight every move; record (and never launch) the ones that will not fit. Each
+        move, and each of ``tried`` (moves already measured or recorded), may bring its variant
+        with more memory (``strategy.with_room``): a move that measured worse because it
+        outgrew the KV pool is exactly the one whose variant may gain."""
         assert self.incumbent is not None
         current = (await self.ops.preflight(self.incumbent, [self.gpu]))[0]
         predicted: list[tuple[Candidate, Preflight]] = []
         for move in moves:
             prediction = await self._predict_one(move, current, visited)
-            if prediction is None:
+            if prediction is not None:
+                predicted.append((move, prediction))
+                predicted += await self._roomier(move, prediction, current, visited)
+        for move in tried:
+            try:
+                profile = await asyncio.to_thread(candidate_profile, self.incumbent, move, "tried")
+                prediction = (await self.ops.preflight(profile, [self.gpu]))[0]
+            except (ProfileError, ValueError):
                 continue
-            predicted.append((move, prediction))
-            tokens = self.options.mean_output_tokens
-            roomier = with_room(self.options.space, self.knobs, move, prediction, current, tokens)
-            if roomier is not None and point_key(apply_move(self.knobs, roomier)) not in visited:
-                more = await self._predict_one(roomier, current, visited)
-                if more is not None:
-                    predicted.append((roomier, more))
+            if prediction.fits:
+                predicted += await self._roomier(move, prediction, current, visited)
         # The feasible moves not tried now are predicted again next round (against the
         # incumbent then, with what the servers printed since).
         return rank(predicted, self.options.mean_output_tokens)
+
+    async def _roomier(
+        self, move: Candidate, prediction: Preflight, current: Preflight, visited: set[str]
+    ) -> list[tuple[Candidate, Preflight]]:
+        """``move``'s variant with more memory, predicted, when it has one not yet visited."""
+        tokens = self.options.mean_output_tokens
+        roomier = with_room(self.options.space, self.knobs, move, prediction, current, tokens)
+        if roomier is None or point_key(apply_move(self.knobs, roomier)) in visited:
+            return []
+        more = await self._predict_one(roomier, current, visited)
+        return [] if more is None else [(roomier, more)]
