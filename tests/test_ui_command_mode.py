@@ -98,6 +98,22 @@ async def test_apply_command_confirms_then_reaches_the_backend() -> None:
     assert ("apply_profile", ("sim-aggressive", (3, 5))) in actions.calls
 
 
+async def test_a_typed_rollout_is_scoped_by_the_marks_as_o_is() -> None:
+    actions = RecordingActions()
+    app = _app(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("2", "space", "4", "space")  # mark GPUs 2 and 4
+        await _type(pilot, app, "rollout sim-aggressive")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        assert confirm.affected.startswith("Scope: GPUs 2,4\n"), confirm.affected
+        await pilot.press("y")
+        await finish_actions(pilot, app)
+    assert ("rollout", ("sim-aggressive", 1, (2, 4))) in actions.calls
+
+
 async def test_kill_logs_and_journal_commands_use_their_keys_flows() -> None:
     actions = RecordingActions()
     app = _app(actions)

@@ -20,6 +20,7 @@ from tui.fleet.snapshot import FleetSnapshot
 from tui.ui.command_bar import CommandBar, CommandEntered
 from tui.ui.command_line import Command, CommandError, parse_command
 from tui.ui.describe import describe_servers
+from tui.ui.grid.scope import scope_words
 from tui.ui.messages import ApplyProfileRequested, PanelOpened
 from tui.ui.readonly import READ_ONLY, changes_fleet
 from tui.ui.rollout.describe import compact_range, rollout_question
@@ -63,6 +64,10 @@ class CommandMode:
 
     def action_rollback(self) -> None:  # pragma: no cover
         raise NotImplementedError
+
+    if TYPE_CHECKING:  # GridHabits has it, after this mixin in the screen's MRO: no stub here
+
+        def scope(self) -> tuple[int, ...] | None: ...
 
     def action_journal(self) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -124,9 +129,13 @@ class CommandMode:
             affected = describe_servers(self.fleet, gpus)
             self._confirm_then_post(title, affected, CanaryRequested(profile, gpus[0]))
         elif verb == "rollout":
+            # The marks scope a typed rollout as they scope ``o`` (else the whole fleet).
+            scope = self.scope()
             fleet = tuple(panel.gpu_index for panel in self.fleet.panels)
-            title, detail = rollout_question(profile, fleet, command.batch)
-            self._confirm_then_post(title, detail, RolloutRequested(profile, command.batch))
+            title, detail = rollout_question(profile, scope or fleet, command.batch)
+            detail = f"Scope: {scope_words(self.fleet, scope)}\n{detail}"
+            request = RolloutRequested(profile, command.batch, scope)
+            self._confirm_then_post(title, detail, request)
         elif verb == "rollback":
             self.action_rollback()
         elif verb == "kill":
