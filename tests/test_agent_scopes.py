@@ -90,7 +90,9 @@ async def test_a_marked_node_is_the_scope_of_rollout_and_rollback(tmp_path: Path
             await pilot.press("escape")
             # The rollback dialog reads each GPU's previous profile from n2's agent.
             await wait_for(
-                pilot, lambda: backend.running()[100].previous_name == "node-base", "n2's state"
+                pilot,
+                lambda: all(backend.running()[g].previous_name == "node-base" for g in (100, 101)),
+                "n2's state of both GPUs",
             )
             await press_until(pilot, ("b",), ConfirmScreen)
             confirm = app.screen

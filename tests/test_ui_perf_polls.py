@@ -63,8 +63,11 @@ async def test_sooner_polls_read_the_status_document_at_the_normal_interval() ->
     async with app.run_test(size=(200, 50)) as pilot:
         await wait_for(pilot, lambda: poller.polls >= 7, "seven polls")
         polls, count = poller.polls, len(reads)
-    # Polls 1, 4, 7, ... read it (0.2 + 0.2 + 0.2 >= 0.5); the newest may be in flight.
-    assert (polls - 1) // 3 <= count <= (polls - 1) // 3 + 1
+    # Polls 1, 4, 7, ... read it (0.2 + 0.2 + 0.2 >= 0.5); the newest may be in flight, and the
+    # first poll's delay may be the normal 0.5 s when its worker ends before its snapshot (which
+    # says "soon") is handled: poll 2 reads then too (seen under load).
+    assert (polls - 1) // 3 <= count <= (polls - 1) // 3 + 2
+    assert count < polls - 2  # not at every sooner poll
 
 
 async def test_a_failing_status_read_does_not_stop_the_fleet_polls() -> None:
