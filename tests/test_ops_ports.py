@@ -8,7 +8,9 @@ pipeline all agree on the fleet's port, and nothing listens on the file's.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -99,6 +101,13 @@ async def agree(fleet: SimFleet, run: PipelineRun, moved: Path) -> None:
         assert panel.server.pid == records[panel.gpu_index].pid
     before = {url: int(s["done"]) for url, s in status(run).items()}  # type: ignore[call-overload]
     wait_done_at_least(run, int(json.loads(run.status.read_text())["done"]) + 30, timeout=60)
+    # The pipeline takes a relaunched server back after its /health answers (>= 1 s) and a
+    # backoff: the last GPU a rollout relaunched may still be on its way back when 30 more
+    # prompts are done on the others.
+    deadline = time.monotonic() + 60
+    while not all(status(run)[url]["healthy"] is True for url in fleet.urls):
+        assert time.monotonic() < deadline, f"not every server healthy: {status(run)}"
+        await asyncio.sleep(0.2)
     after = status(run)
     for url in fleet.urls:
         assert after[url]["healthy"] is True
