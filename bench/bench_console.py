@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.harness import Context, Row, Stat
+from bench.ports import free_ports
 from bench.ptyrun import PtyCost, measure
 
 BENCH = "console overhead"
@@ -59,13 +60,7 @@ def _base_port(count: int) -> int:
     """30000 when 30000.. are free (the profile's own), else a free run of ``count`` ports."""
     if _ports_free(30000, count):
         return 30000
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
-        if base + count < 65535 and _ports_free(base, count):
-            return base
-    raise RuntimeError(f"no run of {count} free loopback ports found")
+    return free_ports(count, consecutive=True)[0]
 
 
 @contextlib.contextmanager

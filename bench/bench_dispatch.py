@@ -24,18 +24,13 @@ import time
 from pathlib import Path
 
 from bench.harness import Context, Row, Stat
+from bench.ports import free_port
 
 BENCH = "pipeline dispatch"
 ROOT = Path(__file__).resolve().parent.parent
 CONCURRENCY = 48
 """The seed's per-server in-flight limit."""
 _SERVER_CORE, _CLIENT_CORE = 1, 0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _pin(core: int) -> None:
@@ -143,7 +138,7 @@ def run(ctx: Context) -> list[Row]:
     """Start the endpoint, run both clients alternately, return the rows."""
     count = 500 if ctx.quick else 2000
     runs = 1 if ctx.quick else 3
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, str(ROOT / "bench" / "peers" / "instant_openai.py"), str(port)],
         start_new_session=True,

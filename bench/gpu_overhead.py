@@ -27,7 +27,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 import httpx
 
 from bench.harness import Stat
+from bench.ports import free_port
 from bench.ptyrun import PtyCost, measure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,12 +50,6 @@ SIM_FLAGS = [
     "--enable-metrics", "--sim-speed", "10",
 ]  # fmt: skip
 """The seed's knobs; speed 10 so requests finish and new ones arrive every second."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _gpu_name() -> str:
@@ -118,7 +112,7 @@ def fleet(
 ) -> Iterator[list[int]]:
     """``servers`` servers (the first GPU-backed when ``cuda``), their clients and the GPU
     load; yields their ports."""
-    ports = [_free_port() for _ in range(servers)]
+    ports = [free_port() for _ in range(servers)]
     procs: dict[int, subprocess.Popen[bytes]] = {}
     paths = {port: logs / f"sglang_{port}.log" for port in ports}
     loads: list[subprocess.Popen[bytes]] = []

@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.ports import free_ports
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopTimeouts
 from tui.ops.cli import apply as apply_cli
@@ -103,18 +103,6 @@ model_path = "Qwen/Qwen3.6-27B-FP8"
     if metrics:
         text += f"[server.extra_flags]\nenable_metrics = true\n{extra}\n"
     return text
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports (held open together while choosing)."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def sims_on_ports(ports: list[int]) -> Iterator[psutil.Process]:

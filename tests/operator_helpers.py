@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,23 +20,9 @@ SIM_SPEED = 200.0
 """Simulator speed of the tests' fleets: startup takes about a second."""
 
 
-def free_port_run(count: int, tries: int = 50) -> int:
+def free_port_run(count: int) -> int:
     """First of ``count`` consecutive free ports (the demo takes a base port)."""
-    for _ in range(tries):
-        base = free_ports(1)[0]
-        if base + count > 65535:
-            continue
-        ok = True
-        for port in range(base, base + count):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports found")
+    return free_ports(count, consecutive=True)[0]
 
 
 def profile_text(name: str, gpus: list[int], ports: list[int], server: str) -> str:

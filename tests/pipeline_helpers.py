@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import httpx
 
+from bench.ports import free_port
 from tui.pipeline.status import PipelineStatus, read_status
 
 if TYPE_CHECKING:
@@ -51,14 +52,6 @@ FAST_SIM_ARGS = [
 """``gpufleet sim`` flags for a simulated server that starts and serves short requests fast."""
 BUCKET = "gpufleet-test"
 """The bucket ``moto_with_bucket`` creates."""
-
-
-def free_port() -> int:
-    """A currently free loopback port."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_until(predicate: object, timeout: float, what: str, interval: float = 0.02) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 from fleet_helpers import poll_until
 from servers_helpers import canned_server
 
+from bench.ports import free_port
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
@@ -25,12 +25,6 @@ from tui.gpu.source import NoGpuSource
 GIB = 1024**3
 REPO = Path(__file__).resolve().parent.parent
 FAKE = Path(__file__).parent / "fixtures" / "servers" / "fake_sglang.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _listeners_readable() -> bool:
@@ -56,7 +50,7 @@ class FakeFleet:
     def start(
         self, gpu: int, fail: bool = False
     ) -> tuple[ServerSpec, subprocess.Popen[bytes], Path]:
-        port = _free_port()
+        port = free_port()
         log = self.tmp / f"sglang_gpu{gpu}.log"
         gate = self.tmp / f"gate{gpu}"
         argv = [sys.executable, str(FAKE), "--port", str(port), "--gpu", str(gpu)]
@@ -176,7 +170,7 @@ async def test_timeouts_mark_a_live_server_stale() -> None:
 
 
 async def test_nothing_running_is_absent_and_gpus_listed(tmp_path: Path) -> None:
-    spec = FleetSpec((ServerSpec(0, _free_port()),), extra_gpus=(3,))
+    spec = FleetSpec((ServerSpec(0, free_port()),), extra_gpus=(3,))
     monitor = FleetMonitor(spec, NoGpuSource("no NVIDIA driver"), discovery_interval=0)
     try:
         snap = await monitor.poll()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 from fleet_helpers import poll_until
 
+from bench.ports import free_port
 from tui import paths
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import FleetSnapshot, ServerState
@@ -23,17 +23,11 @@ GIB = 1024**3
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def sim_server(
     tmp_path: Path, isolated_state: Path
 ) -> Iterator[tuple[subprocess.Popen[bytes], ServerSpec]]:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "sglang_gpu1.log"
     argv = [sys.executable, "-m", "tui", "sim", "--port", str(port), "--sim-gpu", "b200"]
     argv += ["--sim-model", "qwen3.6-27b", "--sim-gpu-index", "1", "--sim-startup-seconds", "1.5"]

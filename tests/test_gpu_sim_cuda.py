@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.ports import free_port
 from bench.simfleet import stop_all
 from tui.control.release import nvml_gpu_pids
 from tui.fleet.monitor import FleetMonitor
@@ -97,14 +98,6 @@ gpu_backing = "cuda"
     return path
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _smi_used_mib(index: int) -> float:
     out = subprocess.run(
         [
@@ -124,7 +117,7 @@ def _smi_used_mib(index: int) -> float:
 
 @pytest.fixture()
 def gpu_fleet(tmp_path: Path) -> Iterator[dict[str, Path]]:
-    port = _free_port()
+    port = free_port()
     logs = tmp_path / "logs"
     files = {
         "fits": _profile(tmp_path / "fits.toml", port, logs, 0.85, "gpu-fits"),

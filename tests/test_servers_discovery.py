@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bench.ports import free_port
 from tui.servers.discovery import (
     LiveCheck,
     find_servers,
@@ -30,12 +30,6 @@ SLEEPER = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _wait_line(path: Path, text: str, deadline_s: float = 20.0) -> None:
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
@@ -47,7 +41,7 @@ def _wait_line(path: Path, text: str, deadline_s: float = 20.0) -> None:
 
 @pytest.fixture
 def fake_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "sglang_gpu3.log"
     # argv: python -c CODE PORT -m tui sim --port PORT  -> looks like ``python -m tui sim``
     argv = [sys.executable, "-c", SLEEPER, str(port), "-m", "tui", "sim", "--port", str(port)]
@@ -78,7 +72,7 @@ def test_finds_server_by_cmdline_with_env_and_log(
     fake_server: tuple[subprocess.Popen[bytes], int, Path],
 ) -> None:
     proc, port, log = fake_server
-    found = find_servers([port, _free_port()], use_listeners=False)
+    found = find_servers([port, free_port()], use_listeners=False)
     assert list(found) == [port]
     server = found[port]
     assert server.pid == proc.pid and server.found_by == "cmdline"
@@ -94,7 +88,7 @@ def test_finds_server_by_cmdline_with_env_and_log(
 
 
 def test_finds_listener_when_cmdline_says_nothing(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "plain.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import weakref
 from collections.abc import Callable
 
@@ -11,6 +10,7 @@ import httpx
 import pytest
 from servers_helpers import FIXTURES, canned_server, json_reply, metrics_reply
 
+from bench.ports import free_port
 from tui.servers.keepalive import KeepAliveTransport
 from tui.servers.probe import (
     HEALTH_TIMEOUT_S,
@@ -52,12 +52,6 @@ def make_probe(client: httpx.AsyncClient, port: int, **options: float) -> Server
     return ServerProbe(client, port, direct=_DIRECT.get(client), **options)  # type: ignore[arg-type]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_readiness_is_the_cheap_ready_endpoint(make_client: ClientFactory) -> None:
     routes = {
         "/ready": [(503, "text/plain", ""), (503, "text/plain", ""), (200, "text/plain", "")],
@@ -95,7 +89,7 @@ async def test_model_info_alone_is_never_ready(make_client: ClientFactory) -> No
 
 async def test_refused_when_nothing_listens(make_client: ClientFactory) -> None:
     async with make_client() as client:
-        result = await make_probe(client, _free_port()).readiness()
+        result = await make_probe(client, free_port()).readiness()
     assert result.status is ProbeStatus.REFUSED
 
 
@@ -187,7 +181,7 @@ async def test_server_info_effective_values(make_client: ClientFactory) -> None:
 
 async def test_load_is_none_when_server_is_down(make_client: ClientFactory) -> None:
     async with make_client() as client:
-        probe = make_probe(client, _free_port())
+        probe = make_probe(client, free_port())
         assert await probe.load() is None
         assert await probe.server_info() is None
 
