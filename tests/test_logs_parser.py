@@ -288,6 +288,29 @@ def test_log_state_keeps_the_oom_as_the_cause_of_a_crash_chain() -> None:
     assert view.last_error is not None and "CUDA out of memory" in view.last_error
 
 
+def test_log_state_keeps_a_taken_port_as_the_cause_of_the_warmup_failure() -> None:
+    """The lines a simulated server printed in a fresh clone's run (its port taken meanwhile)."""
+    from tui.logs.state import LogState
+
+    state = LogState()
+    chain = [
+        "[2026-12-03 18:00:44] ERROR:    [Errno 98] error while attempting to bind on address "
+        "('127.0.0.1', 37042): address already in use",
+        "[2026-12-03 18:00:45] Initialization failed. warmup error: Traceback (most recent call "
+        "last):",
+        'RuntimeError: /model_info never answered: ConnectionRefusedError(111, "Connect call '
+        "failed ('127.0.0.1', 37042)\")",
+    ]
+    for number, text in enumerate(chain, 1):
+        event = parse_line(text, number)
+        assert event is not None, text
+        state.apply(event)
+    view = state.view()
+    assert view.failed
+    assert view.error_reason == "port_in_use"
+    assert view.last_error is not None and "address already in use" in view.last_error
+
+
 # Lines the parser used to miss, written from SGLang 0.5.23's source (the sample file holds none of
 # them): srt/mem_cache/allocation.py, srt/managers/scheduler.py (retraction), srt/utils/watchdog.py,
 # srt/server_args.py (argparse, prog "sglang serve"), srt/managers/tokenizer_manager.py,

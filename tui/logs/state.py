@@ -13,9 +13,16 @@ from tui.logs.ingest import IngestSummary
 __all__ = ["NON_FATAL_REASONS", "LogState", "LogView"]
 
 CHAIN_REASONS = frozenset(
-    {"scheduler_exception", "sigquit", "killed", "exception", "subprocess_crashed"}
+    {"scheduler_exception", "sigquit", "killed", "exception", "subprocess_crashed", "warmup_failed"}
 )
 """Reasons that follow a root cause in SGLang's process-death chain."""
+
+ROOT_CAUSES = frozenset({"oom", "port_in_use"})
+"""Reasons a later link of the chain never hides. ``port_in_use``: uvicorn cannot bind, runs the
+lifespan's shutdown, which joins the warmup thread (``srt/entrypoints/http_server.py``
+``lifespan``); its 120 tries of ``/model_info`` then fail and print ``Initialization failed.
+warmup error`` with a ``RuntimeError``/``ConnectionError`` a couple of minutes later: the port is
+what the operator must fix."""
 
 ALLOCATION_KINDS = frozenset({ev.WEIGHTS, ev.MAMBA_CACHE, ev.KV_CACHE, ev.POOL, ev.CAP})
 ALLOCATION_KINDS |= {ev.RESET_48, ev.PROFILED}
@@ -205,8 +212,9 @@ class LogState:
             fatal = get("fatal")
             fatal = reason not in NON_FATAL_REASONS if not isinstance(fatal, bool) else fatal
             # A crash prints a chain (the OOM, then the scheduler's exception, SIGQUIT, Killed):
-            # the cause is what the operator needs, so a later link never hides an OOM.
-            if not (self.error_reason == "oom" and self.failed and reason in CHAIN_REASONS):
+            # the cause is what the operator needs, so a later link never hides an OOM
+            # or a port that was taken.
+            if not (self.error_reason in ROOT_CAUSES and self.failed and reason in CHAIN_REASONS):
                 self.last_error = event.text
                 self.error_reason = reason
                 self.error_fatal = fatal
