@@ -14,8 +14,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from control_helpers import free_port, parent_argv, read_pids, reaper, wait_for
+from control_helpers import parent_argv, read_pids, reaper, wait_for
 
+from bench.ports import free_port
 from tui.control import (
     PreflightError,
     check_gpu_free,

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sim_helpers import ROOT, Clients, free_port, in_flight, running_sim, sim_env, wait_until
+from sim_helpers import ROOT, Clients, in_flight, running_sim, sim_env, wait_until
 
+from bench.ports import free_port
 from tui.servers.probe import parse_metrics
 
 FAST = ["--sim-speed", "20", "--sim-startup-seconds", "1", "--enable-metrics"]

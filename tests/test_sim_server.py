@@ -13,8 +13,9 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from sim_helpers import ROOT, free_port, running_sim, sim_env, wait_until
+from sim_helpers import ROOT, running_sim, sim_env, wait_until
 
+from bench.ports import free_port
 from tui.gpu.sim_records import live_processes
 from tui.sim import cli
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import httpx
 import psutil
-from sim_helpers import ROOT, Clients, free_port, in_flight, running_sim, sim_env, wait_until
+from sim_helpers import ROOT, Clients, in_flight, running_sim, sim_env, wait_until
 
+from bench.ports import free_port
 from tui.control.launch import launch
 from tui.control.stop import stop
 from tui.gpu.sim_records import live_processes

@@ -8,8 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from control_helpers import free_port, running
+from control_helpers import running
 
+from bench.ports import free_port
 from tui.control import StopTimeouts, sim_gpu_pids
 from tui.ops import simfleet as fleet
 from tui.ops.cli.sim_fleet import main as fleet_main
