@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from textual import events, work
 from textual.containers import ScrollableContainer
@@ -135,10 +135,21 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         for view in self.query_children(GpuPanelView):
             view.marked = view.gpu_index in marked
 
-    async def watch_fleet(self, fleet: FleetSnapshot) -> None:
-        """Rebuild the panels when the set of GPUs shown changed, then hand each its part."""
+    def watch_fleet(self, fleet: FleetSnapshot) -> Awaitable[None] | None:
+        """Hand each panel its part; when the set of GPUs shown changed, return the rebuild
+        (Textual awaits a watcher's awaitable).
+
+        Why not an async watcher: Textual schedules every awaited watcher through a fresh
+        callback (a ``functools.partial`` whose signature it inspects, and a message), once a
+        reading; the same GPUs as before, nearly every reading, need no await.
+        """
         self._received_at = time.monotonic()
-        await self._show(filtered(fleet, self.grid_filter))
+        shown = filtered(fleet, self.grid_filter)
+        views = list(self.query_children(GpuPanelView))
+        if tuple(view.gpu_index for view in views) != tuple(p.gpu_index for p in shown.panels):
+            return self._show(shown)
+        self._hand_out(views, shown)
+        return None
 
     async def _show(self, fleet: FleetSnapshot) -> None:
         """Rebuild the panels when the set of GPUs changed, then hand each its part."""
@@ -149,6 +160,9 @@ class GpuGrid(ScrollableContainer, can_focus=False):
             views = [GpuPanelView(index, id=f"gpu-{index}") for index in wanted]
             await self.mount_all(views)
             self._reshape()
+        self._hand_out(views, fleet)
+
+    def _hand_out(self, views: list[GpuPanelView], fleet: FleetSnapshot) -> None:
         for view, panel in zip(views, fleet.panels, strict=True):
             view.show(panel)
             view.selected = panel.gpu_index == self.selected
