@@ -106,6 +106,14 @@ def read_device(root: Path, index: int) -> SimDevice | None:
         return None
 
 
+def read_process(path: Path) -> SimProcessRecord | None:
+    """Read one process record, or None when it is gone or unreadable."""
+    try:
+        return SimProcessRecord(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, RecursionError):
+        return None
+
+
 def list_devices(root: Path) -> list[SimDevice]:
     """Every simulated GPU under root, by index."""
     devices = []
@@ -145,7 +153,8 @@ def own_create_time() -> float:
     return float(fields[19]) / os.sysconf("SC_CLK_TCK") + boot
 
 
-def _alive(pid: int, create_time: float) -> bool:
+def alive(pid: int, create_time: float) -> bool:
+    """Whether ``pid`` is a live (not zombie) process that started at ``create_time``."""
     import psutil  # here: the scheduler child publishes records and must not import it
 
     try:
@@ -161,11 +170,10 @@ def live_processes(root: Path, index: int, prune: bool = False) -> list[SimProce
     """Records of processes on GPU ``index`` that are still alive (dead ones pruned if asked)."""
     records = []
     for path in gpu_dir(root, index).glob("proc-*.json"):
-        try:
-            record = SimProcessRecord(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError, RecursionError):
+        record = read_process(path)
+        if record is None:
             continue
-        if _alive(record.pid, record.create_time):
+        if alive(record.pid, record.create_time):
             records.append(record)
         elif prune:
             path.unlink(missing_ok=True)

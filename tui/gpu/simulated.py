@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tui import paths
 from tui.gpu import sim_records
+from tui.gpu.sim_cache import RecordCache
 from tui.gpu.snapshot import GpuProcess, GpuSlowSnapshot, GpuSnapshot, GpuSourceKind
 
 DRIVER_RESERVED_BYTES = sim_records.GIB // 2
@@ -49,6 +50,8 @@ class SimulatedSource:
         self.root = root if root is not None else paths.sim_gpu_dir()
         self._devices: list[sim_records.SimDevice] | None = None
         """The devices the last ``sample`` listed (``describe`` reuses them)."""
+        self._records = RecordCache(self.root)
+        """The records, read again only when their folder changed (``tui.gpu.sim_cache``)."""
 
     def exists(self) -> bool:
         """True when at least one simulated GPU has been published under the root."""
@@ -62,9 +65,9 @@ class SimulatedSource:
         """
         now = time.time()
         snapshots = []
-        self._devices = sim_records.list_devices(self.root)
-        for device in self._devices:
-            live = sim_records.live_processes(self.root, device.index)
+        listed = self._records.devices()
+        self._devices = [device for device, _ in listed]
+        for device, live in listed:
             held = sum(max(0, r.used_bytes) for r in live)
             used = min(device.memory_total, DRIVER_RESERVED_BYTES + held)
             util = max((r.utilization_gpu for r in live), default=0.0)

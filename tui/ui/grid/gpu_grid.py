@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 from textual import events, work
 from textual.containers import ScrollableContainer
@@ -13,7 +14,13 @@ from tui.history import HistoryRecorder
 from tui.ui.grid.filter import filtered
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.grid.layout import GridShape, choose_shape
-from tui.ui.grid.panel_graphs import MIN_SPARE_ROWS, READ_EVERY_S, PanelSeries, read_series
+from tui.ui.grid.panel_graphs import (
+    MIN_SPARE_ROWS,
+    SETTLE_S,
+    PanelSeries,
+    cells_due,
+    read_series,
+)
 
 
 class GpuGrid(ScrollableContainer, can_focus=False):
@@ -55,20 +62,43 @@ class GpuGrid(ScrollableContainer, can_focus=False):
     every tick (ages are shown in whole seconds, from three missed polls)."""
 
     def on_mount(self) -> None:
-        """Count the snapshot's age from now, once a second."""
+        """Count the snapshot's age from now, and look at the graphs' cells, once a second."""
         self._received_at = time.monotonic()
-        self.set_interval(self.AGE_TICK_S, self._age_panels)
-        self.set_interval(READ_EVERY_S, self._graph_panels)
+        self._graph_cells: tuple[object, ...] | None = None
+        """The panels, their widths and the cells their graphs were last read for."""
+        self.clock: Callable[[], float] = time.time
+        """Wall time for the graphs' cells (tests set it)."""
+        self.set_interval(self.AGE_TICK_S, self._tick)
+
+    def _tick(self) -> None:
+        self._age_panels()
+        self._graphs_if_due()
+
+    def _graphs_if_due(self) -> None:
+        """Read the graphs when a cell completed, or the panels or their widths changed.
+
+        Why: a graph moves only when a cell completes (about every 16 s at 200x50); reading
+        every 5 s cost a history read in a thread, and a redraw of every panel's graph rows
+        whenever a partly written bucket had filled a little more.
+        """
+        views = list(self.query_children(GpuPanelView))
+        widths = tuple(view.size.width for view in views)
+        indices = tuple(view.gpu_index for view in views)
+        cells = (indices, widths, cells_due(widths, self.clock()))
+        if cells != self._graph_cells:
+            self._graph_cells = cells
+            self._graph_panels()
 
     def _graph_panels(self) -> None:
-        """Read the history for the panels with spare rows (nvitop's per-GPU graphs)."""
+        """Read the history for the panels with spare rows (nvitop's per-GPU graphs), up to
+        ``SETTLE_S`` ago (the buckets written completely)."""
         roomy = [
             view.gpu_index
             for view in self.query_children(GpuPanelView)
             if view.spare_rows() >= MIN_SPARE_ROWS
         ]
         if roomy and isinstance(getattr(self.app, "history", None), HistoryRecorder):
-            self._read_graphs(tuple(roomy), time.time())
+            self._read_graphs(tuple(roomy), self.clock() - SETTLE_S)
 
     @work(thread=True, exclusive=True, group="panel-graphs", exit_on_error=False)
     def _read_graphs(self, gpus: tuple[int, ...], now: float) -> None:
@@ -105,10 +135,21 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         for view in self.query_children(GpuPanelView):
             view.marked = view.gpu_index in marked
 
-    async def watch_fleet(self, fleet: FleetSnapshot) -> None:
-        """Rebuild the panels when the set of GPUs shown changed, then hand each its part."""
+    def watch_fleet(self, fleet: FleetSnapshot) -> Awaitable[None] | None:
+        """Hand each panel its part; when the set of GPUs shown changed, return the rebuild
+        (Textual awaits a watcher's awaitable).
+
+        Why not an async watcher: Textual schedules every awaited watcher through a fresh
+        callback (a ``functools.partial`` whose signature it inspects, and a message), once a
+        reading; the same GPUs as before, nearly every reading, need no await.
+        """
         self._received_at = time.monotonic()
-        await self._show(filtered(fleet, self.grid_filter))
+        shown = filtered(fleet, self.grid_filter)
+        views = list(self.query_children(GpuPanelView))
+        if tuple(view.gpu_index for view in views) != tuple(p.gpu_index for p in shown.panels):
+            return self._show(shown)
+        self._hand_out(views, shown)
+        return None
 
     async def _show(self, fleet: FleetSnapshot) -> None:
         """Rebuild the panels when the set of GPUs changed, then hand each its part."""
@@ -119,6 +160,9 @@ class GpuGrid(ScrollableContainer, can_focus=False):
             views = [GpuPanelView(index, id=f"gpu-{index}") for index in wanted]
             await self.mount_all(views)
             self._reshape()
+        self._hand_out(views, fleet)
+
+    def _hand_out(self, views: list[GpuPanelView], fleet: FleetSnapshot) -> None:
         for view, panel in zip(views, fleet.panels, strict=True):
             view.show(panel)
             view.selected = panel.gpu_index == self.selected

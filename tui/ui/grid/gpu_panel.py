@@ -36,6 +36,8 @@ def changed_span(old: Content, new: Content) -> tuple[int, int] | None:
     repainting just those cells keeps what goes over an SSH link to a few bytes per value.
     A change of style (not of text) repaints the whole line.
     """
+    if old is new:
+        return None
     if old.plain == new.plain:
         return None if old.spans == new.spans else (0, max(cell_len(new.plain), 1))
     if old.spans != new.spans and not _same_style_layout(old, new):
@@ -238,20 +240,21 @@ class GpuPanelView(Widget):
         lines = (
             full_lines(panel, width, late) if full else compact_lines(panel, width, height, late)
         )
-        if full and self.graphs is not None and height > len(lines):
-            lines += self._graph_lines(self.graphs, width, height - len(lines))
         # Never a cut number (fit elides whole words); an error's prose is cut at the width on
         # purpose: its next lines continue it.
-        return [
+        shown = [
             line.truncate(width) if _is_error_prose(line) else fit(line, width)
             for line in lines[:height]
         ]
+        if full and self.graphs is not None and height > len(lines):
+            shown += self._graph_lines(self.graphs, width, height - len(lines))
+        return shown
 
     def _graph_lines(self, series: PanelSeries, width: int, spare: int) -> list[Content]:
         """``graph_lines``, drawn again only when what they draw from changed (``drawn_key``).
 
-        Why: the series change every ``READ_EVERY_S`` while the panel's lines are built at
-        every reading; drawing the braille rows each time was half of building a full panel.
+        Why: the series change once per graph cell while the panel's lines are built at every
+        reading; drawing the braille rows each time was half of building a full panel.
         """
         drawn = self._graphs_drawn
         if drawn is not None and drawn[0] is series and drawn[1:3] == (width, spare):
@@ -260,7 +263,9 @@ class GpuPanelView(Widget):
         if drawn is not None and drawn[3] == key:
             lines = drawn[4]
         else:
-            lines = graph_lines(series, width, spare)
+            # fitted once here, not at every reading; the same objects each time, which
+            # ``changed_span`` passes over at once
+            lines = [fit(line, width) for line in graph_lines(series, width, spare)]
         self._graphs_drawn = (series, width, spare, key, lines)
         return list(lines)
 

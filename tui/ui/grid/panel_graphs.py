@@ -2,9 +2,9 @@
 tok/s and running requests over the last ``WINDOW_S``, from the fleet's history store.
 
 At 200x50 each of the seven panels shows its nine lines over 13 empty rows; the grid reads the
-history (``tui.history``, in a thread worker, every ``READ_EVERY_S``) for the panels that have
-room, and a panel draws one graph per metric that fits: a label line (the newest value and the
-axis' top) over braille rows (``tui.ui.history.plot``).
+history (``tui.history``, in a thread worker, once per completed cell: ``cells_due``) for the
+panels that have room, and a panel draws one graph per metric that fits: a label line (the
+newest value and the axis' top) over braille rows (``tui.ui.history.plot``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,12 @@ from tui.ui.history.plot import axis_for, braille_rows, columns
 
 WINDOW_S = 600.0
 """What the graphs show: the last ten minutes."""
-READ_EVERY_S = 5.0
-"""How often the grid reads them (the history's finest bucket is 5 s)."""
+SETTLE_S = 10.0
+"""How far the graphs' right edge lags the clock: the history's finest bucket (5 s) plus its
+writer's interval (``tui.history.recorder.FLUSH_S``, 5 s). Why: a bucket is written in parts as
+its samples arrive; with the edge this far back every bucket up to it is complete when read, so
+one read per cell draws what later reads would (reads every 5 s drew most cells two or three
+times as their last bucket filled)."""
 MIN_SPARE_ROWS = 3
 """A graph needs a label line and at least two rows of dots."""
 
@@ -83,6 +87,25 @@ def read_series(store: HistoryStore, gpus: Sequence[int], now: float) -> dict[in
     return out
 
 
+def cell_s(width: int) -> float:
+    """Seconds of one cell (two dot columns) of a graph ``width`` cells wide."""
+    return WINDOW_S / max(width, 1)
+
+
+def cells_due(widths: Sequence[int], now: float) -> tuple[int, ...]:
+    """Which cell each graph width's right edge is in at ``now`` (lagged by ``SETTLE_S``).
+
+    Args:
+        widths: The panels' widths, in cells.
+        now: time.time().
+
+    Returns:
+        One cell number per width; the grid reads the history again when it changes (a graph
+        moves only when a cell completes: ``graph_lines``).
+    """
+    return tuple(math.floor((now - SETTLE_S) / cell_s(width)) for width in widths)
+
+
 def _edge(series: PanelSeries, width: int) -> float:
     """The graphs' right edge: the last whole cell's (two dot columns) end."""
     step = 2 * (series.end - series.start) / (width * 2) if width > 0 else 0.0
@@ -92,9 +115,9 @@ def _edge(series: PanelSeries, width: int) -> float:
 def drawn_key(series: PanelSeries, width: int, spare: int) -> tuple[object, ...]:
     """All that ``graph_lines`` draws from: the room, the right edge and the points up to it.
 
-    Why: the grid reads the history every ``READ_EVERY_S``, but a graph moves only when a cell
-    completes (about every 9 s at 200x50); a read with the same key draws the same lines, so
-    the panel need not build its lines and diff them again.
+    Why: a graph moves only when a cell completes (about every 16 s at 200x50); a read with the
+    same key (the grid's first, or one after a resize) draws the same lines, so the panel need
+    not build its lines and diff them again.
     """
     end = _edge(series, width)
     points = tuple(

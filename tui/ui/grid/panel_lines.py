@@ -26,6 +26,11 @@ STATE_STYLE: dict[ServerState, str] = {
 }
 """Theme colour of each server state word."""
 
+POWER_STEP_W = 5
+"""Board power is shown to the nearest 5 W. Why: a loaded GPU's power moves a few watts every
+reading, which redrew the line each second; an operator reads power against a limit of 700 W
+or more, where 5 W is below notice (the detail screen keeps the watt)."""
+
 
 def max_running(server: ServerSnapshot) -> Content:
     """Effective max running requests, with what the profile asked ("asked" means only that).
@@ -73,7 +78,7 @@ def gpu_lines(gpu: GpuSnapshot | None, note: str, width: int, full: bool) -> lis
     if gpu is None:
         return [Content.styled(note or "no GPU reading", "$text-muted")]
     used, total = gib(gpu.memory_used), gib(gpu.memory_total)
-    power = NA if gpu.power_w is None else f"{gpu.power_w:.0f}"
+    power = NA if gpu.power_w is None else str(round(gpu.power_w / POWER_STEP_W) * POWER_STEP_W)
     temp = NA if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
     if not full:
         head = f"{gpu.memory_used / 2**30:.0f}/{gpu.memory_total / 2**30:.0f}G"

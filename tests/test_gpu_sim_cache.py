@@ -1,0 +1,106 @@
+"""The simulated GPU source reads a GPU's records again only when its folder changed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tui.gpu import sim_records
+from tui.gpu.sim_cache import RACY_NS, RecordCache
+from tui.gpu.simulated import DRIVER_RESERVED_BYTES, SimulatedSource
+
+GIB = 1024**3
+
+
+@pytest.fixture
+def child() -> psutil.Process:  # type: ignore[misc]
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        yield psutil.Process(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _record(proc: psutil.Process, used: int, util: float) -> sim_records.SimProcessRecord:
+    return sim_records.SimProcessRecord(
+        pid=proc.pid, create_time=proc.create_time(), used_bytes=used, utilization_gpu=util
+    )
+
+
+def _age_folders(root: Path) -> None:
+    """Date every folder back past the racy window (as a fleet under steady load leaves them)."""
+    past = time.time() - 10 * RACY_NS / 1e9
+    for folder in (root, *root.glob("gpu*")):
+        os.utime(folder, (past, past))
+
+
+def test_unchanged_folders_are_not_read_again(tmp_path: Path, child: psutil.Process) -> None:
+    for index in range(3):
+        sim_records.ensure_device(tmp_path, index, "b200")
+        sim_records.publish_process(tmp_path, index, _record(child, (index + 1) * GIB, 50.0))
+    _age_folders(tmp_path)
+    cache = RecordCache(tmp_path)
+    first = cache.devices()
+    assert cache.reads == 4  # the root and three GPUs
+    expected = [
+        (device, sim_records.live_processes(tmp_path, device.index))
+        for device in sim_records.list_devices(tmp_path)
+    ]
+    assert first == expected
+    for _ in range(3):
+        assert cache.devices() == first
+    assert cache.reads == 4
+
+
+def test_a_rewritten_record_is_read_at_the_next_sample(
+    tmp_path: Path, child: psutil.Process
+) -> None:
+    """A rename into a GPU's folder moves its mtime: that folder, and only it, is read again;
+    a folder changed within the racy window is read at every sample until it settles."""
+    sim_records.ensure_device(tmp_path, 0, "b200")
+    sim_records.ensure_device(tmp_path, 1, "b200")
+    sim_records.publish_process(tmp_path, 0, _record(child, 10 * GIB, 20.0))
+    _age_folders(tmp_path)
+    source = SimulatedSource(tmp_path)
+    assert source.sample()[0].utilization_gpu == 20.0
+    reads = source._records.reads
+    sim_records.publish_process(tmp_path, 0, _record(child, 12 * GIB, 90.0))
+    gpu0, _ = source.sample()
+    assert gpu0.utilization_gpu == 90.0 and gpu0.memory_used == 12 * GIB + DRIVER_RESERVED_BYTES
+    assert source._records.reads == reads + 1  # GPU 0's folder only
+    # within the racy window a same-size rewrite (same mtime tick) must still be seen
+    sim_records.publish_process(tmp_path, 0, _record(child, 12 * GIB, 70.0))
+    assert source.sample()[0].utilization_gpu == 70.0
+
+
+def test_a_dead_process_is_released_though_its_record_is_cached(
+    tmp_path: Path, child: psutil.Process
+) -> None:
+    sim_records.ensure_device(tmp_path, 0, "h200")
+    sim_records.publish_process(tmp_path, 0, _record(child, 40 * GIB, 80.0))
+    _age_folders(tmp_path)
+    source = SimulatedSource(tmp_path)
+    assert source.sample()[0].memory_used == 40 * GIB + DRIVER_RESERVED_BYTES
+    reads = source._records.reads
+    child.kill()
+    child.wait(timeout=10)
+    (gpu,) = source.sample()
+    assert source._records.reads == reads  # the record was not read again
+    assert gpu.memory_used == DRIVER_RESERVED_BYTES and gpu.processes == ()
+
+
+def test_a_new_gpu_is_listed_at_the_next_sample(tmp_path: Path) -> None:
+    sim_records.ensure_device(tmp_path, 0, "h100")
+    _age_folders(tmp_path)
+    source = SimulatedSource(tmp_path)
+    assert [gpu.index for gpu in source.sample()] == [0]
+    sim_records.ensure_device(tmp_path, 1, "h100")
+    assert [gpu.index for gpu in source.sample()] == [0, 1]
+    assert "2 x NVIDIA H100" in source.describe()

@@ -1,0 +1,114 @@
+"""The simulated driver's records, read again only when their folder changed.
+
+The simulated GPU source samples every GPU once a second; reading the records each time meant
+listing the root and every GPU's folder, then reading and parsing every ``device.json`` and
+``proc-<pid>.json``: half of the fleet monitor's CPU on the demo's seven GPUs, for files that
+under steady load are rewritten only when a server's memory or rounded utilisation changes.
+Writers replace a record by renaming a new file into its GPU's folder (``sim_records``), which
+changes the folder's modification time; a folder whose (inode, mtime) is unchanged since it was
+read holds the same records. Liveness is not cached: every sample still checks each record's
+process (``sim_records.alive``), so a dead process's memory is released at the next sample.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tui.gpu import sim_records
+from tui.gpu.sim_records import SimDevice, SimProcessRecord
+
+RACY_NS = 1_000_000_000
+"""A folder changed this recently may change again within its timestamp's granularity without
+its mtime moving: it is read again rather than trusted (git's "racy" rule)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Folder:
+    """What one folder held when it was read."""
+
+    key: tuple[int, int]
+    """(inode, mtime in ns) of the folder when read."""
+    device: SimDevice | None
+    """Its ``device.json`` (None in the root's entry, or when missing or unreadable)."""
+    records: tuple[SimProcessRecord, ...]
+    """Its process records, live or not, by pid."""
+    names: tuple[str, ...] = ()
+    """The GPU folders' names (the root's entry only)."""
+
+
+def _key(path: Path, now_ns: int) -> tuple[int, int] | None:
+    """(inode, mtime) of a folder; None when it is missing or changed too recently to trust."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    if now_ns - stat.st_mtime_ns < RACY_NS:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns)
+
+
+class RecordCache:
+    """The devices and process records under one root, each folder read once per change."""
+
+    def __init__(self, root: Path) -> None:
+        """Read the records under ``root`` (``tui.paths.sim_gpu_dir()``'s layout).
+
+        Args:
+            root: Directory holding ``gpu<N>/device.json`` and ``gpu<N>/proc-<pid>.json``.
+        """
+        self.root = root
+        self._folders: dict[Path, _Folder] = {}
+        self.reads = 0
+        """Folders read from disk so far (what the cache saves; tests count it)."""
+
+    def _folder(self, path: Path, now_ns: int, *, gpu: bool) -> _Folder:
+        key = _key(path, now_ns)
+        held = self._folders.get(path)
+        if key is not None and held is not None and held.key == key:
+            return held
+        self.reads += 1
+        try:
+            names = sorted(entry.name for entry in os.scandir(path))
+        except OSError:
+            names = []
+        if gpu:
+            device = None
+            if "device.json" in names:
+                index = int(path.name[3:])
+                device = sim_records.read_device(self.root, index)
+            records = []
+            for name in names:
+                if name.startswith("proc-") and name.endswith(".json"):
+                    record = sim_records.read_process(path / name)
+                    if record is not None:
+                        records.append(record)
+            records.sort(key=lambda r: r.pid)
+            folder = _Folder(key or (0, 0), device, tuple(records))
+        else:
+            gpus = tuple(n for n in names if n.startswith("gpu") and n[3:].isdigit())
+            folder = _Folder(key or (0, 0), None, (), gpus)
+        if key is None:
+            self._folders.pop(path, None)  # not trusted: read again next time
+        else:
+            self._folders[path] = folder
+        return folder
+
+    def devices(self) -> list[tuple[SimDevice, list[SimProcessRecord]]]:
+        """Every simulated GPU, by index, with the records of its live processes.
+
+        Returns:
+            (device, live process records by pid) pairs, as ``sim_records.list_devices`` and
+            ``sim_records.live_processes`` would read them.
+        """
+        now_ns = time.time_ns()
+        out = []
+        for name in self._folder(self.root, now_ns, gpu=False).names:
+            folder = self._folder(self.root / name, now_ns, gpu=True)
+            if folder.device is None:
+                continue
+            live = [r for r in folder.records if sim_records.alive(r.pid, r.create_time)]
+            out.append((folder.device, live))
+        return sorted(out, key=lambda pair: pair[0].index)
