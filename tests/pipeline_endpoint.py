@@ -41,6 +41,8 @@ def serve(port: int) -> None:
         mode = state["mode"]
         if mode == "hang":
             await asyncio.sleep(3600)
+        if mode == "slow":
+            await asyncio.sleep(0.01)  # a job the client no longer outruns (the tests' signals)
         if mode in ("fail500", "down503"):
             return JSONResponse({"error": "boom"}, status_code=500 if mode == "fail500" else 503)
         if mode == "fail400":

@@ -20,6 +20,11 @@ from tui.profiles.flag_check import launch_problems
 from tui.profiles.model import Profile
 from tui.state.fleet_state import ProcessRecord, read_records
 
+_TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+"""The kernel's TCP tables (Linux): what ``psutil.net_connections`` reads its sockets from."""
+_TCP_LISTEN = "0A"
+"""The table's state code of a listening socket."""
+
 
 @dataclass(frozen=True, slots=True)
 class PortHolder:
@@ -43,8 +48,11 @@ def port_holder(port: int, host: str = "127.0.0.1") -> PortHolder | None:
     Returns:
         The holder, or None.
     """
+    # psutil finds a socket's pid by reading every process's fds (30 ms a call on the 2-core
+    # machine under tests, against 12 ms for reading the tables; seven at once at a fleet's
+    # relaunch): ask it only when the tables list a listener on the port, or cannot be read.
     try:
-        conns = psutil.net_connections(kind="inet")
+        conns = psutil.net_connections(kind="inet") if _listed(port) is not False else []
     except (psutil.AccessDenied, OSError):
         conns = []
     for conn in conns:
@@ -61,6 +69,28 @@ def port_holder(port: int, host: str = "127.0.0.1") -> PortHolder | None:
                 return PortHolder(port, None, "(unknown process)")
             raise
     return None
+
+
+def _listed(port: int) -> bool | None:
+    """Whether the kernel's TCP tables list a listening socket on ``port`` (any address).
+
+    Returns:
+        True or False; None when no table can be read (not Linux).
+    """
+    suffix = f":{port:04X}"
+    readable = False
+    for path in _TCP_TABLES:
+        try:
+            with open(path) as table:
+                rows = table.read().splitlines()[1:]
+        except OSError:
+            continue
+        readable = True
+        for row in rows:
+            fields = row.split(maxsplit=4)
+            if len(fields) > 3 and fields[3] == _TCP_LISTEN and fields[1].endswith(suffix):
+                return True
+    return False if readable else None
 
 
 def _cmdline(pid: int | None) -> str:

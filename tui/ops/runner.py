@@ -30,6 +30,7 @@ from tui.retune.events import ApplyResult, RetuneEvent
 from tui.retune.options import ApplyOptions
 from tui.rollout.cost import ApplyCostWatch, RetuneCost
 from tui.rollout.sampling import MetricsProbe, Sampler
+from tui.servers.keepalive import KeepAliveTransport
 from tui.state.fleet_state import FleetState, profile_of, read_fleet, record_outcome
 
 EventSink = Callable[[RetuneEvent | DrainProgress], None]
@@ -139,9 +140,20 @@ class EngineRunner:
             if on_event is not None:
                 on_event(p)
 
-        async with httpx.AsyncClient() as client:
+        # The servers speak plain HTTP: the keep-alive transport costs a fraction of httpx's own per
+        # probe (a starting GPU is probed many times) and, unlike httpx's default transport,
+        # loads no CA bundle at start.
+        direct = KeepAliveTransport()
+        async with httpx.AsyncClient(transport=direct) as client:
             target = FleetTarget(
-                profile, gpu_pids, client, _gpu_source(profile), self.stop, mode, progress
+                profile,
+                gpu_pids,
+                client,
+                _gpu_source(profile),
+                self.stop,
+                mode,
+                progress,
+                direct=direct,
             )
             ports = {g: profile.port_for(g) for g in targets if g in profile.gpus}
             probe = MetricsCounterProbe(ports, profile.host, client) if measuring else None

@@ -43,6 +43,7 @@ from tui.profiles.flag_check import launch_problems
 from tui.retune.events import EffectiveValues, RequestedValues
 from tui.retune.ports import GpuLaunchSpec, LaunchError, ServerSignal, Stopped
 from tui.retune.signals import SignalAdapter
+from tui.servers.keepalive import KeepAliveTransport
 from tui.servers.probe import ProbeStatus, ServerProbe
 from tui.state.cordons import address_of, uncordon
 from tui.state.fleet_state import ProcessRecord, read_records
@@ -85,7 +86,10 @@ class RealServer:
         self.log_path = process.record.log_path
         self._tailer = LogTailer(self.log_path)
         self._adapter = SignalAdapter()
-        self._probe = ServerProbe(client, process.record.port, process.record.host, timeout=2.0)
+        record = process.record
+        self._probe = ServerProbe(
+            client, record.port, record.host, timeout=2.0, direct=target.direct
+        )
         self._target = target
 
     def exit_code(self) -> int | None:
@@ -137,6 +141,8 @@ class FleetTarget:
         timeouts: Stop deadlines.
         mode: How the old servers are stopped (default: drain).
         on_progress: Receives each stop's progress, on the event loop.
+        direct: ``client``'s keep-alive transport, which the readiness probes use straight
+            (``ServerProbe``'s ``direct``), or None.
     """
 
     def __init__(
@@ -148,8 +154,10 @@ class FleetTarget:
         timeouts: StopTimeouts | None = None,
         mode: StopMode = "drain",
         on_progress: ProgressSink | None = None,
+        direct: KeepAliveTransport | None = None,
     ) -> None:
         self.profile = profile
+        self.direct = direct
         self._gpu_pids = gpu_pids
         self._gpu_source = gpu_source
         self._timeouts = timeouts or StopTimeouts()

@@ -1,4 +1,4 @@
-"""The dispatcher's HTTP clients: several small httpx clients instead of one big pool."""
+"""The dispatcher's httpx clients (https and proxied servers): several small ones, not one pool."""
 
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
 """Dispatch prompts to the fleet: bounded in flight per server, least-loaded, health aware.
 
-Small ``httpx.AsyncClient``s (8 connections each, see ``ClientPool``) carry the requests. A
-server that refuses connections, answers 5xx/429 or times out is marked down: it gets no new work,
-its other in-flight requests are cancelled and go back to the front of the queue (they are
-retried elsewhere at once; a connection failure is the server's fault, not the prompt's, so it
-does not use up the prompt's retries), and a background probe polls ``GET /health`` with backoff
-until it answers 200. Errors that may be the prompt's (4xx, a malformed answer, 5xx, timeouts)
-count against ``max_retries``, with exponential backoff; past that the prompt is reported failed.
+``tui.pipeline.sender`` carries the requests (a lean keep-alive HTTP/1.1 path to plain
+``http://`` servers, httpx to the others). A server that refuses connections, answers 5xx/429 or
+times out is marked down: it gets no new work, its other in-flight requests are cancelled and go
+back to the front of the queue (they are retried elsewhere at once; a connection failure is the
+server's fault, not the prompt's, so it does not use up the prompt's retries), and a background
+probe polls ``GET /health`` with backoff until it answers 200. Errors that may be the prompt's
+(4xx, a malformed answer, 5xx, timeouts) count against ``max_retries``, with exponential backoff;
+past that the prompt is reported failed.
 
 SGLang 0.5.23 answers ``/health`` (one handler with ``/health_generate``,
 ``srt/entrypoints/http_server.py``) by generating one token and sleeping a whole second before
@@ -32,15 +33,10 @@ from urllib.parse import urlsplit
 import httpx
 
 from tui.pipeline.batch_input import Prompt, request_for
-from tui.pipeline.client_pool import ClientPool
 from tui.pipeline.prompts import PromptFile, PromptFileError
+from tui.pipeline.sender import HEALTH_TIMEOUT_S, Route, Sender, lean_route
 from tui.state.cordons import CordonWatch, address_of
 
-_HEADERS = {"content-type": "application/json"}
-
-HEALTH_TIMEOUT_S = 25.0
-"""How long a health probe waits for its answer: above SGLang 0.5.23's own 20 s health check
-(``SGLANG_HEALTH_CHECK_TIMEOUT``), whose healthy answer takes at least 1 s."""
 GATEWAY_STATUSES = (502, 503, 504)
 """A router's answers when the worker behind it failed (not the prompt's fault)."""
 GATEWAY_RETRIES = 50
@@ -109,6 +105,8 @@ class ServerState:
     """In-flight request tasks and their prompt position."""
     probe: asyncio.Task[None] | None = None
     """The running health probe, if any."""
+    route: Route | None = None
+    """How the lean transport reaches it (``tui.pipeline.sender.lean_route``); None: httpx."""
 
 
 class Dispatcher:
@@ -135,7 +133,10 @@ class Dispatcher:
         behind it failed, so the prompt is sent again without using up its retries and the
         router is not marked down (its other requests go on)."""
         self.servers = [
-            ServerState(url.rstrip("/"), per_server_inflight, server_address(url)) for url in urls
+            ServerState(
+                url.rstrip("/"), per_server_inflight, server_address(url), route=lean_route(url)
+            )
+            for url in urls
         ]
         """One state per server."""
         self.cordons = cordons or CordonWatch()
@@ -146,9 +147,8 @@ class Dispatcher:
         self._max_retries = max_retries
         self._on_result = on_result
         self._on_failed = on_failed
-        total = per_server_inflight * len(urls)
-        self._clients = ClientPool(total, httpx.Timeout(request_timeout, connect=5.0))
-        self._probe_client = httpx.AsyncClient(timeout=httpx.Timeout(HEALTH_TIMEOUT_S, connect=5.0))
+        unrouted = sum(s.route is None for s in self.servers)
+        self._sender = Sender(unrouted, per_server_inflight, request_timeout)
         self._retry: collections.deque[int] = collections.deque()
         self._fresh: Iterator[int] = iter(())
         self._attempts: dict[int, int] = {}
@@ -226,9 +226,8 @@ class Dispatcher:
         self._wake.set()
 
     async def aclose(self) -> None:
-        """Close the HTTP clients."""
-        await self._clients.aclose()
-        await self._probe_client.aclose()
+        """Close the HTTP connections and clients."""
+        await self._sender.aclose()
 
     def refresh_cordons(self) -> None:
         """Re-read the cordon file (a stat unless it changed) and update each server's flag.
@@ -288,8 +287,7 @@ class Dispatcher:
             started_at = time.time()
             t0 = time.perf_counter()
             try:
-                with self._clients.lease() as client:
-                    response = await client.post(server.url + path, content=body, headers=_HEADERS)
+                status, content = await self._sender.post(server.url, server.route, path, body)
             except httpx.TimeoutException as exc:
                 self._attempt_failed(server, index, f"timeout: {type(exc).__name__}", down=True)
                 return
@@ -300,15 +298,14 @@ class Dispatcher:
                 self._requeue(index, 0)
                 return
             latency = time.perf_counter() - t0
-            status = response.status_code
             if self._gateway and status in GATEWAY_STATUSES and self._gateway_retry(server, index):
                 return
             if status != 200:
                 down = status >= 500 or status == 429
-                reason = f"HTTP {status}: {response.text[:200]}"
+                reason = f"HTTP {status}: {content[:400].decode(errors='replace')[:200]}"
                 self._attempt_failed(server, index, reason, down=down, exclude=task)
                 return
-            answer = Answer(index, prompt, response.content, server.url, started_at, latency)
+            answer = Answer(index, prompt, content, server.url, started_at, latency)
             try:
                 tokens = self._on_result(answer)
             except (ValueError, KeyError, IndexError, TypeError) as exc:
@@ -381,12 +378,12 @@ class Dispatcher:
         delay = 0.05
         while not self._stopping:
             try:
-                response = await self._probe_client.get(server.url + "/health")
-                if response.status_code == 200:
+                status = await self._sender.health(server.url, server.route)
+                if status == 200:
                     server.healthy = True
                     self._wake.set()
                     return
-                server.last_error = f"/health answered {response.status_code}"
+                server.last_error = f"/health answered {status}"
             except httpx.TimeoutException:
                 server.last_error = f"/health: no answer within {HEALTH_TIMEOUT_S:g} s"
             except httpx.HTTPError as exc:

@@ -250,6 +250,58 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
             data = self._requests[key] = head + b"Accept: */*\r\nUser-Agent: gpufleet\r\n\r\n"
         return await self._send((host, port), b"GET", data, timeout, timeout)
 
+    async def send(
+        self,
+        host: str,
+        port: int,
+        method: str,
+        target: str,
+        body: bytes = b"",
+        *,
+        content_type: str = "application/json",
+        connect_timeout: float | None,
+        read_timeout: float | None,
+    ) -> Answer:
+        """One request with an optional body on a kept connection (the pipeline's path).
+
+        The head up to ``Content-Length`` is built once per (host, port, method, target, content
+        type); a request without a body sends neither header.
+
+        Args:
+            host: The server's host.
+            port: Its port.
+            method: The HTTP method (``"POST"``, ``"GET"``).
+            target: The path (and query).
+            body: The request body (sent with ``content_type``), or empty.
+            content_type: The body's media type.
+            connect_timeout: Seconds for the connection (None: no limit).
+            read_timeout: Seconds for the whole answer once the request is written (None: no
+                limit).
+
+        Returns:
+            The answer.
+
+        Raises:
+            httpx.ConnectError: the connection was refused or failed.
+            httpx.ConnectTimeout: no connection within ``connect_timeout``.
+            httpx.ReadTimeout: no complete answer within ``read_timeout``.
+            httpx.RemoteProtocolError: the peer broke HTTP/1.1 or closed mid-answer.
+        """
+        key = (host, port, f"{method} {target} {content_type if body else ''}")
+        head = self._requests.get(key)
+        if head is None:
+            head = b"%s %s HTTP/1.1\r\nHost: %s\r\nAccept: */*\r\nUser-Agent: gpufleet\r\n" % (
+                method.encode("ascii"),
+                target.encode(),
+                _host_header(host, port),
+            )
+            if body:
+                head += b"Content-Type: %s\r\nContent-Length: " % content_type.encode("ascii")
+            self._requests[key] = head
+        data = b"%s%d\r\n\r\n%s" % (head, len(body), body) if body else head + b"\r\n"
+        wire_method = method.encode("ascii")
+        return await self._send((host, port), wire_method, data, connect_timeout, read_timeout)
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` and read the whole response (httpx's transport interface).
 
