@@ -67,3 +67,15 @@ async def test_a_tick_reads_no_history_where_no_panel_has_room(
         for _ in range(3):
             grid._tick()
         assert calls == []
+
+
+def test_a_cell_finer_than_the_finest_bucket_waits_for_a_bucket() -> None:
+    """One full-width panel: 600 s over 200 cells is 3 s a cell, finer than the 5 s buckets."""
+    from tui.ui.grid.panel_graphs import FINEST_BUCKET_S, SETTLE_S, cell_s, cells_due
+
+    assert cell_s(200) < FINEST_BUCKET_S
+    base = 1_000_000 * FINEST_BUCKET_S + SETTLE_S  # the start of a bucket, edge lag included
+    seen = {cells_due((200,), base + t / 10) for t in range(0, 300)}  # 30 s
+    assert len(seen) == 6  # a read per 5 s bucket, not one per 3 s cell (10)
+    wide = {cells_due((66,), base + t / 10) for t in range(0, 300)}  # 9.1 s cells: unchanged
+    assert len(wide) in (3, 4)
