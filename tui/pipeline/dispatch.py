@@ -34,7 +34,8 @@ import httpx
 
 from tui.pipeline.batch_input import Prompt, request_for
 from tui.pipeline.prompts import PromptFile, PromptFileError
-from tui.pipeline.sender import HEALTH_TIMEOUT_S, Route, Sender, lean_route
+from tui.pipeline.sender import Route, Sender, lean_route
+from tui.servers.probe import HEALTH_TIMEOUT_S
 from tui.state.cordons import CordonWatch, address_of
 
 GATEWAY_STATUSES = (502, 503, 504)

@@ -29,14 +29,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tui.servers.probe import HEALTH_TIMEOUT_S
 from tui.state.cordons import CordonWatch, address_of
 
 SYNC_INTERVAL_S = 1.0
 """Seconds between two reconciliations of the router's workers."""
 REGISTER_WAIT_S = 15.0
 """A queued registration not listed after this long is asked for again."""
-HEALTH_TIMEOUT_S = 25.0
-"""A worker's /health may take 1-20 s in SGLang 0.5.23 (it generates a token)."""
 
 
 @dataclass(frozen=True, slots=True)

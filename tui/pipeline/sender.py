@@ -20,13 +20,11 @@ import httpx
 
 from tui.pipeline.client_pool import ClientPool
 from tui.servers.keepalive import KeepAliveTransport
+from tui.servers.probe import HEALTH_TIMEOUT_S
 
 Route = tuple[str, int, str]
 """(host, port, path prefix) of a server reached through the keep-alive transport."""
 
-HEALTH_TIMEOUT_S = 25.0
-"""How long a health probe waits for its answer: above SGLang 0.5.23's own 20 s health check
-(``SGLANG_HEALTH_CHECK_TIMEOUT``), whose healthy answer takes at least 1 s."""
 CONNECT_TIMEOUT_S = 5.0
 """How long a request or a probe waits for its connection."""
 _HEADERS = {"content-type": "application/json"}
