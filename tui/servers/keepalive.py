@@ -243,12 +243,9 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
             httpx.ReadTimeout: no complete answer within ``timeout``.
             httpx.RemoteProtocolError: the peer broke HTTP/1.1 or closed mid-answer.
         """
-        key = (host, port, target)
-        data = self._requests.get(key)
-        if data is None:
-            head = b"GET %s HTTP/1.1\r\nHost: %s\r\n" % (target.encode(), _host_header(host, port))
-            data = self._requests[key] = head + b"Accept: */*\r\nUser-Agent: gpufleet\r\n\r\n"
-        return await self._send((host, port), b"GET", data, timeout, timeout)
+        return await self.send(
+            host, port, "GET", target, connect_timeout=timeout, read_timeout=timeout
+        )
 
     async def send(
         self,
