@@ -69,13 +69,13 @@ async def test_server_killed_and_relaunched_loses_and_duplicates_nothing(
     tmp_path: Path, two_servers: tuple[ProcessServer, ProcessServer]
 ) -> None:
     a, b = two_servers
-    prompts = PromptFile.open(write_prompts(tmp_path / "p.jsonl", 1500))
+    prompts = PromptFile.open(write_prompts(tmp_path / "p.jsonl", 12000))
     results: list[tuple[int, dict[str, object]]] = []
     failures: list[tuple[int, str, int]] = []
     dispatcher = _dispatcher(prompts, [a.url, b.url], results, failures)
     dispatcher.start_probes()
     assert await dispatcher.wait_any_healthy(10)
-    run = asyncio.create_task(dispatcher.run(iter(range(1500)), 1500))
+    run = asyncio.create_task(dispatcher.run(iter(range(12000)), 12000))
     while len(results) < 200:
         await asyncio.sleep(0.01)
     a.kill()  # in-flight requests on a fail and go back to the queue
@@ -86,7 +86,7 @@ async def test_server_killed_and_relaunched_loses_and_duplicates_nothing(
     await asyncio.wait_for(run, 60)
     await dispatcher.aclose()
     counts = Counter(i for i, _ in results)
-    assert sorted(counts) == list(range(1500)) and max(counts.values()) == 1
+    assert sorted(counts) == list(range(12000)) and max(counts.values()) == 1
     assert not failures
     after_restart = [r for _, r in results[killed_at:] if r["server"] == a.url]
     assert after_restart, "the relaunched server got work again"
