@@ -147,12 +147,19 @@ def sim_server(gpu_index: int, port: int | None = None) -> ProcessServer:
     return ProcessServer(argv, port, "/ready", {"PYTHONPATH": str(REPO)})
 
 
-def moto_server(recording: Path, port: int | None = None) -> ProcessServer:
-    """moto's standalone S3 server recording every request, so a restart can replay its state."""
+def moto_server(port: int | None = None) -> ProcessServer:
+    """moto's standalone S3 server (its state is in memory: killing it loses every bucket)."""
     port = port or free_port()
     argv = [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    env = {**S3_ENV, "MOTO_ENABLE_RECORDING": "1", "MOTO_RECORDER_FILEPATH": str(recording)}
-    return ProcessServer(argv, port, "/moto-api/", env)
+    return ProcessServer(argv, port, "/moto-api/", dict(S3_ENV))
+
+
+def tcp_gate(target: ProcessServer, port: int | None = None) -> ProcessServer:
+    """A relay in front of ``target`` (``tests/tcp_gate.py``): kill it for an outage, start it
+    again to end one, while ``target`` keeps its state as a real service does."""
+    port = port or free_port()
+    argv = [PYTHON, str(HERE / "tcp_gate.py"), str(port), str(target.port)]
+    return ProcessServer(argv, port, target.ready_path)
 
 
 def started(server: ProcessServer) -> Iterator[ProcessServer]:
@@ -164,21 +171,25 @@ def started(server: ProcessServer) -> Iterator[ProcessServer]:
         server.kill()
 
 
-def moto_with_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
-    """moto's S3 server holding an empty BUCKET, S3_ENV's fake credentials set: a fixture's body.
+def moto_with_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
+    """moto's S3 server holding an empty BUCKET behind a ``tcp_gate``, S3_ENV's fake credentials
+    set: a fixture's body. Kill and start the yielded gate for an S3 outage.
 
     The credentials go into the test's environment because boto3 clients made in the test
     process (checks, sinks) need them as much as the pipeline subprocesses do.
     """
     for key, value in S3_ENV.items():
         monkeypatch.setenv(key, value)
-    srv = moto_server(tmp_path / "moto-recording.jsonl")
+    moto = moto_server()
+    gate = tcp_gate(moto)
     try:
-        srv.start()
-        boto3.client("s3", endpoint_url=srv.url).create_bucket(Bucket=BUCKET)
-        yield srv
+        moto.start()
+        gate.start()
+        boto3.client("s3", endpoint_url=gate.url).create_bucket(Bucket=BUCKET)
+        yield gate
     finally:
-        srv.kill()
+        gate.kill()
+        moto.kill()
 
 
 def generate_argv(tmp_path: Path, *extra: str) -> list[str]:
@@ -267,11 +278,6 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
     finally:
         with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
-
-
-def restore_moto(server: ProcessServer) -> None:
-    """Replay the recording into a restarted moto (its state is in memory only)."""
-    httpx.post(server.url + "/moto-api/recorder/replay-recording", timeout=60).raise_for_status()
 
 
 def set_mode(server: ProcessServer, mode: str) -> None:

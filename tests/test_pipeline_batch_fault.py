@@ -1,8 +1,8 @@
 """Exactly once in S3 by ``custom_id``: 10 SIGKILLs of the pipeline, an S3 outage, and a prompts
 file edited mid-job (ids inserted and removed) resumed by id.
 
-OpenAI Batch input whose ids are in no particular order; moto's S3 server on loopback is killed
-for the outage (its state replayed from its recording when it comes back), so runs started
+OpenAI Batch input whose ids are in no particular order; the relay in front of moto's S3 server
+on loopback is killed for the outage (moto keeps its buckets, as S3 does), so runs started
 during it cannot reach S3 at all. Kills follow durable progress in the done record, as in
 ``test_pipeline_fault``. At the end the manifest matches the bucket and the local shards, every id
 of the final file is in S3 exactly once, and an id removed mid-job at most once.
@@ -28,7 +28,6 @@ from pipeline_helpers import (
     generate_argv,
     moto_with_bucket,
     openai_server,
-    restore_moto,
     s3_args,
     set_mode,
     started,
@@ -52,8 +51,8 @@ def server() -> Iterator[ProcessServer]:
 
 
 @pytest.fixture
-def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
-    yield from moto_with_bucket(tmp_path, monkeypatch)
+def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
+    yield from moto_with_bucket(monkeypatch)
 
 
 def _durable(out: Path) -> int:
@@ -111,7 +110,6 @@ def test_sigkills_an_outage_and_an_edit_keep_every_id_exactly_once(
                 moto.kill()  # S3 goes away in the middle of a run
             if run == OUTAGE.stop:
                 moto.start()
-                restore_moto(moto)
             _wait_durable(process, out, target, log)
             time.sleep(rng.uniform(0.0, 0.3))  # a random kill time is the point here
             assert process.poll() is None, log.read_text(errors="replace")[-3000:]

@@ -59,8 +59,8 @@ def fleet() -> Iterator[list[ProcessServer]]:
 
 
 @pytest.fixture
-def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
-    yield from moto_with_bucket(tmp_path, monkeypatch)
+def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
+    yield from moto_with_bucket(monkeypatch)
 
 
 def _progress(status_path: Path, pid: int) -> int | None:

@@ -19,7 +19,6 @@ from pipeline_helpers import (
     moto_with_bucket,
     openai_server,
     read_shards,
-    restore_moto,
     run_generate,
     s3_job_argv,
     set_mode,
@@ -39,8 +38,8 @@ def server() -> Iterator[ProcessServer]:
 
 
 @pytest.fixture
-def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
-    yield from moto_with_bucket(tmp_path, monkeypatch)
+def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
+    yield from moto_with_bucket(monkeypatch)
 
 
 def test_run_uploads_every_shard_with_manifest(
@@ -70,6 +69,8 @@ def test_s3_outage_midway_loses_nothing(
 ) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", 3000)
     status_path = tmp_path / "status.json"
+    # 10 ms an answer (~8 s for the job): instant answers finished it before the outage began.
+    set_mode(server, "slow")
     process = start_generate(
         s3_job_argv(
             tmp_path,
@@ -99,7 +100,6 @@ def test_s3_outage_midway_loses_nothing(
 
         wait_until(backlog, 60, "uploads failing during the outage")
         moto.start()
-        restore_moto(moto)
         _, stderr = process.communicate(timeout=90)
         assert process.returncode == 0, stderr
     finally:

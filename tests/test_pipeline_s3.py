@@ -33,8 +33,8 @@ def server() -> Iterator[ProcessServer]:
 
 
 @pytest.fixture
-def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
-    yield from moto_with_bucket(tmp_path, monkeypatch)
+def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]:
+    yield from moto_with_bucket(monkeypatch)
 
 
 def test_s3_down_at_start_generates_then_uploads_when_back(
