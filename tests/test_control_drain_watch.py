@@ -64,3 +64,50 @@ async def test_every_stop_of_a_large_fleet_runs_at_once() -> None:
         *(in_stop_thread(lambda gpu=gpu: stop(gpu)) for gpu in range(gpus))  # type: ignore[misc]
     )
     assert [r.gpu for r in results] == list(range(gpus)) and all(r.ok for r in results)
+
+
+def test_the_drain_watch_keeps_no_connection_to_the_server_it_stops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """uvicorn's shutdown waits for every connection it accepted to close, and never tells one it
+    accepted as the shutdown began: a watch that kept its connection and read every second held
+    the server up until the stop's deadline and its SIGKILL (seen as 'killed' in a two-server
+    test). Each read is on a connection of its own that the server closes after the answer."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    monkeypatch.setattr("tui.control.stop_release.DRAIN_POLL_S", 0.0)
+    seen: list[tuple[int, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive unless the client says close
+
+        def do_GET(self) -> None:
+            seen.append((self.client_address[1], self.headers.get("Connection", "")))
+            data = b"sglang:num_running_reqs 1\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
+    record = ProcessRecord(
+        gpu=0, port=httpd.server_address[1], pid=1, pgid=1, create_time=0.0, cmdline=(), log_path=""
+    )
+    progress: list[DrainProgress] = []
+    watch = _DrainWatch(record, progress.append, time.monotonic())
+    try:
+        for _ in range(3):
+            watch.tick()
+    finally:
+        watch.close()
+        httpd.shutdown()
+        httpd.server_close()
+    assert [p.running for p in progress] == [1, 1, 1]
+    assert [header.lower() for _, header in seen] == ["close"] * 3
+    assert len({port for port, _ in seen}) == 3  # three connections, none kept

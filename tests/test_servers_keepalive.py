@@ -128,6 +128,23 @@ async def test_connections_the_server_dropped_are_replaced_transparently() -> No
     assert server.connections == 2
 
 
+async def test_a_connection_past_its_age_is_closed_not_reused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A connection accepted as uvicorn's shutdown began is never closed by it, and the shutdown
+    waits for it: a kept connection is replaced once MAX_CONNECTION_AGE_S old, so a probe every
+    second cannot hold a stopping server up for long (here the age is 0: none is reused)."""
+    monkeypatch.setattr("tui.servers.keepalive.MAX_CONNECTION_AGE_S", 0.0)
+    async with serve() as server, httpx.AsyncClient(transport=KeepAliveTransport()) as client:
+        url = f"http://127.0.0.1:{server.port}/aged"
+        bodies = [(await client.get(url)).text for _ in range(3)]
+        assert bodies == ["/aged|"] * 3
+        assert (server.connections, server.requests) == (3, 3)
+        async with asyncio.timeout(5):  # and the old ones were closed, not leaked
+            while not all(w.is_closing() for w in server.writers[:2]):
+                await asyncio.sleep(0.01)
+
+
 async def test_restart_on_the_same_port_refuses_then_recovers() -> None:
     transport = KeepAliveTransport()
     async with httpx.AsyncClient(transport=transport) as client:

@@ -44,6 +44,17 @@ def test_a_constant_rate_is_a_flat_line_not_a_solid_block() -> None:
     assert wide.low == 0.0 and 4000.0 < wide.high <= 4500.0
 
 
+def test_a_percentage_axis_stops_at_its_ceiling() -> None:
+    # A GPU at 93-99% rounded up to a 50-step axis printed "max 150%".
+    busy = axis_for([93.0, 99.0, 97.0], floor=10.0, ceiling=100.0)
+    assert busy.high == 100.0 and busy.low < 93.0
+    assert axis_for([93.0, 99.0, 97.0], floor=10.0).high > 100.0  # without one it rounds up
+    flat = axis_for([100.0] * 5, floor=10.0, ceiling=100.0)
+    assert flat.low < flat.high == 100.0  # a pegged GPU is still a line under the top
+    assert axis_for([40.0, 60.0], floor=10.0, ceiling=100.0) == axis_for([40.0, 60.0], floor=10.0)
+    assert braille_rows([99.0] * 8, busy, 4)[0].strip()  # 99% lands on the top row
+
+
 def test_columns_average_carry_over_short_holes_and_leave_long_gaps() -> None:
     points = [(0.0, 10.0), (1.0, 20.0), (5.0, 30.0), (100.0, 40.0)]
     values = columns(points, 0.0, 120.0, 12, gap_s=30.0)

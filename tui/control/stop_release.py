@@ -125,7 +125,12 @@ class _DrainWatch:
                 # Plain http to the server itself: no TLS, so no CA bundle (loading it took
                 # ~0.2 s of CPU per client, seven at once under the GIL at a fleet's stop,
                 # delaying each drain's signal and exit check by up to a second).
-                self._client = httpx.Client(timeout=0.5, verify=False)
+                # "Connection: close": a connection kept to a server in shutdown holds it up
+                # (uvicorn waits for every connection it accepted to close; one accepted as its
+                # shutdown began is never told to, and a read a second keeps it busy).
+                self._client = httpx.Client(
+                    timeout=0.5, verify=False, headers={"Connection": "close"}
+                )
             load = parse_metrics(self._client.get(_metrics_url(self.record)).text)
             running, queued = load.running, load.queued
         except (httpx.HTTPError, ValueError):

@@ -19,11 +19,20 @@ or :class:`httpx.RemoteProtocolError`.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 
 import httpx
 
+MAX_CONNECTION_AGE_S = 5.0
+"""A kept connection is closed instead of reused once this old. Why: uvicorn (SGLang's server)
+shuts down by closing its listener and then each connection it knows; one accepted in that same
+loop iteration is never told, and the shutdown waits for it to close, which a client asking every
+second never lets happen (the server's 5 s keep-alive timeout never fires). A monitor whose
+probe reconnected at that moment held a draining server up until the stop's deadline and its
+SIGKILL. Recycled this often, it releases such a server within seconds, at one loopback connect
+per server per 5 s."""
 MAX_HEAD_BYTES = 64 * 1024
 """A response head larger than this is refused (a probe's head is a few hundred bytes)."""
 NO_BODY_STATUS = frozenset({204, 304})
@@ -59,6 +68,8 @@ class _Wire(asyncio.Protocol):
         self.closed = False
         self.received = 0
         """Bytes received since the current request was written."""
+        self.opened = time.monotonic()
+        """When the connection was made (``MAX_CONNECTION_AGE_S``)."""
         self._waiter: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -97,13 +108,15 @@ class _Wire(asyncio.Protocol):
             raise _Closed(self.received > 0)
 
     def reusable(self) -> bool:
-        """Open, idle and with nothing unasked-for in the buffer."""
+        """Open, idle, younger than ``MAX_CONNECTION_AGE_S`` and with nothing unasked-for in
+        the buffer."""
         transport = self.transport
         return (
             not self.closed
             and not self.buffer
             and transport is not None
             and not transport.is_closing()
+            and time.monotonic() - self.opened < MAX_CONNECTION_AGE_S
         )
 
     def send(self, data: bytes) -> None:

@@ -46,11 +46,13 @@ class Graph:
     """The smallest span of its axis."""
     unit: str = ""
     """Appended to its values."""
+    ceiling: float | None = None
+    """The highest value it can take (its axis stops there)."""
 
 
 GRAPHS = (
-    Graph("util", "util", 10.0, "%"),
-    Graph("mem", "mem", 10.0, "%"),
+    Graph("util", "util", 10.0, "%", ceiling=100.0),
+    Graph("mem", "mem", 10.0, "%", ceiling=100.0),
     Graph("tok_s", "tok/s", 100.0),
     Graph("running", "running", 4.0),
 )
@@ -162,7 +164,7 @@ def graph_lines(series: PanelSeries, width: int, spare: int) -> list[Content]:
         points = series.points.get(graph.metric, ())
         values = columns(points, end - (series.end - series.start), end, dots, gap_s=30.0)
         shown = [v for v in values if v is not None]
-        axis = axis_for(shown, graph.floor)
+        axis = axis_for(shown, graph.floor, graph.ceiling)
         last = f"{short_num(shown[-1])}{graph.unit}" if shown else "-"
         head = f"{graph.label} {last}"
         scale = f"max {short_num(axis.high)}{graph.unit} · 10m"

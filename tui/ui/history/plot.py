@@ -53,16 +53,26 @@ def round_up(value: float) -> float:
     return math.ceil(value / step - 1e-9) * step
 
 
-def axis_for(values: Sequence[float], floor: float) -> Axis:
+def axis_for(values: Sequence[float], floor: float, ceiling: float | None = None) -> Axis:
     """The axis for ``values``: scaled to them, at least ``floor`` wide, on round numbers.
 
     Args:
         values: The values shown (any order; may be empty).
         floor: The smallest span of the axis (> 0), in the values' unit.
+        ceiling: The highest value the metric can take (100 for a percentage): the axis stops
+            there, where rounding up would print "max 150%" over a GPU at 99%.
 
     Returns:
         The axis.
     """
+    axis = _axis(values, floor)
+    if ceiling is None or axis.high <= ceiling:
+        return axis
+    low = axis.low if axis.low < ceiling else max(0.0, ceiling - nice_step(floor) * 4)
+    return Axis(low, ceiling)
+
+
+def _axis(values: Sequence[float], floor: float) -> Axis:
     if not values:
         return Axis(0.0, nice_step(floor) * 4)
     top, bottom = max(values), min(values)
