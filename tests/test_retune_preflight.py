@@ -86,6 +86,26 @@ def test_preflight_says_does_not_fit(profile_file: Path) -> None:
     assert "does not fit" in result.describe()
 
 
+def test_preflight_names_the_mamba_pool_when_it_took_what_the_weights_left(
+    profile_file: Path,
+) -> None:
+    """SGLang says "Raise --mem-fraction-static above 0.318" also at 0.5, where the weights left
+    31 GiB and the 200 Mamba slots, carved first, took it all: raising it just above 0.318 would
+    not help, so the line says what did happen and which flags move it."""
+    text = profile_file.read_text().replace(
+        "mem_fraction_static = 0.35", "mem_fraction_static = 0.5"
+    )
+    profile_file.write_text(text)
+    result = preflight(load_profile(profile_file), 2)
+    assert not result.fits and result.why_not is not None
+    assert "Raise --mem-fraction-static above 0.318" in result.why_not  # SGLang's own words
+    hint = result.why_not.split("draft weights are now counted.", 1)[1]
+    assert "static budget is 31.0 GiB" in hint and "200 slots take" in hint
+    assert "--max-mamba-cache-size" in hint
+    below = preflight(load_profile(profile_file), 0)  # 0.93: fits, no hint anywhere
+    assert below.fits and below.why_not is None
+
+
 def test_preflight_unknown_model_names_it(profile_file: Path) -> None:
     profile = load_profile(profile_file)
     real = dataclasses.replace(profile, engine=dataclasses.replace(profile.engine, kind="sglang"))

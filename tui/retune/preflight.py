@@ -167,7 +167,7 @@ def preflight(
     )
     why = None
     if plan.failure is not None:
-        why = f"does not fit: {plan.failure.line}"
+        why = f"does not fit: {plan.failure.line}{_mamba_took_the_rest(plan)}"
     refused = launch_problems(profile, [gpu])
     if refused:
         why = f"does not start: {refused[0]}"
@@ -184,4 +184,22 @@ def preflight(
         calibrated=calibration is not None,
         why_not=why,
         plan=plan,
+    )
+
+
+def _mamba_took_the_rest(plan: MemoryPlan) -> str:
+    """What SGLang's "Loaded weights leave no GPU memory" does not say when the weights did
+    leave some: the Mamba pool, carved first, took it all, so raising --mem-fraction-static just
+    above the value it names is not enough (seen in the demo: "above 0.318" at 0.85)."""
+    failure = plan.failure
+    if failure is None or failure.kind != "weights_leave_no_memory" or plan.rest_bytes <= 0:
+        return ""
+    if not plan.max_mamba_cache_size or not plan.mamba_reserve_bytes:
+        return ""
+    budget, pool = plan.rest_bytes / GIB, plan.mamba_reserve_bytes / GIB
+    return (
+        f" (after the weights the static budget is {budget:.1f} GiB; "
+        f"the Mamba pool's {plan.max_mamba_cache_size} slots take {pool:.1f} GiB of it: "
+        "lower --max-mamba-cache-size or --mamba-full-memory-ratio, or raise "
+        "--mem-fraction-static further)"
     )
