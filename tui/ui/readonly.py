@@ -12,18 +12,12 @@ No Textual here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType
+from typing import NoReturn
 
-from tui.control.stop import StopMode
-from tui.ops.console import LookSink
-from tui.ops.events import EventSink
 from tui.profiles import Profile
-from tui.retune.events import ApplyResult
 from tui.retune.preflight import Preflight
-from tui.rollout.canary_result import CanaryResult
-from tui.rollout.rollout import RolloutResult
-from tui.ui.sources import FleetActions, Intent
+from tui.ui.sources import FleetActions, Intent, NoActions
 
 READ_ONLY = "read-only"
 """What the Footer and the palette say about a key that read-only mode disables."""
@@ -175,7 +169,7 @@ class ReadOnlyRefused(RuntimeError):
         """The refused method."""
 
 
-class ReadOnlyActions:
+class ReadOnlyActions(NoActions):
     """A ``FleetActions`` that reads through ``inner`` and refuses every change.
 
     ``supports`` says no to every changing intent, so the screens show those keys disabled; the
@@ -218,58 +212,6 @@ class ReadOnlyActions:
 
     # --- refused ---------------------------------------------------------------------------
 
-    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
-        """Refused."""
-        raise ReadOnlyRefused("kill")
-
-    async def relaunch(self, gpus: tuple[int, ...]) -> None:
-        """Refused."""
-        raise ReadOnlyRefused("relaunch")
-
-    async def apply_profile(
-        self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
-    ) -> ApplyResult:
-        """Refused."""
-        raise ReadOnlyRefused("apply")
-
-    async def rollback(
-        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
-    ) -> ApplyResult | None:
-        """Refused."""
-        raise ReadOnlyRefused("rollback")
-
-    def save_profile(self, profile: Profile) -> Path:
-        """Refused."""
-        raise ReadOnlyRefused("save profile")
-
-    async def start_pipeline(self) -> None:
-        """Refused."""
-        raise ReadOnlyRefused("start pipeline")
-
-    async def stop_pipeline(self) -> None:
-        """Refused."""
-        raise ReadOnlyRefused("stop pipeline")
-
-    async def stop_fleet(self, on_event: EventSink | None = None) -> None:
-        """Refused."""
-        raise ReadOnlyRefused("stop fleet")
-
-    async def canary(
-        self,
-        profile_name: str,
-        gpu: int,
-        on_event: EventSink | None = None,
-        on_look: LookSink | None = None,
-    ) -> CanaryResult:
-        """Refused."""
-        raise ReadOnlyRefused("canary")
-
-    async def rollout(
-        self,
-        profile_name: str,
-        batch: int = 1,
-        gpus: tuple[int, ...] | None = None,
-        on_event: EventSink | None = None,
-    ) -> RolloutResult:
-        """Refused."""
-        raise ReadOnlyRefused("rollout")
+    def refuse(self, operation: str) -> NoReturn:
+        """Every changing method lands here, without calling ``inner``."""
+        raise ReadOnlyRefused(operation)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
@@ -174,31 +174,36 @@ class FleetActions(Protocol):
 
 
 class NoActions:
-    """A backend that supports nothing: every operation key shows disabled."""
+    """A backend that supports nothing: every operation key shows disabled, every operation is
+    refused through ``refuse`` (a read-only console's backend refuses its own way)."""
+
+    def refuse(self, operation: str) -> NoReturn:
+        """Refuse ``operation`` (its name for the operator)."""
+        raise NotImplementedError(operation)
 
     def supports(self, intent: Intent) -> bool:
         """Nothing is supported."""
         return False
 
     async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
-        """Unsupported."""
-        raise NotImplementedError("kill")
+        """Refused (``refuse``)."""
+        self.refuse("kill")
 
     async def relaunch(self, gpus: tuple[int, ...]) -> None:
-        """Unsupported."""
-        raise NotImplementedError("relaunch")
+        """Refused (``refuse``)."""
+        self.refuse("relaunch")
 
     async def apply_profile(
         self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
     ) -> ApplyResult:
-        """Unsupported."""
-        raise NotImplementedError("apply_profile")
+        """Refused (``refuse``)."""
+        self.refuse("apply")
 
     async def rollback(
         self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
     ) -> ApplyResult | None:
-        """Unsupported."""
-        raise NotImplementedError("rollback")
+        """Refused (``refuse``)."""
+        self.refuse("rollback")
 
     def profile_names(self) -> list[str]:
         """No profiles."""
@@ -209,28 +214,28 @@ class NoActions:
         return None
 
     def load_profile(self, name: str) -> Profile:
-        """Unsupported."""
-        raise NotImplementedError("load_profile")
+        """Refused (``refuse``)."""
+        self.refuse("load profile")
 
     def save_profile(self, profile: Profile) -> Path:
-        """Unsupported."""
-        raise NotImplementedError("save_profile")
+        """Refused (``refuse``)."""
+        self.refuse("save profile")
 
     async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
-        """Unsupported."""
-        raise NotImplementedError("preflight")
+        """Refused (``refuse``)."""
+        self.refuse("preflight")
 
     async def start_pipeline(self) -> None:
-        """Unsupported."""
-        raise NotImplementedError("start_pipeline")
+        """Refused (``refuse``)."""
+        self.refuse("start pipeline")
 
     async def stop_pipeline(self) -> None:
-        """Unsupported."""
-        raise NotImplementedError("stop_pipeline")
+        """Refused (``refuse``)."""
+        self.refuse("stop pipeline")
 
     async def stop_fleet(self, on_event: EventSink | None = None) -> None:
-        """Unsupported."""
-        raise NotImplementedError("stop_fleet")
+        """Refused (``refuse``)."""
+        self.refuse("stop fleet")
 
     async def canary(
         self,
@@ -239,8 +244,8 @@ class NoActions:
         on_event: EventSink | None = None,
         on_look: LookSink | None = None,
     ) -> CanaryResult:
-        """Unsupported."""
-        raise NotImplementedError("canary")
+        """Refused (``refuse``)."""
+        self.refuse("canary")
 
     async def rollout(
         self,
@@ -249,8 +254,8 @@ class NoActions:
         gpus: tuple[int, ...] | None = None,
         on_event: EventSink | None = None,
     ) -> RolloutResult:
-        """Unsupported."""
-        raise NotImplementedError("rollout")
+        """Refused (``refuse``)."""
+        self.refuse("rollout")
 
 
 def read_pipeline_status(path: Path) -> PipelineStatus | None:
