@@ -8,11 +8,8 @@ import hashlib
 import json
 import os
 import signal
-import socket
-import socketserver
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -223,61 +220,6 @@ def start_generate(argv: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         argv, cwd=REPO, env={**os.environ, **S3_ENV}, stderr=subprocess.PIPE, text=True
     )
-
-
-class TcpForwarder:
-    """A loopback TCP port that forwards to another one, switched on and off by the test.
-
-    Lets a test make a service unreachable and then reachable again on the same address
-    without restarting it (and without a window where it answers with the wrong state).
-    """
-
-    def __init__(self, target_port: int, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self._target = target_port
-        self._server: socketserver.ThreadingTCPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """Base URL of the forwarding port."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        """Start accepting and forwarding connections."""
-        target = self._target
-
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                with socket.create_connection(("127.0.0.1", target)) as upstream:
-                    pump = threading.Thread(target=_pump, args=(upstream, self.request))
-                    pump.start()
-                    _pump(self.request, upstream)
-                    pump.join()
-
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop accepting (connections already open close as their peers do)."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
 
 
 def set_mode(server: ProcessServer, mode: str) -> None:

@@ -9,7 +9,6 @@ import pytest
 from pipeline_helpers import (
     BUCKET,
     ProcessServer,
-    TcpForwarder,
     check_bucket_matches,
     moto_with_bucket,
     openai_server,
@@ -22,6 +21,7 @@ from pipeline_helpers import (
     write_prompts,
 )
 
+from bench.ports import free_port
 from tui.pipeline.manifest_keeper import ManifestKeeper
 from tui.pipeline.s3_sink import ManifestConflict, ManifestEntry, S3Sink, S3Unreachable
 from tui.pipeline.status import read_status
@@ -41,9 +41,9 @@ def test_s3_down_at_start_generates_then_uploads_when_back(
     tmp_path: Path, server: ProcessServer, moto: ProcessServer
 ) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", 1500)
-    gate = TcpForwarder(moto.port)  # S3's address, closed for now
+    moto.kill()  # S3's address (the relay in front of moto), closed for now
     process = start_generate(
-        s3_job_argv(tmp_path, prompts, server.url, gate.url, "--shard-size", "100")
+        s3_job_argv(tmp_path, prompts, server.url, moto.url, "--shard-size", "100")
     )
     try:
 
@@ -58,11 +58,10 @@ def test_s3_down_at_start_generates_then_uploads_when_back(
 
         wait_until(held_locally, 60, "every shard generated and held while S3 is down")
         assert process.poll() is None  # still waiting for S3, not failed
-        gate.start()
+        moto.start()
         _, stderr = process.communicate(timeout=60)
         assert process.returncode == 0, stderr
     finally:
-        gate.stop()
         if process.poll() is None:
             process.kill()
             process.wait()
@@ -74,8 +73,8 @@ def test_s3_down_past_the_wait_exits_1_keeping_shards(
     tmp_path: Path, server: ProcessServer
 ) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", 200)
-    closed = TcpForwarder(1)  # never started: connection refused
-    result = run_generate(s3_job_argv(tmp_path, prompts, server.url, closed.url, "--s3-wait", "1"))
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens: connection refused
+    result = run_generate(s3_job_argv(tmp_path, prompts, server.url, closed, "--s3-wait", "1"))
     assert result.returncode == 1, result.stderr
     assert "S3 unreachable for 1s" in result.stderr and "run again to upload" in result.stderr
     assert sorted(int(r["index"]) for r in read_shards(tmp_path / "out")) == list(range(200))  # type: ignore[call-overload]
@@ -85,7 +84,7 @@ def test_s3_down_past_the_wait_exits_1_keeping_shards(
 
 def test_bucket_check_tells_unreachable_from_missing(moto: ProcessServer) -> None:
     with pytest.raises(S3Unreachable, match="cannot reach S3"):
-        S3Sink(BUCKET, "x", TcpForwarder(1).url).check_bucket()
+        S3Sink(BUCKET, "x", f"http://127.0.0.1:{free_port()}").check_bucket()
     missing = S3Sink("no-such-bucket", "x", moto.url)
     with pytest.raises(Exception, match="the bucket does not exist") as info:
         missing.check_bucket()
