@@ -408,6 +408,21 @@ async def test_new_snapshots_reach_the_open_detail_screen() -> None:
         assert "running 3 " in str(screen.query_one("#detail-numbers").render())
 
 
+async def test_a_snapshot_reaching_a_detail_screen_whose_widgets_are_gone_is_ignored() -> None:
+    """As the app closes, its screens' widgets go first while they are still on the stack: a
+    snapshot posted then (a 0.01 s poll, seen in a fresh clone's run) raised NoMatches."""
+    app = app_with()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("enter")
+        screen = app.screen
+        assert isinstance(screen, DetailScreen)
+        await screen.query_one("#detail-top").remove()
+        screen.fleet = seven_gpu_fleet()  # raised NoMatches from the watcher
+        await pilot.pause()
+        assert screen.is_mounted and app.return_code is None
+
+
 def two_node_fleet() -> FleetSnapshot:
     """GPUs 0-1 of node n1 and 0-2 of node n2 (node position * NODE_STRIDE + GPU)."""
     base = seven_gpu_fleet().panels

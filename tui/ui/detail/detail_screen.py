@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Footer, Header, Static
@@ -177,10 +178,15 @@ class DetailScreen(ReadOnlyGate[None]):
         return None if panel is None or panel.server is None else panel.server.log_path
 
     def watch_fleet(self) -> None:
-        """New numbers (and the log, when the server's changed)."""
-        if self.is_mounted:
+        """New numbers (and the log, when the server's changed). Not while its widgets are gone:
+        a snapshot posted as the app closes reaches a screen still mounted but emptied."""
+        if not self.is_mounted:
+            return
+        try:
             self._show_numbers()
             self.log_panel.log_path = self._log_path()
+        except NoMatches:
+            return
 
     def _show_numbers(self) -> None:
         panel = self.panel
