@@ -126,6 +126,12 @@ async def test_apply_forwards_events_journals_and_rolls_back(fleet: OpFleet) -> 
     applies = [e for e in read_journal().entries if e.type == "apply"]
     assert [e.started_at for e in applies] == [pytest.approx(result.started_at)]
 
+    # A guarded rollback (a cross-node canary's) refuses when the GPUs no longer run what it
+    # expects, and stops nothing.
+    running = {g: r.pid for g, r in read_records().items()}
+    with pytest.raises(OperationError, match="GPU 0 runs op-aggressive now, not op-baseline"):
+        await op.ops.rollback((0, 1), expect="op-baseline")
+    assert {g: r.pid for g, r in read_records().items()} == running
     back = await op.rollback()
     assert back is not None and back.ok and back.profile == "op-baseline"
     assert {r.profile for r in read_records().values()} == {"op-baseline"}

@@ -189,7 +189,7 @@ async def cross_node_canary(
     result = _with_nodes(result, counters)
     candidate_runs = result.report is not None and result.report.ok
     if candidate_runs and result.verdict in ("worse", "not measured"):
-        result = await _roll_back(client, local, result, on_event, remap)
+        result = await _roll_back(client, local, profile_name, result, on_event, remap)
     await asyncio.to_thread(append, canary_entry(result, by))
     return result
 
@@ -205,13 +205,19 @@ def _with_nodes(result: CanaryResult, counters: NodesCounters) -> CanaryResult:
 async def _roll_back(
     client: AgentClient,
     local: int,
+    candidate: str,
     result: CanaryResult,
     on_event: EventSink | None,
     remap: Callable[[Any], Any],
 ) -> CanaryResult:
-    """Return the canary GPU to its profile through its agent; the reason says how it went."""
+    """Return the canary GPU to its profile through its agent; the reason says how it went.
+
+    The node's operation lock is not held from the apply to here (the window is minutes, over
+    HTTP); the rollback carries ``expect``, so the node refuses it when another operation put
+    something else on the GPU meanwhile, rather than undoing that."""
+    request = {"kind": "rollback", "gpus": [local], "expect": candidate}
     try:
-        back = await client.run({"kind": "rollback", "gpus": [local]}, ApplyResult, on_event, remap)
+        back = await client.run(request, ApplyResult, on_event, remap)
     except AgentError as error:
         failed = f"rolling GPU {result.gpu} back FAILED: {error}"
         return replace(result, reason=f"{result.reason}; {failed}")

@@ -17,6 +17,8 @@ KINDS = ("apply", "relaunch", "kill", "rollback", "canary", "rollout", "rollout_
 """Every operation the API runs."""
 MODES: tuple[str, ...] = get_args(StopMode)
 """How a server may be stopped."""
+FIELDS = ("kind", "profile", "gpus", "gpu", "mode", "batch", "measure", "expect")
+"""Every field a request may have."""
 MAX_GPU = 255
 """Largest GPU index accepted."""
 MAX_BATCH = 64
@@ -68,6 +70,8 @@ class OperationRequest:
     """Rollout batch size."""
     measure: bool | None = None
     """Whether an apply measures throughput (None: the agent's default)."""
+    expect: str | None = None
+    """A rollback's guard: only if every GPU still runs this profile (``FleetOps.rollback``)."""
 
     def args(self) -> dict[str, Any]:
         """The request as sent back in the operation's status."""
@@ -80,6 +84,8 @@ class OperationRequest:
             out["gpu"] = self.gpu
         if self.kind in ("rollout", "rollout_back"):
             out["batch"] = self.batch
+        if self.expect is not None:
+            out["expect"] = self.expect
         return out
 
 
@@ -97,13 +103,13 @@ def _gpus(value: Any) -> tuple[int, ...] | None:
     return tuple(sorted({_gpu(v, "gpus") for v in value}))
 
 
-def _profile(value: Any, required: bool) -> str | None:
+def _profile(value: Any, required: bool, field: str = "profile") -> str | None:
     if value is None and not required:
         return None
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
-        raise BadRequest(f"profile: {value!r} must be a profile name (1-{MAX_NAME} characters)")
+        raise BadRequest(f"{field}: {value!r} must be a profile name (1-{MAX_NAME} characters)")
     if not value.isprintable():
-        raise BadRequest(f"profile: {value!r} must be printable")
+        raise BadRequest(f"{field}: {value!r} must be printable")
     return value
 
 
@@ -115,10 +121,9 @@ def parse_request(body: Any) -> OperationRequest:
     """
     if not isinstance(body, Mapping):
         raise BadRequest("body: must be a JSON object")
-    unknown = sorted(set(body) - {"kind", "profile", "gpus", "gpu", "mode", "batch", "measure"})
+    unknown = sorted(set(body) - set(FIELDS))
     if unknown:
-        raise BadRequest(f"{unknown[0]}: unknown field (allowed: kind, profile, gpus, gpu, mode, "
-                         "batch, measure)")  # fmt: skip
+        raise BadRequest(f"{unknown[0]}: unknown field (allowed: {', '.join(FIELDS)})")
     kind = body.get("kind")
     if kind not in KINDS:
         raise BadRequest(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
@@ -136,6 +141,9 @@ def parse_request(body: Any) -> OperationRequest:
     if kind == "canary" and gpu is None:
         raise BadRequest("gpu: a canary needs its GPU (0-255)")
     gpus = _gpus(body.get("gpus"))
+    expect = _profile(body.get("expect"), False, "expect")
+    if expect is not None and kind != "rollback":
+        raise BadRequest(f"expect: only a rollback takes it, not {kind}")
     if kind in ("relaunch", "kill") and gpus is None:
         raise BadRequest(f"gpus: {kind} needs a non-empty list of GPU indices")
     return OperationRequest(
@@ -146,4 +154,5 @@ def parse_request(body: Any) -> OperationRequest:
         mode=mode,
         batch=batch,
         measure=measure,
+        expect=expect,
     )

@@ -149,7 +149,7 @@ class Agent:
                     backend.mark(gpu, True)
                 return await ops.kill(r.gpus or (), marked, r.mode)
             if r.kind == "rollback":
-                return await ops.rollback(r.gpus, marked)
+                return await ops.rollback(r.gpus, marked, expect=r.expect)
             if r.kind == "canary":
                 assert r.profile is not None and r.gpu is not None
                 return await ops.canary(r.profile, r.gpu, marked)

@@ -126,16 +126,27 @@ class RetuneOps(OpsBase):
         return list(groups.values())
 
     async def rollback(
-        self, gpus: Sequence[int] | None = None, on_event: EventSink | None = None
+        self,
+        gpus: Sequence[int] | None = None,
+        on_event: EventSink | None = None,
+        expect: str | None = None,
     ) -> ApplyResult:
         """Relaunch, on each GPU (default: every GPU with one), the profile it ran before.
+
+        Args:
+            gpus: The GPUs (None: every GPU with a previous profile).
+            on_event: The runs' events.
+            expect: Roll back only if every chosen GPU still runs this profile, checked under
+                the operation lock: a caller that applied it earlier (a canary judged from
+                another machine) must not undo what another operation put there since.
 
         Returns:
             The first failed run's result, else the last one's.
 
         Raises:
             OperationBusy: another operation holds the fleet.
-            OperationError: no chosen GPU has a previous profile recorded (nothing stopped).
+            OperationError: no chosen GPU has a previous profile recorded, or one no longer runs
+                ``expect`` (nothing stopped).
         """
         state = await asyncio.to_thread(read_fleet)
         chosen = (
@@ -152,6 +163,17 @@ class RetuneOps(OpsBase):
             )
         what = f"rollback GPUs {gpus_text(chosen)}"
         async with self._operation(what, chosen, on_event):
+            if expect is not None:
+                state = await asyncio.to_thread(read_fleet)  # what runs now, under the lock
+                moved = [g for g in chosen if g not in state or state[g].current_name != expect]
+                if moved:
+                    now = state[moved[0]].current_name if moved[0] in state else None
+                    why = (
+                        f"rollback: GPU {moved[0]} runs {now or 'nothing'} now, not {expect} "
+                        "(another operation changed it): not rolled back"
+                    )
+                    emit(on_event, OperationFinished(what, False, why))
+                    raise OperationError(why)
             results = []
             for profile, group in previous_groups(state, chosen):
                 fitted = await asyncio.to_thread(self.fit, profile)
