@@ -69,8 +69,8 @@ check: $(STAMP)
 	$(BIN)/lint-imports
 
 test: $(STAMP) $(SGLANG) tools browser check
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m 'not serial'
-	$(BIN)/python -m pytest -q -m serial
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m 'not serial' --durations=15
+	$(BIN)/python -m pytest -q -m serial --durations=5
 
 bench: $(STAMP) tools
 	$(BIN)/python -m bench
