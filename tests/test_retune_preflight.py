@@ -101,7 +101,18 @@ def test_preflight_names_the_mamba_pool_when_it_took_what_the_weights_left(
     assert "Raise --mem-fraction-static above 0.318" in result.why_not  # SGLang's own words
     hint = result.why_not.split("draft weights are now counted.", 1)[1]
     assert "static budget is 31.0 GiB" in hint and "200 slots take" in hint
-    assert "--max-mamba-cache-size" in hint
+    assert "--max-mamba-cache-size 118 or fewer fits" in hint
+    assert "mamba-full-memory-ratio" not in hint  # the profile sets the slots: it sizes nothing
+    fitted = profile_file.read_text().replace(
+        "[gpu.2]\nmem_fraction_static = 0.5",
+        "[gpu.2]\nmem_fraction_static = 0.5\nmax_mamba_cache_size = 118",
+    )
+    profile_file.write_text(fitted)
+    assert preflight(load_profile(profile_file), 2).fits  # what the hint said does fit
+    profile_file.write_text(
+        fitted.replace("max_mamba_cache_size = 118", "max_mamba_cache_size = 119")
+    )
+    assert not preflight(load_profile(profile_file), 2).fits  # and one more does not
     below = preflight(load_profile(profile_file), 0)  # 0.93: fits, no hint anywhere
     assert below.fits and below.why_not is None
 

@@ -9,6 +9,8 @@ one whose launch argv SGLang's own parser refuses (its flag table) a plain "does
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,13 +149,13 @@ def preflight(
     for name, kind in _PASS_THROUGH.items():
         if name in extra and extra[name] is not False:
             kwargs[name.removesuffix("_decode")] = kind(extra[name])
-    plan = plan_memory(
+    plan_for = functools.partial(
+        plan_memory,
         spec,
         total,
         other_resident_bytes=other_resident_bytes,
         mem_fraction_static=flags.mem_fraction_static,
         max_running_requests=flags.max_running_requests,
-        max_mamba_cache_size=flags.max_mamba_cache_size,
         mamba_full_memory_ratio=(
             flags.mamba_full_memory_ratio
             if flags.mamba_full_memory_ratio is not None
@@ -165,9 +167,11 @@ def preflight(
         calibration=calibration,
         **kwargs,  # type: ignore[arg-type]
     )
+    plan = plan_for(max_mamba_cache_size=flags.max_mamba_cache_size)
     why = None
     if plan.failure is not None:
-        why = f"does not fit: {plan.failure.line}{_mamba_took_the_rest(plan)}"
+        explicit = flags.max_mamba_cache_size is not None
+        why = f"does not fit: {plan.failure.line}{_mamba_took_the_rest(plan, plan_for, explicit)}"
     refused = launch_problems(profile, [gpu])
     if refused:
         why = f"does not start: {refused[0]}"
@@ -187,19 +191,41 @@ def preflight(
     )
 
 
-def _mamba_took_the_rest(plan: MemoryPlan) -> str:
+def _mamba_took_the_rest(
+    plan: MemoryPlan, plan_for: Callable[..., MemoryPlan], explicit: bool
+) -> str:
     """What SGLang's "Loaded weights leave no GPU memory" does not say when the weights did
     leave some: the Mamba pool, carved first, took it all, so raising --mem-fraction-static just
-    above the value it names is not enough (seen in the demo: "above 0.318" at 0.85)."""
+    above the value it names is not enough (seen in the demo: "above 0.318" at 0.85). With the
+    most slots that would fit (``plan_for`` plans again with another --max-mamba-cache-size);
+    ``explicit``: the profile sets the slots (then --mamba-full-memory-ratio sizes nothing)."""
     failure = plan.failure
     if failure is None or failure.kind != "weights_leave_no_memory" or plan.rest_bytes <= 0:
         return ""
-    if not plan.max_mamba_cache_size or not plan.mamba_reserve_bytes:
+    slots = plan.max_mamba_cache_size
+    if not slots or not plan.mamba_reserve_bytes:
         return ""
     budget, pool = plan.rest_bytes / GIB, plan.mamba_reserve_bytes / GIB
-    return (
-        f" (after the weights the static budget is {budget:.1f} GiB; "
-        f"the Mamba pool's {plan.max_mamba_cache_size} slots take {pool:.1f} GiB of it: "
-        "lower --max-mamba-cache-size or --mamba-full-memory-ratio, or raise "
-        "--mem-fraction-static further)"
+    most = _most_slots_that_fit(slots - 1, plan_for)
+    lower = (
+        f"--max-mamba-cache-size {most} or fewer fits" if most else "no --max-mamba-cache-size fits"
     )
+    ratio = "" if explicit else "lower --mamba-full-memory-ratio, or "
+    return (
+        f" (after the weights the static budget is {budget:.1f} GiB; the Mamba pool's {slots} "
+        f"slots take {pool:.1f} GiB of it: {lower}; or {ratio}raise --mem-fraction-static "
+        "further)"
+    )
+
+
+def _most_slots_that_fit(below: int, plan_for: Callable[..., MemoryPlan]) -> int:
+    """The largest --max-mamba-cache-size in 1..``below`` whose plan fits (0: none); fewer
+    slots never need more memory, so a bisection (a plan is microseconds of arithmetic)."""
+    low, high = 0, below
+    while low < high:
+        middle = (low + high + 1) // 2
+        if plan_for(max_mamba_cache_size=middle).ok:
+            low = middle
+        else:
+            high = middle - 1
+    return low
