@@ -100,7 +100,7 @@ def test_preflight_names_the_mamba_pool_when_it_took_what_the_weights_left(
     assert not result.fits and result.why_not is not None
     assert "Raise --mem-fraction-static above 0.318" in result.why_not  # SGLang's own words
     hint = result.why_not.split("draft weights are now counted.", 1)[1]
-    assert "static budget is 31.0 GiB" in hint and "200 slots take" in hint
+    assert "static budget is 31.0 GB" in hint and "200 slots and their intermediate" in hint
     assert "--max-mamba-cache-size 118 or fewer fits" in hint
     assert "mamba-full-memory-ratio" not in hint  # the profile sets the slots: it sizes nothing
     fitted = profile_file.read_text().replace(

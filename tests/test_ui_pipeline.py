@@ -53,6 +53,8 @@ def test_a_percentage_axis_stops_at_its_ceiling() -> None:
     assert flat.low < flat.high == 100.0  # a pegged GPU is still a line under the top
     assert axis_for([40.0, 60.0], floor=10.0, ceiling=100.0) == axis_for([40.0, 60.0], floor=10.0)
     assert braille_rows([99.0] * 8, busy, 4)[0].strip()  # 99% lands on the top row
+    faulty = axis_for([90.0, 104.0], floor=10.0, ceiling=100.0)
+    assert faulty.high > 104.0  # a reading past the ceiling is drawn, not clipped away
 
 
 def test_columns_average_carry_over_short_holes_and_leave_long_gaps() -> None:

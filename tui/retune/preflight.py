@@ -212,9 +212,10 @@ def _mamba_took_the_rest(
     )
     ratio = "" if explicit else "lower --mamba-full-memory-ratio, or "
     return (
-        f" (after the weights the static budget is {budget:.1f} GiB; the Mamba pool's {slots} "
-        f"slots take {pool:.1f} GiB of it: {lower}; or {ratio}raise --mem-fraction-static "
-        "further)"
+        # GB as SGLang's log lines and the preflight table write it (2**30 bytes).
+        f" (after the weights the static budget is {budget:.1f} GB; the Mamba pool's {slots} "
+        f"slots and their intermediate caches take {pool:.1f} GB of it: {lower}; or {ratio}"
+        "raise --mem-fraction-static further)"
     )
 
 

@@ -60,14 +60,15 @@ def axis_for(values: Sequence[float], floor: float, ceiling: float | None = None
         values: The values shown (any order; may be empty).
         floor: The smallest span of the axis (> 0), in the values' unit.
         ceiling: The highest value the metric can take (100 for a percentage): the axis stops
-            there, where rounding up would print "max 150%" over a GPU at 99%.
+            there, where rounding up would print "max 150%" over a GPU at 99% (unless a value
+            is above it).
 
     Returns:
         The axis.
     """
     axis = _axis(values, floor)
-    if ceiling is None or axis.high <= ceiling:
-        return axis
+    if ceiling is None or axis.high <= ceiling or (values and max(values) > ceiling):
+        return axis  # a value past the ceiling (a faulty reading) is still drawn, not clipped
     low = axis.low if axis.low < ceiling else max(0.0, ceiling - nice_step(floor) * 4)
     return Axis(low, ceiling)
 
