@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import replace
 
 import pytest
+from textual.pilot import Pilot
 from textual.screen import ModalScreen
 from textual.widgets import Input
 from ui_helpers import (
@@ -94,13 +95,19 @@ async def test_enter_opens_the_detail_and_escape_returns() -> None:
         assert isinstance(app.screen, MainScreen)
 
 
+async def open_detail(pilot: Pilot[None], app: FleetApp) -> DetailScreen:
+    """Settle the console, open the selected GPU's detail screen (Enter) and return it."""
+    await settle(pilot, app)
+    await pilot.press("enter")
+    screen = app.screen
+    assert isinstance(screen, DetailScreen)
+    return screen
+
+
 async def test_detail_log_is_filterable_and_slash_focuses_the_filter() -> None:
     app = app_with()
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
-        await pilot.press("enter")
-        screen = app.screen
-        assert isinstance(screen, DetailScreen)
+        screen = await open_detail(pilot, app)
         log = screen.query_one(LogView)
         loop_deadline = 200
         while not log.buffer.lines and loop_deadline:
@@ -391,10 +398,7 @@ async def test_command_palette_runs_an_operation_through_its_binding() -> None:
 async def test_new_snapshots_reach_the_open_detail_screen() -> None:
     app = app_with(poll_interval_s=0.01)
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
-        await pilot.press("enter")
-        screen = app.screen
-        assert isinstance(screen, DetailScreen)
+        screen = await open_detail(pilot, app)
         poller = app.poller
         fleet = seven_gpu_fleet()
         from dataclasses import replace
@@ -413,10 +417,7 @@ async def test_a_snapshot_reaching_a_detail_screen_whose_widgets_are_gone_is_ign
     snapshot posted then (a 0.01 s poll, seen in a fresh clone's run) raised NoMatches."""
     app = app_with()
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
-        await pilot.press("enter")
-        screen = app.screen
-        assert isinstance(screen, DetailScreen)
+        screen = await open_detail(pilot, app)
         await screen.query_one("#detail-top").remove()
         screen.fleet = seven_gpu_fleet()  # raised NoMatches from the watcher
         await pilot.pause()
