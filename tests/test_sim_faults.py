@@ -65,6 +65,26 @@ def test_health_endpoint_generation_can_be_switched_off(tmp_path: Path) -> None:
         assert status == 200 and took >= 1.0
 
 
+def test_health_bypass_answers_at_once_and_a_bad_boolean_keeps_its_default(
+    tmp_path: Path,
+) -> None:
+    """``SGLANG_DIAG_BYPASS_HEALTH_GENERATE`` answers both paths 200 without a generation; an
+    EnvBool that is no boolean warns and keeps its default (the server starts, as SGLang's
+    ``EnvField.get`` does), here the generating /health."""
+    with running_sim(FAST, tmp_path, env={"SGLANG_DIAG_BYPASS_HEALTH_GENERATE": "Yes"}) as sim:
+        for path in ("/health", "/health_generate"):
+            status, took = _timed_get(sim.url + path)
+            assert status == 200 and took < 0.5, path
+    env = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "maybe"}
+    with running_sim(FAST, tmp_path, env=env) as sim:
+        status, took = _timed_get(sim.url + "/health")
+        assert status == 200 and took >= 1.0  # the default: a generation
+        assert (
+            'Invalid value for SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION: "maybe" is not a valid '
+            'boolean value, using default "True"' in sim.log()
+        )
+
+
 def test_hung_scheduler_fails_health_after_the_timeout(tmp_path: Path) -> None:
     env = {"SGLANG_HEALTH_CHECK_TIMEOUT": "2"}
     with running_sim([*FAST, "--sim-fault", "hung:20"], tmp_path, env=env) as sim:

@@ -1,7 +1,8 @@
 """``/health`` and ``/health_generate``: one handler, exactly as SGLang 0.5.23's.
 
 ``srt/entrypoints/http_server.py`` ``health_generate``: 503 during a drain (with an INFO line) and
-while starting; with ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false`` a plain ``/health`` is 200;
+while starting; with ``SGLANG_DIAG_BYPASS_HEALTH_GENERATE`` both paths are 200 at once; with
+``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false`` a plain ``/health`` is 200;
 otherwise it submits a one-token generation (rid ``HEALTH_CHECK_<uuid>``) and checks once a
 second, after a first ``await asyncio.sleep(1)``, whether any output came back from the scheduler
 since it began: the first check that sees one answers 200 (and sets the server Up); after
@@ -19,6 +20,8 @@ import contextlib
 import os
 import time
 import uuid
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tui.sim import logfmt
@@ -37,6 +40,9 @@ class HealthEnv:
     """``SGLANG_HEALTH_CHECK_TIMEOUT`` (``int(os.getenv(...))``)."""
     generation: bool = True
     """``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION`` (an EnvBool, default true)."""
+    bypass: bool = False
+    """``SGLANG_DIAG_BYPASS_HEALTH_GENERATE`` (an EnvBool, default false): 200 without a
+    generation, for a driver that balances a DP batch before health traffic."""
 
 
 _TRUE = ("true", "1", "yes", "y")
@@ -44,7 +50,8 @@ _FALSE = ("false", "0", "no", "n")
 
 
 def read_health_env(env: dict[str, str] | None = None) -> HealthEnv:
-    """Read ``SGLANG_HEALTH_CHECK_TIMEOUT`` and ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION``.
+    """Read ``SGLANG_HEALTH_CHECK_TIMEOUT``, ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION`` and
+    ``SGLANG_DIAG_BYPASS_HEALTH_GENERATE``.
 
     Args:
         env: the environment (default ``os.environ``).
@@ -53,8 +60,9 @@ def read_health_env(env: dict[str, str] | None = None) -> HealthEnv:
         The values.
 
     Raises:
-        ValueError: one line naming the variable, its value and what is allowed (SGLang itself
-            dies with a traceback on these).
+        ValueError: ``SGLANG_HEALTH_CHECK_TIMEOUT`` is no whole number: one line naming it
+            (SGLang dies with a traceback: it is ``int(os.getenv(...))`` at import). A boolean
+            that is none warns and keeps its default, as SGLang's ``EnvBool`` does.
     """
     source = os.environ if env is None else env
     raw = source.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20")
@@ -66,13 +74,25 @@ def read_health_env(env: dict[str, str] | None = None) -> HealthEnv:
         ) from None
     if timeout < 0:
         raise ValueError(f"SGLANG_HEALTH_CHECK_TIMEOUT={raw!r}: must be >= 0")
-    flag = source.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "true").lower()
+    generation = _env_bool(source, "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", True)
+    bypass = _env_bool(source, "SGLANG_DIAG_BYPASS_HEALTH_GENERATE", False)
+    return HealthEnv(timeout, generation, bypass)
+
+
+def _env_bool(source: Mapping[str, str], name: str, default: bool) -> bool:
+    """SGLang's ``EnvBool``: true/1/yes/y or false/0/no/n, any case; another value warns, as
+    ``EnvField.get`` does, and the default holds (the server starts)."""
+    if name not in source:
+        return default
+    flag = source[name].lower()
     if flag not in _TRUE + _FALSE:
-        raise ValueError(
-            f"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION={flag!r}: must be one of "
-            f"{', '.join(_TRUE + _FALSE)}"
+        warnings.warn(
+            f'Invalid value for {name}: "{flag}" is not a valid boolean value, '
+            f'using default "{default}"',
+            stacklevel=2,
         )
-    return HealthEnv(timeout, flag in _TRUE)
+        return default
+    return flag in _TRUE
 
 
 async def health_generate(state: SimState, path: str, env: HealthEnv) -> int:
@@ -91,6 +111,8 @@ async def health_generate(state: SimState, path: str, env: HealthEnv) -> int:
         return 503
     if state.server_status is ServerStatus.STARTING:
         return 503
+    if env.bypass:
+        return 200
     if not env.generation and path == "/health":
         return 200
     rid = f"{HEALTH_CHECK_RID_PREFIX}_{uuid.uuid4().hex}"
