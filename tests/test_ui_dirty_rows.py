@@ -8,12 +8,15 @@ from typing import Any
 
 import pytest
 from textual._compositor import ChopsUpdate, Compositor
+from textual.widget import Widget
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.app import FleetApp
 from tui.ui.dirty_rows import DirtyRowsCompositor
+from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.gpu_panel import GpuPanelView
+from tui.ui.main_screen import MainScreen
 
 
 def _with(fleet: FleetSnapshot, step: int, gpus: tuple[int, ...]) -> FleetSnapshot:
@@ -38,7 +41,7 @@ async def test_partial_updates_send_what_textuals_compositor_sends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each update is computed both ways on the same changed regions: the bytes must match,
-    and the panels that did not change are not rendered."""
+    and only the changed panels are rendered (not the others, nor the grid behind them)."""
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
     assert isinstance(app, FleetApp)
@@ -59,25 +62,30 @@ async def test_partial_updates_send_what_textuals_compositor_sends(
         compared.append((theirs.render_segments(console), mine.render_segments(console)))
         return mine
 
-    original_lines = GpuPanelView.render_lines
+    def counting(cls: type[Widget]) -> None:
+        original = cls.render_lines
 
-    def counted(self: GpuPanelView, crop: Any) -> Any:
-        rendered.append(self.id or "")
-        return original_lines(self, crop)
+        def counted(self: Widget, crop: Any) -> Any:
+            rendered.append(self.id or "")
+            return original(self, crop)
+
+        monkeypatch.setattr(cls, "render_lines", counted)
 
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.pause()
         assert isinstance(app.main_screen._compositor, DirtyRowsCompositor)
         monkeypatch.setattr(DirtyRowsCompositor, "render_partial_update", both)
-        monkeypatch.setattr(GpuPanelView, "render_lines", counted)
+        for cls in (GpuPanelView, GpuGrid, MainScreen):
+            counting(cls)
         for step, gpus in enumerate([(0, 6), (2,), (1, 5), (0, 1, 2, 3, 4, 5, 6), (3,)], 1):
             fleet = _with(fleet, step, gpus)
             app.main_screen.fleet = fleet
             await pilot.pause()
             await pilot.pause()
             if gpus == (2,):
-                assert rendered and set(rendered) == {"gpu-2"}  # not the six others
+                # not the six others, nor the grid and the screen behind the panel
+                assert rendered and set(rendered) == {"gpu-2"}
     assert len(compared) >= 4
     for theirs_text, mine_text in compared:
         assert mine_text == theirs_text

@@ -6,12 +6,14 @@ box of every changed region and renders *every line* of *every widget* that box 
 the changed lines are then sent. Under load two or three lines change in a few of the seven
 panels each second, one in the top row and one in the bottom row make the box the whole grid,
 and every panel's 20-odd lines went through the styles cache again: the compositor was a fifth
-of the console's CPU with 7 servers (py-spy). Here each widget is rendered only if a changed
-region overlaps it, and only over the rows those regions span (whole rows: a line's cuts start
-at widget edges, so widths are never cropped). The lines sent are the same: they are still
-chosen by the changed regions (``ChopsUpdate``'s spans), and every cell of a changed region is
-covered by the widget in front of it, which that region overlaps (tests compare both
-compositors' updates byte for byte). Full renders (a resize, a screenshot) are Textual's own.
+of the console's CPU with 7 servers (py-spy). Here a widget is rendered only where a changed
+region overlaps it and no widget in front of it covers that region whole (the grid and the
+screen behind a panel's changed line are not), and only over the rows those regions span
+(whole rows: a line's cuts start at widget edges, so widths are never cropped). The lines sent
+are the same: they are still chosen by the changed regions (``ChopsUpdate``'s spans), and each
+cell of a changed region is taken from the frontmost widget there, which is rendered (a test
+compares both compositors' updates byte for byte). Full renders (a resize, a screenshot) are
+Textual's own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Iterable
 from textual._compositor import ChopsUpdate, Compositor
 from textual.geometry import Region
 from textual.strip import Strip
+from textual.widget import Widget
 
 
 class DirtyRowsCompositor(Compositor):
@@ -44,18 +47,27 @@ class DirtyRowsCompositor(Compositor):
         if changed is None or crop is None:
             yield from super()._get_renders(crop)
             return
-        for widget, (region, clip) in self.visible_widgets.items():
-            shown = region.intersection(clip)  # the clip alone is the container's: any panel's
-            top = bottom = -1
-            for area in changed:
-                if area.overlaps(shown):
-                    y, end = area.y, area.y + area.height
-                    top = y if top < 0 else min(top, y)
-                    bottom = max(bottom, end)
-            if top < 0:
+        widgets = [
+            (w, region, region.intersection(clip))
+            for w, (region, clip) in self.visible_widgets.items()
+        ]
+        rows: dict[Widget, tuple[int, int]] = {}
+        for area in changed:
+            for widget, _, shown in widgets:  # front to back
+                if not area.overlaps(shown):
+                    continue
+                top, bottom = rows.get(widget, (area.y, area.bottom))
+                rows[widget] = (min(top, area.y), max(bottom, area.bottom))
+                if shown.contains_region(area):
+                    break  # it covers the area: nothing behind it shows there
+        for widget, region, shown in widgets:
+            span = rows.get(widget)
+            if span is None:
                 continue
-            rows = clip.intersection(Region(clip.x, top, clip.width, bottom - top))
-            x, y, width, height = shown.intersection(rows)
+            top, bottom = span
+            x, y, width, height = shown.intersection(
+                Region(shown.x, top, shown.width, bottom - top)
+            )
             if width and height:
                 lines = widget.render_lines(Region(x - region.x, y - region.y, width, height))
-                yield region, rows, lines
+                yield region, Region(x, y, width, height), lines
