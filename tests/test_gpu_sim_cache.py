@@ -104,3 +104,35 @@ def test_a_new_gpu_is_listed_at_the_next_sample(tmp_path: Path) -> None:
     sim_records.ensure_device(tmp_path, 1, "h100")
     assert [gpu.index for gpu in source.sample()] == [0, 1]
     assert "2 x NVIDIA H100" in source.describe()
+
+
+def test_a_live_record_is_checked_by_psutil_once_then_by_its_pidfd(
+    tmp_path: Path, child: psutil.Process, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The identity is psutil's (the start time), once; later samples ask the pidfd opened
+    before that check, and a record gone from its folder takes its pidfd with it."""
+    from tui.pidwatch import PidWatch
+
+    probe = PidWatch.open(child.pid)
+    if probe is None:
+        pytest.skip("no pidfd_open here")
+    probe.close()
+    checks: list[int] = []
+    original = sim_records.alive
+
+    def counted(pid: int, create_time: float) -> bool:
+        checks.append(pid)
+        return original(pid, create_time)
+
+    monkeypatch.setattr(sim_records, "alive", counted)
+    sim_records.ensure_device(tmp_path, 0, "h200")
+    sim_records.publish_process(tmp_path, 0, _record(child, 40 * GIB, 80.0))
+    cache = RecordCache(tmp_path)
+    for _ in range(4):
+        ((_, live),) = cache.devices()
+        assert [r.pid for r in live] == [child.pid]
+    assert checks == [child.pid]
+    for path in (tmp_path / "gpu0").glob("proc-*.json"):
+        path.unlink()
+    ((_, live),) = cache.devices()
+    assert live == [] and cache._watches == {}

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from bench.ports import free_port
+from tui.pidwatch import PidWatch
 from tui.servers.discovery import (
     LiveCheck,
     find_servers,
@@ -155,4 +156,62 @@ def test_live_check_calls_a_zombie_gone() -> None:
         assert not check()
         assert not is_alive(child.pid, handle.create_time())
     finally:
+        child.wait(timeout=10)
+
+
+def test_live_check_after_its_first_look_reads_no_proc_and_sees_an_exit_as_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Later looks ask the pidfd opened at the first (no /proc reads); the process exiting
+    (a zombie, not yet reaped) reads as gone."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        handle = psutil.Process(child.pid)
+        check = LiveCheck(child.pid, handle.create_time())
+        assert check()
+        reads: list[int] = []
+        original = psutil.Process.status
+
+        def counted(self: psutil.Process) -> str:
+            reads.append(1)
+            return original(self)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(psutil.Process, "status", counted)
+            assert all(check() for _ in range(5))
+        probe = PidWatch.open(child.pid)
+        if probe is not None:  # pidfds here: psutil was not asked again
+            probe.close()
+            assert reads == []
+        assert child.stdin is not None
+        child.stdin.close()  # the child exits
+        deadline = time.monotonic() + 20
+        while handle.status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.02)  # polling the process table with a deadline
+        assert not check()
+        assert not check()
+    finally:
+        child.wait(timeout=10)
+
+
+def test_a_pid_watch_sees_its_process_exit() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    watch = PidWatch.open(child.pid)
+    try:
+        if watch is None:
+            pytest.skip("no pidfd_open here")
+        assert not watch.exited()
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=20)
+        assert watch.exited()
+        assert watch.exited()  # stays exited, its pidfd closed
+    finally:
+        if watch is not None:
+            watch.close()
         child.wait(timeout=10)

@@ -7,7 +7,9 @@ under steady load are rewritten only when a server's memory or rounded utilisati
 Writers replace a record by renaming a new file into its GPU's folder (``sim_records``), which
 changes the folder's modification time; a folder whose (inode, mtime) is unchanged since it was
 read holds the same records. Liveness is not cached: every sample still checks each record's
-process (``sim_records.alive``), so a dead process's memory is released at the next sample.
+process, so a dead process's memory is released at the next sample; after a first check by
+``sim_records.alive`` (psutil: its start time), through a pidfd opened just before
+(``tui.pidwatch``): one ``poll(2)`` a record a sample instead of two ``/proc`` reads.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from tui.gpu import sim_records
 from tui.gpu.sim_records import SimDevice, SimProcessRecord
+from tui.pidwatch import PidWatch
 
 RACY_NS = 1_000_000_000
 """A folder changed this recently may change again within its timestamp's granularity without
@@ -61,6 +64,8 @@ class RecordCache:
         """
         self.root = root
         self._folders: dict[Path, _Folder] = {}
+        self._watches: dict[tuple[int, float], PidWatch] = {}
+        """A pidfd per live record's process, by (pid, create_time), once its identity checked."""
         self.reads = 0
         """Folders read from disk so far (what the cache saves; tests count it)."""
 
@@ -105,10 +110,32 @@ class RecordCache:
         """
         now_ns = time.time_ns()
         out = []
+        seen: set[tuple[int, float]] = set()
         for name in self._folder(self.root, now_ns, gpu=False).names:
             folder = self._folder(self.root / name, now_ns, gpu=True)
             if folder.device is None:
                 continue
-            live = [r for r in folder.records if sim_records.alive(r.pid, r.create_time)]
+            seen.update((r.pid, r.create_time) for r in folder.records)
+            live = [r for r in folder.records if self._alive(r)]
             out.append((folder.device, live))
+        for key in self._watches.keys() - seen:  # records gone: their pidfds too
+            self._watches.pop(key).close()
         return sorted(out, key=lambda pair: pair[0].index)
+
+    def _alive(self, record: SimProcessRecord) -> bool:
+        """``sim_records.alive`` the first time, then the pidfd opened before that check."""
+        key = (record.pid, record.create_time)
+        watch = self._watches.get(key)
+        if watch is not None:
+            if not watch.exited():
+                return True
+            del self._watches[key]
+            return False
+        watch = PidWatch.open(record.pid)  # before the check: then it names the checked process
+        if not sim_records.alive(record.pid, record.create_time):
+            if watch is not None:
+                watch.close()
+            return False
+        if watch is not None:
+            self._watches[key] = watch
+        return True

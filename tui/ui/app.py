@@ -139,7 +139,6 @@ class FleetApp(App[None]):
         """The profile from the command line."""
         self.poll_interval_s = poll_interval_s
         """Seconds between polls."""
-        self._refresh_soon = False
         self._status_wait = float("inf")
         """Seconds of poll delays since the status document was read (again at the interval)."""
         self.journal_reader = journal_reader
@@ -170,7 +169,7 @@ class FleetApp(App[None]):
         return self.main_screen
 
     def on_mount(self) -> None:
-        """Start the poll; it re-arms itself when it finishes, so polls never overlap."""
+        """Start the poll: one worker for the console's life (see ``poll_fleet``)."""
         if self.readonly:
             self.title = f"{self.TITLE} ({READ_ONLY})"
         self.poll_fleet()
@@ -179,9 +178,25 @@ class FleetApp(App[None]):
 
     @work(exclusive=True, group=FLEET_POLL, exit_on_error=False)
     async def poll_fleet(self) -> None:
+        """Poll for the console's life: a snapshot, then the interval's sleep (shorter while a
+        snapshot asks for a sooner refresh), so polls never overlap. Why one loop: a worker
+        and a timer per poll cost Textual a task, three state messages, a timer and a callback
+        whose signature it inspects, each second; here a poll costs one message (two when the
+        status document is read). The sleep is the app loop's own, so every other pump (the
+        detail screen's included) runs between polls as before."""
+        while True:
+            soon = False
+            try:
+                soon = await self._poll_once()
+            except Exception as error:  # one failed poll must never end the polling
+                self.log.error(f"{FLEET_POLL} failed: {error!r}")
+            delay = min(SOON_POLL_S, self.poll_interval_s) if soon else self.poll_interval_s
+            self._status_wait += delay
+            await asyncio.sleep(delay)
+
+    async def _poll_once(self) -> bool:
         """Take one fleet snapshot and post it; once per ``poll_interval_s``, read the status
-        document alongside. Why one worker: each worker and timer costs Textual a task and three
-        state messages a second, and the two readings share the cadence."""
+        document alongside. Returns whether the snapshot asks for a sooner refresh."""
         status = None
         if self._status_wait >= self.poll_interval_s:  # not at every sooner poll
             self._status_wait = 0.0
@@ -192,6 +207,7 @@ class FleetApp(App[None]):
             if status is not None:
                 await status
         self.post_message(FleetUpdated(snapshot))
+        return snapshot.refresh_soon
 
     async def _read_status(self) -> None:
         """Read the status document and the retune marks in a thread and post them; a failed
@@ -207,29 +223,23 @@ class FleetApp(App[None]):
             self.log.error(f"{PIPELINE_READ} failed: {error!r}")
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """Re-arm the poll when the previous one finished; report failures without stopping."""
-        group = event.worker.group
+        """Report failed operations without stopping."""
         if event.state is WorkerState.ERROR:
+            group = event.worker.group
             self.log.error(f"{group} failed: {event.worker.error!r}")
             if group == ACTIONS:
                 self.notify(str(event.worker.error), title="Operation failed", severity="error")
-        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
-            return
-        if group == FLEET_POLL:
-            soon = min(SOON_POLL_S, self.poll_interval_s) if self._refresh_soon else None
-            delay = soon or self.poll_interval_s
-            self._status_wait += delay
-            self.set_timer(delay, self.poll_fleet)
 
     def on_fleet_updated(self, message: FleetUpdated) -> None:
         """Hand the snapshot down to every screen that shows the fleet, and to the history."""
-        self._refresh_soon = message.snapshot.refresh_soon
         self.history.add_fleet(message.snapshot)
         if self.history.due:  # a thread only every few seconds, for the batch
             self.write_history()
         self.main_screen.fleet = message.snapshot
         for screen in self.screen_stack:
-            if isinstance(screen, DetailScreen):
+            # A screen closed as the console quits is still on the stack, without its widgets:
+            # the poll, which runs until the app's workers are cancelled, may post to it then.
+            if isinstance(screen, DetailScreen) and screen.is_running:
                 screen.fleet = message.snapshot
 
     def on_pipeline_status_read(self, message: PipelineStatusRead) -> None:

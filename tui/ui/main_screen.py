@@ -17,6 +17,7 @@ from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
+from tui.ui.dirty_rows import DirtyRowsCompositor
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.filter_bar import FilterBar
 from tui.ui.grid.gpu_grid import GpuGrid
@@ -119,6 +120,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
         node_groups: Show the panels in node groups (a console over many nodes' agents).
         """
         super().__init__()
+        self._compositor = DirtyRowsCompositor()  # the panels' changed lines only (its doc)
         self.actions = actions
         """What the backend can do."""
         self.profile = profile

@@ -70,6 +70,11 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         """Wall time for the graphs' cells (tests set it)."""
         self.set_interval(self.AGE_TICK_S, self._tick)
 
+    def _views(self) -> list[GpuPanelView]:
+        """The panels, in order. Why not ``query_children``: a DOM query builds a selector and
+        matches it against each child; the grid asks at every tick and every reading."""
+        return [child for child in self.children if isinstance(child, GpuPanelView)]
+
     def _tick(self) -> None:
         self._age_panels()
         self._graphs_if_due()
@@ -81,7 +86,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         every 5 s cost a history read in a thread, and a redraw of every panel's graph rows
         whenever a partly written bucket had filled a little more.
         """
-        views = list(self.query_children(GpuPanelView))
+        views = self._views()
         widths = tuple(view.size.width for view in views)
         indices = tuple(view.gpu_index for view in views)
         cells = (indices, widths, cells_due(widths, self.clock()))
@@ -92,11 +97,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
     def _graph_panels(self) -> None:
         """Read the history for the panels with spare rows (nvitop's per-GPU graphs), up to
         ``SETTLE_S`` ago (the buckets written completely)."""
-        roomy = [
-            view.gpu_index
-            for view in self.query_children(GpuPanelView)
-            if view.spare_rows() >= MIN_SPARE_ROWS
-        ]
+        roomy = [view.gpu_index for view in self._views() if view.spare_rows() >= MIN_SPARE_ROWS]
         if roomy and isinstance(getattr(self.app, "history", None), HistoryRecorder):
             self._read_graphs(tuple(roomy), self.clock() - SETTLE_S)
 
@@ -108,7 +109,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
             self.app.call_from_thread(self._take_graphs, read_series(store, gpus, now))
 
     def _take_graphs(self, series: dict[int, PanelSeries]) -> None:
-        for view in self.query_children(GpuPanelView):
+        for view in self._views():
             view.show_graphs(series.get(view.gpu_index))
 
     def _age_panels(self) -> None:
@@ -118,7 +119,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         late = max(since - every, 0.0)
         if late < self.LATE_AFTER_S:
             late = 0.0
-        for view in self.query_children(GpuPanelView):
+        for view in self._views():
             view.age_by(late)
 
     @property
@@ -132,7 +133,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
 
     def watch_marked(self, marked: frozenset[int]) -> None:
         """Mark the marked panels."""
-        for view in self.query_children(GpuPanelView):
+        for view in self._views():
             view.marked = view.gpu_index in marked
 
     def watch_fleet(self, fleet: FleetSnapshot) -> Awaitable[None] | None:
@@ -145,7 +146,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         """
         self._received_at = time.monotonic()
         shown = filtered(fleet, self.grid_filter)
-        views = list(self.query_children(GpuPanelView))
+        views = self._views()
         if tuple(view.gpu_index for view in views) != tuple(p.gpu_index for p in shown.panels):
             return self._show(shown)
         self._hand_out(views, shown)
@@ -153,7 +154,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
 
     async def _show(self, fleet: FleetSnapshot) -> None:
         """Rebuild the panels when the set of GPUs changed, then hand each its part."""
-        views = list(self.query_children(GpuPanelView))
+        views = self._views()
         wanted = tuple(p.gpu_index for p in fleet.panels)
         if tuple(view.gpu_index for view in views) != wanted:
             await self.remove_children()
@@ -170,7 +171,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
 
     def watch_selected(self, selected: int) -> None:
         """Move the selection border."""
-        for view in self.query_children(GpuPanelView):
+        for view in self._views():
             view.selected = view.gpu_index == selected
 
     def on_resize(self, event: events.Resize) -> None:
