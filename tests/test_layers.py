@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pkgutil
 import subprocess
 import sys
@@ -61,3 +62,31 @@ def test_cli_unknown_command_exits_2() -> None:
     )
     assert result.returncode == 2
     assert "unknown command" in result.stderr
+
+
+def test_an_apply_imports_no_server_no_httpx_cli_and_no_pipeline(tmp_path: Path) -> None:
+    # What an apply's start imports is paid for by every retune (issue 20): the simulated
+    # server (its flag check needs only the simulator's parser), httpx's own command-line tool
+    # (click, rich, pygments) and the pipeline's modules have no part in it.
+    from bench.simfleet import BASELINE, sim_profile_text
+
+    profile = tmp_path / "p.toml"
+    profile.write_text(
+        sim_profile_text("p", [0, 1], [41900, 41901], str(tmp_path / "logs"), BASELINE, 10.0)
+    )
+    code = (
+        "import sys\n"
+        "from tui.cli import main\n"
+        f"assert main(['apply', {str(profile)!r}, '--preflight-only']) == 0\n"
+        "names = ('tui.sim.server', 'tui.sim.cli', 'rich', 'click', 'tui.ops.pipeline')\n"
+        "loaded = [n for n in names if sys.modules.get(n) is not None]\n"
+        "loaded += ['httpx._main'] if sys.modules.get('httpx._main') is not None else []\n"
+        "print('loaded:' + ','.join(loaded))\n"
+    )
+    env = {**os.environ, "GPUFLEET_STATE_DIR": str(tmp_path / "state")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert "preflight GPU 1" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "loaded:", result.stdout

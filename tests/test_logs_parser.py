@@ -400,3 +400,20 @@ def test_every_error_and_pressure_reason_is_declared() -> None:
             assert event.get("reason") in ERROR_REASONS
         if event is not None and event.kind == "pressure":
             assert event.get("reason") in PRESSURE_REASONS
+
+
+def test_an_arguments_line_is_never_an_error() -> None:
+    # SGLang's arguments line names flags that read like errors (watchdog_timeout, the crash
+    # dump folder, a served name): it is the launch's arguments whatever its values say.
+    line = (
+        "[2026-12-03 22:11:05] server_args=ServerArgs(model_path='Qwen/Qwen3.6-27B-FP8', "
+        "port=30001, mem_fraction_static=0.93, watchdog_timeout=300, "
+        "served_model_name='CUDA out of memory test', crash_dump_folder=None)"
+    )
+    event = parse_line(line)
+    assert event is not None and event.kind == "server_args"
+    assert event.fields == {
+        "model_path": "Qwen/Qwen3.6-27B-FP8",
+        "port": 30001,
+        "mem_fraction_static": 0.93,
+    }

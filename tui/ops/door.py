@@ -11,6 +11,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tui.control.release import GpuPids
 from tui.control.stop_release import StopTimeouts
@@ -21,7 +22,6 @@ from tui.ops.events import EventSink, OperationFinished, OperationStarted, OpEve
 from tui.ops.fit import fit_to_fleet
 from tui.ops.journal import JournalEntry, append
 from tui.ops.lock import OperationBusy, operation_lock
-from tui.ops.pipeline import PipelineConfig
 from tui.ops.runner import EngineRunner, gpu_pids_for
 from tui.profiles import Profile, load_named
 from tui.retune.calibration import CalibrationCache
@@ -36,6 +36,9 @@ from tui.state.fleet_state import (
     profile_of,
     read_fleet,
 )
+
+if TYPE_CHECKING:  # the pipeline's module is imported by the operations that start or stop it
+    from tui.ops.pipeline import PipelineConfig
 
 BAD_ARGUMENTS = "bad_arguments"
 """The log parser's reason for argparse's ``error:`` line: the server refused its arguments."""

@@ -7,6 +7,7 @@ import functools
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.control.launch import LaunchError, check_started, launch
 from tui.control.preflight import (
@@ -24,7 +25,6 @@ from tui.ops.entries import (
 )
 from tui.ops.events import EventSink, OpEvent
 from tui.ops.journal import append
-from tui.ops.pipeline import PipelineConfig, start_pipeline, stop_pipelines
 from tui.ops.target import launch_spec
 from tui.profiles import Profile, load_named
 from tui.state.fleet_state import (
@@ -33,6 +33,9 @@ from tui.state.fleet_state import (
     read_records,
     record_outcome,
 )
+
+if TYPE_CHECKING:
+    from tui.ops.pipeline import PipelineConfig
 
 
 class LifecycleOps(OpsBase):
@@ -221,6 +224,10 @@ class LifecycleOps(OpsBase):
 
     async def start_pipeline(self) -> None:
         """Start ``gpufleet generate`` detached (no-op when it already runs); journalled."""
+        # Imported when the pipeline is started or stopped, not with every operation (an apply's
+        # start pays for each module it imports: tui.pipeline's status and detach among them).
+        from tui.ops.pipeline import start_pipeline
+
         config = self._pipeline()
         started = time.time()
         pid = await asyncio.to_thread(start_pipeline, config)
@@ -233,6 +240,8 @@ class LifecycleOps(OpsBase):
 
     async def stop_pipeline(self) -> None:
         """SIGTERM the pipeline (identity-checked); it resumes from its done record later."""
+        from tui.ops.pipeline import stop_pipelines
+
         config = self._pipeline()
         started = time.time()
         pids = await asyncio.to_thread(stop_pipelines, config.status_path)

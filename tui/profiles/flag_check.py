@@ -27,8 +27,8 @@ _MAX_PER_GPU = 32
 @functools.cache
 def _sim_checker(version: str) -> Checker:
     # The simulator's own parser (its --sim-* flags beside SGLang's), imported only when a sim
-    # profile is checked: tui.sim.cli pulls in the server it runs.
-    from tui.sim.cli import build_parser, with_model_path
+    # profile is checked; from its light module, not tui.sim.cli, which imports the server.
+    from tui.sim.parser import build_parser, with_model_path
 
     parser = build_parser(raising=True)
     complete = functools.partial(with_model_path, parser)

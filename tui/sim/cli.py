@@ -21,18 +21,16 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from tui.gpu.sim_records import SIM_GPU_KINDS, ensure_device, live_processes
+from tui.gpu.sim_records import ensure_device, live_processes
 from tui.paths import sim_gpu_dir
-from tui.sglang.builds import BUILDS
-from tui.sglang.flags import names_option, out_of_range, ranged, unmodelled
+from tui.sglang.flags import out_of_range, unmodelled
 from tui.sglang.flagtable.check import speculative_crash
-from tui.sglang.flagtable.parser import build_parser as sglang_parser
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import plan_memory
-from tui.sglang.models import MODELS, get_model
+from tui.sglang.models import get_model
 from tui.sim.cuda_backing import BackingUnavailable, probe_device
-from tui.sim.faults import parse_faults
 from tui.sim.health import read_health_env
+from tui.sim.parser import build_parser, with_model_path
 from tui.sim.server import PHASE_SECONDS, Emitter, SimConfig, run_server
 
 
@@ -40,49 +38,6 @@ def default_gpu_index() -> int:
     """The first entry of CUDA_VISIBLE_DEVICES when it is a number, else 0."""
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     return int(first) if first.isdigit() else 0
-
-
-def build_parser(raising: bool = False) -> argparse.ArgumentParser:
-    """The parser: SGLang's own (from its flag table) plus the ``--sim-*`` flags.
-
-    Args:
-        raising: raise instead of exiting on an error (for checking profiles).
-    """
-    parser = sglang_parser(
-        load_table(),
-        raising=raising,
-        warn_deprecated=not raising,
-        description="A simulated SGLang 0.5.23 server (gpufleet sim, one GPU).",
-    )
-    sim = parser.add_argument_group("simulator")
-    sim.add_argument("--sim-gpu", choices=sorted(SIM_GPU_KINDS), default="b200")
-    sim.add_argument("--sim-model", choices=sorted(MODELS), default="qwen3.6-27b")
-    sim.add_argument(
-        "--sim-speed",
-        type=ranged(float, 0.0, 10000.0, low_open=True),
-        default=1.0,
-        help="time compression factor: 1 = real time",
-    )
-    sim.add_argument("--sim-gpu-index", type=ranged(int, 0, 255), default=None)
-    sim.add_argument("--sim-startup-seconds", type=ranged(float, 0.0, 3600.0), default=None)
-    sim.add_argument("--sim-seed", type=int, default=None)
-    sim.add_argument("--sim-build", choices=BUILDS, default=BUILDS[0])
-    sim.add_argument("--sim-fault", type=parse_faults, default=())
-    sim.add_argument(
-        "--gpu-backing",
-        choices=("none", "cuda"),
-        default="none",
-        help="cuda: allocate the server's memory for real on its GPU with PyTorch (GPU machines)",
-    )
-    return parser
-
-
-def with_model_path(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
-    """``argv``, plus an empty ``--model-path`` when it names none.
-
-    SGLang requires the flag; the simulator serves its simulated model's path instead.
-    """
-    return argv if names_option(parser, argv, "model_path") else [*argv, "--model-path", ""]
 
 
 def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -> SimConfig:
