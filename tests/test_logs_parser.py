@@ -7,6 +7,7 @@ from logs_helpers import FIXTURES
 
 from tui.logs.events import ERROR_REASONS, LogEvent
 from tui.logs.parser import parse_line, split_prefix
+from tui.logs.state import LogState, LogView
 
 # line number in sglang-log-samples.txt -> (kind or None, fields that must be present and equal)
 SAMPLES: dict[int, tuple[str | None, dict[str, object]]] = {
@@ -266,10 +267,18 @@ def test_to_json_is_flat_and_read_only() -> None:
         event.fields["x"] = 1  # type: ignore[index]
 
 
-def test_log_state_keeps_the_oom_as_the_cause_of_a_crash_chain() -> None:
-    from tui.logs.state import LogState
+def _chain_view(chain: list[str]) -> LogView:
+    """The log state's view after each line of ``chain`` (each must parse)."""
 
     state = LogState()
+    for number, text in enumerate(chain, 1):
+        event = parse_line(text, number)
+        assert event is not None, text
+        state.apply(event)
+    return state.view()
+
+
+def test_log_state_keeps_the_oom_as_the_cause_of_a_crash_chain() -> None:
     chain = [
         "[2026-12-02 17:45:00] Scheduler hit an exception: Traceback (most recent call last):",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total "
@@ -278,11 +287,7 @@ def test_log_state_keeps_the_oom_as_the_cause_of_a_crash_chain() -> None:
         "failed.",
         "Killed",
     ]
-    for number, text in enumerate(chain, 1):
-        event = parse_line(text, number)
-        assert event is not None, text
-        state.apply(event)
-    view = state.view()
+    view = _chain_view(chain)
     assert view.failed
     assert view.error_reason == "oom"
     assert view.last_error is not None and "CUDA out of memory" in view.last_error
@@ -290,9 +295,6 @@ def test_log_state_keeps_the_oom_as_the_cause_of_a_crash_chain() -> None:
 
 def test_log_state_keeps_a_taken_port_as_the_cause_of_the_warmup_failure() -> None:
     """The lines a simulated server printed in a fresh clone's run (its port taken meanwhile)."""
-    from tui.logs.state import LogState
-
-    state = LogState()
     chain = [
         "[2026-12-03 18:00:44] ERROR:    [Errno 98] error while attempting to bind on address "
         "('127.0.0.1', 37042): address already in use",
@@ -301,11 +303,7 @@ def test_log_state_keeps_a_taken_port_as_the_cause_of_the_warmup_failure() -> No
         'RuntimeError: /model_info never answered: ConnectionRefusedError(111, "Connect call '
         "failed ('127.0.0.1', 37042)\")",
     ]
-    for number, text in enumerate(chain, 1):
-        event = parse_line(text, number)
-        assert event is not None, text
-        state.apply(event)
-    view = state.view()
+    view = _chain_view(chain)
     assert view.failed
     assert view.error_reason == "port_in_use"
     assert view.last_error is not None and "address already in use" in view.last_error
