@@ -18,7 +18,7 @@ import struct
 import subprocess
 import termios
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import psutil
@@ -84,6 +84,7 @@ def measure(
     env: Mapping[str, str] | None = None,
     ready_marker: bytes | None = None,
     ready_timeout: float = 60.0,
+    on_window: Callable[[int, bool], object] | None = None,
 ) -> PtyCost:
     """Run argv in a rows x cols pty; measure the window after warm-up (and ready_marker).
 
@@ -96,6 +97,8 @@ def measure(
         env: extra environment.
         ready_marker: bytes whose appearance on the tty marks the start of the warm-up.
         ready_timeout: longest wait for ready_marker.
+        on_window: called with the program's pid and True as the measured window opens, and
+            with False as it closes (before the kill): a profiler attaches there.
 
     Returns:
         The measured cost. The program is killed (its process group) at the end.
@@ -144,6 +147,8 @@ def measure(
             if ready_marker not in seen:
                 raise RuntimeError(f"{argv[0]} never showed {ready_marker!r} on its terminal")
         pump(time.monotonic() + warmup, count=False)
+        if on_window is not None:
+            on_window(proc.pid, True)
         procs = _tree(root)
         cpu0, t0 = _cpu(procs), time.monotonic()
         peak = _rss(procs)
@@ -156,6 +161,8 @@ def measure(
             procs = _tree(root)
             peak = max(peak, _rss(procs))
         cpu1, t1 = _cpu(procs), time.monotonic()
+        if on_window is not None:
+            on_window(proc.pid, False)
         return PtyCost(t1 - t0, cpu1 - cpu0, peak, tty, writes)
     finally:
         with contextlib.suppress(ProcessLookupError):
