@@ -8,29 +8,17 @@ on, the status strip shows it, ``w`` opens it again. A failed apply offers ``b``
 from __future__ import annotations
 
 from textual import work
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import Static
-from textual.worker import Worker, WorkerState
 
 from tui.retune.events import ApplyFinished, ApplyResult
-from tui.ui.background import (
-    TICK_S,
-    PhaseClock,
-    close_report,
-    error_text,
-    rows_phrase,
-    strip_content,
-)
+from tui.ui.background import close_report, rows_phrase, strip_content
 from tui.ui.format import duration
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.retune.progress import ApplyProgress, advance, finish
+from tui.ui.retune.progress import ApplyProgress, finish
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines, report_row, verdict_lines
 from tui.ui.rollout.describe import compact_range
+from tui.ui.run_screen import ProgressArrived, RunScreen
 from tui.ui.sources import FleetActions, JournalReader
 from tui.ui.text_table import text_table
 from tui.ui.tuning.candidate import gpu_range
@@ -39,34 +27,13 @@ APPLY = "apply"
 """Worker group of the apply itself."""
 
 
-class RetuneEventArrived(Message):
-    """One retune event from the backend (posted so the backend never touches widgets)."""
-
-    def __init__(self, event: object) -> None:
-        self.event = event
-        """The event."""
-        super().__init__()
-
-
-class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | None]):
+class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
     """Runs one apply (or a rollback) through the backend and shows it; Escape hides it while
     it runs (it goes on in the background) and closes it once it has ended."""
 
-    DEFAULT_CSS = """
-    ApplyScreen {
-        align: center bottom;
-        background: $background 30%;
-    }
-    ApplyScreen > VerticalScroll {
-        height: 72%;
-        border: thick $primary;
-        background: $surface;
-        padding: 0 1;
-    }
-    ApplyScreen Static {
-        margin-bottom: 1;
-    }
-    """
+    NOUN = APPLY
+    RESULT = ApplyResult
+    PARTS = ("apply-title", "apply-gpus", "apply-throughput", "apply-summary")
 
     BINDINGS = [
         Binding("escape,enter", "close", "Close", id="apply.close"),
@@ -92,48 +59,23 @@ class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | No
         scope: The rollback's GPUs when the operator chose them (None: the fleet's, the backend
             returning every GPU that has a previous profile).
         """
-        super().__init__()
-        self.actions = actions
-        """The backend."""
-        self.gpus = tuple(sorted(gpus))
+        targets = tuple(sorted(gpus))
+        super().__init__(actions, ApplyProgress.start(profile, targets))
+        self.gpus = targets
         """Targeted GPUs."""
-        self.progress = ApplyProgress.start(profile, self.gpus)
-        """What is shown."""
         self.journal_reader = journal_reader
         """The journal source."""
         self.journal_note = ""
         """Whether the result is in the journal, once checked."""
-        self.error: str | None = None
-        """The backend's exception, when the apply itself raised."""
         self.rollback = rollback
         """True when this screen runs a rollback."""
         self.scope = scope
         """The rollback's chosen GPUs (None: the fleet)."""
         self.ended_without_result = False
         """The backend's rollback returned no result (it reports nothing per GPU)."""
-        self.clock = PhaseClock()
-        """The operation's and each GPU's phase time."""
-
-    def compose(self) -> ComposeResult:
-        """Title, GPU rows, throughput, summary."""
-        with VerticalScroll():
-            yield Static(id="apply-title")
-            yield Static(id="apply-gpus")
-            yield Static(id="apply-throughput")
-            yield Static(id="apply-summary")
-
-    def on_mount(self) -> None:
-        """Start the apply."""
-        self._redraw()
-        self._run_apply()
-        self.set_interval(TICK_S, self._tick)
-
-    def _tick(self) -> None:
-        if not self.finished:
-            self._redraw()
 
     @work(group=APPLY, exit_on_error=False)
-    async def _run_apply(self) -> ApplyResult | None:
+    async def _run(self) -> ApplyResult | None:
         if self.rollback:
             return await self.actions.rollback(self.scope, on_event=self._on_event)
         return await self.actions.apply_profile(
@@ -145,32 +87,21 @@ class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | No
         # returned result ends it, not the first apply's ApplyFinished.
         if self.rollback and isinstance(event, ApplyFinished):
             return
-        self.post_message(RetuneEventArrived(event))
+        self.post_message(ProgressArrived(event))
 
-    def on_retune_event_arrived(self, message: RetuneEventArrived) -> None:
-        """Advance the progress and redraw."""
-        self.progress = advance(self.progress, message.event)
-        self.clock.saw(self.progress)
-        if self.finished:
-            self.clock.end()
-        self._redraw()
+    def _took_result(self) -> None:
+        """The apply ended: show its result, then look for it in the journal."""
+        assert self.result is not None
+        self.progress = finish(self.progress, self.result)
+        self.journal_note = "checking the journal..."
+        self._check_journal(self.result)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The apply ended: take its result (or its error), then look for it in the journal."""
-        if event.worker.group != APPLY:
-            return
-        if event.state is WorkerState.SUCCESS and isinstance(event.worker.result, ApplyResult):
-            self.progress = finish(self.progress, event.worker.result)
-            self.journal_note = "checking the journal..."
-            self._check_journal(event.worker.result)
-        elif event.state is WorkerState.SUCCESS:
-            self.ended_without_result = True
-        elif event.state is WorkerState.ERROR and event.worker.error is not None:
-            self.error = error_text(event.worker.error)
+    def _took_no_result(self) -> None:
+        self.ended_without_result = True
+
+    def _worker_changed(self) -> None:
         if self.finished:
-            self.clock.end()
-            self.refresh_bindings()
-        self._redraw()
+            self.refresh_bindings()  # `b` appears on a failed apply
 
     @work(thread=True, group="apply-journal", exit_on_error=False)
     def _check_journal(self, result: ApplyResult) -> None:
@@ -188,7 +119,7 @@ class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | No
 
     @property
     def finished(self) -> bool:
-        """True once the apply ended (result, refusal or error)."""
+        """True once the apply ended (its last event, a refusal, an error, or no result)."""
         return self.progress.finished or self.error is not None or self.ended_without_result
 
     def action_close(self) -> None:
@@ -245,7 +176,7 @@ class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | No
         name = f"[$accent]{progress.profile}[/]"
         what = f"Roll back {gpus} to {name}" if self.rollback else f"Apply {name} to {gpus}"
         what = f"[b]{what}[/b]"
-        self.query_one("#apply-title", Static).update(Content.from_markup(f"{what}  ({state})"))
+        self._part("apply-title", Content.from_markup(f"{what}  ({state})"))
         rows = []
         for row in progress.rows:
             phase = f"{row.phase} ({duration(self.clock.phase_s(row))})"
@@ -257,11 +188,9 @@ class ApplyScreen(ModalScreen[ApplyResult | None], ReadOnlyGate[ApplyResult | No
             rows.append(report_row(row.gpu, state, phase if row.report is None else "", row.report))
         reports = [r.report for r in progress.rows if r.report is not None]
         table = text_table(REPORT_HEADER, rows, left=3)
-        self.query_one("#apply-gpus", Static).update(
-            Content("\n").join([table, *failure_lines(reports)])
-        )
-        self.query_one("#apply-throughput", Static).update(self._throughput())
-        self.query_one("#apply-summary", Static).update(self._summary())
+        self._part("apply-gpus", Content("\n").join([table, *failure_lines(reports)]))
+        self._part("apply-throughput", self._throughput())
+        self._part("apply-summary", self._summary())
 
     def _throughput(self) -> Content:
         result = self.progress.result

@@ -24,8 +24,8 @@ from tui.ui.rollout.describe import (
     look_line,
     rollout_question,
 )
-from tui.ui.rollout.messages import ProgressArrived, RolloutRequested
-from tui.ui.rollout.run_screen import RunScreen, progress_row
+from tui.ui.rollout.messages import RolloutRequested
+from tui.ui.run_screen import ProgressArrived, RunScreen, progress_row
 from tui.ui.sources import FleetActions, Intent
 from tui.ui.text_table import text_table
 

@@ -1,4 +1,5 @@
-"""Messages of the canary and rollout screens: intents going up, backend progress coming in."""
+"""Messages of the canary and rollout screens: the intents going up (their progress coming in is
+``tui.ui.run_screen.ProgressArrived``)."""
 
 from __future__ import annotations
 
@@ -26,14 +27,4 @@ class RolloutRequested(Message):
         """GPUs restarted together."""
         self.gpus = gpus
         """The GPUs it may restart (marked GPUs or a node); None: the whole fleet."""
-        super().__init__()
-
-
-class ProgressArrived(Message):
-    """One retune event or canary look from the backend (posted: the backend never touches
-    widgets)."""
-
-    def __init__(self, item: object) -> None:
-        self.item = item
-        """The event or look."""
         super().__init__()

@@ -13,8 +13,7 @@ from tui.ui.format import NA
 from tui.ui.retune.progress import ApplyProgress
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines
 from tui.ui.rollout.describe import compact_range, rollout_summary_lines
-from tui.ui.rollout.messages import ProgressArrived
-from tui.ui.rollout.run_screen import RunScreen, progress_row
+from tui.ui.run_screen import ProgressArrived, RunScreen, progress_row
 from tui.ui.sources import FleetActions
 from tui.ui.text_table import Cell, text_table
 

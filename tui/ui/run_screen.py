@@ -1,4 +1,5 @@
-"""What the canary and rollout screens share: a modal that runs one backend operation and shows it.
+"""What the apply, canary and rollout screens share: a modal that runs one backend operation and
+shows it.
 
 The subclass names the operation (``NOUN``, also its worker group), the result type it returns,
 its parts and how it draws them; this base starts the worker on mount, folds progress into the
@@ -13,6 +14,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
@@ -28,11 +30,20 @@ from tui.ui.background import (
 from tui.ui.format import duration
 from tui.ui.retune.progress import ApplyProgress, GpuRow, advance
 from tui.ui.retune.report_view import report_row
-from tui.ui.rollout.messages import ProgressArrived
 from tui.ui.sources import FleetActions
 from tui.ui.text_table import Cell
 
 ResultT = TypeVar("ResultT")
+
+
+class ProgressArrived(Message):
+    """One retune event or canary look from the backend (posted: the backend never touches
+    widgets)."""
+
+    def __init__(self, item: object) -> None:
+        self.item = item
+        """The event or look."""
+        super().__init__()
 
 
 class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
@@ -55,7 +66,8 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
     """
 
     NOUN: ClassVar[str]
-    """What runs ("canary", "rollout"): the worker group and the word in the messages."""
+    """What runs ("apply", "canary", "rollout"): the worker group and the word in the
+    messages."""
     RESULT: ClassVar[type[Any]]
     """The type of the worker's result (another value is not taken as the result)."""
     PARTS: ClassVar[tuple[str, ...]]
@@ -107,6 +119,8 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
         """Take what the backend reported and redraw."""
         self._take(message.item)
         self.clock.saw(self.progress)
+        if self.finished:  # an apply ends with its last event, before its worker returns
+            self.clock.end()
         self._redraw()
 
     def _take(self, item: object) -> None:
@@ -120,6 +134,8 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
         if event.state is WorkerState.SUCCESS and isinstance(event.worker.result, self.RESULT):
             self.result = event.worker.result
             self._took_result()
+        elif event.state is WorkerState.SUCCESS:
+            self._took_no_result()
         elif event.state is WorkerState.ERROR and event.worker.error is not None:
             self.error = error_text(event.worker.error)
         if self.finished:
@@ -129,6 +145,9 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
 
     def _took_result(self) -> None:
         """Hook: ``result`` was just taken."""
+
+    def _took_no_result(self) -> None:
+        """Hook: the worker returned something that is not a result (e.g. None)."""
 
     def _worker_changed(self) -> None:
         """Hook: the worker changed state (before the redraw)."""
