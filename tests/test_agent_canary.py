@@ -11,10 +11,11 @@ import asyncio
 import contextlib
 import json
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
-from node_helpers import Node, nodes
+from node_helpers import FAST_APPLY, Node, nodes
 from rollout_helpers import pipeline, wait_done_at_least
 
 from bench.simfleet import WORSE, sim_profile_text
@@ -148,3 +149,42 @@ async def test_a_lost_control_node_leaves_no_control_and_the_canary_is_rolled_ba
         assert result.controls == () and result.dropped_controls == (100,)
         after = state(n1)
         assert after[0][0] == "node-base" and after[0][1] != before[0][1]
+
+
+async def test_a_gpu_changed_during_the_window_is_not_rolled_back_by_the_canary(
+    tmp_path: Path,
+) -> None:
+    """The node's lock is not held over the canary's window: another operation may move the
+    canary GPU meanwhile. The canary's rollback carries the candidate (``expect``), so the node
+    refuses it under its lock instead of undoing that operation, and the reason says so."""
+    with nodes(tmp_path, count=2, gpus=1, speed=SPEED, startup_s=1.0) as (n1, n2):
+        write_worse(n1, 1)
+        other = (n1.root / "profiles" / "node-worse.toml").read_text()
+        other = other.replace('name = "node-worse"', 'name = "node-other"')
+        assert "node-other" in other
+        (n1.root / "profiles" / "node-other.toml").write_text(other)
+        backend = await ready_backend(n1, n2, 1)
+        applied: list[subprocess.CompletedProcess[str]] = []
+
+        def on_look(look: CanaryLook) -> None:
+            # The first look of the window: the candidate runs and the canary's apply has
+            # released n1's lock. Another operator's apply moves the GPU (blocking this loop
+            # until it is done, so it lands before the canary ends).
+            if not applied:
+                applied.append(n1.run("apply", "node-other", "--gpus", "0", *FAST_APPLY))
+
+        try:
+            result = await backend.canary("node-worse", 0, None, on_look)
+        finally:
+            await backend.aclose()
+        print(result.describe())
+        assert applied and applied[0].returncode == 0, applied and applied[0].stderr
+        after = state(n1)
+        assert after[0][0] == "node-other", after  # what the other apply left, kept
+        assert result.report is not None and result.report.ok
+        assert "rolling GPU 0 back FAILED" in result.reason, result.reason
+        assert "runs node-other now, not node-worse" in result.reason, result.reason
+        assert result.reason.endswith("not rolled back"), result.reason
+        node_journal = (n1.root / "state" / "journal.jsonl").read_text().splitlines()
+        kinds = [json.loads(line)["type"] for line in node_journal]
+        assert kinds[-2:] == ["apply", "apply"], kinds  # the canary's, the other one's

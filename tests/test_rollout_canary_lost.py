@@ -105,3 +105,18 @@ async def test_the_canary_gpu_lost_ends_the_window_with_no_verdict() -> None:
     assert result.verdict == "not measured"
     assert result.reason == "no verdict: the canary GPU 0 stopped answering"
     assert result.controls == (1, 2) and result.dropped_controls == ()
+
+
+async def test_controls_without_tokens_end_the_window_with_no_verdict() -> None:
+    # No job sending requests: the controls make no tokens, so there is nothing to pair the
+    # canary against (an AssertionError at the window's end, before).
+    class Idle(Scripted):
+        async def read(self, gpus: Sequence[int]) -> dict[int, Counts | None]:
+            return dict.fromkeys(gpus, (1000.0, 10.0))  # counters that do not move
+
+    reader = Idle({0: 0.0, 1: 0.0, 2: 0.0}, lose=[])
+    result = await canary(reader, shipped_profiles()["sim-aggressive"]).run()
+    assert result.verdict == "not measured" and result.tokens is None
+    assert result.reason.startswith("no verdict: the control GPUs made no tokens in the ")
+    assert result.reason.endswith("(is the job sending requests?)")
+    assert result.controls == (1, 2) and result.report is not None and result.report.ok

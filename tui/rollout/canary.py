@@ -289,6 +289,17 @@ class Canary:
                         f"{need * opts.interval_s:.0f} s more (beyond --max-window)"
                     )
                     break
+        if tok is None:
+            # The controls made no tokens (no job sending requests, or it paused): nothing to
+            # pair the canary against, so no verdict, said, instead of a crash at the end.
+            idle = replace(
+                self._unmeasured(base, meter, report, pre_rel, controls, live, ""),
+                reason=(
+                    f"no verdict: the control GPUs made no tokens in the {len(canary)} "
+                    "intervals of the window (is the job sending requests?)"
+                ),
+            )
+            return idle
         req_c, req_k = _pairs(rates, self.gpu, live, measure_from, float("inf"), "requests")
         reqs = paired(req_c, req_k, level)
         window = [r for r in rates if r.t0 >= measure_from - 1e-9]
@@ -301,7 +312,6 @@ class Canary:
         def secs(k: int | None) -> float | None:
             return None if k is None else round(k * opts.interval_s, 1)
 
-        assert tok is not None
         return replace(
             base,
             controls=tuple(live),
