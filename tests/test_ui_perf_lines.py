@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from textual.geometry import Region
-from ui_helpers import gpu, make_app, settle, seven_gpu_fleet
+from ui_helpers import gpu, graphs_by_hand, make_app, settle, seven_gpu_fleet
 
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ui.app import FleetApp
@@ -86,6 +86,7 @@ async def test_a_reading_fits_the_number_lines_only(monkeypatch: pytest.MonkeyPa
             },
         )
 
+    graphs_by_hand(monkeypatch)
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
     assert isinstance(app, FleetApp)

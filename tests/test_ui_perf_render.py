@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
-from ui_helpers import make_app, settle, seven_gpu_fleet
+from ui_helpers import graphs_by_hand, make_app, settle, seven_gpu_fleet
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.app import FleetApp
@@ -271,6 +271,7 @@ async def test_the_graphs_are_drawn_again_only_for_new_series(
             now - WINDOW_S, now, {"util": tuple((t, 50.0 + i) for i, t in enumerate(ts))}
         )
 
+    graphs_by_hand(monkeypatch)
     fleet = seven_gpu_fleet()
     async with settled_console(fleet) as (app, pilot):
         view = app.main_screen.query_one("#gpu-1", GpuPanelView)
@@ -347,6 +348,7 @@ async def test_a_graph_read_that_draws_the_same_cells_builds_nothing(
             now - WINDOW_S, now, {"util": tuple((t, 50.0 + i) for i, t in enumerate(ts))}
         )
 
+    graphs_by_hand(monkeypatch)
     fleet = seven_gpu_fleet()
     async with settled_console(fleet) as (app, pilot):
         view = app.main_screen.query_one("#gpu-1", GpuPanelView)

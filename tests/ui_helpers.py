@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pytest
+
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
@@ -724,3 +726,12 @@ async def press_until(pilot: object, keys: tuple[str, ...], screen_type: type) -
     form = app.screen
     if isinstance(form, TuningFormScreen):  # it opens at once and reads its profile meanwhile
         await wait_for(pilot, lambda: form.type_ahead.ready, "the tuning form's inputs")
+
+
+def graphs_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grid's own history reads no longer reach the panels: the test hands each panel its
+    graphs itself. Why: the grid reads the history in a thread at start-up and whenever a cell
+    completes; under load such a read lands between a test's steps and replaces its graphs."""
+    from tui.ui.grid.gpu_grid import GpuGrid
+
+    monkeypatch.setattr(GpuGrid, "_take_graphs", lambda self, series: None)
