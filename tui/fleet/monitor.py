@@ -56,6 +56,12 @@ from tui.servers.keepalive import KeepAliveTransport
 from tui.servers.probe import ProbeStatus, Readiness, ServerProbe
 
 
+def _either(first: object, second: object) -> object:
+    """``first`` unless it is None, else ``second`` (a plain call: a closure with a generator,
+    made per server per poll, cost a third of the snapshot's building)."""
+    return first if first is not None else second
+
+
 class FleetMonitor:
     """Polls a fleet and returns immutable snapshots. Not thread-safe: one poll at a time."""
 
@@ -377,18 +383,14 @@ class FleetMonitor:
             ServerState.STALE,
             ServerState.STOPPING,
         )
-
-        def pick(*values: object) -> object:
-            return next((v for v in values if v is not None), None)
-
-        effective = pick(info.max_running_effective if info else None, log.max_running_effective)
-        requested = pick(info.max_running_requested if info else None, log.max_running_requested)
+        effective = _either(info.max_running_effective if info else None, log.max_running_effective)
+        requested = _either(info.max_running_requested if info else None, log.max_running_requested)
         throughput_age = note_decode(t, now)
         capped = log.capped or (
             isinstance(effective, int) and isinstance(requested, int) and effective < requested
         )
-        kv = pick(info.max_total_num_tokens if info else None, log.kv_tokens)
-        mamba = pick(info.max_mamba_cache_size if info else None, log.mamba_slots)
+        kv = _either(info.max_total_num_tokens if info else None, log.kv_tokens)
+        mamba = _either(info.max_mamba_cache_size if info else None, log.mamba_slots)
         return ServerSnapshot(
             port=t.spec.port,
             state=state,
