@@ -142,3 +142,26 @@ def test_a_non_fatal_error_leaves_the_server_serving() -> None:
     state.apply_summary(ingest_bytes((line + "\n").encode()))
     view = state.view()
     assert view.error_reason == "input_too_long" and not view.error_fatal and not view.failed
+
+
+def test_counting_prefill_lines_without_parsing_the_last_gives_the_same_view() -> None:
+    # The console's follower skips the last prefill line's parse (last_prefill=False): its view
+    # must not change, the prefill count included (a progress signal for the liveness watch).
+    block = "\n".join(startup_block()) + "\n"
+    chunks = ["\n".join(steady_lines(n)) + "\n" for n in (40, 7, 1)]
+    views = []
+    for last_prefill in (True, False):
+        state = LogState()
+        for chunk in (block, *chunks):
+            summary = ingest_bytes(chunk.encode(), last_prefill=last_prefill)
+            assert (summary.latest_prefill is None) is (
+                not last_prefill or not summary.prefill_lines
+            )
+            state.apply_summary(summary)
+        views.append(state.view())
+    assert views[0] == views[1]
+    assert (
+        views[1].prefill_lines
+        == sum("Prefill batch" in t for n in (40, 7, 1) for t in steady_lines(n))
+        > 0
+    )

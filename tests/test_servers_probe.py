@@ -166,6 +166,20 @@ async def test_load_falls_back_to_v1_loads_then_get_load(make_client: ClientFact
     assert load is not None and (load.source, load.running, load.queued) == ("/get_load", 9, 2)
 
 
+async def test_load_reuses_the_reading_of_an_unchanged_metrics_body(
+    make_client: ClientFactory,
+) -> None:
+    busier = (200, "text/plain", "sglang:num_running_reqs 15\nsglang:num_queue_reqs 0\n")
+    with canned_server({"/metrics": [metrics_reply(), metrics_reply(), busier]}) as server:
+        async with make_client() as client:
+            probe = make_probe(client, server.port)
+            first, same, changed = [await probe.load() for _ in range(3)]
+    assert server.hits["/metrics"] == 3
+    assert first is not None and (first.running, first.queued) == (14, 34)
+    assert same is first  # not scanned again
+    assert changed is not None and (changed.running, changed.queued) == (15, 0)
+
+
 async def test_server_info_effective_values(make_client: ClientFactory) -> None:
     body = (FIXTURES / "server_info.json").read_text()
     with canned_server({"/get_server_info": json_reply(body)}) as server:

@@ -98,3 +98,33 @@ async def test_a_failing_poll_is_logged_and_the_next_one_taken() -> None:
         await wait_for(pilot, lambda: poller.polls >= 5, "polls after the failed one")
         assert app.main_screen.fleet == fleet
         assert app.started == [FLEET_POLL]
+
+
+async def test_an_unchanged_status_reading_is_handed_down_once() -> None:
+    """The same document (and marks) read at every poll is posted once: no message a second
+    for a pipeline that is not running or between its writes; a changed one is posted."""
+    poller = FixedPoller(seven_gpu_fleet())
+    reads: list[int] = []
+    first = pipeline_status()
+    later = replace(first, updated_at=first.updated_at + 10.0)
+
+    def reader(path: Path) -> PipelineStatus | None:
+        reads.append(1)
+        return first if len(reads) < 6 else later
+
+    app = CountingApp(
+        poller,
+        status_reader=reader,
+        status_path=Path("/nonexistent/status.json"),
+        retune_marks=lambda: [],
+        poll_interval_s=0.05,
+    )
+    handed: list[PipelineStatus | None] = []
+    app.main_screen.record_pipeline = (  # type: ignore[method-assign]
+        lambda status, marks: handed.append(status)
+    )
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for(pilot, lambda: len(reads) >= 8 and len(handed) >= 2, "two readings")
+        count = len(reads)
+    assert count >= 8
+    assert handed == [first, later]

@@ -76,7 +76,8 @@ class ServerLog:
             self._state.reset()
             data = tailer.read_new_bytes()
         if data:
-            summary = ingest_bytes(_from_last_launch(data))
+            # The view reads no prefill field, only their count (progress, tui.fleet.liveness).
+            summary = ingest_bytes(_from_last_launch(data), last_prefill=False)
             self.launches += sum(1 for e in summary.rare if e.kind == ev.SERVER_ARGS)
             self._state.apply_summary(summary)
         if data or fresh:

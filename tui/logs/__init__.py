@@ -9,9 +9,10 @@ Core, no Textual. Public API (what the fleet monitor and the CLI call):
   ``read_new_bytes() -> bytes`` and ``read_new_numbered() -> (first_line, bytes)`` return only
   complete new lines; it attaches to the last ``attach_bytes`` of a big file, survives truncation
   and rotation, and treats a missing file as empty. Blocking: run it in a thread worker.
-* :func:`tui.logs.ingest.ingest_bytes` ``(data, first_line=0) -> IngestSummary``: C-speed summary
-  of a chunk of whole lines: line/decode/prefill counts, the latest decode and prefill events,
-  and every rare event (allocations, caps, ready, errors...) in order. ``ingest_file(path)`` does
+* :func:`tui.logs.ingest.ingest_bytes` ``(data, first_line=0, *, last_prefill=True) ->
+  IngestSummary``: C-speed summary of a chunk of whole lines: line/decode/prefill counts, the
+  latest decode and prefill events (the prefill one skipped with ``last_prefill=False``), and
+  every rare event (allocations, caps, ready, errors...) in order. ``ingest_file(path)`` does
   a whole file.
 * :class:`tui.logs.state.LogState`: per-server state; ``apply(event)``, ``apply_summary(summary)``,
   ``view() -> LogView`` (immutable; field names follow ``tui.fleet.snapshot.ServerSnapshot``).

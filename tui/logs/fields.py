@@ -41,10 +41,13 @@ def value(raw: str) -> FieldValue:
     if text in ("True", "False"):
         return text == "True"
     number = text[:-1] if text.endswith("%") else text
-    try:
-        return int(number)
-    except ValueError:
-        pass
+    # A dot never parses as an int: try float first then (half a batch line's values are
+    # fractions, and each failed int() raised and caught costs more than the parse).
+    if "." not in number:
+        try:
+            return int(number)
+        except ValueError:
+            pass
     try:
         return float(number)
     except ValueError:

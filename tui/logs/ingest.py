@@ -117,7 +117,9 @@ def _scan(
         _scan(data, a, b, n, count, first if line_no else 0, rare)
 
 
-def ingest_range(data: Buffer, lo: int, hi: int, first_line: int = 0) -> IngestSummary:
+def ingest_range(
+    data: Buffer, lo: int, hi: int, first_line: int = 0, *, last_prefill: bool = True
+) -> IngestSummary:
     """Summarise ``data[lo:hi]``, which must hold whole lines each ending in ``\\n``.
 
     Args:
@@ -125,6 +127,9 @@ def ingest_range(data: Buffer, lo: int, hi: int, first_line: int = 0) -> IngestS
         lo: Start offset, at a line start.
         hi: End offset, just after a ``\\n``.
         first_line: 1-based number of the first line, or 0 when unknown (events get 0).
+        last_prefill: Parse the last prefill line (``latest_prefill``); False leaves it None
+            and only counts them (the console's follower reads no prefill field: one parse
+            less per server per poll).
 
     Returns:
         The counts, the last decode and prefill events, and every rare event in order.
@@ -142,25 +147,28 @@ def ingest_range(data: Buffer, lo: int, hi: int, first_line: int = 0) -> IngestS
         prefill_lines=prefill,
         latest_decode=_last_event(data, lo, hi, _DECODE, ev.DECODE, last_line) if decode else None,
         latest_prefill=(
-            _last_event(data, lo, hi, _PREFILL, ev.PREFILL, last_line) if prefill else None
+            _last_event(data, lo, hi, _PREFILL, ev.PREFILL, last_line)
+            if prefill and last_prefill
+            else None
         ),
         rare=tuple(rare),
     )
 
 
-def ingest_bytes(data: bytes, first_line: int = 0) -> IngestSummary:
+def ingest_bytes(data: bytes, first_line: int = 0, *, last_prefill: bool = True) -> IngestSummary:
     """Summarise a chunk of complete lines (what :meth:`LogTailer.read_new_bytes` returns).
 
     Args:
         data: Whole lines (a last line without ``\\n`` is taken as complete).
         first_line: 1-based number of the chunk's first line, or 0 when unknown (events get 0).
+        last_prefill: Parse the last prefill line (see :func:`ingest_range`).
 
     Returns:
         The counts, the last decode and prefill events, and every rare event in order.
     """
     if data and not data.endswith(b"\n"):
         data += b"\n"
-    return ingest_range(data, 0, len(data), first_line)
+    return ingest_range(data, 0, len(data), first_line, last_prefill=last_prefill)
 
 
 MAX_LINE_BYTES = 16 * 1024 * 1024

@@ -226,13 +226,16 @@ class LogState:
         """Fold in what :func:`~tui.logs.ingest.ingest_bytes` found, rare events in order.
 
         The latest prefill is applied before the latest decode; the throughput history gets one
-        reading per summary (the chunk's last decode line), plus the counts.
+        reading per summary (the chunk's last decode line), plus the counts. A summary that
+        counted prefill lines without parsing the last (``last_prefill=False``) adds the count.
         """
         for event in summary.rare:
             self.apply(event)
         if summary.latest_prefill is not None:
             self.apply(summary.latest_prefill)
             self.prefill_lines += summary.prefill_lines - 1
+        else:
+            self.prefill_lines += summary.prefill_lines
         if summary.latest_decode is not None:
             self.apply(summary.latest_decode)
             self.decode_lines += summary.decode_lines - 1

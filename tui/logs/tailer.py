@@ -134,7 +134,14 @@ class LogTailer:
             self.truncations += 1
             self._restart()
         assert self._file is not None
-        chunk = self._file.read(self.max_read_bytes)
+        # Read what the stat says is new, not up to max_read_bytes: a buffered read of n bytes
+        # allocates n bytes first (64 MiB: an mmap and munmap, 12 us a call at EOF against
+        # 0.6 us), and a follower polled every second mostly finds a few KiB or nothing.
+        # What was written after the stat comes next call.
+        new = stat.st_size - self._pos
+        if new <= 0:
+            return b""
+        chunk = self._file.read(min(new, self.max_read_bytes))
         self._pos += len(chunk)
         return self._complete(chunk)
 

@@ -141,6 +141,9 @@ class ServerProbe:
         self.base = f"http://{host}:{port}"
         self.timeout = timeout
         self._missing: set[str] = set()  # paths that answered 404: not asked again
+        # The last /metrics body and its reading: an idle server's exposition does not change
+        # between polls, and comparing bytes costs far less than scanning them again.
+        self._metrics: tuple[bytes, ServerLoad] | None = None
 
     def reset(self) -> None:
         """Forget which endpoints were missing (call after the server was relaunched)."""
@@ -241,7 +244,12 @@ class ServerProbe:
             if response is None or response.status != 200:
                 return None
             if response.path == "/metrics":
-                return parse_metrics(response.body)
+                last = self._metrics
+                if last is not None and last[0] == response.body:
+                    return last[1]
+                load = parse_metrics(response.body)
+                self._metrics = (response.body, load)
+                return load
             return parse_loads_json(json.loads(response.body), response.path)
         except (httpx.HTTPError, ValueError):
             return None

@@ -141,6 +141,8 @@ class FleetApp(App[None]):
         """Seconds between polls."""
         self._status_wait = float("inf")
         """Seconds of poll delays since the status document was read (again at the interval)."""
+        self._status_posted: PipelineStatusRead | None = None
+        """The last status reading handed down (an equal one is not posted again)."""
         self.journal_reader = journal_reader
         """The journal source."""
         self.history = history or HistoryRecorder.at(paths.history_file())
@@ -218,9 +220,22 @@ class FleetApp(App[None]):
             return PipelineStatusRead(status, tuple(sorted(self.retune_marks())))
 
         try:
-            self.post_message(await asyncio.to_thread(read))
+            reading = await asyncio.to_thread(read)
         except Exception as error:
             self.log.error(f"{PIPELINE_READ} failed: {error!r}")
+            return
+        # The same document and marks as last time (no pipeline, or one between its writes):
+        # nothing to hand down, so no message to dispatch each second. The history keeps a
+        # document's rates once anyway, and the screen's reactives ignore an equal value.
+        last = self._status_posted
+        if (
+            last is not None
+            and last.status == reading.status
+            and last.retune_marks == reading.retune_marks
+        ):
+            return
+        self._status_posted = reading
+        self.post_message(reading)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Report failed operations without stopping."""
