@@ -20,6 +20,7 @@ from tui.ui.format import fit
 from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
 from tui.ui.grid.panel_graphs import PanelSeries, drawn_key, graph_lines
 from tui.ui.grid.panel_lines import compact_lines, full_lines
+from tui.ui.grid.panel_rows import PanelStylesCache
 from tui.ui.messages import PanelOpened, PanelSelected
 
 SPARK_EVERY_S = 3.0
@@ -105,6 +106,7 @@ class GpuPanelView(Widget):
 
     def __init__(self, gpu_index: int, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self._styles_cache = PanelStylesCache()  # content rows framed cheaply (its doc)
         self.gpu_index = gpu_index
         """The GPU this panel is for; fixed for the panel's life."""
         self._title = ""
@@ -300,7 +302,8 @@ class GpuPanelView(Widget):
         changes two or three of its lines a second, and rendering all of them was most of the
         console's drawing cost.
         """
-        size = (self.size.width, self.size.height)
+        width, height = self.size  # one look-up: ``size`` finds the widget on the screen
+        size = (width, height)
         style = self.visual_style  # a new object after any CSS or theme change
         if self._shown is None or self._shown_size != size or style is not self._strip_style:
             self._shown, self._shown_size = self.lines(), size

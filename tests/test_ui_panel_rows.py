@@ -1,0 +1,85 @@
+"""A panel's rows framed by ``PanelStylesCache`` are the rows Textual's ``StylesCache`` renders."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from textual._styles_cache import StylesCache
+from textual.strip import Strip
+from ui_helpers import make_app, settle, seven_gpu_fleet
+
+from tui.ui.app import FleetApp
+from tui.ui.grid.gpu_panel import GpuPanelView
+from tui.ui.grid.panel_rows import PanelStylesCache
+
+
+def _cells(strips: list[Strip]) -> list[list[tuple[str, object]]]:
+    return [[(segment.text, segment.style) for segment in strip] for strip in strips]
+
+
+def _framed_and_textuals(panel: GpuPanelView) -> tuple[list[Strip], list[Strip]]:
+    """Every row of ``panel`` through its own cache (the border cells kept from a first render,
+    every row rendered again) and through a plain ``StylesCache``."""
+    cache = panel._styles_cache
+    assert isinstance(cache, PanelStylesCache)
+    region = panel.outer_size.region
+    cache.clear()
+    cache.render_widget(panel, region)  # takes the border cells
+    assert cache._frame is not None
+    cache.set_dirty(region)
+    framed = cache.render_widget(panel, region)
+    assert cache._frame is not None  # the same frame framed them
+    return framed, StylesCache().render_widget(panel, region)
+
+
+async def test_framed_rows_are_textuals_rows() -> None:
+    """Every panel (ready, capped, failed, starting, stale, no GPU reading), selected or not,
+    marked or not, and after a new reading: the same cells, styles and offsets."""
+    fleet = seven_gpu_fleet()
+    app = make_app(fleet)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        app.main_screen.marked = frozenset({3})
+        app.main_screen.selected = 5
+        await pilot.pause()
+        panels = list(app.query(GpuPanelView))
+        assert len(panels) == 7
+        compared = 0
+        for panel in panels:
+            framed, textuals = _framed_and_textuals(panel)
+            assert len(framed) == panel.outer_size.height
+            assert _cells(framed) == _cells(textuals)
+            compared += 1
+        server = fleet.panels[1].server
+        assert server is not None
+        changed = replace(server, running=31, queued=9, token_usage=0.77)
+        panel = panels[1]
+        panel.show(replace(fleet.panels[1], server=changed))
+        await pilot.pause()
+        framed, textuals = _framed_and_textuals(panel)
+        assert "running 31" in "".join(strip.text for strip in framed)
+        assert _cells(framed) == _cells(textuals)
+    assert compared == 7
+
+
+async def test_a_change_of_style_takes_the_border_cells_again() -> None:
+    """Selecting a panel (a heavy border in another colour) clears the kept cells; the rows
+    then carry the new border."""
+    app = make_app(seven_gpu_fleet())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        await pilot.pause()
+        panel = app.query_one("#gpu-4", GpuPanelView)
+        cache = panel._styles_cache
+        assert isinstance(cache, PanelStylesCache)
+        before = cache._frame
+        assert before is not None  # the first paint took them
+        app.main_screen.selected = 4
+        await pilot.pause()
+        await pilot.pause()
+        after = cache._frame
+        assert after is not None and after[2] != before[2]  # a new left border cell
+        framed, textuals = _framed_and_textuals(panel)
+        assert _cells(framed) == _cells(textuals)
