@@ -14,20 +14,22 @@ text opacity or an opacity) are always Textual's own. A test renders every row b
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rich.segment import Segment
 from rich.style import Style as RichStyle
-from rich.terminal_theme import TerminalTheme
+from rich.terminal_theme import DEFAULT_TERMINAL_THEME, TerminalTheme
 from textual._styles_cache import StylesCache
 from textual.color import Color
 from textual.content import Content
 from textual.css.styles import StylesBase
-from textual.geometry import Size, Spacing
+from textual.filter import LineFilter
+from textual.geometry import Region, Size, Spacing
 from textual.strip import Strip
 from textual.style import Style
 
 _Label = tuple[Content, Color, Color, Style] | None
+_Frame = tuple[tuple[object, ...], int, Segment, Segment, RichStyle]
 
 
 class PanelStylesCache(StylesCache):
@@ -35,9 +37,67 @@ class PanelStylesCache(StylesCache):
 
     def __init__(self) -> None:
         super().__init__()
-        self._frame: tuple[tuple[object, ...], int, Segment, Segment, RichStyle] | None = None
+        self._frame: _Frame | None = None
         """The inputs it was taken for, the first content row, the left and right border
         cells and the content's background style (None: take it at the next content row)."""
+
+    def render(
+        self,
+        styles: StylesBase,
+        size: Size,
+        base_background: Color,
+        background: Color,
+        render_content_line: Callable[[int], Strip],
+        filters: Sequence[LineFilter],
+        border_title: _Label,
+        border_subtitle: _Label,
+        content_size: Size | None = None,
+        padding: Spacing | None = None,
+        crop: Region | None = None,
+        opacity: float = 1.0,
+        ansi_theme: TerminalTheme = DEFAULT_TERMINAL_THEME,
+        native_ansi: bool = False,
+    ) -> list[Strip]:
+        """Content rows only (a partial update's changed lines), framed and filtered into one
+        strip each; anything else as Textual renders it.
+
+        Why: Textual keeps each row unfiltered and makes a filtered copy at every render
+        (``Strip.apply_filter``): three strips a row, each with its seven small caches. The
+        rows rendered here stay dirty in Textual's cache, so its own render draws them again.
+        """
+        frame = self._frame
+        key = (size, content_size, padding, base_background, background, opacity)
+        if frame is not None and crop is not None and frame[0] == key and size.width == self._width:
+            top = frame[1]
+            assert content_size is not None  # in the key
+            if top <= crop.y and crop.bottom <= top + content_size.height:
+                width = size.width
+                strips = []
+                for y in crop.line_range:
+                    segments = _framed(render_content_line(y - top), content_size.width, frame)
+                    for line_filter in filters:
+                        segments = line_filter.apply(segments, background)
+                    strips.append(Strip(segments, width))
+                if crop.column_span != (0, width):
+                    x1, x2 = crop.column_span
+                    strips = [strip.crop(x1, x2) for strip in strips]
+                return strips
+        return super().render(
+            styles,
+            size,
+            base_background,
+            background,
+            render_content_line,
+            filters,
+            border_title,
+            border_subtitle,
+            content_size,
+            padding,
+            crop,
+            opacity,
+            ansi_theme,
+            native_ansi,
+        )
 
     def clear(self) -> None:
         """Textual's clear (any change of style or size), and the frame with it."""
@@ -64,10 +124,10 @@ class PanelStylesCache(StylesCache):
         frame = self._frame
         key = (size, content_size, padding, base_background, background, opacity)
         if frame is not None and frame[0] == key:
-            _, top, left, right, inner = frame
+            top = frame[1]
             if top <= y < top + content_size.height:
-                line = render_content_line(y - top).adjust_cell_length(content_size.width, inner)
-                return Strip([left, *line, right], size.width)
+                line = render_content_line(y - top)
+                return Strip(_framed(line, content_size.width, frame), size.width)
         strip = super().render_line(
             styles,
             y,
@@ -89,6 +149,18 @@ class PanelStylesCache(StylesCache):
             inner = self.get_inner_outer(base_background, background)[0].rich_style
             self._frame = (key, top, segments[0], segments[-1], inner)
         return strip
+
+
+def _framed(line: Strip, width: int, frame: _Frame) -> list[Segment]:
+    """The row's cells: left border cell, ``line`` at ``width`` cells (padded in the content's
+    background, as ``Strip.adjust_cell_length`` pads), right border cell."""
+    _, _, left, right, inner = frame
+    pad = width - line.cell_length
+    if pad > 0:
+        return [left, *line, Segment(" " * pad, inner), right]
+    if pad == 0:
+        return [left, *line, right]
+    return [left, *line.adjust_cell_length(width, inner), right]
 
 
 def _plain_rows(styles: StylesBase, padding: Spacing, opacity: float) -> bool:
