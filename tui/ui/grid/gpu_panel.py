@@ -9,7 +9,7 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from textual import events
 from textual.content import Content
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -132,6 +132,10 @@ class GpuPanelView(Widget):
         """``panel`` as drawn (``drawn``), taken at each new reading."""
         self._drawn_for: GpuPanel | None = None
         """The reading ``_drawn`` was taken from."""
+        self._fitted: dict[tuple[object, ...], Content] = {}
+        """The lines ``_fit`` cut at the last reading, by text, spans and width."""
+        self._fitting: dict[tuple[object, ...], Content] = {}
+        """Those it cuts at this one."""
         self._graphs_drawn: (
             tuple[PanelSeries, int, int, tuple[object, ...], list[Content]] | None
         ) = None
@@ -156,8 +160,8 @@ class GpuPanelView(Widget):
                 return
         self._repaint_changes()
 
-    def _full(self) -> bool:
-        width, height = self.size.width, self.size.height
+    def _full(self, size: Size | None = None) -> bool:
+        width, height = self.size if size is None else size
         return width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
 
     def age_by(self, late_s: float) -> None:
@@ -219,7 +223,8 @@ class GpuPanelView(Widget):
             and panel.server is not None
             and panel.server.state in (ServerState.FAILED, ServerState.STUCK)
         )
-        self.set_class(failed, "-failed")
+        if failed != self.has_class("-failed"):  # set_class checks the name at every call
+            self.set_class(failed, "-failed")
         self._repaint_changes()
 
     def watch_selected(self, selected: bool) -> None:
@@ -231,13 +236,15 @@ class GpuPanelView(Widget):
         self.set_class(marked, "-marked")
         self.watch_panel(self.panel)
 
-    def lines(self) -> list[Content]:
-        """The panel's lines for its current size: full layout when there is room, else compact."""
+    def lines(self, size: Size | None = None) -> list[Content]:
+        """The panel's lines for its current size (``size``: the caller's look-up of it): full
+        layout when there is room, else compact."""
         panel = self._drawn if self._drawn_for is self.panel else self.panel
         if panel is None:
             return [Content.styled("waiting for the first reading", "$text-muted")]
-        width, height = self.size.width, self.size.height
-        full = self._full()
+        size = self.size if size is None else size
+        width, height = size
+        full = self._full(size)
         late = self.late_s
         lines = (
             full_lines(panel, width, late) if full else compact_lines(panel, width, height, late)
@@ -245,12 +252,30 @@ class GpuPanelView(Widget):
         # Never a cut number (fit elides whole words); an error's prose is cut at the width on
         # purpose: its next lines continue it.
         shown = [
-            line.truncate(width) if _is_error_prose(line) else fit(line, width)
+            line.truncate(width) if _is_error_prose(line) else self._fit(line, width)
             for line in lines[:height]
         ]
+        self._fitted, self._fitting = self._fitting, {}
         if full and self.graphs is not None and height > len(lines):
             shown += self._graph_lines(self.graphs, width, height - len(lines))
         return shown
+
+    def _fit(self, line: Content, width: int) -> Content:
+        """``fit``, cut again only when the line is not the one cut at the last reading.
+
+        Why: a line too long for the panel is nearly always the same one each second (the
+        note of a GPU with no reading: six of seven panels with seven servers on one GPU), and
+        cutting it at every reading was a fifth of building the panels' lines. The same cut
+        object each time is also what ``changed_span`` passes over at once.
+        """
+        if cell_len(line.plain) <= width:
+            return line
+        key = (line.plain, tuple(line.spans), width)
+        cut = self._fitted.get(key)
+        if cut is None:
+            cut = fit(line, width)
+        self._fitting[key] = cut
+        return cut
 
     def _graph_lines(self, series: PanelSeries, width: int, spare: int) -> list[Content]:
         """``graph_lines``, drawn again only when what they draw from changed (``drawn_key``).
@@ -273,11 +298,12 @@ class GpuPanelView(Widget):
 
     def _repaint_changes(self) -> None:
         shown = self._shown
-        if shown is None or not self.size or self._shown_size != tuple(self.size):
+        size = self.size  # one look-up: ``size`` finds the widget on the screen
+        if shown is None or not size or self._shown_size != tuple(size):
             self._shown = None
             self.refresh()
             return
-        lines = self.lines()
+        lines = self.lines(size)
         blank = Content("")
         strips = self._strips + [None] * (len(lines) - len(self._strips))
         changed = []
