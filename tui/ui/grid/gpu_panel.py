@@ -132,6 +132,8 @@ class GpuPanelView(Widget):
         """``panel`` as drawn (``drawn``), taken at each new reading."""
         self._drawn_for: GpuPanel | None = None
         """The reading ``_drawn`` was taken from."""
+        self._render_size: Size | None = None
+        """The size while ``render_lines`` renders (None otherwise)."""
         self._fitted: dict[tuple[object, ...], Content] = {}
         """The lines ``_fit`` cut at the last reading, by text, spans and width."""
         self._fitting: dict[tuple[object, ...], Content] = {}
@@ -321,6 +323,14 @@ class GpuPanelView(Widget):
             # content offset, cleared caches, a prompt to the message pump).
             self.refresh(*changed)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Textual's, with the size looked up once for the rows it renders (``render_line``)."""
+        self._render_size = self.size
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._render_size = None
+
     def render_line(self, y: int) -> Strip:
         """One line of the panel; only lines whose text changed are rendered again.
 
@@ -328,7 +338,8 @@ class GpuPanelView(Widget):
         changes two or three of its lines a second, and rendering all of them was most of the
         console's drawing cost.
         """
-        width, height = self.size  # one look-up: ``size`` finds the widget on the screen
+        # ``size`` finds the widget on the screen: once per render, not once per row
+        width, height = self._render_size or self.size
         size = (width, height)
         style = self.visual_style  # a new object after any CSS or theme change
         if self._shown is None or self._shown_size != size or style is not self._strip_style:
