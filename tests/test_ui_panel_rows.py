@@ -101,3 +101,33 @@ async def test_a_change_of_style_takes_the_border_cells_again() -> None:
         assert after is not None and after[2] != before[2]  # a new left border cell
         framed, textuals = _framed_and_textuals(panel)
         assert _cells(framed) == _cells(textuals)
+
+
+async def test_a_line_shown_again_is_drawn_from_the_strip_kept() -> None:
+    """'running 5' -> 'running 6' -> 'running 5': the third reading's row is the first one's
+    strip (the same object, the same cells); a change of style draws it anew."""
+    fleet = seven_gpu_fleet()
+    app = make_app(fleet)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        panel = app.query_one("#gpu-1", GpuPanelView)
+        server = fleet.panels[1].server
+        assert server is not None
+
+        def row(running: int) -> Strip:
+            panel.show(replace(fleet.panels[1], server=replace(server, running=running)))
+            y = next(i for i, c in enumerate(panel.lines()) if c.plain.startswith("running "))
+            strip = panel.render_line(y)
+            assert f"running {running} " in strip.text
+            return strip
+
+        five = row(5)
+        assert row(6) is not five
+        assert row(5) is five
+        app.main_screen.selected = 1  # another border: the panel's style changes
+        await pilot.pause()
+        await pilot.pause()
+        again = row(5)
+        assert again is not five
+        assert _cells([again]) == _cells([five])  # the same text in the same colours
