@@ -99,13 +99,13 @@ async def test_a_reading_fits_the_number_lines_only(monkeypatch: pytest.MonkeyPa
         dotted = sum(1 for line in lines if any(0x2800 <= ord(c) < 0x2900 for c in line.plain))
         assert dotted >= 2  # the graphs' braille rows
         fitted: list[int] = []
-        original = gpu_panel.fit
+        original = GpuPanelView._fit
 
         def fit(*args: Any) -> Any:
             fitted.append(1)
             return original(*args)
 
-        monkeypatch.setattr(gpu_panel, "fit", fit)
+        monkeypatch.setattr(GpuPanelView, "_fit", fit)
         panel = view.panel
         assert panel is not None
         numbers = len(full_lines(panel, view.size.width))
@@ -114,3 +114,43 @@ async def test_a_reading_fits_the_number_lines_only(monkeypatch: pytest.MonkeyPa
         after = view.lines()
         assert all(a is b for a, b in zip(before[numbers:], after[numbers:], strict=True))
         assert [line.plain for line in before] == [line.plain for line in after]
+
+
+async def test_a_line_too_long_is_cut_once_while_it_stays_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The note of a GPU with no reading, longer than the panel, is cut when first shown only;
+    the next readings show the same cut line (the same object: nothing to compare), and a new
+    note is cut anew, once."""
+    note = "no reading: " + "the GPU's driver could not be reached on this node " * 3
+    fleet = seven_gpu_fleet()
+    panels = tuple(
+        replace(panel, gpu=None, gpu_note=note) if panel.gpu_index == 6 else panel
+        for panel in fleet.panels
+    )
+    app = make_app(replace(fleet, panels=panels))
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        view = app.main_screen.query_one("#gpu-6", GpuPanelView)
+        cut: list[str] = []
+        original = gpu_panel.fit
+
+        def fit(*args: Any) -> Any:
+            cut.append(args[0].plain)
+            return original(*args)
+
+        monkeypatch.setattr(gpu_panel, "fit", fit)
+        before = view.lines()
+        (noted,) = [line for line in before if line.plain.startswith("no reading")]
+        assert noted.plain.endswith(" …") and noted.cell_length <= view.size.width
+        after = view.lines()
+        assert next(line for line in after if line.plain.startswith("no reading")) is noted
+        assert cut == []  # cut at the first paint, not since
+        panel = view.panel
+        assert panel is not None
+        other = note.replace("driver", "daemon")
+        view.show(replace(panel, gpu_note=other))
+        view.lines()
+        view.lines()
+        assert cut == [other]

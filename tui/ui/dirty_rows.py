@@ -47,9 +47,13 @@ class DirtyRowsCompositor(Compositor):
         if changed is None or crop is None:
             yield from super()._get_renders(crop)
             return
+        # Only the widgets under the changed regions' bounding box (a few of the screen's
+        # thirty-odd: the header, the footer's keys are not), each region tested against them.
+        box = Region.from_union(changed) if changed else Region()
         widgets = [
-            (w, region, region.intersection(clip))
+            (w, region, shown)
             for w, (region, clip) in self.visible_widgets.items()
+            if (shown := region.intersection(clip)).overlaps(box)
         ]
         rows: dict[Widget, tuple[int, int]] = {}
         for area in changed:

@@ -9,7 +9,7 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from textual import events
 from textual.content import Content
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -20,6 +20,7 @@ from tui.ui.format import fit
 from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
 from tui.ui.grid.panel_graphs import PanelSeries, drawn_key, graph_lines
 from tui.ui.grid.panel_lines import compact_lines, full_lines
+from tui.ui.grid.panel_rows import PanelStylesCache
 from tui.ui.messages import PanelOpened, PanelSelected
 
 SPARK_EVERY_S = 3.0
@@ -27,6 +28,10 @@ SPARK_EVERY_S = 3.0
 one cell with every Decode line, so each busy panel resent its whole sparkline every second
 (most of the console's bytes to the terminal with seven servers, and a rendered line each);
 the rate beside it stays live at every reading."""
+
+
+DRAWN_STRIPS = 64
+"""How many drawn lines a panel keeps for when they show again (``_drawn_strip``)."""
 
 
 def changed_span(old: Content, new: Content) -> tuple[int, int] | None:
@@ -105,6 +110,7 @@ class GpuPanelView(Widget):
 
     def __init__(self, gpu_index: int, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self._styles_cache = PanelStylesCache()  # content rows framed cheaply (its doc)
         self.gpu_index = gpu_index
         """The GPU this panel is for; fixed for the panel's life."""
         self._title = ""
@@ -118,6 +124,8 @@ class GpuPanelView(Widget):
         """Each shown line as rendered cells; None until asked for (or after it changed)."""
         self._strip_style: VisualStyle | None = None
         """The style the strips were rendered in."""
+        self._drawn_strips: dict[tuple[object, ...], Strip] = {}
+        """Strips drawn in that style, by text and spans (``_drawn_strip``), oldest first."""
         self.late_s = 0.0
         """Seconds since the grid got the snapshot this panel shows (set with ``age_by``)."""
         self.graphs: PanelSeries | None = None
@@ -130,6 +138,12 @@ class GpuPanelView(Widget):
         """``panel`` as drawn (``drawn``), taken at each new reading."""
         self._drawn_for: GpuPanel | None = None
         """The reading ``_drawn`` was taken from."""
+        self._render_size: Size | None = None
+        """The size while ``render_lines`` renders (None otherwise)."""
+        self._fitted: dict[tuple[object, ...], Content] = {}
+        """The lines ``_fit`` cut at the last reading, by text, spans and width."""
+        self._fitting: dict[tuple[object, ...], Content] = {}
+        """Those it cuts at this one."""
         self._graphs_drawn: (
             tuple[PanelSeries, int, int, tuple[object, ...], list[Content]] | None
         ) = None
@@ -154,8 +168,8 @@ class GpuPanelView(Widget):
                 return
         self._repaint_changes()
 
-    def _full(self) -> bool:
-        width, height = self.size.width, self.size.height
+    def _full(self, size: Size | None = None) -> bool:
+        width, height = self.size if size is None else size
         return width >= FULL_PANEL_WIDTH - 2 and height >= FULL_PANEL_HEIGHT - 2
 
     def age_by(self, late_s: float) -> None:
@@ -217,7 +231,8 @@ class GpuPanelView(Widget):
             and panel.server is not None
             and panel.server.state in (ServerState.FAILED, ServerState.STUCK)
         )
-        self.set_class(failed, "-failed")
+        if failed != self.has_class("-failed"):  # set_class checks the name at every call
+            self.set_class(failed, "-failed")
         self._repaint_changes()
 
     def watch_selected(self, selected: bool) -> None:
@@ -229,13 +244,15 @@ class GpuPanelView(Widget):
         self.set_class(marked, "-marked")
         self.watch_panel(self.panel)
 
-    def lines(self) -> list[Content]:
-        """The panel's lines for its current size: full layout when there is room, else compact."""
+    def lines(self, size: Size | None = None) -> list[Content]:
+        """The panel's lines for its current size (``size``: the caller's look-up of it): full
+        layout when there is room, else compact."""
         panel = self._drawn if self._drawn_for is self.panel else self.panel
         if panel is None:
             return [Content.styled("waiting for the first reading", "$text-muted")]
-        width, height = self.size.width, self.size.height
-        full = self._full()
+        size = self.size if size is None else size
+        width, height = size
+        full = self._full(size)
         late = self.late_s
         lines = (
             full_lines(panel, width, late) if full else compact_lines(panel, width, height, late)
@@ -243,12 +260,30 @@ class GpuPanelView(Widget):
         # Never a cut number (fit elides whole words); an error's prose is cut at the width on
         # purpose: its next lines continue it.
         shown = [
-            line.truncate(width) if _is_error_prose(line) else fit(line, width)
+            line.truncate(width) if _is_error_prose(line) else self._fit(line, width)
             for line in lines[:height]
         ]
+        self._fitted, self._fitting = self._fitting, {}
         if full and self.graphs is not None and height > len(lines):
             shown += self._graph_lines(self.graphs, width, height - len(lines))
         return shown
+
+    def _fit(self, line: Content, width: int) -> Content:
+        """``fit``, cut again only when the line is not the one cut at the last reading.
+
+        Why: a line too long for the panel is nearly always the same one each second (the
+        note of a GPU with no reading: six of seven panels with seven servers on one GPU), and
+        cutting it at every reading was a fifth of building the panels' lines. The same cut
+        object each time is also what ``changed_span`` passes over at once.
+        """
+        if cell_len(line.plain) <= width:
+            return line
+        key = (line.plain, tuple(line.spans), width)
+        cut = self._fitted.get(key)
+        if cut is None:
+            cut = fit(line, width)
+        self._fitting[key] = cut
+        return cut
 
     def _graph_lines(self, series: PanelSeries, width: int, spare: int) -> list[Content]:
         """``graph_lines``, drawn again only when what they draw from changed (``drawn_key``).
@@ -271,11 +306,12 @@ class GpuPanelView(Widget):
 
     def _repaint_changes(self) -> None:
         shown = self._shown
-        if shown is None or not self.size or self._shown_size != tuple(self.size):
+        size = self.size  # one look-up: ``size`` finds the widget on the screen
+        if shown is None or not size or self._shown_size != tuple(size):
             self._shown = None
             self.refresh()
             return
-        lines = self.lines()
+        lines = self.lines(size)
         blank = Content("")
         strips = self._strips + [None] * (len(lines) - len(self._strips))
         changed = []
@@ -293,6 +329,14 @@ class GpuPanelView(Widget):
             # content offset, cleared caches, a prompt to the message pump).
             self.refresh(*changed)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Textual's, with the size looked up once for the rows it renders (``render_line``)."""
+        self._render_size = self.size
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._render_size = None
+
     def render_line(self, y: int) -> Strip:
         """One line of the panel; only lines whose text changed are rendered again.
 
@@ -300,16 +344,34 @@ class GpuPanelView(Widget):
         changes two or three of its lines a second, and rendering all of them was most of the
         console's drawing cost.
         """
-        size = (self.size.width, self.size.height)
+        # ``size`` finds the widget on the screen: once per render, not once per row
+        width, height = self._render_size or self.size
+        size = (width, height)
         style = self.visual_style  # a new object after any CSS or theme change
         if self._shown is None or self._shown_size != size or style is not self._strip_style:
+            if style is not self._strip_style:
+                self._drawn_strips.clear()
             self._shown, self._shown_size = self.lines(), size
             self._strips, self._strip_style = [None] * len(self._shown), style
         if y >= len(self._shown):
             return Strip.blank(size[0], style.rich_style)
         strip = self._strips[y]
         if strip is None:
-            strip = self._strips[y] = self._line_strip(self._shown[y], style)
+            strip = self._strips[y] = self._drawn_strip(self._shown[y], style)
+        return strip
+
+    def _drawn_strip(self, line: Content, style: VisualStyle) -> Strip:
+        """``_line_strip``, or the strip of the same text and spans drawn before in this style.
+
+        Why: a changed line is most often one shown a few seconds ago ("running 5  queued 0"
+        back to "running 4  queued 0"): the counts under load move within a small range.
+        """
+        key = (line.plain, tuple(line.spans))
+        strip = self._drawn_strips.get(key)
+        if strip is None:
+            strip = self._drawn_strips[key] = self._line_strip(line, style)
+            if len(self._drawn_strips) > DRAWN_STRIPS:
+                del self._drawn_strips[next(iter(self._drawn_strips))]  # the oldest
         return strip
 
     def _line_strip(self, line: Content, style: VisualStyle) -> Strip:
