@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from rich.cells import cell_len
 from rich.segment import Segment
+from rich.style import Style as RichStyle
 from textual import events
 from textual.content import Content
 from textual.geometry import Region, Size
@@ -22,6 +23,10 @@ from tui.ui.grid.panel_graphs import PanelSeries, drawn_key, graph_lines
 from tui.ui.grid.panel_lines import compact_lines, full_lines
 from tui.ui.grid.panel_rows import PanelStylesCache
 from tui.ui.messages import PanelOpened, PanelSelected
+
+CELL_STYLES_KEPT = 4096
+"""Cell styles a panel keeps (``_line_strip``); more are dropped all at once (a theme change
+or many distinct values at many columns), and made again as lines are drawn."""
 
 SPARK_EVERY_S = 3.0
 """How often a panel's sparkline takes the newest throughput history. Why: the history shifts
@@ -126,6 +131,8 @@ class GpuPanelView(Widget):
         """The style the strips were rendered in."""
         self._drawn_strips: dict[tuple[object, ...], Strip] = {}
         """Strips drawn in that style, by text and spans (``_drawn_strip``), oldest first."""
+        self._cell_styles: dict[tuple[VisualStyle, VisualStyle, int], RichStyle] = {}
+        """Each piece's cell style by (panel style, piece style, column): see ``_line_strip``."""
         self.late_s = 0.0
         """Seconds since the grid got the snapshot this panel shows (set with ``age_by``)."""
         self.graphs: PanelSeries | None = None
@@ -382,11 +389,23 @@ class GpuPanelView(Widget):
         load went there, for lines that are one left-aligned row already cut to the width
         (``lines``), with no links and no selection. The cells are the same: each piece's
         style over the panel's, with its offset (what a click or a selection reads).
+
+        Each cell style is made once per (panel style, piece style, column) and kept: made anew
+        (``rich_style_with_offset``: a Rich style whose meta is marshalled) for every piece of
+        every changed line, it was most of this method on the H200 (py-spy), and a new object
+        missed the caches after it (the ANSI codes, the colour filter) each time.
         """
         segments: list[Segment] = []
         x = 0
+        cells = self._cell_styles
+        if len(cells) > CELL_STYLES_KEPT:
+            cells.clear()
         for text, text_style in line.render(style, end="", parse_style=self._get_style):
-            segments.append(Segment(text, (style + text_style).rich_style_with_offset(x, 0)))
+            key = (style, text_style, x)
+            cell = cells.get(key)
+            if cell is None:
+                cell = cells[key] = (style + text_style).rich_style_with_offset(x, 0)
+            segments.append(Segment(text, cell))
             x += len(text)
         return Strip(segments, line.cell_length)
 
