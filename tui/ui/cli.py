@@ -263,6 +263,7 @@ def run_nodes_console(
         readonly=readonly,
     )
     app.chart_source = chart
+    app.freeze_heap = True
     app.close_on_exit = nodes.aclose  # its client, shared by the polls and the form's preflights
     app.run()
     return 0
@@ -322,6 +323,7 @@ def run_console(
         readonly=readonly,
     )
     app.chart_source = chart
+    app.freeze_heap = True
     app.run()
     return 0
 
@@ -424,5 +426,6 @@ def main(argv: Sequence[str]) -> int:
 
     app = FleetApp(poller, readonly=readonly)
     app.chart_source = chart
+    app.freeze_heap = True
     app.run()
     return 0
