@@ -28,6 +28,11 @@ from textual.geometry import Region, Size, Spacing
 from textual.strip import Strip
 from textual.style import Style
 
+ROWS_KEPT = 64
+"""Framed rows a panel keeps (``_kept_rows``), as many as the lines it keeps
+(``gpu_panel.DRAWN_STRIPS``):
+more kept rows (256) made the next readings slower (more for the collector to walk)."""
+
 _Label = tuple[Content, Color, Color, Style] | None
 _Frame = tuple[tuple[object, ...], int, Segment, Segment, RichStyle]
 
@@ -40,6 +45,11 @@ class PanelStylesCache(StylesCache):
         self._frame: _Frame | None = None
         """The inputs it was taken for, the first content row, the left and right border
         cells and the content's background style (None: take it at the next content row)."""
+        self._rows: dict[int, tuple[Strip, Strip]] = {}
+        """Framed and filtered rows by their line strip's id (the line kept with its row, so
+        the id stays its own), for ``_rows_for``."""
+        self._rows_for: tuple[object, ...] = ()
+        """The frame, filters and background the kept rows were made with."""
 
     def render(
         self,
@@ -73,11 +83,19 @@ class PanelStylesCache(StylesCache):
             if top <= crop.y and crop.bottom <= top + content_size.height:
                 width = size.width
                 strips = []
+                rows = self._kept_rows(frame, filters, background)
                 for y in crop.line_range:
-                    segments = _framed(render_content_line(y - top), content_size.width, frame)
+                    line = render_content_line(y - top)
+                    kept = rows.get(id(line))
+                    if kept is not None and kept[0] is line:
+                        strips.append(kept[1])
+                        continue
+                    segments = _framed(line, content_size.width, frame)
                     for line_filter in filters:
                         segments = line_filter.apply(segments, background)
-                    strips.append(Strip(segments, width))
+                    row = Strip(segments, width)
+                    rows[id(line)] = (line, row)
+                    strips.append(row)
                 if crop.column_span != (0, width):
                     x1, x2 = crop.column_span
                     strips = [strip.crop(x1, x2) for strip in strips]
@@ -99,10 +117,27 @@ class PanelStylesCache(StylesCache):
             native_ansi,
         )
 
+    def _kept_rows(
+        self, frame: _Frame, filters: Sequence[LineFilter], background: Color
+    ) -> dict[int, tuple[Strip, Strip]]:
+        """The rows kept for these inputs (emptied when they changed, or when many).
+
+        Why: the panel hands back the same line strip for a line it drew recently (about half
+        of the changed lines under load: "running 5  queued 0" again), and framing, filtering
+        and a new Strip (seven small caches of its own) for it again was a tenth of the
+        console's CPU on the H200 (py-spy, ``Strip.__init__``).
+        """
+        inputs = (frame, *filters, background)
+        if inputs != self._rows_for or len(self._rows) > ROWS_KEPT:
+            self._rows.clear()
+            self._rows_for = inputs
+        return self._rows
+
     def clear(self) -> None:
         """Textual's clear (any change of style or size), and the frame with it."""
         super().clear()
         self._frame = None
+        self._rows.clear()
 
     def render_line(
         self,
