@@ -136,3 +136,32 @@ def test_a_live_record_is_checked_by_psutil_once_then_by_its_pidfd(
         path.unlink()
     ((_, live),) = cache.devices()
     assert live == [] and cache._watches == {}
+
+
+def test_a_dead_record_is_checked_once(
+    tmp_path: Path, child: psutil.Process, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record whose process is gone stays gone (a reused pid starts at another time): it is
+    not checked again at every sample (records of a killed fleet stay until pruned); a new
+    record of the same pid with another start time is checked afresh."""
+    checks: list[int] = []
+    original = sim_records.alive
+
+    def counted(pid: int, create_time: float) -> bool:
+        checks.append(pid)
+        return original(pid, create_time)
+
+    monkeypatch.setattr(sim_records, "alive", counted)
+    sim_records.ensure_device(tmp_path, 0, "h200")
+    dead = sim_records.SimProcessRecord(
+        pid=child.pid, create_time=child.create_time() - 100.0, used_bytes=GIB, utilization_gpu=1
+    )
+    sim_records.publish_process(tmp_path, 0, dead)
+    cache = RecordCache(tmp_path)
+    for _ in range(4):
+        ((_, live),) = cache.devices()
+        assert live == []
+    assert checks == [child.pid]  # once, then remembered as gone
+    sim_records.publish_process(tmp_path, 0, _record(child, 40 * GIB, 80.0))
+    ((_, live),) = cache.devices()
+    assert [r.pid for r in live] == [child.pid] and checks == [child.pid, child.pid]

@@ -66,6 +66,11 @@ class RecordCache:
         self._folders: dict[Path, _Folder] = {}
         self._watches: dict[tuple[int, float], PidWatch] = {}
         """A pidfd per live record's process, by (pid, create_time), once its identity checked."""
+        self._dead: set[tuple[int, float]] = set()
+        """Records whose process was found gone: gone for good (a reused pid starts at another
+        time), so never checked again. Why: records of dead processes stay until pruned (a
+        killed fleet, a crash), and each cost psutil's /proc reads at every sample (95 such
+        records made a sample 1.7 ms)."""
         self.reads = 0
         """Folders read from disk so far (what the cache saves; tests count it)."""
 
@@ -120,6 +125,7 @@ class RecordCache:
             out.append((folder.device, live))
         for key in self._watches.keys() - seen:  # records gone: their pidfds too
             self._watches.pop(key).close()
+        self._dead &= seen
         return sorted(out, key=lambda pair: pair[0].index)
 
     def _alive(self, record: SimProcessRecord) -> bool:
@@ -130,11 +136,15 @@ class RecordCache:
             if not watch.exited():
                 return True
             del self._watches[key]
+            self._dead.add(key)
+            return False
+        if key in self._dead:
             return False
         watch = PidWatch.open(record.pid)  # before the check: then it names the checked process
         if not sim_records.alive(record.pid, record.create_time):
             if watch is not None:
                 watch.close()
+            self._dead.add(key)
             return False
         if watch is not None:
             self._watches[key] = watch
