@@ -106,8 +106,22 @@ def test_a_new_gpu_is_listed_at_the_next_sample(tmp_path: Path) -> None:
     assert "2 x NVIDIA H100" in source.describe()
 
 
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids ``sim_records.alive`` (psutil's identity check) is asked about, in order."""
+    asked: list[int] = []
+    original = sim_records.alive
+
+    def counted(pid: int, create_time: float) -> bool:
+        asked.append(pid)
+        return original(pid, create_time)
+
+    monkeypatch.setattr(sim_records, "alive", counted)
+    return asked
+
+
 def test_a_live_record_is_checked_by_psutil_once_then_by_its_pidfd(
-    tmp_path: Path, child: psutil.Process, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, child: psutil.Process, checks: list[int]
 ) -> None:
     """The identity is psutil's (the start time), once; later samples ask the pidfd opened
     before that check, and a record gone from its folder takes its pidfd with it."""
@@ -117,14 +131,6 @@ def test_a_live_record_is_checked_by_psutil_once_then_by_its_pidfd(
     if probe is None:
         pytest.skip("no pidfd_open here")
     probe.close()
-    checks: list[int] = []
-    original = sim_records.alive
-
-    def counted(pid: int, create_time: float) -> bool:
-        checks.append(pid)
-        return original(pid, create_time)
-
-    monkeypatch.setattr(sim_records, "alive", counted)
     sim_records.ensure_device(tmp_path, 0, "h200")
     sim_records.publish_process(tmp_path, 0, _record(child, 40 * GIB, 80.0))
     cache = RecordCache(tmp_path)
@@ -139,19 +145,11 @@ def test_a_live_record_is_checked_by_psutil_once_then_by_its_pidfd(
 
 
 def test_a_dead_record_is_checked_once(
-    tmp_path: Path, child: psutil.Process, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, child: psutil.Process, checks: list[int]
 ) -> None:
     """A record whose process is gone stays gone (a reused pid starts at another time): it is
     not checked again at every sample (records of a killed fleet stay until pruned); a new
     record of the same pid with another start time is checked afresh."""
-    checks: list[int] = []
-    original = sim_records.alive
-
-    def counted(pid: int, create_time: float) -> bool:
-        checks.append(pid)
-        return original(pid, create_time)
-
-    monkeypatch.setattr(sim_records, "alive", counted)
     sim_records.ensure_device(tmp_path, 0, "h200")
     dead = sim_records.SimProcessRecord(
         pid=child.pid, create_time=child.create_time() - 100.0, used_bytes=GIB, utilization_gpu=1
