@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
-import signal
 import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
 
-from bench.harness import RESULTS, Context, Row, print_table, render
+from bench.harness import RESULTS, Context, Row, print_table, render, unwind_on_sigterm
 
 
 def discover() -> list[str]:
@@ -21,15 +20,8 @@ def discover() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_"))
 
 
-def _stopped(signum: int, _frame: object) -> None:
-    # SIGTERM's default ends the process without unwinding: the benchmarks' fleets (servers
-    # started in their own sessions) would outlive it, unwatched. As an exception, every
-    # fleet's ``with`` stops its servers on the way out.
-    raise KeyboardInterrupt(f"stopped by signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _stopped)
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")

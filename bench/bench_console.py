@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.harness import Context, Row, Stat
+from bench.harness import Context, Row, Stat, unwind_on_sigterm
 from bench.ports import free_ports
 from bench.ptyrun import PtyCost, measure
 
@@ -264,6 +264,7 @@ NOTE = (
 def main(argv: list[str] | None = None) -> int:
     """A standalone look: ``--seconds``, ``--runs``, ``--idle``, ``--base DIR`` (the console of
     an earlier checkout, measured in the same alternation: before/after in one run)."""
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--runs", type=int, default=1)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from bench.gpu_overhead import CLIENTS_SEVEN, fleet
+from bench.harness import unwind_on_sigterm
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,6 +126,7 @@ def _run(base: Path | None, ports: list[int], args: argparse.Namespace, profile:
 
 def main(argv: list[str] | None = None) -> int:
     """Start the fleet, then measure the monitor (and ``--base``'s) ``--runs`` times each."""
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--polls", type=int, default=20)

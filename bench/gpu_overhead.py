@@ -35,7 +35,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.harness import Stat
+from bench.harness import Stat, unwind_on_sigterm
 from bench.ports import free_port
 from bench.ptyrun import PtyCost, measure
 
@@ -208,6 +208,7 @@ def run_scenario(name: str, args: argparse.Namespace, logs: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the scenarios and write their tables to ``--out``."""
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--seconds", type=float, default=20.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -182,3 +183,15 @@ def print_table(rows: list[Row]) -> None:
             f"{row.peer_name:<28} {peer:<28} ratio {ratio:<8} {row.target} "
             f"[{'met' if row.met else 'MISSED' if row.met is False else '-'}]"
         )
+
+
+def _stopped(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
+def unwind_on_sigterm() -> None:
+    """Make SIGTERM unwind the benchmark like Ctrl-C. Why: SIGTERM's default ends the process
+    without unwinding, and the benchmarks' fleets (servers started in sessions of their own)
+    would outlive it, unwatched; as an exception, every fleet's ``with`` stops its servers on
+    the way out. Every benchmark entry point calls it first."""
+    signal.signal(signal.SIGTERM, _stopped)

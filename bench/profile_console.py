@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.gpu_overhead import SCENARIOS, console_argv, fleet
+from bench.harness import unwind_on_sigterm
 from bench.ptyrun import measure
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -66,6 +67,7 @@ def fold(raw: Path, depth: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Profile the console over one window of a scenario; write the files under ``--out``."""
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="seven")
     parser.add_argument("--seconds", type=float, default=30.0)
