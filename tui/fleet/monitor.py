@@ -13,16 +13,7 @@ what makes SGLang notice a hung scheduler (UnHealthy: ``/ready`` 503), and on se
 ``/ready`` it is the readiness. A snapshot asks for a sooner refresh while a server warms up, so
 its ready line shows within a fraction of a second.
 
-State rules, per server (the current launch only; see ``tui.fleet.server_log``):
-
-* a stop was requested (``mark_stopping``) and the same process still runs -> STOPPING;
-* ``/ready`` 200 -> READY, or STUCK when it has requests and made no progress for longer than
-  the liveness bound (``tui.fleet.liveness``);
-* process alive and the log shows a fatal error since the launch -> FAILED (with the error line);
-* process alive, probes time out -> STALE (busy or hung, not known dead);
-* process alive otherwise -> STARTING, with the log's phase;
-* process gone after it was ready -> STOPPED; gone while starting with an error -> FAILED;
-  gone while starting without one -> STOPPED; never seen -> ABSENT.
+The state rules and the snapshot of each server are ``tui.fleet.server_state``.
 """
 
 from __future__ import annotations
@@ -35,31 +26,21 @@ from collections.abc import Callable
 import httpx
 
 from tui import paths
-from tui.fleet.freshness import decayed_throughput
 from tui.fleet.liveness import DEFAULT_FLOOR_S, ProgressWatch
 from tui.fleet.running_profiles import RunningProfile, read_running_profiles
 from tui.fleet.server_log import ServerLog
-from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
+from tui.fleet.server_state import server_snapshot
+from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
 from tui.fleet.spec import FleetSpec
 from tui.fleet.tracker import (
     Tracker,
-    live_number,
-    note_decode,
-    pressure_words,
     read_fleet_records,
     recorded_process,
-    stamp_age,
 )
 from tui.gpu.snapshot import GpuSnapshot, GpuSource
 from tui.servers.discovery import find_servers
 from tui.servers.keepalive import KeepAliveTransport
 from tui.servers.probe import ProbeStatus, Readiness, ServerProbe
-
-
-def _either(first: object, second: object) -> object:
-    """``first`` unless it is None, else ``second`` (a plain call: a closure with a generator,
-    made per server per poll, cost a third of the snapshot's building)."""
-    return first if first is not None else second
 
 
 class FleetMonitor:
@@ -318,7 +299,10 @@ class FleetMonitor:
         note = gpu_error or description
         now = self._clock()
         by_gpu = {g.index: g for g in gpus}
-        servers = {t.spec.gpu_index: self._server_snapshot(t, now) for t in self._trackers}
+        servers = {
+            t.spec.gpu_index: server_snapshot(t, now, self._profiles.get(t.spec.gpu_index))
+            for t in self._trackers
+        }
         indices = sorted(set(self.spec.gpu_indices()) | set(by_gpu))
         panels = tuple(
             GpuPanel(
@@ -334,94 +318,3 @@ class FleetMonitor:
             for t in self._trackers
         )
         return FleetSnapshot(panels=panels, gpu_source=note, taken_at=now, refresh_soon=soon)
-
-    def _stuck_for(self, t: Tracker, now: float) -> float | None:
-        """Feed this poll's progress counters to the liveness watch; seconds stuck, or None."""
-        load = t.load
-        busy = load is not None and (load.running or 0) + (load.queued or 0) > 0
-        fingerprint = (
-            *(load.progress if load is not None else ()),
-            float(t.log.decode_lines),
-            float(t.log.prefill_lines),
-        )
-        t.progress.observe(now, busy, fingerprint)
-        return t.progress.stuck_for(now, busy)
-
-    def _state(self, t: Tracker, stuck: bool = False) -> ServerState:
-        status = t.readiness.status if t.readiness else None
-        answers = status in (ProbeStatus.READY, ProbeStatus.UP, ProbeStatus.TIMEOUT)
-        if t.stopping:
-            same = t.stop_pid is None or (t.process is not None and t.process.pid == t.stop_pid)
-            if same and (t.alive or (not t.spec.is_local and answers)):
-                return ServerState.STOPPING
-            t.stopping = False  # gone (or replaced by a relaunch): the usual rules apply
-        if status is ProbeStatus.READY:
-            return ServerState.STUCK if stuck else ServerState.READY
-        if t.log.ready and t.alive and status is not ProbeStatus.TIMEOUT:
-            t.ever_ready = True  # ready before the console attached; probes may lag a moment
-        if t.alive or (not t.spec.is_local and status in (ProbeStatus.UP, ProbeStatus.TIMEOUT)):
-            if t.log.failed:
-                return ServerState.FAILED
-            if status is ProbeStatus.TIMEOUT:
-                return ServerState.STALE
-            return ServerState.STARTING
-        launched = t.follower is not None and t.follower.launches > 0
-        if t.process is None:
-            return ServerState.FAILED if t.log.failed and launched else ServerState.ABSENT
-        if t.ever_ready or t.log.ready:
-            return ServerState.STOPPED
-        return ServerState.FAILED if t.log.failed else ServerState.STOPPED
-
-    def _server_snapshot(self, t: Tracker, now: float) -> ServerSnapshot:
-        stuck_for = self._stuck_for(t, now)
-        state = self._state(t, stuck=stuck_for is not None)
-        t.state = state
-        log, load, info = t.log, t.load, t.info
-        live = state in (
-            ServerState.READY,
-            ServerState.STUCK,
-            ServerState.STALE,
-            ServerState.STOPPING,
-        )
-        effective = _either(info.max_running_effective if info else None, log.max_running_effective)
-        requested = _either(info.max_running_requested if info else None, log.max_running_requested)
-        throughput_age = note_decode(t, now)
-        capped = log.capped or (
-            isinstance(effective, int) and isinstance(requested, int) and effective < requested
-        )
-        kv = _either(info.max_total_num_tokens if info else None, log.kv_tokens)
-        mamba = _either(info.max_mamba_cache_size if info else None, log.mamba_slots)
-        return ServerSnapshot(
-            port=t.spec.port,
-            state=state,
-            pid=t.process.pid if t.process else None,
-            phase=log.phase if state is ServerState.STARTING else "",
-            log_path=str(t.follower.path) if t.follower else None,
-            kv_tokens=kv if isinstance(kv, int) else None,
-            mamba_slots=mamba if isinstance(mamba, int) else None,
-            max_running_requested=requested if isinstance(requested, int) else None,
-            max_running_effective=effective if isinstance(effective, int) else None,
-            capped=capped,
-            running=live_number(live, load.running if load else None, log.running),
-            queued=live_number(live, load.queued if load else None, log.queued),
-            token_usage=live_number(live, load.token_usage if load else None, log.token_usage),
-            mamba_usage=live_number(live, load.mamba_usage if load else None, log.mamba_usage),
-            gen_throughput=decayed_throughput(
-                live_number(live, load.gen_throughput if load else None, log.gen_throughput),
-                throughput_age,
-            ),
-            accept_len=live_number(live, load.accept_len if load else None, log.accept_len),
-            throughput_history=log.throughput_history,
-            allocation_lines=log.allocation_lines,
-            last_error=log.last_error,
-            error_reason=log.error_reason,
-            error_fatal=log.error_fatal,
-            stuck_for_s=stuck_for if state is ServerState.STUCK else None,
-            pressure=pressure_words(log),
-            pressure_age_s=stamp_age(log.pressure_stamp, now),
-            ready_at=t.ready_at,
-            updated_at=now,
-            profile=self._profiles.get(t.spec.gpu_index),
-            load_age_s=None if t.load_at is None or not live else max(now - t.load_at, 0.0),
-            throughput_age_s=throughput_age if live else None,
-        )

@@ -6,12 +6,10 @@ import asyncio
 import gc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tui import paths
@@ -19,7 +17,6 @@ from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
 from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
-from tui.ui.background import OPERATION_SCREEN, OperationReport
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.help_screen import HelpScreen, help_sections
@@ -35,6 +32,7 @@ from tui.ui.messages import (
     RelaunchRequested,
     RollbackRequested,
 )
+from tui.ui.operation_host import OperationHost
 from tui.ui.pipeline.generation_pane import SeriesSource
 from tui.ui.quit_screen import QuitChoice, QuitScreen
 from tui.ui.readonly import READ_ONLY, ReadOnlyActions
@@ -74,7 +72,7 @@ HISTORY = "history-write"
 """Worker group of the history's batched writes."""
 
 
-class FleetApp(App[None]):
+class FleetApp(OperationHost):
     """The console. Every source is a constructor argument, so tests and the demo inject theirs."""
 
     CSS_PATH = "app.tcss"
@@ -165,11 +163,6 @@ class FleetApp(App[None]):
             node_groups=node_groups,
         )
         """The grid screen (the app's base screen)."""
-        self._operations = 0
-        """Operations started (names each report's install)."""
-        self.operation: Screen[Any] | None = None
-        """The report of the operation running in the background (or of the last one, until
-        its report is closed): at most one (``tui.ui.background``)."""
 
     def get_default_screen(self) -> MainScreen:
         """The grid is the base screen."""
@@ -355,68 +348,6 @@ class FleetApp(App[None]):
         self._perform(
             f"relaunched GPU {_gpus(message.gpus)}", lambda: self.actions.relaunch(message.gpus)
         )
-
-    async def start_operation(self, screen: Screen[Any]) -> bool:
-        """Run an operation's report screen in the background and show it.
-
-        A second operation while one runs is refused with a notification naming the first
-        (one at a time, never queued); a finished one's report is closed first.
-
-        Returns:
-            Whether it started.
-        """
-        if self.refuse_if_busy():
-            return False
-        current = self.operation
-        if current is not None:
-            await self.forget_operation(current)
-        self.operation = screen
-        # One name per operation: a finished report still under another screen (forgotten
-        # later) must not block the next one's install.
-        self._operations += 1
-        self.install_screen(screen, f"{OPERATION_SCREEN}-{self._operations}")
-        await self.push_screen(screen)
-        self.main_screen.refresh_bindings()
-        return True
-
-    def refuse_if_busy(self) -> bool:
-        """Whether an operation runs in the background; if so, say which (a notification).
-
-        Returns:
-            True when a new operation must be refused.
-        """
-        current = self.operation
-        if not isinstance(current, OperationReport) or current.finished:
-            return False
-        what = current.strip_line().plain.split(" · ")[0]
-        self.notify(
-            f"{what} is running: one operation at a time (w opens its report)",
-            title="Busy",
-            severity="warning",
-        )
-        return True
-
-    async def forget_operation(self, screen: Screen[Any]) -> None:
-        """Close an ended operation's report for good (the strip forgets it); idempotent."""
-        if self.operation is screen:
-            self.operation = None
-        if not self.is_screen_installed(screen):
-            return
-        if screen in self.screen_stack:
-            if self.screen is not screen:
-                return  # under another screen: forgotten when the next operation starts
-            await self.pop_screen()
-        self.uninstall_screen(screen)
-        await screen.remove()
-        self.main_screen.refresh_bindings()
-
-    def show_operation(self) -> None:
-        """Open the background operation's report again (``w``)."""
-        screen = self.operation
-        if screen is None:
-            self.notify("No operation is running.", timeout=3)
-        elif screen not in self.screen_stack:
-            self.push_screen(screen)
 
     async def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:
         """Retune with a profile, in the background, its report shown (live phases, verify

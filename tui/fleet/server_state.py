@@ -1,0 +1,124 @@
+"""What one server is, each poll: its state by the rules below, and its snapshot for the panels.
+
+State rules, per server (the current launch only; see ``tui.fleet.server_log``):
+
+* a stop was requested (``FleetMonitor.mark_stopping``) and the same process still runs -> STOPPING;
+* ``/ready`` 200 -> READY, or STUCK when it has requests and made no progress for longer than
+  the liveness bound (``tui.fleet.liveness``);
+* process alive and the log shows a fatal error since the launch -> FAILED (with the error line);
+* process alive, probes time out -> STALE (busy or hung, not known dead);
+* process alive otherwise -> STARTING, with the log's phase;
+* process gone after it was ready -> STOPPED; gone while starting with an error -> FAILED;
+  gone while starting without one -> STOPPED; never seen -> ABSENT.
+"""
+
+from __future__ import annotations
+
+from tui.fleet.freshness import decayed_throughput
+from tui.fleet.running_profiles import RunningProfile
+from tui.fleet.snapshot import ServerSnapshot, ServerState
+from tui.fleet.tracker import Tracker, live_number, note_decode, pressure_words, stamp_age
+from tui.servers.probe import ProbeStatus
+
+
+def _either(first: object, second: object) -> object:
+    """``first`` unless it is None, else ``second`` (a plain call: a closure with a generator,
+    made per server per poll, cost a third of the snapshot's building)."""
+    return first if first is not None else second
+
+
+def _stuck_for(t: Tracker, now: float) -> float | None:
+    """Feed this poll's progress counters to the liveness watch; seconds stuck, or None."""
+    load = t.load
+    busy = load is not None and (load.running or 0) + (load.queued or 0) > 0
+    fingerprint = (
+        *(load.progress if load is not None else ()),
+        float(t.log.decode_lines),
+        float(t.log.prefill_lines),
+    )
+    t.progress.observe(now, busy, fingerprint)
+    return t.progress.stuck_for(now, busy)
+
+
+def _state(t: Tracker, stuck: bool = False) -> ServerState:
+    status = t.readiness.status if t.readiness else None
+    answers = status in (ProbeStatus.READY, ProbeStatus.UP, ProbeStatus.TIMEOUT)
+    if t.stopping:
+        same = t.stop_pid is None or (t.process is not None and t.process.pid == t.stop_pid)
+        if same and (t.alive or (not t.spec.is_local and answers)):
+            return ServerState.STOPPING
+        t.stopping = False  # gone (or replaced by a relaunch): the usual rules apply
+    if status is ProbeStatus.READY:
+        return ServerState.STUCK if stuck else ServerState.READY
+    if t.log.ready and t.alive and status is not ProbeStatus.TIMEOUT:
+        t.ever_ready = True  # ready before the console attached; probes may lag a moment
+    if t.alive or (not t.spec.is_local and status in (ProbeStatus.UP, ProbeStatus.TIMEOUT)):
+        if t.log.failed:
+            return ServerState.FAILED
+        if status is ProbeStatus.TIMEOUT:
+            return ServerState.STALE
+        return ServerState.STARTING
+    launched = t.follower is not None and t.follower.launches > 0
+    if t.process is None:
+        return ServerState.FAILED if t.log.failed and launched else ServerState.ABSENT
+    if t.ever_ready or t.log.ready:
+        return ServerState.STOPPED
+    return ServerState.FAILED if t.log.failed else ServerState.STOPPED
+
+
+def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> ServerSnapshot:
+    """The server of ``t`` as the panels show it: its state by the rules above (``t.state`` is
+    set to it), its settings (``/server_info``, else the log), its load (``/metrics``, else
+    the log, only while it answers)."""
+    stuck_for = _stuck_for(t, now)
+    state = _state(t, stuck=stuck_for is not None)
+    t.state = state
+    log, load, info = t.log, t.load, t.info
+    live = state in (
+        ServerState.READY,
+        ServerState.STUCK,
+        ServerState.STALE,
+        ServerState.STOPPING,
+    )
+    effective = _either(info.max_running_effective if info else None, log.max_running_effective)
+    requested = _either(info.max_running_requested if info else None, log.max_running_requested)
+    throughput_age = note_decode(t, now)
+    capped = log.capped or (
+        isinstance(effective, int) and isinstance(requested, int) and effective < requested
+    )
+    kv = _either(info.max_total_num_tokens if info else None, log.kv_tokens)
+    mamba = _either(info.max_mamba_cache_size if info else None, log.mamba_slots)
+    return ServerSnapshot(
+        port=t.spec.port,
+        state=state,
+        pid=t.process.pid if t.process else None,
+        phase=log.phase if state is ServerState.STARTING else "",
+        log_path=str(t.follower.path) if t.follower else None,
+        kv_tokens=kv if isinstance(kv, int) else None,
+        mamba_slots=mamba if isinstance(mamba, int) else None,
+        max_running_requested=requested if isinstance(requested, int) else None,
+        max_running_effective=effective if isinstance(effective, int) else None,
+        capped=capped,
+        running=live_number(live, load.running if load else None, log.running),
+        queued=live_number(live, load.queued if load else None, log.queued),
+        token_usage=live_number(live, load.token_usage if load else None, log.token_usage),
+        mamba_usage=live_number(live, load.mamba_usage if load else None, log.mamba_usage),
+        gen_throughput=decayed_throughput(
+            live_number(live, load.gen_throughput if load else None, log.gen_throughput),
+            throughput_age,
+        ),
+        accept_len=live_number(live, load.accept_len if load else None, log.accept_len),
+        throughput_history=log.throughput_history,
+        allocation_lines=log.allocation_lines,
+        last_error=log.last_error,
+        error_reason=log.error_reason,
+        error_fatal=log.error_fatal,
+        stuck_for_s=stuck_for if state is ServerState.STUCK else None,
+        pressure=pressure_words(log),
+        pressure_age_s=stamp_age(log.pressure_stamp, now),
+        ready_at=t.ready_at,
+        updated_at=now,
+        profile=profile,
+        load_age_s=None if t.load_at is None or not live else max(now - t.load_at, 0.0),
+        throughput_age_s=throughput_age if live else None,
+    )
