@@ -69,7 +69,9 @@ def test_server_shares_after_a_kill_and_relaunch(
     tmp_path: Path, two_sims: list[ProcessServer]
 ) -> None:
     a, b = two_sims
-    total = 8000
+    # b alone serves ~1,000 a second: enough prompts that a is back (its start and the probe's
+    # backoff, up to ~3 s) well before b alone could finish them (8,000 left it ~4 s and lost).
+    total = 16000
     prompts = write_prompts(tmp_path / "p.jsonl", total)
     status_path = tmp_path / "status.json"
     argv = [PYTHON, "-m", "tui", "generate", "--prompts", str(prompts), "--out", str(tmp_path)]
@@ -85,9 +87,14 @@ def test_server_shares_after_a_kill_and_relaunch(
         a.kill()
         down = status_where(lambda s: not s.servers[0].healthy, "server a marked down")
         assert down.servers[0].in_flight == 0  # its requests went back to the queue
-        assert down.servers[1].healthy and down.servers[1].in_flight > 0
+        # b's in-flight count is not asserted on this one document: when its eight requests end
+        # in one tick the status can be written before the dispatcher refills them (CI saw 0).
+        assert down.servers[1].healthy
         done_at_kill = down.servers[0].done
-        later = status_where(lambda s: s.servers[1].done > down.servers[1].done + 200, "b alone")
+        later = status_where(
+            lambda s: s.servers[1].done > down.servers[1].done + 200 and s.servers[1].in_flight > 0,
+            "b alone, busy",
+        )
         assert later.servers[0].done == done_at_kill and not later.servers[0].healthy
         a.start()
         back = status_where(
