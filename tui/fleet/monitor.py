@@ -7,7 +7,9 @@ probes of every server run concurrently with short timeouts, so a hung server ne
 others.
 
 The refresh uses cheap signals only: ``/ready`` (SGLang 0.5.23 answers it at once), ``/metrics``
-and the log. SGLang's generating health check (``/health_generate``, >= 1 s, up to 20 s) runs in
+and the log. A ready server's steady ``/metrics`` read (its one request of most polls) rides the
+poll's thread hop as one blocking batch (``tui.servers.batch_fetch``); the rest is asyncio.
+SGLang's generating health check (``/health_generate``, >= 1 s, up to 20 s) runs in
 a background task per server every ``health_interval`` and is never awaited by the refresh: it is
 what makes SGLang notice a hung scheduler (UnHealthy: ``/ready`` 503), and on servers without
 ``/ready`` it is the readiness. A snapshot asks for a sooner refresh while a server warms up, so
@@ -38,9 +40,10 @@ from tui.fleet.tracker import (
     recorded_process,
 )
 from tui.gpu.snapshot import GpuSnapshot, GpuSource
+from tui.servers.batch_fetch import BatchFetcher
 from tui.servers.discovery import find_servers
-from tui.servers.keepalive import KeepAliveTransport
-from tui.servers.probe import ProbeStatus, Readiness, ServerProbe
+from tui.servers.keepalive import Answer, KeepAliveTransport
+from tui.servers.probe import ProbeStatus, Readiness, ServerLoad, ServerProbe
 
 
 class FleetMonitor:
@@ -88,6 +91,10 @@ class FleetMonitor:
         # send to it straight when the client is the monitor's own.
         transport = KeepAliveTransport() if client is None else None
         self._client = client or httpx.AsyncClient(transport=transport)
+        # The steady /metrics reads go through the batch only with the monitor's own wire (a
+        # given client may be a test's mock transport, which the batch would bypass).
+        self._batch = BatchFetcher() if client is None else None
+        self.probe_timeout = probe_timeout
         self.server_info_interval = server_info_interval
         self.health_interval = health_interval
         self.ready_interval = ready_interval
@@ -131,6 +138,8 @@ class FleetMonitor:
                 tracker.follower.close()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self._batch is not None:
+            self._batch.close()
         if self._own_client:
             await self._client.aclose()
 
@@ -147,17 +156,44 @@ class FleetMonitor:
         except Exception as error:  # a driver hiccup must cost one frame, not the console
             return (), "", f"GPU sampling failed: {type(error).__name__}: {error}"
 
-    def _blocking_part(self) -> tuple[tuple[GpuSnapshot, ...], str, str]:
-        """The poll's blocking work: the host side, then the GPU sample (``_sample_gpus``).
+    def _blocking_part(
+        self, now: float
+    ) -> tuple[tuple[GpuSnapshot, ...], str, str, dict[int, ServerLoad | None]]:
+        """The poll's blocking work: the host side, the GPU sample (``_sample_gpus``), then the
+        steady load reads (``_steady_loads``).
 
         Why one call: each ``asyncio.to_thread`` costs an executor submission, a future pair
         and a wake-up of the loop through its self-pipe; the GPU sample ran in a second one
         beside the host side and the probes. Run after the host side, it delays the probes by
         the sample (about 0.6 ms with NVML); a hung driver held the poll before too, which
-        awaited the sample at its end.
+        awaited the sample at its end. The steady reads come after the host side, which may
+        have reset a relaunched server's tracker: such a server is not steady any more.
         """
         self._host_side()
-        return self._sample_gpus()
+        gpus, description, error = self._sample_gpus()
+        return gpus, description, error, self._steady_loads(now)
+
+    def _steady_loads(self, now: float) -> dict[int, ServerLoad | None]:
+        """Read ``/metrics`` of every server whose load read suffices this poll, in one batch.
+
+        Returns:
+            By tracker position: the load, or None when the read failed (that server's
+            readiness is asked on the event loop the same poll, as before the batch).
+        """
+        if self._batch is None:
+            return {}
+        due = []
+        for position, tracker in enumerate(self._trackers):
+            target = tracker.probe.steady_target() if self._load_suffices(tracker, now) else None
+            if target is not None:
+                due.append((position, tracker, target))
+        if not due:
+            return {}
+        outcomes = self._batch.fetch_all([target for *_, target in due], self.probe_timeout)
+        return {
+            position: tracker.probe.read_load(outcome) if isinstance(outcome, Answer) else None
+            for (position, tracker, _), outcome in zip(due, outcomes, strict=True)
+        }
 
     def _read_profiles(self) -> None:
         """Read what each GPU runs from the fleet state, when the file changed since."""
@@ -248,17 +284,28 @@ class FleetMonitor:
             and now - tracker.checked_at < self.ready_interval
         )
 
-    async def _probe(self, tracker: Tracker) -> None:
-        now = self._clock()
-        self._start_health(
-            tracker,
-            now,
-            due=tracker.ever_ready
+    def _health_due(self, tracker: Tracker, now: float) -> bool:
+        """A ready server whose generating probe is due (``health_interval``)."""
+        return (
+            tracker.ever_ready
             and tracker.readiness is not None
             and tracker.readiness.status is ProbeStatus.READY
-            and now - tracker.health_at >= self.health_interval,
+            and now - tracker.health_at >= self.health_interval
         )
-        if self._load_suffices(tracker, now):
+
+    def _steady(self, tracker: Tracker, now: float, load: ServerLoad) -> bool:
+        """Take a steady read's load (it answered: still up); True when ``/server_info`` is
+        due as well."""
+        self._start_health(tracker, now, due=self._health_due(tracker, now))
+        tracker.load, tracker.load_at = load, now
+        return now - tracker.info_at >= self.server_info_interval
+
+    async def _probe(self, tracker: Tracker, *, load_failed: bool = False) -> None:
+        """Probe one server on the event loop; ``load_failed``: its steady read failed this
+        poll, so readiness is asked at once (not the load again)."""
+        now = self._clock()
+        self._start_health(tracker, now, due=self._health_due(tracker, now))
+        if not load_failed and self._load_suffices(tracker, now):
             load = await tracker.probe.load()
             if load is not None:  # it answered: still up, and this is the poll's one request
                 tracker.load, tracker.load_at = load, now
@@ -294,8 +341,20 @@ class FleetMonitor:
         """
         # Processes, logs and GPUs first, in one thread hop (a millisecond or two): a relaunch
         # resets a tracker, and the probes that follow must not race with that reset.
-        gpus, description, gpu_error = await asyncio.to_thread(self._blocking_part)
-        await asyncio.gather(*(self._probe(t) for t in self._trackers))
+        now = self._clock()
+        gpus, description, gpu_error, steady = await asyncio.to_thread(self._blocking_part, now)
+        # Servers whose steady read answered need nothing on the loop (no coroutine at all,
+        # the point of the batch) unless /server_info is due; the others are probed here.
+        waits = []
+        for position, tracker in enumerate(self._trackers):
+            if position not in steady:
+                waits.append(self._probe(tracker))
+            elif (load := steady[position]) is None:
+                waits.append(self._probe(tracker, load_failed=True))
+            elif self._steady(tracker, now, load):
+                waits.append(self._server_info(tracker, now, became_ready=False))
+        if waits:
+            await asyncio.gather(*waits)
         note = gpu_error or description
         now = self._clock()
         by_gpu = {g.index: g for g in gpus}

@@ -176,7 +176,7 @@ async def _chunked(wire: _Wire) -> bytes:
         parts.append(chunk[:-2])
 
 
-def _head(raw: bytes) -> tuple[bytes, int, tuple[tuple[bytes, bytes], ...]]:
+def parse_head(raw: bytes) -> tuple[bytes, int, tuple[tuple[bytes, bytes], ...]]:
     """(HTTP version, status, headers) of a response head."""
     lines = raw.split(b"\r\n")
     version, _, rest = lines[0].partition(b" ")
@@ -196,7 +196,7 @@ async def _answer(wire: _Wire, method: bytes) -> tuple[Answer, bool]:
     """Read one response; (it, whether the connection may carry another)."""
     while True:
         end = await _until(wire, b"\r\n\r\n", MAX_HEAD_BYTES)
-        version, status, headers = _head(bytes(wire.buffer[:end]))
+        version, status, headers = parse_head(bytes(wire.buffer[:end]))
         del wire.buffer[: end + 4]
         if status >= 200 or status == 101:
             break  # 1xx interim answers (100 Continue) precede the real one

@@ -31,7 +31,7 @@ from enum import StrEnum
 
 import httpx
 
-from tui.servers.keepalive import KeepAliveTransport
+from tui.servers.keepalive import Answer, KeepAliveTransport
 from tui.servers.payloads import (
     METRIC_NAMES,
     PROGRESS_NAMES,
@@ -244,12 +244,35 @@ class ServerProbe:
             if response is None or response.status != 200:
                 return None
             if response.path == "/metrics":
-                last = self._metrics
-                if last is not None and last[0] == response.body:
-                    return last[1]
-                load = parse_metrics(response.body)
-                self._metrics = (response.body, load)
-                return load
+                return self._metrics_load(response.body)
             return parse_loads_json(json.loads(response.body), response.path)
         except (httpx.HTTPError, ValueError):
             return None
+
+    def steady_target(self) -> tuple[str, int, str] | None:
+        """What a ready server's steady load read asks, for a batch outside the event loop
+        (``tui.servers.batch_fetch``): (host, port, ``/metrics``); None when the server has
+        no ``/metrics`` (its load comes through :meth:`load`'s other paths)."""
+        if LOAD_PATHS[0] in self._missing:
+            return None
+        return (self.host, self.port, LOAD_PATHS[0])
+
+    def read_load(self, answer: Answer) -> ServerLoad | None:
+        """The load in the answer to :meth:`steady_target`; None when it holds none (a 404 is
+        remembered, as :meth:`load` does). Blocking-safe: no I/O."""
+        if answer.status == 404:
+            self._missing.add(LOAD_PATHS[0])
+        if answer.status != 200:
+            return None
+        try:
+            return self._metrics_load(answer.body)
+        except ValueError:
+            return None
+
+    def _metrics_load(self, body: bytes) -> ServerLoad:
+        last = self._metrics
+        if last is not None and last[0] == body:
+            return last[1]
+        load = parse_metrics(body)
+        self._metrics = (body, load)
+        return load
