@@ -10,7 +10,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from pipeline_helpers import sim_server
 
+from tui import paths
 from tui.gpu import sim_records
 from tui.gpu.sim_cache import RACY_NS, RecordCache
 from tui.gpu.simulated import DRIVER_RESERVED_BYTES, SimulatedSource
@@ -163,3 +165,46 @@ def test_a_dead_record_is_checked_once(
     sim_records.publish_process(tmp_path, 0, _record(child, 40 * GIB, 80.0))
     ((_, live),) = cache.devices()
     assert [r.pid for r in live] == [child.pid] and checks == [child.pid, child.pid]
+
+
+def test_a_changed_folder_reads_only_its_changed_records(
+    tmp_path: Path, child: psutil.Process
+) -> None:
+    """Records of killed processes pile up beside a live one; a change of the live record reads
+    that one file again, not the pile, and a removed record is forgotten."""
+    sim_records.ensure_device(tmp_path, 0, "b200")
+    for pid in range(4_000_000, 4_000_040):  # dead: never valid pids of this machine
+        stale = sim_records.SimProcessRecord(pid=pid, create_time=1.0, used_bytes=GIB)
+        sim_records.publish_process(tmp_path, 0, stale)
+    sim_records.publish_process(tmp_path, 0, _record(child, GIB, 10.0))
+    _age_folders(tmp_path)
+    source = SimulatedSource(tmp_path)
+    assert source.sample()[0].utilization_gpu == 10.0
+    assert source._records.record_reads == 41
+    sim_records.publish_process(tmp_path, 0, _record(child, 2 * GIB, 70.0))
+    sim_records.withdraw_process(tmp_path, 0, 4_000_000)
+    _age_folders(tmp_path)
+    sample = source.sample()[0]
+    assert (sample.utilization_gpu, len(sample.processes)) == (70.0, 1)
+    assert sample.memory_used == DRIVER_RESERVED_BYTES + 2 * GIB
+    assert source._records.record_reads == 42  # the live record alone
+    assert len(source._records._files[tmp_path / "gpu0"]) == 40  # the withdrawn one forgotten
+
+
+def test_a_starting_sim_server_prunes_the_dead_records_of_its_gpu() -> None:
+    """A killed server's record stays behind (nothing withdrew it); the next server on that
+    GPU removes it, as a driver forgets a dead process, so the pile never grows."""
+    root = paths.sim_gpu_dir()  # the test's own state directory (conftest)
+    sim_records.ensure_device(root, 3, "b200")
+    stale = sim_records.SimProcessRecord(pid=4_000_001, create_time=1.0, used_bytes=GIB)
+    left = sim_records.publish_process(root, 3, stale)
+    server = sim_server(3)
+    server.start()
+    try:
+        assert not left.exists()
+        assert server.process is not None
+        family = psutil.Process(server.process.pid).children(recursive=True)
+        held = [r.pid for r in sim_records.live_processes(root, 3)]
+        assert held == [p.pid for p in family if p.pid in held] and len(held) == 1  # its own
+    finally:
+        server.kill()

@@ -12,6 +12,7 @@ owning process is gone, not when it says so. Writers replace files atomically (w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -176,5 +177,6 @@ def live_processes(root: Path, index: int, prune: bool = False) -> list[SimProce
         if alive(record.pid, record.create_time):
             records.append(record)
         elif prune:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # gone already, or not ours to remove
+                path.unlink()
     return sorted(records, key=lambda r: r.pid)

@@ -47,7 +47,9 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
     root = sim_gpu_dir()
     device = ensure_device(root, index, args.sim_gpu)
     gpu_total = device.memory_total
-    others = sum(r.used_bytes for r in live_processes(root, index))
+    # Pruned: a killed server's record stays behind (nothing withdrew it); a driver forgets a
+    # dead process, and every such record cost the console's GPU sample a stat (issue 20).
+    others = sum(r.used_bytes for r in live_processes(root, index, prune=True))
     if args.gpu_backing == "cuda":
         real = probe_device(index)  # the caller turns BackingUnavailable into a usage error
         gpu_total, others = real.total_bytes, real.used_bytes
