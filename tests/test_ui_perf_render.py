@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -18,7 +19,7 @@ from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.app import FleetApp
 from tui.ui.format import sig3_text
 from tui.ui.grid.gpu_grid import GpuGrid
-from tui.ui.grid.gpu_panel import GpuPanelView, changed_span
+from tui.ui.grid.gpu_panel import GpuPanelView, changed_span, common_prefix, common_suffix
 from tui.ui.main_screen import MainScreen
 
 
@@ -368,3 +369,21 @@ async def test_a_graph_read_that_draws_the_same_cells_builds_nothing(
         view.show_graphs(moved)
         await pilot.pause()
         assert len(drawn) == 1 and len(built) >= 1
+
+
+def test_common_prefix_and_suffix_agree_with_the_character_loop() -> None:
+    """The halving search against the plain loop it replaced, on strings that share some of
+    their start and end (the shape of a panel line whose number changed)."""
+    rng = random.Random(7)
+    for _ in range(2000):
+        head = "".join(rng.choice("ab 1/W") for _ in range(rng.randrange(8)))
+        tail = "".join(rng.choice("ab 1/W") for _ in range(rng.randrange(8)))
+        a = head + "".join(rng.choice("0123") for _ in range(rng.randrange(4))) + tail
+        b = head + "".join(rng.choice("0123") for _ in range(rng.randrange(4))) + tail
+        prefix = 0
+        while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
+            prefix += 1
+        suffix = 0
+        while suffix < min(len(a), len(b)) and a[-1 - suffix] == b[-1 - suffix]:
+            suffix += 1
+        assert (common_prefix(a, b), common_suffix(a, b)) == (prefix, suffix), (a, b)

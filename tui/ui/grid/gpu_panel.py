@@ -53,19 +53,44 @@ def changed_span(old: Content, new: Content) -> tuple[int, int] | None:
     if old.spans != new.spans and not _same_style_layout(old, new):
         return (0, max(cell_len(old.plain), cell_len(new.plain), 1))
     a, b = old.plain, new.plain
-    start = 0
-    while start < min(len(a), len(b)) and a[start] == b[start]:
-        start += 1
+    start = common_prefix(a, b)
     left = cell_len(b[:start])
     width_a, width_b = cell_len(a), cell_len(b)
     if width_a != width_b:
         # Everything after the first difference moved: "97/1000 W" -> "843/1000 W" must
         # repaint "/1000 W" too, or the screen keeps the old cells ("8431000 W").
         return (left, max(width_a, width_b, left + 1))
-    end_a, end_b = len(a), len(b)
-    while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
-        end_a, end_b = end_a - 1, end_b - 1
+    same = common_suffix(a[start:], b[start:])
+    end_a, end_b = len(a) - same, len(b) - same
     return (left, max(cell_len(a[:end_a]), cell_len(b[:end_b]), left + 1))
+
+
+def common_prefix(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share.
+
+    Why by halves: each step is one string comparison in C; the character loop it replaces
+    was a tenth of a reading's panel update (seven panels, ~15 lines each, every second).
+    """
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def common_suffix(a: str, b: str) -> int:
+    """How many trailing characters ``a`` and ``b`` share (``common_prefix`` from the end)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle :] == b[len(b) - middle :]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _same_style_layout(old: Content, new: Content) -> bool:
