@@ -4,7 +4,8 @@ It shows the app's current operation (``FleetApp.operation``, a report screen, s
 ``tui.ui.background``): which GPUs, the phase, the elapsed time and the verdict so far, and
 stays after the end until the report is closed. Without one, it shows the autotune search
 (``tui.ui.autotune.strip_line``), whether this console started it or the CLI did: the search
-runs detached, so the strip reads its status document (in a thread, every ``AUTOTUNE_READ_S``).
+runs detached, so the strip reads its status document (in a thread, every ``AUTOTUNE_READ_S``,
+while there is one: its absence is one ``stat`` on the loop, no thread hop).
 Hidden when there is neither. It reads the report every ``TICK_S`` so its timer ticks between
 events.
 """
@@ -17,7 +18,7 @@ from typing import Any
 from textual.content import Content
 from textual.widgets import Static
 
-from tui.autotune.status import holder_alive, read_status
+from tui.autotune.status import holder_alive, read_status, status_file
 from tui.state.files import StateFileError
 from tui.ui.autotune.strip_line import autotune_line
 from tui.ui.background import TICK_S, OperationReport
@@ -50,9 +51,21 @@ class OperationStrip(Static):
         self.call_later(self.read_autotune)
 
     async def read_autotune(self) -> None:
-        """Read the autotune search's status document (in a thread) and redraw."""
-        self.autotune = await asyncio.to_thread(_autotune_now)
-        self.refresh_line()
+        """Read the autotune search's status document (in a thread) and redraw.
+
+        Why the look first: most consoles never see a search, and the thread hop every two
+        seconds (an executor job, two futures, a wake-up of the loop) cost more than the
+        strip's whole line; a missing document is a ``stat`` of a small directory, and then
+        there is nothing to show.
+        """
+        if not status_file().exists():
+            line = None
+        else:
+            line = await asyncio.to_thread(_autotune_now)
+        changed = line != self.autotune
+        self.autotune = line
+        if changed:
+            self.refresh_line()
 
     def refresh_line(self) -> None:
         """Show the operation's line, else the search's (hide the strip when neither)."""
