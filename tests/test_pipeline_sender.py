@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import pytest
+from wire_server import listening
 
 from tui.pipeline.sender import Sender, lean_route
 
@@ -56,14 +57,11 @@ class Recorder:
 @asynccontextmanager
 async def recorder() -> AsyncIterator[Recorder]:
     state = Recorder()
-    server = await asyncio.start_server(state.handle, "127.0.0.1", 0)
-    state.port = server.sockets[0].getsockname()[1]
-    try:
-        yield state
-    finally:
-        state.release.set()
-        server.close()
-        await server.wait_closed()
+    async with listening(state.handle) as state.port:
+        try:
+            yield state
+        finally:
+            state.release.set()
 
 
 def test_plain_http_takes_the_lean_path_https_and_proxied_servers_httpx(

@@ -8,7 +8,7 @@ clients). Shared by the keep-alive transport's and the batch fetcher's tests.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -78,14 +78,24 @@ class Server:
 
 
 @asynccontextmanager
-async def serve(port: int = 0) -> AsyncIterator[Server]:
-    state = Server()
-    server = await asyncio.start_server(state.handle, "127.0.0.1", port)
-    state.port = server.sockets[0].getsockname()[1]
+async def listening(
+    handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]], port: int = 0
+) -> AsyncIterator[int]:
+    """An asyncio server on loopback running ``handle`` per connection; yields its port."""
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
     try:
-        yield state
+        yield server.sockets[0].getsockname()[1]
     finally:
-        state.stall.set()
-        state.drop_all()
         server.close()
         await server.wait_closed()
+
+
+@asynccontextmanager
+async def serve(port: int = 0) -> AsyncIterator[Server]:
+    state = Server()
+    async with listening(state.handle, port) as state.port:
+        try:
+            yield state
+        finally:
+            state.stall.set()
+            state.drop_all()
