@@ -19,7 +19,8 @@ from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.app import FleetApp
 from tui.ui.format import sig3_text
 from tui.ui.grid.gpu_grid import GpuGrid
-from tui.ui.grid.gpu_panel import GpuPanelView, changed_span, common_prefix, common_suffix
+from tui.ui.grid.gpu_panel import GpuPanelView
+from tui.ui.grid.line_diff import changed_span, common_prefix, common_suffix
 from tui.ui.main_screen import MainScreen
 
 
