@@ -70,6 +70,19 @@ def test_a_head_without_end_is_refused_past_its_bound() -> None:
         parse_answer(b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70_000, closed=False)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b"1" * 70_000, b"0\r\nX-Trailer: " + b"y" * 70_000],
+    ids=["size line", "trailer line"],
+)
+def test_a_chunk_line_without_end_is_refused_past_its_bound(body: bytes) -> None:
+    # the async transport reads chunked bodies through the same parser (keepalive.chunked_body)
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    assert parse_answer(head + body[:60_000], closed=False) is None
+    with pytest.raises(httpx.RemoteProtocolError, match="no end of line"):
+        parse_answer(head + body, closed=False)
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

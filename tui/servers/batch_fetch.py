@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from tui.servers.keepalive import MAX_CONNECTION_AGE_S, MAX_HEAD_BYTES, NO_BODY_STATUS, Answer
+from tui.servers.keepalive import (
+    MAX_CONNECTION_AGE_S,
+    MAX_HEAD_BYTES,
+    NO_BODY_STATUS,
+    Answer,
+    chunked_body,
+    host_header,
+)
 
 READ_SIZE = 256 * 1024
 """Bytes asked of a socket per read (a busy SGLang server's /metrics is tens of KiB)."""
@@ -99,7 +106,7 @@ def parse_answer(buffer: bytes | bytearray, closed: bool) -> tuple[Answer, bool,
     if status in NO_BODY_STATUS or status < 200:
         return Answer(status, headers, b""), keep, start
     if chunked:
-        found = _chunked(buffer, start)
+        found = chunked_body(buffer, start)
         if found is None:
             return None
         body, used = found
@@ -114,36 +121,6 @@ def parse_answer(buffer: bytes | bytearray, closed: bool) -> tuple[Answer, bool,
     if not closed:
         return None  # framed by the end of the connection
     return Answer(status, headers, bytes(buffer[start:])), False, len(buffer)
-
-
-def _chunked(buffer: bytes | bytearray, start: int) -> tuple[bytes, int] | None:
-    """A chunked body from ``start`` (RFC 9112 7.1; trailers dropped) and where it ends."""
-    parts: list[bytes] = []
-    at = start
-    while True:
-        end = buffer.find(b"\r\n", at)
-        if end < 0:
-            return None
-        size_field = bytes(buffer[at:end]).split(b";", 1)[0].strip()
-        try:
-            size = int(size_field, 16)
-        except ValueError:
-            raise httpx.RemoteProtocolError(f"bad chunk size {size_field[:20]!r}") from None
-        at = end + 2
-        if size == 0:
-            while True:  # trailer lines, then the empty line
-                end = buffer.find(b"\r\n", at)
-                if end < 0:
-                    return None
-                if end == at:
-                    return b"".join(parts), end + 2
-                at = end + 2
-        if len(buffer) < at + size + 2:
-            return None
-        if buffer[at + size : at + size + 2] != b"\r\n":
-            raise httpx.RemoteProtocolError("a chunk did not end with CRLF")
-        parts.append(bytes(buffer[at : at + size]))
-        at += size + 2
 
 
 @dataclass(eq=False)
@@ -242,11 +219,13 @@ class BatchFetcher:
         key = (host, port, path)
         request = self._requests.get(key)
         if request is None:
-            name = f"[{host}]" if ":" in host else host
             request = (
-                f"GET {path} HTTP/1.1\r\nHost: {name}:{port}\r\nAccept: */*\r\n"
-                "User-Agent: gpufleet\r\n\r\n"
-            ).encode()
+                b"GET %s HTTP/1.1\r\nHost: %s\r\nAccept: */*\r\nUser-Agent: gpufleet\r\n\r\n"
+                % (
+                    path.encode(),
+                    host_header(host, port),
+                )
+            )
             self._requests[key] = request
         return request
 

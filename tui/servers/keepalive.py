@@ -155,25 +155,57 @@ async def _exactly(wire: _Wire, count: int) -> bytes:
 
 
 async def _chunked(wire: _Wire) -> bytes:
-    """A chunked body (RFC 9112 7.1), its trailers read and dropped."""
+    """A chunked body (``chunked_body``), reading more until it is all there."""
+    while (found := chunked_body(wire.buffer, 0)) is None:
+        await wire.more()
+    body, used = found
+    del wire.buffer[:used]
+    return body
+
+
+def chunked_body(buffer: bytes | bytearray, start: int) -> tuple[bytes, int] | None:
+    """A chunked body from ``start`` (RFC 9112 7.1; trailers dropped) and where it ends, or
+    None while incomplete: the one reading of chunked framing, for the async transport here and
+    the blocking batch (``tui.servers.batch_fetch``).
+
+    Raises:
+        httpx.RemoteProtocolError: a bad chunk size, a chunk not ended by CRLF, or a size or
+            trailer line longer than ``MAX_HEAD_BYTES``.
+    """
     parts: list[bytes] = []
+    at = start
     while True:
-        end = await _until(wire, b"\r\n", MAX_HEAD_BYTES)
-        size_field = bytes(wire.buffer[:end]).split(b";", 1)[0].strip()
-        del wire.buffer[: end + 2]
+        end = _line_end(buffer, at)
+        if end < 0:
+            return None
+        size_field = bytes(buffer[at:end]).split(b";", 1)[0].strip()
         try:
             size = int(size_field, 16)
         except ValueError:
             raise httpx.RemoteProtocolError(f"bad chunk size {size_field[:20]!r}") from None
+        at = end + 2
         if size == 0:
-            while (end := await _until(wire, b"\r\n", MAX_HEAD_BYTES)) > 0:
-                del wire.buffer[: end + 2]  # a trailer line
-            del wire.buffer[:2]
-            return b"".join(parts)
-        chunk = await _exactly(wire, size + 2)
-        if chunk[-2:] != b"\r\n":
+            while True:  # trailer lines, then the empty line
+                end = _line_end(buffer, at)
+                if end < 0:
+                    return None
+                if end == at:
+                    return b"".join(parts), end + 2
+                at = end + 2
+        if len(buffer) < at + size + 2:
+            return None
+        if buffer[at + size : at + size + 2] != b"\r\n":
             raise httpx.RemoteProtocolError("a chunk did not end with CRLF")
-        parts.append(chunk[:-2])
+        parts.append(bytes(buffer[at : at + size]))
+        at += size + 2
+
+
+def _line_end(buffer: bytes | bytearray, at: int) -> int:
+    """Where the line at ``at`` ends (its CRLF), or -1 while it is incomplete."""
+    end = buffer.find(b"\r\n", at)
+    if end < 0 and len(buffer) - at > MAX_HEAD_BYTES:
+        raise httpx.RemoteProtocolError(f"no end of line within {MAX_HEAD_BYTES} bytes")
+    return end
 
 
 def parse_head(raw: bytes) -> tuple[bytes, int, tuple[tuple[bytes, bytes], ...]]:
@@ -221,7 +253,8 @@ async def _answer(wire: _Wire, method: bytes) -> tuple[Answer, bool]:
     return Answer(status, headers, body), False
 
 
-def _host_header(host: str, port: int) -> bytes:
+def host_header(host: str, port: int) -> bytes:
+    """The ``Host`` header's value for ``host:port`` (an IPv6 address in brackets)."""
     name = f"[{host}]" if ":" in host else host
     return f"{name}:{port}".encode("ascii")
 
@@ -303,7 +336,7 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
             head = b"%s %s HTTP/1.1\r\nHost: %s\r\nAccept: */*\r\nUser-Agent: gpufleet\r\n" % (
                 method.encode("ascii"),
                 target.encode(),
-                _host_header(host, port),
+                host_header(host, port),
             )
             if body:
                 head += b"Content-Type: %s\r\nContent-Length: " % content_type.encode("ascii")
