@@ -89,3 +89,50 @@ async def test_partial_updates_send_what_textuals_compositor_sends(
     assert len(compared) >= 4
     for theirs_text, mine_text in compared:
         assert mine_text == theirs_text
+
+
+async def test_a_reading_marks_its_changed_panels_on_the_screen_without_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A changed panel is marked dirty on its screen directly (``GpuPanelView.refresh``): no
+    Prompt to the panel's own pump and no Update to the screen's, yet the next frame renders
+    exactly the changed panels."""
+    from textual import messages
+    from textual.message import Message
+    from textual.message_pump import MessagePump
+
+    fleet = seven_gpu_fleet()
+    app = make_app(fleet)
+    assert isinstance(app, FleetApp)
+    posted: list[tuple[str, str]] = []
+    rendered: list[str] = []
+    post = MessagePump.post_message
+
+    def counted_post(self: MessagePump, message: Message) -> bool:
+        if isinstance(self, GpuPanelView) and isinstance(message, messages.Prompt):
+            posted.append((self.id or "", "Prompt"))
+        if isinstance(message, messages.Update) and isinstance(message.widget, GpuPanelView):
+            posted.append((message.widget.id or "", "Update"))
+        return post(self, message)
+
+    original = GpuPanelView.render_lines
+
+    def counted_render(self: GpuPanelView, crop: Any) -> Any:
+        rendered.append(self.id or "")
+        return original(self, crop)
+
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        await pilot.pause()
+        monkeypatch.setattr(MessagePump, "post_message", counted_post)
+        monkeypatch.setattr(GpuPanelView, "render_lines", counted_render)
+        for step, gpus in enumerate([(2,), (1, 5), (0, 6)], 1):
+            rendered.clear()
+            fleet = _with(fleet, step, gpus)
+            app.main_screen.fleet = fleet
+            await pilot.pause()
+            await pilot.pause()
+            assert set(rendered) == {f"gpu-{gpu}" for gpu in gpus}, step
+            view = app.main_screen.query_one(f"#gpu-{gpus[0]}", GpuPanelView)
+            assert f"queued {(step * 7) % 31}" in "\n".join(line.plain for line in view.lines())
+    assert posted == []

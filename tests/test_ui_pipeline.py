@@ -20,7 +20,7 @@ from tui.history.samples import pipeline_samples
 from tui.ui.app import FleetApp
 from tui.ui.history.chart import RANGES, ChartData, HistoryChart, chart_lines
 from tui.ui.history.plot import axis_for, braille_rows, columns, mark_columns, time_labels
-from tui.ui.pipeline.generation_pane import GenerationPane, chart_data
+from tui.ui.pipeline.generation_pane import GenerationPane, PaneProgressBar, chart_data
 
 
 def recorded_hour(app: FleetApp) -> None:
@@ -259,3 +259,25 @@ async def test_the_hidden_panes_progress_bar_runs_no_animation_timer() -> None:
         progress = pane.query_one(ProgressBar)
         await wait_for(pilot, lambda: progress.percentage is not None, "the document's progress")
         assert pane.query_one("#pipeline-progress #bar").auto_refresh is None
+
+
+async def test_the_progress_bar_runs_no_eta_timer_and_still_moves() -> None:
+    """The pane prints its own ETA, so its bar keeps none of Textual's once-a-second ETA timer
+    (``PaneProgressBar``; Textual's own bar has one), and still shows each document's
+    progress."""
+    app = make_app(status=pipeline_status())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("g")
+        pane = app.screen.query_one(GenerationPane)
+        progress = pane.query_one(ProgressBar)
+        assert isinstance(progress, PaneProgressBar)
+        await wait_for(pilot, lambda: progress.percentage is not None, "the document's progress")
+        assert list(progress._timers) == []
+        textual_bar = ProgressBar(total=10)
+        await app.screen.mount(textual_bar)
+        await pilot.pause()
+        assert len(list(textual_bar._timers)) == 1  # what the pane's bar does without
+        progress.update(total=200, progress=50)
+        await wait_for(pilot, lambda: progress.percentage == 0.25, "a quarter done")

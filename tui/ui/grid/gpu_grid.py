@@ -164,10 +164,15 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         self._hand_out(views, fleet)
 
     def _hand_out(self, views: list[GpuPanelView], fleet: FleetSnapshot) -> None:
+        selected, marked = self.selected, self.marked
         for view, panel in zip(views, fleet.panels, strict=True):
             view.show(panel)
-            view.selected = panel.gpu_index == self.selected
-            view.marked = panel.gpu_index in self.marked
+            # Set only what changed: a reactive's set costs Textual its validation and
+            # bookkeeping even for the same value (two per panel per reading, a tenth of it).
+            if view.selected != (is_selected := panel.gpu_index == selected):
+                view.selected = is_selected
+            if view.marked != (is_marked := panel.gpu_index in marked):
+                view.marked = is_marked
 
     def watch_selected(self, selected: int) -> None:
         """Move the selection border."""

@@ -34,6 +34,21 @@ BAR_ANIMATION_S = 1 / 15
 """Refresh interval of the indeterminate bar's animation (Textual's own)."""
 
 
+class PaneProgressBar(ProgressBar):
+    """Textual's progress bar without its once-a-second ETA timer.
+
+    Why: ``ProgressBar.on_mount`` starts a 1 s interval that recomputes the ETA the bar can
+    show; this pane hides that ETA (``show_eta=False``: the summary prints its own), yet the
+    timer ticked for the console's life, pane shown or not (44-88 us a second here and on the
+    H200, issue 20). The bar still moves with every ``update``.
+    """
+
+    def _on_mount(self, event: events.Mount) -> None:
+        event.prevent_default()  # ProgressBar.on_mount is skipped; its first update is here
+        super()._on_mount(event)
+        self.update()
+
+
 class SeriesSource(Protocol):
     """What the chart reads: the console's own ``HistoryStore``, or ``PrometheusChart`` (a
     Prometheus server scraping the agents, ``gpufleet console --prometheus URL``)."""
@@ -180,7 +195,7 @@ class GenerationPane(Vertical, can_focus=True):
     def compose(self) -> ComposeResult:
         """Summary, progress bar, the output-rate chart with retune markers, per-server share."""
         yield Static("no pipeline status document yet", id="pipeline-summary")
-        yield ProgressBar(total=None, show_eta=False, id="pipeline-progress")
+        yield PaneProgressBar(total=None, show_eta=False, id="pipeline-progress")
         yield HistoryChart(id="pipeline-chart")
         yield Static("", id="pipeline-servers")
 
