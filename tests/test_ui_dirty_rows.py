@@ -7,7 +7,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from textual import messages
 from textual._compositor import ChopsUpdate, Compositor
+from textual.message import Message
+from textual.message_pump import MessagePump
 from textual.widget import Widget
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
@@ -97,10 +100,6 @@ async def test_a_reading_marks_its_changed_panels_on_the_screen_without_messages
     """A changed panel is marked dirty on its screen directly (``GpuPanelView.refresh``): no
     Prompt to the panel's own pump and no Update to the screen's, yet the next frame renders
     exactly the changed panels."""
-    from textual import messages
-    from textual.message import Message
-    from textual.message_pump import MessagePump
-
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
     assert isinstance(app, FleetApp)

@@ -237,9 +237,10 @@ async def test_the_chart_reads_prometheus_when_given_and_says_why_it_cannot() ->
         assert "ConnectError" in str(chart.render())
 
 
-async def test_the_hidden_panes_progress_bar_runs_no_animation_timer() -> None:
+async def test_the_panes_progress_bar_runs_no_timer_it_does_not_need() -> None:
     """Hidden (the default), the indeterminate bar must not refresh 15 times a second; shown
-    without a document it animates; hidden again it stops; a known total never animates."""
+    without a document it animates; hidden again it stops; a known total never animates, and
+    no ETA timer ever runs."""
     app = make_app(status=None)
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -259,25 +260,13 @@ async def test_the_hidden_panes_progress_bar_runs_no_animation_timer() -> None:
         progress = pane.query_one(ProgressBar)
         await wait_for(pilot, lambda: progress.percentage is not None, "the document's progress")
         assert pane.query_one("#pipeline-progress #bar").auto_refresh is None
-
-
-async def test_the_progress_bar_runs_no_eta_timer_and_still_moves() -> None:
-    """The pane prints its own ETA, so its bar keeps none of Textual's once-a-second ETA timer
-    (``PaneProgressBar``; Textual's own bar has one), and still shows each document's
-    progress."""
-    app = make_app(status=pipeline_status())
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot, app)
-        await pilot.press("g")
-        pane = app.screen.query_one(GenerationPane)
-        progress = pane.query_one(ProgressBar)
+        # Nor Textual's once-a-second ETA timer: the pane prints its own ETA (PaneProgressBar;
+        # Textual's own bar has one); the bar still moves with each document.
         assert isinstance(progress, PaneProgressBar)
-        await wait_for(pilot, lambda: progress.percentage is not None, "the document's progress")
         assert list(progress._timers) == []
         textual_bar = ProgressBar(total=10)
         await app.screen.mount(textual_bar)
         await pilot.pause()
-        assert len(list(textual_bar._timers)) == 1  # what the pane's bar does without
+        assert len(list(textual_bar._timers)) == 1
         progress.update(total=200, progress=50)
         await wait_for(pilot, lambda: progress.percentage == 0.25, "a quarter done")
