@@ -108,5 +108,7 @@ async def test_console_shows_ready_at_once_and_stuck_on_its_panel(
             await monitor.aclose()
     delays = {gpu: shown_ready[gpu] - watch.seen[gpu] for gpu in shown_ready}
     print(f"ready line -> panel shows ready: {delays}")
-    # Generous bound for a busy 2-core machine; the design target is 0.5 s.
-    assert all(-0.05 < d < 1.5 for d in delays.values()), delays
+    # Within the next poll or two (1 s interval), whatever the load: the speed target (0.5 s)
+    # is bench.bench_readiness's, measured against a peer, not a test's (1.5 s here once failed
+    # under a heavily loaded 2-core machine).
+    assert all(-0.05 < d < 2.5 for d in delays.values()), delays
