@@ -302,7 +302,7 @@ class GpuPanelView(Widget):
         self._shown, self._strips = lines, strips[: len(lines)]
         if changed:
             # One refresh for all of them: each call costs Textual its own bookkeeping (the
-            # content offset, cleared caches, a prompt to the message pump).
+            # content offset, cleared caches, a wake-up of the screen: see ``refresh``).
             self.refresh(*changed)
 
     def refresh(
