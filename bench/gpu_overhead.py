@@ -133,7 +133,7 @@ def fleet(
         time.sleep(3)
         for load in loads:
             if load.poll() is not None:
-                raise RuntimeError(f"a load exited {load.returncode}: {load.args}")
+                raise RuntimeError(f"a load exited {load.returncode}: {load.args!r}")
         yield ports
     finally:
         for proc in [*loads, *procs.values()]:
@@ -172,8 +172,8 @@ def run_scenario(name: str, args: argparse.Namespace, logs: Path) -> list[str]:
         if args.base is not None:
             programs["gpufleet before"] = console_argv(ports, args.base)
         # --local (a machine without a GPU, to try the script): the Textual floor stands in.
-        peer = [sys.executable, str(ROOT / "bench" / "floor_clock.py")]
-        programs["nvitop"] = peer if local else [sys.executable, "-m", "nvitop", "--interval", "1"]
+        floor = [sys.executable, str(ROOT / "bench" / "floor_clock.py")]
+        programs["nvitop"] = floor if local else [sys.executable, "-m", "nvitop", "--interval", "1"]
         costs: dict[str, list[PtyCost]] = {p: [] for p in programs}
         for run in range(args.runs):
             for program, argv in programs.items():
@@ -203,6 +203,15 @@ def run_scenario(name: str, args: argparse.Namespace, logs: Path) -> list[str]:
         cells = " | ".join(stats[p].text(fmt) for p in names)
         ratio = " | ".join(f"{stats[p].median / peer:.2f}" if peer else "–" for p in names[:-1])
         rows.append(f"| {metric} | {cells} | {ratio} |")
+    cpu = {p: [c.cpu_per_minute for c in costs[p]] for p in names}
+    paired = [Stat.paired(cpu[p], cpu["nvitop"]) for p in names[:-1]]
+    rows.append(
+        "| CPU, each run over the nvitop run beside it | "
+        + " | ".join("–" for _ in names)
+        + " | "
+        + " | ".join(stat.text("{:.2f}") if stat else "–" for stat in paired)
+        + " |"
+    )
     return rows
 
 
@@ -211,9 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     unwind_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=5.0)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--base", type=Path, default=None, help="an earlier checkout's root")
     parser.add_argument("--logs", type=Path, default=Path("/tmp/gpu-overhead"))
     parser.add_argument("--out", type=Path, default=Path("results-gpu.md"))

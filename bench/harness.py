@@ -37,6 +37,18 @@ class Stat:
             raise ValueError("no measurements")
         return cls(statistics.median(values), min(values), max(values), len(values))
 
+    @classmethod
+    def paired(cls, values: list[float], peers: list[float]) -> Stat | None:
+        """Each run's value over the peer's run beside it (alternating runs), summarised.
+
+        Why: the machine's speed drifts between runs (a VM's neighbours): the ratio of the two
+        medians mixes that drift into the comparison, a run over its neighbour run does not.
+        None when a peer run measured nothing (a zero) or the lists do not pair up.
+        """
+        if not values or len(values) != len(peers) or not all(peers):
+            return None
+        return cls.of([value / peer for value, peer in zip(values, peers, strict=True)])
+
     def text(self, fmt: str = "{:.3g}") -> str:
         """'median (min-max, n runs)'."""
         if self.runs == 1:
