@@ -4,14 +4,19 @@ Runs one of ``bench.gpu_overhead``'s scenarios (the same fleet, clients and GPU 
 console in the same 200x50 pty, and over the measured window records each thread's CPU time
 (``/proc/PID/task/TID/stat``, named by ``py-spy dump``) and a sampled profile (``py-spy record
 --format raw --threads``: folded stacks, one line per distinct stack, with its sample count).
-Not a ratio benchmark: it says where to cut, ``bench.gpu_overhead`` says whether a cut paid.
+With ``--loop-cost`` (``bench/loop_cost``), ``loop-cost.txt`` also charges the window's
+thread CPU to each event-loop callback, Textual message and poll function (with ``--no-spy``:
+the sampler's own cost stays out). Not a ratio benchmark: it says where to cut,
+``bench.gpu_overhead`` says whether a cut paid.
 
     python -m bench.profile_console --scenario seven --seconds 30 --out /tmp/prof
+    python -m bench.profile_console --local --no-spy --loop-cost --out /tmp/prof
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +29,18 @@ from bench.harness import unwind_on_sigterm
 from bench.ptyrun import measure
 
 TICKS = os.sysconf("SC_CLK_TCK")
+ROOT = Path(__file__).resolve().parent.parent
+LOOP_COST_WRAP = ",".join(
+    [
+        "tui.fleet.monitor:FleetMonitor._host_side",
+        "tui.fleet.monitor:FleetMonitor._sample_gpus",
+        "tui.fleet.monitor:FleetMonitor._steady_loads",
+        "tui.fleet.monitor:FleetMonitor._read_profiles",
+        "tui.servers.batch_fetch:BatchFetcher.fetch_all",
+        "tui.history.recorder:HistoryRecorder.flush_if_due",
+    ]
+)
+"""The thread work ``--loop-cost`` charges by function (the poll's blocking part)."""
 
 
 def thread_cpu(pid: int) -> dict[int, float]:
@@ -65,6 +82,32 @@ def fold(raw: Path, depth: int) -> list[str]:
     return out
 
 
+def loop_cost_report(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    """Per second over the window between two of ``bench/loop_cost``'s documents: the process
+    CPU, then each table (loop handles, Textual messages, wrapped functions), heaviest first."""
+    seconds = float(after["at"]) - float(before["at"])  # type: ignore[arg-type]
+    if seconds <= 0:
+        return ["loop cost: no window between the two documents"]
+    cpu = float(after["process_cpu"]) - float(before["process_cpu"])  # type: ignore[arg-type]
+    out = [f"window {seconds:.1f} s, process CPU {1000 * cpu / seconds:.2f} ms/s"]
+    for table in ("handles", "messages", "functions"):
+        now, then = after[table], before.get(table, {})
+        assert isinstance(now, dict) and isinstance(then, dict)
+        rows = []
+        for key, (count, spent) in now.items():
+            count0, spent0 = then.get(key, (0, 0.0))
+            if spent > spent0:
+                calls = (count - count0) / seconds
+                per_s = 1000 * (spent - spent0) / seconds
+                rows.append((per_s, calls, key))
+        rows.sort(reverse=True)
+        out += ["", f"## {table}: {sum(r[0] for r in rows):.2f} ms/s"]
+        for per_s, calls, key in rows[:30]:
+            each = 1000 * per_s / calls if calls else 0.0
+            out.append(f"{per_s:7.3f} ms/s {calls:6.1f}/s {each:8.1f} us  {key}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Profile the console over one window of a scenario; write the files under ``--out``."""
     unwind_on_sigterm()
@@ -77,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         "--blocking", action="store_true", help="py-spy pauses the console for each sample"
     )
     parser.add_argument("--no-spy", action="store_true", help="per-thread CPU only")
+    parser.add_argument(
+        "--loop-cost",
+        action="store_true",
+        help="charge thread CPU per loop callback, message and poll function (bench/loop_cost)",
+    )
     parser.add_argument("--base", type=Path, default=None, help="profile an earlier checkout")
     parser.add_argument("--local", action="store_true", help="no GPU: simulated servers only")
     parser.add_argument("--logs", type=Path, default=Path("/tmp/gpu-overhead"))
@@ -89,8 +137,26 @@ def main(argv: list[str] | None = None) -> int:
     servers, clients, gpu_load, _ = SCENARIOS[args.scenario]
     state: dict[str, object] = {}
 
+    cost_file = args.out / "loop-cost"
+    env: dict[str, str] = {}
+    if args.loop_cost:
+        path = [str(ROOT / "bench" / "loop_cost"), os.environ.get("PYTHONPATH") or str(ROOT)]
+        env = {
+            "PYTHONPATH": os.pathsep.join(path),
+            "LOOP_COST_OUT": str(cost_file),
+            "LOOP_COST_WRAP": LOOP_COST_WRAP,
+        }
+
+    def loop_cost(pid: int) -> dict[str, object] | None:
+        try:
+            found: dict[str, object] = json.loads(Path(f"{cost_file}.{pid}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return found
+
     def on_window(pid: int, opening: bool) -> None:
         if opening:
+            state["loop cost"] = loop_cost(pid)
             state["before"] = thread_cpu(pid)
             if args.no_spy:
                 return
@@ -102,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             return
         after = thread_cpu(pid)
+        first, last = state.get("loop cost"), loop_cost(pid)
+        if isinstance(first, dict) and last is not None:
+            report = loop_cost_report(first, last)
+            (args.out / "loop-cost.txt").write_text("\n".join(report) + "\n")
         dump = ""
         if not args.no_spy:
             dump = subprocess.run(
@@ -121,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds=args.seconds,
             warmup=args.warmup,
             on_window=on_window,
+            env=env,
         )
     spy_proc = state.get("spy")
     if isinstance(spy_proc, subprocess.Popen):
