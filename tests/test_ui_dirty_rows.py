@@ -40,6 +40,17 @@ def _with(fleet: FleetSnapshot, step: int, gpus: tuple[int, ...]) -> FleetSnapsh
     return FleetSnapshot(tuple(panels), fleet.gpu_source, fleet.taken_at + step)
 
 
+def _count_renders(monkeypatch: pytest.MonkeyPatch, cls: type[Widget], rendered: list[str]) -> None:
+    """Record the id of each ``cls`` widget rendered, in ``rendered``."""
+    original = cls.render_lines
+
+    def counted(self: Widget, crop: Any) -> Any:
+        rendered.append(self.id or "")
+        return original(self, crop)
+
+    monkeypatch.setattr(cls, "render_lines", counted)
+
+
 async def test_partial_updates_send_what_textuals_compositor_sends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -65,22 +76,13 @@ async def test_partial_updates_send_what_textuals_compositor_sends(
         compared.append((theirs.render_segments(console), mine.render_segments(console)))
         return mine
 
-    def counting(cls: type[Widget]) -> None:
-        original = cls.render_lines
-
-        def counted(self: Widget, crop: Any) -> Any:
-            rendered.append(self.id or "")
-            return original(self, crop)
-
-        monkeypatch.setattr(cls, "render_lines", counted)
-
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.pause()
         assert isinstance(app.main_screen._compositor, DirtyRowsCompositor)
         monkeypatch.setattr(DirtyRowsCompositor, "render_partial_update", both)
         for cls in (GpuPanelView, GpuGrid, MainScreen):
-            counting(cls)
+            _count_renders(monkeypatch, cls, rendered)
         for step, gpus in enumerate([(0, 6), (2,), (1, 5), (0, 1, 2, 3, 4, 5, 6), (3,)], 1):
             fleet = _with(fleet, step, gpus)
             app.main_screen.fleet = fleet
@@ -114,17 +116,11 @@ async def test_a_reading_marks_its_changed_panels_on_the_screen_without_messages
             posted.append((message.widget.id or "", "Update"))
         return post(self, message)
 
-    original = GpuPanelView.render_lines
-
-    def counted_render(self: GpuPanelView, crop: Any) -> Any:
-        rendered.append(self.id or "")
-        return original(self, crop)
-
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.pause()
         monkeypatch.setattr(MessagePump, "post_message", counted_post)
-        monkeypatch.setattr(GpuPanelView, "render_lines", counted_render)
+        _count_renders(monkeypatch, GpuPanelView, rendered)
         for step, gpus in enumerate([(2,), (1, 5), (0, 6)], 1):
             rendered.clear()
             fleet = _with(fleet, step, gpus)

@@ -172,7 +172,10 @@ def chunked_body(buffer: bytes | bytearray, start: int) -> tuple[bytes, int] | N
         httpx.RemoteProtocolError: a bad chunk size, a chunk not ended by CRLF, or a size or
             trailer line longer than ``MAX_HEAD_BYTES``.
     """
-    parts: list[bytes] = []
+    # Where each chunk's data lies, joined once the body is complete: the async reader parses
+    # again from the start as bytes arrive, which then costs a scan of the size lines, not a
+    # copy of every chunk received so far.
+    spans: list[tuple[int, int]] = []
     at = start
     while True:
         end = _line_end(buffer, at)
@@ -190,13 +193,13 @@ def chunked_body(buffer: bytes | bytearray, start: int) -> tuple[bytes, int] | N
                 if end < 0:
                     return None
                 if end == at:
-                    return b"".join(parts), end + 2
+                    return b"".join(buffer[a:b] for a, b in spans), end + 2
                 at = end + 2
         if len(buffer) < at + size + 2:
             return None
         if buffer[at + size : at + size + 2] != b"\r\n":
             raise httpx.RemoteProtocolError("a chunk did not end with CRLF")
-        parts.append(bytes(buffer[at : at + size]))
+        spans.append((at, at + size))
         at += size + 2
 
 
