@@ -110,7 +110,7 @@ async def test_rejected_never_launched_and_regression_rolled_back(
             launched.append(event.report.profile)
 
     result = await Autotuner(ops(), opts, sink).run()
-    print([(r.key, r.decision, r.why) for r in result.records])
+    print(result.phase, result.reason, [(r.key, r.decision, r.why) for r in result.records])
     assert result.phase == "finished" and result.reason.startswith("regression budget")
     by_key = {r.key: r for r in result.records}
     for key in ("mem_fraction_static=0.35", "mem_fraction_static=0.99"):

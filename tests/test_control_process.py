@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -195,3 +196,45 @@ def test_relaunch_keeps_previous_log(tmp_path: Path) -> None:
     assert log.read_text() == "run 2\n"
     assert (tmp_path / "gpu0.log.1").read_text() == "run 1\n"
     assert (tmp_path / "gpu0.log.2").read_text() == "run 0\n"
+
+
+# A server whose main thread exits on SIGTERM while another thread, which shares the process's
+# files (the listening socket), takes a moment more: the main pid reads as a zombie before the
+# socket is closed. Seen under load: a relaunch on the same port failed its bind.
+LINGERING = r"""
+import ctypes, platform, signal, socket, threading, time
+listener = socket.create_server(("127.0.0.1", 0))
+stopping = threading.Event()
+def linger():
+    stopping.wait()
+    time.sleep(1.0)  # the thread's own teardown, modelled: what the stop must wait out
+def main_thread_exits(signum, frame):
+    stopping.set()
+    # exit(2), not exit_group(2): only the calling (main) thread ends.
+    ctypes.CDLL(None).syscall(60 if platform.machine() == "x86_64" else 93, 0)
+threading.Thread(target=linger).start()
+signal.signal(signal.SIGTERM, main_thread_exits)
+print(listener.getsockname()[1], flush=True)
+threading.Event().wait()
+"""
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or os.uname().machine not in ("x86_64", "aarch64"),
+    reason="exits one thread through the Linux syscall",
+)
+def test_a_stop_waits_for_every_thread_of_a_main_pid_that_reads_as_a_zombie(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "srv.log"
+    with reaper() as groups:
+        proc = launch([sys.executable, "-c", LINGERING], dict(os.environ), log, gpu=0, port=30000)
+        groups.append(proc.record.pgid)
+        wait_for(lambda: log.read_text().strip().isdigit(), 10, "the listening port")
+        port = int(log.read_text())
+        result = stop(proc.record, term_timeout=10, kill_timeout=5)
+        assert result.outcome == "drained"
+        # The socket is closed once the stop returns: the relaunch's bind succeeds at once.
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))

@@ -34,10 +34,24 @@ class Identity:
     """The live process when ``alive``."""
 
 
-def _running(proc: psutil.Process) -> bool:
+def running(proc: psutil.Process) -> bool:
+    """Whether anything of ``proc`` still runs: a zombie counts as gone only once its other
+    threads are gone too.
+
+    A process whose main thread has exited reads as a zombie while its other threads still
+    exit, and those threads hold its files: its listening socket among them. Seen under load
+    on two cores: a stop called a server gone, and the relaunch on the same port failed its
+    bind ("port ... is still held by (unknown process)", the socket closed by the time the
+    kernel's tables were read).
+    """
     try:
-        return proc.status() != psutil.STATUS_ZOMBIE
+        if proc.status() != psutil.STATUS_ZOMBIE:
+            return True
     except psutil.NoSuchProcess:
+        return False
+    try:
+        return len(os.listdir(f"/proc/{proc.pid}/task")) > 1
+    except OSError:  # reaped meanwhile, or no /proc (not Linux): the status is all there is
         return False
 
 
@@ -55,7 +69,7 @@ def verify(record: ProcessRecord) -> Identity:
     """
     try:
         proc = psutil.Process(record.pid)
-        if not _running(proc):
+        if not running(proc):
             return Identity(False, None)
         create_time = proc.create_time()
         cmdline = tuple(proc.cmdline())
@@ -91,7 +105,7 @@ def group_members(pgid: int, not_before: float) -> list[psutil.Process]:
             if (
                 _pgid(proc.pid) == pgid
                 and proc.create_time() >= not_before - CREATE_TIME_TOLERANCE_S
-                and _running(proc)
+                and running(proc)
             ):
                 members.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):

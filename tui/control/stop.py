@@ -31,7 +31,7 @@ from typing import Literal
 
 import psutil
 
-from tui.control.identity import LAUNCH_ID_ENV, group_members, verify
+from tui.control.identity import LAUNCH_ID_ENV, group_members, running, verify
 from tui.state.fleet_state import ProcessRecord, remove_record
 
 StopMode = Literal["drain", "terminate", "kill"]
@@ -76,17 +76,10 @@ class StopResult:
         return f"GPU {self.gpu} (pid {self.pid}): {text} in {self.elapsed_s:.1f}s"
 
 
-def _running(proc: psutil.Process) -> bool:
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _wait_gone(
     procs: list[psutil.Process], deadline: float, tick: Callable[[], None] | None = None
 ) -> list[psutil.Process]:
-    """Wait until every process exited (zombies count as gone) or the deadline; return the rest."""
+    """Wait until every process exited (``running``) or the deadline; return the rest."""
     alive = list(procs)
     while alive:
         remaining = deadline - time.monotonic()
@@ -94,7 +87,7 @@ def _wait_gone(
             break
         # wait_procs reaps our own children; others are polled by psutil until they vanish.
         _, alive = psutil.wait_procs(alive, timeout=min(remaining, 0.1))
-        alive = [p for p in alive if _running(p)]
+        alive = [p for p in alive if running(p)]
         if tick is not None and alive:
             tick()
     return alive
@@ -122,7 +115,7 @@ def verified_members(record: ProcessRecord) -> list[psutil.Process]:
         members[leader.pid] = leader
         with contextlib.suppress(psutil.NoSuchProcess):
             for child in leader.children(recursive=True):
-                if _running(child):
+                if running(child):
                     members[child.pid] = child
     if record.create_time > 0:
         for proc in group_members(record.pgid, record.create_time):
@@ -226,7 +219,7 @@ def stop(
 
 def _live(alive: list[psutil.Process], record: ProcessRecord) -> list[psutil.Process]:
     """The still-running members, plus verified members that appeared since the last look."""
-    current = {p.pid: p for p in alive if _running(p)}
+    current = {p.pid: p for p in alive if running(p)}
     if record.create_time > 0:
         for proc in group_members(record.pgid, record.create_time):
             if proc.pid not in current and _carries_launch_id(proc, record.launch_id):
