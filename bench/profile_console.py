@@ -6,8 +6,9 @@ console in the same 200x50 pty, and over the measured window records each thread
 --format raw --threads``: folded stacks, one line per distinct stack, with its sample count).
 With ``--loop-cost`` (``bench/loop_cost``), ``loop-cost.txt`` also charges the window's
 thread CPU to each event-loop callback, Textual message and poll function (with ``--no-spy``:
-the sampler's own cost stays out). Not a ratio benchmark: it says where to cut,
-``bench.gpu_overhead`` says whether a cut paid.
+the sampler's own cost stays out); ``--wrap module:Class.method`` charges more functions, e.g.
+the UI's own (``tui.ui.grid.gpu_panel:GpuPanelView.lines``). Not a ratio benchmark: it says
+where to cut, ``bench.gpu_overhead`` says whether a cut paid.
 
     python -m bench.profile_console --scenario seven --seconds 30 --out /tmp/prof
     python -m bench.profile_console --local --no-spy --loop-cost --out /tmp/prof
@@ -125,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="charge thread CPU per loop callback, message and poll function (bench/loop_cost)",
     )
+    parser.add_argument(
+        "--wrap",
+        action="append",
+        default=[],
+        help="with --loop-cost, also charge this function (module:Class.method; repeatable)",
+    )
     parser.add_argument("--base", type=Path, default=None, help="profile an earlier checkout")
     parser.add_argument("--local", action="store_true", help="no GPU: simulated servers only")
     parser.add_argument("--logs", type=Path, default=Path("/tmp/gpu-overhead"))
@@ -144,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {
             "PYTHONPATH": os.pathsep.join(path),
             "LOOP_COST_OUT": str(cost_file),
-            "LOOP_COST_WRAP": LOOP_COST_WRAP,
+            "LOOP_COST_WRAP": ",".join([LOOP_COST_WRAP, *args.wrap]),
         }
 
     def loop_cost(pid: int) -> dict[str, object] | None:
