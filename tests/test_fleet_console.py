@@ -60,11 +60,13 @@ def two_sims(tmp_path: Path) -> Iterator[list[SimProcess]]:
 
 
 def _shown(app: FleetApp) -> dict[int, str]:
-    return {
-        view.gpu_index: view.lines()[0].plain
-        for view in app.main_screen.query(GpuPanelView)
-        if view.panel is not None
-    }
+    """Each panel's first line; a panel not laid out yet (no rows: no lines) shows nothing."""
+    shown = {}
+    for view in app.main_screen.query(GpuPanelView):
+        lines = view.lines() if view.panel is not None else []
+        if lines:
+            shown[view.gpu_index] = lines[0].plain
+    return shown
 
 
 async def test_console_shows_ready_at_once_and_stuck_on_its_panel(
@@ -99,7 +101,7 @@ async def test_console_shows_ready_at_once_and_stuck_on_its_panel(
                 Clients(sims[1].url, 6, max_tokens=100_000)
                 assert wait_until(lambda: in_flight(sims[1].url) >= 6, 10)
                 deadline = time.monotonic() + 30
-                while not _shown(app)[1].startswith("stuck"):
+                while not _shown(app).get(1, "").startswith("stuck"):
                     assert time.monotonic() < deadline, _shown(app)
                     await pilot.pause(0.05)
                 assert _shown(app)[0].startswith("ready")
