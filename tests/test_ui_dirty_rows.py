@@ -40,6 +40,14 @@ def _with(fleet: FleetSnapshot, step: int, gpus: tuple[int, ...]) -> FleetSnapsh
     return FleetSnapshot(tuple(panels), fleet.gpu_source, fleet.taken_at + step)
 
 
+def _seven_gpu_app() -> tuple[FleetSnapshot, FleetApp]:
+    """The seven-GPU fleet and a console app showing it."""
+    fleet = seven_gpu_fleet()
+    app = make_app(fleet)
+    assert isinstance(app, FleetApp)
+    return fleet, app
+
+
 def _count_renders(monkeypatch: pytest.MonkeyPatch, cls: type[Widget], rendered: list[str]) -> None:
     """Record the id of each ``cls`` widget rendered, in ``rendered``."""
     original = cls.render_lines
@@ -56,9 +64,7 @@ async def test_partial_updates_send_what_textuals_compositor_sends(
 ) -> None:
     """Each update is computed both ways on the same changed regions: the bytes must match,
     and only the changed panels are rendered (not the others, nor the grid behind them)."""
-    fleet = seven_gpu_fleet()
-    app = make_app(fleet)
-    assert isinstance(app, FleetApp)
+    fleet, app = _seven_gpu_app()
     compared: list[tuple[str, str]] = []
     rendered: list[str] = []
     ours = DirtyRowsCompositor.render_partial_update
@@ -102,9 +108,7 @@ async def test_a_reading_marks_its_changed_panels_on_the_screen_without_messages
     """A changed panel is marked dirty on its screen directly (``GpuPanelView.refresh``): no
     Prompt to the panel's own pump and no Update to the screen's, yet the next frame renders
     exactly the changed panels."""
-    fleet = seven_gpu_fleet()
-    app = make_app(fleet)
-    assert isinstance(app, FleetApp)
+    fleet, app = _seven_gpu_app()
     posted: list[tuple[str, str]] = []
     rendered: list[str] = []
     post = MessagePump.post_message
