@@ -52,6 +52,11 @@ def _notes(app: FleetApp) -> list[str]:
     return [n.message for n in app._notifications]
 
 
+def _ticking(strip: OperationStrip) -> bool:
+    """Whether the strip's once-a-second look runs (Textual's Timer keeps it in ``_active``)."""
+    return strip._ticks is not None and strip._ticks._active.is_set()
+
+
 async def _held_apply(pilot: Pilot[None], app: FleetApp) -> ApplyScreen:
     await settle(pilot, app)
     app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", (3, 5)))
@@ -67,10 +72,15 @@ async def test_the_grid_and_details_stay_usable_while_an_apply_runs() -> None:
     actions = RecordingActions(apply_script=scripted_apply(), gates={3: held})
     app = _app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
+        strip = app.main_screen.query_one(OperationStrip)
+        assert not strip.display and not _ticking(strip)  # hidden: its tick paused
         screen = await _held_apply(pilot, app)
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen) and app.operation is screen
         assert any("goes on in the background" in n for n in _notes(app))
+        # the start woke the strip: shown and ticking, nobody asked it to look
+        assert strip.display and _ticking(strip)
+        assert str(strip.render()).startswith("apply sim-aggressive GPUs 3,5")
         await pilot.press("1", "enter")  # another GPU's detail (and its log) while it runs
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
         await pilot.press("escape")
@@ -84,7 +94,6 @@ async def test_the_grid_and_details_stay_usable_while_an_apply_runs() -> None:
         ]
         held.set()
         await wait_for(pilot, lambda: screen.finished, "the end")
-        strip = app.main_screen.query_one(OperationStrip)
         strip.refresh_line()
         line = str(strip.render())
         assert line.startswith("apply sim-aggressive GPUs 3,5 done: · 2 ready; better: +21.3%")
@@ -93,7 +102,8 @@ async def test_the_grid_and_details_stay_usable_while_an_apply_runs() -> None:
         await pilot.press("escape")  # ended: closes for good, the strip forgets it
         await wait_for(pilot, lambda: app.operation is None, "the operation forgotten")
         strip.refresh_line()
-        assert not strip.display and not app.is_screen_installed(screen)
+        assert not strip.display and not _ticking(strip)
+        assert not app.is_screen_installed(screen)
         await pilot.press("w")
         await pilot.pause()
         assert isinstance(app.screen, MainScreen)

@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
-from ui_helpers import graphs_by_hand, make_app, settle, seven_gpu_fleet
+from ui_helpers import graphs_by_hand, make_app, settle, seven_gpu_fleet, wait_for
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.app import FleetApp
@@ -215,6 +215,36 @@ def _count_calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list
 
     monkeypatch.setattr(owner, name, counted)
     return calls
+
+
+async def test_the_grid_runs_no_interval_and_dims_the_panels_when_readings_stop() -> None:
+    """Each reading pushes back the grid's one look at the ages (no Textual interval ticking
+    every second); when the readings stop, that look comes and the panels dim with their age,
+    once a second from then on."""
+    import asyncio
+
+    fleet = seven_gpu_fleet()
+    app = make_app(fleet, poll_interval_s=0.2)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        grid = app.main_screen.query_one(GpuGrid)
+        view = app.main_screen.query_one("#gpu-1", GpuPanelView)
+        assert not list(grid._timers)
+        polls = app.poller.polls  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: app.poller.polls >= polls + 3, "readings")  # type: ignore[attr-defined]
+        assert " · " not in _panel_text(view)
+        answer = asyncio.Event()
+
+        async def stopped() -> FleetSnapshot:
+            await answer.wait()  # the monitor stops answering (cancelled as the app exits)
+            return fleet
+
+        app.poller.poll = stopped  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: "queued 11 · " in _panel_text(view), "dimmed", timeout=15)
+        first = _panel_text(view)
+        await wait_for(pilot, lambda: _panel_text(view) != first, "the age moving on")
+        assert "queued 11 · " in _panel_text(view)
 
 
 def _panel_text(view: GpuPanelView) -> str:

@@ -16,6 +16,7 @@ A measuring tool: it costs the process some CPU of its own (a few percent), in e
 from __future__ import annotations
 
 import asyncio.events
+import gc
 import json
 import os
 import sys
@@ -60,6 +61,17 @@ def _install(handles: Sums, messages: Sums, functions: Sums) -> None:
             _charge(handles, _callback_name(getattr(self, "_callback", None)), started)
 
     asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
+    collecting: dict[int, float] = {}
+
+    def timed_gc(phase: str, info: dict[str, int]) -> None:
+        """The cyclic collector's own time, by generation (it runs inside whatever allocated:
+        that callback is charged it too, so this is a second view, not a share of the sum)."""
+        if phase == "start":
+            collecting[threading.get_ident()] = time.thread_time()
+        elif (started := collecting.pop(threading.get_ident(), None)) is not None:
+            _charge(functions, f"gc generation {info.get('generation')}", started)
+
+    gc.callbacks.append(timed_gc)
     pending = {spec for spec in os.environ.get("LOOP_COST_WRAP", "").split(",") if spec}
     patched_messages = False
 

@@ -10,6 +10,7 @@ from textual.app import App
 from textual.screen import Screen
 
 from tui.ui.background import OPERATION_SCREEN, OperationReport
+from tui.ui.operation_strip import OperationStrip
 
 
 class OperationHost(App[None]):
@@ -41,7 +42,10 @@ class OperationHost(App[None]):
         self._operations += 1
         self.install_screen(screen, f"{OPERATION_SCREEN}-{self._operations}")
         await self.push_screen(screen)
-        self.get_default_screen().refresh_bindings()
+        default = self.get_default_screen()
+        default.refresh_bindings()
+        for strip in default.query(OperationStrip):
+            strip.refresh_line()  # shown, and ticking, from now (hidden, its tick is paused)
         return True
 
     def refuse_if_busy(self) -> bool:

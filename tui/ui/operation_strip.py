@@ -6,8 +6,9 @@ stays after the end until the report is closed. Without one, it shows the autotu
 (``tui.ui.autotune.strip_line``), whether this console started it or the CLI did: the search
 runs detached, so the strip reads its status document (in a thread, every ``AUTOTUNE_READ_S``,
 while there is one: its absence is one ``stat`` on the loop, no thread hop).
-Hidden when there is neither. It reads the report every ``TICK_S`` so its timer ticks between
-events.
+Hidden when there is neither. While it shows something it reads the report every ``TICK_S``
+so its timer ticks between events; hidden, that tick is paused (``OperationHost`` wakes the strip
+when an operation starts).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 from typing import Any
 
 from textual.content import Content
+from textual.timer import Timer
 from textual.widgets import Static
 
 from tui.autotune.status import holder_alive, read_status, status_file
@@ -39,6 +41,9 @@ class OperationStrip(Static):
     }
     """
 
+    _ticks: Timer | None = None
+    """The once-a-``TICK_S`` look at the operation (paused while the strip is hidden)."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.autotune: Content | None = None
@@ -46,7 +51,9 @@ class OperationStrip(Static):
 
     def on_mount(self) -> None:
         """Look at the operation once a tick, and at the autotune search's status."""
-        self.set_interval(TICK_S, self.refresh_line)
+        # Paused while hidden: most consoles run no operation most of the time, and each tick
+        # of an interval costs Textual a task step, a sleep and a signature look-up.
+        self._ticks = self.set_interval(TICK_S, self.refresh_line, pause=True)
         self.set_interval(AUTOTUNE_READ_S, self.read_autotune)
         self.call_later(self.read_autotune)
 
@@ -76,8 +83,12 @@ class OperationStrip(Static):
             line = self.autotune
         if line is None:
             self.display = False
+            if self._ticks is not None:
+                self._ticks.pause()
             return
         self.display = True
+        if self._ticks is not None:
+            self._ticks.resume()
         if not isinstance(self.content, Content) or line.plain != self.content.plain:
             self.update(line)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
@@ -54,21 +55,55 @@ class GpuGrid(ScrollableContainer, can_focus=False):
     """The arrangement in use (recomputed on resize and when the GPU count changes)."""
 
     AGE_TICK_S = 1.0
-    """How often the panels look at the age of what they show: a monitor whose next reading is
-    late by more than the dim bound dims every panel with its age."""
+    """How often the panels look at the age of what they show while the next reading is late:
+    a monitor whose next reading is late by more than the dim bound dims every panel with its
+    age."""
     LATE_AFTER_S = 1.0
     """Lateness below this is none: a poll takes a moment, so the next reading is always a
     little later than one interval; counting that made every panel build its lines again at
     every tick (ages are shown in whole seconds, from three missed polls)."""
 
+    _received_at = 0.0
+    """time.monotonic() when the snapshot shown arrived."""
+    _graph_cells: tuple[object, ...] | None = None
+    """The panels, their widths and the cells their graphs were last read for."""
+    _late_check: asyncio.TimerHandle | None = None
+    """The look at the ages, due when the next reading would be late (``_expect_reading``)."""
+
     def on_mount(self) -> None:
-        """Count the snapshot's age from now, and look at the graphs' cells, once a second."""
-        self._received_at = time.monotonic()
-        self._graph_cells: tuple[object, ...] | None = None
-        """The panels, their widths and the cells their graphs were last read for."""
+        """Count the snapshot's age from now; look at the ages once the next reading is late."""
         self.clock: Callable[[], float] = time.time
         """Wall time for the graphs' cells (tests set it)."""
-        self.set_interval(self.AGE_TICK_S, self._tick)
+        self._received_at = time.monotonic()
+        self._expect_reading()
+
+    def on_unmount(self) -> None:
+        """No look at the ages of a grid that is gone."""
+        if self._late_check is not None:
+            self._late_check.cancel()
+            self._late_check = None
+
+    def _expect_reading(self, after_s: float | None = None) -> None:
+        """Look at the ages ``after_s`` from now (default: when the next reading is late).
+
+        Why not a Textual interval: the age changes nothing while readings arrive (nearly
+        always), yet each tick of a ``set_interval`` cost Textual a task step, a sleep and a
+        signature look-up (~0.2 ms a second with seven panels, 2% of the console). Each
+        reading pushes this one-shot asyncio timer back; it fires only when no reading came,
+        and then once a second until one does.
+        """
+        if self._late_check is not None:
+            self._late_check.cancel()
+        if after_s is None:
+            after_s = float(getattr(self.app, "poll_interval_s", 1.0)) + self.LATE_AFTER_S
+        self._late_check = asyncio.get_running_loop().call_later(after_s, self._reading_late)
+
+    def _reading_late(self) -> None:
+        self._late_check = None
+        if self.is_attached:
+            # through the grid's own queue: Textual's error handling, in the app's context
+            self.call_next(self._tick)
+            self._expect_reading(self.AGE_TICK_S)
 
     def _views(self) -> list[GpuPanelView]:
         """The panels, in order. Why not ``query_children``: a DOM query builds a selector and
@@ -115,7 +150,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
     def _age_panels(self) -> None:
         """Tell each panel how late the next reading is (0 while it is not yet due)."""
         every = float(getattr(self.app, "poll_interval_s", 1.0))
-        since = time.monotonic() - getattr(self, "_received_at", time.monotonic())
+        since = time.monotonic() - self._received_at
         late = max(since - every, 0.0)
         if late < self.LATE_AFTER_S:
             late = 0.0
@@ -145,11 +180,16 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         reading; the same GPUs as before, nearly every reading, need no await.
         """
         self._received_at = time.monotonic()
+        mounted = self.is_mounted  # (the screen binds ``fleet`` before the grid is mounted)
+        if mounted:
+            self._expect_reading()
         shown = filtered(fleet, self.grid_filter)
         views = self._views()
         if tuple(view.gpu_index for view in views) != tuple(p.gpu_index for p in shown.panels):
             return self._show(shown)
         self._hand_out(views, shown)
+        if mounted:
+            self._graphs_if_due()  # at each reading: the graphs' cells complete as time passes
         return None
 
     async def _show(self, fleet: FleetSnapshot) -> None:
@@ -162,6 +202,8 @@ class GpuGrid(ScrollableContainer, can_focus=False):
             await self.mount_all(views)
             self._reshape()
         self._hand_out(views, fleet)
+        if self.is_mounted:
+            self._graphs_if_due()
 
     def _hand_out(self, views: list[GpuPanelView], fleet: FleetSnapshot) -> None:
         selected, marked = self.selected, self.marked
