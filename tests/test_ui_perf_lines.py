@@ -154,3 +154,28 @@ async def test_a_line_too_long_is_cut_once_while_it_stays_the_same(
         view.lines()
         view.lines()
         assert cut == [other]
+
+
+def test_a_line_that_reads_as_before_is_the_same_object_and_its_style_keeps_it_apart() -> None:
+    """A new reading whose state, memory, KV and max running did not move builds those lines
+    as the very objects shown (the panel's diff passes them at once); the load lines moved.
+    Lines of the same text in another style are never shared (Content compares by text)."""
+    from tui.ui.grid.panel_lines import line, max_running
+
+    panel = seven_gpu_fleet().panels[1]
+    server = panel.server
+    assert server is not None and server.running is not None
+    moved = replace(panel, server=replace(server, running=server.running + 1))
+    before, after = full_lines(panel, 38), full_lines(moved, 38)
+    same = [a is b for a, b in zip(before, after, strict=True)]
+    texts = [a.plain for a in after]
+    assert same[texts.index(next(t for t in texts if t.startswith("KV ")))]
+    assert same[0] and same[1]  # the state and memory lines
+    running = texts.index(next(t for t in texts if t.startswith("running ")))
+    assert not same[running] and after[running].plain != before[running].plain
+    plain, warned = line("40"), line(("40", "$warning"))
+    assert plain == warned and plain is not warned  # equal text, never the same line
+    assert [s.style for s in warned.spans] == ["$warning"] and not plain.spans
+    capped = replace(server, capped=True, max_running_effective=40, max_running_requested=64)
+    assert max_running(capped).plain.startswith("40 (")
+    assert max_running(capped).spans and max_running(capped) is max_running(capped)

@@ -26,6 +26,29 @@ STATE_STYLE: dict[ServerState, str] = {
 }
 """Theme colour of each server state word."""
 
+LINES_KEPT = 4096
+"""Distinct lines ``line`` keeps (all are dropped at once past this, and made again)."""
+
+_lines: dict[tuple[str | tuple[str, str], ...], Content] = {}
+
+
+def line(*parts: str | tuple[str, str]) -> Content:
+    """``Content.assemble(*parts)``: the same object for the same parts (text, or text and style).
+
+    Why: most of a panel's lines read as they did a second ago (the state, memory, KV and max
+    running lines under load); built anew at each reading they cost their construction, and the
+    panel's line diff (``changed_span``) compared each one's text and spans. The same object
+    passes that diff at once (``old is new``). Content is immutable, so sharing it is safe.
+    Why parts and not Content as the key: Content compares by its text only.
+    """
+    content = _lines.get(parts)
+    if content is None:
+        if len(_lines) >= LINES_KEPT:
+            _lines.clear()
+        content = _lines[parts] = Content.assemble(*parts)
+    return content
+
+
 POWER_STEP_W = 5
 """Board power is shown to the nearest 5 W. Why: a loaded GPU's power moves a few watts every
 reading, which redrew the line each second; an operator reads power against a limit of 700 W
@@ -39,56 +62,61 @@ def max_running(server: ServerSnapshot) -> Content:
     48)`` when the profile left it auto and SGLang set its own value (48 with speculative
     decoding) that it then capped; ``(arg 64)`` when no profile is recorded for the GPU.
     """
+    return line(max_running_part(server))
+
+
+def max_running_part(server: ServerSnapshot) -> tuple[str, str]:
+    """``max_running`` as (text, style) (style "" for none), a part of a longer ``line``."""
     effective = num(server.max_running_effective)
     argument = server.max_running_requested
     asked = server.profile.asked_value("max_running_requests") if server.profile else None
     if asked is not None and asked != AUTO:
         if server.capped:
-            return Content.styled(f"{effective} (asked {asked})", "$warning")
-        return Content(effective)
+            return (f"{effective} (asked {asked})", "$warning")
+        return (effective, "")
     if asked == AUTO:
         shown = server.capped and argument is not None
-        return Content(f"{effective} (auto, sglang {argument})" if shown else effective)
+        return (f"{effective} (auto, sglang {argument})" if shown else effective, "")
     if server.capped and argument is not None:
-        return Content.styled(f"{effective} (arg {argument})", "$warning")
-    return Content(effective)
+        return (f"{effective} (arg {argument})", "$warning")
+    return (effective, "")
 
 
 def max_running_short(server: ServerSnapshot) -> Content:
     """``/40`` or ``/40 (asked 64)`` for the compact layout (same meanings as ``max_running``)."""
-    return Content.assemble("/", max_running(server))
+    return line("/", max_running_part(server))
 
 
 def state_line(panel: GpuPanel) -> Content:
     """State word (with startup phase), port and pid."""
     server = panel.server
     if server is None:
-        return Content.styled("no server", "$text-muted")
+        return line(("no server", "$text-muted"))
     word = server.state.value
     if server.state is ServerState.STARTING and server.phase:
         word = f"{word}: {server.phase}"
     if server.state is ServerState.STUCK and server.stuck_for_s is not None:
         word = f"{word} {server.stuck_for_s:.0f}s"
     pid = NA if server.pid is None else str(server.pid)
-    return Content.assemble((word, STATE_STYLE[server.state]), f"  :{server.port} pid {pid}")
+    return line((word, STATE_STYLE[server.state]), f"  :{server.port} pid {pid}")
 
 
 def gpu_lines(gpu: GpuSnapshot | None, note: str, width: int, full: bool) -> list[Content]:
     """Memory, utilisation, temperature and power; the note when there is no reading."""
     if gpu is None:
-        return [Content.styled(note or "no GPU reading", "$text-muted")]
+        return [line((note or "no GPU reading", "$text-muted"))]
     used, total = gib(gpu.memory_used), gib(gpu.memory_total)
     power = NA if gpu.power_w is None else str(round(gpu.power_w / POWER_STEP_W) * POWER_STEP_W)
     temp = NA if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
     if not full:
         head = f"{gpu.memory_used / 2**30:.0f}/{gpu.memory_total / 2**30:.0f}G"
-        return [Content(f"{head} {pct(gpu.utilization_gpu)} {temp} {power}W")]
+        return [line(f"{head} {pct(gpu.utilization_gpu)} {temp} {power}W")]
     label = f" {used}/{total} GiB"
     mem_bar = bar(gpu.memory_fraction, max(4, width - 4 - len(label)))
     limit = "" if gpu.power_limit_w is None else f"/{gpu.power_limit_w:.0f}"
     return [
-        Content.assemble("mem ", (mem_bar, "$accent"), label),
-        Content(f"util {pct(gpu.utilization_gpu)}  {temp}  {power}{limit} W"),
+        line("mem ", (mem_bar, "$accent"), label),
+        line(f"util {pct(gpu.utilization_gpu)}  {temp}  {power}{limit} W"),
     ]
 
 
@@ -99,7 +127,7 @@ def error_line(server: ServerSnapshot | None) -> Content | None:
         return None
     reason = f"{server.error_reason.upper()}: " if server.error_reason else ""
     style = "$error" if server.error_fatal else "$warning"
-    return Content.styled(f"{reason}{server.last_error}", style)
+    return line((f"{reason}{server.last_error}", style))
 
 
 def pressure_line(server: ServerSnapshot | None) -> Content | None:
@@ -107,7 +135,7 @@ def pressure_line(server: ServerSnapshot | None) -> Content | None:
     if server is None or not server.pressure:
         return None
     age = "" if server.pressure_age_s is None else f" ({duration_short(server.pressure_age_s)} ago)"
-    return Content.styled(f"{server.pressure}{age}", "$warning")
+    return line((f"{server.pressure}{age}", "$warning"))
 
 
 def gen_line(server: ServerSnapshot, width: int, full: bool) -> Content:
@@ -117,9 +145,7 @@ def gen_line(server: ServerSnapshot, width: int, full: bool) -> Content:
         if full
         else (f"{short_num(sig3(server.gen_throughput))} t/s ")
     )
-    return Content.assemble(
-        label, (spark(server.throughput_history, width - len(label)), "$success")
-    )
+    return line(label, (spark(server.throughput_history, width - len(label)), "$success"))
 
 
 def full_lines(panel: GpuPanel, width: int, late_s: float = 0.0) -> list[Content]:
@@ -132,21 +158,19 @@ def full_lines(panel: GpuPanel, width: int, late_s: float = 0.0) -> list[Content
     """
     late = late_s or None
     lines = [
-        aged(line, late)
-        for line in (state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=True))
+        aged(each, late)
+        for each in (state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=True))
     ]
     server = panel.server
     if server is not None:
         age = load_age(server, late_s)
         shown, decay = blanked(server, age), gen_age(server, late_s)
         lines += [
-            Content(f"KV {num(server.kv_tokens)} tok  mamba {num(server.mamba_slots)} slots"),
-            Content.assemble("max running ", max_running(server)),
-            aged(Content(f"running {num(shown.running)}  queued {num(shown.queued)}"), age),
+            line(f"KV {num(server.kv_tokens)} tok  mamba {num(server.mamba_slots)} slots"),
+            line("max running ", max_running_part(server)),
+            aged(line(f"running {num(shown.running)}  queued {num(shown.queued)}"), age),
             aged(
-                Content(
-                    f"token {pct(shown.token_usage, 100)}  mamba {pct(shown.mamba_usage, 100)}"
-                ),
+                line(f"token {pct(shown.token_usage, 100)}  mamba {pct(shown.mamba_usage, 100)}"),
                 age,
             ),
             aged(gen_line(shown, width - (6 if decay else 0), full=True), decay, always=True),
@@ -162,8 +186,8 @@ def compact_lines(panel: GpuPanel, width: int, height: int, late_s: float = 0.0)
     dimmed with their age, as in ``full_lines``)."""
     late = late_s or None
     lines = [
-        aged(line, late)
-        for line in (state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=False))
+        aged(each, late)
+        for each in (state_line(panel), *gpu_lines(panel.gpu, panel.gpu_note, width, full=False))
     ]
     server = panel.server
     age = load_age(server, late_s) if server is not None else None
@@ -185,8 +209,8 @@ def compact_lines(panel: GpuPanel, width: int, height: int, late_s: float = 0.0)
         and shown is not None
         and (server.running is not None or server.gen_throughput is not None)
     ):
-        run = Content.assemble(
-            f"run {num(shown.running)}", max_running_short(server), f" q{num(shown.queued)}"
+        run = line(
+            f"run {num(shown.running)}/", max_running_part(server), f" q{num(shown.queued)}"
         )
         lines.append(aged(run, age))
         decay = gen_age(server, late_s)
@@ -195,7 +219,7 @@ def compact_lines(panel: GpuPanel, width: int, height: int, late_s: float = 0.0)
         )
     if server is not None and shown is not None and server.kv_tokens is not None:
         lines.append(
-            Content(
+            line(
                 f"kv {short_num(server.kv_tokens)} m{num(server.mamba_slots)} "
                 f"tok {pct(shown.token_usage, 100)}"
             )
