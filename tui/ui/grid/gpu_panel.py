@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Self
 
 from rich.cells import cell_len
@@ -110,10 +109,8 @@ class GpuPanelView(Widget):
         """The throughput history the sparkline shows (see ``SPARK_EVERY_S``)."""
         self._spark_at = 0.0
         """time.monotonic() when it was taken."""
-        self._drawn: GpuPanel | None = None
-        """``panel`` as drawn (``drawn``), taken at each new reading."""
-        self._drawn_for: GpuPanel | None = None
-        """The reading ``_drawn`` was taken from."""
+        self._spark_for: GpuPanel | None = None
+        """The reading ``_spark`` was last looked at for (``spark_history``)."""
         self._render_size: Size | None = None
         """The size while ``render_lines`` renders (None otherwise)."""
         self._fitted: dict[tuple[object, ...], Content] = {}
@@ -168,12 +165,20 @@ class GpuPanelView(Widget):
         self.late_s = 0.0
         self.panel = panel
 
-    def drawn(self) -> GpuPanel | None:
-        """``panel`` as drawn: its sparkline history as taken at most ``SPARK_EVERY_S`` ago."""
+    def spark_history(self) -> tuple[float, ...] | None:
+        """The throughput history the sparkline draws: the server's as taken at most
+        ``SPARK_EVERY_S`` ago (None: no server). Looked at once per reading.
+
+        Why handed to the line builders, not a copy of the panel with it: two
+        ``dataclasses.replace`` a reading were a quarter of a panel's update.
+        """
         panel = self.panel
         server = panel.server if panel is not None else None
-        if panel is None or server is None:
-            return panel
+        if server is None:
+            return None
+        if self._spark_for is panel:
+            return self._spark
+        self._spark_for = panel
         history = server.throughput_history
         now = time.monotonic()
         held = self._spark
@@ -185,12 +190,11 @@ class GpuPanelView(Widget):
             or now - self._spark_at >= SPARK_EVERY_S
         ):
             self._spark, self._spark_at = history, now
-            return panel
-        return replace(panel, server=replace(server, throughput_history=held))
+        return self._spark
 
     def watch_panel(self, panel: GpuPanel | None) -> None:
         """Retitle and restyle when they change; repaint the cells whose text changed."""
-        self._drawn, self._drawn_for = self.drawn(), panel
+        self.spark_history()  # taken (or held) for this reading
         name = "" if panel is None or panel.gpu is None else f" · {panel.gpu.name}"
         where = f"{panel.node} GPU {panel.local_index}" if panel is not None and panel.node else ""
         title = f"{'● ' if self.marked else ''}{where or f'GPU {self.gpu_index}'}{name}"
@@ -223,15 +227,17 @@ class GpuPanelView(Widget):
     def lines(self, size: Size | None = None) -> list[Content]:
         """The panel's lines for its current size (``size``: the caller's look-up of it): full
         layout when there is room, else compact."""
-        panel = self._drawn if self._drawn_for is self.panel else self.panel
+        panel = self.panel
         if panel is None:
             return [Content.styled("waiting for the first reading", "$text-muted")]
         size = self.size if size is None else size
         width, height = size
         full = self._full(size)
-        late = self.late_s
+        late, history = self.late_s, self.spark_history()
         lines = (
-            full_lines(panel, width, late) if full else compact_lines(panel, width, height, late)
+            full_lines(panel, width, late, history)
+            if full
+            else compact_lines(panel, width, height, late, history)
         )
         # Never a cut number (fit elides whole words); an error's prose is cut at the width on
         # purpose: its next lines continue it.

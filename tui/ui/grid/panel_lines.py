@@ -138,23 +138,30 @@ def pressure_line(server: ServerSnapshot | None) -> Content | None:
     return line((f"{server.pressure}{age}", "$warning"))
 
 
-def gen_line(server: ServerSnapshot, width: int, full: bool) -> Content:
-    """Generation tok/s and a sparkline of its recent history filling the rest of the line."""
+def gen_line(
+    server: ServerSnapshot, width: int, full: bool, history: tuple[float, ...] | None = None
+) -> Content:
+    """Generation tok/s and a sparkline of its recent history filling the rest of the line
+    (``history``: the one to draw instead of the server's, see ``gpu_panel.SPARK_EVERY_S``)."""
     label = (
         f"gen {sig3_text(server.gen_throughput)} tok/s "
         if full
         else (f"{short_num(sig3(server.gen_throughput))} t/s ")
     )
-    return line(label, (spark(server.throughput_history, width - len(label)), "$success"))
+    drawn = server.throughput_history if history is None else history
+    return line(label, (spark(drawn, width - len(label)), "$success"))
 
 
-def full_lines(panel: GpuPanel, width: int, late_s: float = 0.0) -> list[Content]:
+def full_lines(
+    panel: GpuPanel, width: int, late_s: float = 0.0, history: tuple[float, ...] | None = None
+) -> list[Content]:
     """Every number, one topic per line (about nine lines); stale ones dimmed with their age.
 
     Args:
         panel: The GPU and its server.
         width: Cells per line.
         late_s: Seconds since the snapshot arrived (the grid counts them).
+        history: The throughput history the sparkline draws (None: the server's).
     """
     late = late_s or None
     lines = [
@@ -173,7 +180,7 @@ def full_lines(panel: GpuPanel, width: int, late_s: float = 0.0) -> list[Content
                 line(f"token {pct(shown.token_usage, 100)}  mamba {pct(shown.mamba_usage, 100)}"),
                 age,
             ),
-            aged(gen_line(shown, width - (6 if decay else 0), full=True), decay, always=True),
+            aged(gen_line(shown, width - (6 if decay else 0), True, history), decay, always=True),
         ]
     for extra in (pressure_line(server), error_line(server)):
         if extra is not None:
@@ -181,9 +188,15 @@ def full_lines(panel: GpuPanel, width: int, late_s: float = 0.0) -> list[Content
     return lines
 
 
-def compact_lines(panel: GpuPanel, width: int, height: int, late_s: float = 0.0) -> list[Content]:
+def compact_lines(
+    panel: GpuPanel,
+    width: int,
+    height: int,
+    late_s: float = 0.0,
+    history: tuple[float, ...] | None = None,
+) -> list[Content]:
     """The essential numbers, most important first, cut to ``height`` lines (stale ones
-    dimmed with their age, as in ``full_lines``)."""
+    dimmed with their age, and ``history`` drawn, as in ``full_lines``)."""
     late = late_s or None
     lines = [
         aged(each, late)
@@ -209,13 +222,11 @@ def compact_lines(panel: GpuPanel, width: int, height: int, late_s: float = 0.0)
         and shown is not None
         and (server.running is not None or server.gen_throughput is not None)
     ):
-        run = line(
-            f"run {num(shown.running)}/", max_running_part(server), f" q{num(shown.queued)}"
-        )
+        run = line(f"run {num(shown.running)}/", max_running_part(server), f" q{num(shown.queued)}")
         lines.append(aged(run, age))
         decay = gen_age(server, late_s)
         lines.append(
-            aged(gen_line(shown, width - (6 if decay else 0), full=False), decay, always=True)
+            aged(gen_line(shown, width - (6 if decay else 0), False, history), decay, always=True)
         )
     if server is not None and shown is not None and server.kv_tokens is not None:
         lines.append(
