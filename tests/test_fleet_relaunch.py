@@ -40,7 +40,10 @@ def _mamba_lines(server: ServerSnapshot) -> list[str]:
 
 async def test_relaunch_on_the_same_gpu_and_log(isolated_state: Path) -> None:
     first_args = [*FAST, "--max-mamba-cache-size", "200"]
-    with running_sim(first_args, isolated_state, wait_healthy=False) as first:
+    # Listening before the monitor's first poll: its one discovery scan (held off after it)
+    # must find the first server by its port; a scan before the bind found nothing, and the
+    # server then read as ready with no pid (seen once in a full run).
+    with running_sim(first_args, isolated_state, wait_healthy=True) as first:
         spec = FleetSpec((ServerSpec(GPU, first.port),))  # no log path: from the process
         monitor = FleetMonitor(
             spec,

@@ -26,8 +26,10 @@ STATE_STYLE: dict[ServerState, str] = {
 }
 """Theme colour of each server state word."""
 
-LINES_KEPT = 4096
-"""Distinct lines ``line`` keeps (all are dropped at once past this, and made again)."""
+LINES_KEPT = 1024
+"""Distinct lines ``line`` keeps (all are dropped at once past this, and made again). Why so
+few: a line need only outlive one reading to be found again; under load the moving lines add
+20-30 a second (seven panels), so this is a clear every minute or so, ~0.5 MB at most."""
 
 _lines: dict[tuple[str | tuple[str, str], ...], Content] = {}
 
