@@ -214,6 +214,61 @@ async def test_a_move_measured_worse_still_brings_its_variant_with_more_memory(
     assert tuner.records == []  # the tried move is not recorded again
 
 
+async def test_a_canary_whose_controls_made_no_tokens_ends_the_search(tmp_path: Path) -> None:
+    """On a fleet no job sends requests to, every candidate would cost its GPU a relaunch and a
+    window for the same "not measured": the first such canary ends the search, its candidate
+    recorded as failed and the canary GPU put back on the incumbent. A canary that failed for
+    its own reasons (controls busy) lets the search go on to the next candidate."""
+    from dataclasses import replace
+
+    from ui_helpers import verify_report
+
+    from tui.autotune.strategy import Ranked
+    from tui.autotune.trials import IDLE_FLEET
+
+    inc = on_the_ridge(tmp_path, max_mamba_cache_size=320, max_running_requests=64)
+    tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(gpu=0))
+    tuner.incumbent, tuner.gpu = inc, 0
+    tuner.knobs = knobs_of(inc, tuner.options.space)
+    idle = CanaryResult(
+        "c",
+        0,
+        (1,),
+        "inc",
+        "not measured",
+        "no verdict: the control GPUs made no tokens in the 6 intervals of the window",
+        None,
+        None,
+        canary_tokens=(0.0,) * 6,
+        control_tokens=(0.0,) * 6,
+        report=verify_report(0, "c"),
+    )
+    assert idle.ok and idle.controls_idle
+    results = [idle]
+    back: list[str] = []
+
+    async def canary(profile: Profile, controls: list[int]) -> tuple[CanaryResult, bool]:
+        return results[-1], False
+
+    async def back_to(profile: Profile, gpus: list[int] | None = None) -> None:
+        back.append(profile.name)
+
+    tuner._canary = canary  # type: ignore[method-assign]
+    tuner._back_to = back_to  # type: ignore[method-assign]
+    move = Candidate.of({"max_running_requests": 72})
+    best = Ranked(move, preflight(inc, 0), (1.0,))
+    assert await tuner._try(best, [1]) == IDLE_FLEET
+    (record,) = tuner.records
+    assert record.decision == "failed" and record.why.startswith("not measured")
+    assert back == [inc.name]
+    # busy controls, the canary unmeasured for another reason: the search goes on
+    busy = replace(idle, control_tokens=(900.0,) * 6, reason="no verdict: GPU 0 stopped")
+    assert not busy.controls_idle
+    results.append(busy)
+    assert await tuner._try(best, [1]) is None
+    assert len(tuner.records) == 2 and back == [inc.name, inc.name]
+
+
 def canary_result(relative: float, window_s: float, lost: float | None) -> CanaryResult:
     canary = [100.0 * (1 + relative) + (i % 2) for i in range(6)]
     control = [100.0 + (i % 3) for i in range(6)]

@@ -97,6 +97,7 @@ async def test_every_control_lost_ends_the_window_with_no_verdict() -> None:
     assert result.reason == "no verdict: every control GPU stopped answering"
     assert result.controls == () and result.dropped_controls == (1, 2)
     assert result.report is not None and result.report.ok  # the candidate runs: caller decides
+    assert not result.controls_idle  # readings lost is not an idle fleet
 
 
 async def test_the_canary_gpu_lost_ends_the_window_with_no_verdict() -> None:
@@ -120,3 +121,5 @@ async def test_controls_without_tokens_end_the_window_with_no_verdict() -> None:
     assert result.reason.startswith("no verdict: the control GPUs made no tokens in the ")
     assert result.reason.endswith("(is the job sending requests?)")
     assert result.controls == (1, 2) and result.report is not None and result.report.ok
+    # the zeros on record, and said: an autotune search ends on it (nothing to measure)
+    assert result.control_tokens and not any(result.control_tokens) and result.controls_idle

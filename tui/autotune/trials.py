@@ -24,6 +24,12 @@ from tui.autotune.watch import CanaryWatch
 from tui.profiles import Profile
 from tui.rollout.canary_result import CanaryResult
 
+IDLE_FLEET = (
+    "the fleet made no tokens during the canary: nothing to measure "
+    "(start the job sending requests, then search again)"
+)
+"""Why a search ends when its canary's control GPUs generated nothing (``_measure``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Trial:
@@ -123,6 +129,10 @@ class Trials(SearchState):
         if not result.ok or result.tokens is None:
             await self._back_to(self.incumbent)
             await self._finish(record, "failed", result.describe().splitlines()[0])
+            if result.ok and result.controls_idle:
+                # Every next candidate would cost its GPU a relaunch and a window for the same
+                # "not measured": the search ends here, the canary GPU back on the incumbent.
+                return IDLE_FLEET
             return None
         return Trial(best, profile, record, result)
 

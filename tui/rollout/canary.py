@@ -298,6 +298,8 @@ class Canary:
                     f"no verdict: the control GPUs made no tokens in the {len(canary)} "
                     "intervals of the window (is the job sending requests?)"
                 ),
+                canary_tokens=tuple(round(x, 3) for x in canary),
+                control_tokens=tuple(round(x, 3) for x in control),  # the zeros, on record
             )
             return idle
         req_c, req_k = _pairs(rates, self.gpu, live, measure_from, float("inf"), "requests")

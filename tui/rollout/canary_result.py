@@ -120,6 +120,12 @@ class CanaryResult:
     canary: their node stopped answering); ``controls`` are those that stayed."""
 
     @property
+    def controls_idle(self) -> bool:
+        """The window was measured and the control GPUs made no tokens in any interval of it
+        (no job sending requests): nothing a canary can measure on this fleet now."""
+        return self.tokens is None and bool(self.control_tokens) and not any(self.control_tokens)
+
+    @property
     def ok(self) -> bool:
         """True when the canary came up and a verdict was reached."""
         return not self.refused and self.report is not None and self.report.ok
