@@ -167,7 +167,8 @@ class GpuPanelView(Widget):
 
     def spark_history(self) -> tuple[float, ...] | None:
         """The throughput history the sparkline draws: the server's as taken at most
-        ``SPARK_EVERY_S`` ago (None: no server). Looked at once per reading.
+        ``SPARK_EVERY_S`` ago (None: no server). Looked at once per reading, when its lines are
+        first built.
 
         Why handed to the line builders, not a copy of the panel with it: two
         ``dataclasses.replace`` a reading were a quarter of a panel's update.
@@ -194,7 +195,6 @@ class GpuPanelView(Widget):
 
     def watch_panel(self, panel: GpuPanel | None) -> None:
         """Retitle and restyle when they change; repaint the cells whose text changed."""
-        self.spark_history()  # taken (or held) for this reading
         name = "" if panel is None or panel.gpu is None else f" · {panel.gpu.name}"
         where = f"{panel.node} GPU {panel.local_index}" if panel is not None and panel.node else ""
         title = f"{'● ' if self.marked else ''}{where or f'GPU {self.gpu_index}'}{name}"

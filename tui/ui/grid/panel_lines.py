@@ -84,11 +84,6 @@ def max_running_part(server: ServerSnapshot) -> tuple[str, str]:
     return (effective, "")
 
 
-def max_running_short(server: ServerSnapshot) -> Content:
-    """``/40`` or ``/40 (asked 64)`` for the compact layout (same meanings as ``max_running``)."""
-    return line("/", max_running_part(server))
-
-
 def state_line(panel: GpuPanel) -> Content:
     """State word (with startup phase), port and pid."""
     server = panel.server
