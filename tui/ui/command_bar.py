@@ -1,15 +1,16 @@
 """The ``:`` command bar: one input line above the footer, with completion (k9s habit).
 
-``:`` opens it; Enter posts ``CommandEntered`` with the line (the main screen parses and
-performs it, ``tui.ui.command_line``); Escape closes it. Tab or right arrow takes the greyed
-completion (a command word, or a command with a profile name).
+``:`` opens it at once (what is typed right after ``:`` lands in it, never on the grid's keys);
+the completions follow when the backend's profile names are read. Enter posts ``CommandEntered``
+with the line (the main screen parses and performs it, ``tui.ui.command_line``); Escape closes
+it. Tab or right arrow takes the greyed completion (a command word, or a command with a profile
+name); Tab without one stays in the bar (it never moves the focus away from what is typed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from textual import events
 from textual.binding import Binding
 from textual.message import Message
 from textual.suggester import SuggestFromList
@@ -31,23 +32,32 @@ class CommandEntered(Message):
 class CommandBar(BottomBar):
     """The command line; hidden until opened."""
 
-    BINDINGS = [Binding("escape", "close", "Close", show=False, id="command.close")]
+    BINDINGS = [
+        Binding("enter", "submit", "Run", id="command.run"),
+        Binding("tab", "complete", "Complete", id="command.complete"),
+        Binding("escape", "close", "Close", id="command.close"),
+    ]
+    """Shown in the footer while the bar has the focus (what the keys do there)."""
 
-    def open(self, profiles: Sequence[str], text: str = "") -> None:
-        """Show the bar with ``text`` and completions for these profiles, focused."""
-        self.suggester = SuggestFromList(suggestions(profiles), case_sensitive=False)
+    def open(self, text: str = "") -> None:
+        """Show the bar with ``text``, focused (completions of the commands' words only, until
+        ``complete_with`` gives the profile names)."""
+        self.suggester = SuggestFromList(suggestions(()), case_sensitive=False)
         self.show_with(text)
+
+    def complete_with(self, profiles: Sequence[str]) -> None:
+        """Complete the commands with these profile names too (what is typed is kept)."""
+        self.suggester = SuggestFromList(suggestions(profiles), case_sensitive=False)
 
     def action_close(self) -> None:
         """Hide the bar, leaving the grid its keys."""
         self.hide()
         self.value = ""
 
-    def on_key(self, event: events.Key) -> None:
-        """Tab takes the completion (as the right arrow does) instead of moving focus."""
-        if event.key == "tab" and self._suggestion:
-            event.stop()
-            event.prevent_default()
+    def action_complete(self) -> None:
+        """Take the completion (as the right arrow does); without one do nothing: moving the
+        focus off the bar, as Tab does elsewhere, sent the next keys to the grid."""
+        if self._suggestion:
             self.value = self._suggestion
             self.cursor_position = len(self.value)
 

@@ -75,13 +75,15 @@ class CommandMode:
     # --- the bar ---------------------------------------------------------------------------
 
     def action_command(self) -> None:
-        """Open the command bar (completion from the backend's profile names)."""
-        self._open_bar()
+        """Open the command bar now, so the keys typed after ``:`` reach it; the profile names
+        for its completion are read in a thread meanwhile."""
+        self._bar().open()
+        self._complete_bar()
 
     @work(group="command", exclusive=True, exit_on_error=False)
-    async def _open_bar(self, text: str = "") -> None:
+    async def _complete_bar(self) -> None:
         profiles = await asyncio.to_thread(self.actions.profile_names)
-        self._bar().open(profiles, text)
+        self._bar().complete_with(profiles)
 
     def on_command_entered(self, message: CommandEntered) -> None:
         """Parse the line and perform it; a bad line is one error line, the bar kept open."""

@@ -54,10 +54,13 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "grid.operation": None,  # opens the background operation's report
         "grid.command": None,  # opens the command bar; each command is checked by its intent
         "command.close": None,
+        "command.run": None,  # each command is checked by its intent (command mode)
+        "command.complete": None,
         "grid.mark": None,  # marks GPUs; k and r then ask as usual
         "grid.unmark": None,
         "grid.filter": None,
         "filter.clear": None,
+        "filter.keep": None,
         "pipeline.pane": None,
         "pipeline.start_stop": Intent.PIPELINE,
         "pipeline.range_shorter": None,

@@ -24,7 +24,11 @@ class FilterChanged(Message):
 class FilterBar(BottomBar):
     """The filter line; hidden until opened."""
 
-    BINDINGS = [Binding("escape", "clear", "Clear", show=False, id="filter.clear")]
+    BINDINGS = [
+        Binding("enter", "submit", "Keep filter", id="filter.keep"),
+        Binding("escape", "clear", "Clear filter", id="filter.clear"),
+    ]
+    """Shown in the footer while the bar has the focus."""
 
     def open(self, text: str) -> None:
         """Show the bar with the current filter, focused."""
