@@ -50,7 +50,9 @@ class CommandMode:
     def _busy(self) -> bool:  # pragma: no cover
         raise NotImplementedError
 
-    def _confirm_then_post(self, title: str, affected: str, message: Message) -> None:
+    def _confirm_then_post(
+        self, title: str, affected: str, message: Message, *, confirm: str = "Yes"
+    ) -> None:
         raise NotImplementedError  # pragma: no cover
 
     def _ask_how_to_stop(self, title: str, gpus: tuple[int, ...]) -> None:  # pragma: no cover
@@ -125,11 +127,13 @@ class CommandMode:
         if verb == "apply":
             title = f"Relaunch GPUs {compact_range(gpus)} with {profile}?"
             affected = describe_servers(self.fleet, gpus)
-            self._confirm_then_post(title, affected, ApplyProfileRequested(profile, gpus))
+            apply = ApplyProfileRequested(profile, gpus)
+            self._confirm_then_post(title, affected, apply, confirm="Restart")
         elif verb == "canary":
             title = f"Canary {profile} on GPU {gpus[0]}, the other GPUs as control?"
             affected = describe_servers(self.fleet, gpus)
-            self._confirm_then_post(title, affected, CanaryRequested(profile, gpus[0]))
+            canary = CanaryRequested(profile, gpus[0])
+            self._confirm_then_post(title, affected, canary, confirm="Start canary")
         elif verb == "rollout":
             # The marks scope a typed rollout as they scope ``o`` (else the whole fleet).
             scope = self.scope()
@@ -137,7 +141,7 @@ class CommandMode:
             title, detail = rollout_question(profile, scope or fleet, command.batch)
             detail = f"Scope: {scope_words(self.fleet, scope)}\n{detail}"
             request = RolloutRequested(profile, command.batch, scope)
-            self._confirm_then_post(title, detail, request)
+            self._confirm_then_post(title, detail, request, confirm="Roll out")
         elif verb == "rollback":
             self.action_rollback()
         elif verb == "kill":

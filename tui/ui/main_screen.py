@@ -275,14 +275,20 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
 
     # --- operations (confirmed here, performed by the app through the backend) ----------------
 
-    def _confirm_then_post(self, title: str, affected: str, message: Message) -> None:
-        """Ask, and post ``message`` (up to the app, which performs it) only on yes."""
+    def _confirm_then_post(
+        self, title: str, affected: str, message: Message, *, confirm: str = "Yes"
+    ) -> None:
+        """Ask, and post ``message`` (up to the app, which performs it) only on yes; a canary
+        is the harmless kind of question (Enter starts it), the rest keep Cancel focused."""
 
         def done(confirmed: bool | None) -> None:
             if confirmed:
                 self.post_message(message)
 
-        self.app.push_screen(ConfirmScreen(title, affected), done)
+        harmless = isinstance(message, CanaryRequested)
+        self.app.push_screen(
+            ConfirmScreen(title, affected, confirm, destructive=not harmless), done
+        )
 
     def _ask_how_to_stop(self, title: str, gpus: tuple[int, ...]) -> None:
         """Ask how (drain, terminate, kill), and post the stop only when one was chosen."""
@@ -425,6 +431,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
                 "Stop the generation pipeline?",
                 describe_pipeline_stop(status),
                 PipelineStopRequested(),
+                confirm="Stop pipeline",
             )
         else:
             self.post_message(PipelineStartRequested())

@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from tui.ui.dialog_keys import BUTTON_KEYS, KEYS_HINT_CSS, ButtonKeys, keys_hint
 from tui.ui.gate import ReadOnlyGate
 
 
@@ -24,10 +25,11 @@ class QuitChoice(StrEnum):
     """Do not quit."""
 
 
-class QuitScreen(ModalScreen[QuitChoice], ReadOnlyGate[QuitChoice]):
+class QuitScreen(ModalScreen[QuitChoice], ButtonKeys, ReadOnlyGate[QuitChoice]):
     """Asks what should happen to the fleet when the console closes."""
 
-    DEFAULT_CSS = """
+    DEFAULT_CSS = (
+        """
     QuitScreen {
         align: center middle;
     }
@@ -50,11 +52,14 @@ class QuitScreen(ModalScreen[QuitChoice], ReadOnlyGate[QuitChoice]):
         width: 100%;
     }
     """
+        + KEYS_HINT_CSS
+    )
 
     BINDINGS = [
         Binding("s", "choose('stop')", "Stop fleet and quit", id="quit.stop"),
         Binding("k", "choose('keep')", "Keep fleet, quit", id="quit.keep"),
         Binding("escape,c", "choose('cancel')", "Cancel", id="quit.cancel"),
+        *BUTTON_KEYS,
     ]
 
     def __init__(
@@ -113,6 +118,11 @@ class QuitScreen(ModalScreen[QuitChoice], ReadOnlyGate[QuitChoice]):
                 )
                 yield Button("Keep running", variant="primary", id="quit-keep")
                 yield Button("Cancel", id="quit-cancel")
+            keys = [("k", "Keep running, quit")]
+            if self.can_stop_fleet:
+                keys.append(("s", "Stop fleet, quit"))
+            keys.append(("c/Esc", "Cancel"))
+            yield keys_hint(keys, "Keep running")
 
     def on_mount(self) -> None:
         """Focus the safe choice."""

@@ -130,6 +130,8 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         # dialogs
         "confirm.yes": Intent.CONFIRM,
         "confirm.no": None,
+        "dialog.left": None,  # the arrows move among a dialog's buttons
+        "dialog.right": None,
         "stop.drain": Intent.KILL,
         "stop.terminate": Intent.KILL,
         "stop.kill": Intent.KILL,

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
 from tui.control.stop import StopMode
+from tui.ui.dialog_keys import BUTTON_KEYS, KEYS_HINT_CSS, ButtonKeys, keys_hint
 from tui.ui.gate import ReadOnlyGate
 
 CHOICES: tuple[tuple[StopMode, str, str], ...] = (
@@ -30,10 +31,14 @@ CHOICES: tuple[tuple[StopMode, str, str], ...] = (
 """Each mode, its button, and what it does."""
 
 
-class StopScreen(ModalScreen[StopMode | None], ReadOnlyGate[StopMode | None]):
-    """Asks how to stop the named servers; dismisses with the mode, or None to cancel."""
+class StopScreen(ModalScreen[StopMode | None], ButtonKeys, ReadOnlyGate[StopMode | None]):
+    """Asks how to stop the named servers; dismisses with the mode, or None to cancel.
 
-    DEFAULT_CSS = """
+    Cancel is focused (a stray Enter stops nothing); each mode has its key, named under the
+    buttons, and the arrows move among them."""
+
+    DEFAULT_CSS = (
+        """
     StopScreen {
         align: center middle;
     }
@@ -64,12 +69,15 @@ class StopScreen(ModalScreen[StopMode | None], ReadOnlyGate[StopMode | None]):
         margin-right: 1;
     }
     """
+        + KEYS_HINT_CSS
+    )
 
     BINDINGS = [
         Binding("d,y", "choose('drain')", "Drain", id="stop.drain"),
         Binding("t", "choose('terminate')", "Terminate", id="stop.terminate"),
         Binding("9", "choose('kill')", "Kill", id="stop.kill"),
         Binding("n,escape", "cancel", "Cancel", id="stop.cancel"),
+        *BUTTON_KEYS,
     ]
 
     def __init__(self, title: str, affected: str) -> None:
@@ -93,10 +101,12 @@ class StopScreen(ModalScreen[StopMode | None], ReadOnlyGate[StopMode | None]):
                     safe = mode == "drain"
                     yield Button(label, variant="primary" if safe else "error", id=f"stop-{mode}")
                 yield Button("Cancel", id="stop-cancel")
+            keys = [("d/y", "Drain"), ("t", "Terminate"), ("9", "Kill"), ("n/Esc", "Cancel")]
+            yield keys_hint(keys, "Cancel")
 
     def on_mount(self) -> None:
-        """The safe choice has the focus."""
-        self.query_one("#stop-drain", Button).focus()
+        """Cancel has the focus: stopping a server is never what a stray Enter does."""
+        self.query_one("#stop-cancel", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         """A button chooses its mode; Cancel chooses nothing."""

@@ -213,7 +213,7 @@ class DetailScreen(ReadOnlyGate[None]):
                 self.post_message(message)
 
         affected = describe_servers(self.fleet, (self.gpu,))
-        self.app.push_screen(ConfirmScreen(title, affected), done)
+        self.app.push_screen(ConfirmScreen(title, affected, "Restart"), done)
 
     def action_kill(self) -> None:
         """Stop this GPU's server, the way the operator chooses (drain, terminate, kill)."""

@@ -61,7 +61,7 @@ async def choose_relaunch(
     same = chosen == current
     how = "relaunched" if same else "stopped, its memory released, and launched with the profile"
     confirmed = await app.push_screen_wait(
-        ConfirmScreen(_restart_title(gpus, chosen), f"Each server is {how}:\n{affected}")
+        ConfirmScreen(_restart_title(gpus, chosen), f"Each server is {how}:\n{affected}", "Restart")
     )
     return RelaunchChoice(chosen, gpus, same) if confirmed else None
 

@@ -46,7 +46,7 @@ async def choose_canary(
     # A many-node console's backend picks the controls and rolls a worse candidate back.
     title, detail = canary_question(profile, gpu, fleet, hasattr(actions, "canary_controls"))
     confirmed = await app.push_screen_wait(
-        ConfirmScreen(title, f"{detail}\n{affected}", "Start canary")
+        ConfirmScreen(title, f"{detail}\n{affected}", "Start canary", destructive=False)
     )
     return profile if confirmed else None
 

@@ -366,6 +366,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
                 f"Overwrite the saved profile {profile.name!r}?",
                 "The file is replaced by the form's values. Nothing is restarted.",
                 "Overwrite",
+                destructive=False,  # a save: nothing stops (Enter saves)
             )
             if not await self.app.push_screen_wait(question):
                 return

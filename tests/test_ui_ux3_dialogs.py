@@ -1,0 +1,170 @@
+"""The dialogs' keys through Pilot (issue 30, point 2: Cancel was focused on every dialog, the
+arrows did nothing and no key was named, so Enter silently cancelled two canaries).
+
+A harmless start (a canary, a save) focuses its own button: Enter starts it. A destructive one
+(stop, relaunch, roll back, stop the fleet) keeps Cancel focused and names the key that
+confirms. Left and right move among the buttons; y and n answer."""
+
+from __future__ import annotations
+
+from textual.widgets import Button, Label
+from ui_helpers import (
+    RecordingActions,
+    finish_actions,
+    make_app,
+    press_until,
+    settle,
+    wait_for,
+)
+
+from tui.state.fleet_state import GpuState
+from tui.ui.app import FleetApp
+from tui.ui.confirm import ConfirmScreen
+from tui.ui.quit_screen import QuitScreen
+from tui.ui.retune.profile_picker import ProfilePickerScreen
+from tui.ui.rollout.canary_screen import CanaryScreen
+from tui.ui.stop_screen import StopScreen
+
+BASE = {"name": "sim-baseline"}
+RUNNING = {g: GpuState(g, current=BASE, previous={"name": "sim-aggressive"}) for g in range(7)}
+
+
+def app_with(actions: RecordingActions, **kwargs: object) -> FleetApp:
+    app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(app, FleetApp)
+    return app
+
+
+def keys_line(screen: object) -> str:
+    return str(screen.query_one(".dialog-keys", Label).render())  # type: ignore[attr-defined]
+
+
+def focused_id(app: FleetApp) -> str | None:
+    focused = app.screen.focused
+    return focused.id if isinstance(focused, Button) else None
+
+
+async def canary_confirm(pilot: object, app: FleetApp) -> ConfirmScreen:
+    await press_until(pilot, ("3", "c"), ProfilePickerScreen)
+    await pilot.press("up", "enter")  # type: ignore[attr-defined]
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+    confirm = app.screen
+    assert isinstance(confirm, ConfirmScreen)
+    return confirm
+
+
+async def test_enter_on_a_canary_confirm_starts_the_canary() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        confirm = await canary_confirm(pilot, app)
+        assert focused_id(app) == "confirm-yes"
+        hint = keys_line(confirm)
+        assert "Enter: Start canary" in hint and "n/Esc: Cancel" in hint and "←/→" in hint
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CanaryScreen), "the canary")
+        await finish_actions(pilot, app)
+    assert actions.calls[0][0] == "canary"
+
+
+async def test_arrows_move_between_the_buttons_and_n_cancels() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await canary_confirm(pilot, app)
+        await pilot.press("right")
+        assert focused_id(app) == "confirm-no"
+        await pilot.press("right")  # the last button: it stays
+        assert focused_id(app) == "confirm-no"
+        await pilot.press("left")
+        assert focused_id(app) == "confirm-yes"
+        await pilot.press("right", "enter")  # Cancel pressed with Enter: nothing starts
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await canary_confirm(pilot, app)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await finish_actions(pilot, app)
+    assert actions.calls == []
+
+
+async def test_a_rollback_keeps_cancel_focused_and_names_y() -> None:
+    actions = RecordingActions()
+    app = app_with(actions, running=RUNNING)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("b",), ConfirmScreen)
+        confirm = app.screen
+        assert focused_id(app) == "confirm-no"
+        hint = keys_line(confirm)
+        assert "Enter: Cancel" in hint and "y: Roll back" in hint
+        await pilot.press("enter")  # the safe default
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await finish_actions(pilot, app)
+        assert actions.calls == []
+        await press_until(pilot, ("b",), ConfirmScreen)
+        await pilot.press("left")
+        assert focused_id(app) == "confirm-yes"
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await finish_actions(pilot, app)
+    assert [c[0] for c in actions.calls] == ["rollback"]
+
+
+async def test_a_relaunch_keeps_cancel_focused() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("2", "r"), ProfilePickerScreen)
+        await pilot.press("enter")  # the running profile, preselected
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+        assert focused_id(app) == "confirm-no"
+        assert "y: Restart" in keys_line(app.screen)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await finish_actions(pilot, app)
+    assert actions.calls == []
+
+
+async def test_the_stop_dialog_keeps_cancel_focused_and_names_each_key() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("1", "k"), StopScreen)
+        stop = app.screen
+        assert focused_id(app) == "stop-cancel"
+        hint = keys_line(stop)
+        for words in ("Enter: Cancel", "d/y: Drain", "t: Terminate", "9: Kill", "n/Esc: Cancel"):
+            assert words in hint, (words, hint)
+        await pilot.press("enter")  # nothing stops
+        await wait_for(pilot, lambda: not isinstance(app.screen, StopScreen), "closed")
+        await press_until(pilot, ("k",), StopScreen)
+        await pilot.press("left", "left", "left")  # Cancel -> Kill -> Terminate -> Drain
+        assert focused_id(app) == "stop-drain"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, StopScreen), "closed")
+        await finish_actions(pilot, app)
+    assert actions.calls == [("kill", ((1,),))]
+
+
+async def test_the_quit_dialog_names_the_key_that_stops_the_fleet() -> None:
+    actions = RecordingActions()
+    app = app_with(actions)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
+        assert focused_id(app) == "quit-keep"
+        hint = keys_line(app.screen)
+        assert "Enter: Keep running" in hint and "s: Stop fleet, quit" in hint
+        await pilot.press("left")
+        assert focused_id(app) == "quit-stop"
+        await pilot.press("right", "right")
+        assert focused_id(app) == "quit-cancel"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, QuitScreen), "closed")
+        assert app.is_running
+    assert actions.calls == []
