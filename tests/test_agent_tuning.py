@@ -26,6 +26,7 @@ from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.retune.flows import describe_rollback
 from tui.ui.tuning.form_screen import TuningFormScreen
+from tui.ui.tuning.scope import ScopeScreen
 
 pytestmark = [pytest.mark.timeout(150)]
 
@@ -90,6 +91,9 @@ async def test_t_on_a_remote_gpu_saves_and_applies_through_its_agent(tmp_path: P
             direct = await other.preflight(form.candidate.profile, (101,))
             assert item == direct[0] and item.gpu == 101 and item.fits
             await pilot.press("ctrl+t")
+            # Opened on one GPU: the form asks whom the change is for (this GPU only).
+            await wait_for(pilot, lambda: isinstance(app.screen, ScopeScreen), "the scope")
+            await pilot.press("g")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
             confirm = app.screen
             assert isinstance(confirm, ConfirmScreen)
@@ -144,6 +148,8 @@ async def test_a_node_refusing_the_save_is_one_line_and_nothing_is_launched(
             # A read-only agent still answers the preflight (a read): its verdict is shown.
             await wait_for(pilot, lambda: form.preflight is not None, "the node's preflight", 20)
             await pilot.press("ctrl+t")
+            await wait_for(pilot, lambda: isinstance(app.screen, ScopeScreen), "the scope")
+            await pilot.press("g")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
             await pilot.press("y")
             await wait_for(pilot, lambda: isinstance(app.screen, TuningFormScreen), "the form", 10)

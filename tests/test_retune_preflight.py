@@ -99,8 +99,12 @@ def test_preflight_names_the_mamba_pool_when_it_took_what_the_weights_left(
     result = preflight(load_profile(profile_file), 2)
     assert not result.fits and result.why_not is not None
     assert "Raise --mem-fraction-static above 0.318" in result.why_not  # SGLang's own words
-    hint = result.why_not.split("draft weights are now counted.", 1)[1]
-    assert "static budget is 31.0 GB" in hint and "200 slots and their intermediate" in hint
+    # Ours first: SGLang's asks for "above 0.318" at 0.5, which would not help (issue 30).
+    hint, sglang = result.why_not.split("SGLang's own message", 1)
+    assert hint.startswith("does not fit: the Mamba pool's 200 slots")
+    assert "misleading here (the fraction is already 0.5)" in sglang
+    assert "Raise --mem-fraction-static above 0.318" in sglang
+    assert "31.0 GB static budget" in hint and "200 slots and their intermediate" in hint
     assert "--max-mamba-cache-size 118 or fewer fits" in hint
     assert "mamba-full-memory-ratio" not in hint  # the profile sets the slots: it sizes nothing
     fitted = profile_file.read_text().replace(

@@ -13,6 +13,7 @@ from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.tuning.candidate import FormValues, build_candidate, parse_extra_flags
 from tui.ui.tuning.form_screen import TuningFormScreen
 from tui.ui.tuning.preflight_panel import PreflightPanel
+from tui.ui.tuning.scope import ScopeScreen
 
 ALL = (0, 1, 2, 3, 4, 5, 6)
 
@@ -115,7 +116,7 @@ async def test_preflight_shows_each_gpu_and_says_plainly_when_it_does_not_fit() 
         assert form.preflight is not None and all(p.fits for p in form.preflight)
         await type_into(pilot, form, "#knob-max_mamba_cache_size", "5000")
         text = await preflight_text(pilot, form)
-        assert "does not fit:" in text
+        assert "GPUs 0-6 do not fit:" in text  # one line for the seven, its verb agreeing
         assert form.query_one(PreflightPanel).has_class("-unfit")
 
 
@@ -154,6 +155,9 @@ async def test_opened_on_one_gpu_the_change_is_an_override_applied_to_that_gpu_o
         form = await open_form(pilot, "5", "t")
         await type_into(pilot, form, "#knob-mem_fraction_static", "0.95")
         await pilot.press("ctrl+t")
+        # Whom the change is for is asked, not assumed (issue 30): GPU 5 only.
+        await wait_for(pilot, lambda: isinstance(app.screen, ScopeScreen), "the scope question")
+        await pilot.press("g")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
         confirm = app.screen
         assert isinstance(confirm, ConfirmScreen)
@@ -170,13 +174,13 @@ async def test_the_toggle_switches_between_one_gpu_and_all() -> None:
     app = app_with(RecordingActions())
     async with app.run_test(size=(140, 45)) as pilot:
         form = await open_form(pilot, "2", "t")
-        assert form.target_gpus == (2,)
+        assert form.target_gpus == (2,) and form.scope is None  # shown for GPU 2, not chosen
         await pilot.press("ctrl+o")
         await pilot.pause()
-        assert form.gpu is None and form.target_gpus == ALL
+        assert form.gpu is None and form.target_gpus == ALL and form.scope == "all"
         await pilot.press("ctrl+o")
         await pilot.pause()
-        assert form.target_gpus == (2,)
+        assert form.target_gpus == (2,) and form.scope == "one"
 
 
 async def test_save_as_new_profile_and_an_existing_name_needs_confirmation() -> None:

@@ -171,7 +171,15 @@ def preflight(
     why = None
     if plan.failure is not None:
         explicit = flags.max_mamba_cache_size is not None
-        why = f"does not fit: {plan.failure.line}{_mamba_took_the_rest(plan, plan_for, explicit)}"
+        ours = _mamba_took_the_rest(plan, plan_for, explicit)
+        # Our diagnosis first when SGLang's own text points at the wrong knob: it asks for a
+        # fraction "above X" that the profile already exceeds (the Mamba pool took the rest).
+        why = (
+            f"does not fit: {ours}. SGLang's own message, misleading here (the fraction is "
+            f"already {plan.mem_fraction_static:g}): {plan.failure.line}"
+            if ours
+            else f"does not fit: {plan.failure.line}"
+        )
     refused = launch_problems(profile, [gpu])
     if refused:
         why = f"does not start: {refused[0]}"
@@ -198,7 +206,8 @@ def _mamba_took_the_rest(
     leave some: the Mamba pool, carved first, took it all, so raising --mem-fraction-static just
     above the value it names is not enough (seen in the demo: "above 0.318" at 0.85). With the
     most slots that would fit (``plan_for`` plans again with another --max-mamba-cache-size);
-    ``explicit``: the profile sets the slots (then --mamba-full-memory-ratio sizes nothing)."""
+    ``explicit``: the profile sets the slots (then --mamba-full-memory-ratio sizes nothing).
+    Empty when that is not what happened."""
     failure = plan.failure
     if failure is None or failure.kind != "weights_leave_no_memory" or plan.rest_bytes <= 0:
         return ""
@@ -213,9 +222,9 @@ def _mamba_took_the_rest(
     ratio = "" if explicit else "lower --mamba-full-memory-ratio, or "
     return (
         # GB as SGLang's log lines and the preflight table write it (2**30 bytes).
-        f" (after the weights the static budget is {budget:.1f} GB; the Mamba pool's {slots} "
-        f"slots and their intermediate caches take {pool:.1f} GB of it: {lower}; or {ratio}"
-        "raise --mem-fraction-static further)"
+        f"the Mamba pool's {slots} slots and their intermediate caches take {pool:.1f} GB of "
+        f"the {budget:.1f} GB static budget left after the weights: {lower}; or {ratio}"
+        "raise --mem-fraction-static further"
     )
 
 

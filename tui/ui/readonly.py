@@ -112,6 +112,9 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "tune.save": Intent.TUNE,
         "tune.apply": Intent.TUNE,
         "tune.scope": None,
+        "scope.one": None,  # answers whom a form's change is for; Save or Apply then ask as usual
+        "scope.all": None,
+        "scope.cancel": None,
         # profile picker, apply, rollout and canary screens
         "picker.cancel": None,
         "apply.close": None,

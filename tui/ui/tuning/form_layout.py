@@ -7,10 +7,11 @@ from collections.abc import Iterator
 
 from textual.containers import Horizontal, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Button, Input, Label, Static, Switch, TextArea
+from textual.widgets import Button, Input, Label, Static, TextArea
 
 from tui.ui.tuning.candidate import EXTRA, GENERAL, NAME, initial_values
 from tui.ui.tuning.preflight_panel import PreflightPanel
+from tui.ui.tuning.scope import scope_choice
 from tui.ui.tuning.setup import FormSetup
 
 KNOB_HELP = {
@@ -22,12 +23,13 @@ KNOB_HELP = {
 """The range of each knob, shown beside its input (empty input = SGLang's automatic value)."""
 
 
-def form_widgets(setup: FormSetup, gpu: int | None) -> Iterator[Widget]:
+def form_widgets(setup: FormSetup, gpu: int | None, scope: str | None) -> Iterator[Widget]:
     """The form's widgets, pre-filled from the running profile (a screen's compose body).
 
     Args:
         setup: What the form starts from.
         gpu: The GPU the change is for, or None for every GPU.
+        scope: The scope chosen (``tui.ui.tuning.scope``), None while it is not.
 
     Yields:
         The title, then the body (inputs on the left, preflight and diff on the right).
@@ -36,9 +38,12 @@ def form_widgets(setup: FormSetup, gpu: int | None) -> Iterator[Widget]:
     yield Static(id="tune-title")
     with Horizontal(id="tune-body"):
         with VerticalScroll(id="tune-inputs"):
-            with Horizontal(id="tune-scope-row"):
-                yield Switch(gpu is None, id="tune-scope")
-                yield Label("all GPUs (off: this GPU only, as an override)")
+            one = setup.gpu if setup.gpu is not None else setup.running.gpus[0]
+            yield scope_choice(one, scope)
+            yield Label(
+                "[b]not chosen yet[/b]: Save and Apply will ask (ctrl+o switches)",
+                id="tune-scope-note",
+            )
             for knob, text in values.knobs:
                 yield Label(f"{knob}  [dim]{KNOB_HELP[knob]}[/]", classes="field-label")
                 yield Input(text, placeholder="auto", id=f"knob-{knob}", select_on_focus=False)
@@ -58,6 +63,7 @@ def form_widgets(setup: FormSetup, gpu: int | None) -> Iterator[Widget]:
                 yield Button("Apply", variant="error", id="tune-apply")
                 yield Button("Save as new", variant="primary", id="tune-save")
                 yield Button("Cancel", id="tune-cancel")
+            yield Label(id="tune-blocked")
         with VerticalScroll(id="tune-results"):
             yield PreflightPanel(id="preflight")
             yield Static(id="tune-diff")

@@ -1,9 +1,10 @@
 """The tuning form: the four knobs and extra flags, validated as typed, with a live preflight.
 
-Opened on one GPU, the change becomes a ``[gpu.N]`` override of the running profile and is
-applied to that GPU only; opened on all (or with the toggle), it changes the shared flags and is
-applied to every GPU of the profile. Nothing is stopped before the operator confirms an Apply
-that names what will restart.
+Opened on all GPUs (``T``), the change is to the shared flags and is applied to every GPU of
+the profile. Opened on one GPU (``t``), the operator chooses (``tui.ui.tuning.scope``): that
+GPU only, a ``[gpu.N]`` override applied to it alone, or every GPU; until chosen, Save and Apply
+ask. Nothing is stopped before the operator confirms an Apply that names what will restart, and
+an Apply is refused while the preflight says a GPU will not start.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Button, Footer, Input, Label, Static, Switch, TextArea
+from textual.widgets import Button, Footer, Input, Label, RadioSet, Static, TextArea
 
 from tui.profiles import KNOBS, Profile, diff
 from tui.retune.preflight import Preflight
-from tui.ui.confirm import ConfirmScreen
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.sources import FleetActions
 from tui.ui.tuning.candidate import (
@@ -31,18 +31,19 @@ from tui.ui.tuning.candidate import (
     FormValues,
     build_candidate,
     gpu_range,
-    initial_values,
 )
+from tui.ui.tuning.form_flows import FormFlows
 from tui.ui.tuning.form_layout import form_widgets
 from tui.ui.tuning.preflight_panel import PreflightPanel
+from tui.ui.tuning.scope import EVERY_GPU, ONE_GPU
 from tui.ui.tuning.setup import (
     ApplyPlan,
     FormSetup,
     FormUnavailable,
     TuningBackend,
-    apply_question,
     load_setup,
     tuning_backend,
+    unfit_reason,
 )
 from tui.ui.tuning.type_ahead import TypeAhead
 
@@ -53,14 +54,14 @@ a busy console), and the preflights are already coalesced (one runs at a time; k
 meanwhile are answered by one more run, for the newest values), which is what a debounce is for."""
 
 
-class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
+class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
     """Dismisses with an ``ApplyPlan`` after a confirmed Apply, None on Cancel."""
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="tune.cancel"),
         Binding("ctrl+s", "save", "Save as new profile", id="tune.save", priority=True),
         Binding("ctrl+t", "apply", "Apply", id="tune.apply", priority=True),
-        Binding("ctrl+o", "toggle_scope", "All GPUs / one GPU", id="tune.scope", priority=True),
+        Binding("ctrl+o", "toggle_scope", "Every GPU / one GPU", id="tune.scope", priority=True),
     ]
 
     DEFAULT_CSS = """
@@ -68,8 +69,20 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         width: 100%;
         height: auto;
     }
-    TuningFormScreen #tune-scope-row Label {
-        width: 1fr;
+    TuningFormScreen #tune-scope {
+        border: none;
+        padding: 0;
+        width: 100%;
+        margin-top: 1;
+    }
+    TuningFormScreen #tune-scope-note {
+        color: $warning;
+        width: 100%;
+    }
+    TuningFormScreen #tune-blocked {
+        color: $error;
+        width: 100%;
+        height: auto;
     }
     TuningFormScreen #tune-loading {
         height: 1fr;
@@ -116,6 +129,9 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         """Saved profile names."""
         self.gpu: int | None = self.setup.gpu if self.setup else None
         """The GPU the change is for now; None = every GPU."""
+        self.scope: str | None = _first_scope(self.setup)
+        """``EVERY_GPU`` or ``ONE_GPU`` once chosen (``T`` chooses every GPU); None while the
+        form opened on one GPU waits for the operator's choice (its values shown for that GPU)."""
         self.debounce_s = debounce_s
         """Preflight debounce."""
         self.candidate: Candidate = Candidate(None, {})
@@ -129,6 +145,8 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         self._timer: Timer | None = None
         self._preflight_running = False
         self._validated: FormValues | None = None
+        self._preflight_settled = asyncio.Event()
+        """Set once the newest values' preflight is shown or said to be unavailable."""
 
     @property
     def running(self) -> Profile:
@@ -148,7 +166,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         if self.setup is None:
             yield Static("reading the running profile...", id="tune-loading")
         else:
-            yield from form_widgets(self.setup, self.gpu)
+            yield from form_widgets(self.setup, self.gpu, self.scope)
         yield Footer()
 
     async def on_mount(self) -> None:
@@ -179,6 +197,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         self.setup = setup
         self.names = list(setup.names)
         self.gpu = setup.gpu
+        self.scope = _first_scope(setup)
         await self.recompose()
         await self._start()
 
@@ -206,8 +225,19 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         return self.actions.targets(self.target_gpus)
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Nothing but Cancel until the form is set up (a key typed early waits for it)."""
-        return self.setup is not None or action == "cancel"
+        """Nothing but Cancel until the form is set up (a key typed early waits for it); Apply
+        disabled while the preflight says a GPU will not start."""
+        if self.setup is None:
+            return action == "cancel"
+        if action == "apply" and unfit_reason(self.preflight) is not None:
+            return None
+        return True
+
+    def why_disabled(self, action: str, parameters: tuple[object, ...]) -> str:
+        """Why ``check_operation`` disables ``action`` now."""
+        if self.setup is None:
+            return "the form is still reading the running profile"
+        return unfit_reason(self.preflight) or "it does not apply now"
 
     # --- validation as you type -------------------------------------------------------------
 
@@ -241,21 +271,36 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         self._show_title()
         self._show_diff()
         self._schedule_preflight()
+        self._show_blocked()
 
     def _show_title(self) -> None:
         gpus = self.restart_gpus
-        scope = (
-            f"all {len(gpus)} GPUs ({gpu_range(gpus)})"
-            if self.gpu is None
-            else f"GPU {self.gpu} only ([gpu.{self.gpu}] override)"
-        )
+        if self.gpu is None:
+            scope = f"every GPU ({len(gpus)}: {gpu_range(gpus)})"
+        elif self.scope is None:
+            scope = f"GPU {self.gpu} (for GPU {self.gpu} only or every GPU? not chosen yet)"
+        else:
+            scope = f"GPU {self.gpu} only ([gpu.{self.gpu}] override)"
         self.query_one("#tune-title", Static).update(
             f"[b]Tune {scope}[/b]  running profile: [b]{self.running.name}[/b]"
         )
 
+    def _show_blocked(self) -> None:
+        """Apply's button off, with the reason under it, while the preflight says a GPU will
+        not start; the scope's note while it is not chosen."""
+        reason = unfit_reason(self.preflight)
+        self.query_one("#tune-apply", Button).disabled = reason is not None
+        blocked = self.query_one("#tune-blocked", Label)
+        blocked.update(reason or "")
+        blocked.display = reason is not None
+        self.query_one("#tune-scope-note", Label).display = self.scope is None
+        self.refresh_bindings()
+
     def _show_diff(self) -> None:
         widget = self.query_one("#tune-diff", Static)
-        widget.border_title = f"DIFF vs {self.running.name}"
+        widget.border_title = f"DIFF vs {self.running.name}" + (
+            f" (if for GPU {self.gpu} only)" if self.scope is None else ""
+        )
         profile = self.candidate.profile
         if profile is None:
             widget.update("[dim](fix the values on the left first)[/]")
@@ -268,12 +313,14 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
     def _schedule_preflight(self) -> None:
         self.generation += 1
         self.preflight = None
+        self._preflight_settled.clear()
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
         panel = self.query_one(PreflightPanel)
         if self.candidate.profile is None:
             panel.show_note("waiting for valid values")
+            self._preflight_settled.set()  # nothing to wait for: the Apply refuses the values
             return
         panel.mark_updating()  # the last table stays until the new one replaces it
         if self.debounce_s > 0:
@@ -301,6 +348,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         except Exception as error:  # a prediction that cannot be made is shown, not fatal
             if generation == self.generation:
                 panel.show_note(f"preflight unavailable: {error}", error=True)
+                self._preflight_settled.set()
             return
         finally:
             self._preflight_running = False
@@ -309,26 +357,15 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         if generation == self.generation:  # the inputs changed meanwhile: drop it
             self.preflight = list(items)
             panel.show_items(items)
+            self._show_blocked()
+            self._preflight_settled.set()
             self.post_message(self.PreflightShown(generation, tuple(items)))
 
     # --- scope ---------------------------------------------------------------------------------
 
-    @on(Switch.Changed, "#tune-scope")
-    def _scope_changed(self, event: Switch.Changed) -> None:
-        first = self.running.gpus[0]
-        gpu = None if event.value else (self.opened_on if self.opened_on is not None else first)
-        if gpu == self.gpu:
-            return
-        self.gpu = gpu
-        # The extra-flags list means the shared list or this GPU's additions: re-read it.
-        fresh = initial_values(self.running, gpu, "")
-        self.query_one("#extra-flags", TextArea).text = fresh.extra_flags
-        self._revalidate()
-
-    def action_toggle_scope(self) -> None:
-        """Switch between every GPU and the GPU the form opened on."""
-        switch = self.query_one("#tune-scope", Switch)
-        switch.value = not switch.value
+    @on(RadioSet.Changed, "#tune-scope")
+    def _scope_changed(self, event: RadioSet.Changed) -> None:
+        self._set_scope(EVERY_GPU if event.pressed.id == "scope-all" else ONE_GPU)
 
     # --- actions -----------------------------------------------------------------------------
 
@@ -342,70 +379,10 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None]):
         """Leave without changing anything."""
         self.dismiss(None)
 
-    def _valid_profile(self, what: str) -> Profile | None:
-        profile = self.candidate.profile
-        if profile is None:
-            first = next(iter(self.candidate.problems.values()))[0]
-            self.notify(f"Nothing done. {first}", title=f"Cannot {what}", severity="error")
-        return profile
 
-    def action_save(self) -> None:
-        """Save the candidate as a new profile (an existing name needs a confirmation)."""
-        if (profile := self._valid_profile("save")) is not None:
-            self._save_flow(profile)
-
-    def action_apply(self) -> None:
-        """Confirm, save the candidate when it differs from the running profile, and apply."""
-        if (profile := self._valid_profile("apply")) is not None:
-            self._apply_flow(profile)
-
-    @work(group="form-flow", exclusive=True, exit_on_error=False)
-    async def _save_flow(self, profile: Profile) -> None:
-        if profile.name in self.names:
-            question = ConfirmScreen(
-                f"Overwrite the saved profile {profile.name!r}?",
-                "The file is replaced by the form's values. Nothing is restarted.",
-                "Overwrite",
-                destructive=False,  # a save: nothing stops (Enter saves)
-            )
-            if not await self.app.push_screen_wait(question):
-                return
-        if await self._save(profile, "save") is not None:
-            self.names.append(profile.name)
-
-    async def _save(self, profile: Profile, what: str) -> object | None:
-        """Save ``profile`` (a node that did not is named); None when nothing was saved."""
-        try:
-            where = await asyncio.to_thread(self.actions.save_profile, profile)
-        except Exception as error:  # refused or unreachable: one line, nothing launched
-            self.notify(
-                f"Nothing done. {_one_line(error)}", title=f"Cannot {what}", severity="error"
-            )
-            return None
-        failures = getattr(where, "failures", ())
-        if failures:
-            self.notify(
-                "; ".join(failures),
-                title=f"{profile.name} not saved everywhere",
-                severity="warning",
-            )
-        if what == "save":
-            self.notify(f"saved {profile.name} to {where}", title="Profile saved")
-        return where
-
-    @work(group="form-flow", exclusive=True, exit_on_error=False)
-    async def _apply_flow(self, profile: Profile) -> None:
-        gpus = self.restart_gpus
-        changed = bool(diff(self.running, profile))
-        name = profile.name if changed else self.running.name
-        title, detail = apply_question(self.running, profile, self.preflight, self.names, gpus)
-        question = ConfirmScreen(title, detail, "Restart")
-        if not await self.app.push_screen_wait(question):
-            return
-        if changed and await self._save(profile, "apply") is None:
-            return
-        # A node that did not save the profile is left out (named by the save): the others go on.
-        self.dismiss(ApplyPlan(name, self.restart_gpus if changed else gpus))
+def _first_scope(setup: FormSetup | None) -> str | None:
+    """Every GPU when the form opens on all of them; not chosen when it opens on one."""
+    return EVERY_GPU if setup is not None and setup.gpu is None else None
 
 
 def open_tuning(
@@ -434,7 +411,3 @@ def open_tuning(
     app.push_screen(
         TuningFormScreen(backend, lambda: load_setup(backend, gpu, fallback)), callback=done
     )
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__

@@ -53,13 +53,30 @@ def render_preflight(items: Sequence[Preflight]) -> Content:
         if not item.fits:
             unfit.setdefault(item.why_not or "does not fit", []).append(item.gpu)
     for why, gpus in unfit.items():
-        label = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {gpu_range(gpus)}"
-        lines.append(Content.styled(f"{label} {why}", "$error"))
+        if len(gpus) == 1:
+            text = f"GPU {gpus[0]} {why}"
+        else:  # the verb agrees with the GPUs it names
+            plural = why.replace("does not fit", "do not fit", 1).replace(
+                "does not start", "do not start", 1
+            )
+            text = f"GPUs {gpu_range(gpus)} {plural}"
+        lines.append(Content.styled(text, "$error"))
     if ordered:
-        calibrated = all(item.calibrated for item in ordered)
-        source = "calibrated on the running servers' logs" if calibrated else "model constants"
-        lines.append(Content.styled(f"sizes from {source}", "dim"))
+        lines.append(Content.styled(sizes_source(ordered), "dim"))
     return Content("\n").join(lines)
+
+
+def sizes_source(items: Sequence[Preflight]) -> str:
+    """Where the sizes of the predictions come from, in a sentence that reads."""
+    calibrated = sum(1 for item in items if item.calibrated)
+    if calibrated == len(items):
+        return "sizes calibrated on the running servers' logs"
+    if calibrated == 0:
+        return "sizes from the model's constants (no running server's log to calibrate on)"
+    return (
+        f"sizes calibrated on the servers' logs for {calibrated} of {len(items)} GPUs, "
+        "the model's constants for the others"
+    )
 
 
 class PreflightPanel(Static):

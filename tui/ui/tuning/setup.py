@@ -132,6 +132,8 @@ class FormSetup:
     """The GPU the form opens on (a per-GPU override), or None for all GPUs."""
     default_name: str
     """Pre-filled name of the new profile."""
+    fleet_name: str = ""
+    """The name proposed once the change is for every GPU ('' = ``default_name``)."""
 
 
 def load_setup(actions: TuningBackend, gpu: int | None, fallback: str | None) -> FormSetup:
@@ -156,10 +158,30 @@ def load_setup(actions: TuningBackend, gpu: int | None, fallback: str | None) ->
     running = actions.load_profile(name)
     if gpu is not None and gpu not in running.gpus:
         gpu = None
-    base = (
-        f"{running.name}-{actions.gpu_label(gpu)}" if gpu is not None else f"{running.name}-tuned"
+    fleet_name = unique_name(f"{running.name}-tuned", names)
+    if gpu is None:
+        return FormSetup(running, tuple(names), gpu, fleet_name, fleet_name)
+    one = unique_name(f"{running.name}-{actions.gpu_label(gpu)}", names)
+    return FormSetup(running, tuple(names), gpu, one, fleet_name)
+
+
+def unfit_reason(preflight: Sequence[Preflight] | None) -> str | None:
+    """Why an Apply may not restart anything: the preflight says a GPU will not start.
+
+    Args:
+        preflight: The newest preflight of the form's values (None: not computed).
+
+    Returns:
+        One line naming the GPUs that do not fit, or None when none is predicted not to.
+    """
+    unfit = sorted(p.gpu for p in preflight or () if not p.fits)
+    if not unfit:
+        return None
+    gpus = f"GPU {unfit[0]}" if len(unfit) == 1 else f"GPUs {gpu_range(unfit)}"
+    return (
+        f"Apply is off: the preflight says {gpus} will not start (see PREFLIGHT); change the "
+        "values (Save as new still works)"
     )
-    return FormSetup(running, tuple(names), gpu, unique_name(base, names))
 
 
 def apply_question(
