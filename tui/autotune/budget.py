@@ -4,7 +4,11 @@ Exploration is what the search costs the job beyond running the incumbent: each 
 restart dip (``cost.lost_gpu_seconds``, measured by the canary against the fleet's rate before
 it) plus, for a candidate slower than the incumbent, the canary GPU's shortfall over its window
 (``-relative * window_s``). A candidate faster than the incumbent is not credited back: the
-budget is what the search may risk, not its net.
+budget is what the search may risk, not its net. A restart whose dip could not be measured (no
+job sending requests, so no rate before it) counts the canary GPU's time out of service, its
+stop and its start (``restart_gpu_seconds``): '0.0 GPU-s exploring' after three canaries read
+as if the restarts had been free. Putting the canary GPU back on the incumbent after a rejected
+candidate is a restart too, and counts the same way.
 
 The wall time is the search's own time: the seconds an operator kept it paused are not
 spent (``WallClock``), so a search paused over lunch does not come back with its budget gone.
@@ -17,9 +21,10 @@ that wrong about this fleet, and the operator asked not to risk more.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tui.retune.events import VerifyReport
 from tui.rollout.canary_result import CanaryResult
 
 
@@ -46,11 +51,20 @@ class Budget:
         return out
 
 
+def restart_gpu_seconds(reports: Sequence[VerifyReport]) -> float:
+    """The GPUs' time out of service over some restarts: each one's stop (its drain, then its
+    memory released) and its start until ready (or until it failed: the time is not known)."""
+    return round(sum((r.stop_s or 0.0) + (r.time_to_ready_s or 0.0) for r in reports), 3)
+
+
 def exploration_cost(result: CanaryResult) -> float:
-    """GPU-seconds one canary cost the job (restart dip + the candidate's own shortfall)."""
+    """GPU-seconds one canary cost the job (restart dip + the candidate's own shortfall); an
+    unmeasured dip counts the canary GPU's time out of service instead."""
     lost = 0.0
     if result.cost is not None and result.cost.lost_gpu_seconds is not None:
         lost += result.cost.lost_gpu_seconds
+    elif result.report is not None:
+        lost += restart_gpu_seconds([result.report])
     if result.tokens is not None and result.tokens.relative < 0:
         lost += -result.tokens.relative * result.window_s
     return round(lost, 3)

@@ -10,12 +10,14 @@ the search runs are journalled by ``FleetOps`` themselves.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from tui.autotune.space import Candidate
 from tui.ops.journal import JournalEntry
 from tui.retune.preflight import Preflight
+from tui.retune.verdict import effect_words, verdict_words
 from tui.rollout.canary_result import CanaryResult
 
 Decision = str
@@ -160,11 +162,44 @@ def history_point(record: CandidateRecord) -> dict[str, Any]:
     }
 
 
+def candidate_line(c: Mapping[str, Any]) -> str:
+    """One candidate in one line, the same wherever it is shown (the console, ``gpufleet
+    autotune status``, the journal): ``#3 max_running_requests=64: dropped; no measurable
+    difference: +27.5% (95% CI -30.1% .. +85.1%); rolled back to sim-baseline``.
+
+    Args:
+        c: A candidate as the status document holds it (``CandidateRecord.to_json``).
+
+    Returns:
+        Its index, move, decision, verdict with the estimate and interval, and why.
+    """
+    parts = [f"#{c.get('index')} {c.get('key')}: {c.get('decision')}"]
+    verdict, relative = c.get("verdict"), c.get("relative")
+    if verdict:
+        parts.append(
+            verdict_words(
+                str(verdict),
+                _number(relative),
+                _number(c.get("rel_low")),
+                _number(c.get("rel_high")),
+                _number(c.get("level")),
+            )
+        )
+    elif isinstance(relative, int | float):  # a document of an older search: no verdict kept
+        parts.append(
+            effect_words(float(relative), _number(c.get("rel_low")), _number(c.get("rel_high")))
+        )
+    if c.get("why"):
+        parts.append(str(c.get("why")))
+    return "; ".join(parts)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
 def candidate_entry(record: CandidateRecord) -> JournalEntry:
     """The ``autotune-candidate`` journal entry of a decided candidate."""
-    effect = ""
-    if record.relative is not None and record.rel_low is not None and record.rel_high is not None:
-        effect = f" {record.relative:+.1%} (CI {record.rel_low:+.1%} .. {record.rel_high:+.1%})"
     return JournalEntry(
         type="autotune-candidate",
         started_at=record.started_at,
@@ -174,7 +209,7 @@ def candidate_entry(record: CandidateRecord) -> JournalEntry:
         source=record.incumbent,
         target=record.profile,
         by="autotune",
-        summary=f"candidate #{record.index} {record.key}: {record.decision}{effect}: {record.why}",
+        summary=f"candidate {candidate_line(record.to_json())}",
         verdict=record.verdict,
         refused=(record.why,) if record.decision == "rejected" else (),
         lost_gpu_seconds=record.explore_gpu_s if record.launched else None,

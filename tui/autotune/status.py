@@ -26,6 +26,7 @@ import psutil
 
 from tui import paths
 from tui.autotune.budget import Spent
+from tui.autotune.record import candidate_line
 from tui.profiles import profile_to_dict
 from tui.rollout.canary_result import CanaryLook
 from tui.state.files import expect, locked, read_document, write_document
@@ -162,17 +163,8 @@ def describe_status(doc: dict[str, Any]) -> str:
         f"{spent.get('canaries', 0)} canaries"
     )
     for c in doc.get("candidates", []):
-        if not isinstance(c, dict):
-            continue
-        rel = c.get("relative")
-        eff = (
-            ""
-            if rel is None
-            else f" {float(rel):+.1%} [{float(c['rel_low']):+.1%}, {float(c['rel_high']):+.1%}]"
-        )
-        lines.append(
-            f"  #{c.get('index')} {c.get('key')}: {c.get('decision')}{eff}: {c.get('why')}"
-        )
+        if isinstance(c, dict):
+            lines.append(f"  {candidate_line(c)}")
     return "\n".join(lines)
 
 

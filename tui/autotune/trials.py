@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, replace
 
-from tui.autotune.budget import exploration_cost
+from tui.autotune.budget import exploration_cost, restart_gpu_seconds
 from tui.autotune.lockwait import WaitStopped
 from tui.autotune.record import CandidateRecord, history_point, measured, new_record
 from tui.autotune.searchstate import SearchState
@@ -76,7 +76,7 @@ class Trials(SearchState):
             return await self._line(trial, controls)
         assert self.incumbent is not None
         await self._back_to(self.incumbent)
-        return await self._drop(trial, f"{trial.verdict}: rolled back to {self.incumbent.name}")
+        return await self._drop(trial, f"rolled back to {self.incumbent.name}")
 
     async def _measure(self, best: Ranked, controls: list[int]) -> Trial | str | None:
         """Canary ``best`` on the canary GPU against ``controls``.
@@ -179,16 +179,15 @@ class Trials(SearchState):
                 await self._finish(
                     top.record,
                     "superseded",
-                    f"better ({top.relative:+.1%}); #{attempt.record.index}, further along the "
-                    f"same move, measured {attempt.relative:+.1%}",
+                    f"#{attempt.record.index}, further along the same move, measured "
+                    f"{attempt.relative:+.1%}",
                 )
                 top, stride = attempt, stride * 2
                 continue
             await self._back_to(top.profile)  # the line's best, at once (the rollout skips it)
             ended = await self._drop(
                 attempt,
-                f"{attempt.verdict} ({attempt.relative:+.1%}), less than #{top.record.index} "
-                f"({top.relative:+.1%}): rolled back to it",
+                f"less than #{top.record.index} ({top.relative:+.1%}): rolled back to it",
             )
             break
         return await self._adopt(top) or ended
@@ -223,9 +222,7 @@ class Trials(SearchState):
         self.knobs = apply_move(self.knobs, trial.move.candidate)
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self.ops.save_profile, self.incumbent)
-        await self._finish(
-            record, "kept", f"better: adopted by a rollout to {len(rolled.done)} GPUs"
-        )
+        await self._finish(record, "kept", f"adopted by a rollout to {len(rolled.done)} GPUs")
         return None
 
     async def _back_to(self, profile: Profile, gpus: list[int] | None = None) -> None:
@@ -237,6 +234,9 @@ class Trials(SearchState):
             "rollback",
             lambda: self.ops.apply(profile, gpus or [self.gpu], self.on_event, measure=False),
         )
+        # Out of service while it went back: exploration too (a rejected candidate's price).
+        back = restart_gpu_seconds(result.reports)
+        self.spent = replace(self.spent, explore_gpu_s=round(self.spent.explore_gpu_s + back, 3))
         failed = [r for r in result.reports if not r.ok]
         if result.refused or failed:
             raise RuntimeError(

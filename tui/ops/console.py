@@ -82,7 +82,8 @@ class ConsoleBackend:
             elif isinstance(event, GpuFailed) and event.report.error_reason == "release":
                 self._mark(event.gpu, False)
             if isinstance(event, CanaryLook) and on_look is not None:
-                on_look(event)
+                on_look(event)  # a look goes to one of the two, never both: a screen that
+                return  # takes both through one door listed each look twice
             if on_event is not None:
                 on_event(event)
 

@@ -84,6 +84,10 @@ class VerifyReport:
     """Main process id of the launched server."""
     log_path: str | None = None
     """The server's log file."""
+    stop_s: float | None = None
+    """Seconds the GPU's old server took to stop (its drain, then its memory released) before
+    this launch; None when nothing was stopped. A GPU was out of service for ``stop_s`` plus
+    ``time_to_ready_s``: 'ready in 2s' alone left out a 20 s drain."""
 
     @property
     def capped(self) -> bool:
@@ -124,6 +128,7 @@ class ThroughputComparison:
             return f"{self.verdict}" + (f" ({self.note})" if self.note else "")
         level = f"{self.confidence_level:.0%}"
         sure = f", sure {self.sureness:.1%}" if self.sureness is not None else ""
+        # The words of ``tui.retune.verdict.verdict_words``, with the sureness in the bracket.
         return (
             f"{self.verdict}: {self.relative_change:+.1%} ({level} CI {self.ci_low:+.1%} .. "
             f"{self.ci_high:+.1%}{sure})"

@@ -52,6 +52,7 @@ class GpuRun:
         self._launch_slot = launch_slot
         self._t0 = 0.0
         self._launched_at: float | None = None
+        self._stop_s: float | None = None
         self._phases: list[tuple[str, float]] = []
         self._effective = EffectiveValues()
         self._spec: GpuLaunchSpec | None = None
@@ -94,6 +95,7 @@ class GpuRun:
         stopped = await self._target.stop_current(self.gpu, self._stage)
         if not stopped.ok:
             return self._failed(f"could not stop the old server: {stopped.message}", "release")
+        self._stop_s = round(self._now() - self._t0, 3)
         await self._launch_slot()
         self._phase("launching")
         try:
@@ -185,6 +187,7 @@ class GpuRun:
             phases=tuple(self._phases),
             pid=server.pid,
             log_path=server.log_path,
+            stop_s=self._stop_s,
         )
 
     async def _cleanup(self) -> None:
@@ -214,6 +217,7 @@ class GpuRun:
             pid=server.pid if server is not None else None,
             log_path=server.log_path if server is not None else (spec.log_path if spec else None),
             free_memory_bytes=self._target.free_memory(self.gpu),
+            stop_s=self._stop_s,
         )
 
 

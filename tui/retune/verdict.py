@@ -21,6 +21,56 @@ job had ended (or not begun), and comparing its tail with nothing measures the j
 profile (a 0 tok/s window after one straggler gave a 95% CI of -297% .. +297%)."""
 
 
+def effect_words(
+    relative: float, low: float | None, high: float | None, level: float | None = None
+) -> str:
+    """An estimate with its interval: ``+27.5% (95% CI -30.1% .. +85.1%)``.
+
+    An estimate alone reads as a finding; next to 'no measurable difference' it read as a
+    contradiction (``+27.5%: no measurable difference``) until the interval said why.
+
+    Args:
+        relative: The estimated relative change.
+        low: The interval's low end (None: no interval).
+        high: Its high end.
+        level: Its confidence level, when known.
+
+    Returns:
+        The words.
+    """
+    if low is None or high is None:
+        return f"{relative:+.1%}"
+    # 95%, 99.5%, 99.38%: a per-look level rounded to whole percent read as '100% CI'.
+    ci = f"{level * 100:.4g}% CI" if level is not None else "CI"
+    return f"{relative:+.1%} ({ci} {low:+.1%} .. {high:+.1%})"
+
+
+def verdict_words(
+    verdict: str,
+    relative: float | None = None,
+    low: float | None = None,
+    high: float | None = None,
+    level: float | None = None,
+) -> str:
+    """A verdict and what it rests on, one wording wherever a verdict is shown:
+    ``no measurable difference: +27.5% (95% CI -30.1% .. +85.1%)``; the verdict alone when
+    nothing was estimated.
+
+    Args:
+        verdict: better / worse / no measurable difference / not measured.
+        relative: The estimated relative change (None: none).
+        low: The interval's low end.
+        high: Its high end.
+        level: Its confidence level, when known.
+
+    Returns:
+        The words.
+    """
+    if relative is None:
+        return verdict
+    return f"{verdict}: {effect_words(relative, low, high, level)}"
+
+
 def _loaded(samples: Sequence[float]) -> bool:
     """At least MIN_SAMPLES intervals, and MIN_LOADED_SHARE of them, produced tokens."""
     busy = sum(1 for s in samples if s > 0.0)

@@ -102,7 +102,7 @@ def rows_phrase(progress: ApplyProgress, clock: PhaseClock) -> str:
     parts = []
     if moving:
         row = moving[0]
-        parts.append(f"GPU {row.gpu} {row.phase} {duration(clock.phase_s(row))}")
+        parts.append(f"GPU {row.gpu} {progress.phase_text(row)} {duration(clock.phase_s(row))}")
         if len(moving) > 1:
             parts.append(f"+{len(moving) - 1}")
     if ready:

@@ -190,8 +190,12 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
         self.query_one(f"#{part}", Static).update(content)
 
 
-def progress_row(row: GpuRow, clock: PhaseClock | None = None) -> list[Cell]:
-    """A GPU's report row, its current phase and time in it (ticking) while it has no report."""
+def progress_row(
+    row: GpuRow, clock: PhaseClock | None = None, progress: ApplyProgress | None = None
+) -> list[Cell]:
+    """A GPU's report row, its current phase (what it waits for, with ``progress``) and time
+    in it (ticking) while it has no report."""
     elapsed = clock.phase_s(row) if clock is not None else row.elapsed_s
-    phase = f"{row.phase} ({duration(elapsed)})" if row.report is None else ""
+    words = progress.phase_text(row) if progress is not None else row.phase
+    phase = f"{words} ({duration(elapsed)})" if row.report is None else ""
     return report_row(row.gpu, row.state, phase, row.report)

@@ -43,7 +43,9 @@ def print_event(event: OpEvent) -> None:
     if isinstance(event, GpuPhase):
         print(f"GPU {event.gpu}: {event.phase} ({event.elapsed_s:.1f} s)", flush=True)
     elif isinstance(event, GpuReady):
-        print(f"GPU {event.gpu}: READY in {event.report.time_to_ready_s} s", flush=True)
+        report = event.report
+        ready = ready_words(report.time_to_ready_s, report.stop_s)
+        print(f"GPU {event.gpu}: READY {ready}", flush=True)
     elif isinstance(event, GpuFailed):
         print(f"GPU {event.gpu}: FAILED {event.report.failure}", flush=True)
         if event.report.error_line:
@@ -75,6 +77,15 @@ def run_refusing(prog: str, work: Callable[[], Any]) -> tuple[int, Any]:
         return 2, None
 
 
+def ready_words(start_s: object, stop_s: object) -> str:
+    """'in 22.0 s (stop 20.0 s, start 2.0 s)': the time out of service, the stop included."""
+    if not isinstance(start_s, int | float):
+        return "in ? s"
+    if not isinstance(stop_s, int | float) or stop_s <= 0:
+        return f"in {start_s:.1f} s"
+    return f"in {stop_s + start_s:.1f} s (stop {stop_s:.1f} s, start {start_s:.1f} s)"
+
+
 def gb(n: object) -> str:
     """Bytes as '12.3 GB', or '?'."""
     return f"{n / 1e9:.1f} GB" if isinstance(n, int | float) else "?"
@@ -90,8 +101,9 @@ def format_report(rep: dict[str, Any]) -> str:
     if not rep.get("ok"):
         return head + f"FAILED {rep.get('failure') or ''}".rstrip()
     cap = " (CAPPED)" if rep.get("capped") else ""
+    ready = ready_words(rep.get("time_to_ready_s"), rep.get("stop_s"))
     return head + (
-        f"ready in {rep.get('time_to_ready_s')} s; max_running requested "
+        f"ready {ready}; max_running requested "
         f"{req.get('max_running_requests') or 'auto'} -> effective "
         f"{eff.get('max_running_requests') or '?'}{cap}; "
         f"mamba slots {eff.get('mamba_slots') or '?'}"

@@ -23,6 +23,7 @@ from textual.widgets import Footer, Static
 from tui.autotune.detach import start_detached
 from tui.autotune.options import SearchRequest, request_argv
 from tui.autotune.preview import RangePreview
+from tui.autotune.record import candidate_line
 from tui.autotune.space import SearchSpace
 from tui.autotune.status import FINAL_PHASES, holder_alive, read_status, request
 from tui.state.files import StateFileError
@@ -114,12 +115,7 @@ def _mark(point: dict[str, Any], span: int) -> str:
 def candidates_text(doc: dict[str, Any] | None, last: int = 12) -> str:
     """The last candidates: decision, measured effect, why."""
     rows = [c for c in (doc or {}).get("candidates", []) if isinstance(c, dict)][-last:]
-    out = []
-    for c in rows:
-        rel = c.get("relative")
-        effect = "" if rel is None else f" {float(rel):+.1%}"
-        out.append(f"#{c.get('index')} {c.get('key')}: {c.get('decision')}{effect}: {c.get('why')}")
-    return "\n".join(out) or "No candidate yet."
+    return "\n".join(candidate_line(c) for c in rows) or "No candidate yet."
 
 
 class AutotuneScreen(ReadOnlyGate[None]):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tui.logs import events as ev
-from tui.logs.parser import parse_line
+from tui.logs.parser import RULES, parse_line
 from tui.logs.state import ALLOCATION_KINDS
 
 
@@ -71,6 +71,22 @@ class LineKind(StrEnum):
     """An OOM, a crash, a refused argument: the parser's error lines."""
     ALLOCATION = "allocation"
     """Weights, the Mamba and KV pools, the pool summary, SGLang's caps."""
+
+
+def kind_anchors(kind: LineKind) -> re.Pattern[str]:
+    """A pattern every line of ``kind`` matches: the anchors of the parser's rules for it (a
+    rule is tried only when one is in the line). The whole-file search's cheap pre-check, so a
+    block without any is skipped in one scan; ``line_kind`` decides each line that has one.
+
+    Args:
+        kind: What the jump keys look for.
+
+    Returns:
+        The alternation of the anchors.
+    """
+    kinds = {ev.ERROR} if kind is LineKind.ERROR else ALLOCATION_KINDS
+    anchors = sorted({a for rule in RULES if rule.kind in kinds for a in rule.anchors})
+    return re.compile("|".join(re.escape(a) for a in anchors))
 
 
 def line_kind(line: str) -> LineKind | None:

@@ -9,9 +9,7 @@ as a marked line and the new launch's log after it). Escape closes the viewer's 
 
 from __future__ import annotations
 
-import re
 import subprocess
-import time
 from pathlib import Path
 
 from textual import on, work
@@ -21,12 +19,19 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Input, Label
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker, WorkerState
 
 from tui.logs.tailer import LogTailer
 from tui.ui.detail.log_buffer import SCROLLBACK
-from tui.ui.detail.log_filter import FilterError, LineFilter, LineKind, compile_filter
-from tui.ui.detail.log_search import Hit, SearchResult, log_files, search_logs
+from tui.ui.detail.log_filter import (
+    FilterError,
+    LineFilter,
+    LineKind,
+    compile_filter,
+    kind_anchors,
+)
+from tui.ui.detail.log_panel_search import WholeLogSearch, hit_line
+from tui.ui.detail.log_search import SearchResult
 from tui.ui.detail.log_view import LogView
 from tui.ui.detail.pager import PagerError, pager_argv
 from tui.ui.sources import LogTail
@@ -50,34 +55,7 @@ class LogRead(Message):
         super().__init__()
 
 
-class SearchProgress(Message):
-    """The search worker read ``scanned`` of ``total`` bytes."""
-
-    def __init__(self, scanned: int, total: int) -> None:
-        self.scanned = scanned
-        """Bytes read."""
-        self.total = total
-        """Bytes in all the files."""
-        super().__init__()
-
-
-class SearchDone(Message):
-    """The search worker finished (or was stopped)."""
-
-    def __init__(self, pattern: str, result: SearchResult) -> None:
-        self.pattern = pattern
-        """What was searched for."""
-        self.result = result
-        """What it found."""
-        super().__init__()
-
-
-def hit_line(hit: Hit) -> str:
-    """A search hit as the results list shows it: 'x.log.2:1234: the line'."""
-    return f"{hit.path.name}:{hit.line}: {hit.text}"
-
-
-class LogPanel(Vertical):
+class LogPanel(Vertical, WholeLogSearch):
     """The viewer. The screen sets ``log_path`` (from its snapshot); lines are read from it."""
 
     DEFAULT_CSS = """
@@ -267,60 +245,8 @@ class LogPanel(Vertical):
         self._show_error(None)
         if pattern is None or self.log_path is None:
             return
-        results = self.query_one("#search-results", LogView)
-        results.clear()
-        results.title = f"Search /{event.value}/: reading..."
-        results.display = True
-        self.live.display = False
-        results.focus()
-        self._last_progress = 0.0
-        self._search(Path(self.log_path), event.value, pattern, exclude)
-
-    @work(thread=True, exclusive=True, group="log-search", exit_on_error=False)
-    def _search(
-        self, path: Path, text: str, pattern: re.Pattern[str], exclude: re.Pattern[str] | None
-    ) -> None:
-        worker = get_current_worker()
-
-        def progress(scanned: int, total: int) -> None:
-            now = time.monotonic()
-            if now - self._last_progress >= 0.2:
-                self._last_progress = now
-                self.post_message(SearchProgress(scanned, total))
-
-        result = search_logs(
-            log_files(path),
-            pattern,
-            exclude,
-            cancelled=lambda: worker.is_cancelled,
-            progress=progress,
-        )
-        self.post_message(SearchDone(text, result))
-
-    def on_search_progress(self, message: SearchProgress) -> None:
-        """Say how far the search is."""
-        share = message.scanned / message.total if message.total else 1.0
-        results = self.query_one("#search-results", LogView)
-        results.title = results.title.split(":")[0] + f": reading... {share:.0%}"
-        results.refresh()
-
-    def on_search_done(self, message: SearchDone) -> None:
-        """List the hits (the newest at the bottom) and say what was read."""
-        self.results = message.result
-        result = message.result
-        results = self.query_one("#search-results", LogView)
-        files = len(result.files)
-        listed = len(result.hits)
-        kept = f", the newest {listed:,} listed" if listed < result.total else ""
-        stopped = " (stopped)" if result.cancelled else ""
-        results.title = (
-            f"Search /{message.pattern}/: {result.total:,} hits in {files} "
-            f"file{'s' if files != 1 else ''} ({result.scanned_bytes / 2**20:,.1f} MiB){kept}"
-            f"{stopped}"
-        )
-        results.clear()
-        results.append_lines([hit_line(hit) for hit in result.hits])
-        results.following = True  # the newest hit at the bottom, in view
+        self._show_results(f"Search /{event.value}/")
+        self._search(Path(self.log_path), f"Search /{event.value}/", pattern, exclude)
 
     # --- the views ---------------------------------------------------------------------------
 
@@ -334,10 +260,21 @@ class LogPanel(Vertical):
             view.wrap = not view.wrap
 
     def action_jump(self, kind: str, step: int) -> None:
-        """Mark the next (1) or previous (-1) error or allocation line."""
-        if not self.view.jump(LineKind(kind), step):
-            where = "below" if step > 0 else "above"
-            self.notify(f"no {kind} line {where}", timeout=2)
+        """Mark the next (1) or previous (-1) error or allocation line; with none above in the
+        lines kept, search the whole log and its rotations for them (streamed, as ``s`` does):
+        'no allocation line above' was said while they were in the file, before the window."""
+        if self.view.jump(LineKind(kind), step):
+            return
+        if step < 0 and self.view is self.live and self._log_reaches_before_the_view():
+            assert self.log_path is not None
+            head = f"{kind.capitalize()} lines of the whole log"
+            self._show_results(head)
+            self._search(
+                Path(self.log_path), head, kind_anchors(LineKind(kind)), None, LineKind(kind)
+            )
+            return
+        where = "below" if step > 0 else "above"
+        self.notify(f"no {kind} line {where}", timeout=2)
 
     def action_close_mode(self) -> None:
         """Escape: leave a field, close the search, clear the filters; else let it go back."""

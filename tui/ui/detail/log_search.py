@@ -77,8 +77,10 @@ def search_logs(
     max_hits: int = MAX_HITS,
     cancelled: Callable[[], bool] = lambda: False,
     progress: Callable[[int, int], None] | None = None,
+    keep: Callable[[str], bool] | None = None,
 ) -> SearchResult:
-    """Every line of ``files`` that ``include`` finds and ``exclude`` does not.
+    """Every line of ``files`` that ``include`` finds and ``exclude`` does not (and ``keep``
+    keeps, when given).
 
     Args:
         files: The files, oldest first (``log_files``).
@@ -87,6 +89,8 @@ def search_logs(
         max_hits: Hits kept (the newest).
         cancelled: Polled between blocks; True stops the search.
         progress: Called with (bytes read, bytes in all files) after each block.
+        keep: A last say on each line ``include`` found (the jump keys' line kinds, whose
+            ``include`` is only their anchors).
 
     Returns:
         The hits and the counts.
@@ -128,7 +132,7 @@ def search_logs(
                 else:
                     carry = b""
                 if data:
-                    found += _scan(data, path, line_no, include, exclude, block_pattern, kept)
+                    found += _scan(data, path, line_no, include, exclude, block_pattern, kept, keep)
                     line_no += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
                 if progress is not None:
                     progress(scanned, total_bytes)
@@ -145,6 +149,7 @@ def _scan(
     exclude: re.Pattern[str] | None,
     block_pattern: re.Pattern[str] | None,
     kept: deque[Hit],
+    keep: Callable[[str], bool] | None = None,
 ) -> int:
     """Find the hits in a block of whole lines; return how many (the kept ones go to ``kept``)."""
     text = data.decode("utf-8", errors="replace")
@@ -159,6 +164,8 @@ def _scan(
         if include.search(line) is None:
             continue
         if exclude is not None and exclude.search(line) is not None:
+            continue
+        if keep is not None and not keep(line):
             continue
         found += 1
         kept.append(Hit(path, number, line[:MAX_LINE_CHARS]))

@@ -105,9 +105,12 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
 
     @work(thread=True, group="apply-journal", exit_on_error=False)
     def _check_journal(self, result: ApplyResult) -> None:
+        # A rollback is journalled as "rollback", an apply as "apply" (the rollback's entry
+        # was there while this said NOT found: it looked for an "apply").
+        kind = "rollback" if self.rollback else "apply"
         read = self.journal_reader()
         found = any(
-            e.type == "apply" and e.target == result.profile and e.started_at == result.started_at
+            e.type == kind and e.target == result.profile and e.started_at == result.started_at
             for e in read.entries
         )
         note = "written to the journal" if found else "NOT found in the journal"
@@ -179,7 +182,7 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
         self._part("apply-title", Content.from_markup(f"{what}  ({state})"))
         rows = []
         for row in progress.rows:
-            phase = f"{row.phase} ({duration(self.clock.phase_s(row))})"
+            phase = f"{progress.phase_text(row)} ({duration(self.clock.phase_s(row))})"
             state = row.state
             if row.report is None and self.finished:
                 # it ended without a report for this GPU: it never started, or was cut short

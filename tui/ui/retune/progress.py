@@ -15,6 +15,10 @@ from tui.retune.events import (
     VerifyReport,
 )
 
+WAITING = "waiting"
+"""The phase of a GPU the operation has not reached yet (``ApplyProgress.phase_text`` says
+what it waits for)."""
+
 
 @dataclass(frozen=True, slots=True)
 class GpuRow:
@@ -22,7 +26,7 @@ class GpuRow:
 
     gpu: int
     """GPU index."""
-    phase: str = "waiting"
+    phase: str = WAITING
     """Newest step or startup phase in words."""
     elapsed_s: float = 0.0
     """Seconds since this GPU's apply began, at the newest phase."""
@@ -51,11 +55,26 @@ class ApplyProgress:
     """Why the apply was refused (nothing was stopped)."""
     result: ApplyResult | None = None
     """The final result, once the apply ended."""
+    waits_for: str = "its turn to stop"
+    """What a GPU not reached yet waits for, when no measurement says more (a canary: the
+    baseline its controls are measured against)."""
 
     @classmethod
-    def start(cls, profile: str, gpus: tuple[int, ...]) -> ApplyProgress:
-        """Every GPU waiting."""
-        return cls(profile, tuple(GpuRow(g) for g in sorted(gpus)))
+    def start(
+        cls, profile: str, gpus: tuple[int, ...], waits_for: str = "its turn to stop"
+    ) -> ApplyProgress:
+        """Every GPU waiting (for ``waits_for``)."""
+        return cls(profile, tuple(GpuRow(g) for g in sorted(gpus)), waits_for=waits_for)
+
+    def phase_text(self, row: GpuRow) -> str:
+        """The row's phase in words; a waiting GPU says what for ('GPU 0 waiting 7s' never
+        said: an apply measures the throughput before it stops anything)."""
+        if row.phase != WAITING:
+            return row.phase
+        measure = self.measure
+        if measure is not None and measure.stage == "before":
+            return f"waiting for the throughput before ({measure.window_s:g} s window)"
+        return f"waiting for {self.waits_for}"
 
     @property
     def finished(self) -> bool:

@@ -51,8 +51,19 @@ def report_row(gpu: int, state: str, phase: str, report: VerifyReport | None) ->
         num(None if report is None else report.effective.kv_tokens),
         num(None if report is None else report.effective.mamba_slots),
         NA if free is None else f"{free / GIB:.1f}",
-        duration(None if report is None else report.time_to_ready_s),
+        ready_in(report),
     ]
+
+
+def ready_in(report: VerifyReport | None) -> str:
+    """How long the GPU was out of service, the stop included: ``22s (stop 20s)``; without a
+    stop, the start alone (``2s``)."""
+    if report is None or report.time_to_ready_s is None:
+        return NA
+    if not report.stop_s:
+        return duration(report.time_to_ready_s)
+    total = report.stop_s + report.time_to_ready_s
+    return f"{duration(total)} (stop {duration(report.stop_s)})"
 
 
 def failure_lines(reports: Sequence[VerifyReport]) -> list[Content]:
@@ -119,6 +130,7 @@ def report_from_dict(data: Mapping[str, Any]) -> VerifyReport:
         phases=phases,
         pid=data.get("pid"),
         log_path=data.get("log_path"),
+        stop_s=data.get("stop_s"),
     )
 
 

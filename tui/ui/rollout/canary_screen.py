@@ -61,7 +61,8 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
         controls: The control GPUs when the backend picks them (a many-node console: the GPUs
             running the canary GPU's profile on every node); the result's once it ends.
         """
-        super().__init__(actions, ApplyProgress.start(profile, (gpu,)))
+        # Before its restart the canary measures the GPUs' baseline: that is what GPU waits for.
+        super().__init__(actions, ApplyProgress.start(profile, (gpu,), "the baseline"))
         self.gpu = gpu
         """The canary GPU."""
         self.fleet = tuple(sorted(fleet))
@@ -159,7 +160,7 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
         )
         self._part("canary-title", Content.from_markup(title))
         row = self.progress.rows[0]
-        table = text_table(REPORT_HEADER, [progress_row(row, self.clock)], left=3)
+        table = text_table(REPORT_HEADER, [progress_row(row, self.clock, self.progress)], left=3)
         reports = [row.report] if row.report is not None else []
         self._part("canary-gpu", Content("\n").join([table, *failure_lines(reports)]))
         self._part("canary-looks", self._looks())

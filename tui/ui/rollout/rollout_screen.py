@@ -87,7 +87,9 @@ class RolloutScreen(RunScreen[RolloutResult]):
         where = f" to GPUs {compact_range(self.scope)}" if self.scope is not None else ""
         title = f"[b]Roll out [$accent]{self.profile}[/]{where}, {pace}[/b]  ({state})"
         self._part("rollout-title", Content.from_markup(title))
-        rows: list[list[Cell]] = [progress_row(row, self.clock) for row in self.progress.rows]
+        rows: list[list[Cell]] = [
+            progress_row(row, self.clock, self.progress) for row in self.progress.rows
+        ]
         if self.result is not None:  # the GPUs the rollout never reached
             for gpu in self.result.stayed:
                 rows.append([str(gpu), ("stayed", "$warning"), "old profile", *[NA] * 5])
