@@ -70,8 +70,8 @@ def test_status_of_a_real_fleet_ready_then_one_stopped_then_none(tmp_path: Path)
         for gpu in doc["gpus"]:
             assert gpu["state"] == "ready" and gpu["pid"] > 0
             assert gpu["profile"] == "t-baseline" and gpu["profile_differs"] == {}
-            assert gpu["requested"]["mem_fraction_static"] == "0.88"
-            assert gpu["requested"]["max_mamba_cache_size"] == "80"
+            assert gpu["requested"]["mem_fraction_static"] == 0.88  # typed (schema 2)
+            assert gpu["requested"]["max_mamba_cache_size"] == 80
             assert gpu["requested"]["max_running_requests"] is None  # auto
             assert gpu["effective"]["kv_tokens"] > 0 and gpu["effective"]["mamba_slots"] > 0
             assert gpu["effective"]["max_running_requests"] > 0

@@ -357,7 +357,11 @@ async def test_operation_keys_are_disabled_without_backend_support() -> None:
             await finish_actions(pilot, app)
             assert isinstance(app.screen, MainScreen), key
         assert actions.calls == []
-        assert not app._notifications
+        # Nothing ran, and each press said why (issue 30: a disabled key did nothing, silently).
+        said = [str(n.message) for n in app._notifications]
+        assert len(said) == len(OPERATION_KEYS), said
+        for (_, _, key), message in zip(OPERATION_KEYS, said, strict=True):
+            assert message.startswith(f"{key} (") and " is off: " in message, message
 
 
 async def test_detail_kill_and_relaunch_reach_the_backend_for_that_gpu() -> None:

@@ -36,6 +36,7 @@ from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.autotune.form_screen import AutotuneFormScreen
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.detail_screen import DetailScreen
+from tui.ui.footer import READ_ONLY_NOTE
 from tui.ui.gate import ReadOnlyGate, class_bindings
 from tui.ui.help_screen import HelpScreen
 from tui.ui.journal.journal_screen import JournalScreen
@@ -289,19 +290,25 @@ async def test_the_same_keys_work_when_not_read_only() -> None:
         assert isinstance(app.screen, StopScreen)
 
 
-async def test_footer_shows_the_disabled_keys_under_read_only() -> None:
+async def test_footer_says_read_only_in_words_first() -> None:
+    """It began with 'pkKrRtTbco read-only' (issue 30): now one line of words, then the keys
+    that work; the disabled ones are left to the help and the palette, and a press says why."""
     app = readonly_app(RecordingActions(), status=pipeline_status())
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.pause()
         keys = {k.key: k for k in app.screen.query(FooterKey)}
         for key in ("p", "k", "K", "r", "R", "t", "T", "b", "c", "o"):
-            assert keys[key].has_class("-disabled"), key
+            assert key not in keys, key
         for key in ("enter", "g", "j", "question_mark", "q"):
             assert not keys[key].has_class("-disabled"), key
         labels = [str(label.render()) for label in app.screen.query(FooterLabel)]
-        assert "read-only" in labels
+        assert labels[0] == READ_ONLY_NOTE
         assert "read-only" in app.title
+        await pilot.press("K")
+        await wait_for(pilot, lambda: bool(app._notifications), "the reason")
+        said = [str(n.message) for n in app._notifications]
+        assert said == ["K (Kill all) is off: the console is read-only (it only watches)"]
 
 
 async def test_footer_of_the_detail_screen_says_read_only() -> None:
@@ -312,10 +319,10 @@ async def test_footer_of_the_detail_screen_says_read_only() -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
         await pilot.pause()
         keys = {k.key: k for k in app.screen.query(FooterKey)}
-        assert keys["k"].has_class("-disabled") and keys["r"].has_class("-disabled")
+        assert "k" not in keys and "r" not in keys
         assert not keys["escape"].has_class("-disabled")
         labels = [str(label.render()) for label in app.screen.query(FooterLabel)]
-        assert "read-only" in labels
+        assert labels[0] == READ_ONLY_NOTE
 
 
 async def test_palette_lists_a_changing_command_as_read_only_and_runs_nothing() -> None:

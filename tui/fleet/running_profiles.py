@@ -46,6 +46,13 @@ class RunningProfile:
     differs: tuple[tuple[str, str], ...] = ()
     """The knobs whose asked value differs from the fleet's profile on this GPU (empty when
     this GPU runs the fleet's profile, or no other profile is known)."""
+    values: tuple[tuple[str, object], ...] = ()
+    """``asked`` with each value as the profile types it (int, float, bool, str; None when
+    unset: SGLang chooses): what ``gpufleet status --json`` gives (it gave ``"80"``)."""
+
+    def value(self, knob: str) -> object:
+        """The typed asked value of ``knob`` (None when unset or unknown)."""
+        return dict(self.values).get(knob)
 
     def asked_value(self, knob: str) -> str:
         """The asked value of ``knob`` (``auto`` when unset or unknown)."""
@@ -78,14 +85,27 @@ def asked_knobs(flags: ServerFlags) -> tuple[tuple[str, str], ...]:
     return tuple((k, _value(getattr(flags, k))) for k in KNOB_LABELS if k in have)
 
 
-def _resolved(state: FleetState) -> dict[int, tuple[Profile, tuple[tuple[str, str], ...]]]:
+def typed_knobs(flags: ServerFlags) -> tuple[tuple[str, object], ...]:
+    """The ``KNOB_LABELS`` knobs of these flags as typed values (None when unset).
+
+    Args:
+        flags: One GPU's resolved server flags.
+
+    Returns:
+        (knob, value) pairs in ``KNOB_LABELS`` order.
+    """
+    have = {f.name for f in fields(flags)}
+    return tuple((k, getattr(flags, k)) for k in KNOB_LABELS if k in have)
+
+
+def _resolved(state: FleetState) -> dict[int, tuple[Profile, ServerFlags]]:
     out = {}
     for gpu, entry in state.items():
         if entry.current is None:
             continue
         try:
             profile = profile_of(entry.current)
-            out[gpu] = (profile, asked_knobs(flags_for(profile, gpu)))
+            out[gpu] = (profile, flags_for(profile, gpu))
         except (ProfileError, KeyError):
             continue  # a stored document that no longer parses names no profile
     return out
@@ -105,7 +125,8 @@ def running_profiles(state: FleetState) -> dict[int, RunningProfile]:
     fleet = max(names, key=lambda n: (names[n], n)) if names else None
     fleet_profile = next((p for p, _ in resolved.values() if p.name == fleet), None)
     out = {}
-    for gpu, (profile, asked) in resolved.items():
+    for gpu, (profile, flags) in resolved.items():
+        asked = asked_knobs(flags)
         differs: tuple[tuple[str, str], ...] = ()
         if fleet_profile is not None and profile.name != fleet:
             try:
@@ -113,7 +134,7 @@ def running_profiles(state: FleetState) -> dict[int, RunningProfile]:
             except KeyError:  # the fleet's profile does not cover this GPU: compare shared flags
                 base = dict(asked_knobs(fleet_profile.server))
             differs = tuple((k, v) for k, v in asked if base.get(k, AUTO) != v)
-        out[gpu] = RunningProfile(profile.name, asked, differs)
+        out[gpu] = RunningProfile(profile.name, asked, differs, typed_knobs(flags))
     return out
 
 

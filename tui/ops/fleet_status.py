@@ -7,13 +7,15 @@ whether every server is ready (0), some are not (1), or nothing of the fleet ans
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
 from tui.pipeline.status import PipelineStatus
 
-SCHEMA = 1
-"""Version of the document."""
+SCHEMA = 2
+"""Version of the document. 2: ``requested`` and ``profile_differs`` give each value as the
+profile types it (``80``, ``0.88``, ``true``), no longer as a string (``"80"``)."""
 
 EXIT_READY = 0
 """Every server of the fleet is ready."""
@@ -64,11 +66,10 @@ def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
     if server is None:
         return doc
     running = server.profile
-    asked = dict(running.asked) if running else {}
     doc.update(
         profile=running.name if running else None,
-        profile_differs=dict(running.differs) if running else {},
-        requested={k: None if v == "auto" else v for k, v in asked.items()},
+        profile_differs={k: running.value(k) for k, _ in running.differs} if running else {},
+        requested=dict(running.values) if running else {},
         effective={
             "max_running_requests": server.max_running_effective,
             "server_arg_max_running_requests": server.max_running_requested,
@@ -161,17 +162,43 @@ def _pct(value: object) -> str:
     return f"{value * 100:.0f}%" if isinstance(value, int | float) else "-"
 
 
-def format_text(doc: dict[str, Any]) -> list[str]:
+DEFAULT_WIDTH = 100
+"""Columns the table is laid out for when the terminal's width is not known."""
+
+
+def _profile_words(gpu: dict[str, Any]) -> tuple[str, str]:
+    """The GPU's profile name and, apart, the knobs it asks differently from the fleet's."""
+    differs = ", ".join(f"{k} {_value(v)}" for k, v in gpu["profile_differs"].items())
+    return gpu["profile"] or "-", f"({differs})" if differs else ""
+
+
+def _value(value: object) -> str:
+    return "auto" if value is None else str(value)
+
+
+def format_text(doc: dict[str, Any], width: int = DEFAULT_WIDTH) -> list[str]:
     """The document as lines for a terminal: a header, one line per GPU, the job.
+
+    The profile column is as wide as its longest entry when the terminal has the room (it was
+    cut at 22 characters: ``ux-m120-all (max_runni``); else it holds the names, and the knobs a
+    GPU asks differently follow on a line of their own, wrapped to ``width``. Nothing is cut.
 
     Args:
         doc: ``status_document``'s result.
+        width: The terminal's columns.
 
     Returns:
         The lines.
     """
+    servers = [g for g in doc["gpus"] if g.get("profile_differs") is not None]
+    words = {g["gpu"]: _profile_words(g) for g in servers}
+    whole = {gpu: f"{name} {knobs}".rstrip() for gpu, (name, knobs) in words.items()}
+    fixed = 20 + 47  # the columns around the profile's, with their spaces
+    widest = max((len(text) for text in whole.values()), default=7)
+    apart = fixed + widest > width  # the knobs go on a line of their own
+    column = max([7, *(len(name) for name, _ in words.values())] if apart else [7, widest])
     lines = [f"fleet: {doc['ready']}/{doc['servers']} ready (exit {doc['exit_code']})"]
-    head = f"{'GPU':>3} {'state':<9} {'port':>5} {'profile':<22} {'eff/asked':>10} "
+    head = f"{'GPU':>3} {'state':<9} {'port':>5} {'profile':<{column}} {'eff/asked':>10} "
     head += f"{'run':>4} {'queue':>5} {'KV':>4} {'mamba':>5} {'tok/s':>7} {'age':>5}"
     lines.append(head)
     for gpu in doc["gpus"]:
@@ -182,17 +209,23 @@ def format_text(doc: dict[str, Any]) -> list[str]:
         asked = gpu["requested"].get("max_running_requests")
         asked_text = (asked or "auto") if gpu["profile"] else "-"
         limit = f"{_num(effective['max_running_requests'])}/{asked_text}"
-        differs = ", ".join(f"{k} {v}" for k, v in gpu["profile_differs"].items())
-        profile = (gpu["profile"] or "-") + (f" ({differs})" if differs else "")
+        name, knobs = words[gpu["gpu"]]
+        profile = name if apart else whole[gpu["gpu"]]
         age = gpu["ages_s"]["gen_tokens_per_s"]
         lines.append(
-            f"{gpu['gpu']:>3} {gpu['state']:<9} {gpu['port'] or '-':>5} {profile[:22]:<22} "
+            f"{gpu['gpu']:>3} {gpu['state']:<9} {gpu['port'] or '-':>5} {profile:<{column}} "
             f"{limit:>10} {_num(gpu['running']):>4} {_num(gpu['queued']):>5} "
             f"{_pct(gpu['kv_usage']):>4} {_pct(gpu['mamba_usage']):>5} "
             f"{_num(gpu['gen_tokens_per_s']):>7} {'-' if age is None else f'{age:.0f}s':>5}"
         )
+        if apart and knobs:
+            lines += textwrap.wrap(
+                knobs, width, initial_indent=" " * 20, subsequent_indent=" " * 21
+            )
         if gpu.get("error"):
-            lines.append(f"    error: {gpu['error']}")
+            lines += textwrap.wrap(
+                f"error: {gpu['error']}", width, initial_indent="    ", subsequent_indent="      "
+            )
     job = doc["job"]
     if job is None:
         lines.append("job: none (no pipeline status document)")

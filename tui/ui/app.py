@@ -7,7 +7,7 @@ import gc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
@@ -19,6 +19,7 @@ from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
+from tui.ui.gate import why_key_is_off
 from tui.ui.help_screen import HelpScreen, help_sections
 from tui.ui.main_screen import MainScreen
 from tui.ui.messages import (
@@ -280,6 +281,16 @@ class FleetApp(OperationHost):
         return self.main_screen.fleet
 
     # --- screens ---------------------------------------------------------------------------
+
+    def on_key(self, event: events.Key) -> None:
+        """A key whose binding is off says why, naming it (it did nothing, silently). Runs
+        before the bindings are tried: what is off now is what the key will not do."""
+        off = why_key_is_off(self.screen, event.key)
+        if off is None:
+            return
+        what, why = off
+        key = self.get_key_display(Binding(event.key, "", ""))
+        self.notify(f"{key} ({what}) is off: {why}", title="Key off", severity="warning", timeout=4)
 
     def on_panel_opened(self, message: PanelOpened) -> None:
         """Open the detail of a panel."""

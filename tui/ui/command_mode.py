@@ -30,7 +30,7 @@ from tui.ui.sources import FleetActions, Intent
 if TYPE_CHECKING:
     from textual.app import App
 
-COMMAND_BINDING = Binding(":", "command", "Command", id="grid.command", show=False)
+COMMAND_BINDING = Binding(":", "command", "Command", id="grid.command")
 """``:`` opens the command bar (the commands are checked one by one, not the key)."""
 
 

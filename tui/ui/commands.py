@@ -30,11 +30,11 @@ class BindingCommands(Provider):
                 continue
             seen.add(binding.action)
             keys = binding.key_display or key
+            title = binding.tooltip or binding.description  # the Footer's word may be short
             if refused:
-                title = binding.description.removesuffix(f" ({READ_ONLY})")
                 yield title, f"key: {keys} · disabled: {READ_ONLY}", partial(self._refuse, title)
             else:
-                yield binding.description, f"key: {keys}", partial(self._run, active)
+                yield title, f"key: {keys}", partial(self._run, active)
 
     async def _run(self, active: ActiveBinding) -> None:
         await self.app.run_action(active.binding.action, active.node)

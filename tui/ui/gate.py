@@ -1,10 +1,15 @@
 """Read-only mode in the screens: every binding that changes the fleet is disabled, and says so.
 
 Every screen with a binding that ``tui.ui.readonly.binding_changes_fleet`` is a ``ReadOnlyGate``:
-its ``check_action`` disables (None: shown dimmed, not hidden) such a binding while the app is
-read-only, before the screen's own ``check_operation`` is asked; its ``active_bindings`` put the
-disabled keys together under one "read-only" label, which is what the Footer and the command
-palette show. ``tests/test_ui_readonly.py`` checks every binding of every screen against it.
+its ``check_action`` disables (None) such a binding while the app is read-only, before the
+screen's own ``check_operation`` is asked; its ``active_bindings`` keep the disabled keys out of
+the Footer, which says "read-only" in words instead (``tui.ui.footer``), and in the command
+palette and the help, each marked disabled. ``tests/test_ui_readonly.py`` checks every binding
+of every screen against it.
+
+A key pressed while its binding is disabled says why (``why_key_is_off``, which the app
+notifies): the screen's ``why_disabled`` names read-only mode, else the screen's own
+``disabled_reason``, written beside its ``check_operation`` from the same table.
 """
 
 from __future__ import annotations
@@ -13,16 +18,15 @@ from dataclasses import replace
 from functools import cache
 
 from textual.actions import parse
-from textual.binding import ActiveBinding, Binding
+from textual.binding import ActiveBinding, Binding, BindingsMap
 from textual.dom import DOMNode
 from textual.screen import Screen, ScreenResultType
 
 from tui.ui.readonly import BINDING_INTENTS, READ_ONLY, binding_changes_fleet
 from tui.ui.sources import Intent
 
-READ_ONLY_GROUP = Binding.Group(READ_ONLY, compact=True)
-"""The Footer shows the disabled keys side by side, first, under this one label (at 80 columns
-the viewing keys still fit after it)."""
+READ_ONLY_REASON = f"the console is {READ_ONLY} (it only watches)"
+"""Why a key that changes the fleet does nothing in read-only mode."""
 
 
 def app_is_read_only(node: DOMNode) -> bool:
@@ -84,6 +88,18 @@ class ReadOnlyGate(Screen[ScreenResultType]):
         """Whether ``action`` applies now: True, None (shown disabled) or False (hidden)."""
         return True
 
+    def disabled_reason(self, action: str, parameters: tuple[object, ...]) -> str:
+        """Why ``check_operation`` disables or hides ``action`` now, in a few words ('' when
+        there is nothing worth saying: the key does not apply on this screen at all)."""
+        return ""
+
+    def why_disabled(self, action: str, parameters: tuple[object, ...]) -> str:
+        """Why ``check_action`` disables ``action``: read-only mode, else the screen's reason."""
+        binding = _by_action(type(self)).get((action, parameters))
+        if binding is not None and app_is_read_only(self) and binding_changes_fleet(binding.id):
+            return READ_ONLY_REASON
+        return self.disabled_reason(action, parameters) or "it does not apply now"
+
     def intent_of(self, action: str, parameters: tuple[object, ...]) -> Intent | None:
         """The intent of the binding that runs ``action`` (None: no binding, or a view)."""
         binding = _by_action(type(self)).get((action, parameters))
@@ -91,21 +107,55 @@ class ReadOnlyGate(Screen[ScreenResultType]):
 
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
-        """The screen's bindings, the ones read-only mode disables first and labelled so."""
+        """The screen's bindings; the ones read-only mode disables stay out of the Footer (it
+        read 'pkKrRtTbco read-only': ``tui.ui.footer`` says read-only in words instead)."""
         active = super().active_bindings
         refused = {key: entry for key, entry in active.items() if refused_by_read_only(entry)}
         if not refused:
             return active
-        lone = len({entry.binding.action for entry in refused.values()}) == 1
-        labelled = {}
+        hidden = {}
         for key, entry in refused.items():
-            binding = entry.binding
-            # The Footer labels a group of two or more keys once; a lone key says it itself.
-            if lone:
-                binding = replace(binding, description=f"{binding.description} ({READ_ONLY})")
-            else:
-                binding = replace(binding, group=READ_ONLY_GROUP)
+            binding = replace(entry.binding, show=False)
             tooltip = f"{entry.binding.description}: disabled, the console is {READ_ONLY}"
-            labelled[key] = entry._replace(binding=binding, tooltip=tooltip)
-        kept = {key: entry for key, entry in active.items() if key not in refused}
-        return labelled | kept
+            hidden[key] = entry._replace(binding=binding, tooltip=tooltip)
+        return {key: hidden.get(key, entry) for key, entry in active.items()}
+
+
+def why_key_is_off(screen: Screen[object], key: str) -> tuple[str, str] | None:
+    """What ``key`` would do on ``screen`` and why it does nothing now, or None (it runs, or
+    nothing is bound to it, or it does not apply on this screen at all).
+
+    A key whose binding is disabled (shown dimmed, or kept out of the Footer in read-only
+    mode) says the screen's ``why_disabled``; one the screen hides for now says its
+    ``disabled_reason`` when it has one (``w`` with no operation running).
+
+    Args:
+        screen: The screen the key was pressed on.
+        key: The key, as ``events.Key.key`` names it.
+
+    Returns:
+        (the binding's description, why it is off), or None.
+    """
+    entry = screen.active_bindings.get(key)
+    if entry is not None:
+        if entry.enabled:
+            return None
+        node = entry.node
+        _, name, parameters = parse(entry.binding.action)
+        why = (
+            node.why_disabled(name, parameters)
+            if isinstance(node, ReadOnlyGate)
+            else "it does not apply now"
+        )
+        return entry.binding.description, why
+    if not isinstance(screen, ReadOnlyGate):
+        return None
+    for binding in BindingsMap(class_bindings(type(screen))).key_to_bindings.get(key, ()):
+        namespace, name, parameters = parse(binding.action)
+        if namespace:
+            continue
+        if screen.check_action(name, parameters) is False:
+            why = screen.disabled_reason(name, parameters)
+            if why:
+                return binding.description, why
+    return None

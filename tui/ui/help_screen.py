@@ -106,9 +106,11 @@ def _rows(bindings: Iterable[BindingType]) -> list[tuple[str, str, str | None]]:
             run.append(binding)
             continue
         label = binding.key_display or key_label(binding.key)
-        if rows and rows[-1][1] == binding.description:  # 'escape,enter' was split in two
+        # A Footer word may be short ('Pipeline'); its tooltip is what the key does, in full.
+        words = binding.tooltip or binding.description
+        if rows and rows[-1][1] == words:  # 'escape,enter' was split in two
             label = f"{rows.pop()[0]} / {label}"
-        rows.append((label, binding.description, binding.id))
+        rows.append((label, words, binding.id))
     flush()
     return rows
 

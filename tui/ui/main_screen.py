@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
@@ -18,10 +18,12 @@ from tui.ui.command_mode import COMMAND_BINDING, CommandMode
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_pipeline_stop, describe_servers
 from tui.ui.dirty_rows import DirtyRowsCompositor
+from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.filter_bar import FilterBar
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.habits import HABIT_BINDINGS, GridHabits
+from tui.ui.grid.key_states import KeyStates
 from tui.ui.grid.node_groups import NodeGroups
 from tui.ui.grid.node_keys import NODE_BINDINGS, NodeKeys
 from tui.ui.grid.scope import scope_words
@@ -53,7 +55,7 @@ from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import open_tuning
 
 
-class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
+class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None]):
     """Grid of panels plus the generation pane; selection and operations by keyboard."""
 
     BINDINGS = [
@@ -65,24 +67,32 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
             Binding(str(d), f"select({d})", f"Select GPU {d}", id=f"grid.select_{d}", show=False)
             for d in range(10)
         ],
+        # The Footer shows them in this order: what a new operator looks for first, then the
+        # seed loop's keys; at 80 columns the later ones are a scroll (or ?) away.
         Binding("enter", "open_detail", "Detail", id="grid.detail"),
-        Binding("g", "toggle_generation", "Generation", id="pipeline.pane"),
-        Binding("p", "toggle_pipeline", "Start/stop pipeline", id="pipeline.start_stop"),
+        COMMAND_BINDING,
+        *HABIT_BINDINGS,
+        Binding("g", "toggle_generation", "Job", id="pipeline.pane", tooltip="Generation pane"),
+        Binding(
+            "p",
+            "toggle_pipeline",
+            "Pipeline",
+            id="pipeline.start_stop",
+            tooltip="Start/stop pipeline",
+        ),
         Binding("k", "kill_selected", "Kill", id="fleet.kill"),
         Binding("K", "kill_all", "Kill all", id="fleet.kill_all"),
         Binding("r", "relaunch_selected", "Relaunch", id="fleet.relaunch"),
         Binding("R", "relaunch_all", "Relaunch all", id="fleet.relaunch_all"),
-        Binding("t", "tune", "Tune GPU", id="fleet.tune"),
+        Binding("t", "tune", "Tune", id="fleet.tune", tooltip="Tune GPU"),
         Binding("T", "tune_all", "Tune all", id="fleet.tune_all"),
         Binding("b", "rollback", "Rollback", id="fleet.rollback"),
         Binding("j", "journal", "Journal", id="fleet.journal"),
         Binding("c", "canary", "Canary", id="fleet.canary"),
         Binding("o", "rollout", "Roll out", id="fleet.rollout"),
         Binding("w", "operation_report", "Operation", id="grid.operation"),
-        COMMAND_BINDING,
-        *HABIT_BINDINGS,
         # The search runs detached; the screen follows it (its own keys change the fleet).
-        Binding("a", "autotune", "Autotune", id="grid.autotune", show=False),
+        Binding("a", "autotune", "Autotune", id="grid.autotune"),
         # A console over many nodes' agents (node groups): the selected panel's whole node.
         *NODE_BINDINGS,
     ]
@@ -153,7 +163,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
         yield OperationStrip(id="operation-strip")
         yield FilterBar(placeholder="filter: GPU index, state or profile words")
         yield CommandBar(placeholder="command: apply NAME 3,5 | canary NAME 2 | logs 4 | ...")
-        yield Footer()
+        yield FleetFooter()
 
     def watch_fleet(self, fleet: FleetSnapshot) -> None:
         """Keep the selection on an existing GPU and the header on the GPU source."""
@@ -185,28 +195,6 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
             self.refresh_bindings()
 
     # --- which keys apply now -------------------------------------------------------------
-
-    def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Operation keys show disabled (None) without backend support or without GPUs (the
-        intent of each key is declared once, in ``tui.ui.readonly.BINDING_INTENTS``)."""
-        if action == "operation_report":  # shown while an operation has a report to open
-            return getattr(self.app, "operation", None) is not None
-        if action in ("relaunch_node", "stop_node", "mark_node") and not self.node_groups:
-            return False  # hidden: one node, the fleet keys are the node keys
-        if action == "mark_node":
-            return bool(self._node_gpus()[1]) or None
-        intent = self.intent_of(action, parameters)
-        if intent is None:
-            return True
-        if not self.actions.supports(intent):
-            return None
-        if action in ("relaunch_node", "stop_node"):
-            return bool(self._node_gpus()[1]) or None
-        if action in ("kill_selected", "relaunch_selected", "kill_all", "relaunch_all", "rollout"):
-            return bool(self.fleet.panels) or None
-        if action == "canary":  # needs a selected GPU and at least one other as control
-            return (self.selected in self._indices and len(self._indices) > 1) or None
-        return True
 
     # --- selection -----------------------------------------------------------------------
 

@@ -134,6 +134,12 @@ class QuitScreen(ModalScreen[QuitChoice], ButtonKeys, ReadOnlyGate[QuitChoice]):
             return self.can_stop_fleet or None
         return True
 
+    def disabled_reason(self, action: str, parameters: tuple[object, ...]) -> str:
+        """Why stopping the fleet is off here."""
+        if action == "choose" and parameters == ("stop",):
+            return "this console cannot stop the fleet (it only watches)"
+        return ""
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         """Dismiss with the pressed button's choice."""
         choice = {"quit-stop": QuitChoice.STOP_FLEET, "quit-keep": QuitChoice.KEEP_FLEET}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from tui.cli_args import ArgumentParser, number
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.source import open_gpu_source
-from tui.ops.fleet_status import EXIT_BAD_INPUT, format_text, status_document
+from tui.ops.fleet_status import DEFAULT_WIDTH, EXIT_BAD_INPUT, format_text, status_document
 from tui.pipeline.status import read_status
 from tui.state.files import StateFileError
 from tui.state.fleet_state import read_fleet
@@ -138,7 +139,8 @@ async def _run(spec: FleetSpec, args: argparse.Namespace) -> int:
             else:
                 if args.watch is not None:
                     print(time.strftime("%H:%M:%S"), flush=False)
-                print("\n".join(format_text(doc)), flush=True)
+                width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+                print("\n".join(format_text(doc, width)), flush=True)
             if args.watch is None or (args.count is not None and polls >= args.count):
                 return int(code)
             await asyncio.sleep(max(args.watch - (time.monotonic() - started), 0.0))

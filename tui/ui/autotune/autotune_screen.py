@@ -18,7 +18,7 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tui.autotune.detach import start_detached
 from tui.autotune.options import SearchRequest, request_argv
@@ -28,6 +28,7 @@ from tui.autotune.space import SearchSpace
 from tui.autotune.status import FINAL_PHASES, holder_alive, read_status, request
 from tui.state.files import StateFileError
 from tui.ui.autotune.form_screen import AutotuneFormScreen, Predictor
+from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.history.plot import axis_for, braille_rows
 
@@ -162,7 +163,7 @@ class AutotuneScreen(ReadOnlyGate[None]):
         yield Static(id="autotune-summary")
         yield Static(id="autotune-plot")
         yield Static(id="autotune-candidates")
-        yield Footer()
+        yield FleetFooter()
 
     async def on_mount(self) -> None:
         """Read the status now and every ``interval_s``."""
@@ -198,6 +199,16 @@ class AutotuneScreen(ReadOnlyGate[None]):
             "stop": self.running,
         }.get(action, True)
         return True if allowed else None
+
+    def disabled_reason(self, action: str, parameters: tuple[object, ...]) -> str:
+        """Why start, pause, resume or stop is off now."""
+        paused = self.doc is not None and self.doc.get("phase") == "paused"
+        return {
+            "start": "a search is running (x stops it)",
+            "pause": "the search is paused (u resumes it)" if paused else "no search is running",
+            "resume": "the search is not paused" if self.running else "no search is running",
+            "stop": "no search is running (s starts one)",
+        }.get(action, "")
 
     def action_close(self) -> None:
         """Back to the grid; the search keeps running."""

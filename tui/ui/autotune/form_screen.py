@@ -21,7 +21,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Footer, Input, Label, Static, Switch
+from textual.widgets import Input, Label, Static, Switch
 
 from tui.autotune.budget import Budget
 from tui.autotune.options import (
@@ -35,6 +35,7 @@ from tui.autotune.options import (
 )
 from tui.autotune.space import KNOBS, KnobValue, SearchSpace
 from tui.ui.confirm import ConfirmScreen
+from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
 
 Predictor = Callable[[SearchSpace], str]
@@ -157,7 +158,7 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
                 yield Input("" if gpu is None else str(gpu), id="canary-gpu")
             yield Static("", id="autotune-form-errors")
             yield Static("", id="autotune-form-preflight")
-        yield Footer()
+        yield FleetFooter()
 
     @staticmethod
     def _step_text(name: str, values: tuple[KnobValue, ...] | None) -> str:

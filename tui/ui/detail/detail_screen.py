@@ -9,13 +9,14 @@ from textual.content import Content
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_servers
 from tui.ui.detail.log_panel import LogPanel
+from tui.ui.footer import FleetFooter
 from tui.ui.format import NA, gib, num, pct
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.panel_lines import error_line, max_running, pressure_line, state_line
@@ -164,7 +165,7 @@ class DetailScreen(ReadOnlyGate[None]):
         log = LogPanel(self.log_tail, self.refresh_s, id="log-panel")
         log.log_path = self._log_path()
         yield log
-        yield Footer()
+        yield FleetFooter()
 
     def on_mount(self) -> None:
         """Title the boxes, draw the numbers."""
@@ -206,6 +207,13 @@ class DetailScreen(ReadOnlyGate[None]):
         if action == "relaunch":
             return self.actions.supports(Intent.RELAUNCH) or None
         return True
+
+    def disabled_reason(self, action: str, parameters: tuple[object, ...]) -> str:
+        """Why kill or relaunch is off: the backend only watches."""
+        what = {"kill": "stop", "relaunch": "relaunch"}.get(action)
+        return (
+            f"this console's backend cannot {what} servers (it only watches ports)" if what else ""
+        )
 
     def _confirm(self, title: str, message: Message) -> None:
         def done(confirmed: bool | None) -> None:

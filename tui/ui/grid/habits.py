@@ -18,11 +18,12 @@ from tui.ui.grid.filter_bar import FilterBar, FilterChanged
 from tui.ui.rollout.describe import compact_range
 
 HABIT_BINDINGS = [
-    Binding("space", "mark", "Mark GPU", id="grid.mark", show=False),
-    Binding("escape", "unmark", "Clear marks", id="grid.unmark", show=False),
-    Binding("slash", "filter", "Filter", id="grid.filter", show=False),
+    Binding("slash", "filter", "Filter", id="grid.filter"),
+    Binding("space", "mark", "Mark", id="grid.mark"),
+    Binding("escape", "unmark", "Clear filter, then marks", id="grid.unmark", show=False),
 ]
-"""The keys of the habits (none changes the fleet: ``tui.ui.readonly`` lists them as views)."""
+"""The keys of the habits (none changes the fleet: ``tui.ui.readonly`` lists them as views);
+``/`` and space show in the Footer (a new operator did not find them)."""
 
 
 class GridHabits:
@@ -60,7 +61,11 @@ class GridHabits:
         self._retitle()
 
     def action_unmark(self) -> None:
-        """Clear every mark."""
+        """Escape: clear the kept filter first (k9s' habit; it stayed, the header the only sign
+        of it), then every mark."""
+        if self.grid_filter:
+            self._filter_bar().action_clear()
+            return
         self.marked = frozenset()
         self._retitle()
 

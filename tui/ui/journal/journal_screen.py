@@ -7,9 +7,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from tui.ops.journal import JournalEntry, JournalRead
+from tui.ui.footer import FleetFooter
 from tui.ui.journal.entry_view import ROW_HEADER, entry_detail, entry_row
 from tui.ui.sources import JournalReader
 
@@ -83,7 +84,7 @@ class JournalScreen(Screen[None]):
         """A note line, the table, the footer."""
         yield Static("reading the journal...", id="journal-note")
         yield DataTable(id="journal-table", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield FleetFooter()
 
     def on_mount(self) -> None:
         """Columns, then read."""

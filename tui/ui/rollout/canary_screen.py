@@ -112,6 +112,14 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
             return self.rollout_offered
         return True
 
+    def disabled_reason(self, action: str, parameters: tuple[object, ...]) -> str:
+        """Why `o` is not offered yet."""
+        if action != "rollout":
+            return ""
+        if self.result is None:
+            return "o rolls the profile out after a 'better' verdict; the canary is measuring"
+        return f"o rolls out a 'better' profile only; this canary ended {self.result.verdict}"
+
     def action_rollout(self) -> None:
         """Roll the winner out to the remaining GPUs one at a time, after confirmation."""
         if self.rollout_offered:

@@ -17,10 +17,11 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Button, Footer, Input, Label, RadioSet, Static, TextArea
+from textual.widgets import Button, Input, Label, RadioSet, Static, TextArea
 
 from tui.profiles import KNOBS, Profile, diff
 from tui.retune.preflight import Preflight
+from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.sources import FleetActions
 from tui.ui.tuning.candidate import (
@@ -167,7 +168,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
             yield Static("reading the running profile...", id="tune-loading")
         else:
             yield from form_widgets(self.setup, self.gpu, self.scope)
-        yield Footer()
+        yield FleetFooter()
 
     async def on_mount(self) -> None:
         """Start from the setup, or read it first (the form already takes keys meanwhile)."""
@@ -233,11 +234,11 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
             return None
         return True
 
-    def why_disabled(self, action: str, parameters: tuple[object, ...]) -> str:
+    def disabled_reason(self, action: str, parameters: tuple[object, ...]) -> str:
         """Why ``check_operation`` disables ``action`` now."""
         if self.setup is None:
             return "the form is still reading the running profile"
-        return unfit_reason(self.preflight) or "it does not apply now"
+        return unfit_reason(self.preflight) or ""
 
     # --- validation as you type -------------------------------------------------------------
 

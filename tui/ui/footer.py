@@ -1,0 +1,45 @@
+"""The console's Footer: Textual's, saying "read-only" in words when the screen's keys that
+would change the fleet are off.
+
+Why: read-only mode showed the disabled keys side by side under one label, and at 80 columns
+the Footer began with ``pkKrRtTbco read-only``. The gate (``tui.ui.gate``) keeps those keys out
+of the Footer (the help and the command palette still list them, each marked disabled, and a
+press says why); this Footer puts one line of words first instead.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.widgets import Footer
+from textual.widgets._footer import FooterLabel
+
+from tui.ui.gate import refused_by_read_only
+
+READ_ONLY_NOTE = "READ-ONLY: changes off"
+"""What the Footer says first while the screen's changing keys are off (short: at 80 columns the
+keys that work follow it; the help, ``?``, lists the others, each marked disabled)."""
+
+
+class FleetFooter(Footer):
+    """Textual's Footer, compact (one space less around each key: the grid's keys, the habits
+    ``:`` ``/`` space ``a`` among them, fit 200 columns), with the read-only note first when it
+    applies."""
+
+    DEFAULT_CSS = """
+    FleetFooter FooterLabel.read-only-note {
+        color: $warning;
+        text-style: bold;
+        margin: 0 1;
+    }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(compact=True)
+
+    def compose(self) -> ComposeResult:
+        """The note (in read-only mode, when a key of the screen is off), then the keys."""
+        if self._bindings_ready and any(
+            refused_by_read_only(entry) for entry in self.screen.active_bindings.values()
+        ):
+            yield FooterLabel(READ_ONLY_NOTE, classes="read-only-note")
+        yield from super().compose()
