@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from textual import events
 from textual.widgets import Footer
 from ui_helpers import RecordingActions, make_app, settle, wait_for
 
@@ -96,3 +97,22 @@ async def test_tab_completes_and_never_leaves_the_bar() -> None:
         assert bar.has_focus and bar.value == "canary x"
         await pilot.press("0")
         assert bar.value == "canary x0"
+
+
+@pytest.mark.parametrize(("opener", "typed"), [("slash", "ready"), ("colon", "kill 3")])
+async def test_a_burst_typed_with_the_opening_key_lands_in_the_bar(opener: str, typed: str) -> None:
+    """A terminal delivers '/ready' in one read: the keys after '/' were routed to the grid
+    before the bar took the focus (in tmux, 'a' of 'ready' opened the autotune screen)."""
+    actions = RecordingActions()
+    app = make_app(actions=actions)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        screen = app.screen
+        for key in (opener, *typed):  # queued at once, as one read of the terminal
+            character = {"slash": "/", "colon": ":", "space": " "}.get(key, key)
+            app.post_message(events.Key(key if key != " " else "space", character))
+        bar = screen.query_one(FilterBar if opener == "slash" else CommandBar)
+        await wait_for(pilot, lambda: bar.value == typed, f"{typed!r} in the bar")
+        assert app.screen is screen and bar.has_focus
+        assert actions.calls == []

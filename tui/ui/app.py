@@ -283,9 +283,13 @@ class FleetApp(OperationHost):
     # --- screens ---------------------------------------------------------------------------
 
     def on_key(self, event: events.Key) -> None:
-        """A key whose binding is off says why, naming it (it did nothing, silently). Runs
-        before the bindings are tried: what is off now is what the key will not do."""
-        off = why_key_is_off(self.screen, event.key)
+        """A key typed into a bar that is opening is its text (a burst: '/ready'); a key
+        whose binding is off says why, naming it (it did nothing, silently). Runs before the
+        bindings are tried: what is off now is what the key will not do."""
+        screen = self.screen
+        if isinstance(screen, MainScreen) and screen.take_typed(event):
+            return
+        off = why_key_is_off(screen, event.key)
         if off is None:
             return
         what, why = off

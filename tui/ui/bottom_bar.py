@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual import events
 from textual.widgets import Input
 
 
@@ -39,6 +40,19 @@ class BottomBar(Input):
         self.cursor_position = len(text)
         self.display = True
         self.focus()
+
+    def take(self, event: events.Key) -> bool:
+        """Type ``event`` into the bar when it is open but not focused yet: a terminal delivers
+        '/ready' in one read, and the keys after '/' reached the grid before the focus moved
+        (the 'a' of 'ready' opened the autotune screen). Returns whether it took the key."""
+        if not self.display or self.has_focus or not event.is_printable or not event.character:
+            return False
+        event.stop()
+        event.prevent_default()
+        self.insert_text_at_cursor(event.character)
+        if self.screen is not None:
+            self.screen.set_focus(self)
+        return True
 
     def hide(self) -> None:
         """Hide the bar and give the screen its keys back."""

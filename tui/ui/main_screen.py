@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
@@ -226,6 +226,13 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         """A panel was clicked."""
         message.stop()
         self.selected = message.gpu
+
+    def take_typed(self, event: events.Key) -> bool:
+        """A key that reaches the app while a bar is open but not focused yet is the bar's
+        text (``BottomBar.take``), never one of the grid's keys. The app asks before it tries
+        the bindings: a burst's keys all bubble up before the first one's binding opens the
+        bar. Returns whether a bar took it."""
+        return any(bar.take(event) for bar in (self._bar(), self._filter_bar()))
 
     def _filter_bar(self) -> FilterBar:
         """The ``/`` filter bar (``tui.ui.grid.habits``)."""
