@@ -60,9 +60,9 @@ def ready_in(report: VerifyReport | None) -> str:
     stop, the start alone (``2s``)."""
     if report is None or report.time_to_ready_s is None:
         return NA
-    if not report.stop_s:
-        return duration(report.time_to_ready_s)
-    total = report.stop_s + report.time_to_ready_s
+    total = (report.stop_s or 0.0) + report.time_to_ready_s
+    if not report.stop_s or report.stop_s < 1.0:  # 'stop 0s' says nothing
+        return duration(total)
     return f"{duration(total)} (stop {duration(report.stop_s)})"
 
 

@@ -196,7 +196,7 @@ class FormFlows:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._preflight_settled.wait(), PREFLIGHT_WAIT_S)
         if (unfit := unfit_reason(self.preflight)) is not None:
-            self.app.notify(unfit, title="Nothing restarted", severity="error")
+            self.app.notify(f"Apply is off: {unfit}", title="Nothing restarted", severity="error")
             return
         gpus = self.restart_gpus
         changed = bool(diff(self.running, profile))

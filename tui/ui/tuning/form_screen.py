@@ -292,7 +292,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
         reason = unfit_reason(self.preflight)
         self.query_one("#tune-apply", Button).disabled = reason is not None
         blocked = self.query_one("#tune-blocked", Label)
-        blocked.update(reason or "")
+        blocked.update(f"Apply is off: {reason}" if reason else "")
         blocked.display = reason is not None
         self.query_one("#tune-scope-note", Label).display = self.scope is None
         self.refresh_bindings()

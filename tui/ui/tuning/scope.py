@@ -26,11 +26,11 @@ EVERY_GPU = "all"
 
 
 def one_gpu_words(gpu: int) -> str:
-    """The one-GPU choice in words."""
-    return f"GPU {gpu} only: a [gpu.{gpu}] override; the other GPUs keep their flags"
+    """The one-GPU choice in words (short: the form's column is 38 wide at 80x24)."""
+    return f"GPU {gpu} only ([gpu.{gpu}] override)"
 
 
-EVERY_GPU_WORDS = "every GPU: the profile's shared flags"
+EVERY_GPU_WORDS = "every GPU (the shared flags)"
 """The every-GPU choice in words."""
 
 

@@ -179,7 +179,7 @@ def unfit_reason(preflight: Sequence[Preflight] | None) -> str | None:
         return None
     gpus = f"GPU {unfit[0]}" if len(unfit) == 1 else f"GPUs {gpu_range(unfit)}"
     return (
-        f"Apply is off: the preflight says {gpus} will not start (see PREFLIGHT); change the "
+        f"the preflight says {gpus} will not start (see PREFLIGHT); change the "
         "values (Save as new still works)"
     )
 
