@@ -90,7 +90,8 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         Binding("j", "journal", "Journal", id="fleet.journal"),
         Binding("c", "canary", "Canary", id="fleet.canary"),
         Binding("o", "rollout", "Roll out", id="fleet.rollout"),
-        Binding("w", "operation_report", "Operation", id="grid.operation"),
+        # The status strip says "w: report" while an operation runs: not in the Footer too.
+        Binding("w", "operation_report", "Operation", id="grid.operation", show=False),
         # The search runs detached; the screen follows it (its own keys change the fleet).
         Binding("a", "autotune", "Autotune", id="grid.autotune"),
         # A console over many nodes' agents (node groups): the selected panel's whole node.
