@@ -30,6 +30,8 @@ def test_an_apply_runs_in_the_background_while_another_gpus_log_is_read(
         term.send("3")
         open_form(term, "t", "GPU 3")
         term.send("C-t")
+        term.wait_for(lambda s: "Is this change for GPU 3 only" in s, 20)  # asked (issue 30)
+        term.send("g")
         term.wait_for(lambda s: "Restart GPU 3 (1 server)" in s, 20)
         term.send("y")
         term.wait_for(lambda s: "Escape: hide (the apply goes on" in s, 20)

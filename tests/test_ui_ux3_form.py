@@ -96,8 +96,10 @@ async def test_t_on_all_gpus_saves_the_shared_flags_without_asking() -> None:
         assert actions.saved[0].overrides == ()
 
 
-async def test_a_plan_that_does_not_fit_cannot_restart() -> None:
-    """The preflight marked it 'fits NO' and the form still offered Restart."""
+async def test_a_plan_that_does_not_fit_cannot_restart_without_a_deliberate_override() -> None:
+    """The preflight marked it 'fits NO' and the form still offered Restart, the unfit line one
+    of the confirm's details. Now the Apply button is off with the reason under it, and ctrl+t
+    asks a question that says first that it will not start, Cancel focused."""
     actions = RecordingActions()
     app = make_app(actions=actions)
     assert isinstance(app, FleetApp)
@@ -110,15 +112,37 @@ async def test_a_plan_that_does_not_fit_cannot_restart() -> None:
         blocked = form.query_one("#tune-blocked", Label)
         assert apply.disabled and blocked.display
         assert str(blocked.render()).startswith("Apply is off: the preflight says GPUs 0-6")
-        assert form.check_action("apply", ()) is None  # ctrl+t shown disabled
-        await pilot.press("ctrl+t")
+        await pilot.click("#tune-apply")  # the button does nothing
         await pilot.pause()
-        assert app.screen is form and not isinstance(app.screen, ConfirmScreen)
+        assert app.screen is form
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the override")
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen) and confirm.destructive
+        assert confirm.title_text.startswith("The preflight says it will not start. Restart")
+        assert confirm.confirm_label == "Restart anyway"
+        await pilot.press("enter")  # Cancel is focused: nothing restarts
+        await wait_for(pilot, lambda: app.screen is form, "back on the form")
         assert actions.applied() == [] and actions.saved == []
         assert not form.query_one("#tune-save", Button).disabled  # saving it still works
         await type_into(pilot, form, "mem_fraction_static", "0.9")  # fits again
         await wait_for(pilot, lambda: not apply.disabled, "Apply back")
-        assert not blocked.display and form.check_action("apply", ()) is True
+        assert not blocked.display
+
+
+async def test_the_override_restarts_only_on_y() -> None:
+    actions = RecordingActions()
+    app = make_app(actions=actions)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(140, 45)) as pilot:
+        form = await open_form(pilot, "T")
+        await type_into(pilot, form, "mem_fraction_static", "0.3")
+        await wait_for(pilot, lambda: form.preflight is not None, "the preflight")
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the override")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: bool(actions.applied()), "the deliberate apply")
+        assert actions.applied() == [("sim-baseline-tuned", ALL)]
 
 
 class HeldPreflight(RecordingActions):
@@ -135,7 +159,8 @@ class HeldPreflight(RecordingActions):
 
 async def test_an_apply_before_the_preflight_answered_waits_for_it() -> None:
     """ctrl+t while the preflight of unfit values is still out: the old form asked to restart
-    at once ('preflight not computed yet'); now it waits for the answer and refuses."""
+    at once ('preflight not computed yet'); now it waits for the answer, and the question says
+    that it will not start."""
     actions = HeldPreflight()
     app = make_app(actions=actions)
     assert isinstance(app, FleetApp)
@@ -147,12 +172,13 @@ async def test_an_apply_before_the_preflight_answered_waits_for_it() -> None:
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)  # waiting for the prediction
         actions.answer.set()
-        await wait_for(
-            pilot,
-            lambda: any("Apply is off" in str(n.message) for n in app._notifications),
-            "the refusal",
-        )
-        assert not isinstance(app.screen, ConfirmScreen) and actions.applied() == []
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)  # asked knowing it will not start
+        assert confirm.title_text.startswith("The preflight says it will not start.")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen is form, "back on the form")
+        assert actions.applied() == []
 
 
 def _item(gpu: int, calibrated: bool, why: str | None = None) -> Preflight:

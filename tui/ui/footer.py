@@ -15,7 +15,7 @@ from textual.widgets._footer import FooterLabel
 
 from tui.ui.gate import refused_by_read_only
 
-READ_ONLY_NOTE = "READ-ONLY: changes off"
+READ_ONLY_NOTE = "read-only: changes off"
 """What the Footer says first while the screen's changing keys are off (short: at 80 columns the
 keys that work follow it; the help, ``?``, lists the others, each marked disabled)."""
 

@@ -3,8 +3,10 @@
 
 Save writes the candidate as a new profile (an existing name asks first). Apply confirms what
 restarts, saves the candidate when it differs from the running profile, and hands the plan back;
-it waits for the preflight of the values it restarts with and refuses while that preflight says
-a GPU will not start (``setup.unfit_reason``). Opened on one GPU, the first Save or Apply asks
+it waits for the preflight of the values it restarts with (it asked 'preflight not computed
+yet'). While that preflight says a GPU will not start (``setup.unfit_reason``) the Apply button
+is off, and ``ctrl+t`` is a deliberate override: its question says first that it will not
+start, Cancel focused, ``y`` 'Restart anyway'. Opened on one GPU, the first Save or Apply asks
 whom the change is for (``tui.ui.tuning.scope``) unless the operator chose already.
 """
 
@@ -195,14 +197,16 @@ class FormFlows:
         # second; one that cannot be computed sets the event too (and says why on screen).
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._preflight_settled.wait(), PREFLIGHT_WAIT_S)
-        if (unfit := unfit_reason(self.preflight)) is not None:
-            self.app.notify(f"Apply is off: {unfit}", title="Nothing restarted", severity="error")
-            return
         gpus = self.restart_gpus
         changed = bool(diff(self.running, profile))
         name = profile.name if changed else self.running.name
         title, detail = apply_question(self.running, profile, self.preflight, self.names, gpus)
-        question = ConfirmScreen(title, detail, "Restart")
+        label = "Restart"
+        if unfit_reason(self.preflight) is not None:
+            # A deliberate override (the Apply button is off): the preflight is a model of
+            # SGLang's startup, and an operator may know better; the question says it first.
+            title, label = f"The preflight says it will not start. {title}", "Restart anyway"
+        question = ConfirmScreen(title, detail, label)
         if not await self.app.push_screen_wait(question):
             return
         if changed and await self._save(profile, "apply") is None:

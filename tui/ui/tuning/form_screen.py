@@ -3,8 +3,9 @@
 Opened on all GPUs (``T``), the change is to the shared flags and is applied to every GPU of
 the profile. Opened on one GPU (``t``), the operator chooses (``tui.ui.tuning.scope``): that
 GPU only, a ``[gpu.N]`` override applied to it alone, or every GPU; until chosen, Save and Apply
-ask. Nothing is stopped before the operator confirms an Apply that names what will restart, and
-an Apply is refused while the preflight says a GPU will not start.
+ask. Nothing is stopped before the operator confirms an Apply that names what will restart; while
+the preflight says a GPU will not start, the Apply button is off and ctrl+t asks 'Restart anyway?'
+(a deliberate override, Cancel focused).
 """
 
 from __future__ import annotations
@@ -226,19 +227,18 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
         return self.actions.targets(self.target_gpus)
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Nothing but Cancel until the form is set up (a key typed early waits for it); Apply
-        disabled while the preflight says a GPU will not start."""
+        """Nothing but Cancel until the form is set up (a key typed early waits for it). While
+        the preflight says a GPU will not start, the Apply button is off and ``ctrl+t`` asks
+        a deliberate 'Restart anyway?' (``FormFlows._apply_flow``)."""
         if self.setup is None:
             return action == "cancel"
-        if action == "apply" and unfit_reason(self.preflight) is not None:
-            return None
         return True
 
     def disabled_reason(self, action: str, parameters: tuple[object, ...]) -> str:
         """Why ``check_operation`` disables ``action`` now."""
         if self.setup is None:
             return "the form is still reading the running profile"
-        return unfit_reason(self.preflight) or ""
+        return ""
 
     # --- validation as you type -------------------------------------------------------------
 
@@ -277,7 +277,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
     def _show_title(self) -> None:
         gpus = self.restart_gpus
         if self.gpu is None:
-            scope = f"every GPU ({len(gpus)}: {gpu_range(gpus)})"
+            scope = f"all {len(gpus)} GPUs ({gpu_range(gpus)})"
         elif self.scope is None:
             scope = f"GPU {self.gpu} (for GPU {self.gpu} only or every GPU? not chosen yet)"
         else:

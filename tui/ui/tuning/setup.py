@@ -179,8 +179,8 @@ def unfit_reason(preflight: Sequence[Preflight] | None) -> str | None:
         return None
     gpus = f"GPU {unfit[0]}" if len(unfit) == 1 else f"GPUs {gpu_range(unfit)}"
     return (
-        f"the preflight says {gpus} will not start (see PREFLIGHT); change the "
-        "values (Save as new still works)"
+        f"the preflight says {gpus} will not start (see PREFLIGHT); change the values, or "
+        "ctrl+t to restart anyway (it asks first)"
     )
 
 
