@@ -62,6 +62,17 @@ def test_a_verdict_is_said_with_its_estimate_and_interval_in_one_wording() -> No
         "#3 max_running_requests=120: dropped; no measurable difference: +27.5% "
         "(95% CI -30.1% .. +85.1%); rolled back to sim-baseline"
     )
+    unmeasured = {
+        "index": 1,
+        "key": "max_mamba_cache_size=110",
+        "decision": "failed",
+        "verdict": "not measured",
+        "why": "not measured (no verdict: the control GPUs made no tokens)",
+    }
+    assert candidate_line(unmeasured) == (  # said once, not 'not measured; not measured (...'
+        "#1 max_mamba_cache_size=110: failed; not measured (no verdict: the control GPUs "
+        "made no tokens)"
+    )
     doc: dict[str, Any] = {"phase": "done", "candidates": [DROPPED]}
     assert candidates_text(doc) == line  # the console's autotune screen
     assert f"  {line}" in describe_status(doc).splitlines()  # gpufleet autotune status

@@ -174,7 +174,9 @@ def candidate_line(c: Mapping[str, Any]) -> str:
         Its index, move, decision, verdict with the estimate and interval, and why.
     """
     parts = [f"#{c.get('index')} {c.get('key')}: {c.get('decision')}"]
-    verdict, relative = c.get("verdict"), c.get("relative")
+    verdict, relative, why = c.get("verdict"), c.get("relative"), str(c.get("why") or "")
+    if verdict and relative is None and why.startswith(str(verdict)):
+        verdict = None  # the why says it ('not measured (no verdict: ...)'): once is enough
     if verdict:
         parts.append(
             verdict_words(
@@ -189,8 +191,8 @@ def candidate_line(c: Mapping[str, Any]) -> str:
         parts.append(
             effect_words(float(relative), _number(c.get("rel_low")), _number(c.get("rel_high")))
         )
-    if c.get("why"):
-        parts.append(str(c.get("why")))
+    if why:
+        parts.append(why)
     return "; ".join(parts)
 
 
