@@ -20,14 +20,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-Build = Literal["0.5.23", "seed"]
+Build = Literal["0.5.23", "0.5.17", "seed"]
 """An SGLang build the planner knows."""
 
 SGLANG_0_5_23: Build = "0.5.23"
 """SGLang 0.5.23, the default."""
 
+SGLANG_0_5_17: Build = "0.5.17"
+"""SGLang 0.5.17, the real server of the GPU machine."""
+
 SEED: Build = "seed"
 """The older build that printed the seed story's allocation lines."""
 
-BUILDS: tuple[Build, ...] = (SGLANG_0_5_23, SEED)
+BUILDS: tuple[Build, ...] = (SGLANG_0_5_23, SGLANG_0_5_17, SEED)
 """Every build, default first (the ``--sim-build`` choices)."""
