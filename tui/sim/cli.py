@@ -28,6 +28,7 @@ from tui.sglang.flagtable.check import speculative_crash
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import plan_memory
 from tui.sglang.models import get_model
+from tui.sim.build_table import requested_build
 from tui.sim.cuda_backing import BackingUnavailable, probe_device
 from tui.sim.health import read_health_env
 from tui.sim.parser import build_parser, with_model_path
@@ -143,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         not fit, a crash or a group SIGTERM kill the process, as in SGLang).
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(build=requested_build(args_list))
     args = parser.parse_args(with_model_path(parser, args_list))
     if reason := out_of_range(args):  # SGLang accepts it, the simulator cannot simulate it
         parser.exit(2, f"gpufleet sim: error: {reason}\n")

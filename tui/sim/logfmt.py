@@ -198,8 +198,10 @@ def prefill_line(
     queued: int,
     input_throughput: float,
     pending: int = 0,
+    cuda_graph: bool = False,
 ) -> str:
-    """``Prefill batch, #new-seq: ..., cuda graph: False, input throughput (token/s): T``."""
+    """``Prefill batch, #new-seq: ..., cuda graph: B, input throughput (token/s): T`` (True only
+    where prefill CUDA graphs were captured: SGLang 0.5.17's)."""
     usage = (
         f"full token usage: {token_usage:.2f}, mamba usage: {mamba_usage:.2f}"
         if plan.is_hybrid_mamba
@@ -208,7 +210,7 @@ def prefill_line(
     return (
         f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, "
         f"#cached-token: {cached_token}, {usage}, #running-req: {running}, #queue-req: {queued}, "
-        f"#pending-token: {pending}, cuda graph: False, "
+        f"#pending-token: {pending}, cuda graph: {cuda_graph}, "
         f"input throughput (token/s): {input_throughput:.2f}"
     )
 

@@ -16,17 +16,20 @@ from tui.sglang.flags import names_option, ranged
 from tui.sglang.flagtable.parser import build_parser as sglang_parser
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.models import MODELS
+from tui.sim.build_table import table_version
 from tui.sim.faults import parse_faults
 
 
-def build_parser(raising: bool = False) -> argparse.ArgumentParser:
+def build_parser(raising: bool = False, build: str | None = None) -> argparse.ArgumentParser:
     """The parser: SGLang's own (from its flag table) plus the ``--sim-*`` flags.
 
     Args:
         raising: raise instead of exiting on an error (for checking profiles).
+        build: the ``--sim-build`` asked for (``tui.sim.build_table.requested_build``): its
+            release's flag table where one is shipped.
     """
     parser = sglang_parser(
-        load_table(),
+        load_table(table_version(build)),
         raising=raising,
         warn_deprecated=not raising,
         description="A simulated SGLang 0.5.23 server (gpufleet sim, one GPU).",
