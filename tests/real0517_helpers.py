@@ -8,9 +8,9 @@ computed from that config (dummy bf16 weights: 3,160,676 parameters; one full-at
 2 KV heads of 64 dims, 512 B per token for K and V, the same for the MTP draft's layer; per Mamba
 slot 9,216 B of conv state and 196,608 B of float32 SSM state).
 
-The model is registered in the simulator's table by a two-line bootstrap before its CLI runs
-(``python -c``): the planner's own model folders (``--sim-model FOLDER``) are another helper's
-work; once merged, ``--sim-model tests/fixtures/real_sglang/0.5.17/model`` can replace it.
+The model is registered in the simulator's table by a ``sitecustomize`` before ``python -m tui
+sim`` runs: the planner's own model folders (``--sim-model FOLDER``) are another helper's work;
+once merged, ``--sim-model tests/fixtures/real_sglang/0.5.17/model`` can replace it.
 """
 
 from __future__ import annotations
@@ -60,13 +60,25 @@ TINY = ModelSpec(
 """The recorded tiny model (see the module docstring)."""
 
 _BOOT = (
-    "import sys\n"
     "from real0517_helpers import TINY\n"
     "from tui.sglang.models import MODELS\n"
-    "MODELS[TINY.name] = TINY\n"
-    "from tui.sim.cli import main\n"
-    "raise SystemExit(main(sys.argv[1:]))\n"
+    "MODELS.setdefault(TINY.name, TINY)\n"
 )
+"""``sitecustomize``: Python runs it at start-up, before ``-m tui sim``; the command line stays
+the genuine one (the console's discovery recognises the server by it)."""
+
+
+def tiny_env(state_dir: Path) -> dict[str, str]:
+    """The environment of a simulator that knows ``TINY``, its state under ``state_dir``."""
+    boot = state_dir / "boot"
+    boot.mkdir(exist_ok=True)
+    (boot / "sitecustomize.py").write_text(_BOOT)
+    env = dict(os.environ)
+    env["GPUFLEET_STATE_DIR"] = str(state_dir)
+    env.pop("GPUFLEET_SIM_GPU_DIR", None)
+    paths = (str(boot), str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    return env
 
 
 def scenario_argv(name: str, port: int, swap: tuple[str, str] | None = None) -> list[str]:
@@ -146,16 +158,16 @@ def running_0517(
     """
     port = free_port()
     log_path = state_dir / f"sim-{name}-{port}.log"
-    argv = [sys.executable, "-c", _BOOT, *scenario_argv(name, port, swap)]
+    argv = [sys.executable, "-m", "tui", "sim", *scenario_argv(name, port, swap)]
     argv += ["--sim-speed", str(speed), "--sim-startup-seconds", str(startup_s)]
-    env = dict(os.environ)
-    env["GPUFLEET_STATE_DIR"] = str(state_dir)
-    env.pop("GPUFLEET_SIM_GPU_DIR", None)
-    paths = (str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH"))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=ROOT
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=tiny_env(state_dir),
+            start_new_session=True,
+            cwd=ROOT,
         )
     sim = Sim0517(proc, port, log_path)
     try:

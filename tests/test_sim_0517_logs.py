@@ -213,9 +213,13 @@ def test_the_simulated_0517_log_is_the_real_ones_shape(name: str, runs: dict[str
     if name == "graph" and not HAS_0517_TABLE:
         # Run with --cuda-graph-max-bs-decode: no deprecation warning to compare.
         real = [item for item in real if "--cuda-graph-max-bs" not in item[1]]
-    assert sim == real, "\n".join(
-        f"{'==' if s == r else '!='} sim {s}\n   real {r}" for s, r in zip(sim, real, strict=False)
-    ) + f"\nsim {len(sim)} items, real {len(real)}"
+    assert sim == real, (
+        "\n".join(
+            f"{'==' if s == r else '!='} sim {s}\n   real {r}"
+            for s, r in zip(sim, real, strict=False)
+        )
+        + f"\nsim {len(sim)} items, real {len(real)}"
+    )
     # Every shape the simulator printed is a real one; the real server printed a health probe's
     # eager one-token prefill too (the recorder read /health; this driver does not).
     assert sim_batches <= real_batches

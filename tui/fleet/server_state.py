@@ -2,7 +2,8 @@
 
 State rules, per server (the current launch only; see ``tui.fleet.server_log``):
 
-* a stop was requested (``FleetMonitor.mark_stopping``) and the same process still runs -> STOPPING;
+* a stop was requested (``FleetMonitor.mark_stopping``) and the same process still runs, or its
+  log says a SIGTERM drain began (whoever sent it) -> STOPPING;
 * ``/ready`` 200 -> READY, or STUCK when it has requests and made no progress for longer than
   the liveness bound (``tui.fleet.liveness``);
 * process alive and the log shows a fatal error since the launch -> FAILED (with the error line);
@@ -48,6 +49,10 @@ def _state(t: Tracker, stuck: bool = False) -> ServerState:
         if same and (t.alive or (not t.spec.is_local and answers)):
             return ServerState.STOPPING
         t.stopping = False  # gone (or replaced by a relaunch): the usual rules apply
+    if t.log.stopping and (t.alive or (not t.spec.is_local and answers)):
+        # A SIGTERM drain began, sent by anyone: /health (0.5.17 has no /ready) answers 503 and
+        # the process exits when the drain ends.
+        return ServerState.STOPPING
     if status is ProbeStatus.READY:
         return ServerState.STUCK if stuck else ServerState.READY
     if t.log.ready and t.alive and status is not ProbeStatus.TIMEOUT:

@@ -112,6 +112,10 @@ class LogView:
     """Pressure lines seen since the last launch."""
     decode_stamp: str | None = None
     """The last decode line's timestamp as printed, when it had one (its age on attach)."""
+    stopping: bool = False
+    """The server got a SIGTERM since the launch (``SIGTERM received ... Draining``): it drains
+    and exits, whoever sent it (SGLang 0.5.17's drain then ends in ``kill_process_tree``, exit
+    code -9: a stop, not a crash)."""
 
 
 def _int(event: LogEvent, name: str, default: int | None) -> int | None:
@@ -168,6 +172,7 @@ class LogState:
         self.pressure: LogEvent | None = None
         self.pressure_events = 0
         self.weights_seen = False
+        self.stopping = False
 
     def apply(self, event: LogEvent) -> None:
         """Fold one event in (any kind; unknown kinds are ignored)."""
@@ -219,6 +224,8 @@ class LogState:
             self.max_running_requested = _int(event, "max_running_requests", None)
         elif kind == ev.READY:
             self.ready = True
+        elif kind == ev.SHUTDOWN:
+            self.stopping = True
         elif kind == ev.ERROR:
             reason = str(get("reason", "")) or None
             fatal = get("fatal")
@@ -307,4 +314,5 @@ class LogState:
             pressure_stamp=pressure.stamp if pressure else None,
             decode_stamp=self.latest_decode.stamp if self.latest_decode else None,
             pressure_events=self.pressure_events,
+            stopping=self.stopping,
         )
