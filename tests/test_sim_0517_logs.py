@@ -237,3 +237,14 @@ def test_the_simulated_0517_exit_and_requests_are_the_real_ones(
     assert run.exit_code == stop.get("exit_code", -9) == -9
     lost = sum(1 for outcome in run.outcomes if outcome != 200)
     assert (len(run.outcomes), lost) == (len(stop.get("requests", [])), stop.get("lost", 0))
+
+
+def test_the_build_picks_its_releases_flag_table() -> None:
+    from tui.sim.build_table import table_version
+    from tui.sim.parser import requested_build
+
+    assert requested_build(["--port", "1", "--sim-build", "0.5.17"]) == "0.5.17"
+    assert requested_build(["--sim-build=seed", "--sim-build", "0.5.23"]) == "0.5.23"
+    assert requested_build(["--port", "1"]) is None
+    assert table_version("0.5.17") == ("0.5.17" if HAS_0517_TABLE else "0.5.23")
+    assert table_version("seed") == table_version(None) == "0.5.23"

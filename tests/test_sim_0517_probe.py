@@ -1,11 +1,13 @@
 """The probe and the monitor on a server shaped like the real SGLang 0.5.17 (``gpufleet sim
---sim-build 0.5.17``, the recorded ``base`` scenario's flags): no ``/ready``, so readiness is
+--sim-build 0.5.17``, the recorded ``base`` scenario's flags; its ``/server_info``, ``/metrics``
+and ``/get_load`` shaped as the real one's): no ``/ready``, so readiness is
 ``/health`` (a one-token generation, >= 1 s); a drain answers 503 at once and reads as STOPPING;
 its exit -9 after the drain reads as STOPPED, not FAILED; the children die with the main
 process, its multiprocessing resource tracker included."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -17,7 +19,7 @@ import httpx
 import psutil
 import pytest
 from fleet_helpers import poll_until
-from real0517_helpers import Sim0517, running_0517
+from real0517_helpers import REAL, Sim0517, running_0517
 
 from tui import paths
 from tui.fleet.monitor import FleetMonitor
@@ -74,6 +76,7 @@ async def test_the_probe_reads_a_0517_server(tmp_path: Path) -> None:
             assert info.max_mamba_cache_size == 64
             load = await probe.load()
             assert load is not None and load.source == "/metrics" and load.accept_len is None
+            _assert_real_shapes(sim)
             outcomes: list[int | str] = []
             threads = _long_requests(sim, 4, outcomes)
             assert sim.wait_log(r"Decode batch, #running-req: 4", 20)
@@ -87,6 +90,32 @@ async def test_the_probe_reads_a_0517_server(tmp_path: Path) -> None:
         for thread in threads:
             thread.join(60)
         assert outcomes == [200] * 4  # nothing lost
+
+
+def _families(body: str) -> set[str]:
+    return {line.split("{")[0].split(" ")[0] for line in body.splitlines() if line[:1] != "#"}
+
+
+def _assert_real_shapes(sim: Sim0517) -> None:
+    """/server_info, /metrics and /get_load have what the real base server's had."""
+    real = json.loads((REAL / "base" / "server_info.json").read_text())
+    body = httpx.get(sim.url + "/server_info", timeout=10).json()
+    assert body["version"] == real["version"] == "0.5.17"
+    for key in ("status", "max_total_num_tokens", "max_req_input_len", "startup_time"):
+        assert key in body and key in real
+    assert body["kv_events"] is None and "launch_command" not in body and "frontend" not in body
+    internal, real_internal = body["internal_states"][0], real["internal_states"][0]
+    for key in ("effective_max_running_requests_per_dp", "last_gen_throughput", "startup_time"):
+        assert key in internal and key in real_internal
+    assert internal["memory_usage"].keys() == real_internal["memory_usage"].keys()
+    assert internal["memory_usage"]["graph"].keys() == real_internal["memory_usage"]["graph"].keys()
+    assert "world_size" not in internal and "avg_spec_accept_length" not in internal
+    assert body["max_mamba_cache_size"] == internal["max_mamba_cache_size"] == 64
+    metrics = httpx.get(sim.url + "/metrics", timeout=10).text
+    assert _families(metrics) <= _families((REAL / "base" / "metrics.txt").read_text())
+    rows = httpx.get(sim.url + "/get_load", timeout=10).json()
+    real_rows = json.loads((REAL / "base" / "get_load.json").read_text())
+    assert [row.keys() for row in rows] == [row.keys() for row in real_rows]
 
 
 def _state(snap: FleetSnapshot) -> ServerState:

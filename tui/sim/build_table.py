@@ -9,21 +9,8 @@ used.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from tui.sglang.builds import SGLANG_0_5_17
 from tui.sglang.flagtable.table import PINNED_VERSION, known_versions
-
-
-def requested_build(argv: Sequence[str]) -> str | None:
-    """The value of the last ``--sim-build`` in ``argv`` (``--sim-build X`` or ``=X``), if any."""
-    found = None
-    for i, arg in enumerate(argv):
-        if arg == "--sim-build" and i + 1 < len(argv):
-            found = argv[i + 1]
-        elif arg.startswith("--sim-build="):
-            found = arg.partition("=")[2]
-    return found
 
 
 def table_version(build: str | None) -> str:

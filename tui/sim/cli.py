@@ -28,10 +28,9 @@ from tui.sglang.flagtable.check import speculative_crash
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import plan_memory
 from tui.sglang.models import get_model
-from tui.sim.build_table import requested_build
 from tui.sim.cuda_backing import BackingUnavailable, probe_device
 from tui.sim.health import read_health_env
-from tui.sim.parser import build_parser, with_model_path
+from tui.sim.parser import build_parser, requested_build, with_model_path
 from tui.sim.server import PHASE_SECONDS, Emitter, SimConfig, run_server
 
 

@@ -63,3 +63,14 @@ def with_model_path(parser: argparse.ArgumentParser, argv: list[str]) -> list[st
     SGLang requires the flag; the simulator serves its simulated model's path instead.
     """
     return argv if names_option(parser, argv, "model_path") else [*argv, "--model-path", ""]
+
+
+def requested_build(argv: list[str]) -> str | None:
+    """The value of the last ``--sim-build`` in ``argv`` (``--sim-build X`` or ``=X``), if any."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == "--sim-build" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith("--sim-build="):
+            found = arg.partition("=")[2]
+    return found
