@@ -183,7 +183,14 @@ def _one(url: str, outcomes: list[int | str]) -> None:
 
 
 def _run(name: str, tmp: Path, swap: tuple[str, str] | None = None) -> Run:
-    with running_0517(name, tmp, swap=swap) as sim:
+    # Its own state directory: its own simulated GPU (servers sharing one see each other's
+    # memory, and their plans would depend on which started first).
+    state = tmp / name
+    state.mkdir()
+    # Requests in flight must still be running when the stop comes, on a busy machine too:
+    # 3000 tokens take ~3 s at --sim-speed 5 (the drain's 5 s checks 1 s).
+    speed = 5.0 if SCENARIOS[name][2] else 20.0
+    with running_0517(name, state, speed=speed, swap=swap) as sim:
         return _drive(sim, name)
 
 
@@ -210,6 +217,11 @@ def test_the_simulated_0517_log_is_the_real_ones_shape(name: str, runs: dict[str
     drop_cap = name in PLANNER_PENDING
     real, real_batches = _compared(_real(name), drop_cap)
     sim, sim_batches = _compared(run.log, drop_cap)
+    if SCENARIOS[name][1] == "group":
+        # The drain's first 5 s check races the watchdog's 1 s tick that finds the scheduler
+        # dead (then SIGQUIT blocks the loop): a real server may print a check first too.
+        sim = [item for item in sim if item[0] != "shutdown:draining"]
+        real = [item for item in real if item[0] != "shutdown:draining"]
     if name == "graph" and not HAS_0517_TABLE:
         # Run with --cuda-graph-max-bs-decode: no deprecation warning to compare.
         real = [item for item in real if "--cuda-graph-max-bs" not in item[1]]
