@@ -1,24 +1,30 @@
-"""Build the flag table from SGLang's own parser: ``python -m tui.sglang.flagtable.generate``.
+"""Build the flag tables from SGLang's own parsers: ``python -m tui.sglang.flagtable.generate``.
 
 Runs SGLang's real launch path up to its argument parser, in this interpreter: ``import
 sglang.launch_server``, ``load_plugins()`` and ``prepare_server_args(argv)`` exactly as
 ``python -m sglang.launch_server`` does (``sglang/launch_server.py``), catching the parser that
 ``prepare_server_args`` builds (``argparse.ArgumentParser(prog="sglang serve")`` filled by
-``ServerArgs.add_cli_args``: the msgspec field declarations of ``srt/arg_groups/fields/*`` plus
-the dynamic-choice and deprecated flags of ``srt/server_args.py``). SGLang comes from a
-``pip install --no-deps --target`` directory (``tui.sglang.flagtable.reference``); its heavy
-native imports are answered by ``tui.sglang.flagtable.stubs``.
+``ServerArgs.add_cli_args``: the field declarations of ``srt/server_args.py`` and, from 0.5.20,
+``srt/arg_groups/fields/*``, plus the dynamic-choice and deprecated flags). SGLang is the
+release's own wheel, imported in place (``tui.sglang.flagtable.reference``); its heavy native
+imports are answered by ``tui.sglang.flagtable.stubs``.
 
 Usage::
 
-    python -m tui.sglang.flagtable.generate --install      # fetch SGLang 0.5.23 (pip, once)
-    python -m tui.sglang.flagtable.generate                # rewrite the shipped table
-    python -m tui.sglang.flagtable.generate --out -        # print it instead
+    python -m tui.sglang.flagtable.generate --install --all   # fetch every release (pip, once)
+    python -m tui.sglang.flagtable.generate --all             # rewrite every shipped table
+    python -m tui.sglang.flagtable.generate --sglang-version 0.5.17       # one release's
+    python -m tui.sglang.flagtable.generate --sglang-version 0.5.17 --out -   # print it whole
     python -m tui.sglang.flagtable.generate --parse-cases CASES.json   # run SGLang's parser
     python -m tui.sglang.flagtable.generate --parse-cases CASES.json --parser table  # ours
 
+The shipped file of the newest release holds its whole table; an older release's is written as
+a delta against the next newer release's shipped table (``tui.sglang.flagtable.table``), so
+``--all`` writes them newest first. ``--out`` always writes the whole table.
+
 Every call changes this process for good (stand-ins in ``sys.modules``, SGLang on ``sys.path``,
-``SGLANG_*`` variables cleared), so it only ever runs as its own interpreter.
+``SGLANG_*`` variables cleared), so it only ever runs as its own interpreter, one release each
+(``--all`` runs one interpreter per release).
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ import contextlib
 import io
 import json
 import os
+import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,7 +45,15 @@ from tui.paths import sglang_reference_dir
 from tui.sglang.flagtable import stubs
 from tui.sglang.flagtable.cases import run_cases, table_spec_error
 from tui.sglang.flagtable.parser import build_parser
-from tui.sglang.flagtable.reference import install_reference, reference_ready
+from tui.sglang.flagtable.reference import (
+    RELEASES,
+    ReferenceError,
+    deps_dir,
+    install_reference,
+    reference_ready,
+    release,
+    wheel_path,
+)
 from tui.sglang.flagtable.table import (
     PINNED_VERSION,
     FlagSpec,
@@ -149,7 +165,8 @@ def describe(action: argparse.Action) -> FlagSpec:
     const, const_repr = _json_or_none(action.const)
     if const_repr is not None:
         raise GeneratorError(f"{'/'.join(action.option_strings)}: const {const_repr} is not JSON")
-    kwargs = {k: getattr(action, k) for k in SGLANG_ACTIONS.get(name, ())}
+    # 0.5.17's DeprecatedAction has no error_message: it always warns (as None does now).
+    kwargs = {k: getattr(action, k, None) for k in SGLANG_ACTIONS.get(name, ())}
     for key, value in kwargs.items():
         if _json_or_none(value)[1] is not None:
             raise GeneratorError(f"{'/'.join(action.option_strings)}: {key} is not JSON")
@@ -172,23 +189,33 @@ def describe(action: argparse.Action) -> FlagSpec:
     )
 
 
-def _prepare_environment(reference: Path) -> None:
+def _prepare_environment(version: str, root: Path) -> None:
     # Environment variables can change choices (SGLANG_KV_CANARY_ENABLE_TOKEN_ORACLE adds a
     # sampling backend): the table is SGLang's parser with none set. SGLANG_USE_CPU_ENGINE makes
     # the platform discovery that runs at import pick the CPU platform without asking torch.
     for key in [k for k in os.environ if k.startswith(("SGLANG_", "SGL_"))]:
         del os.environ[key]
     os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
-    sys.path.insert(0, str(reference))
-    stubs.install()
+    # 0.5.17's fla kernels warn at import that Triton has no GPU here: true, and beside the point.
+    warnings.filterwarnings("ignore", message="Triton is not supported", category=UserWarning)
+    sys.path[:0] = [str(wheel_path(version, root)), str(deps_dir(root))]
+    stubs.install((*stubs.HEAVY, *release(version).stubs))
 
 
-def sglang_parser(version: str, reference: Path) -> argparse.ArgumentParser:
-    """Import SGLang from ``reference`` and return the parser its launch path builds.
+def base_of(version: str) -> str | None:
+    """The release whose table ``version``'s shipped file is a delta of: the next newer one
+    (None for the newest, shipped whole)."""
+    order = list(RELEASES)
+    index = order.index(version)
+    return order[index + 1] if index + 1 < len(order) else None
+
+
+def sglang_parser(version: str, root: Path) -> argparse.ArgumentParser:
+    """Import SGLang ``version`` from its wheel under ``root``; return its launch parser.
 
     Args:
-        version: the SGLang release expected in ``reference``.
-        reference: its ``pip --target`` directory.
+        version: a release of ``reference.RELEASES``.
+        root: the reference directory (``tui.paths.sglang_reference_dir()``).
 
     Returns:
         The ``argparse.ArgumentParser`` that ``prepare_server_args`` filled.
@@ -196,19 +223,20 @@ def sglang_parser(version: str, reference: Path) -> argparse.ArgumentParser:
     Raises:
         GeneratorError: SGLang missing, of another version, or the parser not caught.
     """
-    if not reference_ready(version, reference):
+    if not reference_ready(version, root):
         raise GeneratorError(
-            f"SGLang {version} is not installed in {reference}: "
-            "run python -m tui.sglang.flagtable.generate --install (or make venv)"
+            f"SGLang {version} is not installed in {root}: run python -m "
+            f"tui.sglang.flagtable.generate --install --sglang-version {version} (or make venv)"
         )
-    _prepare_environment(reference)
+    _prepare_environment(version, root)
     import sglang.launch_server as launch
+    from sglang.srt.plugins import load_plugins
     from sglang.srt.server_args import ServerArgs
     from sglang.version import __version__ as found
 
     if found != version:
-        raise GeneratorError(f"{reference} holds SGLang {found}, not {version}")
-    launch.load_plugins()
+        raise GeneratorError(f"{root} gave SGLang {found}, not {version}")
+    load_plugins()
     caught: list[argparse.ArgumentParser] = []
     original: Callable[[argparse.ArgumentParser], None] = ServerArgs.add_cli_args
 
@@ -228,13 +256,30 @@ def sglang_parser(version: str, reference: Path) -> argparse.ArgumentParser:
     return caught[0]
 
 
+def _spec_resolve(name: str) -> str:
+    """The member SGLang's server resolves ``name`` to (ValueError: none), as ``run_server``
+    does: ``handle_speculative_decoding`` upper-cases it and resolves the CLI aliases
+    (``srt/arg_groups/speculative_hook.py``), then ``SpeculativeAlgorithm.from_string``. Up to
+    0.5.17 only the hook knows NEXTN; later ``from_string`` knows it too."""
+    from sglang.srt.arg_groups import speculative_hook
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    try:
+        return str(SpeculativeAlgorithm.from_string(name).name)
+    except ValueError as exc:
+        resolve = getattr(speculative_hook, "_resolve_speculative_algorithm_alias", None)
+        alias = resolve(name.upper(), None) if resolve is not None else None
+        if alias is None or alias == name.upper():
+            raise exc from None
+        return str(SpeculativeAlgorithm.from_string(alias).name)
+
+
 def _speculative() -> SpecAlgorithms:
     from sglang.srt.speculative import spec_registry
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     aliases = tuple(
-        (alias, SpeculativeAlgorithm.from_string(alias).name)
-        for alias in sorted(spec_registry._RESERVED_ALIASES)
+        (alias, _spec_resolve(alias)) for alias in sorted(spec_registry._RESERVED_ALIASES)
     )
     probe = "NO_SUCH_ALGORITHM_5c1d"
     try:
@@ -249,8 +294,17 @@ def _speculative() -> SpecAlgorithms:
 def _type_data() -> tuple[tuple[str, Any], ...]:
     from sglang.srt.model_executor import cuda_graph_config as cg
 
+    # Whether --cuda-graph-config refuses a retired backend inside its object (0.5.22 on): asked
+    # of SGLang's converter itself, with a key every release allows.
+    try:
+        cg.parse_cuda_graph_config_arg('{"decode": {"backend": "tc_piecewise"}}')
+    except argparse.ArgumentTypeError:
+        checks_backend = True
+    else:
+        checks_backend = False
     return (  # sorted by name, as FlagTable.from_json reads them back
         ("cuda_graph_allowed_keys", {k: list(v) for k, v in cg.ALLOWED_KEYS_PER_PHASE.items()}),
+        ("cuda_graph_config_checks_backend", checks_backend),
         ("cuda_graph_phases", list(cg.Phase.ALL)),
     )
 
@@ -262,9 +316,13 @@ def build_table(version: str, reference: Path) -> FlagTable:
         raise GeneratorError("SGLang's parser changed its argparse settings: extend the table")
     if parser._mutually_exclusive_groups:
         raise GeneratorError("SGLang's parser has mutually exclusive groups: extend the table")
-    from sglang.srt.arg_groups.arg_utils import fallbacks_of
+    from sglang.srt.arg_groups import arg_utils
     from sglang.srt.server_args import ServerArgs
 
+    # Arg(fallback=...) came in 0.5.20; before it a flag's default was its effective value.
+    fallbacks_of: Callable[[type], dict[str, Any]] = getattr(
+        arg_utils, "fallbacks_of", lambda cls: {}
+    )
     return FlagTable(
         sglang_version=version,
         prog=parser.prog,
@@ -278,22 +336,34 @@ def build_table(version: str, reference: Path) -> FlagTable:
 
 
 def _sglang_spec_error(name: str) -> str | None:
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
     try:
-        SpeculativeAlgorithm.from_string(name)
+        _spec_resolve(name)
     except ValueError as exc:
         return f"ValueError: {exc}"
     return None
 
 
+def _generate_all(root: Path) -> int:
+    """Every release's table, newest first (a delta reads the newer table it is written
+    against), each in its own interpreter (SGLang imports once per process)."""
+    for version in reversed(RELEASES):
+        command = [sys.executable, "-m", "tui.sglang.flagtable.generate"]
+        command += ["--sglang-version", version, "--reference", str(root)]
+        if subprocess.run(command, check=False).returncode != 0:
+            return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Generate (or check, or exercise) the table; returns the exit status."""
     p = argparse.ArgumentParser(prog="python -m tui.sglang.flagtable.generate", description=__doc__)
-    p.add_argument("--sglang-version", default=PINNED_VERSION, help="the SGLang release")
-    p.add_argument("--reference", type=Path, help="its pip --target directory")
-    p.add_argument("--install", action="store_true", help="pip-install the reference, then stop")
-    p.add_argument("--out", help="where to write the table ('-': stdout; default: shipped file)")
+    p.add_argument(
+        "--sglang-version", default=PINNED_VERSION, choices=list(RELEASES), help="the release"
+    )
+    p.add_argument("--all", action="store_true", help="every release (with --install too)")
+    p.add_argument("--reference", type=Path, help="the reference directory (default: the venv's)")
+    p.add_argument("--install", action="store_true", help="fetch the reference(s), then stop")
+    p.add_argument("--out", help="write the whole table there ('-': stdout) instead of shipping")
     p.add_argument(
         "--parse-cases", type=Path, help="JSON list of argv lists to parse; print results"
     )
@@ -305,11 +375,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     version = args.sglang_version
-    reference = args.reference or sglang_reference_dir(version)
+    root = args.reference or sglang_reference_dir()
     if args.install:
-        install_reference(version, reference)
-        print(f"SGLang {version} reference ready in {reference}")
+        versions = list(RELEASES) if args.all else [version]
+        try:
+            install_reference(versions, root)
+        except ReferenceError as exc:
+            print(f"flagtable: {exc}", file=sys.stderr)
+            return 1
+        print(f"SGLang {', '.join(versions)}: reference ready in {root}")
         return 0
+    if args.all:
+        return _generate_all(root)
     try:
         if args.parse_cases is not None:
             cases = json.loads(args.parse_cases.read_text())
@@ -317,19 +394,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 table_parser = build_parser(load_table(version))
                 results = run_cases(table_parser, cases, table_spec_error(version))
             else:
-                results = run_cases(sglang_parser(version, reference), cases, _sglang_spec_error)
+                results = run_cases(sglang_parser(version, root), cases, _sglang_spec_error)
             json.dump(results, sys.stdout)
             return 0
-        text = build_table(version, reference).dumps()
+        table = build_table(version, root)
     except GeneratorError as exc:
         print(f"flagtable: {exc}", file=sys.stderr)
         return 1
-    if args.out == "-":
-        sys.stdout.write(text)
+    if args.out is not None:
+        text = table.dumps()
+        if args.out == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.out).write_text(text)
         return 0
-    out = Path(args.out) if args.out else table_path(version)
-    out.write_text(text)
-    print(f"wrote {out}")
+    base = base_of(version)
+    out = table_path(version)
+    out.write_text(table.dumps(load_table(base) if base is not None else None))
+    print(f"wrote {out}" + (f" (a delta of {base}'s table)" if base else ""))
     return 0
 
 
