@@ -331,6 +331,15 @@ def test_a_delta_reads_back_exactly() -> None:
         FlagTable.from_json(doc, newer)
 
 
+def test_the_value_sglang_uses_when_a_flag_is_not_given() -> None:
+    for version in RELEASES:
+        table = load_table(version)
+        assert table.resolved_default("mamba_full_memory_ratio") == 0.9, version
+        assert table.resolved_default("no_such_dest") is None
+    assert load_table("0.5.19").fallback("mamba_full_memory_ratio") is None  # no Arg(fallback)
+    assert load_table("0.5.23").by_dest()["mamba_full_memory_ratio"].default is None
+
+
 def test_generator_refuses_a_missing_reference(tmp_path: Path) -> None:
     done = generator("--reference", str(tmp_path / "nothing"), "--out", "-")
     assert done.returncode == 1

@@ -4,7 +4,7 @@ TOML layout (see ``profiles/*.toml``)::
 
     name = "b200-aggressive"          # optional, defaults to the file stem
     note = "..."
-    [engine]   kind = "sglang"|"sim", sglang_version, python, legacy_mamba_flag, sim_gpu, ...
+    [engine]   kind = "sglang"|"sim", sglang_version (a release or "auto"), python, ...
     [fleet]    gpus = [0, 1], base_port = 30000 (or ports = [...]), host, log_dir, log_file
     [env]      NAME = "value"
     [server]   model_path, the four knobs, mamba_radix_cache_strategy, speculative_*
@@ -38,6 +38,7 @@ from tui.profiles.model import (
     Profile,
     ServerFlags,
 )
+from tui.profiles.sglang_release import AUTO_RELEASE
 from tui.profiles.templates import log_dir_problem, log_file_problem
 from tui.sglang.flagtable.table import known_versions
 
@@ -63,8 +64,8 @@ FLEET_KEYS = ("gpus", "base_port", "ports", "host", "log_dir", "log_file")
 RESERVED_EXTRA = {
     "host": "set fleet.host",
     "port": "ports come from fleet.base_port / fleet.ports",
-    "mamba_scheduler_strategy": "SGLang 0.5.23 renamed it --mamba-radix-cache-strategy and keeps "
-    "no alias; set server.mamba_radix_cache_strategy",
+    "mamba_scheduler_strategy": "SGLang renamed it --mamba-radix-cache-strategy (an alias up to "
+    "0.5.19, refused from 0.5.20); set server.mamba_radix_cache_strategy",
     # SGLang merges a --config YAML into argv before parsing (prepare_server_args): its flags
     # would reach the server without the flag table ever seeing them.
     "config": "its YAML's flags would reach SGLang unchecked; list them in [server.extra_flags]",
@@ -220,13 +221,13 @@ def _engine(c: _Collector, raw: object) -> Engine:
         kw["kind"] = kind
     if "sglang_version" in data:
         version = c.safe_str("engine.sglang_version", data["sglang_version"])
-        if version is not None and version not in known_versions():
+        if version is not None and version not in (*known_versions(), AUTO_RELEASE):
             known = ", ".join(known_versions())
             c.add(
                 "engine.sglang_version",
                 version,
-                f"no SGLang flag table for this version (gpufleet has: {known}; generate one "
-                "with python -m tui.sglang.flagtable.generate)",
+                f"no SGLang flag table for this version (gpufleet has: {known}; or "
+                f"'{AUTO_RELEASE}': the release engine.python has)",
             )
         elif version is not None:
             kw["sglang_version"] = version

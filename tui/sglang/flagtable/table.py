@@ -170,6 +170,16 @@ class FlagTable:
         """SGLang's fallback for ``dest`` (None when it declares none)."""
         return dict(self.fallbacks).get(dest)
 
+    def resolved_default(self, dest: str) -> Json:
+        """The value SGLang uses for ``dest`` when the flag is not given: its declared fallback
+        (``Arg(fallback=...)``, 0.5.20 on), else the flag's default (up to 0.5.19 the default
+        was the value itself: ``--mamba-full-memory-ratio`` 0.9 either way)."""
+        fallbacks = dict(self.fallbacks)
+        if dest in fallbacks:
+            return fallbacks[dest]
+        flag = self.by_dest().get(dest)
+        return flag.default if flag is not None else None
+
     def data(self, name: str) -> Json:
         """One entry of ``type_data`` (KeyError when absent)."""
         return dict(self.type_data)[name]
