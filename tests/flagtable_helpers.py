@@ -67,21 +67,18 @@ def parse_cases(
     parser: str,
     reference: Path,
     version: str = PINNED_VERSION,
+    table_out: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Each argv's outcome under SGLang ``version``'s parser (``parser="sglang"``) or ours
-    (``"table"``, rebuilt from that release's shipped table)."""
+    (``"table"``, rebuilt from that release's shipped table); with ``table_out``, SGLang's run
+    also writes the table its parser gives there (one import of SGLang for both)."""
     path = tmp / f"cases-{parser}-{version}.json"
     path.write_text(json.dumps([list(c) for c in cases]))
-    done = generator(
-        "--reference",
-        str(reference),
-        "--sglang-version",
-        version,
-        "--parse-cases",
-        str(path),
-        "--parser",
-        parser,
-    )
+    args = ["--reference", str(reference), "--sglang-version", version]
+    args += ["--parse-cases", str(path), "--parser", parser]
+    if table_out is not None:
+        args += ["--out", str(table_out)]
+    done = generator(*args)
     assert done.returncode == 0, done.stderr[-3000:]
     results: list[dict[str, Any]] = json.loads(done.stdout)
     for result in results:  # SGLang gives these choices as a set: hash order, not ours

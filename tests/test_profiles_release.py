@@ -9,6 +9,7 @@ release's wheel; the server is a real HTTP server on loopback.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,15 @@ def _fresh() -> Iterator[None]:
     forget()
     yield
     forget()
+
+
+@pytest.fixture()
+def closed_port() -> Iterator[int]:
+    """A loopback port bound here and never listened on: a connection to it is refused, and no
+    other process can take it while the test runs."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
 
 
 def _site(tmp: Path, version: str | None, *, init_version: str | None = None) -> Path:
@@ -133,18 +143,24 @@ def test_auto_refuses_a_release_without_a_table(tmp_path: Path) -> None:
     )
 
 
-def test_auto_without_sglang_or_server_is_one_line_naming_the_field(tmp_path: Path) -> None:
+def test_auto_without_sglang_or_server_is_one_line_naming_the_field(
+    tmp_path: Path, closed_port: int
+) -> None:
     missing = str(tmp_path / "no-such-python")
-    (problem,) = _problems(_doc(missing, None))
+    doc = _doc(missing, None)
+    doc["fleet"]["base_port"] = closed_port
+    (problem,) = _problems(doc)
     assert problem == (
         f"engine.sglang_version = 'auto': {missing} could not be run (No such file or "
-        "directory), and no server of the profile reports one on /server_info; set it to one "
-        f"of {KNOWN}"
+        f"directory), and no server on 127.0.0.1 port(s) {closed_port} reports one on "
+        f"/server_info; set it to one of {KNOWN}"
     )
-    (problem,) = _problems(_doc(sys.executable, tmp_path / "empty"))
+    doc = _doc(sys.executable, tmp_path / "empty")
+    doc["fleet"]["base_port"] = closed_port
+    (problem,) = _problems(doc)
     assert problem.startswith(
         f"engine.sglang_version = 'auto': {sys.executable} could not read SGLang's version "
-        "(No module named 'sglang'), and no server"
+        "(No module named 'sglang'), and no server on 127.0.0.1"
     )
     assert "\n" not in problem
 
@@ -159,7 +175,7 @@ def test_a_hung_interpreter_is_given_up_on(tmp_path: Path) -> None:
         installed_release(sys.executable, {"PYTHONPATH": str(site.parent)}, timeout_s=0.5)
 
 
-def test_auto_falls_back_to_a_running_server(tmp_path: Path) -> None:
+def test_auto_falls_back_to_a_running_server(tmp_path: Path, closed_port: int) -> None:
     info = json.dumps({"version": "0.5.19", "internal_states": [{}], "max_running_requests": 8})
     routes = {"/server_info": json_reply(info)}
     with canned_server(routes) as server:
@@ -170,7 +186,7 @@ def test_auto_falls_back_to_a_running_server(tmp_path: Path) -> None:
         assert target_release(profile) == "0.5.19"
     # The older spelling, on a server without /server_info.
     with canned_server({"/get_server_info": json_reply(json.dumps({"version": "0.5.23"}))}) as s:
-        assert served_release("127.0.0.1", [31999, s.port]) == (s.port, "0.5.23")
+        assert served_release("127.0.0.1", [closed_port, s.port]) == (s.port, "0.5.23")
 
 
 def test_a_resolution_is_remembered(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flagtable_helpers import (
@@ -18,11 +20,11 @@ from flagtable_helpers import (
     generator,
     parse_cases,
     sample_values,
-    sglang_table,
 )
 
 from tui.sglang.flagtable.check import check_argv
-from tui.sglang.flagtable.generate import base_of, describe
+from tui.sglang.flagtable.describe import describe
+from tui.sglang.flagtable.generate import base_of
 from tui.sglang.flagtable.parser import build_parser
 from tui.sglang.flagtable.reference import RELEASES
 from tui.sglang.flagtable.table import (
@@ -64,22 +66,38 @@ def reference() -> Path:
     return ensure_reference(*RELEASES)
 
 
-@pytest.fixture(scope="module")
-def real_tables(reference: Path) -> dict[str, FlagTable]:
-    """The tables SGLang's real parsers give, generated now (each once, when first asked)."""
-    return {}
+@dataclasses.dataclass
+class Run:
+    """What one release's real parser gave: its table, and its outcome on every case."""
 
-
-def _real(tables: dict[str, FlagTable], reference: Path, version: str) -> FlagTable:
-    if version not in tables:
-        tables[version] = sglang_table(reference, version)
-    return tables[version]
+    table: FlagTable
+    cases: list[list[str]]
+    results: list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def real_table(real_tables: dict[str, FlagTable], reference: Path) -> FlagTable:
+def runs(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Run]:
+    """Release -> its ``Run``: one SGLang interpreter per release gives both (each once)."""
+    done: dict[str, Run] = {}
+
+    def run(version: str) -> Run:
+        if version not in done:
+            tmp = tmp_path_factory.mktemp(f"sglang-{version}")
+            cases = _cases(load_table(version))
+            out = tmp / "table.json"
+            results = parse_cases(
+                cases, tmp, parser="sglang", reference=reference, version=version, table_out=out
+            )
+            done[version] = Run(FlagTable.from_json(json.loads(out.read_text())), cases, results)
+        return done[version]
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def real_table(runs: Callable[[str], Run]) -> FlagTable:
     """The table SGLang 0.5.23's real parser gives, generated now."""
-    return _real(real_tables, reference, PINNED_VERSION)
+    return runs(PINNED_VERSION).table
 
 
 def test_the_releases_known_are_the_tables_shipped() -> None:
@@ -95,10 +113,8 @@ def test_the_releases_known_are_the_tables_shipped() -> None:
 
 
 @pytest.mark.parametrize("version", list(RELEASES))
-def test_shipped_table_is_sglang_own_parser(
-    version: str, reference: Path, real_tables: dict[str, FlagTable]
-) -> None:
-    real = _real(real_tables, reference, version)
+def test_shipped_table_is_sglang_own_parser(version: str, runs: Callable[[str], Run]) -> None:
+    real = runs(version).table
     shipped = load_table(version)
     assert differences(real, shipped) == []
     assert shipped.sglang_version == version and shipped.prog == "sglang serve"
@@ -211,11 +227,10 @@ def _cases(table: FlagTable) -> list[list[str]]:
 
 @pytest.mark.parametrize("version", list(RELEASES))
 def test_rebuilt_parser_answers_as_sglang_does(
-    version: str, tmp_path: Path, reference: Path
+    version: str, tmp_path: Path, reference: Path, runs: Callable[[str], Run]
 ) -> None:
     """Same exit status, stdout (--help), stderr (usage and error), namespace, for every case."""
-    cases = _cases(load_table(version))
-    theirs = parse_cases(cases, tmp_path, parser="sglang", reference=reference, version=version)
+    cases, theirs = runs(version).cases, runs(version).results
     ours = parse_cases(cases, tmp_path, parser="table", reference=reference, version=version)
     assert len(theirs) == len(ours) == len(cases)
     for argv, sglang, table in zip(cases, theirs, ours, strict=True):
@@ -244,11 +259,12 @@ def test_rebuilt_parser_answers_as_sglang_does(
         ) in errors
 
 
-def test_checker_refuses_what_sglang_refuses(tmp_path: Path, reference: Path) -> None:
-    cases = list(REJECTED.values())
-    theirs = parse_cases(cases, tmp_path, parser="sglang", reference=reference)
-    for reason, sglang in zip(REJECTED, theirs, strict=True):
-        rejection = check_argv(REJECTED[reason])
+def test_checker_refuses_what_sglang_refuses(runs: Callable[[str], Run]) -> None:
+    run = runs(PINNED_VERSION)
+    by_argv = {tuple(c): r for c, r in zip(run.cases, run.results, strict=True)}
+    for reason, argv in REJECTED.items():
+        sglang = by_argv[tuple(argv)]
+        rejection = check_argv(argv)
         assert rejection is not None and sglang["status"] == 2 == rejection.exit_status, reason
         assert sglang["stderr"].splitlines()[-1] == rejection.sglang_error, reason
         assert rejection.sglang_version in rejection.describe()

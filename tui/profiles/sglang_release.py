@@ -175,9 +175,10 @@ def _resolve(profile: Profile) -> str:
     except ReleaseError as exc:
         served = served_release(profile.host, profile.ports)
         if served is None:
+            ports = ", ".join(map(str, profile.ports))
             raise ReleaseError(
-                f"{exc}, and no server of the profile reports one on /server_info; set it to "
-                f"one of {_known()}"
+                f"{exc}, and no server on {profile.host} port(s) {ports} reports one on "
+                f"/server_info; set it to one of {_known()}"
             ) from None
         port, found = served
         source = f"{python} gave none and the server on port {port} runs SGLang {found}"

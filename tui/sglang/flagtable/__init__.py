@@ -10,6 +10,7 @@ Modules::
     rejection   Rejection: why, SGLang's own text and exit status, what is allowed, did you mean
     tokens      an argv's tokens as argparse reads them (which token a verdict is about)
     generate    python -m tui.sglang.flagtable.generate: a table from its release's real parser
+    describe    one argparse action as a table row (SGLang's parser, or one rebuilt)
     reference   RELEASES, and their wheels kept beside the app to generate and check the tables
     stubs       stand-ins for SGLang's heavy native imports (the generator's interpreter only)
     cases       argv cases through a parser, recorded as JSON (the comparison test)

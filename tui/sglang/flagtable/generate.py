@@ -17,6 +17,7 @@ Usage::
     python -m tui.sglang.flagtable.generate --sglang-version 0.5.17 --out -   # print it whole
     python -m tui.sglang.flagtable.generate --parse-cases CASES.json   # run SGLang's parser
     python -m tui.sglang.flagtable.generate --parse-cases CASES.json --parser table  # ours
+    python -m tui.sglang.flagtable.generate --parse-cases CASES.json --out T.json  # both
 
 The shipped file of the newest release holds its whole table; an older release's is written as
 a delta against the next newer release's shipped table (``tui.sglang.flagtable.table``), so
@@ -44,6 +45,7 @@ from typing import Any
 from tui.paths import sglang_reference_dir
 from tui.sglang.flagtable import stubs
 from tui.sglang.flagtable.cases import run_cases, table_spec_error
+from tui.sglang.flagtable.describe import GeneratorError, describe
 from tui.sglang.flagtable.parser import build_parser
 from tui.sglang.flagtable.reference import (
     RELEASES,
@@ -56,137 +58,11 @@ from tui.sglang.flagtable.reference import (
 )
 from tui.sglang.flagtable.table import (
     PINNED_VERSION,
-    FlagSpec,
     FlagTable,
     SpecAlgorithms,
     load_table,
     table_path,
 )
-
-ACTION_NAMES: dict[type, str] = {
-    argparse._StoreAction: "store",
-    argparse._StoreTrueAction: "store_true",
-    argparse._StoreFalseAction: "store_false",
-    argparse._StoreConstAction: "store_const",
-    argparse._AppendAction: "append",
-    argparse._AppendConstAction: "append_const",
-    argparse._CountAction: "count",
-    argparse._ExtendAction: "extend",
-    argparse._HelpAction: "help",
-    argparse._VersionAction: "version",
-    argparse.BooleanOptionalAction: "boolean_optional",
-}
-"""argparse's action classes and the names the table records."""
-
-SGLANG_ACTIONS: dict[str, tuple[str, ...]] = {
-    "DeprecatedAction": ("error_message",),
-    "DeprecatedStoreTrueAction": ("new_flag",),
-    "DeprecatedStoreConstAction": ("new_flag", "const_value"),
-    "DeprecatedAliasStoreAction": ("new_flag",),
-    "LoRAPathAction": (),
-}
-"""SGLang's own action classes (``srt/arg_groups/argparse_actions.py``) and what each keeps."""
-
-SGLANG_TYPES = (
-    "human_readable_int",
-    "json_list_type",
-    "nullable_str",
-    "parse_cuda_graph_backend_arg",
-    "parse_cuda_graph_config_arg",
-)
-"""SGLang's own type converters that ``tui.sglang.flagtable.converters`` reproduces."""
-
-
-_OWNERS = ("sglang.", "tui.sglang.flagtable.")
-"""Modules whose converters and actions the table may name: SGLang's, and their reproductions
-here (``describe`` reads a rebuilt parser too, to prove it matches the table)."""
-
-
-class GeneratorError(RuntimeError):
-    """SGLang's parser holds something the table cannot record faithfully."""
-
-
-def _type_name(action: argparse.Action) -> str | None:
-    kind = action.type
-    if kind is None:
-        return None
-    if kind in (str, int, float):
-        return kind.__name__  # type: ignore[union-attr]
-    if kind is json.loads:
-        return "json.loads"
-    name = getattr(kind, "__name__", "")
-    if getattr(kind, "__module__", "").startswith(_OWNERS) and name in SGLANG_TYPES:
-        return str(name)
-    raise GeneratorError(
-        f"{'/'.join(action.option_strings)}: type {kind!r} has no converter in "
-        "tui/sglang/flagtable/converters.py; add one, then SGLANG_TYPES here"
-    )
-
-
-def _action_name(action: argparse.Action) -> str:
-    cls = type(action)
-    if cls in ACTION_NAMES:
-        return ACTION_NAMES[cls]
-    if cls.__name__ in SGLANG_ACTIONS and cls.__module__.startswith(_OWNERS):
-        return cls.__name__
-    raise GeneratorError(f"{'/'.join(action.option_strings)}: unknown action class {cls!r}")
-
-
-def _json_or_none(value: object) -> tuple[Any, str | None]:
-    """(value, None) when JSON holds it unchanged; (None, repr) otherwise."""
-    if isinstance(value, tuple):
-        value = list(value)
-    try:
-        if json.loads(json.dumps(value)) == value:
-            return value, None
-    except (TypeError, ValueError):
-        pass
-    return None, repr(value)
-
-
-def describe(action: argparse.Action) -> FlagSpec:
-    """One action of SGLang's parser as a table row.
-
-    Raises:
-        GeneratorError: a type or action class without a reproduction, or a stand-in value.
-    """
-    name = _action_name(action)
-    for what in ("choices", "default", "const"):
-        if stubs.is_stub(getattr(action, what)):
-            raise GeneratorError(f"{'/'.join(action.option_strings)}: {what} is a stand-in")
-    choices: tuple[Any, ...] | None = None
-    ordered = True
-    if action.choices is not None:
-        raw = action.choices
-        ordered = not isinstance(raw, set | frozenset)
-        items = list(raw) if ordered else sorted(raw, key=str)
-        choices = tuple(items)
-    default, default_repr = _json_or_none(action.default)
-    const, const_repr = _json_or_none(action.const)
-    if const_repr is not None:
-        raise GeneratorError(f"{'/'.join(action.option_strings)}: const {const_repr} is not JSON")
-    # 0.5.17's DeprecatedAction has no error_message: it always warns (as None does now).
-    kwargs = {k: getattr(action, k, None) for k in SGLANG_ACTIONS.get(name, ())}
-    for key, value in kwargs.items():
-        if _json_or_none(value)[1] is not None:
-            raise GeneratorError(f"{'/'.join(action.option_strings)}: {key} is not JSON")
-    metavar = action.metavar
-    return FlagSpec(
-        option_strings=tuple(action.option_strings),
-        dest=action.dest,
-        action=name,
-        type=_type_name(action),
-        choices=choices,
-        choices_ordered=ordered,
-        nargs=action.nargs,
-        const=const,
-        default=default,
-        default_repr=default_repr,
-        required=bool(action.required),
-        metavar=tuple(metavar) if isinstance(metavar, list | tuple) else metavar,
-        help=action.help,
-        action_kwargs=tuple(sorted(kwargs.items())),
-    )
 
 
 def _prepare_environment(version: str, root: Path) -> None:
@@ -309,9 +185,17 @@ def _type_data() -> tuple[tuple[str, Any], ...]:
     )
 
 
-def build_table(version: str, reference: Path) -> FlagTable:
-    """The flag table of SGLang ``version`` as its own code defines it (see the module doc)."""
-    parser = sglang_parser(version, reference)
+def build_table(
+    version: str, reference: Path, parser: argparse.ArgumentParser | None = None
+) -> FlagTable:
+    """The flag table of SGLang ``version`` as its own code defines it (see the module doc).
+
+    Args:
+        version: the release.
+        reference: the reference directory.
+        parser: its parser, when ``sglang_parser`` already built it in this process.
+    """
+    parser = parser or sglang_parser(version, reference)
     if not parser.allow_abbrev or parser.prefix_chars != "-" or parser.fromfile_prefix_chars:
         raise GeneratorError("SGLang's parser changed its argparse settings: extend the table")
     if parser._mutually_exclusive_groups:
@@ -394,7 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 table_parser = build_parser(load_table(version))
                 results = run_cases(table_parser, cases, table_spec_error(version))
             else:
-                results = run_cases(sglang_parser(version, root), cases, _sglang_spec_error)
+                parser = sglang_parser(version, root)
+                if args.out not in (None, "-"):  # the table too, from the same import
+                    Path(args.out).write_text(build_table(version, root, parser).dumps())
+                results = run_cases(parser, cases, _sglang_spec_error)
             json.dump(results, sys.stdout)
             return 0
         table = build_table(version, root)
