@@ -98,6 +98,9 @@ def test_any_known_release_judges_by_its_own_table() -> None:
     legacy["engine"]["legacy_mamba_flag"] = True
     legacy["server"]["mamba_radix_cache_strategy"] = "extra_buffer"
     assert target_release(profile_from_dict(legacy, "t")) == "0.5.19"
+    legacy["server"]["mamba_radix_cache_strategy"] = "extra_buffer_lazy"  # a choice of 0.5.19
+    assert launch_problems(profile_from_dict(legacy, "t")) == []
+    legacy["server"]["mamba_radix_cache_strategy"] = "extra_buffer"
     legacy["engine"]["sglang_version"] = "0.5.20"
     assert _problems(legacy) == [
         "engine.legacy_mamba_flag = 'extra_buffer': emits --mamba-scheduler-strategy, the name "

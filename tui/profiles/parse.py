@@ -360,12 +360,9 @@ def profile_from_dict(
     fleet = _fleet(c, data.get("fleet"))
     server = _server(c, data.get("server"))
     overrides = _overrides(c, data.get("gpu"), fleet["gpus"])
-    if engine.legacy_mamba_flag and "extra_buffer_lazy" in _strategies(server, overrides):
-        c.add(
-            "server.mamba_radix_cache_strategy",
-            "extra_buffer_lazy",
-            "extra_buffer_lazy does not exist with engine.legacy_mamba_flag (old SGLang)",
-        )
+    # engine.legacy_mamba_flag with extra_buffer_lazy is the release's table's to judge: 0.5.17
+    # to 0.5.19 take the old name as an alias of the flag that has that choice (and use it:
+    # srt/server_args.py), 0.5.20 on refuse the old name itself.
     env = _env(c, data.get("env"))
     if c.problems:
         raise ProfileError(c.problems, source)
@@ -376,10 +373,3 @@ def profile_from_dict(
     if problems:
         raise ProfileError(problems, source)
     return profile
-
-
-def _strategies(server: ServerFlags, overrides: tuple[GpuOverride, ...]) -> set[object]:
-    found: set[object] = {server.mamba_radix_cache_strategy}
-    for o in overrides:
-        found |= {v for f, v in o.values if f == "mamba_radix_cache_strategy"}
-    return found
