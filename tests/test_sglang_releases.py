@@ -99,5 +99,6 @@ def test_aliases_come_from_each_release_table() -> None:
 def test_the_docs_carry_the_table() -> None:
     doc = (ROOT / "docs" / "sglang-versions.md").read_text()
     assert releases_doc.markdown_flags() in doc
+    assert releases_doc.markdown_removed() in doc
     assert releases_doc.markdown_table() in doc
     assert releases_doc.markdown_same() in doc

@@ -40,7 +40,7 @@ def markdown_flags() -> str:
 
     rows = {
         "flags defined": [str(len(t.flags)) for t in tables],
-        "flags added / removed since the previous release": ["-"]
+        "option strings added / removed since the previous release": ["-"]
         + [
             f"+{len(set(b.option_strings()) - set(a.option_strings()))} / "
             f"-{len(set(a.option_strings()) - set(b.option_strings()))}"
@@ -55,6 +55,12 @@ def markdown_flags() -> str:
             ", ".join(n for n in t.speculative.names if n not in first_algorithms) or "-"
             for t in tables
         ],
+        "`--mamba-full-memory-ratio` when not given": [
+            str(t.resolved_default("mamba_full_memory_ratio")) for t in tables
+        ],
+        "`--decode-log-interval` default (Decode lines every N iterations)": [
+            str(t.resolved_default("decode_log_interval")) for t in tables
+        ],
         "`--cuda-graph-config` refuses a retired backend": [
             "yes" if dict(t.type_data).get("cuda_graph_config_checks_backend") else "-"
             for t in tables
@@ -64,6 +70,18 @@ def markdown_flags() -> str:
     return head + "\n".join(f"| {k} | " + " | ".join(v) + " |" for k, v in rows.items()) + "\n"
 
 
+def markdown_removed() -> str:
+    """The option strings each release no longer has, as a Markdown list (what breaks a
+    profile written for the previous release)."""
+    versions = known_versions()
+    out = []
+    for old, new in itertools.pairwise(versions):
+        gone = sorted(set(load_table(old).option_strings()) - set(load_table(new).option_strings()))
+        if gone:
+            out.append(f"* {new} (gone since {old}): " + ", ".join(f"`{o}`" for o in gone) + "\n")
+    return "".join(out)
+
+
 def markdown_same() -> str:
     """The claims every release shares, as a Markdown list."""
     return "".join(f"* {c.says}\n" for c in CLAIMS if c.since is None and c.until is None)
@@ -71,5 +89,6 @@ def markdown_same() -> str:
 
 if __name__ == "__main__":
     print(markdown_flags())
+    print(markdown_removed())
     print(markdown_table())
     print(markdown_same(), end="")
