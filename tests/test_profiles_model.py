@@ -157,7 +157,7 @@ def test_argv_exact_with_override_and_extra_flags() -> None:
 
 
 def test_legacy_flag_and_sim_engine_argv() -> None:
-    # The pre-rename flag name is refused: SGLang 0.5.23 (the only table) has no alias for it.
+    # The pre-rename flag name is refused by 0.5.23, the default release (0.5.19 took the alias).
     legacy_problems = _problems(_with(**{"engine.legacy_mamba_flag": True}))
     assert legacy_problems == [
         "engine.legacy_mamba_flag = 'extra_buffer': emits --mamba-scheduler-strategy, the name "
