@@ -3,14 +3,15 @@
 Read from SGLang 0.5.23's ``srt/mem_cache/kv_cache_configurator.py``: the request estimate from
 the token capacity, the KV bound ``tokens // 2``, the Mamba cap ``K // ratio`` (a WARNING), the
 "too small to serve any requests" RuntimeError, and the KV-capacity WARNING (in 0.5.23 only when
-the Mamba cap did not already apply). The ``seed`` build printed the KV warning first and always.
+the Mamba cap did not already apply; 0.5.17's is the same). The ``seed`` build printed the KV
+warning first and always.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.sglang.builds import SEED, Build
+from tui.sglang.builds import SEED, SGLANG_0_5_17, Build
 from tui.sglang.plan_types import PlanFailure
 
 
@@ -74,7 +75,9 @@ def resolve_running(
         The effective value, the flags and warnings, or the failure.
     """
     estimated = min(max(int(tokens / context_len * 512), 2048), 4096)
-    requested = max(1, running) if running is not None else None
+    # 0.5.17 takes the flag as is (``max_num_reqs // attn_dp_size``); 0.5.23 floors it at 1.
+    floor = 0 if build == SGLANG_0_5_17 else 1
+    requested = max(floor, running) if running is not None else None
     effective = (
         min(requested, tokens // 2) if requested is not None else min(estimated, tokens // 2)
     )

@@ -7,7 +7,7 @@ Follows SGLang 0.5.23's source (``srt/mem_cache/kv_cache_configurator.py``
     pre   = free bytes before weight load (capacity - CUDA context - anything else resident)
     avail = pre - weights (- draft weights with EAGLE/MTP)
     slack = pre * (1 - mem_fraction_static)          # activations + CUDA-graph headroom
-    rest  = avail - slack - 100 MiB for a multimodal model
+    rest  = avail - slack - 100 MiB for a multimodal model (0.5.23 only)
     hybrid: carve (K + 1) Mamba slots and the spec-decoding intermediate reserve out of rest
             (K <= 0: RuntimeError "Not enough GPU memory for hybrid ...")
     rest <= 0: ValueError "Loaded weights leave no GPU memory ..."
@@ -19,10 +19,12 @@ After the pools, CUDA-graph capture needs its graph memory plus the chunked-pref
 workspace inside what is left; when the fraction leaves less, capture fails with a CUDA OOM (the
 #4330 squeeze: too high a fraction OOMs at capture, too low leaves no KV cache).
 
-``build="seed"`` keeps the older arithmetic and texts that reproduce the seed's numbers (see
-``tui.sglang.builds``). The same function serves the simulator and the tuning form's preflight;
-``Calibration`` lets the preflight replace the model's constants with sizes measured from a real
-server's log.
+``build="0.5.17"`` follows SGLang 0.5.17 (no multimodal reserve, its own radix-cache and draft
+lists) and ``build="seed"`` keeps the older arithmetic and texts that reproduce the seed's numbers
+(see ``tui.sglang.builds``). The model is a ``ModelSpec``: a hand-written one or one derived from
+a config.json (``tui.sglang.modelcfg``). The same function serves the simulator, ``gpufleet
+plan`` and the tuning form's preflight; ``Calibration`` lets the preflight replace the model's
+constants with sizes measured from a real server's log.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tui.sglang.arch_support import supports_extra_buffer, uses_mamba_radix_cache
 from tui.sglang.builds import SEED, SGLANG_0_5_23, Build
 from tui.sglang.caps import resolve_running, slots_per_request
 from tui.sglang.mamba import carve_mamba, intermediate_allocation
@@ -93,22 +96,36 @@ def default_mem_fraction(
 
 
 def resolve_strategy(
-    requested: str, disable_radix_cache: bool, page_size: int, overlap: bool
+    requested: str,
+    disable_radix_cache: bool,
+    page_size: int,
+    overlap: bool,
+    *,
+    architecture: str = "",
+    build: Build = SGLANG_0_5_23,
 ) -> str:
-    """Resolve ``auto`` as ``_mamba_radix_cache_resolution`` does (hybrids support extra_buffer).
+    """Resolve ``auto`` as ``_mamba_radix_cache_resolution`` does.
 
     Args:
         requested: the flag value (auto, no_buffer, extra_buffer, extra_buffer_lazy).
         disable_radix_cache: ``--disable-radix-cache``.
         page_size: resolved page size.
         overlap: whether overlap scheduling is wanted.
+        architecture: the model's ``architectures[0]`` (empty: one every build resolves).
+        build: the build whose architecture lists apply (``tui.sglang.arch_support``).
 
     Returns:
-        The concrete strategy.
+        The concrete strategy, or ``auto`` when the build leaves it unresolved for this
+        architecture (then no extra buffer: 3 slots per request).
     """
     if requested != "auto":
         return requested
-    if not disable_radix_cache and (overlap or page_size > 1):
+    if disable_radix_cache:
+        return "no_buffer"
+    if architecture and not uses_mamba_radix_cache(architecture, build):
+        return "auto"
+    extra = not architecture or supports_extra_buffer(architecture, build)
+    if (overlap or page_size > 1) and extra:
         return "extra_buffer"
     return "no_buffer"
 
@@ -193,8 +210,10 @@ def plan_memory(
     mamba_radix_cache_strategy: str = "auto",
     disable_overlap_schedule: bool = False,
     mamba_ssm_dtype: str | None = None,
+    disable_cuda_graph: bool = False,
     calibration: Calibration | None = None,
     build: Build = SGLANG_0_5_23,
+    pre_bytes: int | None = None,
 ) -> MemoryPlan:
     """Size every pool the way SGLang does at startup, or say how it fails.
 
@@ -202,9 +221,13 @@ def plan_memory(
         model: the model being served.
         gpu_total_bytes: device capacity (as NVML reports it).
         other_resident_bytes: memory other processes hold on the GPU at launch (shrinks ``pre``).
-        mem_fraction_static .. mamba_ssm_dtype: the SGLang flags of the same names (None: unset).
+        mem_fraction_static .. disable_cuda_graph: the SGLang flags of the same names (None:
+            unset).
         calibration: measured sizes replacing the model's constants (the preflight's path).
         build: the SGLang build to follow (``tui.sglang.builds``; default 0.5.23).
+        pre_bytes: free memory right before the weight load as a real server measured it (its
+            ``Load weight begin. avail mem``); replaces ``gpu_total_bytes`` - CUDA context -
+            ``other_resident_bytes``.
 
     Returns:
         The plan; ``plan.failure`` is set (and later numbers are zero) when it does not fit.
@@ -236,10 +259,15 @@ def plan_memory(
         )
 
     weights = model.weight_bytes + (model.draft_weight_bytes if spec else 0)
-    pre = gpu_total_bytes - CUDA_CONTEXT_BYTES - other_resident_bytes
+    pre = (
+        pre_bytes
+        if pre_bytes is not None
+        else gpu_total_bytes - CUDA_CONTEXT_BYTES - other_resident_bytes
+    )
     avail = pre - weights
     slack = int(pre * (1 - fraction))
-    multimodal = VLM_CACHE_SIZE_MB * MB if model.is_multimodal and build != SEED else 0
+    # Only 0.5.23 reserves it (``mm_runtime_reservation_gb``; 0.5.17 and the seed build have none).
+    multimodal = VLM_CACHE_SIZE_MB * MB if model.is_multimodal and build == SGLANG_0_5_23 else 0
     rest = avail - slack - multimodal
     base: dict[str, Any] = dict(
         model=model.name,
@@ -282,7 +310,14 @@ def plan_memory(
         )
     if build == SEED and rest <= 0:
         return failed(_weights_leave_no_memory(fraction, avail, pre, build))
-    strategy = resolve_strategy(mamba_radix_cache_strategy, disable_radix_cache, page, overlap)
+    strategy = resolve_strategy(
+        mamba_radix_cache_strategy,
+        disable_radix_cache,
+        page,
+        overlap,
+        architecture=model.architecture,
+        build=build,
+    )
     ratio = slots_per_request(strategy, disable_radix_cache, overlap)
     mamba = carve_mamba(
         model,
@@ -314,7 +349,8 @@ def plan_memory(
             else _weights_leave_no_memory(fraction, avail, pre, build)
         )
         return failed(no_room, **mamba_fields)
-    cell = model.kv_bytes_per_token + (model.draft_kv_bytes_per_token if spec else 0)
+    budgeted = spec and build in model.draft_kv_budgeted_builds
+    cell = model.kv_bytes_per_token + (model.draft_kv_bytes_per_token if budgeted else 0)
     tokens = rest // cell // page * page
     if max_total_tokens is not None:
         if max_total_tokens > tokens:
@@ -351,11 +387,11 @@ def plan_memory(
     kv_each = tokens * model.kv_bytes_per_token // 2
     draft_each = tokens * model.draft_kv_bytes_per_token // 2 if spec else 0
     after_pools = pre - weights - mamba_allocated - 2 * kv_each - 2 * draft_each
-    capture_bs = min(graph_max_bs, effective)
-    graph = model.graph_base_bytes + model.graph_bytes_per_bs * capture_bs
+    capture_bs = 0 if disable_cuda_graph else min(graph_max_bs, effective)
+    graph = model.graph_base_bytes + model.graph_bytes_per_bs * capture_bs if capture_bs else 0
     activations = chunked * model.activation_bytes_per_token
     failure = None
-    if after_pools < graph + activations:
+    if capture_bs and after_pools < graph + activations:
         failure = _fail(
             "cuda_oom_graph",
             "torch.OutOfMemoryError",
