@@ -123,14 +123,15 @@ async def start_scheduler(
     if seed:
         for warning in _pool_warnings(plan):
             emit(warning, info=False)
-    emit(logfmt.kv_line(plan.max_total_num_tokens, plan.k_bytes, plan.v_bytes, plan.build))
+    mla = model.kv_layout == "mla"
+    emit(logfmt.kv_line(plan.max_total_num_tokens, plan.k_bytes, plan.v_bytes, plan.build, mla))
     draft_kv = plan.draft_k_bytes + plan.draft_v_bytes
     emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes + draft_kv))
     times.kv_cache_allocation = await phase(cfg, "pools")
     if plan.speculative:
         emit(
             logfmt.kv_line(
-                plan.max_total_num_tokens, plan.draft_k_bytes, plan.draft_v_bytes, plan.build
+                plan.max_total_num_tokens, plan.draft_k_bytes, plan.draft_v_bytes, plan.build, mla
             )
         )
         emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes))
