@@ -306,7 +306,6 @@ def _layers_and_state(family: str, text: ConfigView, layers: int) -> tuple[int, 
         heads = text.integer("mamba_num_heads", 128)
         head_dim = text.integer("mamba_head_dim", 64)
         return pattern.count("*"), _mamba2(
-            text,
             layers=pattern.count("M"),
             intermediate=heads * head_dim,
             n_groups=text.integer("n_groups"),
@@ -325,7 +324,6 @@ def _layers_and_state(family: str, text: ConfigView, layers: int) -> tuple[int, 
         if intermediate % heads or head_dim * heads != intermediate:
             raise text.need("mamba_d_head", "mamba_d_head * mamba_n_heads == mamba_d_ssm")
         return layers, _mamba2(
-            text,
             layers=layers,
             intermediate=intermediate,
             n_groups=text.integer("mamba_n_groups", 1),
@@ -344,7 +342,6 @@ def _layers_and_state(family: str, text: ConfigView, layers: int) -> tuple[int, 
         if types.count("mamba") and head_dim * heads != intermediate:
             raise text.need("mamba_d_head", "mamba_d_head * mamba_n_heads == 2 * hidden_size")
         state = _mamba2(
-            text,
             layers=types.count("mamba"),
             intermediate=intermediate,
             n_groups=text.integer("mamba_n_groups", 1),
@@ -359,7 +356,6 @@ def _layers_and_state(family: str, text: ConfigView, layers: int) -> tuple[int, 
 
 
 def _mamba2(
-    text: ConfigView,
     *,
     layers: int,
     intermediate: int,
@@ -370,7 +366,7 @@ def _mamba2(
     kernel: int,
     ssm_dtype: str,
 ) -> StateShape:
-    del text
+    """``Mamba2StateShape.create`` at tp 1: conv over intermediate + the B/C groups."""
     return StateShape(
         layers=layers,
         conv_dim=intermediate + 2 * n_groups * state,
