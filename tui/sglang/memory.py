@@ -34,9 +34,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tui.sglang.arch_support import supports_extra_buffer, uses_mamba_radix_cache
 from tui.sglang.builds import SEED, SGLANG_0_5_23, Build
-from tui.sglang.caps import resolve_running, slots_per_request
+from tui.sglang.caps import resolve_running, resolve_strategy, slots_per_request
 from tui.sglang.mamba import carve_mamba, intermediate_allocation
 from tui.sglang.models import CUDA_CONTEXT_BYTES, GIB, ModelSpec
 from tui.sglang.plan_types import Calibration, MemoryPlan, PlanFailure
@@ -93,41 +92,6 @@ def default_mem_fraction(
     if gpu_mb > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mb - reserved) / gpu_mb, 3)
-
-
-def resolve_strategy(
-    requested: str,
-    disable_radix_cache: bool,
-    page_size: int,
-    overlap: bool,
-    *,
-    architecture: str = "",
-    build: Build = SGLANG_0_5_23,
-) -> str:
-    """Resolve ``auto`` as ``_mamba_radix_cache_resolution`` does.
-
-    Args:
-        requested: the flag value (auto, no_buffer, extra_buffer, extra_buffer_lazy).
-        disable_radix_cache: ``--disable-radix-cache``.
-        page_size: resolved page size.
-        overlap: whether overlap scheduling is wanted.
-        architecture: the model's ``architectures[0]`` (empty: one every build resolves).
-        build: the build whose architecture lists apply (``tui.sglang.arch_support``).
-
-    Returns:
-        The concrete strategy, or ``auto`` when the build leaves it unresolved for this
-        architecture (then no extra buffer: 3 slots per request).
-    """
-    if requested != "auto":
-        return requested
-    if disable_radix_cache:
-        return "no_buffer"
-    if architecture and not uses_mamba_radix_cache(architecture, build):
-        return "auto"
-    extra = not architecture or supports_extra_buffer(architecture, build)
-    if (overlap or page_size > 1) and extra:
-        return "extra_buffer"
-    return "no_buffer"
 
 
 def apply_calibration(model: ModelSpec, calibration: Calibration | None) -> ModelSpec:

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tui.sglang.modelcfg.families import granite_types, nemotron_pattern
 from tui.sglang.modelcfg.fields import ConfigView
 from tui.sglang.modelcfg.shapes import ModelShapes, text_view
 
@@ -179,12 +180,8 @@ def _dense_or_moe_mlp(text: ConfigView, hidden: int) -> _Count:
 
 
 def _nemotron(text: ConfigView, shapes: ModelShapes, hidden: int) -> _Count:
-    pattern = text.get("hybrid_override_pattern") or ""
-    if not pattern:
-        letters = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
-        pattern = "".join(letters[t] for t in text.items("layers_block_type") or [])
     count = _Count()
-    for letter in pattern:
+    for letter in nemotron_pattern(text):
         count.plain += hidden
         if letter == "M":
             count.add(_mamba2(shapes, hidden))
@@ -207,7 +204,7 @@ def _nemotron_moe(text: ConfigView, hidden: int) -> _Count:
 
 
 def _granite(text: ConfigView, shapes: ModelShapes, hidden: int) -> _Count:
-    types = text.items("layer_types") or []
+    types = granite_types(text, shapes.num_layers)
     attention = _attention(text, shapes, hidden)
     mamba = _mamba2(shapes, hidden)
     experts = text.integer("num_local_experts", 0)
@@ -216,8 +213,7 @@ def _granite(text: ConfigView, shapes: ModelShapes, hidden: int) -> _Count:
     mlp = _Count(linear=3 * hidden * (experts * inter + shared), plain=hidden * experts)
     count = _Count()
     for i in range(shapes.num_layers):
-        is_attention = types[i] in ("attention", "full_attention") if types else (i + 1) % 6 == 0
-        count.add(attention if is_attention else mamba)
+        count.add(attention if types[i] == "attention" else mamba)
         count.add(mlp)
         count.plain += 2 * hidden
     return count
