@@ -15,7 +15,7 @@ running requests, then SGLang's own lines for them. Exit status: 0 the plan fits
 failure line is printed), 2 bad input (a model that cannot be planned names the missing field),
 3 the log disagrees beyond rounding.
 
-Example (the integrator's 0.5.17 check on the GPU machine)::
+Example, the 0.5.17 check on the GPU machine (stdlib only: python3 -m tui plan there):
 
     gpufleet plan tests/fixtures/model_configs/gpufleet--tiny-qwen35 --build 0.5.17 \\
         --log /tmp/out/sgl.log --load-format dummy --disable-cuda-graph \\
