@@ -8,13 +8,14 @@ or no weights present, estimates from the shapes (``params``). A derived spec ke
 a config cannot give at the named defaults below (``UNCALIBRATED_*``); the preflight replaces
 sizes with a running server's log when it has one.
 
-Derived specs are cached by (folder, the config's mtime and size, the folder's mtime, load
+Derived specs are cached by (folder, the config's mtime and size, the folder's file names, load
 format): the console's preflight asks at every keystroke.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from tui.sglang.modelcfg.errors import ModelConfigError
@@ -56,17 +57,16 @@ def resolve_model(model: str, *, load_format: str | None = None) -> ModelSpec:
         if spec.model_path == model:
             return spec
     folder = find_model_dir(model)
-    stamp = (
-        folder.config_path.stat().st_mtime_ns,
-        folder.config_path.stat().st_size,
-        folder.path.stat().st_mtime_ns,  # a shard added or removed
-    )
+    config = folder.config_path.stat()
+    # A rewritten config, or a shard added or removed (the names, not the folder's mtime, whose
+    # granularity can hide a change made within the same second).
+    stamp = (config.st_mtime_ns, config.st_size, tuple(sorted(os.listdir(folder.path))))
     return _derived(model, str(folder.path), folder.origin, stamp, load_format == "dummy")
 
 
 @functools.lru_cache(maxsize=32)
 def _derived(
-    model: str, folder: str, origin: str, stamp: tuple[int, int, int], dummy: bool
+    model: str, folder: str, origin: str, stamp: tuple[object, ...], dummy: bool
 ) -> ModelSpec:
     del stamp  # a cache key only: a rewritten config.json or a changed folder is derived again
     return spec_from_folder(model, ModelDir(Path(folder), origin), dummy=dummy)
