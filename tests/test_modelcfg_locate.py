@@ -184,4 +184,7 @@ def test_the_tiny_models_dummy_weights_are_its_parameters() -> None:
     attention = 256 * (512 + 256) + 256 * 256 + 128
     params = 2 * 1024 * 256 + 3 * gdn + attention + 4 * (3 * 256 * 512 + 512) + 256
     assert spec.weight_bytes == 2 * params
-    assert spec.draft_weight_bytes == 0
+    # The MTP draft: one attention layer with its MLP and 2 norms, fc 512 * 256, 3 norms, and its
+    # own 1024 * 256 LM head until the pools are sized.
+    draft = attention + 3 * 256 * 512 + 2 * 256 + 512 * 256 + 3 * 256 + 1024 * 256
+    assert spec.draft_weight_bytes == 2 * draft == 2_099_968

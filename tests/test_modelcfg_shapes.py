@@ -63,14 +63,14 @@ CASES = [
     ),
     # Nemotron-H 56B: pattern of 118 layers, 54 'M' and 10 '*'; conv (256*64 + 2*8*256) * 3 * 2,
     # ssm 256 * 64 * 256 * 4; KV 8 heads, head_dim 128 (NemotronHConfig's default).
-    ("nvidia--Nemotron-H-56B-Base-8K", 10, 10 * 4_096, 0, 54, 54 * 122_880, 54 * 16_777_216, 8_192),
+    ("nvidia--Nemotron-H-56B-Base-8K", 10, 40_960, 4_096, 54, 54 * 122_880, 54 * 16_777_216, 8_192),
     # Nemotron 3 Nano 30B-A3B: 52 layers, 23 'M', 6 '*' (23 'E' MoE); conv (64*64 + 2*8*128) * 6;
     # its mamba_ssm_cache_dtype is not the key SGLang reads: float32.
     (
         "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
         6,
         6 * 1_024,
-        0,
+        1_024,
         23,
         23 * 36_864,
         23 * 2_097_152,
@@ -85,8 +85,10 @@ CASES = [
     # yarn scaling names original_max_position_embeddings, so no factor on the context.
     ("deepseek-ai--DeepSeek-V3", 61, 61 * 1_152, 1_152, 0, 0, 0, 163_840),
     # The GPU machine's tiny models (make_tiny.py): 4 layers = 3 GDN + 1 full attention,
-    # 2 KV heads of 64; conv (4*64 + 2*2*64) * 3 * 2; ssm 4 * 64 * 64 * 4.
-    ("gpufleet--tiny-qwen35", 1, 512, 0, 3, 3 * 3_072, 3 * 65_536, 4_096),
+    # 2 KV heads of 64; conv (4*64 + 2*2*64) * 3 * 2; ssm 4 * 64 * 64 * 4. Qwen3.5/3.6, Qwen3-Next
+    # and Nemotron-H always get a one-layer MTP draft under NEXTN, whatever the config says (the
+    # 0.5.17 recording of tiny-qwen35 loads one), so its draft pool is one layer.
+    ("gpufleet--tiny-qwen35", 1, 512, 512, 3, 3 * 3_072, 3 * 65_536, 4_096),
     ("gpufleet--tiny-qwen3next", 1, 512, 512, 3, 9_216, 196_608, 4_096),
     ("gpufleet--tiny-qwen3", 2, 1_024, 0, 0, 0, 0, 4_096),
 ]

@@ -12,8 +12,9 @@ SGLang build's arithmetic (0.5.23, 0.5.17, seed). The SGLang flags that size mem
 Prints the predicted Mamba slots, conv/ssm sizes, KV tokens, K/V sizes and the effective max
 running requests, then SGLang's own lines for them. Exit status: 0 the plan fits (and, with
 ``--log``, agrees with the log within its print rounding), 1 SGLang would fail to start (the
-failure line is printed), 2 bad input (a model that cannot be planned names the missing field),
-3 the log disagrees beyond rounding.
+failure line is printed; with ``--log``, the log died of the same line), 2 bad input (a model
+that cannot be planned names the missing field), 3 the log disagrees beyond rounding (or failed
+differently).
 
 Example, the 0.5.17 check on the GPU machine (stdlib only: python3 -m tui plan there):
 
@@ -34,7 +35,7 @@ from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.retune.plan_log import LoggedLaunch, read_launch, tolerance
 from tui.sglang.builds import BUILDS, SGLANG_0_5_23
 from tui.sglang.mamba import ssm_slot_bytes
-from tui.sglang.memory import plan_memory
+from tui.sglang.memory import ALLOCATED_BEFORE_WEIGHTS, plan_memory
 from tui.sglang.modelcfg.errors import ModelConfigError
 from tui.sglang.modelcfg.spec import resolve_model
 from tui.sglang.models import CUDA_CONTEXT_BYTES, GIB, ModelSpec
@@ -119,7 +120,9 @@ def main(argv: Sequence[str]) -> int:
     except ModelConfigError as exc:
         parser.error(str(exc))
     launch = _read_log(parser, args.log) if args.log is not None else None
-    pre = _gib(args.pre_gb) or (launch.pre_bytes if launch else None)
+    logged_pre = _gib(args.pre_gb) or (launch.pre_bytes if launch else None)
+    # The server measured pre before what it takes ahead of its weights; its line prints after.
+    pre = logged_pre + ALLOCATED_BEFORE_WEIGHTS.get(args.build, 0) if logged_pre else None
     avail = _gib(args.avail_gb) if args.avail_gb is not None else None
     if avail is None and launch is not None:
         avail = launch.avail_after_weights_bytes
@@ -130,7 +133,8 @@ def main(argv: Sequence[str]) -> int:
         total = pre + CUDA_CONTEXT_BYTES  # only the GPU-size defaults read it
     if avail is not None and pre is None:
         parser.error("--avail-gb needs --pre-gb (or --log): the weights are pre - avail")
-    calibration = Calibration(weight_bytes=pre - avail) if pre and avail is not None else None
+    measured = logged_pre - avail if logged_pre and avail is not None else None
+    calibration = Calibration(weight_bytes=measured) if measured is not None else None
     plan = plan_memory(
         model,
         total,
@@ -157,11 +161,23 @@ def main(argv: Sequence[str]) -> int:
     )
     for line in describe(model, plan, ignored, weights_measured=calibration is not None):
         print(line)
-    if not plan.ok:
-        return 1
     if launch is None:
-        return 0
+        return 0 if plan.ok else 1
+    if not plan.ok or launch.failure is not None:
+        return _compare_failure(plan, launch)
     return _compare(args, model, plan, launch)
+
+
+def _compare_failure(plan: MemoryPlan, launch: LoggedLaunch) -> int:
+    """Both failed: 1 when with the same line; otherwise 3."""
+    predicted = plan.failure.line if plan.failure is not None else "(starts)"
+    logged = launch.failure or "(started)"
+    same = predicted == logged
+    print(
+        f"compare   failure: predicted {predicted!r}, log {logged!r} "
+        f"{'same' if same else 'DIFFERS'}"
+    )
+    return 1 if same else 3
 
 
 def _gib(value: float | None) -> int | None:
@@ -187,7 +203,13 @@ def describe(
         f"build     {plan.build}",
         f"weights   {_g(plan.weight_bytes)} GB target + {_g(plan.draft_weight_bytes)} GB draft "
         f"({source})",
-        f"memory    pre {_g(plan.pre_bytes)} GB, after weights {_g(plan.avail_after_weights_bytes)}"
+        f"memory    pre {_g(plan.pre_bytes)} GB"
+        + (
+            f" ({_g(plan.before_weights_bytes)} GB taken before the weights)"
+            if plan.before_weights_bytes
+            else ""
+        )
+        + f", after weights {_g(plan.avail_after_weights_bytes)}"
         f" GB, mem_fraction_static {plan.mem_fraction_static}, slack {_g(plan.slack_bytes)} GB, "
         f"KV budget {_g(plan.rest_bytes)} GB"
         + (
@@ -258,7 +280,12 @@ def _compare(
     )
     rows = [
         ("kv_tokens", plan.max_total_num_tokens, launch.kv_tokens, bound.kv_tokens),
-        ("max_running_requests", plan.max_running_requests, launch.max_running_requests, 0),
+        (
+            "max_running_requests",
+            plan.max_running_requests,
+            launch.max_running_requests,
+            bound.max_running_requests,
+        ),
     ]
     if model.is_hybrid_mamba:
         rows.insert(
@@ -273,8 +300,6 @@ def _compare(
     if not model.is_hybrid_mamba:
         gb_rows = gb_rows[2:]
     bad = 0
-    if launch.error:
-        print(f"log       failed: {launch.error}")
     for name, predicted, logged, allowed in rows:
         if logged is None:
             print(f"compare   {name}: predicted {predicted}, not in the log")

@@ -11,6 +11,7 @@ in KV tokens and Mamba slots.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from tui.logs import events as ev
 from tui.logs.parser import parse_line
 from tui.sglang.models import GIB
 from tui.sglang.plan_types import MemoryPlan
+
+_EXCEPTION = re.compile(r"^(?:torch\.)?[A-Za-z_.]*(?:Error|Exception): ")
+"""A traceback's last line: what the server died of (SGLang's own text follows the colon)."""
 
 HALF_CENTI_GIB = 0.005 * GIB
 """The rounding of one printed GB value."""
@@ -45,8 +49,9 @@ class LoggedLaunch:
     """Its ``V size``."""
     max_running_requests: int | None
     """The summary line's (effective) max_running_requests."""
-    error: str | None
-    """The launch's first error line, if it failed."""
+    failure: str | None
+    """The exception line a launch that never printed its summary line died with
+    (``ValueError: Loaded weights leave no GPU memory ...``), else None."""
 
 
 def read_launch(path: Path) -> LoggedLaunch:
@@ -62,13 +67,17 @@ def read_launch(path: Path) -> LoggedLaunch:
         OSError: the file cannot be read.
     """
     events: list[ev.LogEvent] = []
+    failure: str | None = None
     with path.open(encoding="utf-8", errors="replace") as handle:
         for number, text in enumerate(handle, 1):
-            event = parse_line(text.rstrip("\n"), number)
+            line = text.rstrip("\n")
+            if _EXCEPTION.match(line):
+                failure = line
+            event = parse_line(line, number)
             if event is None:
                 continue
             if event.kind == ev.SERVER_ARGS:
-                events = []
+                events, failure = [], None
             events.append(event)
 
     def first(kind: str) -> ev.LogEvent | None:
@@ -78,9 +87,7 @@ def read_launch(path: Path) -> LoggedLaunch:
         value = event.get(name) if event is not None else None
         return round(float(value) * GIB) if value is not None else None
 
-    mamba, kv, pool, error = first(ev.MAMBA_CACHE), first(ev.KV_CACHE), first(ev.POOL), None
-    if (failure := first(ev.ERROR)) is not None:
-        error = failure.text
+    mamba, kv, pool = first(ev.MAMBA_CACHE), first(ev.KV_CACHE), first(ev.POOL)
     kv_gb = kv.get("kv_gb") if kv is not None else None
     return LoggedLaunch(
         pre_bytes=gib(first(ev.WEIGHTS_BEGIN), "avail_mem_gb"),
@@ -92,7 +99,7 @@ def read_launch(path: Path) -> LoggedLaunch:
         k_gb=kv.get("k_gb", kv_gb / 2 if kv_gb is not None else None) if kv is not None else None,
         v_gb=kv.get("v_gb", kv_gb / 2 if kv_gb is not None else None) if kv is not None else None,
         max_running_requests=pool.get("max_running_requests") if pool is not None else None,
-        error=error,
+        failure=failure if pool is None else None,  # after the summary: the shutdown's noise
     )
 
 
@@ -104,6 +111,8 @@ class Tolerance:
     """KV tokens."""
     mamba_slots: int
     """Mamba slots (0 when the slots were given explicitly)."""
+    max_running_requests: int
+    """The effective max_running_requests, through whichever bound set it."""
 
 
 def tolerance(
@@ -129,4 +138,7 @@ def tolerance(
     slots = 0
     if per_slot_bytes and not explicit_slots:
         slots = math.ceil(budget * ratio / (1 + ratio) / per_slot_bytes) + 1
-    return Tolerance(kv_tokens=tokens, mamba_slots=slots)
+    running = math.ceil(slots / plan.mamba_slots_per_request) if slots else 0
+    if plan.max_running_requests == plan.max_total_num_tokens // 2:  # the KV bound set it
+        running = max(running, math.ceil(tokens / 2))
+    return Tolerance(kv_tokens=tokens, mamba_slots=slots, max_running_requests=running)

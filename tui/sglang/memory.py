@@ -5,7 +5,7 @@ Follows SGLang 0.5.23's source (``srt/mem_cache/kv_cache_configurator.py``
 ``srt/model_executor/pool_configurator.py``, ``srt/mem_cache/memory_pool.py``)::
 
     pre   = free bytes before weight load (capacity - CUDA context - anything else resident)
-    avail = pre - weights (- draft weights with EAGLE/MTP)
+    avail = pre - weights (- draft weights with EAGLE/MTP) - what the build takes in between
     slack = pre * (1 - mem_fraction_static)          # activations + CUDA-graph headroom
     rest  = avail - slack - 100 MiB for a multimodal model (0.5.23 only)
     hybrid: carve (K + 1) Mamba slots and the spec-decoding intermediate reserve out of rest
@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tui.sglang.builds import SEED, SGLANG_0_5_23, Build
+from tui.sglang.builds import SEED, SGLANG_0_5_17, SGLANG_0_5_23, Build
 from tui.sglang.caps import resolve_running, resolve_strategy, slots_per_request
 from tui.sglang.mamba import carve_mamba, intermediate_allocation
 from tui.sglang.models import CUDA_CONTEXT_BYTES, GIB, ModelSpec
@@ -56,6 +56,15 @@ MB = 1024**2
 
 VLM_CACHE_SIZE_MB = 100
 """``SGLANG_VLM_CACHE_SIZE_MB``'s default: the multimodal reserve of 0.5.23's KV budget."""
+
+ALLOCATED_BEFORE_WEIGHTS: dict[str, int] = {SGLANG_0_5_17: 73_371_448}
+"""Memory a server takes after it measures ``pre`` (``pre_model_load_memory``, at the end of its
+torch.distributed init) and before its weights load, by build: it shrinks ``avail`` but not the
+slack. Fitted on the real 0.5.17 recordings (``tests/fixtures/real_sglang/0.5.17``, an H100,
+torch 2.11): the ``base`` and ``cap`` scenarios solve ``pre`` and ``avail`` exactly, and with them
+every other scenario's KV tokens and Mamba slots agree to 2 tokens. ~70 MiB, and the server's
+``Load weight begin`` line already excludes it. 0.5.23 (unmeasured) and the seed build (its
+calibrated weights absorb it): 0."""
 
 DEFAULT_MAX_PREFILL_TOKENS = 16384
 """``--max-prefill-tokens``'s default in 0.5.23 (``srt/arg_groups/fields/schedule.py``)."""
@@ -189,9 +198,9 @@ def plan_memory(
             unset).
         calibration: measured sizes replacing the model's constants (the preflight's path).
         build: the SGLang build to follow (``tui.sglang.builds``; default 0.5.23).
-        pre_bytes: free memory right before the weight load as a real server measured it (its
-            ``Load weight begin. avail mem``); replaces ``gpu_total_bytes`` - CUDA context -
-            ``other_resident_bytes``.
+        pre_bytes: ``pre_model_load_memory`` as a real server measured it (its ``Load weight
+            begin. avail mem`` plus ``ALLOCATED_BEFORE_WEIGHTS``); replaces ``gpu_total_bytes`` -
+            CUDA context - ``other_resident_bytes``.
 
     Returns:
         The plan; ``plan.failure`` is set (and later numbers are zero) when it does not fit.
@@ -228,7 +237,8 @@ def plan_memory(
         if pre_bytes is not None
         else gpu_total_bytes - CUDA_CONTEXT_BYTES - other_resident_bytes
     )
-    avail = pre - weights
+    before_weights = ALLOCATED_BEFORE_WEIGHTS.get(build, 0)
+    avail = pre - before_weights - weights
     slack = int(pre * (1 - fraction))
     # Only 0.5.23 reserves it (``mm_runtime_reservation_gb``; 0.5.17 and the seed build have none).
     multimodal = VLM_CACHE_SIZE_MB * MB if model.is_multimodal and build == SGLANG_0_5_23 else 0
@@ -241,6 +251,7 @@ def plan_memory(
         weight_bytes=model.weight_bytes,
         draft_weight_bytes=model.draft_weight_bytes if spec else 0,
         avail_after_weights_bytes=avail,
+        before_weights_bytes=before_weights,
         mem_fraction_static=fraction,
         fraction_was_default=mem_fraction_static is None,
         slack_bytes=slack,
@@ -350,7 +361,7 @@ def plan_memory(
     mamba_allocated = mamba.conv_bytes + mamba.ssm_bytes + inter_ssm + inter_conv
     kv_each = tokens * model.kv_bytes_per_token // 2
     draft_each = tokens * model.draft_kv_bytes_per_token // 2 if spec else 0
-    after_pools = pre - weights - mamba_allocated - 2 * kv_each - 2 * draft_each
+    after_pools = avail - mamba_allocated - 2 * kv_each - 2 * draft_each
     capture_bs = 0 if disable_cuda_graph else min(graph_max_bs, effective)
     graph = model.graph_base_bytes + model.graph_bytes_per_bs * capture_bs if capture_bs else 0
     activations = chunked * model.activation_bytes_per_token

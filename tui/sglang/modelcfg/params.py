@@ -71,7 +71,7 @@ def estimate_weights(config: dict[str, Any], shapes: ModelShapes, source: str) -
         total.plain += _vision(root.section("vision_config"))
     draft = _Count()
     if shapes.draft_layers:
-        draft.add(_mtp_layer(text, shapes, hidden), shapes.draft_layers)
+        draft.add(_mtp_layer(text, shapes, hidden, vocab), shapes.draft_layers)
     return WeightEstimate(
         target_bytes=int(total.plain * dtype_bytes + total.linear * linear_bytes),
         draft_bytes=int(draft.plain * dtype_bytes + draft.linear * dtype_bytes),
@@ -256,10 +256,13 @@ def _deepseek_mlp(text: ConfigView, hidden: int, *, moe: bool) -> _Count:
     return _Count(linear=3 * hidden * inter * (experts + shared), plain=(hidden + 1) * experts)
 
 
-def _mtp_layer(text: ConfigView, shapes: ModelShapes, hidden: int) -> _Count:
-    """One MTP draft layer: a full-attention decoder layer, the fusing projection (2h -> h) and its
-    norms; embeddings and LM head are shared with the target."""
-    count = _Count(plain=2 * hidden * hidden + 3 * hidden)
+def _mtp_layer(text: ConfigView, shapes: ModelShapes, hidden: int, vocab: int) -> _Count:
+    """One MTP draft layer: a full-attention decoder layer with its two norms, the fusing
+    projection (2h -> h) and its three norms, and one vocabulary matrix of its own: the draft is
+    built with its own LM head, which it hands back for the target's only after the pools are
+    sized (``qwen3_5_mtp.py`` ``set_embed_and_head``; the 0.5.17 recording's budget is short by
+    exactly that)."""
+    count = _Count(plain=2 * hidden * hidden + 5 * hidden + vocab * hidden)
     if shapes.family == "mla":
         count.add(_mla(text, hidden))
         count.add(_deepseek_mlp(text, hidden, moe=True))

@@ -227,7 +227,7 @@ def derive_shapes(config: dict[str, Any], source: str) -> ModelShapes:
         kv_dtype_bytes=kv_bytes,
         mla_kv_dim=mla_dim,
         state=state,
-        draft_layers=1 if _has_mtp(arch, text, nextn) else 0,
+        draft_layers=1 if _has_mtp(family, text, nextn) else 0,
         draft_budgeted_builds=draft_kv_budgeted_builds(arch, nextn),
         multimodal=arch.endswith("ForConditionalGeneration") and root.has("vision_config"),
         context_length=_context_length(text),
@@ -290,8 +290,14 @@ def _context_length(text: ConfigView) -> int:
     return 2048
 
 
-def _has_mtp(arch: str, text: ConfigView, nextn: int) -> bool:
-    """Whether the checkpoint carries MTP layers a NEXTN/EAGLE draft is built from."""
-    if arch == "Qwen3NextForCausalLM":
-        return True  # its checkpoints ship mtp.* and SGLang builds Qwen3NextForCausalLMMTP
+def _has_mtp(family: str, text: ConfigView, nextn: int) -> bool:
+    """Whether NEXTN/EAGLE builds a one-layer MTP draft from the model itself.
+
+    For Qwen3.5/3.6, Qwen3-Next and Nemotron-H, SGLang rewrites the architecture into its MTP
+    class with ``num_nextn_predict_layers = 1`` whatever the config says (the 0.5.17 recording of
+    the tiny model, whose config names no MTP layer, loads ``Qwen3_5ForCausalLMMTP`` and a second
+    KV pool); elsewhere the config's ``num_nextn_predict_layers`` or ``mtp_num_hidden_layers``.
+    """
+    if family in ("gdn", "nemotron_h"):
+        return True
     return text.integer("mtp_num_hidden_layers", 0) > 0 or nextn > 0
