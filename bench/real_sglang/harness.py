@@ -223,6 +223,25 @@ class Harness:
         }
         return info
 
+    def plan_against_log(self, profile: Path, log: Path) -> dict[str, Any]:
+        """``gpufleet plan MODEL --build B --log LOG FLAGS``: the planner's prediction from the
+        model's config beside the allocation lines this launch printed (exit 0: agrees)."""
+        argv = self.gpufleet("profile", "argv", str(profile), "--gpu", "0", timeout=60)
+        try:
+            launch = json.loads(argv["stdout"])
+        except ValueError:
+            return {"rc": None, "error": "no argv"}
+        flags = launch[launch.index("sglang.launch_server") + 1 :]
+        for name in ("--model-path", "--host", "--port"):
+            if name in flags:
+                i = flags.index(name)
+                del flags[i : i + 2]
+        build = self.version if self.version in ("0.5.17", "0.5.23") else "0.5.23"
+        rec = self.gpufleet(
+            "plan", self.model, "--build", build, "--log", str(log), *flags, timeout=60
+        )
+        return {"rc": rec["rc"], "tail": rec["stdout"].strip().splitlines()[-12:]}
+
     def wait_ready(self, limit_s: float) -> bool:
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
@@ -291,6 +310,8 @@ class Harness:
         measure = list(extra.pop("measure", ["--no-measure"]))
         rec = self.gpufleet("apply", str(path), "--stop-mode", "drain", *measure, timeout=420)
         if self.console is not None:
+            # the console may show the word a beat after the command returned: give it 15 s
+            self.console.wait_for(panel_ready, 15)
             console_left = self.console.first_since_mark(lambda s: not panel_ready(s))
             console_ready = self.console.first_after(console_left, panel_ready)
         stop_watch.set()
@@ -326,6 +347,7 @@ class Harness:
             row["gpufleet"] = {"error": f"{type(exc).__name__}: {exc}"}
         row["server"] = self.server_numbers(log)
         row["agree"] = agreement(row)
+        row["plan"] = self.plan_against_log(path, log)
         self.records["settings"].append(row)
         print(f"[{self.elapsed():6.1f}] {setting.name}: {json.dumps(row['agree'])}")
         return row
@@ -380,6 +402,7 @@ def output_ids(job: Path) -> list[str]:
 def run(h: Harness, names: list[str], budget: float) -> None:
     log = h.state / "logs" / "sglang_gpu0.log"
     first = SETTINGS[names[0]]
+    h.records["first_setting"] = first.name
     start = h.gpufleet("apply", str(h.profile(first)), timeout=420)
     h.records["first_start"] = {"rc": start["rc"], "seconds": start["seconds"]}
     if not h.wait_ready(30):
@@ -446,9 +469,33 @@ def run(h: Harness, names: list[str], budget: float) -> None:
             }
         else:
             h.apply(setting, log)
+    live_tests(h, log)
     stop = h.gpufleet("sim-fleet", "stop", timeout=180)
     h.records["final_stop"] = {"rc": stop["rc"], "tail": stop["stdout"].strip().splitlines()[-4:]}
     h.records["health_after_stop"] = http("/health", timeout=3)[0]
+
+
+def live_tests(h: Harness, log: Path) -> None:
+    """The gpu-marked tests that read a live server (tests/test_sglang_live.py), on this one."""
+    tests = Path("tests/test_sglang_live.py")
+    if not tests.exists():
+        return
+    env = dict(
+        h.env,
+        GPUFLEET_LIVE_SGLANG=f"127.0.0.1:{PORT}",
+        GPUFLEET_LIVE_SGLANG_LOG=str(log),
+        GPUFLEET_LIVE_SGLANG_PYTHON=sys.executable,
+        GPUFLEET_LIVE_SGLANG_PYTHONPATH=os.environ.get("SERVER_PYTHONPATH", ""),
+    )
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu"]
+    try:
+        done = subprocess.run(
+            [*argv, str(tests)], env=env, capture_output=True, text=True, timeout=180, check=False
+        )
+        h.records["live_tests"] = {"rc": done.returncode, "tail": done.stdout[-3000:]}
+    except subprocess.TimeoutExpired:
+        h.records["live_tests"] = {"rc": None, "tail": "timed out after 180 s"}
+    print(f"[{h.elapsed():6.1f}] live tests -> {h.records['live_tests']['rc']}")
 
 
 def numbers_now(h: Harness, log: Path) -> dict[str, Any]:
@@ -459,14 +506,19 @@ def numbers_now(h: Harness, log: Path) -> dict[str, Any]:
         row["gpufleet"] = {"state": gpu.get("state"), **gpu.get("effective", {})}
     row["server"] = h.server_numbers(log)
     row["agree"] = agreement(row)
+    row["plan"] = h.plan_against_log(h.profiles / f"{first_name(h)}.toml", log)
     return row
+
+
+def first_name(h: Harness) -> str:
+    return str(h.records.get("first_setting", ""))
 
 
 def write_table(h: Harness) -> None:
     lines = [
         "| setting | knobs | gpufleet KV / Mamba / max running (capped) | server /server_info "
-        "| server log | agree | console ready after log line |",
-        "|---|---|---|---|---|---|---|",
+        "| server log | agree | planner vs log (exit) | console ready after log line |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in h.records["settings"]:
         g, s = row.get("gpufleet", {}), row.get("server", {})
@@ -480,7 +532,7 @@ def write_table(h: Harness) -> None:
             f"{g.get('mamba_slots')} / {g.get('max_running_requests')} ({g.get('capped')}) | "
             f"{s.get('kv_tokens')} / {s.get('mamba_slots')} / {s.get('effective_max_running')} | "
             f"{log.get('kv_tokens')} / {log.get('mamba_slots')} / {log.get('max_running')} "
-            f"(cap line: {log.get('capped')}) | {ok} | "
+            f"(cap line: {log.get('capped')}) | {ok} | {row.get('plan', {}).get('rc')} | "
             f"{'-' if console is None else f'{console:.3f} s'} |"
         )
     (h.out / "results.md").write_text("\n".join(lines) + "\n")
