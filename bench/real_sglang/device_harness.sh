@@ -22,7 +22,9 @@ export TVM_FFI_CACHE_DIR=/tmp/cache/tvm-ffi TRITON_CACHE_DIR=/tmp/cache/triton
 # for the simulator); the servers get the bundle alone (SERVER_PYTHONPATH).
 export PYTHONPATH=$PWD:/tmp/gf:/tmp/site SERVER_PYTHONPATH=/tmp/site
 "$PY" -c 'import textual, tui.cli, pyte; print("gpufleet imports ok, textual", textual.__version__)' || exit 5
-MODEL=$PWD/tests/fixtures/real_sglang/0.5.17/model
+# the tiny model with its tokenizer (the fixture holds its config.json alone)
+MODEL=/tmp/tiny; [ -d $MODEL ] || "$PY" bench/real_sglang/make_tiny.py $MODEL qwen35 || exit 6
+cmp -s $MODEL/config.json tests/fixtures/real_sglang/0.5.17/model/config.json || echo "WARNING: the tiny model differs from the recorded one"
 rm -rf /tmp/hout; mkdir -p /tmp/hout
 ARGS=(); [ "$SETTINGS" = all ] || ARGS=(--settings "$SETTINGS")
 timeout $(( BUDGET + 200 )) "$PY" -m bench.real_sglang.harness /tmp/hout "$MODEL" "${ARGS[@]}" --budget "$BUDGET"
