@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
+from pathlib import Path
 
 from textual.screen import ModalScreen
 from ui_helpers import (
@@ -150,3 +152,84 @@ def test_a_failed_step_withdraws_the_stopping_mark_whatever_failed() -> None:
     )
     sink(GpuFailed(1, report))
     assert marks == [(1, False)]
+
+
+# --- the whole chain, real processes: monitor, confirmation, backend, the one signal ----------
+
+STRANGER = (
+    "import socket, subprocess, sys, threading\n"
+    "s = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
+    "child = subprocess.Popen(['sleep', '2005'])  # in its group: must never be signalled\n"
+    "print(child.pid, flush=True)\n"
+    "threading.Event().wait()\n"
+)
+
+
+def test_the_console_stops_a_confirmed_unknown_server_by_its_pid_alone(tmp_path: Path) -> None:
+    """A real fleet of one, its GPU's port then held by a stranger (a listener with a child in
+    its own process group). The real monitor shows it unknown; k names its pid; terminate stops
+    that pid and nothing else of its group; the journal says done."""
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    from control_helpers import running
+    from rollout_helpers import sim_fleet
+
+    from tui.control.stop_release import StopTimeouts
+    from tui.fleet.monitor import FleetMonitor
+    from tui.gpu.simulated import SimulatedSource
+    from tui.ops.cli.status import fleet_spec
+    from tui.ops.journal import read_journal
+    from tui.ops.service import OpsOptions
+
+    options = OpsOptions(stop=StopTimeouts(drain_s=5, kill_s=5, release_s=5))
+    with sim_fleet(tmp_path, 1, 40.0) as fleet:
+        ops = FleetOps(options=options, by="console")
+        asyncio.run(ops.kill([0], mode="terminate"))
+        env = {k: v for k, v in os.environ.items() if k != "GPUFLEET_LAUNCH_ID"}
+        stranger = subprocess.Popen(
+            [sys.executable, "-c", STRANGER, str(fleet.ports[0])],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            assert stranger.stdout is not None
+            child = int(stranger.stdout.readline())
+
+            async def drive() -> None:
+                monitor = FleetMonitor(
+                    fleet_spec(None, None), SimulatedSource(), discovery_interval=0
+                )
+                app = FleetApp(monitor, actions=ConsoleBackend(ops, marker=monitor))
+                async with app.run_test(size=(100, 30)) as pilot:
+                    await wait_for(
+                        pilot,
+                        lambda: any(
+                            p.server is not None and p.server.state is ServerState.UNKNOWN
+                            for p in app.fleet.panels
+                        ),
+                        "the stranger to show unknown",
+                        timeout=20,
+                    )
+                    await press_until(pilot, ("0", "k"), StopScreen)
+                    text = _label_text(app.screen, "#stop-affected")
+                    assert f"pid {stranger.pid}, UNKNOWN" in text
+                    await pilot.press("t")
+                    await wait_for(pilot, lambda: stranger.poll() is not None, "its exit", 20)
+                    await finish_actions(pilot, app)
+                await monitor.aclose()
+
+            asyncio.run(drive())
+            assert running(child)  # its group was never signalled
+            entry = read_journal().entries[-1]
+            assert entry.type == "kill" and entry.ok, entry.summary
+            assert "its pid only, never its group" in entry.summary
+        finally:
+            stranger.kill()
+            stranger.wait(timeout=10)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(stranger.pid, 9)
