@@ -75,7 +75,11 @@ class StopResult:
         text = {
             "drained": "drained and exited after SIGTERM to its main pid",
             "terminated": "stopped by SIGTERM to its process group",
-            "killed": "did not exit after SIGTERM; killed with SIGKILL",
+            "killed": (
+                "killed with SIGKILL"
+                if self.mode == "kill"
+                else "did not exit after SIGTERM; killed with SIGKILL"
+            ),
             "already_exited": "was not running",
             "survived": f"processes {list(self.survivors)} survived SIGKILL",
         }[self.outcome]
