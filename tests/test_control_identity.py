@@ -105,6 +105,22 @@ def test_start_ticks_are_read_past_a_command_name_with_spaces_and_parentheses() 
     assert boot_id() and len(boot_id()) == 36
 
 
+def test_a_launch_id_is_read_even_at_the_very_end_of_an_exec() -> None:
+    """Right after ``Popen`` returns, a process reads as having no environment for a moment
+    (seen: one read in three): that is not "no launch id", nor "exiting"."""
+    from tui.servers.procinfo import LAUNCH_ID_ENV, read_launch_id
+
+    env = {**os.environ, LAUNCH_ID_ENV: "feedface"}
+    for _ in range(10):
+        child = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
+        try:
+            read = read_launch_id(child.pid)
+            assert (read.problem, read.launch_id) == (None, "feedface")
+        finally:
+            child.kill()
+            child.wait(timeout=10)
+
+
 # --- the clock --------------------------------------------------------------------------------
 
 

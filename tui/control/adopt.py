@@ -88,6 +88,8 @@ def holder_record(gpu: int, holder: PortHolder, host: str) -> tuple[ProcessRecor
     read = read_launch_id(pid)
     if read.problem == "denied":
         return None, "its environment may not be read, so it cannot be verified as the fleet's"
+    if read.problem == "empty":
+        return None, "its environment is empty (it is exiting), so it cannot be verified"
     if read.problem is not None or not read.launch_id:
         return None, "it carries no launch id of this fleet"
     state = read_fleet()

@@ -147,9 +147,11 @@ def verify(record: ProcessRecord) -> Identity:
     if read.problem == "gone":
         return Identity(False, None)
     if read.problem == "empty" and matched_ticks:
-        # The recorded process itself (same start ticks) with no memory map left: it is
-        # exiting, not yet a zombie. The fleet's own server on its way out, not a stranger.
-        return Identity(False, None)
+        # The recorded process itself (same start ticks in the same boot) whose environment
+        # stayed empty: it is exiting (its memory map is gone; its files, the GPU's and the
+        # listening socket, are still being closed). Ours, alive until it is a zombie: the stop
+        # waits for it.
+        return Identity(True, proc)
     if read.problem is not None:
         why = "may not be read" if read.problem == "denied" else "is empty"
         raise IdentityMismatch(

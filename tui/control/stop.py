@@ -107,7 +107,9 @@ def _wait_gone(
 def _carries_launch_id(proc: psutil.Process, launch_id: str) -> bool:
     if not launch_id:
         return False
-    read = read_launch_id(proc.pid)
+    # A member looked at again and again (each escalation): one that reads empty for now (its
+    # exec ending, or its exit) is not waited for here; the next look sees it again.
+    read = read_launch_id(proc.pid, settle_s=0.05)
     return read.problem is None and read.launch_id == launch_id
 
 

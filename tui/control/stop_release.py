@@ -257,7 +257,7 @@ def stop_and_release(
     watch = _DrainWatch(gpu, host, port, on_progress, started)
     try:
         if record is None:
-            held = port_holder_adopting(gpu, port, host)
+            held = _holder(gpu, port, host)
             if held is None:
                 return StopReleased(
                     gpu, "done", f"GPU {gpu}: no server recorded; port {port} is free"
@@ -295,6 +295,15 @@ def stop_and_release(
             uncordon([address])
 
 
+def _holder(gpu: int, port: int, host: str) -> Holder | None:
+    """``port_holder_adopting``, or None where the address cannot be bound to test (not an
+    address of this host): the port is then not checked, as before there was a check."""
+    try:
+        return port_holder_adopting(gpu, port, host)
+    except OSError:
+        return None
+
+
 def _refused(record: ProcessRecord, exc: IdentityMismatch) -> StopReleased:
     """A recorded pid that is not verified as the fleet's server: nothing is signalled. When
     the recorded process certainly no longer runs, its record (which describes nothing alive)
@@ -320,7 +329,7 @@ def _port_after(
     """The stop's last check: its port is free (else something still serves the GPU's address:
     the stop is not done)."""
     done = f"{result.describe()}; GPU memory released"
-    held = port_holder_adopting(gpu, port, host)
+    held = _holder(gpu, port, host)
     if held is None:
         return StopReleased(gpu, "done", done, result)
     if held.adopted is not None:

@@ -11,6 +11,8 @@ identity check, and gpufleet stopped managing them. The start ticks (``/proc/PID
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -79,11 +81,30 @@ class LaunchIdRead:
     """Why the environment was not read (None: it was)."""
 
 
-def read_launch_id(pid: int) -> LaunchIdRead:
+ENV_SETTLE_S = 0.5
+"""How long an empty environment is read again before it counts as empty. Why: a process reads
+as having no environment for a moment at the end of its exec (seen: one read in three right
+after ``Popen`` returned, under load), and again while it exits (its memory map is gone before
+it becomes a zombie); the first resolves within milliseconds."""
+
+
+def read_launch_id(pid: int, settle_s: float = ENV_SETTLE_S) -> LaunchIdRead:
     """Read ``GPUFLEET_LAUNCH_ID`` from the environment ``pid`` started with.
 
-    A refused read is "denied", never "not ours" nor "ours": the caller cannot verify.
+    A refused read is "denied", never "not ours" nor "ours": the caller cannot verify. An empty
+    environment is read again for up to ``settle_s`` (until it is there, or the process is gone)
+    before "empty" is returned.
     """
+    read = _read_launch_id(pid)
+    deadline = time.monotonic() + settle_s
+    pause = threading.Event()
+    while read.problem == "empty" and time.monotonic() < deadline:
+        pause.wait(0.005)  # a poll with a deadline: nothing signals the end of an exec
+        read = _read_launch_id(pid)
+    return read
+
+
+def _read_launch_id(pid: int) -> LaunchIdRead:
     try:
         environ = psutil.Process(pid).environ()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
