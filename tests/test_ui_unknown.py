@@ -27,6 +27,7 @@ from tui.ops.service import FleetOps
 from tui.retune.events import EffectiveValues, GpuFailed, RequestedValues, VerifyReport
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
+from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.main_screen import MainScreen
 from tui.ui.quit_screen import StopFailedScreen
 from tui.ui.stop_screen import StopScreen
@@ -60,6 +61,8 @@ async def test_k_on_an_unknown_server_names_its_pid_and_command_and_sends_only_t
     app = _app(actions)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
+        panel = next(v for v in app.main_screen.query(GpuPanelView) if v.gpu_index == 2)
+        assert panel.has_class("-failed")  # the error border: it needs the operator
         await press_until(pilot, ("2", "k"), StopScreen)
         text = _label_text(app.screen, "#stop-affected")
         assert "pid 4802, UNKNOWN" in text and " ".join(COMMAND) in text
