@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import subprocess
@@ -215,3 +216,29 @@ def test_the_demo_says_what_it_left_running(
         assert "nothing was left running" not in out
         assert f"GPU 1: port {base + 1} is still held by pid {stranger.pid}" in out
     wait_for(lambda: not read_records(), 10, "the demo's own server to be stopped")
+
+
+def test_apply_and_rollout_print_a_refused_gpu_as_refused() -> None:
+    """A GPU whose old server was not verified is REFUSED in the verify lines and the event
+    lines of `apply`, `rollout` and `canary`, never FAILED-as-if-it-tried nor ok."""
+    from tui.ops.cli.common import format_report, print_event
+    from tui.retune.events import EffectiveValues, GpuFailed, RequestedValues, VerifyReport
+
+    why = (
+        "refused to stop the old server: refusing to signal pid 9 (GPU 0, port 1): its launch "
+        "id differs"
+    )
+    report = VerifyReport(
+        0, False, "p", RequestedValues(), EffectiveValues(), failure=why, error_reason="refused"
+    )
+    assert report.status == "refused"
+    assert format_report({"gpu": 0, "ok": False, "failure": why, "error_reason": "refused"}) == (
+        f"GPU 0: REFUSED {why}"
+    )
+    assert format_report({"gpu": 1, "ok": False, "failure": "OOM", "error_reason": "oom"}) == (
+        "GPU 1: FAILED OOM"
+    )
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_event(GpuFailed(0, report))
+    assert out.getvalue() == f"GPU 0: REFUSED {why}\n"
