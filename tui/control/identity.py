@@ -27,7 +27,6 @@ __all__ = [
     "IdentityMismatch",
     "group_members",
     "running",
-    "same_process",
     "verify",
 ]
 
@@ -87,18 +86,6 @@ def _who(record: ProcessRecord) -> str:
     return f"pid {record.pid} (GPU {record.gpu}, port {record.port})"
 
 
-def same_process(record: ProcessRecord) -> bool:
-    """Whether ``record.pid`` runs the very process recorded (same start ticks, same boot).
-
-    The monitor's cheap look (one small ``/proc`` read, no environment): enough to follow a
-    server it already knows. A record without start ticks is never the same here (``verify``
-    upgrades it).
-    """
-    if not record.start_ticks or (record.boot_id and record.boot_id != boot_id()):
-        return False
-    return start_ticks(record.pid) == record.start_ticks
-
-
 def verify(record: ProcessRecord) -> Identity:
     """Check that ``record.pid`` is still the process the fleet launched.
 
@@ -106,9 +93,9 @@ def verify(record: ProcessRecord) -> Identity:
         record: the fleet record entry.
 
     Returns:
-        ``Identity(alive=False)`` when nothing runs at the pid (or a zombie, or the recorded
-        process on its way out); the process otherwise (with the upgraded record when it was
-        recorded without start ticks).
+        ``Identity(alive=False)`` when nothing runs at the pid (or a zombie); the process
+        otherwise (the recorded one on its way out included: the stop waits for it), with the
+        upgraded record when it was recorded without start ticks.
 
     Raises:
         IdentityMismatch: something runs at the pid that is not verified as the recorded
