@@ -141,17 +141,6 @@ def test_a_foreign_record_is_refused_not_ok_and_its_server_adopted_next(
             stranger.wait(timeout=10)
 
 
-def test_a_relaunch_adopts_the_fleet_s_own_server_that_lost_its_record(tmp_path: Path) -> None:
-    """The rollout case: GPU 0's record was lost while its server kept serving. Its step finds
-    the port held, knows the holder by its launch id, adopts and stops it, and launches."""
-    with sim_fleet(tmp_path, 1, SPEED):
-        old = read_records()[0]
-        remove_record(0)
-        asyncio.run(FleetOps(options=FAST).relaunch([0], mode="terminate"))
-        new = read_records()[0]
-        assert new.pid != old.pid and not running(old.pid) and running(new.pid)
-
-
 def test_a_stranger_on_a_fleet_port_is_named_refused_and_shown_unknown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -182,10 +171,13 @@ def test_a_stranger_on_a_fleet_port_is_named_refused_and_shown_unknown(
             assert stranger.poll() is None
 
 
-def test_status_counts_ready_only_where_the_state_and_the_listener_agree(
+def test_a_server_that_lost_its_record_is_unknown_then_adopted_by_its_relaunch(
     tmp_path: Path,
 ) -> None:
-    """GPU 1's record is gone while its server serves on: ``unknown``, not ready, exit 1."""
+    """GPU 1's record is gone while its server serves on (what the old identity check left
+    after a clock step): ``status`` counts it unknown, not ready, exit 1. Its relaunch (the
+    rollout's step) finds the port held, knows the holder by its launch id, adopts and stops
+    it, and launches: ready again, exit 0."""
     with sim_fleet(tmp_path, 2, SPEED):
         served = read_records()[1]
         remove_record(1)
@@ -196,6 +188,11 @@ def test_status_counts_ready_only_where_the_state_and_the_listener_agree(
         assert [g["state"] for g in doc["gpus"]] == ["ready", "unknown"]
         assert doc["gpus"][1]["unknown"]["pid"] == served.pid
         assert "sim" in doc["gpus"][1]["unknown"]["cmdline"]
+
+        asyncio.run(FleetOps(options=FAST).relaunch([1], mode="terminate"))
+        new = read_records()[1]
+        assert new.pid != served.pid and not running(served.pid) and running(new.pid)
+        assert _status().returncode == 0
 
 
 def test_the_demo_says_what_it_left_running(
