@@ -3,6 +3,8 @@
 State rules, per server (the current launch only; see ``tui.fleet.server_log``):
 
 * a stop was requested (``FleetMonitor.mark_stopping``) and the same process still runs -> STOPPING;
+* the fleet state records this GPU on this port, and what runs or answers there is not its
+  recorded server (no record, or another process) -> UNKNOWN;
 * ``/ready`` 200 -> READY, or STUCK when it has requests and made no progress for longer than
   the liveness bound (``tui.fleet.liveness``);
 * process alive and the log shows a fatal error since the launch -> FAILED (with the error line);
@@ -48,6 +50,8 @@ def _state(t: Tracker, stuck: bool = False) -> ServerState:
         if same and (t.alive or (not t.spec.is_local and answers)):
             return ServerState.STOPPING
         t.stopping = False  # gone (or replaced by a relaunch): the usual rules apply
+    if t.known is False and (t.alive or answers):
+        return ServerState.UNKNOWN  # serves the port, but is not what the fleet state records
     if status is ProbeStatus.READY:
         return ServerState.STUCK if stuck else ServerState.READY
     if t.log.ready and t.alive and status is not ProbeStatus.TIMEOUT:
@@ -121,4 +125,6 @@ def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> S
         profile=profile,
         load_age_s=None if t.load_at is None or not live else max(now - t.load_at, 0.0),
         throughput_age_s=throughput_age if live else None,
+        cmdline=t.process.cmdline if t.process else (),
+        start_ticks=t.process.start_ticks if t.process else None,
     )
