@@ -470,8 +470,30 @@ def run(h: Harness, names: list[str], budget: float) -> None:
         else:
             h.apply(setting, log)
     live_tests(h, log)
+    # The last stop through the fleet state's own door, after the clock "stepped" +24 s (every
+    # wall-clock time in the record shifted) and with a foreign process group recorded as the
+    # server's: the server must still be ours (start ticks, boot id, launch id), the stop must
+    # reach it, and the foreign group must keep every process.
+    foreign = subprocess.Popen(
+        ["bash", "-c", "sleep 2001 & sleep 2002 & wait"], start_new_session=True
+    )
+    time.sleep(0.3)  # let bash start its two children (counted below, before and after)
+    before = group_size(foreign.pid)
+    shifted = shift_state(h.state / "fleet_state.json", seconds=24.0, pgid=foreign.pid)
+    status = h.gpufleet("status", "--json", timeout=60)
     stop = h.gpufleet("sim-fleet", "stop", timeout=180)
-    h.records["final_stop"] = {"rc": stop["rc"], "tail": stop["stdout"].strip().splitlines()[-4:]}
+    after = group_size(foreign.pid)
+    with contextlib.suppress(OSError):
+        os.killpg(foreign.pid, 9)
+    foreign.wait(10)
+    h.records["final_stop"] = {
+        "state_shifted": shifted,
+        "status_rc_after_shift": status["rc"],
+        "rc": stop["rc"],
+        "tail": stop["stdout"].strip().splitlines()[-4:],
+        "foreign_group_before": before,
+        "foreign_group_after": after,
+    }
     h.records["health_after_stop"] = http("/health", timeout=3)[0]
 
 
@@ -496,6 +518,26 @@ def live_tests(h: Harness, log: Path) -> None:
     except subprocess.TimeoutExpired:
         h.records["live_tests"] = {"rc": None, "tail": "timed out after 180 s"}
     print(f"[{h.elapsed():6.1f}] live tests -> {h.records['live_tests']['rc']}")
+
+
+def group_size(pgid: int) -> int:
+    done = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True, check=False)
+    return len(done.stdout.split())
+
+
+def shift_state(path: Path, seconds: float, pgid: int) -> list[str]:
+    """Shift every server's wall-clock ``create_time`` by ``seconds`` and record ``pgid`` as its
+    group: what a clock step and a damaged record look like to the next command."""
+    doc = json.loads(path.read_text())
+    changed = []
+    for gpu, entry in (doc.get("gpus") or {}).items():
+        server = entry.get("server") if isinstance(entry, dict) else None
+        if isinstance(server, dict) and "create_time" in server:
+            server["create_time"] = float(server["create_time"]) + seconds
+            server["pgid"] = pgid
+            changed.append(gpu)
+    path.write_text(json.dumps(doc))
+    return changed
 
 
 def numbers_now(h: Harness, log: Path) -> dict[str, Any]:
