@@ -87,14 +87,20 @@ async def test_relaunch_starts_the_current_profile_again(fleet: OpFleet) -> None
 
 async def test_stop_refuses_a_pid_that_is_not_ours(fleet: OpFleet) -> None:
     real = read_records()[0]
-    fake = ProcessRecord(**{**real.to_json(), "cmdline": ("python", "-m", "something-else")})
+    # The very process recorded (same start ticks) under another launch id: the record does not
+    # describe it, and what it describes may still run. Refused, record kept.
+    fake = ProcessRecord(
+        **{**real.to_json(), "cmdline": tuple(real.cmdline), "launch_id": "0" * 32}
+    )
     put_record(ProcessRecord.from_json(fake.to_json()))
     marks = Marks()
-    with pytest.raises(OperationError, match="refusing to signal"):
+    with pytest.raises(
+        OperationError, match=r"refused on GPU 0: refusing to signal .*its launch id differs"
+    ):
         await operator(fleet, marks).kill((0,))
     assert pid_alive(real.pid)  # nothing was signalled
     assert marks.calls[-1] == (0, False)  # the STOPPING mark is withdrawn
-    assert read_records()[0].cmdline == fake.cmdline  # the record is kept for the operator
+    assert read_records()[0].launch_id == fake.launch_id  # the record is kept for the operator
     put_record(real)
 
 

@@ -41,7 +41,7 @@ from tui.ui.help_screen import HelpScreen
 from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.main_screen import MainScreen
 from tui.ui.pipeline.generation_pane import GenerationPane
-from tui.ui.quit_screen import QuitScreen
+from tui.ui.quit_screen import QuitScreen, StopFailedScreen
 from tui.ui.readonly import (
     BINDING_INTENTS,
     VIEWING_INTENTS,
@@ -223,6 +223,7 @@ SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
     ConfirmScreen: lambda app: ConfirmScreen("Relaunch the server on GPU 2?", "port 30002"),
     StopScreen: lambda app: StopScreen("Stop the server on GPU 2?", "port 30002"),
     QuitScreen: lambda app: QuitScreen(False, 7, readonly=True),
+    StopFailedScreen: lambda app: StopFailedScreen("refused on GPU 0: not verified"),
     TuningFormScreen: lambda app: TuningFormScreen(
         app.actions,
         FormSetup(shipped_profiles()["sim-baseline"], ("sim-baseline",), 2, "sim-tuned"),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
@@ -285,16 +286,26 @@ class RecordingActions:
     """What stopping the fleet reports (drain progress) before it waits on ``stop_gate``."""
     stop_gate: asyncio.Event | None = None
     """Stopping the fleet lasts until this is set (None: it ends at once)."""
+    stop_errors: list[Exception] = field(default_factory=list)
+    """Stopping the fleet raises the first of these (then the next, ...): servers it left."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""
         return intent in self.supported
 
-    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
-        self.calls.append(("kill", (gpus,) if mode == "drain" else (gpus, mode)))
+    async def kill(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
+        args: tuple[object, ...] = (gpus,) if mode == "drain" else (gpus, mode)
+        self.calls.append(("kill", args + ((confirmed,) if confirmed else ())))
 
-    async def relaunch(self, gpus: tuple[int, ...]) -> None:
-        self.calls.append(("relaunch", (gpus,)))
+    async def relaunch(
+        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
+    ) -> None:
+        self.calls.append(("relaunch", (gpus, confirmed) if confirmed else (gpus,)))
 
     async def apply_profile(
         self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
@@ -354,6 +365,8 @@ class RecordingActions:
             await asyncio.sleep(0)
         if self.stop_gate is not None:
             await self.stop_gate.wait()
+        if self.stop_errors:
+            raise self.stop_errors.pop(0)
 
     async def canary(
         self,

@@ -26,9 +26,11 @@ from tui.agent.merge import merge_applies, merge_rollouts
 from tui.agent.node_views import NO_JOB, job_of, node_of, running_of
 from tui.agent.remap import remap_gpus
 from tui.agent.tuning import NodesTuning
+from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
+from tui.ops.door import OperationError
 from tui.ops.events import EventSink
 from tui.ops.windows import console_windows
 from tui.pipeline.status import PipelineStatus
@@ -44,6 +46,15 @@ SUPPORTED = frozenset(
     {"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet", "tune", "pipeline"}
 )
 """What a many-node console can do."""
+
+
+def _local_only(confirmed: tuple[ConfirmedServer, ...]) -> None:
+    """A server no node verifies as its fleet's is stopped only from a console on its host."""
+    if confirmed:
+        pids = ", ".join(f"pid {c.pid} (GPU {c.gpu})" for c in confirmed)
+        raise OperationError(
+            f"{pids}: not a server of its node's fleet; stop it on that node's host"
+        )
 
 
 @dataclass
@@ -213,12 +224,19 @@ class Nodes:
         stopping every node."""
         return intent in SUPPORTED
 
-    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+    async def kill(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
         """Stop the servers on ``gpus`` through their nodes' agents.
 
         Raises:
             AgentError: naming each node whose stop failed, and why.
+            OperationError: ``confirmed`` names an unknown server (not signalled remotely).
         """
+        _local_only(confirmed)
 
         async def one(position: int, local: list[int]) -> Any:
             request = {"kind": "kill", "gpus": local, "mode": mode}
@@ -226,12 +244,16 @@ class Nodes:
 
         await self._each(self._split(gpus), one)
 
-    async def relaunch(self, gpus: tuple[int, ...]) -> None:
+    async def relaunch(
+        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
+    ) -> None:
         """Relaunch each GPU's own profile on its node, verified.
 
         Raises:
             AgentError: naming each node that failed, and why.
+            OperationError: ``confirmed`` names an unknown server (not signalled remotely).
         """
+        _local_only(confirmed)
 
         async def one(position: int, local: list[int]) -> Any:
             request = {"kind": "relaunch", "gpus": local}

@@ -2,8 +2,10 @@
 
 State rules, per server (the current launch only; see ``tui.fleet.server_log``):
 
-* a stop was requested (``FleetMonitor.mark_stopping``) and the same process still runs, or its
-  log says a SIGTERM drain began (whoever sent it) -> STOPPING;
+* a stop was requested (``FleetMonitor.mark_stopping``) and the same process still runs -> STOPPING;
+* the fleet state records this GPU on this port, and what runs or answers there is not its
+  recorded server (no record, or another process) -> UNKNOWN;
+* its log says a SIGTERM drain began (whoever sent it) and it still runs -> STOPPING;
 * ``/ready`` 200 -> READY, or STUCK when it has requests and made no progress for longer than
   the liveness bound (``tui.fleet.liveness``);
 * process alive and the log shows a fatal error since the launch -> FAILED (with the error line);
@@ -49,6 +51,8 @@ def _state(t: Tracker, stuck: bool = False) -> ServerState:
         if same and (t.alive or (not t.spec.is_local and answers)):
             return ServerState.STOPPING
         t.stopping = False  # gone (or replaced by a relaunch): the usual rules apply
+    if t.known is False and (t.alive or answers):
+        return ServerState.UNKNOWN  # serves the port, but is not what the fleet state records
     if t.log.stopping and (t.alive or (not t.spec.is_local and answers)):
         # A SIGTERM drain began, sent by anyone: /health (0.5.17 has no /ready) answers 503 and
         # the process exits when the drain ends.
@@ -126,4 +130,6 @@ def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> S
         profile=profile,
         load_age_s=None if t.load_at is None or not live else max(now - t.load_at, 0.0),
         throughput_age_s=throughput_age if live else None,
+        cmdline=t.process.cmdline if t.process else (),
+        start_ticks=t.process.start_ticks if t.process else None,
     )

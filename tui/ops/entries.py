@@ -38,6 +38,12 @@ def apply_entry(
         summary = f"{ready}/{len(result.reports)} GPUs ready on {result.profile}"
         if result.throughput.verdict != "not measured":
             summary += f"; throughput {result.throughput.describe()}"
+        refused = [r.gpu for r in result.reports if r.status == "refused"]
+        if refused:
+            summary += (
+                f"; refused on GPUs {refused} (what runs there is not verified as the fleet's: "
+                "nothing was signalled)"
+            )
         if restored:
             summary += f"; restored the previous profile on GPUs {list(restored)}"
     return JournalEntry(

@@ -2,7 +2,8 @@
 
 Built from one monitor snapshot (``tui.fleet.monitor``) and the pipeline's status document
 (``tui.pipeline.status``); the README documents it ("gpufleet status"). The exit code says
-whether every server is ready (0), some are not (1), or nothing of the fleet answers or runs (2).
+whether every server is ready (0), some are not (1: a server the fleet state does not record on
+its GPU's port, ``unknown``, counts as not ready), or nothing of the fleet answers or runs (2).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ RUNNING_STATES = frozenset(
         ServerState.STALE,
         ServerState.STUCK,
         ServerState.STOPPING,
+        ServerState.UNKNOWN,
     }
 )
 """States in which a server's process runs or its port answers."""
@@ -63,6 +65,9 @@ def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
     }
     if server is None:
         return doc
+    if server.state is ServerState.UNKNOWN:
+        # What serves the port is not the fleet's recorded server: name it, count it not ready.
+        doc["unknown"] = {"pid": server.pid, "cmdline": list(server.cmdline)}
     running = server.profile
     asked = dict(running.asked) if running else {}
     doc.update(
@@ -193,6 +198,11 @@ def format_text(doc: dict[str, Any]) -> list[str]:
         )
         if gpu.get("error"):
             lines.append(f"    error: {gpu['error']}")
+        if gpu.get("unknown"):
+            who = gpu["unknown"]
+            what = " ".join(who["cmdline"]) or "command line unknown"
+            pid = "pid unknown" if who["pid"] is None else f"pid {who['pid']}"
+            lines.append(f"    unknown: {pid} ({what}) serves the port; not the fleet's record")
     job = doc["job"]
     if job is None:
         lines.append("job: none (no pipeline status document)")

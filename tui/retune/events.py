@@ -77,13 +77,21 @@ class VerifyReport:
     error_line: str | None = None
     """The OOM or crash line from the server's log, when there was one."""
     error_reason: str | None = None
-    """'oom', 'crash', 'exit', 'timeout', 'launch', 'release'."""
+    """'oom', 'crash', 'exit', 'timeout', 'launch', 'release', 'refused' (the old server was not
+    verified as the fleet's: nothing was signalled)."""
     phases: tuple[tuple[str, float], ...] = ()
     """Startup phases seen, with seconds since launch."""
     pid: int | None = None
     """Main process id of the launched server."""
     log_path: str | None = None
     """The server's log file."""
+
+    @property
+    def status(self) -> str:
+        """done (ready), refused (nothing was signalled) or failed."""
+        if self.ok:
+            return "done"
+        return "refused" if self.error_reason == "refused" else "failed"
 
     @property
     def capped(self) -> bool:

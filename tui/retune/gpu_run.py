@@ -93,6 +93,8 @@ class GpuRun:
         self._phase("stopping")
         stopped = await self._target.stop_current(self.gpu, self._stage)
         if not stopped.ok:
+            if stopped.refused:
+                return self._failed(f"refused to stop the old server: {stopped.message}", "refused")
             return self._failed(f"could not stop the old server: {stopped.message}", "release")
         await self._launch_slot()
         self._phase("launching")

@@ -78,16 +78,21 @@ def mamba_line(plan: MemoryPlan) -> str:
     return line
 
 
-def kv_line(tokens: int, k_bytes: int, v_bytes: int, build: str = "0.5.23") -> str:
+def kv_line(
+    tokens: int, k_bytes: int, v_bytes: int, build: str = "0.5.23", mla: bool = False
+) -> str:
     """``KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: X GB, V size: Y GB``.
 
-    The seed build printed no ``dtype:`` (its lines in the seed story).
+    The seed build printed no ``dtype:`` (its lines in the seed story); an MLA pool prints one
+    ``KV size`` (``srt/mem_cache/memory_pool.py``).
     """
     dtype = "" if build == SEED else "dtype: torch.bfloat16, "
-    return (
-        f"KV Cache is allocated. {dtype}#tokens: {tokens}, "
-        f"K size: {gb(k_bytes)} GB, V size: {gb(v_bytes)} GB"
+    sizes = (
+        f"KV size: {gb(k_bytes + v_bytes)} GB"
+        if mla
+        else f"K size: {gb(k_bytes)} GB, V size: {gb(v_bytes)} GB"
     )
+    return f"KV Cache is allocated. {dtype}#tokens: {tokens}, {sizes}"
 
 
 def multimodal_reserve_line(reserve_bytes: int) -> str:
@@ -104,7 +109,10 @@ def memory_pool_end_line(avail_bytes: int) -> str:
 
 
 def graph_names(plan: MemoryPlan) -> list[str]:
-    """The CUDA graphs captured, in order (``target verify`` and the draft's with spec)."""
+    """The CUDA graphs captured, in order (``target verify`` and the draft's with spec; none
+    with ``--disable-cuda-graph``)."""
+    if not plan.cuda_graph_max_bs:
+        return []
     if plan.speculative:
         return ["target verify", "draft decode", "draft extend"]
     return ["target decode"]

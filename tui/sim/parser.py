@@ -9,12 +9,15 @@ not pay for importing the server it would run (``tui.sim.server``: asyncio, uvic
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.sglang.builds import BUILDS
 from tui.sglang.flags import names_option, ranged
 from tui.sglang.flagtable.parser import build_parser as sglang_parser
 from tui.sglang.flagtable.table import load_table
+from tui.sglang.modelcfg.errors import ModelConfigError
+from tui.sglang.modelcfg.spec import resolve_model
 from tui.sglang.models import MODELS
 from tui.sim.build_table import table_version
 from tui.sim.faults import parse_faults
@@ -36,7 +39,13 @@ def build_parser(raising: bool = False, build: str | None = None) -> argparse.Ar
     )
     sim = parser.add_argument_group("simulator")
     sim.add_argument("--sim-gpu", choices=sorted(SIM_GPU_KINDS), default="b200")
-    sim.add_argument("--sim-model", choices=sorted(MODELS), default="qwen3.6-27b")
+    sim.add_argument(
+        "--sim-model",
+        type=sim_model,
+        default="qwen3.6-27b",
+        metavar="NAME|FOLDER",
+        help=f"one of {', '.join(sorted(MODELS))}, or a model folder holding a config.json",
+    )
     sim.add_argument(
         "--sim-speed",
         type=ranged(float, 0.0, 10000.0, low_open=True),
@@ -55,6 +64,26 @@ def build_parser(raising: bool = False, build: str | None = None) -> argparse.Ar
         help="cuda: allocate the server's memory for real on its GPU with PyTorch (GPU machines)",
     )
     return parser
+
+
+def sim_model(value: str) -> str:
+    """``--sim-model``: a known model name, or a folder whose config.json the planner can derive
+    (checked here, so a model it cannot plan is a usage error naming the missing field).
+
+    Raises:
+        argparse.ArgumentTypeError: neither.
+    """
+    if value in MODELS:
+        return value
+    if not Path(value).expanduser().is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is neither a model name ({', '.join(sorted(MODELS))}) nor a folder"
+        )
+    try:
+        resolve_model(value)
+    except ModelConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def with_model_path(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:

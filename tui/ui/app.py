@@ -34,7 +34,7 @@ from tui.ui.messages import (
 )
 from tui.ui.operation_host import OperationHost
 from tui.ui.pipeline.generation_pane import SeriesSource
-from tui.ui.quit_screen import QuitChoice, QuitScreen
+from tui.ui.quit_screen import AfterFailedStop, QuitChoice, QuitScreen, StopFailedScreen
 from tui.ui.readonly import READ_ONLY, ReadOnlyActions
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.rollout.canary_screen import CanaryScreen
@@ -321,11 +321,19 @@ class FleetApp(OperationHost):
 
         try:
             await self.actions.stop_fleet(progress)
-        except Exception as error:  # the console stays open; say what went wrong
+        except Exception as error:  # servers still run: never close on them unasked
             self.sub_title = ""
             self.notify(str(error), title="Stopping the fleet failed", severity="error")
+            self.push_screen(StopFailedScreen(str(error)), self._after_failed_stop)
             return
         self.exit()
+
+    def _after_failed_stop(self, choice: AfterFailedStop | None) -> None:
+        if choice is AfterFailedStop.RETRY:
+            self.notify("stopping every server again...", title="Quitting")
+            self.run_worker(self._stop_then_exit(), group=QUIT, exclusive=True, exit_on_error=False)
+        elif choice is AfterFailedStop.LEAVE:
+            self.exit()
 
     # --- intents from the screens, performed by the backend ---------------------------------------
 
@@ -340,13 +348,14 @@ class FleetApp(OperationHost):
         """Stop servers (drain, terminate or kill, as chosen)."""
         self._perform(
             f"stopped GPU {_gpus(message.gpus)} ({message.mode})",
-            lambda: self.actions.kill(message.gpus, message.mode),
+            lambda: self.actions.kill(message.gpus, message.mode, message.confirmed),
         )
 
     def on_relaunch_requested(self, message: RelaunchRequested) -> None:
         """Relaunch servers."""
         self._perform(
-            f"relaunched GPU {_gpus(message.gpus)}", lambda: self.actions.relaunch(message.gpus)
+            f"relaunched GPU {_gpus(message.gpus)}",
+            lambda: self.actions.relaunch(message.gpus, message.confirmed),
         )
 
     async def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:

@@ -16,7 +16,7 @@ from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
 from tui.ui.confirm import ConfirmScreen
-from tui.ui.describe import describe_pipeline_stop, describe_servers
+from tui.ui.describe import describe_pipeline_stop, describe_servers, unknown_servers
 from tui.ui.dirty_rows import DirtyRowsCompositor
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.filter_bar import FilterBar
@@ -287,11 +287,13 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
     def _ask_how_to_stop(self, title: str, gpus: tuple[int, ...]) -> None:
         """Ask how (drain, terminate, kill), and post the stop only when one was chosen."""
 
+        shown = self.fleet  # what the confirmation names is what may be signalled
+
         def done(mode: StopMode | None) -> None:
             if mode is not None:
-                self.post_message(KillRequested(gpus, mode))
+                self.post_message(KillRequested(gpus, mode, unknown_servers(shown, gpus)))
 
-        self.app.push_screen(StopScreen(title, describe_servers(self.fleet, gpus)), done)
+        self.app.push_screen(StopScreen(title, describe_servers(shown, gpus)), done)
 
     def action_kill_selected(self) -> None:
         """Stop the marked GPUs' servers (else the selected one's), the way the operator
@@ -328,13 +330,12 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
 
     @work(group="ask", exclusive=True, exit_on_error=False)
     async def _relaunch_flow(self, gpus: tuple[int, ...]) -> None:
-        choice = await choose_relaunch(
-            self.app, self.actions, gpus, describe_servers(self.fleet, gpus)
-        )
+        shown = self.fleet  # what the confirmation names is what may be signalled
+        choice = await choose_relaunch(self.app, self.actions, gpus, describe_servers(shown, gpus))
         if choice is None:
             return
         if choice.same or choice.profile is None:
-            self.post_message(RelaunchRequested(gpus))
+            self.post_message(RelaunchRequested(gpus, unknown_servers(shown, gpus)))
         else:
             self.post_message(ApplyProfileRequested(choice.profile, gpus))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus
@@ -58,20 +59,30 @@ class PanelOpened(Message):
 class KillRequested(Message):
     """The user chose to stop the servers on ``gpus``, and how."""
 
-    def __init__(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+    def __init__(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
         self.gpus = gpus
         """GPU indices."""
         self.mode: StopMode = mode
         """drain, terminate or kill."""
+        self.confirmed = confirmed
+        """The ``unknown`` servers the confirmation named (pid, command line): their pid alone
+        may be signalled."""
         super().__init__()
 
 
 class RelaunchRequested(Message):
     """The user confirmed relaunching the servers on ``gpus``."""
 
-    def __init__(self, gpus: tuple[int, ...]) -> None:
+    def __init__(self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()) -> None:
         self.gpus = gpus
         """GPU indices."""
+        self.confirmed = confirmed
+        """The ``unknown`` servers the confirmation named: their pid alone may be signalled."""
         super().__init__()
 
 

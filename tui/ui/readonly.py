@@ -134,6 +134,9 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "quit.stop": Intent.STOP_FLEET,
         "quit.keep": None,
         "quit.cancel": None,
+        "quitfail.retry": Intent.STOP_FLEET,
+        "quitfail.leave": None,  # quits, leaving running what could not be stopped
+        "quitfail.stay": None,
         "help.close": None,
     }
 )

@@ -11,6 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import NoReturn, Protocol
 
+from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.console import LookSink
@@ -96,12 +97,21 @@ class FleetActions(Protocol):
         """Whether this backend implements ``intent`` now."""
         ...
 
-    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
-        """Stop the servers on ``gpus`` (drain: no in-flight request lost)."""
+    async def kill(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
+        """Stop the servers on ``gpus`` (drain: no in-flight request lost); ``confirmed``: the
+        ``unknown`` servers the operator confirmed stopping (their pid alone is signalled)."""
         ...
 
-    async def relaunch(self, gpus: tuple[int, ...]) -> None:
-        """Stop (if running) and start the servers on ``gpus`` with the current profile."""
+    async def relaunch(
+        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
+    ) -> None:
+        """Stop (if running) and start the servers on ``gpus`` with the current profile;
+        ``confirmed`` as for ``kill``."""
         ...
 
     async def apply_profile(
@@ -185,11 +195,18 @@ class NoActions:
         """Nothing is supported."""
         return False
 
-    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+    async def kill(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
         """Refused (``refuse``)."""
         self.refuse("kill")
 
-    async def relaunch(self, gpus: tuple[int, ...]) -> None:
+    async def relaunch(
+        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
+    ) -> None:
         """Refused (``refuse``)."""
         self.refuse("relaunch")
 
