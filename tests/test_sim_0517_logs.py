@@ -1,7 +1,8 @@
 """``gpufleet sim --sim-build 0.5.17`` against the real SGLang 0.5.17 it imitates.
 
 Each recorded scenario (``tests/fixtures/real_sglang/0.5.17``, flags from ``bench/real_sglang/
-explore.py``) is replayed on the simulator with the same flags and the same traffic (the
+explore.py``) is replayed on the simulator with the same flags (parsed with 0.5.17's own flag
+table: ``--cuda-graph-max-bs`` included), the same model (its config.json), the same traffic (the
 endpoints the recorder read, one ``/generate``, one chat completion, the requests in flight) and
 stopped the same way (SIGTERM to the main pid, to the group, SIGKILL, or none). Then:
 
@@ -12,13 +13,6 @@ stopped the same way (SIGTERM to the main pid, to the group, SIGKILL, or none). 
   ``test_real_0517_logs.BENIGN``, and the simulator's own notes;
 * the exit code equals the real one (-9 after a clean drain too), and so does what the requests
   in flight got (all answered in a drain, all lost to a group SIGTERM or a SIGKILL).
-
-Two gaps are another helper's to close, and named here so they are closed, not forgotten:
-``PLANNER_PENDING`` (the memory arithmetic of 0.5.17: Qwen3_5ForCausalLM's 3 Mamba slots per
-request, where 0.5.23's gives 5 and caps max_running_requests where 0.5.17 did not) and the
-``graph`` scenario's ``--cuda-graph-max-bs``, which 0.5.23's flag table refuses (0.5.17's table,
-``tui.sim.build_table``); its capture lines are checked meanwhile with
-``--cuda-graph-max-bs-decode``.
 """
 
 from __future__ import annotations
@@ -42,13 +36,6 @@ from test_real_0517_logs import BENIGN
 from tui.logs import events as ev
 from tui.logs.blocks import read_records
 from tui.logs.parser import split_prefix
-from tui.sglang.flagtable.table import known_versions
-
-PLANNER_PENDING = {"base", "ratio_low"}
-"""Scenarios whose cap line exists only under 0.5.23's arithmetic (the 0.5.17 planner: h2)."""
-
-HAS_0517_TABLE = "0.5.17" in known_versions()
-"""0.5.17's flag table is shipped (h1's): the ``graph`` scenario's flags parse as recorded."""
 
 LEFT_OUT = {ev.DECODE, ev.PREFILL, ev.ACCESS, ev.WARNING}
 """Kinds not in the compared sequence (see the module docstring)."""
@@ -86,7 +73,7 @@ def _key(event: ev.LogEvent) -> str:
     return f"{event.kind}:{detail}" if detail else event.kind
 
 
-def _compared(log: str, drop_cap: bool) -> tuple[list[tuple[str, str]], set[str]]:
+def _compared(log: str) -> tuple[list[tuple[str, str]], set[str]]:
     """(the compared sequence of (kind key, fixed text), the batch lines' fixed texts)."""
     sequence: list[tuple[str, str]] = []
     batches: set[str] = set()
@@ -97,7 +84,7 @@ def _compared(log: str, drop_cap: bool) -> tuple[list[tuple[str, str]], set[str]
         message = split_prefix(event.text)[0]
         if event.kind in (ev.DECODE, ev.PREFILL):
             batches.add(_template(event.kind, message))
-        if event.kind in LEFT_OUT or (drop_cap and event.kind == ev.CAP):
+        if event.kind in LEFT_OUT:
             continue
         key = _key(event)
         text = "" if event.kind == ev.SERVER_ARGS else _template(event.kind, message)
@@ -182,28 +169,23 @@ def _one(url: str, outcomes: list[int | str]) -> None:
         outcomes.append(type(exc).__name__)
 
 
-def _run(name: str, tmp: Path, swap: tuple[str, str] | None = None) -> Run:
+def _run(name: str, tmp: Path) -> Run:
     # Its own state directory: its own simulated GPU (servers sharing one see each other's
     # memory, and their plans would depend on which started first).
     state = tmp / name
     state.mkdir()
-    # Requests in flight must still be running when the stop comes, on a busy machine too:
-    # 3000 tokens take ~3 s at --sim-speed 5 (the drain's 5 s checks 1 s).
-    speed = 5.0 if SCENARIOS[name][2] else 20.0
-    with running_0517(name, state, speed=speed, swap=swap) as sim:
+    # At --sim-speed 20 the drain's 5 s checks take 0.25 s, and 3000 tokens of the recorded
+    # model still ~2.5 s: requests in flight are so when the stop comes, on a busy machine too.
+    with running_0517(name, state, speed=20.0) as sim:
         return _drive(sim, name)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     """Every scenario, four at a time (their waits are the simulator's scaled sleeps)."""
-    names = [n for n in SCENARIOS if n != "graph" or HAS_0517_TABLE]
     tmp = tmp_path_factory.mktemp("sim0517")
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {n: pool.submit(_run, n, tmp) for n in names}
-        if not HAS_0517_TABLE:
-            swap = ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode")
-            futures["graph"] = pool.submit(_run, "graph", tmp, swap)
+        futures = {n: pool.submit(_run, n, tmp) for n in SCENARIOS}
         yield {n: f.result() for n, f in futures.items()}
 
 
@@ -214,17 +196,13 @@ def _real(name: str) -> str:
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_the_simulated_0517_log_is_the_real_ones_shape(name: str, runs: dict[str, Run]) -> None:
     run = runs[name]
-    drop_cap = name in PLANNER_PENDING
-    real, real_batches = _compared(_real(name), drop_cap)
-    sim, sim_batches = _compared(run.log, drop_cap)
+    real, real_batches = _compared(_real(name))
+    sim, sim_batches = _compared(run.log)
     if SCENARIOS[name][1] == "group":
         # The drain's first 5 s check races the watchdog's 1 s tick that finds the scheduler
         # dead (then SIGQUIT blocks the loop): a real server may print a check first too.
         sim = [item for item in sim if item[0] != "shutdown:draining"]
         real = [item for item in real if item[0] != "shutdown:draining"]
-    if name == "graph" and not HAS_0517_TABLE:
-        # Run with --cuda-graph-max-bs-decode: no deprecation warning to compare.
-        real = [item for item in real if "--cuda-graph-max-bs" not in item[1]]
     assert sim == real, (
         "\n".join(
             f"{'==' if s == r else '!='} sim {s}\n   real {r}"
@@ -258,5 +236,5 @@ def test_the_build_picks_its_releases_flag_table() -> None:
     assert requested_build(["--port", "1", "--sim-build", "0.5.17"]) == "0.5.17"
     assert requested_build(["--sim-build=seed", "--sim-build", "0.5.23"]) == "0.5.23"
     assert requested_build(["--port", "1"]) is None
-    assert table_version("0.5.17") == ("0.5.17" if HAS_0517_TABLE else "0.5.23")
+    assert table_version("0.5.17") == "0.5.17"
     assert table_version("seed") == table_version(None) == "0.5.23"

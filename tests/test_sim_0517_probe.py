@@ -31,7 +31,7 @@ from tui.servers.probe import ProbeStatus, ServerProbe
 
 def _long_requests(sim: Sim0517, count: int, outcomes: list[int | str]) -> list[threading.Thread]:
     def one() -> None:
-        body = {"text": "x", "sampling_params": {"max_new_tokens": 1500, "ignore_eos": True}}
+        body = {"text": "x", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}}
         try:
             outcomes.append(httpx.post(sim.url + "/generate", json=body, timeout=60).status_code)
         except httpx.HTTPError as exc:
@@ -51,7 +51,7 @@ def _summary_value(log: str, key: str) -> int:
 
 
 async def test_the_probe_reads_a_0517_server(tmp_path: Path) -> None:
-    # --sim-speed 5: 1500 tokens take over a second, the drain's 5 s checks 1 s.
+    # --sim-speed 5: 500 tokens take ~2 s, the drain's 5 s checks 1 s.
     with running_0517("base", tmp_path, speed=5.0) as sim:
         assert sim.wait_log("fired up and ready to roll", 30), sim.log()[-2000:]
         async with httpx.AsyncClient() as client:

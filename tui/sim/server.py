@@ -197,6 +197,10 @@ class _Server:
         )
         self.sim = sim
         v0517 = plan.build == SGLANG_0_5_17
+        if plan.speculative and cfg.server_args.get("load_format") == "dummy":
+            # Random weights: the draft is never right (a real 0.5.17 printed ``accept len:
+            # 1.00, accept rate: 0.00`` for the recorded tiny model's MTP layer).
+            sim.accept = 1.0
         sim.graphs = not (v0517 and graphs_disabled(cfg))
         sim.prefill_graphs = v0517 and sim.graphs and not plan.speculative
         state = SimState(
