@@ -261,6 +261,10 @@ class FleetMonitor:
                 tracker.follower = ServerLog(path)
             if tracker.follower is not None:
                 tracker.log = tracker.follower.poll()
+                if not tracker.log.ready:
+                    tracker.log_ready_at = None
+                elif tracker.log_ready_at is None:
+                    tracker.log_ready_at = self._clock()
 
     # --- HTTP ---------------------------------------------------------------------------------
 

@@ -56,6 +56,9 @@ class Tracker:
     """It was ready at some point of this launch."""
     ready_at: float | None = None
     """When it was first seen ready."""
+    log_ready_at: float | None = None
+    """When this launch's ready line (``The server is fired up and ready to roll!``) was first
+    read from its log (None: not yet)."""
     health: Readiness | None = None
     """The last generating probe's answer (None: none finished since launch)."""
     health_at: float = float("-inf")
@@ -90,6 +93,7 @@ class Tracker:
         self.stopping = False
         self.ever_ready = False
         self.ready_at = None
+        self.log_ready_at = None
         self.cancel_health()
         self.health = None
         self.health_at = float("-inf")
