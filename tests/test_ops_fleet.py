@@ -29,6 +29,7 @@ from tui.ops.journal import journal_marks, read_journal
 from tui.ops.service import FleetOps, OperationError, OpsOptions
 from tui.retune.events import ApplyFinished, GpuPhase, GpuReady
 from tui.retune.options import ApplyOptions
+from tui.rollout.rollout import RolloutOptions
 from tui.state.fleet_state import ProcessRecord, put_record, read_records, read_running
 
 GPUS = [0, 1]
@@ -60,7 +61,9 @@ def fleet(
 
 
 def operator(fleet: OpFleet, marks: Marks | None = None) -> ConsoleBackend:
-    options = OpsOptions(apply=FAST, stop=StopTimeouts(drain_s=10.0, release_s=20.0), settle_s=0.2)
+    walk = RolloutOptions(apply=FAST, measure_cost=False)  # the rollback's walk: no verdict
+    stop = StopTimeouts(drain_s=10.0, release_s=20.0)
+    options = OpsOptions(apply=FAST, stop=stop, settle_s=0.2, rollout=walk)
     return ConsoleBackend(FleetOps(fleet.baseline, options=options, by="console"), marks)
 
 
@@ -139,10 +142,11 @@ async def test_apply_forwards_events_journals_and_rolls_back(fleet: OpFleet) -> 
         await op.ops.rollback((0, 1), expect="op-baseline")
     assert {g: r.pid for g, r in read_records().items()} == running
     back = await op.rollback()
-    assert back is not None and back.ok and back.profile == "op-baseline"
+    assert back.ok and back.rollback and [s.gpus for s in back.steps] == [(1,), (0,)]
+    assert {p for s in back.steps for p in s.profiles.values()} == {"op-baseline"}
     assert {r.profile for r in read_records().values()} == {"op-baseline"}
     assert read_journal().entries[-1].type == "rollback"
-    assert len(journal_marks()) == 3  # the start, the apply and the rollback
+    assert len(journal_marks()) == 5  # the start, the apply, the rollback's two GPUs and its end
 
 
 async def test_apply_of_an_unknown_profile_stops_nothing(fleet: OpFleet) -> None:

@@ -52,6 +52,7 @@ from tui.ui.readonly import (
 )
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.rollout.canary_screen import CanaryScreen
+from tui.ui.rollout.rollback_dialog import RollbackScreen
 from tui.ui.sources import FleetActions, Intent
 from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import TuningFormScreen
@@ -221,6 +222,7 @@ SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
     MainScreen: lambda app: None,  # the base screen
     DetailScreen: lambda app: DetailScreen(2, app.fleet, app.actions, app.log_tail),
     ConfirmScreen: lambda app: ConfirmScreen("Relaunch the server on GPU 2?", "port 30002"),
+    RollbackScreen: lambda app: RollbackScreen("Roll back GPU 2 to sim-baseline?", "GPU 2"),
     StopScreen: lambda app: StopScreen("Stop the server on GPU 2?", "port 30002"),
     QuitScreen: lambda app: QuitScreen(False, 7, readonly=True),
     StopFailedScreen: lambda app: StopFailedScreen("refused on GPU 0: not verified"),

@@ -147,16 +147,20 @@ class ConsoleBackend:
         return await self.ops.apply(name, gpus, self._sink(on_event))
 
     async def rollback(
-        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
-    ) -> ApplyResult | None:
-        """Relaunch, on each GPU of ``gpus`` (None: each GPU that has one), the profile it ran
-        before.
+        self,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
+        all_at_once: bool = False,
+    ) -> RolloutResult:
+        """Walk each GPU of ``gpus`` (None: each GPU that has one) back to the profile it ran
+        before, one GPU at a time (``all_at_once``: together), then the fleet's verdict.
 
         Raises:
             OperationError: a chosen GPU (or, for the fleet, every GPU) has no previous profile
                 recorded; nothing is stopped.
         """
-        return await self.ops.rollback(gpus, self._sink(on_event))
+        sink = self._sink(on_event)
+        return await self.ops.rollout_back(gpus, 1, sink, all_at_once=all_at_once)
 
     async def canary(
         self,

@@ -366,15 +366,15 @@ class FleetApp(OperationHost):
         )
 
     async def on_rollback_requested(self, message: RollbackRequested) -> None:
-        """Roll back in the background, its report shown like an apply's."""
+        """Roll back in the background, walked like a rollout (one GPU at a time unless the
+        operator chose all at once), its report shown: per-GPU progress, the fleet verdict."""
         await self.start_operation(
-            ApplyScreen(
+            RolloutScreen(
                 self.actions,
                 message.target,
-                message.gpus,
-                self.journal_reader,
+                gpus=message.gpus if message.scoped else None,
                 rollback=True,
-                scope=message.gpus if message.scoped else None,
+                all_at_once=message.all_at_once,
             )
         )
 

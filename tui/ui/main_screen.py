@@ -375,7 +375,9 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
         scoped = scope is not None
         choice = await confirm_rollback(self.app, self.running_reader, gpus, words, scoped)
         if choice is not None:
-            self.post_message(RollbackRequested(choice.target, choice.gpus, choice.scoped))
+            self.post_message(
+                RollbackRequested(choice.target, choice.gpus, choice.scoped, choice.all_at_once)
+            )
 
     def action_canary(self) -> None:
         """Try a profile on the selected GPU, the others as control, after confirmation."""

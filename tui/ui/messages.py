@@ -101,15 +101,21 @@ class RollbackRequested(Message):
     """The user confirmed returning to the previous profile."""
 
     def __init__(
-        self, target: str = "the previous profile", gpus: tuple[int, ...] = (), scoped: bool = False
+        self,
+        target: str = "the previous profile",
+        gpus: tuple[int, ...] = (),
+        scoped: bool = False,
+        all_at_once: bool = False,
     ) -> None:
         self.target = target
-        """The previous profile(s) in words, for the apply screen's title."""
+        """The previous profile(s) in words, for the report's title."""
         self.gpus = gpus
         """GPUs that go back (empty: the backend decides)."""
         self.scoped = scoped
         """Only ``gpus`` go back (marked GPUs or a node); False: the fleet, the backend
         returning every GPU that has a previous profile."""
+        self.all_at_once = all_at_once
+        """Every GPU back together (the operator chose it); False: one GPU at a time."""
         super().__init__()
 
 

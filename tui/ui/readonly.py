@@ -127,6 +127,7 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         # dialogs
         "confirm.yes": Intent.CONFIRM,
         "confirm.no": None,
+        "rollback.all_at_once": Intent.ROLLBACK,
         "stop.drain": Intent.KILL,
         "stop.terminate": Intent.KILL,
         "stop.kill": Intent.KILL,

@@ -121,10 +121,15 @@ class FleetActions(Protocol):
         ...
 
     async def rollback(
-        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
-    ) -> ApplyResult | None:
-        """Return ``gpus`` (None: every GPU with one recorded) to the profile each ran before
-        (its result, when the backend has one); ``on_event`` gets each retune event."""
+        self,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
+        all_at_once: bool = False,
+    ) -> RolloutResult:
+        """Walk ``gpus`` (None: every GPU with one recorded) back to the profile each ran before,
+        one GPU at a time, each verified before the next (``all_at_once``: every GPU together),
+        ending with the fleet's throughput verdict; ``on_event`` gets each retune event and
+        the verdict's windows."""
         ...
 
     def profile_names(self) -> list[str]:
@@ -217,8 +222,11 @@ class NoActions:
         self.refuse("apply")
 
     async def rollback(
-        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
-    ) -> ApplyResult | None:
+        self,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
+        all_at_once: bool = False,
+    ) -> RolloutResult:
         """Refused (``refuse``)."""
         self.refuse("rollback")
 
