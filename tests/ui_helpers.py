@@ -291,6 +291,8 @@ class RecordingActions:
     """Stopping the fleet lasts until this is set (None: it ends at once)."""
     stop_errors: list[Exception] = field(default_factory=list)
     """Stopping the fleet raises the first of these (then the next, ...): servers it left."""
+    starts_fresh_job: bool = False
+    """A start after the job finished starts it afresh (the demo's backend)."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""

@@ -54,6 +54,12 @@ class ConsoleBackend:
         """Whether stopping the fleet also stops the pipeline (the quit dialog says so)."""
         return self.ops.stop_pipeline_with_fleet and self.ops.pipeline is not None
 
+    @property
+    def starts_fresh_job(self) -> bool:
+        """Whether ``p`` on a finished job starts a fresh one (the demo's job; a real job
+        resumes)."""
+        return self.ops.starts_fresh_job
+
     def supports(self, intent: str) -> bool:
         """Every intent but 'pipeline' without a pipeline."""
         return intent != "pipeline" or self.ops.pipeline is not None

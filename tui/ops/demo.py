@@ -83,7 +83,8 @@ def pipeline_config(profile: Profile, prompts: Path, fleet_timeout_s: float) -> 
             takes them all down for a while).
 
     Returns:
-        The configuration (outputs under ``paths.pipeline_dir()``).
+        The configuration (outputs under ``paths.pipeline_dir()``); on the demo's prompt set,
+        a start after the job finished starts a fresh one (``fresh_job_if_finished``).
     """
     return PipelineConfig(
         prompts=prompts,
@@ -92,6 +93,8 @@ def pipeline_config(profile: Profile, prompts: Path, fleet_timeout_s: float) -> 
         log_path=paths.pipeline_dir() / "pipeline.log",
         servers=tuple(server_urls(profile)),
         extra_args=("--fleet-timeout", f"{fleet_timeout_s:g}"),
+        # The demo's prompt set is the demo's job: once done, `p` starts it again.
+        fresh_when_finished=prompts == demo_prompts_file(),
     )
 
 

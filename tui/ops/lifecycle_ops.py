@@ -256,20 +256,29 @@ class LifecycleOps(OpsBase):
             raise OperationError("no pipeline is configured for this console")
         return self.pipeline
 
+    @property
+    def starts_fresh_job(self) -> bool:
+        """Whether a start after the job finished starts it afresh (the demo's job)."""
+        return self.pipeline is not None and self.pipeline.fresh_when_finished
+
     async def start_pipeline(self) -> None:
-        """Start ``gpufleet generate`` detached (no-op when it already runs); journalled."""
+        """Start ``gpufleet generate`` detached (no-op when it already runs); journalled. The
+        demo's job, once finished, starts afresh (``PipelineConfig.fresh_when_finished``)."""
         # Imported when the pipeline is started or stopped, not with every operation (an apply's
         # start pays for each module it imports: tui.pipeline's status and detach among them).
+        from tui.ops.demo import fresh_job_if_finished
         from tui.ops.pipeline import start_pipeline
 
         config = self._pipeline()
         started = time.time()
+        fresh = None
+        if config.fresh_when_finished:
+            fresh = await asyncio.to_thread(fresh_job_if_finished, config)
         pid = await asyncio.to_thread(start_pipeline, config)
+        summary = f"{fresh}; pipeline pid {pid}" if fresh else f"pipeline pid {pid}"
         await asyncio.to_thread(
             append,
-            simple_entry(
-                "pipeline-start", started, time.time(), True, (), self.by, f"pipeline pid {pid}"
-            ),
+            simple_entry("pipeline-start", started, time.time(), True, (), self.by, summary),
         )
 
     async def stop_pipeline(self) -> None:

@@ -64,13 +64,17 @@ class SchedulerChild:
 
     name = SCHEDULER_NAME
 
-    def __init__(self, root: Path, gpu_index: int, cuda: bool = False) -> None:
+    def __init__(
+        self, root: Path, gpu_index: int, cuda: bool = False, speed: float | None = None
+    ) -> None:
         """Spawn it (same process group: a group signal reaches it); its stdout is a pipe to us
         (its tracebacks still go to the log through stderr).
 
-        With ``cuda`` the child allocates real device memory and answers each memory change.
+        With ``cuda`` the child allocates real device memory and answers each memory change;
+        ``speed`` goes in its record in the simulated driver.
         """
         args = [str(root), str(gpu_index), *(["--cuda"] if cuda else [])]
+        args += ["--speed", f"{speed:g}"] if speed is not None else []
         self.cuda = cuda
         self.proc = _spawn("sglang::scheduler", "tui.sim.holder", args, True, site=cuda)
         self._last: tuple[int, int] | None = None

@@ -84,3 +84,12 @@ def describe_pipeline_stop(status: PipelineStatus) -> str:
         f"Pipeline pid {status.pid}: {num(status.done)} of {num(status.total)} done are kept; "
         f"{num(status.in_flight)} requests in flight are dropped and generated again on restart."
     )
+
+
+def describe_fresh_job(status: PipelineStatus) -> str:
+    """What starting the demo's job afresh does (its last run finished)."""
+    return (
+        f"The demo job finished: {num(status.done)} of {num(status.total)} prompts done. A fresh "
+        "one starts from the first prompt; the finished job's outputs move aside to "
+        "out-finished, replacing the job kept there before."
+    )

@@ -16,7 +16,12 @@ from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
 from tui.ui.confirm import ConfirmScreen
-from tui.ui.describe import describe_pipeline_stop, describe_servers, unknown_servers
+from tui.ui.describe import (
+    describe_fresh_job,
+    describe_pipeline_stop,
+    describe_servers,
+    unknown_servers,
+)
 from tui.ui.dirty_rows import DirtyRowsCompositor
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.filter_bar import FilterBar
@@ -421,7 +426,8 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
         self.app.push_screen(AutotuneScreen(gpus=tuple(self._indices)))
 
     def action_toggle_pipeline(self) -> None:
-        """Start the pipeline, or stop it (after confirmation) when it is running."""
+        """Start the pipeline, or stop it (after confirmation) when it is running; the demo's
+        job, once finished, is started afresh after confirmation."""
         status = self.pipeline_status
         if status is not None and status.state == "running":
             self._confirm_then_post(
@@ -429,5 +435,14 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
                 describe_pipeline_stop(status),
                 PipelineStopRequested(),
             )
+        elif status is not None and status.state == "finished" and self._starts_fresh_job:
+            self._confirm_then_post(
+                "Start a fresh demo job?", describe_fresh_job(status), PipelineStartRequested()
+            )
         else:
             self.post_message(PipelineStartRequested())
+
+    @property
+    def _starts_fresh_job(self) -> bool:
+        """The backend starts a finished job afresh (the demo's: ``ConsoleBackend``)."""
+        return getattr(self.actions, "starts_fresh_job", False) is True
