@@ -63,11 +63,13 @@ ARGS ?=
 demo: $(STAMP) tools
 	$(BIN)/gpufleet demo $(ARGS)
 
+# tools/doclinks.py: every relative link and #anchor of README.md and docs/*.md resolves.
 check: $(STAMP)
-	$(BIN)/ruff check tui tests bench
-	$(BIN)/ruff format --check tui tests bench
+	$(BIN)/ruff check tui tests bench tools
+	$(BIN)/ruff format --check tui tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python tools/doclinks.py README.md docs
 
 test: $(STAMP) $(SGLANG) tools browser check
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m 'not serial' --durations=15

@@ -1,7 +1,7 @@
 """The fleet and its job as one document: what ``gpufleet status`` prints (JSON or text).
 
 Built from one monitor snapshot (``tui.fleet.monitor``) and the pipeline's status document
-(``tui.pipeline.status``); the README documents it ("gpufleet status"). The exit code says
+(``tui.pipeline.status``); docs/status.md documents it. The exit code says
 whether every server is ready (0), some are not (1: a server the fleet state does not record on
 its GPU's port, ``unknown``, counts as not ready), or nothing of the fleet answers or runs (2).
 """
@@ -50,7 +50,7 @@ def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
         now: time.time() of the document (ages are counted to it).
 
     Returns:
-        A JSON-ready dict (see the README for each field).
+        A JSON-ready dict (docs/status.md lists each field).
     """
     server, gpu = panel.server, panel.gpu
     doc: dict[str, Any] = {
