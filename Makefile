@@ -8,9 +8,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-# SGLang itself (pip --no-deps --target, beside the app, never imported by it): the tests hold
-# the shipped flag table (tui/sglang/flagtable/) to its real parser.
-SGLANG := $(VENV)/sglang-0.5.23/.gpufleet-reference.json
+# SGLang itself, every release gpufleet knows (0.5.17 to 0.5.23: their wheels as PyPI serves
+# them, ~200 MB, imported in place, never by the app, plus a few packages in deps/): the tests
+# hold each shipped flag table (tui/sglang/flagtable/) to its release's real parser.
+SGLANG := $(VENV)/sglang-reference/.all-releases
 
 .PHONY: demo test check bench tools browser venv clean
 
@@ -23,7 +24,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 $(SGLANG): $(STAMP) tui/sglang/flagtable/reference.py
-	$(BIN)/python -m tui.sglang.flagtable.generate --install
+	$(BIN)/python -m tui.sglang.flagtable.generate --install --all
 	@touch $(SGLANG)
 
 # tmux drives the console in the end-to-end tests; Debian's prometheus is the real Prometheus
@@ -62,11 +63,13 @@ ARGS ?=
 demo: $(STAMP) tools
 	$(BIN)/gpufleet demo $(ARGS)
 
+# tools/doclinks.py: every relative link and #anchor of README.md and docs/*.md resolves.
 check: $(STAMP)
-	$(BIN)/ruff check tui tests bench
-	$(BIN)/ruff format --check tui tests bench
+	$(BIN)/ruff check tui tests bench tools
+	$(BIN)/ruff format --check tui tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python tools/doclinks.py README.md docs
 
 test: $(STAMP) $(SGLANG) tools browser check
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m 'not serial' --durations=15

@@ -47,6 +47,7 @@ from tui.retune.events import GpuFailed, GpuReady
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import model_for, preflight
 from tui.rollout.canary import CanaryOptions
+from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions
 from tui.sim.steady import JOB
 from tui.sim.throughput import DEFAULT_MEAN_OUTPUT_TOKENS, expected_rate
@@ -127,7 +128,14 @@ async def _search(wall_s: float, explore_gpu_s: float) -> tuple[SearchResult, di
         canary=CANARY,
         # Three GPUs a batch: a winner reaches the fleet in two restarts, not six, so the
         # climb from 80 to 320 Mamba slots fits the wall budget.
-        rollout=RolloutOptions(apply=APPLY, batch=3, interval_s=0.5, baseline_s=1.0, settle_s=2.0),
+        rollout=RolloutOptions(
+            apply=APPLY,
+            batch=3,
+            interval_s=0.5,
+            baseline_s=1.0,
+            settle_s=2.0,
+            verdict=VerdictWindows(window_s=0),  # the bench times the search, not the verdict
+        ),
         poll_s=0.2,
     )
     result = await Autotuner(ops, options, sink).run()

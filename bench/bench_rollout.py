@@ -21,6 +21,7 @@ from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import load_profile
 from tui.retune.options import ApplyOptions
+from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions, rollout_plan
 
 BENCH = "rollout"
@@ -57,7 +58,12 @@ async def _rolling(profile_path: Path) -> tuple[float, float, float | None]:
     profile = load_profile(profile_path)
     plan, _ = rollout_plan(profile)
     options = RolloutOptions(
-        batch=1, apply=APPLY, interval_s=INTERVAL_S, baseline_s=BASELINE_S, settle_s=SETTLE_S
+        batch=1,
+        apply=APPLY,
+        interval_s=INTERVAL_S,
+        baseline_s=BASELINE_S,
+        settle_s=SETTLE_S,
+        verdict=VerdictWindows(window_s=0),  # the cost as before: the same baseline window
     )
     assert [g for g, _ in plan] == list(profile.gpus)
     result = await _ops().rollout(profile, 1, options=options)

@@ -48,6 +48,7 @@ SLOW_FIRST = (
     "test_e2e_demo",
     "test_pipeline_status",
     "test_rollout_rolling",
+    "test_rollout_rollback",
     "test_agent_console",
     "test_agent_api",
     "test_pipeline_bad_inputs",

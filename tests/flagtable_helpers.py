@@ -1,9 +1,10 @@
-"""SGLang 0.5.23 itself, for the tests that hold the shipped flag table to its real parser.
+"""SGLang itself, for the tests that hold each shipped flag table to its release's real parser.
 
-The reference is ``pip install --no-deps --target`` of the pinned wheel (and the few packages its
-parser-building imports need), made by ``make venv`` or, when missing, by the first test that
-needs it (PyPI only). SGLang runs in its own interpreter (``python -m
-tui.sglang.flagtable.generate``): its heavy imports are answered by stand-ins there, never here.
+The reference is every release's wheel, as PyPI serves it, plus the few packages its
+parser-building imports need (``tui.sglang.flagtable.reference``), fetched by ``make venv`` or,
+when missing, by the first test that needs it (PyPI only). SGLang runs in its own interpreter
+(``python -m tui.sglang.flagtable.generate``): its heavy imports are answered by stand-ins there,
+never here.
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ COLUMNS = "100"
 _SET_CHOICES = re.compile(r"--sampling-backend \{(?P<choices>[^}]*)\}")
 
 
-def ensure_reference(version: str = PINNED_VERSION) -> Path:
-    """The reference SGLang's directory, installing it first when it is not there."""
-    directory = sglang_reference_dir(version)
-    if not reference_ready(version, directory):
-        install_reference(version, directory)
-    return directory
+def ensure_reference(*versions: str) -> Path:
+    """The reference directory, with ``versions`` (default: the pinned one) fetched first when
+    missing."""
+    root = sglang_reference_dir()
+    wanted = versions or (PINNED_VERSION,)
+    missing = [v for v in wanted if not reference_ready(v, root)]
+    if missing:
+        install_reference(missing, root)
+    return root
 
 
 def generator(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
@@ -49,20 +53,32 @@ def generator(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess
     )
 
 
-def sglang_table(reference: Path) -> FlagTable:
-    """The table SGLang's real parser gives now (generated in a fresh interpreter)."""
-    done = generator("--reference", str(reference), "--out", "-")
+def sglang_table(reference: Path, version: str = PINNED_VERSION) -> FlagTable:
+    """The table SGLang ``version``'s real parser gives now (generated in a fresh interpreter)."""
+    done = generator("--reference", str(reference), "--sglang-version", version, "--out", "-")
     assert done.returncode == 0, done.stderr[-3000:]
     return FlagTable.from_json(json.loads(done.stdout))
 
 
 def parse_cases(
-    cases: Sequence[Sequence[str]], tmp: Path, *, parser: str, reference: Path
+    cases: Sequence[Sequence[str]],
+    tmp: Path,
+    *,
+    parser: str,
+    reference: Path,
+    version: str = PINNED_VERSION,
+    table_out: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Each argv's outcome under SGLang's parser (``parser="sglang"``) or ours (``"table"``)."""
-    path = tmp / f"cases-{parser}.json"
+    """Each argv's outcome under SGLang ``version``'s parser (``parser="sglang"``) or ours
+    (``"table"``, rebuilt from that release's shipped table); with ``table_out``, SGLang's run
+    also writes the table its parser gives there (one import of SGLang for both)."""
+    path = tmp / f"cases-{parser}-{version}.json"
     path.write_text(json.dumps([list(c) for c in cases]))
-    done = generator("--reference", str(reference), "--parse-cases", str(path), "--parser", parser)
+    args = ["--reference", str(reference), "--sglang-version", version]
+    args += ["--parse-cases", str(path), "--parser", parser]
+    if table_out is not None:
+        args += ["--out", str(table_out)]
+    done = generator(*args)
     assert done.returncode == 0, done.stderr[-3000:]
     results: list[dict[str, Any]] = json.loads(done.stdout)
     for result in results:  # SGLang gives these choices as a set: hash order, not ours
@@ -105,10 +121,11 @@ def sample_values(flag: FlagSpec) -> list[str]:
 
 
 def every_flag_argv(table: FlagTable) -> list[str]:
-    """One argv giving every flag of the table (but ``-h``) a valid value."""
+    """One argv giving every flag of the table a valid value (but ``-h``, and the retired flags
+    whose only answer is an error, 0.5.18's ``--enable-expert-distribution-metrics``)."""
     argv: list[str] = []
     for n, flag in enumerate(table.flags):
-        if flag.action == "help":
+        if flag.action == "help" or dict(flag.action_kwargs).get("error_message"):
             continue
         option = flag.option_strings[0]
         if flag.action == "boolean_optional" and n % 2:

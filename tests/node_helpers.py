@@ -120,11 +120,12 @@ def nodes(
     speed: float = 50.0,
     agents: bool = True,
     startup_s: float | None = None,
+    agent_args: tuple[str, ...] = (),
 ) -> Iterator[list[Node]]:
     """``count`` nodes of ``gpus`` simulated GPUs each, their baseline running, agents started.
 
     ``startup_s`` fixes a server's startup time apart from ``speed`` (a slow job whose relaunch is
-    still quick).
+    still quick); ``agent_args`` are more options of every agent (``--measure-window 2``).
 
     Yields:
         The nodes; on exit every agent and server of them is stopped.
@@ -151,7 +152,7 @@ def nodes(
             if done.returncode != 0:
                 raise AssertionError(f"node {node.name} did not come up:\n{done.stderr}")
             if agents:
-                node.start_agent()
+                node.start_agent(*agent_args)
         yield made
     finally:
         for node in made:

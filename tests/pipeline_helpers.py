@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import httpx
 
 from bench.ports import free_port
@@ -182,6 +181,8 @@ def moto_with_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessServer]
     try:
         moto.start()
         gate.start()
+        import boto3  # here, not at the top: the GPU machine's tests import this module without it
+
         boto3.client("s3", endpoint_url=gate.url).create_bucket(Bucket=BUCKET)
         yield gate
     finally:
@@ -274,6 +275,8 @@ def check_bucket_matches(
 ) -> list[Any]:
     """Manifest == bucket objects == local shards (bytes and sha256); returns every record's
     ``field`` (``index`` by default; ``custom_id`` for the prompt ids)."""
+    import boto3
+
     s3 = boto3.client("s3", endpoint_url=moto.url)
     manifest = json.loads(
         s3.get_object(Bucket=bucket, Key=f"{prefix}/manifest.json")["Body"].read()

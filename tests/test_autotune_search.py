@@ -37,6 +37,7 @@ from tui.ops.service import FleetOps, OpsOptions
 from tui.retune.events import GpuReady
 from tui.retune.options import ApplyOptions
 from tui.rollout.canary import CanaryOptions
+from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions
 from tui.state.fleet_state import read_fleet
 
@@ -54,7 +55,10 @@ CANARY = CanaryOptions(
     settle_s=4.0,
     apply=APPLY,
 )
-ROLLOUT = RolloutOptions(apply=APPLY, interval_s=0.5, baseline_s=1.0, settle_s=2.0)
+ROLLOUT = RolloutOptions(
+    apply=APPLY, interval_s=0.5, baseline_s=1.0, settle_s=2.0, verdict=VerdictWindows(window_s=0)
+)
+"""The search's rollouts take no fleet verdict here: these tests judge the search."""
 
 
 @pytest.fixture()

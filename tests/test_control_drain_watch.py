@@ -35,7 +35,7 @@ def test_the_drain_watch_reads_running_and_queued_without_loading_a_ca_bundle(
             cmdline=(),
             log_path="",
         )
-        watch = _DrainWatch(record, seen.append, time.monotonic())
+        watch = _DrainWatch(record.gpu, record.host, record.port, seen.append, time.monotonic())
         try:
             watch.tick()
             watch.tick()  # within DRAIN_POLL_S: no second read
@@ -58,7 +58,7 @@ async def test_every_stop_of_a_large_fleet_runs_at_once() -> None:
 
     def stop(gpu: int) -> StopReleased:
         together.wait()
-        return StopReleased(gpu, True, f"GPU {gpu}: stopped")
+        return StopReleased(gpu, "done", f"GPU {gpu}: stopped")
 
     results = await asyncio.gather(
         *(in_stop_thread(lambda gpu=gpu: stop(gpu)) for gpu in range(gpus))  # type: ignore[misc]
@@ -100,7 +100,7 @@ def test_the_drain_watch_keeps_no_connection_to_the_server_it_stops(
         gpu=0, port=httpd.server_address[1], pid=1, pgid=1, create_time=0.0, cmdline=(), log_path=""
     )
     progress: list[DrainProgress] = []
-    watch = _DrainWatch(record, progress.append, time.monotonic())
+    watch = _DrainWatch(record.gpu, record.host, record.port, progress.append, time.monotonic())
     try:
         for _ in range(3):
             watch.tick()

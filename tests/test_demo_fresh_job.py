@@ -1,19 +1,35 @@
 """A second demo after the demo job finished starts a fresh job (and says so); a stopped or
-failed one is left to resume."""
+failed one is left to resume. In the console, ``p`` on the finished demo job asks, then starts
+a fresh one (the demo is a demo of the whole loop: a job that ended must not end it)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from ui_helpers import pipeline_status
+from operator_helpers import cleaned
+from sim_helpers import running_sim, wait_until
+from ui_helpers import (
+    RecordingActions,
+    finish_actions,
+    make_app,
+    pipeline_status,
+    settle,
+    wait_for,
+)
 
 from tui import paths
+from tui.gpu.simulated import SimulatedSource
 from tui.ops import demo
-from tui.ops.demo import demo_prompts_file, fresh_job_if_finished, pipeline_config
+from tui.ops.demo import demo_prompts_file, ensure_prompts, fresh_job_if_finished, pipeline_config
+from tui.ops.journal import read_journal
+from tui.ops.pipeline import PipelineConfig
+from tui.ops.service import FleetOps
 from tui.ops.simfleet import sim_profile
-from tui.pipeline.status import write_status
+from tui.pipeline.status import read_status, write_status
+from tui.ui.confirm import ConfirmScreen
 
 
 def demo_config() -> object:
@@ -78,3 +94,64 @@ def test_a_finished_job_whose_pipeline_still_runs_is_left_alone(
 def test_the_makefile_passes_args_to_the_demo() -> None:
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
     assert "$(BIN)/gpufleet demo $(ARGS)" in makefile
+
+
+def test_the_demo_pipeline_starts_fresh_and_another_job_resumes(tmp_path: Path) -> None:
+    assert demo_config().fresh_when_finished  # type: ignore[attr-defined]
+    other = pipeline_config(sim_profile(None), tmp_path / "prompts.jsonl", 60.0)
+    assert not other.fresh_when_finished  # a real job's done record is never put aside
+
+
+def test_p_on_the_finished_demo_job_starts_a_fresh_one(
+    tmp_path: Path, isolated_state: Path
+) -> None:
+    """A real simulated server and a real pipeline: the finished job goes aside, the fresh one
+    runs its prompts from the first, the journal says so; the server told its speed, which
+    the console's header says."""
+    prompts = tmp_path / "prompts.jsonl"
+    ensure_prompts(prompts, 40)
+    with cleaned(isolated_state), running_sim(["--sim-speed", "200"], isolated_state) as sim:
+        source = SimulatedSource(paths.sim_gpu_dir())
+        source.sample()
+        assert source.describe().startswith("simulated x200: 1 x NVIDIA B200 under ")
+        config = PipelineConfig(
+            prompts=prompts,
+            out_dir=tmp_path / "out",
+            status_path=tmp_path / "status.json",
+            log_path=tmp_path / "pipeline.log",
+            servers=(sim.url,),
+            extra_args=("--fleet-timeout", "30", "--max-tokens", "64"),
+            fresh_when_finished=True,
+        )
+        config.out_dir.mkdir()
+        (config.out_dir / "shard-000001.jsonl").write_text('{"old": true}\n')
+        write_status(config.status_path, replace(pipeline_status("finished"), done=40, total=40))
+        asyncio.run(FleetOps(pipeline=config, by="test").start_pipeline())
+        assert (tmp_path / "out-finished" / "shard-000001.jsonl").is_file()
+
+        def fresh_done() -> bool:
+            status = read_status(config.status_path)
+            return status is not None and status.state == "finished" and status.done == 40
+
+        assert wait_until(fresh_done, 60), (tmp_path / "pipeline.log").read_text()[-2000:]
+        shards = sorted(config.out_dir.glob("shard-*.jsonl"))
+        assert shards and '"old"' not in shards[0].read_text()
+        entry = read_journal().entries[-1]
+        assert entry.type == "pipeline-start" and "starting a fresh one" in entry.summary
+
+
+async def test_p_asks_before_starting_the_finished_demo_job_afresh() -> None:
+    actions = RecordingActions(starts_fresh_job=True)
+    done = replace(pipeline_status("finished"), done=100_000, total=100_000)
+    app = make_app(actions=actions, status=done)
+    async with app.run_test(size=(120, 40)) as pilot:  # type: ignore[attr-defined]
+        await settle(pilot, app)
+        await pilot.press("p")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")  # type: ignore[attr-defined]
+        confirm = app.screen  # type: ignore[attr-defined]
+        assert confirm.title_text == "Start a fresh demo job?"
+        assert "100,000 of 100,000 prompts done" in confirm.affected
+        assert actions.calls == []
+        await pilot.press("y")
+        await finish_actions(pilot, app)
+    assert actions.calls == [("start_pipeline", ())]

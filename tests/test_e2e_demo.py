@@ -102,6 +102,9 @@ def test_demo_comes_up_ready_and_stop_leaves_nothing(
     with cleaned(isolated_state, ports):
         with tmux_session(demo_argv(base), width, height, demo_env(isolated_state)) as term:
             shown = wait_all_ready(term, base)
+            # The header says the fleet is simulated, and how fast (the demo's --speed 200).
+            header = term.wait_for(lambda s: "simulated x200: " in s.splitlines()[0], 10)
+            assert header.splitlines()[0].index("simulated x200") < width - 20
             records = read_records()
             assert sorted(r.port for r in records.values()) == ports
             assert {records[g].pid for g in records} == {shown[p] for p in ports}

@@ -180,8 +180,12 @@ def test_keyboard_alone_tune_apply_verify_and_roll_back(
         term.send("b")
         term.wait_for(lambda s: "Roll back GPUs 0-6 to sim-baseline?" in s, 20)
         term.send("y")
-        back = term.wait_for(lambda s: "Roll back GPUs 0-6 to" in s and "verdict:" in s, APPLY_S)
-        assert "7 of 7 GPUs ready" in back
+        # one GPU at a time (the dialog's y), then the fleet's throughput before vs after
+        back = term.wait_for(lambda s: "rollback: 7 of 7 GPUs done" in s, APPLY_S)
+        assert "Roll back the fleet to sim-baseline, one GPU at a time" in back, back
+        verdicts = "(better|worse|no measurable difference)"
+        measured = r"fleet throughput [\d,]+ -> [\d,]+ tok/s: " + verdicts
+        assert re.search(measured, back), back
         term.send("Escape")
         shown = wait_panels(term, 80, 16)
         pids = {int(pid) for _, pid in READY.findall(shown)}

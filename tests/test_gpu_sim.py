@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -59,6 +60,29 @@ def test_memory_is_the_sum_of_live_processes(tmp_path: Path, child: psutil.Proce
     assert gpu0.sm_clock_mhz > gpu1.sm_clock_mhz
     assert gpu0.fan_percent is None
     assert "2 x NVIDIA H200" in source.describe()
+
+
+def test_the_servers_speed_is_said_and_kept_through_a_restart(
+    tmp_path: Path, child: psutil.Process
+) -> None:
+    sim_records.ensure_device(tmp_path, 0, "b200")
+    sim_records.ensure_device(tmp_path, 1, "b200")
+    source = SimulatedSource(tmp_path)
+    source.sample()
+    assert source.describe() == f"simulated: 2 x NVIDIA B200 under {tmp_path}"  # none said
+    fast = replace(_record(child, 50 * GIB, 90.0), speed=20.0)
+    sim_records.publish_process(tmp_path, 0, fast)
+    source.sample()
+    assert source.describe() == f"simulated x20: 2 x NVIDIA B200 under {tmp_path}"
+    me = psutil.Process()
+    sim_records.publish_process(tmp_path, 1, replace(_record(me, GIB, 1.0), speed=2.5))
+    source.sample()
+    assert source.describe().startswith("simulated x2.5/x20: ")
+    child.kill()
+    child.wait(timeout=10)
+    sim_records.withdraw_process(tmp_path, 1, me.pid)
+    source.sample()  # every server down (a full-fleet restart): the fleet's speed stays said
+    assert source.describe().startswith("simulated x2.5/x20: ")
 
 
 def test_dead_process_releases_memory(tmp_path: Path, child: psutil.Process) -> None:

@@ -65,14 +65,40 @@ def test_gpu_backing_without_a_gpu_is_a_clear_usage_error() -> None:
     assert "--gpu-backing cuda needs PyTorch and an NVIDIA GPU" in result.stderr
 
 
+def _card_bytes() -> float:
+    """The first GPU's memory in bytes (NVML), or 0 without one."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return float(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).total)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return 0.0
+
+
+CARD_BYTES = _card_bytes() if WHY_NOT is None else 0.0
+"""The lent machine is an H100 (80 GB) or an H200 (141 GB): the test sizes itself to the card."""
+
+BIG_CARD = CARD_BYTES >= 120 * 1024**3
+"""The seed's model (56 GB of FP8 weights, 80 Mamba slots) fits at 0.85 only on a card this big;
+on an 80 GB card the 8B model stands in (its pools still take most of the card)."""
+
+
 def _profile(path: Path, port: int, logs: Path, fraction: float, name: str) -> Path:
+    if BIG_CARD:
+        model, knobs, card = "qwen3.6-27b", SEED_KNOBS, "h200"
+    else:
+        model, knobs, card = "llama-8b", "", "h100"
     path.write_text(
         f"""
 name = "{name}"
 [engine]
 kind = "sim"
-sim_gpu = "h200"
-sim_model = "qwen3.6-27b"
+sim_gpu = "{card}"
+sim_model = "{model}"
 sim_speed = 10.0
 [fleet]
 gpus = [0]
@@ -81,21 +107,24 @@ host = "127.0.0.1"
 log_dir = "{logs}"
 log_file = "sglang_gpu{{gpu}}.log"
 [server]
-model_path = "Qwen/Qwen3.6-27B-FP8"
 mem_fraction_static = {fraction}
-max_mamba_cache_size = 80
-mamba_full_memory_ratio = 0.4
-mamba_radix_cache_strategy = "extra_buffer"
-speculative_algorithm = "EAGLE"
-speculative_num_steps = 3
-speculative_eagle_topk = 1
-speculative_num_draft_tokens = 4
+{knobs}
 [server.extra_flags]
 enable_metrics = true
 gpu_backing = "cuda"
 """
     )
     return path
+
+
+SEED_KNOBS = """model_path = "Qwen/Qwen3.6-27B-FP8"
+max_mamba_cache_size = 80
+mamba_full_memory_ratio = 0.4
+mamba_radix_cache_strategy = "extra_buffer"
+speculative_algorithm = "EAGLE"
+speculative_num_steps = 3
+speculative_eagle_topk = 1
+speculative_num_draft_tokens = 4"""
 
 
 def _smi_used_mib(index: int) -> float:
@@ -162,7 +191,8 @@ def test_console_sees_real_memory_kill_releases_and_oom_is_real(
     panel_mib = panel.gpu.memory_used / MIB
     print(f"idle {idle_mib:.0f} MiB; panel {panel_mib:.0f} MiB; nvidia-smi {smi:.0f} MiB")
     assert abs(panel_mib - smi) <= 64 + 0.02 * smi
-    assert smi - idle_mib > 100 * 1024, "the server's pools should hold over 100 GiB"
+    # fraction 0.85 of the card: the pools and weights hold most of it (141 GB card: > 100 GiB)
+    assert smi - idle_mib > 0.6 * CARD_BYTES / MIB, "the server should hold most of the card"
     holders = {p.pid for p in panel.gpu.processes}
     assert holders, "NVML lists the server's scheduler child as a compute process"
 
@@ -172,7 +202,12 @@ def test_console_sees_real_memory_kill_releases_and_oom_is_real(
     progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("GPU 0:")]
     print("relaunch progress:", progress)
     steps = [line.split(": ", 1)[1].rsplit(" (", 1)[0] for line in progress]
-    assert steps[:3] == ["stopping", "waiting for GPU memory release", "launching"]
+    # The stop drains first (its progress lines between), then waits for the release, then
+    # launches: the order is the contract, not the number of drain lines.
+    assert steps[0] == "stopping"
+    release = steps.index("waiting for GPU memory release")
+    assert all(step.startswith("draining") for step in steps[1:release]), steps
+    assert steps[release + 1] == "launching"
     assert not holders & nvml_gpu_pids()(0), "the old holder no longer holds GPU memory"
 
     # 3. A retune that does not fit: PyTorch's real OOM, on the report and on the panel.

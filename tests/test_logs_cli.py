@@ -9,6 +9,7 @@ from pathlib import Path
 
 from logs_helpers import FIXTURES, write_synthetic_log
 
+from tui.logs.blocks import read_records
 from tui.logs.parser import parse_line
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +31,8 @@ def test_parse_prints_one_json_object_per_recognised_line() -> None:
     done = _run("parse", str(path))
     assert done.returncode == 0, done.stderr
     objects = [json.loads(line) for line in done.stdout.decode().splitlines()]
-    expected = [i for i, t in enumerate(path.read_text().splitlines(), start=1) if parse_line(t)]
+    records = read_records(path.read_text().splitlines())
+    expected = [r.event.line for r in records if r.event is not None]
     assert [o["line"] for o in objects] == expected
     by_line = {o["line"]: o for o in objects}
     assert by_line[50]["kind"] == "pool" and by_line[50]["max_running_requests"] == 32

@@ -98,3 +98,24 @@ def test_preflight_only_prints_predictions_and_launches_nothing(
     assert "preflight GPU 0: mamba slots 200" in out and "64 -> 40 (capped)" in out
     assert "preflight GPU 1: does not fit: " in out
     assert read_records() == {}
+
+
+def test_preflight_only_plans_a_model_from_its_config_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A simulated fleet serving the GPU machine's tiny Qwen3.5 model by its config folder: a
+    plan per GPU, not "cannot predict: unknown model"."""
+    folder = Path(__file__).parent / "fixtures" / "model_configs" / "gpufleet--tiny-qwen35"
+    path = tmp_path / "tiny.toml"
+    path.write_text(
+        f'[engine]\nkind = "sim"\nsim_gpu = "h200"\nsim_model = "{folder}"\n'
+        "[fleet]\ngpus = [0]\nbase_port = 31000\n"
+        f'[server]\nmodel_path = "{folder}"\nmem_fraction_static = 0.2\n'
+        "max_mamba_cache_size = 64\nmax_running_requests = 16\n"
+    )
+    assert cli.main([str(path), "--preflight-only"]) == 0
+    out = capsys.readouterr().out
+    assert "preflight GPU 0: mamba slots 64, KV tokens " in out
+    assert "max_running 16 -> 12 (capped)" in out  # 0.5.23: extra_buffer, 5 slots a request
+    assert "cannot predict" not in out
+    assert read_records() == {}

@@ -29,6 +29,7 @@ from tui.ops.journal import journal_marks, read_journal
 from tui.ops.service import FleetOps, OperationError, OpsOptions
 from tui.retune.events import ApplyFinished, GpuPhase, GpuReady
 from tui.retune.options import ApplyOptions
+from tui.rollout.rollout import RolloutOptions
 from tui.state.fleet_state import ProcessRecord, put_record, read_records, read_running
 
 GPUS = [0, 1]
@@ -60,7 +61,9 @@ def fleet(
 
 
 def operator(fleet: OpFleet, marks: Marks | None = None) -> ConsoleBackend:
-    options = OpsOptions(apply=FAST, stop=StopTimeouts(drain_s=10.0, release_s=20.0), settle_s=0.2)
+    walk = RolloutOptions(apply=FAST, measure_cost=False)  # the rollback's walk: no verdict
+    stop = StopTimeouts(drain_s=10.0, release_s=20.0)
+    options = OpsOptions(apply=FAST, stop=stop, settle_s=0.2, rollout=walk)
     return ConsoleBackend(FleetOps(fleet.baseline, options=options, by="console"), marks)
 
 
@@ -87,14 +90,20 @@ async def test_relaunch_starts_the_current_profile_again(fleet: OpFleet) -> None
 
 async def test_stop_refuses_a_pid_that_is_not_ours(fleet: OpFleet) -> None:
     real = read_records()[0]
-    fake = ProcessRecord(**{**real.to_json(), "cmdline": ("python", "-m", "something-else")})
+    # The very process recorded (same start ticks) under another launch id: the record does not
+    # describe it, and what it describes may still run. Refused, record kept.
+    fake = ProcessRecord(
+        **{**real.to_json(), "cmdline": tuple(real.cmdline), "launch_id": "0" * 32}
+    )
     put_record(ProcessRecord.from_json(fake.to_json()))
     marks = Marks()
-    with pytest.raises(OperationError, match="refusing to signal"):
+    with pytest.raises(
+        OperationError, match=r"refused on GPU 0: refusing to signal .*its launch id differs"
+    ):
         await operator(fleet, marks).kill((0,))
     assert pid_alive(real.pid)  # nothing was signalled
     assert marks.calls[-1] == (0, False)  # the STOPPING mark is withdrawn
-    assert read_records()[0].cmdline == fake.cmdline  # the record is kept for the operator
+    assert read_records()[0].launch_id == fake.launch_id  # the record is kept for the operator
     put_record(real)
 
 
@@ -133,10 +142,11 @@ async def test_apply_forwards_events_journals_and_rolls_back(fleet: OpFleet) -> 
         await op.ops.rollback((0, 1), expect="op-baseline")
     assert {g: r.pid for g, r in read_records().items()} == running
     back = await op.rollback()
-    assert back is not None and back.ok and back.profile == "op-baseline"
+    assert back.ok and back.rollback and [s.gpus for s in back.steps] == [(1,), (0,)]
+    assert {p for s in back.steps for p in s.profiles.values()} == {"op-baseline"}
     assert {r.profile for r in read_records().values()} == {"op-baseline"}
     assert read_journal().entries[-1].type == "rollback"
-    assert len(journal_marks()) == 3  # the start, the apply and the rollback
+    assert len(journal_marks()) == 5  # the start, the apply, the rollback's two GPUs and its end
 
 
 async def test_apply_of_an_unknown_profile_stops_nothing(fleet: OpFleet) -> None:

@@ -76,8 +76,8 @@ def _problems(doc: dict[str, Any]) -> list[str]:
         (
             _doc({"mamba_scheduler_strategy": "extra_buffer"}),
             "server.extra_flags.mamba_scheduler_strategy = 'extra_buffer': not allowed in "
-            f"extra_flags: {V} renamed it --mamba-radix-cache-strategy and keeps no alias; set "
-            "server.mamba_radix_cache_strategy",
+            "extra_flags: SGLang renamed it --mamba-radix-cache-strategy (an alias up to 0.5.19, "
+            "refused from 0.5.20); set server.mamba_radix_cache_strategy",
         ),
         (
             _doc({"max_running_request": 64}),
@@ -190,10 +190,11 @@ def test_simulator_flags_only_for_the_sim_engine() -> None:
 
 def test_sglang_version_is_checked() -> None:
     doc = _doc()
-    doc["engine"]["sglang_version"] = "0.5.22"
+    doc["engine"]["sglang_version"] = "0.5.16"
     assert _problems(doc) == [
-        "engine.sglang_version = '0.5.22': no SGLang flag table for this version (gpufleet has: "
-        "0.5.23; generate one with python -m tui.sglang.flagtable.generate)"
+        "engine.sglang_version = '0.5.16': no SGLang flag table for this version (gpufleet has: "
+        "0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23; or 'auto': the release "
+        "engine.python has)"
     ]
     doc["engine"]["sglang_version"] = "0.5.23"
     profile = profile_from_dict(doc, "t")

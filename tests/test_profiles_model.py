@@ -157,7 +157,7 @@ def test_argv_exact_with_override_and_extra_flags() -> None:
 
 
 def test_legacy_flag_and_sim_engine_argv() -> None:
-    # The pre-rename flag name is refused: SGLang 0.5.23 (the only table) has no alias for it.
+    # The pre-rename flag name is refused by 0.5.23, the default release (0.5.19 took the alias).
     legacy_problems = _problems(_with(**{"engine.legacy_mamba_flag": True}))
     assert legacy_problems == [
         "engine.legacy_mamba_flag = 'extra_buffer': emits --mamba-scheduler-strategy, the name "
@@ -172,8 +172,8 @@ def test_legacy_flag_and_sim_engine_argv() -> None:
     assert argv[-6:] == ["--sim-gpu", "h200", "--sim-speed", "50.0", "--sim-model", "llama-8b"]
     # The simulator's own parser judges its own flags.
     assert _problems(_with(engine={**engine, "sim_model": "m"})) == [
-        "engine.sim_model = 'm': gpufleet sim refuses --sim-model 'm' (it exits 2: invalid "
-        "choice); allowed: one of llama-8b, qwen3.6-27b"
+        "engine.sim_model = 'm': gpufleet sim refuses --sim-model 'm' (it exits 2: 'm' is "
+        "neither a model name (llama-8b, qwen3.6-27b) nor a folder)"
     ]
     assert "--sim-gpu" not in argv_for(legacy, 0)
 

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tui.profiles import load_profile
-from tui.retune.preflight import calibration_from_log, preflight
+from tui.profiles import Profile, load_profile
+from tui.retune import preflight as preflight_module
+from tui.retune.preflight import build_for, calibration_from_log, preflight
+from tui.sglang.memory import plan_memory
+from tui.sglang.modelcfg.spec import resolve_model
 from tui.sglang.models import MODELS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retune"
@@ -129,3 +132,75 @@ def test_preflight_unknown_model_names_it(profile_file: Path) -> None:
     )
     with pytest.raises(ValueError, match="unknown-model"):
         preflight(real, 0, gpu_total_bytes=183 * 10**9)
+
+
+CONFIGS = Path(__file__).parent / "fixtures" / "model_configs"
+H200 = 150_754_820_096  # 140.4 GiB, as NVML reports an H200
+
+
+def _real(profile: Profile, model_path: str, **server: object) -> Profile:
+    engine = dataclasses.replace(profile.engine, kind="sglang")
+    fields = dict(model_path=model_path, **server)
+    return dataclasses.replace(
+        profile, engine=engine, server=dataclasses.replace(profile.server, **fields)
+    )
+
+
+def test_preflight_of_any_model_folder(profile_file: Path) -> None:
+    """A real profile serving a Qwen3.5-style folder gets a plan from its config.json (it used to
+    be "unknown model; known: [...]"), the same plan ``plan_memory`` makes for the derived spec."""
+    profile = _real(
+        load_profile(profile_file),
+        str(CONFIGS / "Qwen--Qwen3.5-35B-A3B"),
+        mem_fraction_static=0.9,
+        max_mamba_cache_size=None,
+        speculative_algorithm=None,
+        speculative_num_steps=None,
+        speculative_eagle_topk=None,
+        speculative_num_draft_tokens=None,
+    )
+    result = preflight(profile, 0, gpu_total_bytes=H200)
+    assert result.fits, result.why_not
+    spec = resolve_model(str(CONFIGS / "Qwen--Qwen3.5-35B-A3B"))
+    assert result.plan.model == spec.name and result.plan.is_hybrid_mamba
+    expected = plan_memory(
+        spec, H200, mem_fraction_static=0.9, max_running_requests=64,
+        mamba_full_memory_ratio=0.6, mamba_radix_cache_strategy="extra_buffer",
+    )  # fmt: skip
+    assert (result.mamba_slots, result.kv_tokens) == (
+        expected.max_mamba_cache_size,
+        expected.max_total_num_tokens,
+    )
+    assert result.kv_tokens > 0 and result.mamba_slots > 0
+
+
+def test_preflight_of_a_cached_hub_id(
+    profile_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Qwen/Qwen3-Next-80B-A3B-Instruct`` from a (fake) Hugging Face cache: its estimated 148
+    GiB of bf16 weights do not fit an H200, and the preflight says so in SGLang's words."""
+    snapshot = tmp_path / "hub" / "models--Qwen--Qwen3-Next-80B-A3B-Instruct" / "snapshots" / "c1"
+    snapshot.mkdir(parents=True)
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("c1")
+    source = CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Instruct" / "config.json"
+    (snapshot / "config.json").write_text(source.read_text())
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    profile = _real(load_profile(profile_file), "Qwen/Qwen3-Next-80B-A3B-Instruct")
+    result = preflight(profile, 0, gpu_total_bytes=H200)
+    assert not result.fits and result.why_not is not None
+    assert result.why_not.startswith("does not fit: torch.OutOfMemoryError: CUDA out of memory")
+
+
+def test_preflight_reads_a_real_gpus_capacity_and_the_profiles_build(
+    profile_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    profile = _real(load_profile(profile_file), str(CONFIGS / "gpufleet--tiny-qwen35"))
+    monkeypatch.setattr(preflight_module, "gpu_capacity", lambda gpu: None)
+    with pytest.raises(ValueError, match=r"gpu 0: memory capacity unknown \(no NVIDIA driver"):
+        preflight(profile, 0)
+    monkeypatch.setattr(preflight_module, "gpu_capacity", lambda gpu: H200 if gpu == 0 else None)
+    assert preflight(profile, 0).plan.gpu_total_bytes == H200
+    assert build_for(profile) == "0.5.23"
+    old = dataclasses.replace(profile.engine, sglang_version="0.5.17")
+    assert build_for(dataclasses.replace(profile, engine=old)) == "0.5.17"

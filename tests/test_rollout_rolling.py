@@ -21,6 +21,7 @@ from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps
 from tui.profiles import load_profile
 from tui.retune.options import ApplyOptions
+from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions, rollout_plan
 from tui.state.fleet_state import read_records, read_running
 
@@ -58,6 +59,7 @@ async def test_rollout_keeps_the_pipeline_running_and_loses_no_request(
         interval_s=0.5,
         baseline_s=2.0,
         settle_s=3.0,
+        verdict=VerdictWindows(window_s=0),  # the fleet verdict: tests/test_rollout_rollback.py
     )
     result = await ops.rollout(profile, 1, options=options)
     print(result.describe())

@@ -159,11 +159,13 @@ async def test_load_falls_back_to_v1_loads_then_get_load(make_client: ClientFact
     assert load is not None and load.source == "/v1/loads"
     assert (load.running, load.queued, load.token_usage) == (7, 6, 0.4)
 
-    old = [{"dp_rank": 0, "num_reqs": 9, "num_waiting_reqs": 2}]
+    # 0.5.17's /get_load (tests/fixtures/real_sglang/0.5.17/*/get_load.json's keys): num_reqs
+    # counts the running and the waiting requests (``num_running_reqs + num_waiting_reqs``).
+    old = [{"dp_rank": 0, "num_reqs": 9, "num_waiting_reqs": 2, "num_tokens": 0, "ts_tic": 1.0}]
     with canned_server({"/get_load": json_reply(json.dumps(old))}) as server:
         async with make_client() as client:
             load = await make_probe(client, server.port).load()
-    assert load is not None and (load.source, load.running, load.queued) == ("/get_load", 9, 2)
+    assert load is not None and (load.source, load.running, load.queued) == ("/get_load", 7, 2)
 
 
 async def test_load_reuses_the_reading_of_an_unchanged_metrics_body(

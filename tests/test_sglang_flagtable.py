@@ -1,14 +1,17 @@
-"""The shipped flag table against SGLang 0.5.23's real parser, and our parser against SGLang's.
+"""Each shipped flag table against its release's real parser, and our parser against SGLang's.
 
 SGLang runs in its own interpreter from its real wheel (``tests/flagtable_helpers.py``); nothing
-here is a copy of what SGLang answers: each test asks SGLang and compares.
+here is a copy of what SGLang answers: each test asks SGLang and compares. Every release gpufleet
+knows (``reference.RELEASES``, 0.5.17 to 0.5.23) is held to its own parser.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flagtable_helpers import (
@@ -16,12 +19,14 @@ from flagtable_helpers import (
     every_flag_argv,
     generator,
     parse_cases,
-    sglang_table,
+    sample_values,
 )
 
 from tui.sglang.flagtable.check import check_argv
-from tui.sglang.flagtable.generate import describe
+from tui.sglang.flagtable.describe import describe
+from tui.sglang.flagtable.generate import base_of
 from tui.sglang.flagtable.parser import build_parser
+from tui.sglang.flagtable.reference import RELEASES
 from tui.sglang.flagtable.table import (
     PINNED_VERSION,
     FlagTable,
@@ -30,6 +35,7 @@ from tui.sglang.flagtable.table import (
     known_versions,
     load_table,
     table_path,
+    version_key,
 )
 
 M = ["--model-path", "Qwen/Qwen3.6-27B-FP8"]
@@ -46,29 +52,80 @@ REJECTED = {
 }
 """Launch argv SGLang 0.5.23's parser refuses (exit 2), by reason."""
 
+ALIASES = {
+    "cuda_graph_max_bs": [*M, "--cuda-graph-max-bs", "256"],
+    "mamba_scheduler_strategy": [*M, "--mamba-scheduler-strategy", "extra_buffer"],
+}
+"""Deprecated aliases up to 0.5.19 (a warning, the value stored under the new name), gone in
+0.5.20: --cuda-graph-max-bs then became an ambiguous prefix, the other an unknown flag."""
+
 
 @pytest.fixture(scope="module")
 def reference() -> Path:
-    """SGLang 0.5.23's wheel, installed for reference (pip, once)."""
-    return ensure_reference()
+    """Every release's wheel, fetched for reference (pip, once)."""
+    return ensure_reference(*RELEASES)
+
+
+@dataclasses.dataclass
+class Run:
+    """What one release's real parser gave: its table, and its outcome on every case."""
+
+    table: FlagTable
+    cases: list[list[str]]
+    results: list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def real_table(reference: Path) -> FlagTable:
-    """The table SGLang's real parser gives, generated now."""
-    return sglang_table(reference)
+def runs(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Run]:
+    """Release -> its ``Run``: one SGLang interpreter per release gives both (each once)."""
+    done: dict[str, Run] = {}
+
+    def run(version: str) -> Run:
+        if version not in done:
+            tmp = tmp_path_factory.mktemp(f"sglang-{version}")
+            cases = _cases(load_table(version))
+            out = tmp / "table.json"
+            results = parse_cases(
+                cases, tmp, parser="sglang", reference=reference, version=version, table_out=out
+            )
+            done[version] = Run(FlagTable.from_json(json.loads(out.read_text())), cases, results)
+        return done[version]
+
+    return run
 
 
-def test_shipped_table_is_sglang_own_parser(real_table: FlagTable) -> None:
-    shipped = load_table(PINNED_VERSION)
-    assert differences(real_table, shipped) == []
-    assert shipped.sglang_version == "0.5.23" and shipped.prog == "sglang serve"
+@pytest.fixture(scope="module")
+def real_table(runs: Callable[[str], Run]) -> FlagTable:
+    """The table SGLang 0.5.23's real parser gives, generated now."""
+    return runs(PINNED_VERSION).table
+
+
+def test_the_releases_known_are_the_tables_shipped() -> None:
+    assert known_versions() == tuple(RELEASES)
+    assert tuple(RELEASES) == tuple(sorted(RELEASES, key=version_key))
+    assert PINNED_VERSION == list(RELEASES)[-1] == "0.5.23"
+    assert next(iter(RELEASES)) == "0.5.17"
+    for version in RELEASES:  # the newest whole, each older one a delta of the next newer
+        doc = json.loads(table_path(version).read_text())
+        assert doc.get("delta_of") == base_of(version), version
+    total = sum(table_path(v).stat().st_size for v in RELEASES)
+    assert total < 300_000, total  # whole tables would take ~1.1 MB
+
+
+@pytest.mark.parametrize("version", list(RELEASES))
+def test_shipped_table_is_sglang_own_parser(version: str, runs: Callable[[str], Run]) -> None:
+    real = runs(version).table
+    shipped = load_table(version)
+    assert differences(real, shipped) == []
+    assert shipped.sglang_version == version and shipped.prog == "sglang serve"
     assert shipped.allow_abbrev
-    assert len(shipped.flags) == len(real_table.flags) > 500
+    assert len(shipped.flags) == len(real.flags) > 450
     # The file is exactly what the generator writes: re-pinning is one command, no hand edits
     # (but for the Python that generated it: argparse's texts are the interpreter's).
-    regenerated = dataclasses.replace(real_table, python=shipped.python).dumps()
-    assert table_path(PINNED_VERSION).read_text() == regenerated
+    base = base_of(version)
+    regenerated = dataclasses.replace(real, python=shipped.python)
+    text = regenerated.dumps(load_table(base) if base is not None else None)
+    assert table_path(version).read_text() == text
 
 
 def test_an_edited_table_is_caught(real_table: FlagTable) -> None:
@@ -146,8 +203,12 @@ def _cases(table: FlagTable) -> list[list[str]]:
     cases = [every_flag_argv(table), ["-h"], ["--port"], *REJECTED.values()]
     for kind, values in bad_values.items():
         cases += [[*M, by_type[kind].option_strings[0], v] for v in values]
-    backend = next(f for f in table.flags if f.type == "parse_cuda_graph_backend_arg")
-    cases += [[*M, backend.option_strings[0], v] for v in ("tc_piecewise", "full", "bogus")]
+    for backend in [f for f in table.flags if f.type == "parse_cuda_graph_backend_arg"][:1]:
+        cases += [[*M, backend.option_strings[0], v] for v in ("tc_piecewise", "full", "bogus")]
+    # Every retired flag once: SGLang's own action classes, as each release defines them.
+    for flag in table.flags:
+        if flag.action.startswith("Deprecated"):
+            cases.append([*M, flag.option_strings[-1], *sample_values(flag)])
     cases += [
         [*M, "--max-running-request", "64"],  # a unique prefix: SGLang accepts it
         [*M, "--tp", "2", "--mem-frac", "0.8", "--enable-metric"],
@@ -164,39 +225,64 @@ def _cases(table: FlagTable) -> list[list[str]]:
     return cases
 
 
-def test_rebuilt_parser_answers_as_sglang_does(tmp_path: Path, reference: Path) -> None:
+@pytest.mark.parametrize("version", list(RELEASES))
+def test_rebuilt_parser_answers_as_sglang_does(
+    version: str, tmp_path: Path, reference: Path, runs: Callable[[str], Run]
+) -> None:
     """Same exit status, stdout (--help), stderr (usage and error), namespace, for every case."""
-    cases = _cases(load_table())
-    theirs = parse_cases(cases, tmp_path, parser="sglang", reference=reference)
-    ours = parse_cases(cases, tmp_path, parser="table", reference=reference)
+    cases, theirs = runs(version).cases, runs(version).results
+    ours = parse_cases(cases, tmp_path, parser="table", reference=reference, version=version)
     assert len(theirs) == len(ours) == len(cases)
     for argv, sglang, table in zip(cases, theirs, ours, strict=True):
         assert table == sglang, argv[-4:]
     statuses = [r["status"] for r in theirs]
-    assert statuses[0] == 0 and len(theirs[0]["namespace"]) > 500  # every flag, one argv
+    assert statuses[0] == 0 and len(theirs[0]["namespace"]) > 450  # every flag, one argv
     assert theirs[1]["stdout"].startswith("usage: sglang serve [-h] --model-path MODEL_PATH")
-    assert statuses.count(2) >= 20 and statuses.count(0) >= 10
+    assert statuses.count(2) >= 15 and statuses.count(0) >= 10
     errors = {r["stderr"].splitlines()[-1] for r in theirs if r["status"] == 2}
-    assert (
-        "sglang serve: error: ambiguous option: --cuda-graph-max-bs could match "
-        "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
-    ) in errors
-    assert (
-        "sglang serve: error: unrecognized arguments: --mamba-scheduler-strategy extra_buffer"
-        in (errors)
-    )
     spec = {r["spec_error"] for r in theirs}
     assert "ValueError: Unknown speculative algorithm name: MTP" in spec
+    by_argv = {tuple(c): r for c, r in zip(cases, theirs, strict=True)}
+    max_bs = by_argv[tuple(ALIASES["cuda_graph_max_bs"])]
+    scheduler = by_argv[tuple(ALIASES["mamba_scheduler_strategy"])]
+    if version_key(version) < version_key("0.5.20"):
+        assert max_bs["status"] == 0 and max_bs["namespace"]["cuda_graph_max_bs_decode"] == 256
+        assert "'--cuda-graph-max-bs' is deprecated" in max_bs["stderr"]
+        assert scheduler["namespace"]["mamba_radix_cache_strategy"] == "extra_buffer"
+    else:
+        assert (
+            "sglang serve: error: ambiguous option: --cuda-graph-max-bs could match "
+            "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
+        ) in errors
+        assert (
+            "sglang serve: error: unrecognized arguments: --mamba-scheduler-strategy extra_buffer"
+        ) in errors
 
 
-@pytest.mark.parametrize("reason", sorted(REJECTED))
-def test_checker_refuses_what_sglang_refuses(reason: str, tmp_path: Path, reference: Path) -> None:
-    argv = REJECTED[reason]
-    (sglang,) = parse_cases([argv], tmp_path, parser="sglang", reference=reference)
-    rejection = check_argv(argv)
-    assert rejection is not None and sglang["status"] == 2 == rejection.exit_status
-    assert sglang["stderr"].splitlines()[-1] == rejection.sglang_error
-    assert rejection.sglang_version in rejection.describe()
+def test_checker_refuses_what_sglang_refuses(runs: Callable[[str], Run]) -> None:
+    run = runs(PINNED_VERSION)
+    by_argv = {tuple(c): r for c, r in zip(run.cases, run.results, strict=True)}
+    for reason, argv in REJECTED.items():
+        sglang = by_argv[tuple(argv)]
+        rejection = check_argv(argv)
+        assert rejection is not None and sglang["status"] == 2 == rejection.exit_status, reason
+        assert sglang["stderr"].splitlines()[-1] == rejection.sglang_error, reason
+        assert rejection.sglang_version in rejection.describe()
+
+
+def test_checker_judges_by_the_release() -> None:
+    """--cuda-graph-max-bs is 0.5.17's deprecated alias and 0.5.23's ambiguous prefix: each
+    release's checker says what that release's real parser does (the parse cases above hold
+    each parser to it)."""
+    argv = ALIASES["cuda_graph_max_bs"]
+    assert check_argv(argv, version="0.5.17", strict=True) is None
+    new = check_argv(argv, version="0.5.23", strict=True)
+    assert new is not None and new.kind == "ambiguous" and new.sglang_version == "0.5.23"
+    legacy = ALIASES["mamba_scheduler_strategy"]
+    assert check_argv(legacy, version="0.5.19", strict=True) is None
+    gone = check_argv(legacy, version="0.5.20", strict=True)
+    assert gone is not None and gone.kind == "unknown"
+    assert gone.describe().startswith("SGLang 0.5.20 has no flag --mamba-scheduler-strategy")
 
 
 def test_checker_verdicts_on_the_named_cases() -> None:
@@ -236,9 +322,38 @@ def test_checker_verdicts_on_the_named_cases() -> None:
 
 
 def test_unknown_version_is_refused_by_name() -> None:
-    assert known_versions() == ("0.5.23",)
-    with pytest.raises(UnknownVersion, match=r"no SGLang flag table for version '0.5.22'"):
-        load_table("0.5.22")
+    with pytest.raises(UnknownVersion, match=r"no SGLang flag table for version '0.5.16'") as err:
+        load_table("0.5.16")
+    assert "0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23" in str(err.value)
+
+
+def test_a_delta_reads_back_exactly() -> None:
+    newer, older = load_table("0.5.23"), load_table("0.5.22")
+    doc = json.loads(older.dumps(newer))
+    assert doc["delta_of"] == "0.5.23"
+    runs = [e for e in doc["flags"] if isinstance(e, list)]
+    rows = [e for e in doc["flags"] if isinstance(e, dict)]
+    assert runs and len(rows) < len(older.flags) / 5  # most rows are shared
+    assert FlagTable.from_json(doc, newer) == older
+    with pytest.raises(ValueError, match="needs that table"):
+        FlagTable.from_json(doc)
+    with pytest.raises(ValueError, match="needs that table"):
+        FlagTable.from_json(doc, older)
+    doc["flags"][0] = [0, len(newer.flags) + 1]
+    with pytest.raises(ValueError, match="beyond the"):
+        FlagTable.from_json(doc, newer)
+    doc["flags"][0] = "--port"
+    with pytest.raises(ValueError, match="expected a row or"):
+        FlagTable.from_json(doc, newer)
+
+
+def test_the_value_sglang_uses_when_a_flag_is_not_given() -> None:
+    for version in RELEASES:
+        table = load_table(version)
+        assert table.resolved_default("mamba_full_memory_ratio") == 0.9, version
+        assert table.resolved_default("no_such_dest") is None
+    assert load_table("0.5.19").fallback("mamba_full_memory_ratio") is None  # no Arg(fallback)
+    assert load_table("0.5.23").by_dest()["mamba_full_memory_ratio"].default is None
 
 
 def test_generator_refuses_a_missing_reference(tmp_path: Path) -> None:

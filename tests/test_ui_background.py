@@ -21,7 +21,7 @@ from ui_helpers import (
 )
 
 from tui.ops.service import OperationError
-from tui.retune.events import ApplyResult
+from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState
 from tui.ui.app import FleetApp
 from tui.ui.background import PhaseClock
@@ -32,6 +32,7 @@ from tui.ui.messages import ApplyProfileRequested
 from tui.ui.operation_strip import OperationStrip
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.retune.progress import ApplyProgress, GpuRow
+from tui.ui.rollout.rollout_screen import RolloutScreen
 
 ALL = (0, 1, 2, 3, 4, 5, 6)
 
@@ -44,7 +45,7 @@ def _app(actions: RecordingActions, **kwargs: Any) -> FleetApp:
 
 
 def _text(screen: object, selector: str) -> str:
-    assert isinstance(screen, ApplyScreen)
+    assert isinstance(screen, ApplyScreen | RolloutScreen)
     return str(screen.query_one(selector, Static).render())
 
 
@@ -115,9 +116,7 @@ async def test_a_failed_apply_offers_rollback() -> None:
         g: GpuState(g, current={"name": "sim-aggressive"}, previous={"name": "sim-baseline"})
         for g in ALL
     }
-    actions = RecordingActions(
-        apply_script=scripted_apply(failing=(5,)), rollback_script=scripted_apply()
-    )
+    actions = RecordingActions(apply_script=scripted_apply(failing=(5,)))
     app = _app(actions, running=running)
     async with app.run_test(size=(150, 45)) as pilot:
         screen = await _held_apply(pilot, app)
@@ -130,13 +129,12 @@ async def test_a_failed_apply_offers_rollback() -> None:
         await pilot.press("y")
         await wait_for(
             pilot,
-            lambda: isinstance(app.screen, ApplyScreen) and app.screen.rollback,
+            lambda: isinstance(app.screen, RolloutScreen) and app.screen.rollback,
             "the rollback's report",
         )
         rollback = app.screen
-        assert isinstance(rollback, ApplyScreen)
+        assert isinstance(rollback, RolloutScreen)
         await wait_for(pilot, lambda: rollback.finished, "the rollback's end")
-        assert rollback.check_action("rollback", ()) is False  # a rollback offers no rollback
     assert [name for name, _ in actions.calls] == ["apply_profile", "rollback"]
 
 
@@ -153,8 +151,11 @@ async def test_an_apply_that_went_well_offers_no_rollback() -> None:
 
 class NoHistory(RecordingActions):
     async def rollback(
-        self, gpus: tuple[int, ...] | None = None, on_event: object = None
-    ) -> ApplyResult | None:
+        self,
+        gpus: tuple[int, ...] | None = None,
+        on_event: object = None,
+        all_at_once: bool = False,
+    ) -> RolloutResult:
         self.calls.append(("rollback", ()))
         raise OperationError("rollback: no GPU has a previous profile recorded")
 
@@ -167,15 +168,13 @@ async def test_rollback_with_no_history_says_nothing_to_roll_back_in_one_line() 
         await settle(pilot, app)
         await press_until(pilot, ("b",), ConfirmScreen)
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the report")
+        await wait_for(pilot, lambda: isinstance(app.screen, RolloutScreen), "the report")
         screen = app.screen
-        assert isinstance(screen, ApplyScreen)
+        assert isinstance(screen, RolloutScreen)
         await wait_for(pilot, lambda: screen.finished, "the end")
-        summary = _text(screen, "#apply-summary")
+        summary = _text(screen, "#rollout-summary")
         assert summary == "nothing to roll back: no GPU has a previous profile recorded"
-        rows = _text(screen, "#apply-gpus")
-        assert "in progress" not in rows and "OperationError" not in rows + summary
-        assert "not started" in rows
+        assert "OperationError" not in summary + _text(screen, "#rollout-gpus")
     assert actions.calls == [("rollback", ())]
 
 

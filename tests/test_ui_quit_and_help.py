@@ -38,7 +38,13 @@ async def test_the_quit_dialog_says_what_stop_fleet_does_to_the_pipeline(
 
 @pytest.mark.parametrize(
     "module",
-    ["tui.ops.cli.journal", "tui.ops.cli.status", "tui.ops.cli.apply", "tui.ops.cli.canary"],
+    [
+        "tui.ops.cli.journal",
+        "tui.ops.cli.status",
+        "tui.ops.cli.apply",
+        "tui.ops.cli.canary",
+        "tui.retune.plan_cli",
+    ],
 )
 def test_help_has_no_rst_markup(module: str, capsys: pytest.CaptureFixture[str]) -> None:
     import importlib

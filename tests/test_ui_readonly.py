@@ -42,7 +42,7 @@ from tui.ui.help_screen import HelpScreen
 from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.main_screen import MainScreen
 from tui.ui.pipeline.generation_pane import GenerationPane
-from tui.ui.quit_screen import QuitScreen
+from tui.ui.quit_screen import QuitScreen, StopFailedScreen
 from tui.ui.readonly import (
     BINDING_INTENTS,
     VIEWING_INTENTS,
@@ -53,6 +53,7 @@ from tui.ui.readonly import (
 )
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.rollout.canary_screen import CanaryScreen
+from tui.ui.rollout.rollback_dialog import RollbackScreen
 from tui.ui.sources import FleetActions, Intent
 from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import TuningFormScreen
@@ -222,8 +223,10 @@ SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
     MainScreen: lambda app: None,  # the base screen
     DetailScreen: lambda app: DetailScreen(2, app.fleet, app.actions, app.log_tail),
     ConfirmScreen: lambda app: ConfirmScreen("Relaunch the server on GPU 2?", "port 30002"),
+    RollbackScreen: lambda app: RollbackScreen("Roll back GPU 2 to sim-baseline?", "GPU 2"),
     StopScreen: lambda app: StopScreen("Stop the server on GPU 2?", "port 30002"),
     QuitScreen: lambda app: QuitScreen(False, 7, readonly=True),
+    StopFailedScreen: lambda app: StopFailedScreen("refused on GPU 0: not verified"),
     TuningFormScreen: lambda app: TuningFormScreen(
         app.actions,
         FormSetup(shipped_profiles()["sim-baseline"], ("sim-baseline",), 2, "sim-tuned"),

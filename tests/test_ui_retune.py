@@ -17,13 +17,14 @@ from ui_helpers import (
     make_app,
     press_until,
     scripted_apply,
+    scripted_rollback,
     settle,
     wait_for,
 )
 
 from tui.ops.entries import apply_entry
 from tui.ops.journal import JournalEntry, JournalRead
-from tui.retune.events import ApplyFinished, MeasureProgress
+from tui.retune.events import ApplyFinished, MeasureProgress, ThroughputComparison
 from tui.state.fleet_state import GpuState
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
@@ -33,6 +34,8 @@ from tui.ui.messages import ApplyProfileRequested
 from tui.ui.operation_strip import OperationStrip
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.retune.profile_picker import ProfilePickerScreen
+from tui.ui.rollout.rollback_dialog import RollbackScreen
+from tui.ui.rollout.rollout_screen import RolloutScreen
 
 ALL = (0, 1, 2, 3, 4, 5, 6)
 
@@ -173,32 +176,64 @@ async def test_rollback_confirm_names_the_previous_profile_and_the_gpus() -> Non
         assert actions.calls == [("rollback", ())]
 
 
-async def test_rollback_runs_on_the_apply_screen_with_report_and_verdict() -> None:
+async def test_rollback_walks_one_gpu_at_a_time_and_ends_with_the_fleet_verdict() -> None:
     running = {
         g: GpuState(g, current={"name": "sim-baseline-tuned"}, previous={"name": "sim-baseline"})
         for g in ALL
     }
-    actions = RecordingActions(rollback_script=scripted_apply(failing=(3,)))
+    actions = RecordingActions(rollback_script=scripted_rollback(failing=3))
     app = app_with(actions, running=running)
     async with app.run_test(size=(150, 45)) as pilot:
         await settle(pilot, app)
-        await press_until(pilot, ("b",), ConfirmScreen)
+        await press_until(pilot, ("b",), RollbackScreen)
+        keys = str(app.screen.query_one(".dialog-keys").render())  # the dialog's key line
+        assert "a: All at once" in keys and "y: One GPU at a time" in keys
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
+        await wait_for(pilot, lambda: isinstance(app.screen, RolloutScreen), "the report")
         screen = app.screen
-        assert isinstance(screen, ApplyScreen) and screen.rollback
+        assert isinstance(screen, RolloutScreen) and screen.rollback
+        assert not screen.all_at_once
         await wait_for(pilot, lambda: screen.finished, "the rollback's end")
-        title = str(screen.query_one("#apply-title", Static).render())
-        assert title.startswith("Roll back GPUs 0-6 to sim-baseline")
-        rows = str(screen.query_one("#apply-gpus", Static).render())
-        states = [line.split()[1] for line in rows.splitlines()[1:8]]
-        assert states == ["ready"] * 3 + ["failed"] + ["ready"] * 3
-        assert "GPU 3: OOM while allocating the Mamba cache" in rows
-        summary = str(screen.query_one("#apply-summary", Static).render())
-        assert "6 of 7 GPUs ready; failed: GPU 3 (oom)" in summary
+        title = str(screen.query_one("#rollout-title", Static).render())
+        assert title.startswith("Roll back the fleet to sim-baseline, one GPU at a time")
+        rows = str(screen.query_one("#rollout-gpus", Static).render())
+        states = [line.split()[:2] for line in rows.splitlines()[1:8]]
+        # in reverse GPU order, each verified before the next; GPU 3 failed: 0-2 never reached
+        walked = [["6", "ready"], ["5", "ready"], ["4", "ready"], ["3", "failed"]]
+        assert sorted(states[:4], reverse=True) == walked, rows
+        assert states[4:] == [["2", "stayed"], ["1", "stayed"], ["0", "stayed"]], rows
+        verdict = str(screen.query_one("#rollout-verdict", Static).render())
+        assert verdict.startswith("fleet throughput 9,585 -> 11,935 tok/s: better: +24.4%")
+        assert "(95% CI +23.5% .. +25.4%" in verdict
+        summary = str(screen.query_one("#rollout-summary", Static).render())
+        assert "STOPPED at GPU 3: OOM" in summary
         assert actions.calls == [("rollback", ())]
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
+
+
+async def test_rollback_all_at_once_only_when_the_operator_chooses_it() -> None:
+    running = {
+        g: GpuState(g, current={"name": "sim-baseline-tuned"}, previous={"name": "sim-baseline"})
+        for g in ALL
+    }
+    verdict = ThroughputComparison((0.0,) * 6, (5.0,) * 6, "not measured", note="no load before")
+    actions = RecordingActions(rollback_script=scripted_rollback(verdict=verdict))
+    app = app_with(actions, running=running)
+    async with app.run_test(size=(150, 45)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("b",), RollbackScreen)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, RolloutScreen), "the report")
+        screen = app.screen
+        assert isinstance(screen, RolloutScreen) and screen.all_at_once
+        await wait_for(pilot, lambda: screen.finished, "the rollback's end")
+        title = str(screen.query_one("#rollout-title", Static).render())
+        assert title.startswith("Roll back the fleet to sim-baseline, all at once")
+        said = str(screen.query_one("#rollout-verdict", Static).render()).splitlines()
+        assert said[0] == "fleet throughput: not measured (no load before)"
+        assert said[1] == "fleet output tok/s before 0 (6 samples), after 5 (6 samples)"
+    assert actions.calls == [("rollback_all_at_once", ())]
 
 
 async def test_journal_lists_entries_newest_first_and_enter_shows_the_detail() -> None:

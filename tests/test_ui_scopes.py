@@ -24,13 +24,14 @@ from tui.ops.console import ConsoleBackend
 from tui.ops.demo import spec_for_profile
 from tui.ops.service import FleetOps, OpsOptions
 from tui.retune.options import ApplyOptions
+from tui.rollout.rollout import RolloutOptions
 from tui.state.fleet_state import read_records, read_running
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.grid.scope import scope_words
-from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.retune.profile_picker import ProfilePickerScreen
 from tui.ui.rollout.describe import canary_question
+from tui.ui.rollout.rollout_screen import RolloutScreen
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -69,7 +70,7 @@ async def test_marks_scope_the_rollback_and_the_rollout_else_the_fleet() -> None
         assert "Scope: the whole fleet (7 GPUs)" in confirm.affected
         await pilot.press("y")
         await wait_for(pilot, lambda: ("rollback", ()) in actions.calls, "the fleet's rollback")
-        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the report")
+        await wait_for(pilot, lambda: isinstance(app.screen, RolloutScreen), "the report")
         await wait_for(pilot, lambda: app.screen.finished, "its end")  # type: ignore[attr-defined]
         await pilot.press("escape")
         # GPUs 2 and 4 marked: the rollout is theirs, and its confirm says so.
@@ -105,7 +106,9 @@ def three(
 
 
 async def test_rollback_of_one_marked_gpu_of_three_leaves_the_others(three: OpFleet) -> None:
-    options = OpsOptions(apply=FAST, stop=StopTimeouts(drain_s=10.0, release_s=20.0))
+    # The walk's fleet verdict is not what this test is about: nothing sampled.
+    walk = RolloutOptions(apply=FAST, measure_cost=False)
+    options = OpsOptions(apply=FAST, stop=StopTimeouts(drain_s=10.0, release_s=20.0), rollout=walk)
     monitor = FleetMonitor(spec_for_profile(three.baseline), SimulatedSource(paths.sim_gpu_dir()))
     backend = ConsoleBackend(FleetOps(three.baseline, options=options), marker=monitor)
     app = FleetApp(monitor, actions=backend, poll_interval_s=0.5)
@@ -120,13 +123,13 @@ async def test_rollback_of_one_marked_gpu_of_three_leaves_the_others(three: OpFl
             assert confirm.title_text == "Roll back GPU 1 to op-baseline?"
             assert confirm.affected.startswith("Scope: GPU 1\n")
             await pilot.press("y")
-            await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the report")
+            await wait_for(pilot, lambda: isinstance(app.screen, RolloutScreen), "the report")
             report = app.screen
-            assert isinstance(report, ApplyScreen)
+            assert isinstance(report, RolloutScreen) and report.rollback
             await wait_for(pilot, lambda: report.finished, "the rollback's end", 60)
             assert report.error is None, report.error
-            result = report.progress.result
-            assert result is not None and result.ok and result.gpus == (1,)
+            result = report.result
+            assert result is not None and result.ok and result.done == (1,)
     finally:
         await monitor.aclose()
     after = {g: r.pid for g, r in read_records().items()}

@@ -27,8 +27,8 @@ CASES = {
     ),
     "--mamba-scheduler-strategy extra_buffer": (
         "server.extra_flags.mamba-scheduler-strategy = 'extra_buffer': not allowed in "
-        f"extra_flags: {V} renamed it --mamba-radix-cache-strategy and keeps no alias; set "
-        "server.mamba_radix_cache_strategy"
+        "extra_flags: SGLang renamed it --mamba-radix-cache-strategy (an alias up to 0.5.19, "
+        "refused from 0.5.20); set server.mamba_radix_cache_strategy"
     ),
     "--max-running-request 64": (
         "server.extra_flags.max_running_request = 64: --max-running-request is an abbreviation "

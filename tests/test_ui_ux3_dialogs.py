@@ -98,12 +98,15 @@ async def test_a_rollback_keeps_cancel_focused_and_names_y() -> None:
         confirm = app.screen
         assert focused_id(app) == "confirm-no"
         hint = keys_line(confirm)
-        assert "Enter: Cancel" in hint and "y: Roll back" in hint
+        assert "Enter: Cancel" in hint and "y: One GPU at a time" in hint
+        assert "a: All at once (every server down together)" in hint
         await pilot.press("enter")  # the safe default
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
         await finish_actions(pilot, app)
         assert actions.calls == []
         await press_until(pilot, ("b",), ConfirmScreen)
+        await pilot.press("left")  # the rollback's second way: all at once
+        assert focused_id(app) == "rollback-all"
         await pilot.press("left")
         assert focused_id(app) == "confirm-yes"
         await pilot.press("y")

@@ -1,6 +1,6 @@
 """Words that contradicted each other (issue 30, point 4), each fixed where it is made: a verdict
 with its estimate and interval in one wording, a canary's looks counted once, a rollback's
-journal entry found, the time a GPU was out of service with its stop, what a waiting GPU waits
+the time a GPU was out of service with its stop, what a waiting GPU waits
 for, and ``A`` finding the allocation lines the live view no longer keeps."""
 
 from __future__ import annotations
@@ -12,12 +12,7 @@ from typing import Any
 from retune_helpers import FakeTarget, ready_script
 from test_log_viewer_core import DECODE, KV
 from test_ui_log_viewer import open_viewer, viewer_app
-from textual.widgets import Static
 from ui_helpers import (
-    RecordingActions,
-    make_app,
-    press_until,
-    scripted_apply,
     settle,
     verify_report,
     wait_for,
@@ -26,18 +21,12 @@ from ui_helpers import (
 from tui.autotune.record import candidate_line
 from tui.autotune.status import describe_status
 from tui.ops.console import ConsoleBackend
-from tui.ops.entries import apply_entry
-from tui.ops.journal import JournalRead
 from tui.retune.engine import ApplyOptions, RetuneEngine
-from tui.retune.events import ApplyFinished, GpuPhase, GpuReady, MeasureProgress
+from tui.retune.events import GpuPhase, GpuReady, MeasureProgress
 from tui.rollout.canary_result import CanaryLook
-from tui.state.fleet_state import GpuState
-from tui.ui.app import FleetApp
 from tui.ui.autotune.autotune_screen import candidates_text
 from tui.ui.background import PhaseClock, rows_phrase
-from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.log_view import LogView
-from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.retune.progress import ApplyProgress, advance
 from tui.ui.retune.report_view import ready_in
 
@@ -91,33 +80,6 @@ def test_a_canary_look_reaches_the_screen_once() -> None:
     only_events: list[object] = []
     backend.sink(only_events.append)(look)  # without on_look, a look is an event as before
     assert only_events == [look]
-
-
-async def test_a_rollback_report_finds_its_journal_entry() -> None:
-    """A rollback is journalled as 'rollback'; the report looked for an 'apply' and said
-    'journal: NOT found' while the entry was there."""
-    events = scripted_apply()("sim-baseline", tuple(range(7)))
-    final = events[-1]
-    assert isinstance(final, ApplyFinished)
-    journal = JournalRead((apply_entry(final.result, "console", "rollback"),), 0)
-    running = {
-        g: GpuState(g, current={"name": "sim-baseline-tuned"}, previous={"name": "sim-baseline"})
-        for g in range(7)
-    }
-    actions = RecordingActions(rollback_script=scripted_apply())
-    app = make_app(actions=actions, running=running, journal=journal)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(150, 45)) as pilot:
-        await settle(pilot, app)
-        await press_until(pilot, ("b",), ConfirmScreen)
-        await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the rollback")
-        screen = app.screen
-        assert isinstance(screen, ApplyScreen) and screen.rollback
-        await wait_for(pilot, lambda: "checking" not in screen.journal_note, "the journal")
-        assert screen.journal_note == "written to the journal"
-        summary = str(screen.query_one("#apply-summary", Static).render())
-        assert "journal: written to the journal" in summary
 
 
 async def test_the_report_counts_the_stop_in_the_time_out_of_service() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
@@ -256,6 +257,8 @@ ScriptedCanary = Callable[[str, int], tuple[list[object], CanaryResult]]
 
 ScriptedRollout = Callable[[str, int], tuple[list[object], RolloutResult]]
 """Gives a rollout's retune events (in order) and its result, for (profile, batch)."""
+ScriptedRollback = Callable[[tuple[int, ...], bool], tuple[list[object], RolloutResult]]
+"""Gives a rollback's events (in order) and its result, for (GPUs, all at once)."""
 
 
 @dataclass
@@ -275,8 +278,9 @@ class RecordingActions:
     saved: list[Profile] = field(default_factory=list)
     gates: dict[int, asyncio.Event] = field(default_factory=dict)
     """An apply waits on ``gates[i]`` (when present) before emitting its event number i."""
-    rollback_script: ScriptedApply | None = None
-    """Events of a rollback (to sim-baseline on every GPU); None: it returns no result."""
+    rollback_script: ScriptedRollback | None = None
+    """Events and result of a rollback (default: ``scripted_rollback()``, every GPU back to
+    sim-baseline one at a time, the fleet 'better')."""
     canary_script: ScriptedCanary | None = None
     """Events, looks and result of a canary (default: ``scripted_canary()``, 'better')."""
     rollout_script: ScriptedRollout | None = None
@@ -285,16 +289,28 @@ class RecordingActions:
     """What stopping the fleet reports (drain progress) before it waits on ``stop_gate``."""
     stop_gate: asyncio.Event | None = None
     """Stopping the fleet lasts until this is set (None: it ends at once)."""
+    stop_errors: list[Exception] = field(default_factory=list)
+    """Stopping the fleet raises the first of these (then the next, ...): servers it left."""
+    starts_fresh_job: bool = False
+    """A start after the job finished starts it afresh (the demo's backend)."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""
         return intent in self.supported
 
-    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
-        self.calls.append(("kill", (gpus,) if mode == "drain" else (gpus, mode)))
+    async def kill(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
+        args: tuple[object, ...] = (gpus,) if mode == "drain" else (gpus, mode)
+        self.calls.append(("kill", args + ((confirmed,) if confirmed else ())))
 
-    async def relaunch(self, gpus: tuple[int, ...]) -> None:
-        self.calls.append(("relaunch", (gpus,)))
+    async def relaunch(
+        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
+    ) -> None:
+        self.calls.append(("relaunch", (gpus, confirmed) if confirmed else (gpus,)))
 
     async def apply_profile(
         self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
@@ -315,12 +331,17 @@ class RecordingActions:
         return final.result
 
     async def rollback(
-        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
-    ) -> ApplyResult | None:
-        self.calls.append(("rollback", gpus or ()))  # () for the fleet
-        if self.rollback_script is None:
-            return None
-        return await self._play(self.rollback_script("sim-baseline", gpus or ALL_GPUS), on_event)
+        self,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
+        all_at_once: bool = False,
+    ) -> RolloutResult:
+        # () for the fleet; an all-at-once rollback is a call of its own name
+        self.calls.append(("rollback_all_at_once" if all_at_once else "rollback", gpus or ()))
+        script = self.rollback_script or scripted_rollback()
+        items, result = script(gpus or ALL_GPUS, all_at_once)
+        await self._feed(items, on_event, None)
+        return result
 
     def profile_names(self) -> list[str]:
         return sorted(self.profiles)
@@ -354,6 +375,8 @@ class RecordingActions:
             await asyncio.sleep(0)
         if self.stop_gate is not None:
             await self.stop_gate.wait()
+        if self.stop_errors:
+            raise self.stop_errors.pop(0)
 
     async def canary(
         self,
@@ -580,6 +603,61 @@ def scripted_rollout(failing: int | None = 4, skipped: tuple[int, ...] = (3,)) -
             RetuneCost(71.4, 70.2, 80.0, 9660.0, 1380.0, 7, 300.0, True),
             T0,
             T0 + 251.0,
+        )
+        return events, result
+
+    return script
+
+
+FLEET_BETTER = ThroughputComparison(
+    (9500.0, 9650.0, 9580.0, 9610.0),
+    (11900.0, 12010.0, 11950.0, 11880.0),
+    "better",
+    0.2443,
+    0.2350,
+    0.2536,
+    0.95,
+    0.9999,
+)
+"""A fleet verdict: +24.4% (95% CI +23.5% .. +25.4%), ~9,585 -> ~11,935 tok/s."""
+
+
+def scripted_rollback(
+    failing: int | None = None, verdict: ThroughputComparison | None = FLEET_BETTER
+) -> ScriptedRollback:
+    """A rollback to sim-baseline in reverse GPU order (one batch per GPU, or one batch when all
+    at once), the verdict's windows reported, stopping at ``failing``; ends with ``verdict``."""
+
+    def script(gpus: tuple[int, ...], all_at_once: bool) -> tuple[list[object], RolloutResult]:
+        planned = tuple(sorted(gpus, reverse=True))
+        events: list[object] = [MeasureProgress("before", 0, 30.0)]
+        done: list[int] = []
+        for gpu in planned:
+            events += [GpuPhase(gpu, p, 5.0 * i) for i, p in enumerate(STARTUP_PHASES)]
+            report = verify_report(gpu, "sim-baseline", failed=gpu == failing)
+            events.append(GpuReady(gpu, report) if report.ok else GpuFailed(gpu, report))
+            if gpu == failing and not all_at_once:
+                break
+            if report.ok:
+                done.append(gpu)
+        events += [MeasureProgress("warm-up", 0, 10.0), MeasureProgress("after", 0, 30.0)]
+        failed = (failing,) if failing in planned else ()
+        stayed = planned[planned.index(failing) + 1 :] if failed and not all_at_once else ()
+        result = RolloutResult(
+            "",
+            True,
+            planned,
+            (),
+            tuple(done),
+            failed,
+            stayed,
+            failed,
+            (),
+            f"GPU {failing}: OOM while allocating the Mamba cache" if failed else None,
+            RetuneCost(12.5, 12.0, 14.0, 9585.0, 1369.0, 7, 120.0, True),
+            T0,
+            T0 + 180.0,
+            verdict=verdict,
         )
         return events, result
 

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("tui.sim.cli", "a simulated SGLang server, drop-in for python -m sglang.launch_server"),
     "sim-fleet": ("tui.ops.cli.sim_fleet", "start, list or stop a fleet of simulated servers"),
     "logs": ("tui.logs.cli", "parse SGLang logs into typed JSON events"),
+    "plan": ("tui.retune.plan_cli", "SGLang's memory plan for a model folder, a GPU and flags"),
     "gpus": ("tui.gpu.cli", "print one sample of every GPU (NVML, or the simulated fleet)"),
     "profile": ("tui.profiles.cli", "list, show, diff, validate profiles; print launch argv"),
     "apply": ("tui.ops.cli.apply", "stop, relaunch with a profile, verify every GPU"),

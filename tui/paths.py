@@ -26,7 +26,7 @@ CONFIG_ENV = "GPUFLEET_CONFIG_DIR"
 """Environment variable that overrides the user's configuration directory (tests point it away)."""
 
 SGLANG_REFERENCE_ENV = "GPUFLEET_SGLANG_REFERENCE"
-"""Environment variable that overrides where SGLang's own package is installed for reference."""
+"""Environment variable that overrides where SGLang's own releases are kept for reference."""
 
 
 def state_dir() -> Path:
@@ -118,14 +118,15 @@ def cordon_file() -> Path:
     return state_dir() / "cordons.json"
 
 
-def sglang_reference_dir(version: str) -> Path:
-    """Where SGLang ``version`` itself is installed (``pip --target``) to check the flag table.
+def sglang_reference_dir() -> Path:
+    """Where SGLang's own releases are kept (their wheels, ``tui.sglang.flagtable.reference``)
+    to generate and check the flag tables.
 
-    ``$GPUFLEET_SGLANG_REFERENCE`` if set, else ``sglang-VERSION`` inside the running Python's
+    ``$GPUFLEET_SGLANG_REFERENCE`` if set, else ``sglang-reference`` inside the running Python's
     prefix (the project's ``.venv``): a development tool's files, kept out of the app's imports.
     """
     explicit = os.environ.get(SGLANG_REFERENCE_ENV)
-    return Path(explicit) if explicit else Path(sys.prefix) / f"sglang-{version}"
+    return Path(explicit) if explicit else Path(sys.prefix) / "sglang-reference"
 
 
 def settings_file() -> Path:

@@ -1,1 +1,1 @@
-"""A real SGLang server on the GPU machine: the bundle, the tiny model, the recorder, the harness."""
+"""A real SGLang server on the GPU machine: bundle, tiny model, recorder, harness."""

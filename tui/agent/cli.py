@@ -188,7 +188,9 @@ def _serve(args: argparse.Namespace) -> int:
     monitor = FleetMonitor(spec_for_profile(profile), gpus)
     windows = console_windows(args.measure_window)
     ops = FleetOps(
-        profile, options=OpsOptions(apply=windows.apply, canary=windows.canary), by=f"agent:{node}"
+        profile,
+        options=OpsOptions(apply=windows.apply, canary=windows.canary, rollout=windows.rollout),
+        by=f"agent:{node}",
     )
     config = AgentConfig(
         node=node,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tui.retune.events import ApplyResult
+from tui.retune.events import ApplyResult, ThroughputComparison
 from tui.rollout.rollout import RolloutResult
 
 
@@ -50,4 +50,18 @@ def merge_rollouts(results: Sequence[RolloutResult]) -> RolloutResult:
         failure=next((r.failure for r in results if r.failure), None),
         finished_at=results[-1].finished_at,
         refused=tuple(x for r in results for x in r.refused),
+        verdict=_node_verdicts(results),
     )
+
+
+def _node_verdicts(results: Sequence[RolloutResult]) -> ThroughputComparison | None:
+    """Each node measured its own fleet before and after its own walk: their windows differ,
+    so one pooled verdict would compare different minutes. Each node's is said instead."""
+    said = [
+        f"GPUs {','.join(str(g) for g in r.planned)}: {r.verdict.describe()}"
+        for r in results
+        if r.verdict is not None
+    ]
+    if not said:
+        return None
+    return ThroughputComparison((), (), "not measured", note="per node: " + "; ".join(said))

@@ -25,10 +25,13 @@ from tui.agent.cross_canary import cross_controls, cross_node_canary
 from tui.agent.merge import merge_applies, merge_rollouts
 from tui.agent.node_views import NO_JOB, job_of, node_of, running_of
 from tui.agent.remap import remap_gpus
+from tui.agent.requests import MAX_BATCH
 from tui.agent.tuning import NodesTuning
+from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
+from tui.ops.door import OperationError
 from tui.ops.events import EventSink
 from tui.ops.windows import console_windows
 from tui.pipeline.status import PipelineStatus
@@ -44,6 +47,15 @@ SUPPORTED = frozenset(
     {"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet", "tune", "pipeline"}
 )
 """What a many-node console can do."""
+
+
+def _local_only(confirmed: tuple[ConfirmedServer, ...]) -> None:
+    """A server no node verifies as its fleet's is stopped only from a console on its host."""
+    if confirmed:
+        pids = ", ".join(f"pid {c.pid} (GPU {c.gpu})" for c in confirmed)
+        raise OperationError(
+            f"{pids}: not a server of its node's fleet; stop it on that node's host"
+        )
 
 
 @dataclass
@@ -213,12 +225,19 @@ class Nodes:
         stopping every node."""
         return intent in SUPPORTED
 
-    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+    async def kill(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
         """Stop the servers on ``gpus`` through their nodes' agents.
 
         Raises:
             AgentError: naming each node whose stop failed, and why.
+            OperationError: ``confirmed`` names an unknown server (not signalled remotely).
         """
+        _local_only(confirmed)
 
         async def one(position: int, local: list[int]) -> Any:
             request = {"kind": "kill", "gpus": local, "mode": mode}
@@ -226,12 +245,16 @@ class Nodes:
 
         await self._each(self._split(gpus), one)
 
-    async def relaunch(self, gpus: tuple[int, ...]) -> None:
+    async def relaunch(
+        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
+    ) -> None:
         """Relaunch each GPU's own profile on its node, verified.
 
         Raises:
             AgentError: naming each node that failed, and why.
+            OperationError: ``confirmed`` names an unknown server (not signalled remotely).
         """
+        _local_only(confirmed)
 
         async def one(position: int, local: list[int]) -> Any:
             request = {"kind": "relaunch", "gpus": local}
@@ -254,26 +277,39 @@ class Nodes:
         return merge_applies(await self._each(self._split(gpus), one))
 
     async def rollback(
-        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
-    ) -> ApplyResult | None:
-        """Return ``gpus`` to the profile each ran before, every node at once, each through its
-        agent (None: every node returns each of its GPUs that has a previous profile).
+        self,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
+        all_at_once: bool = False,
+    ) -> RolloutResult:
+        """Walk ``gpus`` back to the profile each ran before, each node through its agent's
+        walk back (None: every node, each of its GPUs that has a previous profile): node after
+        node, one GPU at a time, stopping at the first node that failed; with ``all_at_once``
+        every node at once, each in one batch. Each node's result carries its own fleet verdict.
 
         Raises:
             AgentError: naming each node that refused or failed, and why.
         """
+        groups: dict[int, Any] = self._everywhere() if gpus is None else self._split(gpus)
+        batch = MAX_BATCH if all_at_once else 1
 
-        async def one(position: int, local: list[int] | None) -> ApplyResult:
-            request: dict[str, Any] = {"kind": "rollback"}
+        async def one(position: int, local: list[int] | None) -> RolloutResult:
+            request: dict[str, Any] = {"kind": "rollout_back", "batch": batch}
             if local is not None:
                 request["gpus"] = local
-            result: ApplyResult = await self._client(position).run(
-                request, ApplyResult, on_event, self._remap(position)
+            result: RolloutResult = await self._client(position).run(
+                request, RolloutResult, on_event, self._remap(position)
             )
             return result
 
-        groups: dict[int, Any] = self._everywhere() if gpus is None else self._split(gpus)
-        return merge_applies(await self._each(groups, one))
+        if all_at_once:
+            return merge_rollouts(await self._each(groups, one))
+        results: list[RolloutResult] = []
+        for position, local in groups.items():
+            results.append(await one(position, local))
+            if results[-1].failed or results[-1].failure:
+                break
+        return merge_rollouts(results)
 
     async def canary(
         self,

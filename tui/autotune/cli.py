@@ -42,6 +42,7 @@ from tui.ops.cli.common import REFUSALS, print_event
 from tui.ops.service import FleetOps, OpsOptions
 from tui.retune.options import ApplyOptions
 from tui.rollout.canary import CanaryOptions
+from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions
 from tui.state.files import StateFileError
 
@@ -151,7 +152,11 @@ def options_from(args: argparse.Namespace) -> tuple[AutotuneOptions, OpsOptions]
         lock_wait_s=args.lock_wait,
         gpu=args.gpu,
         canary=canary,
-        rollout=RolloutOptions(apply=apply),
+        # The winner's rollout ends with the fleet's verdict over the canary's windows.
+        rollout=RolloutOptions(
+            apply=apply,
+            verdict=VerdictWindows(canary.window_s, canary.warmup_s, canary.interval_s),
+        ),
     )
     stop = StopTimeouts(drain_s=args.term_timeout, release_s=args.release_timeout)
     return options, OpsOptions(apply=apply, stop=stop, canary=canary)

@@ -1,27 +1,51 @@
-"""Is this still the process gpufleet started? (pid alive, same start time, same command line)."""
+"""Is this still the process gpufleet started? Decided by what no clock step can change.
+
+A recorded server is the fleet's when, at its pid, runs a process with the same start in clock
+ticks since boot, in the same boot (``tui.control.procinfo``), whose environment carries the
+same launch id. Wall-clock start times (psutil's ``create_time``) are kept for display only: a
+step of the host's clock moves them for every process. A record of an older gpufleet (no start
+ticks) is verified by its launch id alone, and upgraded.
+
+A process that cannot be verified (its environment may not be read: another user's) is never
+taken for the fleet's. A refusal says what did not match, never a guess about why.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psutil
 
+from tui.servers.procinfo import LAUNCH_ID_ENV, boot_id, read_launch_id, start_ticks
 from tui.state.fleet_state import ProcessRecord
 
-LAUNCH_ID_ENV = "GPUFLEET_LAUNCH_ID"
-"""Environment variable that marks every process of one launch (children inherit it)."""
+__all__ = [
+    "CREATE_TIME_TOLERANCE_S",
+    "LAUNCH_ID_ENV",
+    "Identity",
+    "IdentityMismatch",
+    "group_members",
+    "running",
+    "verify",
+]
+
 
 CREATE_TIME_TOLERANCE_S = 0.05
-"""psutil derives create_time from boot time and clock ticks; allow its rounding."""
+"""psutil derives create_time from boot time and clock ticks; allow its rounding. (No server
+identity uses it any more; the agent's pid file still does.)"""
 
 
 class IdentityMismatch(RuntimeError):
-    """The recorded pid now belongs to a process the fleet did not start: it is never signalled."""
+    """The recorded pid runs a process that is not (or cannot be shown to be) the fleet's
+    server: it is never signalled. The message says what did not match."""
 
-
-class PidReused(IdentityMismatch):
-    """The recorded pid runs a process started at another time: the fleet's server is gone."""
+    def __init__(self, message: str, *, gone: bool) -> None:
+        super().__init__(message)
+        self.gone = gone
+        """The recorded server certainly no longer runs (another start time or boot, or
+        another launch): its record describes nothing alive. False: it may still run (what
+        was read is inconsistent, or could not be read)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +56,9 @@ class Identity:
     """The recorded process is running (and is ours)."""
     process: psutil.Process | None
     """The live process when ``alive``."""
+    upgraded: ProcessRecord | None = None
+    """The record with its start ticks and boot id filled in, when it lacked them (a record of
+    an older gpufleet, verified by its launch id): the caller writes it back."""
 
 
 def running(proc: psutil.Process) -> bool:
@@ -55,6 +82,10 @@ def running(proc: psutil.Process) -> bool:
         return False
 
 
+def _who(record: ProcessRecord) -> str:
+    return f"pid {record.pid} (GPU {record.gpu}, port {record.port})"
+
+
 def verify(record: ProcessRecord) -> Identity:
     """Check that ``record.pid`` is still the process the fleet launched.
 
@@ -62,39 +93,76 @@ def verify(record: ProcessRecord) -> Identity:
         record: the fleet record entry.
 
     Returns:
-        ``Identity(alive=False)`` when the process is gone (or a zombie); the process otherwise.
+        ``Identity(alive=False)`` when nothing runs at the pid (or a zombie); the process
+        otherwise (the recorded one on its way out included: the stop waits for it), with the
+        upgraded record when it was recorded without start ticks.
 
     Raises:
-        IdentityMismatch: the pid is alive but its start time or command line differ.
+        IdentityMismatch: something runs at the pid that is not verified as the recorded
+            server (the message says what differs).
     """
     try:
         proc = psutil.Process(record.pid)
         if not running(proc):
             return Identity(False, None)
-        create_time = proc.create_time()
-        cmdline = tuple(proc.cmdline())
     except psutil.NoSuchProcess:
         return Identity(False, None)
-    who = f"pid {record.pid} (GPU {record.gpu}, port {record.port})"
-    if abs(create_time - record.create_time) > CREATE_TIME_TOLERANCE_S:
-        raise PidReused(
-            f"refusing to signal {who}: it started at {create_time:.2f}, the fleet's server at "
-            f"{record.create_time:.2f}; the pid was reused by another process, not ours"
-        )
-    if not cmdline:
-        # An exec'd process reads an empty command line only while it exits (its memory map is
-        # gone, it is not yet a zombie): the fleet's own server on its way out, not a stranger.
-        return Identity(False, None)
-    if cmdline != record.cmdline:
+    ticks = start_ticks(record.pid)
+    if ticks is None:
+        return Identity(False, None)  # gone between the two looks
+    refusing = f"refusing to signal {_who(record)}"
+    boot = boot_id()
+    if record.start_ticks:
+        if record.boot_id and boot and record.boot_id != boot:
+            raise IdentityMismatch(
+                f"{refusing}: the machine was restarted since it was recorded (boot id "
+                f"{boot} differs from the record's {record.boot_id})",
+                gone=True,
+            )
+        if ticks != record.start_ticks:
+            raise IdentityMismatch(
+                f"{refusing}: its start time (ticks {ticks}) differs from the record's "
+                f"(ticks {record.start_ticks})",
+                gone=True,
+            )
+    matched_ticks = bool(record.start_ticks)
+    if not record.launch_id:
         raise IdentityMismatch(
-            f"refusing to signal {who}: its command line {' '.join(cmdline)!r} is not the one "
-            f"the fleet launched ({' '.join(record.cmdline)!r})"
+            f"{refusing}: the record has no launch id to verify it by", gone=False
         )
-    return Identity(True, proc)
+    read = read_launch_id(record.pid)
+    if read.problem == "gone":
+        return Identity(False, None)
+    if read.problem == "empty" and matched_ticks:
+        # The recorded process itself (same start ticks in the same boot) whose environment
+        # stayed empty: it is exiting (its memory map is gone; its files, the GPU's and the
+        # listening socket, are still being closed). Ours, alive until it is a zombie: the stop
+        # waits for it.
+        return Identity(True, proc)
+    if read.problem is not None:
+        why = "may not be read" if read.problem == "denied" else "is empty"
+        raise IdentityMismatch(
+            f"{refusing}: its environment {why}, so its launch id cannot be verified",
+            gone=False,
+        )
+    if read.launch_id != record.launch_id:
+        found = (
+            "it carries no launch id"
+            if read.launch_id is None
+            else "its launch id differs from the record's"
+        )
+        # Same start ticks: the recorded process itself, the record inconsistent (it may still
+        # be ours). Without start ticks: another launch runs at the pid, so ours is gone.
+        raise IdentityMismatch(f"{refusing}: {found}", gone=not matched_ticks)
+    upgraded = None
+    if not matched_ticks:
+        upgraded = replace(record, start_ticks=ticks, boot_id=boot)
+    return Identity(True, proc, upgraded)
 
 
-def group_members(pgid: int, not_before: float) -> list[psutil.Process]:
-    """Live processes of process group ``pgid`` started no earlier than ``not_before``.
+def group_members(pgid: int, not_before_ticks: int) -> list[psutil.Process]:
+    """Live processes of process group ``pgid`` started no earlier than ``not_before_ticks``
+    (clock ticks since boot).
 
     A pgid cannot be reused while any member lives, so members that started after the leader
     are the server's own children (the scheduler), even once the leader is gone.
@@ -102,11 +170,10 @@ def group_members(pgid: int, not_before: float) -> list[psutil.Process]:
     members = []
     for proc in psutil.process_iter():
         try:
-            if (
-                _pgid(proc.pid) == pgid
-                and proc.create_time() >= not_before - CREATE_TIME_TOLERANCE_S
-                and running(proc)
-            ):
+            if _pgid(proc.pid) != pgid:
+                continue
+            ticks = start_ticks(proc.pid)
+            if ticks is not None and ticks >= not_before_ticks and running(proc):
                 members.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

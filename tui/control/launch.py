@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from tui.control.identity import LAUNCH_ID_ENV
+from tui.servers.procinfo import LAUNCH_ID_ENV, boot_id, start_ticks
 from tui.state.fleet_state import ProcessRecord, put_record, remove_record
 
 LOG_KEEP = 5
@@ -123,6 +123,9 @@ def launch(
     # The identity's command line is the argv we exec'd: /proc/<pid>/cmdline can read empty for
     # a moment right after exec (seen with parallel launches), and after exec it equals argv.
     cmdline = tuple(argv)
+    # Its start ticks are its identity (a clock step cannot move them); the wall-clock start
+    # time is for display. A child we have not reaped keeps its /proc entry, zombie or not.
+    ticks = start_ticks(popen.pid) or 0
     try:
         create_time = psutil.Process(popen.pid).create_time()
     except psutil.NoSuchProcess:
@@ -138,6 +141,8 @@ def launch(
         profile=profile,
         host=host,
         launch_id=launch_id,
+        start_ticks=ticks,
+        boot_id=boot_id(),
     )
     if record:
         put_record(entry)

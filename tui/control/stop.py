@@ -11,12 +11,14 @@ signalled only after the drain's deadline (or at once with mode "terminate" / "k
 operator may choose, as nvitop offers its signals).
 
 The scheduler child holds the GPU memory and can outlive the main process (sglang #31645), so
-the wait covers every member of the group. A member is signalled only when its identity is
-verified: the recorded main pid (start time and command line, ``identity.verify``), its live
+the wait covers every member of the group. A process is signalled only when its identity is
+verified: the recorded main pid (start ticks, boot, launch id: ``identity.verify``), its live
 descendants, or a group member that carries the launch's ``GPUFLEET_LAUNCH_ID`` in its
 environment (children inherit it; a stranger's group that reused the pgid does not have it).
-A group is signalled only while such a verified member lives in it: a pgid cannot be reused
-while any member of the group is alive, so the group is then certainly ours.
+The group as a whole is signalled only when its recorded pgid is > 1, is the verified main
+process's own group at that moment, and is neither gpufleet's group nor its parent's
+(``group_to_signal``); otherwise each verified process is signalled on its own and the stop says
+why. Every signal goes through ``signal_group`` / ``signal_process``.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from typing import Literal
 
 import psutil
 
-from tui.control.identity import LAUNCH_ID_ENV, group_members, running, verify
-from tui.state.fleet_state import ProcessRecord, remove_record
+from tui.control.identity import group_members, running, verify
+from tui.servers.procinfo import read_launch_id
+from tui.state.fleet_state import ProcessRecord, remove_record, upgrade_record
 
 StopMode = Literal["drain", "terminate", "kill"]
 """drain: SIGTERM to the main pid (SGLang finishes in-flight requests), group after a deadline;
@@ -63,17 +66,25 @@ class StopResult:
     """Time from the first signal to the end."""
     mode: StopMode = "drain"
     """How the stop began."""
+    note: str = ""
+    """What the operator should know besides (the record's process group was not the server's:
+    its processes were signalled one by one); "" when nothing."""
 
     def describe(self) -> str:
         """One line for the operator."""
         text = {
             "drained": "drained and exited after SIGTERM to its main pid",
             "terminated": "stopped by SIGTERM to its process group",
-            "killed": "did not exit after SIGTERM; killed with SIGKILL",
+            "killed": (
+                "killed with SIGKILL"
+                if self.mode == "kill"
+                else "did not exit after SIGTERM; killed with SIGKILL"
+            ),
             "already_exited": "was not running",
             "survived": f"processes {list(self.survivors)} survived SIGKILL",
         }[self.outcome]
-        return f"GPU {self.gpu} (pid {self.pid}): {text} in {self.elapsed_s:.1f}s"
+        note = f" ({self.note})" if self.note else ""
+        return f"GPU {self.gpu} (pid {self.pid}): {text} in {self.elapsed_s:.1f}s{note}"
 
 
 def _wait_gone(
@@ -96,19 +107,25 @@ def _wait_gone(
 def _carries_launch_id(proc: psutil.Process, launch_id: str) -> bool:
     if not launch_id:
         return False
-    try:
-        return proc.environ().get(LAUNCH_ID_ENV) == launch_id
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-        return False
+    # A member looked at again and again (each escalation): one that reads empty for now (its
+    # exec ending, or its exit) is not waited for here; the next look sees it again.
+    read = read_launch_id(proc.pid, settle_s=0.05)
+    return read.problem is None and read.launch_id == launch_id
 
 
-def verified_members(record: ProcessRecord) -> list[psutil.Process]:
+def verified_members(record: ProcessRecord) -> tuple[ProcessRecord, list[psutil.Process]]:
     """The live processes of ``record``'s server whose identity is verified.
+
+    Returns:
+        The record (upgraded and written back when it lacked start ticks) and the members.
 
     Raises:
         IdentityMismatch: the recorded pid is alive but is not the server (nothing is signalled).
     """
     identity = verify(record)
+    if identity.upgraded is not None:
+        upgrade_record(record, identity.upgraded)
+        record = identity.upgraded
     members: dict[int, psutil.Process] = {}
     if identity.alive and identity.process is not None:
         leader = identity.process
@@ -117,25 +134,87 @@ def verified_members(record: ProcessRecord) -> list[psutil.Process]:
             for child in leader.children(recursive=True):
                 if running(child):
                     members[child.pid] = child
-    if record.create_time > 0:
-        for proc in group_members(record.pgid, record.create_time):
+    if record.launch_id:
+        for proc in group_members(record.pgid, record.start_ticks):
             if proc.pid not in members and _carries_launch_id(proc, record.launch_id):
                 members[proc.pid] = proc
-    return list(members.values())
+    return record, list(members.values())
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+# --- the one door through which a server's processes are signalled -----------------------------
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    """``killpg`` one verified group (``group_to_signal`` decided it may be)."""
+    if pgid <= 1:  # kill(-1) is every process; never, whatever the caller thought
+        raise ValueError(f"pgid={pgid}: refusing to signal a process group <= 1")
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
 
-def _signal_strays(procs: list[psutil.Process], pgid: int, sig: signal.Signals) -> None:
-    """Signal the verified members that left the group (the group signal missed them); the
-    others got it once already: a second SIGTERM can re-enter a handler that is shutting down."""
-    for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
-            if os.getpgid(proc.pid) != pgid:
-                proc.send_signal(sig)
+def signal_process(proc: psutil.Process, sig: signal.Signals) -> None:
+    """Signal one verified process (psutil refuses a pid reused since it was looked at)."""
+    with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+        proc.send_signal(sig)
+
+
+def _own_groups() -> set[int]:
+    """gpufleet's own process group and its parent's (a shell's, a terminal's)."""
+    groups = {os.getpgrp()}
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        groups.add(os.getpgid(os.getppid()))
+    return groups
+
+
+def group_to_signal(record: ProcessRecord, leader: psutil.Process | None) -> tuple[int | None, str]:
+    """The process group that may be signalled whole, or None and why not ("" when there is
+    nothing to say: the main process is gone, its verified members are signalled one by one).
+
+    A group is signalled only when the recorded pgid is > 1, is the verified main process's own
+    group now, and is neither gpufleet's group nor its parent's: a record whose pgid names any
+    other group (damaged, edited, or a bug) must never get that group killed.
+    """
+    if leader is None or not running(leader):
+        return None, ""
+    try:
+        actual = os.getpgid(leader.pid)
+    except (ProcessLookupError, PermissionError):
+        return None, ""
+    if record.pgid <= 1 or record.pgid != actual:
+        return None, (
+            f"the record's process group {record.pgid} is not the server's own ({actual}): "
+            "only its verified processes were signalled, each on its own"
+        )
+    if record.pgid in _own_groups():
+        return None, (
+            f"process group {record.pgid} is gpufleet's own: only the server's verified "
+            "processes were signalled, each on its own"
+        )
+    return record.pgid, ""
+
+
+def _signal_all(
+    alive: list[psutil.Process],
+    record: ProcessRecord,
+    leader: psutil.Process | None,
+    sig: signal.Signals,
+    notes: list[str],
+) -> None:
+    """Signal every verified member: the group at once when ``group_to_signal`` allows it (and
+    each member that left it), else each member on its own. A member that got the group's signal
+    is not signalled again: a second SIGTERM can re-enter a handler that is shutting down."""
+    group, why = group_to_signal(record, leader)
+    if why and why not in notes:
+        notes.append(why)
+    if group is not None:
+        signal_group(group, sig)
+    for proc in alive:
+        try:
+            in_group = group is not None and os.getpgid(proc.pid) == group
+        except (ProcessLookupError, PermissionError):
+            continue
+        if not in_group:
+            signal_process(proc, sig)
 
 
 def stop(
@@ -165,19 +244,19 @@ def stop(
         IdentityMismatch: the pid now belongs to another process; nothing was signalled.
     """
     started = time.monotonic()
-    members = verified_members(record)
+    record, members = verified_members(record)
     seen = {p.pid for p in members}
     if not members:
         if forget:
             remove_record(record.gpu, record.pid)
         return StopResult(record.gpu, record.pid, "already_exited", (), (), 0.0, mode)
     leader = next((p for p in members if p.pid == record.pid), None)
+    notes: list[str] = []
     outcome: StopOutcome
     alive = members
     if mode == "drain" and leader is not None:
         outcome = "drained"
-        with contextlib.suppress(psutil.NoSuchProcess):
-            leader.send_signal(signal.SIGTERM)
+        signal_process(leader, signal.SIGTERM)
         alive = _wait_gone(alive, started + term_timeout, tick)
         term_deadline = time.monotonic() + ESCALATE_TERM_S
     else:
@@ -189,16 +268,14 @@ def stop(
         # Children may have been forked meanwhile: look again before signalling the group.
         alive = _live(alive, record)
         if alive:
-            _signal_group(record.pgid, signal.SIGTERM)
-            _signal_strays(alive, record.pgid, signal.SIGTERM)
+            _signal_all(alive, record, leader, signal.SIGTERM, notes)
             alive = _wait_gone(alive, term_deadline, tick)
     if alive or mode == "kill":
         alive = _live(alive, record)
         if alive:
             outcome = "killed"
             seen |= {p.pid for p in alive}
-            _signal_group(record.pgid, signal.SIGKILL)
-            _signal_strays(alive, record.pgid, signal.SIGKILL)
+            _signal_all(alive, record, leader, signal.SIGKILL, notes)
             alive = _wait_gone(alive, time.monotonic() + kill_timeout)
         elif mode == "kill":
             outcome = "already_exited"  # it exited on its own before the signal
@@ -214,14 +291,61 @@ def stop(
         tuple(sorted(p.pid for p in alive)),
         time.monotonic() - started,
         mode,
+        "; ".join(notes),
     )
 
 
 def _live(alive: list[psutil.Process], record: ProcessRecord) -> list[psutil.Process]:
     """The still-running members, plus verified members that appeared since the last look."""
     current = {p.pid: p for p in alive if running(p)}
-    if record.create_time > 0:
-        for proc in group_members(record.pgid, record.create_time):
+    if record.launch_id:
+        for proc in group_members(record.pgid, record.start_ticks):
             if proc.pid not in current and _carries_launch_id(proc, record.launch_id):
                 current[proc.pid] = proc
     return list(current.values())
+
+
+def stop_unverified(
+    proc: psutil.Process,
+    term_timeout: float,
+    kill_timeout: float,
+    *,
+    mode: StopMode = "drain",
+    gpu: int = -1,
+    tick: Callable[[], None] | None = None,
+) -> StopResult:
+    """Stop one process the operator confirmed although the fleet cannot verify it as its own:
+    its pid only (never a group), SIGTERM (unless ``mode`` is "kill"), SIGKILL after
+    ``term_timeout``.
+
+    Args:
+        proc: The process, checked by the caller to be the one the operator confirmed.
+        term_timeout: Seconds its SIGTERM gets before SIGKILL.
+        kill_timeout: Seconds to wait after SIGKILL.
+        mode: "kill" sends SIGKILL at once; "drain" and "terminate" begin with SIGTERM.
+        gpu: The GPU whose port it held (for the result).
+        tick: Called about every 0.1 s while waiting.
+
+    Returns:
+        What happened (its children, if any, were not signalled: they are not verified).
+    """
+    started = time.monotonic()
+    outcome: StopOutcome = "drained" if mode == "drain" else "terminated"
+    alive = [proc]
+    if mode != "kill":
+        signal_process(proc, signal.SIGTERM)
+        alive = _wait_gone(alive, started + term_timeout, tick)
+    if alive:
+        outcome = "killed"
+        signal_process(proc, signal.SIGKILL)
+        alive = _wait_gone(alive, time.monotonic() + kill_timeout)
+    return StopResult(
+        gpu,
+        proc.pid,
+        "survived" if alive else outcome,
+        (proc.pid,),
+        tuple(p.pid for p in alive),
+        time.monotonic() - started,
+        mode,
+        "not the fleet's own, stopped as confirmed: its pid only, never its group",
+    )

@@ -29,13 +29,14 @@ import httpx
 
 from tui import paths
 from tui.fleet.liveness import DEFAULT_FLOOR_S, ProgressWatch
-from tui.fleet.running_profiles import RunningProfile, read_running_profiles
+from tui.fleet.running_profiles import RunningProfile, read_state_and_profiles
 from tui.fleet.server_log import ServerLog
 from tui.fleet.server_state import server_snapshot
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
 from tui.fleet.spec import FleetSpec
 from tui.fleet.tracker import (
     Tracker,
+    judge_known,
     read_fleet_records,
     recorded_process,
 )
@@ -44,6 +45,7 @@ from tui.servers.batch_fetch import BatchFetcher
 from tui.servers.discovery import find_servers
 from tui.servers.keepalive import Answer, KeepAliveTransport
 from tui.servers.probe import ProbeStatus, Readiness, ServerLoad, ServerProbe
+from tui.state.fleet_state import FleetState, GpuState, ProcessRecord
 
 
 class FleetMonitor:
@@ -110,6 +112,7 @@ class FleetMonitor:
         ]
         self._last_scan = float("-inf")
         self._profiles: dict[int, RunningProfile] = {}
+        self._state: FleetState = {}
         self._profiles_key: tuple[int, int] | None = None
 
     def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
@@ -204,7 +207,7 @@ class FleetMonitor:
             key = None
         if key != self._profiles_key:
             self._profiles_key = key
-            self._profiles = read_running_profiles() if key is not None else {}
+            self._state, self._profiles = read_state_and_profiles() if key is not None else ({}, {})
 
     def _host_side(self) -> None:
         """Refresh process liveness (and discovery, rarely), the running profiles, and read
@@ -220,6 +223,7 @@ class FleetMonitor:
                 continue
             tracker.alive = False
             unknown.append(tracker)
+        records: dict[int, ProcessRecord] | None = None
         if unknown:
             # The fleet record (written by tui.control at launch) is the first source of truth:
             # it names a relaunched server the moment it starts, with its exact log path.
@@ -240,6 +244,15 @@ class FleetMonitor:
                     tracker.new_process(process)
                     tracker.alive = True
         for tracker in self._trackers:
+            # Judged against the records read this poll when there are (a server found by its
+            # fresh record must not read as unknown for the one poll the state lags behind).
+            entry = self._state.get(tracker.spec.gpu_index)
+            if records is not None:
+                record = records.get(tracker.spec.gpu_index)
+                port = entry.port if entry is not None else record.port if record else None
+                entry = GpuState(tracker.spec.gpu_index, port, server=record)
+            judge_known(tracker, entry)
+        for tracker in self._trackers:
             process_log = tracker.process.log_path if tracker.process else None
             path = process_log or tracker.spec.log_path
             if path and (tracker.follower is None or str(tracker.follower.path) != path):
@@ -248,6 +261,10 @@ class FleetMonitor:
                 tracker.follower = ServerLog(path)
             if tracker.follower is not None:
                 tracker.log = tracker.follower.poll()
+                if not tracker.log.ready:
+                    tracker.log_ready_at = None
+                elif tracker.log_ready_at is None:
+                    tracker.log_ready_at = self._clock()
 
     # --- HTTP ---------------------------------------------------------------------------------
 

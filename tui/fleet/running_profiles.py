@@ -144,7 +144,14 @@ def read_running_profiles() -> dict[int, RunningProfile]:
     A damaged or unreadable state file must cost the panels their profile names, not the
     monitor: the operations that need the state report it themselves.
     """
+    return read_state_and_profiles()[1]
+
+
+def read_state_and_profiles() -> tuple[FleetState, dict[int, RunningProfile]]:
+    """The fleet state and its ``running_profiles``, from one read; both empty when the file
+    cannot be read (as ``read_running_profiles``). Blocking."""
     try:
-        return running_profiles(read_fleet())
+        state = read_fleet()
     except (StateFileError, OSError):
-        return {}
+        return {}, {}
+    return state, running_profiles(state)

@@ -3,8 +3,15 @@
 State rules, per server (the current launch only; see ``tui.fleet.server_log``):
 
 * a stop was requested (``FleetMonitor.mark_stopping``) and the same process still runs -> STOPPING;
+* the fleet state records this GPU on this port, and what runs or answers there is not its
+  recorded server (no record, or another process) -> UNKNOWN;
+* its log says a SIGTERM drain began (whoever sent it) and it still runs -> STOPPING;
 * ``/ready`` 200 -> READY, or STUCK when it has requests and made no progress for longer than
   the liveness bound (``tui.fleet.liveness``);
+* on a server without ``/ready`` (SGLang <= 0.5.19), its log's ready line, while the only
+  ``/health`` answer held predates that line (or none has come yet) -> READY (or STUCK) at once:
+  ``/health`` generates a token and takes >= 1 s, so it lags the line by a second or more; a
+  ``/health`` begun after the line decides from then on;
 * process alive and the log shows a fatal error since the launch -> FAILED (with the error line);
 * process alive, probes time out -> STALE (busy or hung, not known dead);
 * process alive otherwise -> STARTING, with the log's phase;
@@ -18,7 +25,7 @@ from tui.fleet.freshness import decayed_throughput
 from tui.fleet.running_profiles import RunningProfile
 from tui.fleet.snapshot import ServerSnapshot, ServerState
 from tui.fleet.tracker import Tracker, live_number, note_decode, pressure_words, stamp_age
-from tui.servers.probe import ProbeStatus
+from tui.servers.probe import HEALTH_PATHS, ProbeStatus
 
 
 def _either(first: object, second: object) -> object:
@@ -40,6 +47,21 @@ def _stuck_for(t: Tracker, now: float) -> float | None:
     return t.progress.stuck_for(now, busy)
 
 
+def _ready_by_log(t: Tracker) -> bool:
+    """The log says ready and no generating probe begun since says otherwise (no ``/ready``).
+
+    SGLang prints its ready line after the warm-up request, when ``/health`` starts to answer
+    200; the monitor's ``/health`` in flight or last answered may have begun before (a 503 from
+    the warm-up): it says nothing about the server now.
+    """
+    readiness = t.readiness
+    if readiness is None or readiness.endpoint not in HEALTH_PATHS:
+        return False  # a /ready server: its /ready decides
+    if not (t.alive and t.log.ready and t.log_ready_at is not None):
+        return False
+    return t.health is None or t.health_at <= t.log_ready_at
+
+
 def _state(t: Tracker, stuck: bool = False) -> ServerState:
     status = t.readiness.status if t.readiness else None
     answers = status in (ProbeStatus.READY, ProbeStatus.UP, ProbeStatus.TIMEOUT)
@@ -48,7 +70,13 @@ def _state(t: Tracker, stuck: bool = False) -> ServerState:
         if same and (t.alive or (not t.spec.is_local and answers)):
             return ServerState.STOPPING
         t.stopping = False  # gone (or replaced by a relaunch): the usual rules apply
-    if status is ProbeStatus.READY:
+    if t.known is False and (t.alive or answers):
+        return ServerState.UNKNOWN  # serves the port, but is not what the fleet state records
+    if t.log.stopping and (t.alive or (not t.spec.is_local and answers)):
+        # A SIGTERM drain began, sent by anyone: /health (0.5.17 has no /ready) answers 503 and
+        # the process exits when the drain ends.
+        return ServerState.STOPPING
+    if status is ProbeStatus.READY or (status is ProbeStatus.UP and _ready_by_log(t)):
         return ServerState.STUCK if stuck else ServerState.READY
     if t.log.ready and t.alive and status is not ProbeStatus.TIMEOUT:
         t.ever_ready = True  # ready before the console attached; probes may lag a moment
@@ -121,4 +149,6 @@ def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> S
         profile=profile,
         load_age_s=None if t.load_at is None or not live else max(now - t.load_at, 0.0),
         throughput_age_s=throughput_age if live else None,
+        cmdline=t.process.cmdline if t.process else (),
+        start_ticks=t.process.start_ticks if t.process else None,
     )

@@ -34,6 +34,10 @@ class ServerState(StrEnum):
     (``tui.fleet.liveness``). A hung scheduler can keep ``/health`` at 200."""
     STOPPING = "stopping"
     """A stop was requested and the process has not exited yet."""
+    UNKNOWN = "unknown"
+    """Something serves the GPU's port that the fleet state does not record there (no record,
+    or another process than the recorded one): not counted ready, never signalled without the
+    operator's confirmation naming its pid and command line, and then only that pid."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,11 @@ class ServerSnapshot:
     throughput_age_s: float | None = None
     """Seconds since the last Decode line (``gen_throughput`` has already been decayed by it,
     ``tui.fleet.freshness``); None when none was seen since the launch."""
+    cmdline: tuple[str, ...] = ()
+    """The main process's command line, when known (what an ``unknown`` server is named by)."""
+    start_ticks: int | None = None
+    """The main process's start in clock ticks since boot, when known: a confirmation to stop
+    an ``unknown`` server names this very process."""
 
 
 @dataclass(frozen=True, slots=True)

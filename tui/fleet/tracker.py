@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import psutil
+
 from tui.fleet.liveness import ProgressWatch
 from tui.fleet.server_log import EMPTY_VIEW, ServerLog
 from tui.fleet.snapshot import ServerState
@@ -18,7 +20,8 @@ from tui.fleet.spec import ServerSpec
 from tui.logs.state import LogView
 from tui.servers.discovery import LiveCheck, ServerProcess, is_alive
 from tui.servers.probe import Readiness, ServerInfo, ServerLoad, ServerProbe
-from tui.state.fleet_state import ProcessRecord, read_records
+from tui.servers.procinfo import boot_id, start_ticks
+from tui.state.fleet_state import GpuState, ProcessRecord, read_records
 
 _N = TypeVar("_N", int, float)
 
@@ -53,6 +56,9 @@ class Tracker:
     """It was ready at some point of this launch."""
     ready_at: float | None = None
     """When it was first seen ready."""
+    log_ready_at: float | None = None
+    """When this launch's ready line (``The server is fired up and ready to roll!``) was first
+    read from its log (None: not yet)."""
     health: Readiness | None = None
     """The last generating probe's answer (None: none finished since launch)."""
     health_at: float = float("-inf")
@@ -69,6 +75,10 @@ class Tracker:
     """A stop was requested (``FleetMonitor.mark_stopping``) and not yet seen to finish."""
     stop_pid: int | None = None
     """The pid that was to stop (None: none was known), so a relaunch is not shown STOPPING."""
+    known: bool | None = None
+    """Whether what serves the port is the server the fleet state records for this GPU: None
+    when the state says nothing of this GPU on this port (a fleet gpufleet did not launch);
+    False when the state records the GPU but not this process (an ``unknown`` server)."""
     load_at: float | None = None
     """When the last load reading answered (None: none since launch)."""
     decode_mark: tuple[int, float | None] | None = None
@@ -79,10 +89,11 @@ class Tracker:
     def new_process(self, process: ServerProcess) -> None:
         """A different process now serves the port: forget the previous launch."""
         self.process = process
-        self.alive_check = LiveCheck(process.pid, process.create_time)
+        self.alive_check = LiveCheck(process.pid, process.create_time, process.start_ticks)
         self.stopping = False
         self.ever_ready = False
         self.ready_at = None
+        self.log_ready_at = None
         self.cancel_health()
         self.health = None
         self.health_at = float("-inf")
@@ -112,16 +123,49 @@ def read_fleet_records() -> dict[int, ProcessRecord]:
 
 
 def recorded_process(record: ProcessRecord | None, port: int) -> ServerProcess | None:
-    """The recorded server for a GPU, when it serves ``port`` and is still the same process."""
-    if record is None or record.port != port or not is_alive(record.pid, record.create_time):
+    """The recorded server for a GPU, when it serves ``port`` and is still the same process
+    (same start ticks and boot: a clock step since its launch changes nothing)."""
+    if record is None or record.port != port:
+        return None
+    if record.start_ticks:
+        if record.boot_id and record.boot_id != boot_id():
+            return None
+        if start_ticks(record.pid) != record.start_ticks:
+            return None
+        try:
+            proc = psutil.Process(record.pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            create_time = proc.create_time()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+    elif is_alive(record.pid, record.create_time):  # a record of an older gpufleet
+        create_time = record.create_time
+    else:
         return None
     return ServerProcess(
         pid=record.pid,
-        create_time=record.create_time,
+        create_time=create_time,
         port=record.port,
         cmdline=record.cmdline,
         log_path=record.log_path or None,
         found_by="record",
+        start_ticks=record.start_ticks or None,
+    )
+
+
+def judge_known(tracker: Tracker, entry: GpuState | None) -> None:
+    """Set ``tracker.known``: whether what serves its port is the server the fleet state
+    records for its GPU (None: the state says nothing of this GPU on this port)."""
+    if not tracker.spec.is_local or entry is None or entry.port != tracker.spec.port:
+        tracker.known = None
+        return
+    record, process = entry.server, tracker.process
+    tracker.known = (
+        record is not None
+        and process is not None
+        and process.pid == record.pid
+        and (not record.start_ticks or process.start_ticks in (None, record.start_ticks))
     )
 
 

@@ -64,6 +64,9 @@ class SimProcessRecord:
     """Percent of memory bandwidth in use."""
     name: str = "python"
     """Process name to show."""
+    speed: float | None = None
+    """The simulated server's time compression (``--sim-speed``: 20 = twenty simulated seconds
+    a second), so whoever reads the GPUs can say how fast the fleet runs; None: not said."""
 
 
 def gpu_dir(root: Path, index: int) -> Path:

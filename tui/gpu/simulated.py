@@ -52,6 +52,9 @@ class SimulatedSource:
         """The devices the last ``sample`` listed (``describe`` reuses them)."""
         self._records = RecordCache(self.root)
         """The records, read again only when their folder changed (``tui.gpu.sim_cache``)."""
+        self._speeds: tuple[float, ...] = ()
+        """The simulated servers' speeds the last sample with any server saw (kept while every
+        server is down, as during a full-fleet restart: the fleet is as fast as before)."""
 
     def exists(self) -> bool:
         """True when at least one simulated GPU has been published under the root."""
@@ -67,6 +70,9 @@ class SimulatedSource:
         snapshots = []
         listed = self._records.devices()
         self._devices = [device for device, _ in listed]
+        speeds = {r.speed for _, live in listed for r in live if r.speed is not None}
+        if speeds:
+            self._speeds = tuple(sorted(speeds))
         for device, live in listed:
             held = sum(max(0, r.used_bytes) for r in live)
             used = min(device.memory_total, DRIVER_RESERVED_BYTES + held)
@@ -111,14 +117,16 @@ class SimulatedSource:
         )
 
     def describe(self) -> str:
-        """Say what this source reads, e.g. 'simulated: 7 x NVIDIA B200 under /tmp/simgpu'."""
+        """Say what this source reads, and how fast its servers run when they said:
+        'simulated x20: 7 x NVIDIA B200 under /tmp/simgpu' (the console's header)."""
         # The monitor describes right after sampling: reuse that listing, not a second one.
         devices = (
             self._devices if self._devices is not None else sim_records.list_devices(self.root)
         )
         names = sorted({d.name for d in devices})
         what = ", ".join(f"{sum(d.name == n for d in devices)} x {n}" for n in names)
-        return f"simulated: {what or 'no GPUs'} under {self.root}"
+        speed = "/".join(f"x{s:g}" for s in self._speeds)
+        return f"simulated{' ' + speed if speed else ''}: {what or 'no GPUs'} under {self.root}"
 
     def close(self) -> None:
         """Nothing to release."""

@@ -5,6 +5,9 @@ Core, no Textual. Public API (what the fleet monitor and the CLI call):
 * :func:`tui.logs.parser.parse_line` ``(text, line=0) -> LogEvent | None``: one line of any SGLang
   era into a :class:`tui.logs.events.LogEvent` (``kind``, ``fields``, ``text``, ``stamp``,
   ``ranks``, ``line``; ``to_json()``). Kinds and their fields are listed in :mod:`tui.logs.events`.
+* :func:`tui.logs.blocks.read_records` ``(lines, first_line=1)``: the same, record by record: a
+  Python traceback is one error event (its last line's), a Python warning one event with its
+  continuation lines; each record says which lines it covers (what ``gpufleet logs parse`` prints).
 * :class:`tui.logs.tailer.LogTailer` ``(path, attach_bytes=4 MiB)``: ``read_new() -> list[str]``,
   ``read_new_bytes() -> bytes`` and ``read_new_numbered() -> (first_line, bytes)`` return only
   complete new lines; it attaches to the last ``attach_bytes`` of a big file, survives truncation

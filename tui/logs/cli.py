@@ -10,8 +10,8 @@ from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from tui.cli_args import ArgumentParser
+from tui.logs.blocks import read_records
 from tui.logs.ingest import MAX_LINE_BYTES, ingest_file
-from tui.logs.parser import parse_line
 from tui.logs.state import LogState
 
 
@@ -49,10 +49,11 @@ def _parse(path: str) -> int:
         stream = open(path, "rb")  # noqa: SIM115 - closed below, stdin is not ours to close
         close = True
     try:
-        for number, text in enumerate(_lines(stream), start=1):
-            event = parse_line(text, number)
-            if event is not None:
-                out.write(event.to_json() + "\n")
+        # Records, not lines: a traceback is one error event (its exception line's), a Python
+        # warning one event with its continuation lines (``tui.logs.blocks``).
+        for record in read_records(_lines(stream)):
+            if record.event is not None:
+                out.write(record.event.to_json() + "\n")
     finally:
         if close:
             stream.close()

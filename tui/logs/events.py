@@ -27,7 +27,8 @@ MAMBA_CACHE = "mamba_cache"
 POOL = "pool"
 """The ``max_total_num_tokens=...`` summary: the effective sizes the scheduler runs with."""
 WEIGHTS = "weights"
-"""``Load weight end``: mem_usage_gb, avail_mem_gb, elapsed_s, type, dtype or quant."""
+"""``Load weight end``: mem_usage_gb, avail_mem_gb, elapsed_s, type, dtype or quant; ``draft``
+True for a speculative draft's (``type=...MTP``, ``...NextN``, ``...Eagle...``)."""
 WEIGHTS_BEGIN = "weights_begin"
 """``Load weight begin``: avail_mem_gb before the weights."""
 MEMORY_BASELINE = "memory_baseline"
@@ -35,7 +36,9 @@ MEMORY_BASELINE = "memory_baseline"
 MEMORY_POOL_END = "memory_pool_end"
 """``Memory pool end``: avail_mem_gb after a pool (target or draft)."""
 GRAPH_CAPTURE = "graph_capture"
-"""CUDA graph capture: ``stage`` begin/end/bs, ``graph`` name, avail_mem_gb, elapsed_s."""
+"""CUDA graph capture: ``stage`` begin/end/bs, ``graph`` name, avail_mem_gb, elapsed_s, backend,
+num_bs/max_bs (decode) or num_sizes/max_tokens (0.5.17's prefill graphs); ``stage`` disabled for
+``Disable prefill CUDA graph because ...`` (``reason``)."""
 CAP = "cap"
 """SGLang lowered max_running_requests (mamba state cache, or KV capacity)."""
 RESET_48 = "reset_48"
@@ -57,6 +60,28 @@ READY = "ready"
 ERROR = "error"
 """An OOM, crash or refused-start line: ``reason`` says which (see :data:`ERROR_REASONS`) and
 ``fatal`` whether the server is going down or cannot serve (False: one request failed)."""
+DIST_INIT = "dist_init"
+"""``Init torch distributed begin.``: a worker starts (the target's, then the draft's)."""
+PROGRESS = "progress"
+"""A tqdm bar: desc, percent, done, total; a CUDA-graph capture bar adds ``graph`` (prefill by
+num_tokens, decode by bs), num_tokens or bs, avail_mem_gb."""
+STARTUP_TIMINGS = "startup_timings"
+"""``Engine startup timings (s): ...``: load_weight_s, kv_cache_allocation_s, scheduler_e2e_s,
+cuda_graph_s (all graphs), tokenizer_e2e_s."""
+TREE_CACHE = "tree_cache"
+"""The prefix cache: ``stage`` init (``components``) or ready (``impl``, ``hybrid_ssm``, ...)."""
+BACKEND = "backend"
+"""The kernels a hybrid model runs with: ``what`` (linear_attention, gdn_kernel,
+hybrid_linear_attention) and each choice (decode, prefill, verify, ...)."""
+DEPRECATED = "deprecated"
+"""A deprecated ``flag`` or ``endpoint`` was used, with its ``replacement`` when printed."""
+WARNING = "warning"
+"""A Python warning (``file.py:N: UserWarning: ...``): category, file, message."""
+KILL_TREE = "kill_tree"
+"""``kill_process_tree called``: parent_pid, include_parent (True: the process SIGKILLs itself,
+exit code -9), pid."""
+CRASH_DIAGNOSTICS = "crash_diagnostics"
+"""The SIGQUIT handler's diagnostics: ``stage`` sleeping (``seconds``) or skipped."""
 PRESSURE = "pressure"
 """Memory pressure the server survives for now: ``KV cache pool is full. Retract requests.``
 (``reason`` retract, ``retracted_reqs``), the bare ``Prefill/Decode out of memory`` logger line
@@ -84,6 +109,15 @@ KINDS: frozenset[str] = frozenset(
         READY,
         ERROR,
         PRESSURE,
+        DIST_INIT,
+        PROGRESS,
+        STARTUP_TIMINGS,
+        TREE_CACHE,
+        BACKEND,
+        DEPRECATED,
+        WARNING,
+        KILL_TREE,
+        CRASH_DIAGNOSTICS,
     }
 )
 """Every kind the parser emits."""

@@ -90,5 +90,37 @@ def pressure(message: str) -> Fields | None:
     return None
 
 
+_KILL_TREE = re.compile(
+    r"kill_process_tree called: parent_pid=(\d+), include_parent=(True|False), pid=(\d+)"
+)
+
+
+def kill_tree(message: str) -> Fields | None:
+    """``kill_process_tree called: parent_pid=P, include_parent=B, pid=Q``
+    (``srt/utils/common.py``): the children are being SIGKILLed, and with ``include_parent`` the
+    process itself (SGLang 0.5.17 ends every drain and every crash so: exit code -9)."""
+    match = _KILL_TREE.search(message)
+    if not match:
+        return None
+    return {
+        "parent_pid": int(match.group(1)),
+        "include_parent": match.group(2) == "True",
+        "pid": int(match.group(3)),
+    }
+
+
+def crash_diagnostics(message: str) -> Fields | None:
+    """The running-phase SIGQUIT handler's diagnostics (``dump_requests_before_crash``):
+    ``Sleeping 5 seconds before crash diagnostics ...`` (``stage`` sleeping, ``seconds``), then
+    ``No live scheduler processes found; skipping py-spy and CUDA coredump.`` (``stage``
+    skipped)."""
+    match = re.search(r"Sleeping (\d+) seconds before crash diagnostics", message)
+    if match:
+        return {"stage": "sleeping", "seconds": int(match.group(1))}
+    if "skipping py-spy and CUDA coredump" in message:
+        return {"stage": "skipped"}
+    return None
+
+
 def ready(message: str) -> Fields | None:
     return {} if re.search(r"fired up and ready to roll", message) else None

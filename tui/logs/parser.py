@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tui.logs import engine_rules, life_rules
 from tui.logs import events as ev
-from tui.logs import life_rules
 from tui.logs.errors import ERROR_ANCHORS, classify_error
 from tui.logs.events import LogEvent
 from tui.logs.fields import Fields, gb, pairs, put, value
@@ -29,6 +29,7 @@ _GPU_ID = re.compile(r"\[gpu_id=(?P<gpu>\d+)\]\s?")
 _COMPOSE = re.compile(r"^[\w.-]+\s+\|\s?")
 _RAY = re.compile(r"^\s*\([^()]*\bpid=\d+[^()]*\)\s*")
 _BATCH_HEAD = re.compile(r"^\s*(?:\[\d+\])?\s*[.,]?\s*")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _parse_batch(message: str) -> tuple[str, Fields] | None:
@@ -119,6 +120,7 @@ _W_TYPE = re.compile(r"\btype=\s*([\w.]+)")
 _W_DTYPE = re.compile(r"\bdtype=\s*([\w.]+)")
 _W_QUANT = re.compile(r"\bquant=\s*([\w.]+)")
 _W_FMT = re.compile(r"\bfmt=\s*([\w.]+)")
+_W_DRAFT = re.compile(r"\btype=\s*\w*?(?:MTP|NextN|Eagle3?|EAGLE3?|Draft)\b")
 _AVAIL = gb(r"avail(?:able)? mem(?:ory)?\s*=")
 _USAGE = gb(r"mem usage\s*=")
 
@@ -133,6 +135,8 @@ def _weights(message: str) -> Fields | None:
     put(out, "fmt", _W_FMT, message)
     put(out, "avail_mem_gb", _AVAIL, message)
     put(out, "mem_usage_gb", _USAGE, message)
+    if _W_DRAFT.search(message):
+        out["draft"] = True
     return out
 
 
@@ -157,6 +161,7 @@ _CAPTURE = re.compile(
 _C_ELAPSED = re.compile(r"(?:elapsed=|[Tt]ime elapsed:)\s*([\d.]+)")
 _C_BACKEND = re.compile(r"backend=\s*([\w.-]+)")
 _C_BS = re.compile(r"\bbs\s*=?\s*\[([\d,\s]*)\]")
+_C_TOKENS = re.compile(r"\bnum_tokens=\s*\[([\d,\s]*)\]")
 
 
 def _graph_capture(message: str) -> Fields | None:
@@ -174,6 +179,12 @@ def _graph_capture(message: str) -> Fields | None:
         out["num_bs"] = len(batch)
         if batch:
             out["max_bs"] = max(batch)
+    tokens = _C_TOKENS.search(message)
+    if tokens:  # 0.5.17's prefill graphs are captured per token count
+        counts = [int(x) for x in re.findall(r"\d+", tokens.group(1))]
+        out["num_sizes"] = len(counts)
+        if counts:
+            out["max_tokens"] = max(counts)
     return out
 
 
@@ -248,6 +259,21 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(ev.MEMORY_POOL_END, ("Memory pool",), _avail_only(r"Memory pool end")),
     Rule(ev.GRAPH_CAPTURE, ("Capture",), _graph_capture),
+    Rule(ev.GRAPH_CAPTURE, ("graph because",), engine_rules.graph_disabled),
+    Rule(ev.DIST_INIT, ("Init torch distributed",), engine_rules.dist_init),
+    # tqdm bars: "it/s]" or "s/it]" ends every redraw.
+    Rule(ev.PROGRESS, ("it/s]", "s/it]"), engine_rules.progress),
+    Rule(ev.STARTUP_TIMINGS, ("startup timings",), engine_rules.startup_timings),
+    Rule(ev.TREE_CACHE, ("Tree cache", "RadixTree"), engine_rules.tree_cache),
+    Rule(
+        ev.BACKEND,
+        ("kernel backend", "kernel dispatcher", "linear attention backend"),
+        engine_rules.backend,
+    ),
+    Rule(ev.WARNING, ("Warning: ",), engine_rules.python_warning),
+    Rule(ev.DEPRECATED, ("is deprecated",), engine_rules.deprecated),
+    Rule(ev.KILL_TREE, ("kill_process_tree",), life_rules.kill_tree),
+    Rule(ev.CRASH_DIAGNOSTICS, ("crash diagnostics", "py-spy"), life_rules.crash_diagnostics),
     Rule(ev.SERVER_ARGS, ("_args",), life_rules.server_args),
     Rule(
         ev.UVICORN,
@@ -274,6 +300,8 @@ def split_prefix(text: str) -> tuple[str, str | None, str | None]:
         ``(message, stamp, ranks)``; stamp and ranks are None when the line has none.
     """
     line = text.rstrip("\r\n")
+    if "\x1b[" in line:  # the argument parser's deprecations are yellow
+        line = _ANSI.sub("", line)
     match = _STAMP.search(line)
     if match:
         ranks = match["ranks"].strip() or None

@@ -30,17 +30,26 @@ ALLOCATION_KINDS |= {ev.RESET_48, ev.PROFILED}
 
 _PHASES = {
     ev.SERVER_ARGS: "starting",
+    ev.DIST_INIT: "initialising",
     ev.MEMORY_BASELINE: "initialising",
     ev.WEIGHTS_BEGIN: "loading weights",
     ev.WEIGHTS: "allocating memory pools",
     ev.MAMBA_CACHE: "allocating KV cache",
     ev.KV_CACHE: "allocating KV cache",
-    ev.MEMORY_POOL_END: "capturing CUDA graphs",
+    ev.MEMORY_POOL_END: "allocating KV cache",  # a draft pool may follow; then the graphs
     ev.GRAPH_CAPTURE: "capturing CUDA graphs",
     ev.POOL: "starting HTTP server",
+    ev.STARTUP_TIMINGS: "starting HTTP server",
     ev.READY: "ready",
     ev.SHUTDOWN: "shutting down",
+    ev.KILL_TREE: "shutting down",
 }
+"""The phase each startup line announces (SGLang 0.5.23's and 0.5.17's orders; see ``apply``
+for the draft model's lines and the CUDA-graph progress bars)."""
+
+DRAFT_PHASE = "loading draft weights"
+"""With speculative decoding 0.5.17 prints a second ``Init torch distributed`` / ``Load weight``
+pair for the draft after the target's weights: the phase goes on, it does not start over."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +112,10 @@ class LogView:
     """Pressure lines seen since the last launch."""
     decode_stamp: str | None = None
     """The last decode line's timestamp as printed, when it had one (its age on attach)."""
+    stopping: bool = False
+    """The server got a SIGTERM since the launch (``SIGTERM received ... Draining``): it drains
+    and exits, whoever sent it (SGLang 0.5.17's drain then ends in ``kill_process_tree``, exit
+    code -9: a stop, not a crash)."""
 
 
 def _int(event: LogEvent, name: str, default: int | None) -> int | None:
@@ -158,6 +171,8 @@ class LogState:
         self.prefill_lines = 0
         self.pressure: LogEvent | None = None
         self.pressure_events = 0
+        self.weights_seen = False
+        self.stopping = False
 
     def apply(self, event: LogEvent) -> None:
         """Fold one event in (any kind; unknown kinds are ignored)."""
@@ -183,7 +198,9 @@ class LogState:
         if kind in ALLOCATION_KINDS:
             self.allocation_lines.append(event.text)
         if kind in _PHASES and not self.failed:
-            self.phase = _PHASES[kind]
+            self.phase = self._phase(event)
+        if kind == ev.PROGRESS and get("graph") and not self.failed and not self.ready:
+            self.phase = f"capturing CUDA graphs {get('done')}/{get('total')}"
         if kind == ev.UVICORN and not self.failed and not self.ready:
             self.phase = "warming up" if get("event") == "running" else "starting HTTP server"
         if kind == ev.MAMBA_CACHE:
@@ -207,6 +224,8 @@ class LogState:
             self.max_running_requested = _int(event, "max_running_requests", None)
         elif kind == ev.READY:
             self.ready = True
+        elif kind == ev.SHUTDOWN:
+            self.stopping = True
         elif kind == ev.ERROR:
             reason = str(get("reason", "")) or None
             fatal = get("fatal")
@@ -221,6 +240,19 @@ class LogState:
             if fatal:
                 self.failed = True
                 self.phase = "failed"
+
+    def _phase(self, event: LogEvent) -> str:
+        """The phase ``event`` announces in this launch."""
+        kind = event.kind
+        if kind == ev.WEIGHTS:
+            self.weights_seen = True
+        elif kind in (ev.DIST_INIT, ev.MEMORY_BASELINE, ev.WEIGHTS_BEGIN) and self.weights_seen:
+            return DRAFT_PHASE
+        elif kind == ev.GRAPH_CAPTURE and event.get("stage") == "disabled":
+            return self.phase  # 0.5.17 says a graph is not captured: nothing starts
+        elif kind == ev.GRAPH_CAPTURE and event.get("stage") == "end":
+            return self.phase  # keeps the bar's count until the next graph begins
+        return _PHASES[kind]
 
     def apply_summary(self, summary: IngestSummary) -> None:
         """Fold in what :func:`~tui.logs.ingest.ingest_bytes` found, rare events in order.
@@ -282,4 +314,5 @@ class LogState:
             pressure_stamp=pressure.stamp if pressure else None,
             decode_stamp=self.latest_decode.stamp if self.latest_decode else None,
             pressure_events=self.pressure_events,
+            stopping=self.stopping,
         )

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.control.stop_release import DrainProgress
 from tui.ops.events import EventSink, OpEvent
@@ -53,6 +54,12 @@ class ConsoleBackend:
         """Whether stopping the fleet also stops the pipeline (the quit dialog says so)."""
         return self.ops.stop_pipeline_with_fleet and self.ops.pipeline is not None
 
+    @property
+    def starts_fresh_job(self) -> bool:
+        """Whether ``p`` on a finished job starts a fresh one (the demo's job; a real job
+        resumes)."""
+        return self.ops.starts_fresh_job
+
     def supports(self, intent: str) -> bool:
         """Every intent but 'pipeline' without a pipeline."""
         return intent != "pipeline" or self.ops.pipeline is not None
@@ -79,7 +86,10 @@ class ConsoleBackend:
             drains = isinstance(event, DrainProgress) and event.stage == "draining"
             if (starts_stop or drains) and isinstance(event, GpuPhase | DrainProgress):
                 self._mark(event.gpu, True)
-            elif isinstance(event, GpuFailed) and event.report.error_reason == "release":
+            elif isinstance(event, GpuFailed):
+                # Whatever failed (the stop refused or failed, or the launch after it): a
+                # server that still runs is not stopping any more; one that is gone clears its
+                # mark anyway. A mark left on read "stopping" for ever.
                 self._mark(event.gpu, False)
             if isinstance(event, CanaryLook) and on_look is not None:
                 on_look(event)  # a look goes to one of the two, never both: a screen that
@@ -91,28 +101,51 @@ class ConsoleBackend:
 
     # --- operations -------------------------------------------------------------------------------
 
-    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+    async def kill(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
         """Stop the servers on ``gpus`` and wait for their GPU memory.
 
+        Args:
+            gpus: The GPUs.
+            mode: drain, terminate or kill.
+            confirmed: Servers the operator confirmed stopping although they are not verified
+                as the fleet's (``unknown``): their pid alone is signalled.
+
         Raises:
-            OperationError: naming each GPU whose stop failed.
+            OperationError: naming each GPU whose stop was refused or failed.
         """
         for gpu in gpus:
             self._mark(gpu, True)
         try:
-            await self.ops.kill(gpus, self._sink(None), mode)
-        except OperationError:
+            await self.ops.kill(
+                gpus, self._sink(None), mode, confirmed={c.gpu: c for c in confirmed}
+            )
+        except OperationError as error:
+            stopped = getattr(error, "outcomes", ())
+            done = {o.gpu for o in stopped if o.ok}
             for gpu in gpus:
-                self._mark(gpu, False)
+                if gpu not in done:
+                    self._mark(gpu, False)
             raise
 
-    async def relaunch(self, gpus: tuple[int, ...]) -> None:
+    async def relaunch(
+        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
+    ) -> None:
         """Stop and start each GPU's own profile again, verified.
+
+        Args:
+            gpus: The GPUs.
+            confirmed: Servers holding their ports that the operator confirmed stopping
+                although they are not verified as the fleet's (their pid alone is signalled).
 
         Raises:
             OperationError: naming each GPU that failed.
         """
-        await self.ops.relaunch(gpus, self._sink(None))
+        await self.ops.relaunch(gpus, self._sink(None), confirmed={c.gpu: c for c in confirmed})
 
     async def apply_profile(
         self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
@@ -121,16 +154,20 @@ class ConsoleBackend:
         return await self.ops.apply(name, gpus, self._sink(on_event))
 
     async def rollback(
-        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
-    ) -> ApplyResult | None:
-        """Relaunch, on each GPU of ``gpus`` (None: each GPU that has one), the profile it ran
-        before.
+        self,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
+        all_at_once: bool = False,
+    ) -> RolloutResult:
+        """Walk each GPU of ``gpus`` (None: each GPU that has one) back to the profile it ran
+        before, one GPU at a time (``all_at_once``: together), then the fleet's verdict.
 
         Raises:
             OperationError: a chosen GPU (or, for the fleet, every GPU) has no previous profile
                 recorded; nothing is stopped.
         """
-        return await self.ops.rollback(gpus, self._sink(on_event))
+        sink = self._sink(on_event)
+        return await self.ops.rollout_back(gpus, 1, sink, all_at_once=all_at_once)
 
     async def canary(
         self,

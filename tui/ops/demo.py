@@ -51,6 +51,23 @@ def spec_for_profile(profile: Profile) -> FleetSpec:
     return FleetSpec.from_ports(ports, profile.gpus, profile.host, logs)
 
 
+def still_running(profile: Profile) -> list[str]:
+    """What still serves any of ``profile``'s ports, one line each (empty: nothing does).
+
+    What ``gpufleet demo`` checks before it says that a failed start left nothing running.
+    """
+    from tui.control.preflight import port_holder
+
+    lines = []
+    for gpu in profile.gpus:
+        port = profile.port_for(gpu)
+        holder = port_holder(port, profile.host)
+        if holder is not None:
+            who = f"pid {holder.pid} ({holder.cmdline})" if holder.pid else holder.cmdline
+            lines.append(f"GPU {gpu}: port {port} is still held by {who}")
+    return lines
+
+
 def demo_prompts_file() -> Path:
     """The demo's prompt set."""
     return paths.demo_dir() / "prompts.jsonl"
@@ -66,7 +83,8 @@ def pipeline_config(profile: Profile, prompts: Path, fleet_timeout_s: float) -> 
             takes them all down for a while).
 
     Returns:
-        The configuration (outputs under ``paths.pipeline_dir()``).
+        The configuration (outputs under ``paths.pipeline_dir()``); on the demo's prompt set,
+        a start after the job finished starts a fresh one (``fresh_job_if_finished``).
     """
     return PipelineConfig(
         prompts=prompts,
@@ -75,6 +93,8 @@ def pipeline_config(profile: Profile, prompts: Path, fleet_timeout_s: float) -> 
         log_path=paths.pipeline_dir() / "pipeline.log",
         servers=tuple(server_urls(profile)),
         extra_args=("--fleet-timeout", f"{fleet_timeout_s:g}"),
+        # The demo's prompt set is the demo's job: once done, `p` starts it again.
+        fresh_when_finished=prompts == demo_prompts_file(),
     )
 
 

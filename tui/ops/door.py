@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tui.control.release import GpuPids
-from tui.control.stop_release import StopTimeouts
+from tui.control.stop_release import StopReleased, StopTimeouts
 from tui.ops.entries import (
     simple_entry,
 )
@@ -46,6 +46,28 @@ BAD_ARGUMENTS = "bad_arguments"
 
 class OperationError(RuntimeError):
     """An operation failed on some GPUs, or could not start; the message says which and why."""
+
+
+class StopIncomplete(OperationError):
+    """A stop left servers running: some GPU was refused (what runs there is not verified as
+    the fleet's; nothing was signalled) or failed. The message names each; ``outcomes`` holds
+    every GPU's."""
+
+    def __init__(self, outcomes: Sequence[StopReleased]) -> None:
+        self.outcomes = tuple(outcomes)
+        """Every GPU's outcome, done ones included."""
+        self.not_done = tuple(o for o in outcomes if not o.ok)
+        """The GPUs whose server was not stopped."""
+        super().__init__(outcome_summary(outcomes))
+
+
+def outcome_summary(outcomes: Sequence[StopReleased]) -> str:
+    """One line for a stop of several GPUs: what was refused or failed (with why), else what
+    was done. Never "ok" for a GPU that was refused or failed."""
+    not_done = [o for o in outcomes if not o.ok]
+    if not_done:
+        return "; ".join(f"{o.status} on GPU {o.gpu}: {o.message}" for o in not_done)
+    return "; ".join(o.message for o in outcomes) or "nothing ran"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from tui.ops.journal import JournalEntry
 from tui.retune.events import ApplyResult, VerifyReport
 from tui.rollout.canary_result import CanaryResult
 from tui.rollout.cost import RetuneCost
+from tui.rollout.fleet_verdict import fleet_line
 from tui.rollout.rollout import RolloutResult, RolloutStep
 
 
@@ -38,6 +39,12 @@ def apply_entry(
         summary = f"{ready}/{len(result.reports)} GPUs ready on {result.profile}"
         if result.throughput.verdict != "not measured":
             summary += f"; throughput {result.throughput.describe()}"
+        refused = [r.gpu for r in result.reports if r.status == "refused"]
+        if refused:
+            summary += (
+                f"; refused on GPUs {refused} (what runs there is not verified as the fleet's: "
+                "nothing was signalled)"
+            )
         if restored:
             summary += f"; restored the previous profile on GPUs {list(restored)}"
     return JournalEntry(
@@ -112,10 +119,14 @@ def rollout_step_entry(step: RolloutStep, profile: str, rollback: bool, by: str)
 
 
 def rollout_entry(result: RolloutResult, by: str) -> JournalEntry:
-    """The summary entry of a rollout (or a walk back)."""
+    """The summary entry of a rollout (or a walk back), its fleet verdict in the summary."""
     data = asdict(result)
     data.pop("steps")
     data["cost"] = result.cost.to_json() if result.cost else None
+    summary = result.describe().splitlines()[0]
+    if not result.refused:
+        summary += "; " + fleet_line(result.verdict)
+        data["verdict_summary"] = fleet_line(result.verdict)
     return JournalEntry(
         type="rollback" if result.rollback else "rollout",
         started_at=result.started_at,
@@ -124,7 +135,8 @@ def rollout_entry(result: RolloutResult, by: str) -> JournalEntry:
         gpus=result.planned,
         target=result.profile or None,
         by=by,
-        summary=result.describe().splitlines()[0],
+        summary=summary,
+        verdict=result.verdict.verdict if result.verdict is not None else None,
         refused=result.refused,
         failed=result.failed,
         lost_gpu_seconds=result.cost.lost_gpu_seconds if result.cost else None,

@@ -1,8 +1,9 @@
 """The fleet and its job as one document: what ``gpufleet status`` prints (JSON or text).
 
 Built from one monitor snapshot (``tui.fleet.monitor``) and the pipeline's status document
-(``tui.pipeline.status``); the README documents it ("gpufleet status"). The exit code says
-whether every server is ready (0), some are not (1), or nothing of the fleet answers or runs (2).
+(``tui.pipeline.status``); docs/status.md documents it. The exit code says
+whether every server is ready (0), some are not (1: a server the fleet state does not record on
+its GPU's port, ``unknown``, counts as not ready), or nothing of the fleet answers or runs (2).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ RUNNING_STATES = frozenset(
         ServerState.STALE,
         ServerState.STUCK,
         ServerState.STOPPING,
+        ServerState.UNKNOWN,
     }
 )
 """States in which a server's process runs or its port answers."""
@@ -50,7 +52,7 @@ def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
         now: time.time() of the document (ages are counted to it).
 
     Returns:
-        A JSON-ready dict (see the README for each field).
+        A JSON-ready dict (docs/status.md lists each field).
     """
     server, gpu = panel.server, panel.gpu
     doc: dict[str, Any] = {
@@ -65,6 +67,9 @@ def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
     }
     if server is None:
         return doc
+    if server.state is ServerState.UNKNOWN:
+        # What serves the port is not the fleet's recorded server: name it, count it not ready.
+        doc["unknown"] = {"pid": server.pid, "cmdline": list(server.cmdline)}
     running = server.profile
     doc.update(
         profile=running.name if running else None,
@@ -225,6 +230,16 @@ def format_text(doc: dict[str, Any], width: int = DEFAULT_WIDTH) -> list[str]:
         if gpu.get("error"):
             lines += textwrap.wrap(
                 f"error: {gpu['error']}", width, initial_indent="    ", subsequent_indent="      "
+            )
+        if gpu.get("unknown"):
+            who = gpu["unknown"]
+            what = " ".join(who["cmdline"]) or "command line unknown"
+            pid = "pid unknown" if who["pid"] is None else f"pid {who['pid']}"
+            lines += textwrap.wrap(
+                f"unknown: {pid} ({what}) serves the port; not the fleet's record",
+                width,
+                initial_indent="    ",
+                subsequent_indent="      ",
             )
     job = doc["job"]
     if job is None:

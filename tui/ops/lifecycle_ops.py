@@ -5,21 +5,21 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tui.control.adopt import ConfirmedServer, check_port_adopting
 from tui.control.launch import LaunchError, check_started, launch
 from tui.control.preflight import (
     PreflightError,
     check_flags,
     check_gpu_free,
-    check_port,
     check_stale,
 )
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased, in_stop_thread, stop_and_release
-from tui.ops.door import OperationError, OpsBase, gpus_text
+from tui.ops.door import OperationError, OpsBase, StopIncomplete, gpus_text, outcome_summary
 from tui.ops.entries import (
     simple_entry,
 )
@@ -30,7 +30,6 @@ from tui.profiles import Profile, load_named
 from tui.state.fleet_state import (
     GpuState,
     read_fleet,
-    read_records,
     record_outcome,
 )
 
@@ -44,61 +43,85 @@ class LifecycleOps(OpsBase):
     # --- kill and stop ----------------------------------------------------------------------------
 
     async def kill(
-        self, gpus: Sequence[int], on_event: EventSink | None = None, mode: StopMode = "drain"
+        self,
+        gpus: Sequence[int],
+        on_event: EventSink | None = None,
+        mode: StopMode = "drain",
+        *,
+        confirmed: Mapping[int, ConfirmedServer] | None = None,
     ) -> list[StopReleased]:
-        """Stop the servers on ``gpus`` and wait until their GPU memory is released.
+        """Stop the servers on ``gpus`` and wait until their GPU memory is released and their
+        ports are free.
 
         Args:
             gpus: GPUs to stop.
             on_event: Receives the drain's progress.
             mode: drain (default: no in-flight request lost), terminate (the group's SIGTERM:
                 fast, in-flight requests lost) or kill (SIGKILL).
+            confirmed: Per GPU, a process holding its port that the operator confirmed
+                stopping although it is not verified as the fleet's (its pid alone is
+                signalled, and only while it is still the process confirmed).
+
+        Returns:
+            Each GPU's outcome (done, refused or failed), in GPU order.
 
         Raises:
             OperationBusy: another operation holds the fleet.
-            OperationError: naming each GPU whose stop failed (survivors, memory still held).
+            StopIncomplete: some GPU was refused or failed (each named, with why); the
+                outcomes are in its ``outcomes``.
         """
         targets = tuple(sorted(set(gpus)))
         what = f"stop GPUs {gpus_text(targets)} ({mode})"
         async with self._operation(what, targets, on_event):
             started = time.time()
-            outcomes = await self._stop_each(targets, mode, on_event)
-            failed = [o for o in outcomes if not o.ok]
-            summary = "; ".join(o.message for o in (failed or outcomes)) or "nothing ran"
+            outcomes = await self._stop_each(targets, mode, on_event, confirmed or {})
+            not_done = [o for o in outcomes if not o.ok]
             entry = simple_entry(
                 "kill",
                 started,
                 time.time(),
-                not failed,
+                not not_done,
                 targets,
                 self.by,
-                summary,
-                failed=tuple(o.gpu for o in failed),
-                detail={"mode": mode, "outcomes": [o.message for o in outcomes]},
+                outcome_summary(outcomes),
+                failed=tuple(o.gpu for o in not_done),
+                detail={
+                    "mode": mode,
+                    "outcomes": [o.message for o in outcomes],
+                    "status": {str(o.gpu): o.status for o in outcomes},
+                },
             )
             await self._journal(entry, on_event, what)
-        if failed:
-            raise OperationError("; ".join(o.message for o in failed))
+        if not_done:
+            raise StopIncomplete(outcomes)
         return outcomes
 
     async def _stop_each(
-        self, gpus: Sequence[int], mode: StopMode, sink: EventSink | None
+        self,
+        gpus: Sequence[int],
+        mode: StopMode,
+        sink: EventSink | None,
+        confirmed: Mapping[int, ConfirmedServer],
     ) -> list[StopReleased]:
         loop = asyncio.get_running_loop()
-        records = await asyncio.to_thread(read_records)
+        state = await asyncio.to_thread(read_fleet)
 
         def progress(event: OpEvent) -> None:
             if sink is not None:
                 loop.call_soon_threadsafe(sink, event)
 
         def one(gpu: int) -> StopReleased:
+            entry = state.get(gpu)
             return stop_and_release(
                 gpu,
-                records.get(gpu),
+                entry.server if entry is not None else None,
                 self._pids_for_gpu(gpu),
                 mode=mode,
                 timeouts=self.options.stop,
                 on_progress=progress,
+                port=entry.port if entry is not None else None,
+                host=entry.host if entry is not None else "127.0.0.1",
+                confirmed=confirmed.get(gpu),
             )
 
         return list(
@@ -106,18 +129,26 @@ class LifecycleOps(OpsBase):
         )
 
     async def stop_fleet(
-        self, on_event: EventSink | None = None, mode: StopMode = "drain"
+        self,
+        on_event: EventSink | None = None,
+        mode: StopMode = "drain",
+        *,
+        confirmed: Mapping[int, ConfirmedServer] | None = None,
     ) -> list[StopReleased]:
-        """Stop every recorded server (and the pipeline first, when configured so).
+        """Stop every server of the fleet (and the pipeline first, when configured so): every
+        recorded one, and whatever holds a port the fleet state keeps (the fleet's own servers
+        without a record are adopted and stopped; any other holder is named and refused).
 
         Raises:
             OperationBusy: another operation holds the fleet.
-            OperationError: naming each GPU whose stop failed.
+            StopIncomplete: naming each GPU whose server was refused or failed to stop (they
+                still run).
         """
         if self.stop_pipeline_with_fleet and self.pipeline is not None:
             await self.stop_pipeline()
-        records = await asyncio.to_thread(read_records)
-        return await self.kill(sorted(records), on_event, mode)
+        state = await asyncio.to_thread(read_fleet)
+        gpus = sorted(g for g, s in state.items() if s.server is not None or s.port is not None)
+        return await self.kill(gpus, on_event, mode, confirmed=confirmed)
 
     # --- start a fleet ----------------------------------------------------------------------------
 
@@ -127,8 +158,10 @@ class LifecycleOps(OpsBase):
         """Launch ``profile`` on every chosen GPU that has no live server of the fleet.
 
         GPUs whose recorded server still runs (same identity, same port) are left alone
-        (re-attached); the others are preflighted (stale server, port, GPU memory), launched
-        and watched ``settle_s`` for dying at once, each independently.
+        (re-attached), and so is a server of the fleet found holding the GPU's port without a
+        record (adopted, ``tui.control.adopt``); the others are preflighted (stale server,
+        port, GPU memory), launched and watched ``settle_s`` for dying at once, each
+        independently.
 
         Returns:
             GPU -> None when it runs (started or re-attached), else why it could not start.
@@ -191,7 +224,8 @@ class LifecycleOps(OpsBase):
             try:
                 check_flags(profile, gpu)
                 check_stale(gpu, spec.port)
-                check_port(spec.port, spec.host, gpu)
+                if check_port_adopting(gpu, spec.port, spec.host) is not None:
+                    return None  # the fleet's own server, without a record: re-attached
                 check_gpu_free(gpu, gpu_pids)
                 process = launch(
                     spec.argv,
@@ -222,20 +256,29 @@ class LifecycleOps(OpsBase):
             raise OperationError("no pipeline is configured for this console")
         return self.pipeline
 
+    @property
+    def starts_fresh_job(self) -> bool:
+        """Whether a start after the job finished starts it afresh (the demo's job)."""
+        return self.pipeline is not None and self.pipeline.fresh_when_finished
+
     async def start_pipeline(self) -> None:
-        """Start ``gpufleet generate`` detached (no-op when it already runs); journalled."""
+        """Start ``gpufleet generate`` detached (no-op when it already runs); journalled. The
+        demo's job, once finished, starts afresh (``PipelineConfig.fresh_when_finished``)."""
         # Imported when the pipeline is started or stopped, not with every operation (an apply's
         # start pays for each module it imports: tui.pipeline's status and detach among them).
+        from tui.ops.demo import fresh_job_if_finished
         from tui.ops.pipeline import start_pipeline
 
         config = self._pipeline()
         started = time.time()
+        fresh = None
+        if config.fresh_when_finished:
+            fresh = await asyncio.to_thread(fresh_job_if_finished, config)
         pid = await asyncio.to_thread(start_pipeline, config)
+        summary = f"{fresh}; pipeline pid {pid}" if fresh else f"pipeline pid {pid}"
         await asyncio.to_thread(
             append,
-            simple_entry(
-                "pipeline-start", started, time.time(), True, (), self.by, f"pipeline pid {pid}"
-            ),
+            simple_entry("pipeline-start", started, time.time(), True, (), self.by, summary),
         )
 
     async def stop_pipeline(self) -> None:

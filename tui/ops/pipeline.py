@@ -39,6 +39,10 @@ class PipelineConfig:
     """Base URLs of the fleet's servers."""
     extra_args: tuple[str, ...] = ()
     """More ``gpufleet generate`` options (e.g. ``--fleet-timeout``)."""
+    fresh_when_finished: bool = False
+    """A start after the job finished starts it afresh, its outputs kept aside (the demo's
+    job: ``tui.ops.demo.fresh_job_if_finished``); False: a start resumes, as a real job's
+    must."""
 
     def argv(self) -> list[str]:
         """The ``gpufleet generate`` options (without the program)."""

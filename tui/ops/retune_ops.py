@@ -6,9 +6,10 @@ A GPU whose new server exits on its arguments is relaunched with what it ran bef
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.ops.door import BAD_ARGUMENTS, OperationError, OpsBase, emit, gpus_text
 from tui.ops.entries import (
@@ -86,9 +87,17 @@ class RetuneOps(OpsBase):
         return tuple(restored)
 
     async def relaunch(
-        self, gpus: Sequence[int], on_event: EventSink | None = None, mode: StopMode = "drain"
+        self,
+        gpus: Sequence[int],
+        on_event: EventSink | None = None,
+        mode: StopMode = "drain",
+        *,
+        confirmed: Mapping[int, ConfirmedServer] | None = None,
     ) -> list[ApplyResult]:
         """Stop and start each GPU's own profile again, verified (one engine run per profile).
+
+        ``confirmed``: per GPU, a process holding its port that the operator confirmed stopping
+        although it is not verified as the fleet's (its pid alone is signalled).
 
         Raises:
             OperationBusy: another operation holds the fleet.
@@ -101,7 +110,7 @@ class RetuneOps(OpsBase):
             results = []
             for profile, group in groups:
                 result, _ = await self._runner(replace(self.options.apply, measure=False)).run(
-                    profile, group, mode=mode, on_event=on_event
+                    profile, group, mode=mode, on_event=on_event, confirmed=confirmed
                 )
                 results.append(result)
                 entry = apply_entry(result, self.by, "relaunch")
@@ -110,7 +119,7 @@ class RetuneOps(OpsBase):
             summary = (
                 f"relaunched GPUs {gpus_text(targets)}"
                 if not failed
-                else "; ".join(f"GPU {r.gpu}: {r.failure}" for r in failed)
+                else "; ".join(f"{r.status} on GPU {r.gpu}: {r.failure}" for r in failed)
             )
             emit(on_event, OperationFinished(what, not failed, summary))
         if failed:

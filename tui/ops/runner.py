@@ -12,11 +12,12 @@ operation, around however many runs the operation needs.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import httpx
 
+from tui.control.adopt import ConfirmedServer
 from tui.control.release import GpuPids, nvml_gpu_pids, sim_gpu_pids
 from tui.control.stop import StopMode
 from tui.control.stop_release import DrainProgress, StopTimeouts
@@ -115,6 +116,7 @@ class EngineRunner:
         mode: StopMode = "drain",
         on_event: EventSink | None = None,
         fleet_gpus: Sequence[int] = (),
+        confirmed: Mapping[int, ConfirmedServer] | None = None,
     ) -> tuple[ApplyResult, RetuneCost | None]:
         """Run the engine for ``profile`` on ``gpus`` and record the outcome.
 
@@ -126,6 +128,8 @@ class EngineRunner:
             mode: How the old servers are stopped.
             on_event: Receives every event.
             fleet_gpus: Every GPU of the fleet (the cost is the fleet's); default ``gpus``.
+            confirmed: Per GPU, a process holding its port that the operator confirmed
+                stopping although it is not verified as the fleet's.
 
         Returns:
             The engine's result, and the cost when measured.
@@ -154,6 +158,7 @@ class EngineRunner:
                 mode,
                 progress,
                 direct=direct,
+                confirmed=dict(confirmed or {}),
             )
             ports = {g: profile.port_for(g) for g in targets if g in profile.gpus}
             probe = MetricsCounterProbe(ports, profile.host, client) if measuring else None

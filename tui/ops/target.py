@@ -18,13 +18,13 @@ from pathlib import Path
 
 import httpx
 
+from tui.control.adopt import ConfirmedServer, adopted_text, check_port_adopting
 from tui.control.launch import LaunchError as ControlLaunchError
 from tui.control.launch import ManagedProcess, launch
 from tui.control.preflight import (
     PreflightError,
     check_flags,
     check_gpu_free,
-    check_port,
     check_stale,
 )
 from tui.control.release import GpuPids
@@ -46,7 +46,7 @@ from tui.retune.signals import SignalAdapter
 from tui.servers.keepalive import KeepAliveTransport
 from tui.servers.probe import ProbeStatus, ServerProbe
 from tui.state.cordons import address_of, uncordon
-from tui.state.fleet_state import ProcessRecord, read_records
+from tui.state.fleet_state import ProcessRecord, read_fleet
 
 ProgressSink = Callable[[DrainProgress], None]
 """Receives stop progress on the event loop."""
@@ -143,6 +143,8 @@ class FleetTarget:
         on_progress: Receives each stop's progress, on the event loop.
         direct: ``client``'s keep-alive transport, which the readiness probes use straight
             (``ServerProbe``'s ``direct``), or None.
+        confirmed: Per GPU, a process holding its port that the operator confirmed stopping
+            although it is not verified as the fleet's (the console's ``unknown`` server).
     """
 
     def __init__(
@@ -155,8 +157,10 @@ class FleetTarget:
         mode: StopMode = "drain",
         on_progress: ProgressSink | None = None,
         direct: KeepAliveTransport | None = None,
+        confirmed: dict[int, ConfirmedServer] | None = None,
     ) -> None:
         self.profile = profile
+        self._confirmed = confirmed or {}
         self.direct = direct
         self._gpu_pids = gpu_pids
         self._gpu_source = gpu_source
@@ -201,8 +205,13 @@ class FleetTarget:
         record: ProcessRecord | None,
         mode: StopMode | None = None,
         on_stage: Callable[[str], None] | None = None,
+        port: int | None = None,
+        host: str = "127.0.0.1",
     ) -> Stopped:
-        """The one stop-and-release, in a thread; progress forwarded on the event loop."""
+        """The one stop-and-release, in a thread; progress forwarded on the event loop.
+
+        ``port`` and ``host``: the GPU's, when nothing is recorded (its port is still checked).
+        """
         loop = asyncio.get_running_loop()
 
         def progress(p: DrainProgress) -> None:
@@ -212,7 +221,9 @@ class FleetTarget:
                 loop.call_soon_threadsafe(self._on_progress, p)
 
         if record is not None:
-            self._cordoned[gpu] = address_of(record.host, record.port)
+            port, host = record.port, record.host
+        if port is not None:
+            self._cordoned[gpu] = address_of(host, port)
         result = await in_stop_thread(
             functools.partial(
                 stop_and_release,
@@ -223,15 +234,20 @@ class FleetTarget:
                 timeouts=self._timeouts,
                 keep_cordon=True,
                 on_progress=progress,
+                port=port,
+                host=host,
+                confirmed=self._confirmed.get(gpu),
             )
         )
-        return Stopped(result.ok, result.message)
+        return Stopped(result.ok, result.message, refused=result.status == "refused")
 
     async def stop_current(self, gpu: int, on_stage: Callable[[str], None]) -> Stopped:
         """Stop the fleet's recorded server on this GPU (identity-checked) and wait for its
         GPU memory; the GPU stays cordoned until its new server is ready."""
-        record = read_records().get(gpu)
-        stopped = await self.stop_record(gpu, record, on_stage=on_stage)
+        entry = (await asyncio.to_thread(read_fleet)).get(gpu)
+        record = entry.server if entry is not None else None
+        port, host = (entry.port, entry.host) if entry is not None else (None, "127.0.0.1")
+        stopped = await self.stop_record(gpu, record, on_stage=on_stage, port=port, host=host)
         if not stopped.ok:
             self.release_cordon(gpu)
         return stopped
@@ -248,7 +264,9 @@ class FleetTarget:
     def _launch(self, spec: GpuLaunchSpec) -> ManagedProcess:
         check_flags(self.profile, spec.gpu)
         check_stale(spec.gpu, spec.port)
-        check_port(spec.port, spec.host, spec.gpu)
+        adopted = check_port_adopting(spec.gpu, spec.port, spec.host)
+        if adopted is not None:  # tracked again; this step did not launch what it was asked
+            raise PreflightError(adopted_text(adopted))
         check_gpu_free(spec.gpu, self._gpu_pids)
         return launch(
             spec.argv,

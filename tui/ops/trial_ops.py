@@ -35,6 +35,7 @@ from tui.rollout.rollout import (
     rollout_plan,
 )
 from tui.rollout.sampling import Sampler
+from tui.state.fleet_state import read_running
 
 
 class TrialOps(OpsBase):
@@ -119,13 +120,31 @@ class TrialOps(OpsBase):
         batch: int = 1,
         on_event: EventSink | None = None,
         options: RolloutOptions | None = None,
+        *,
+        all_at_once: bool = False,
     ) -> RolloutResult:
-        """Walk each GPU back to its previous profile, in reverse order, verified.
+        """Walk each GPU back to its previous profile, in reverse order, ``batch`` at a time,
+        each batch verified before the next, with the fleet's verdict at the end.
+
+        Args:
+            gpus: The GPUs (None: every GPU with a previous profile recorded).
+            batch: GPUs restarted together.
+            on_event: Every batch's events, and the verdict's windows.
+            options: Timeouts and windows (default: the service's rollout options).
+            all_at_once: Every GPU in one batch (only when the operator asks: the whole fleet
+                is down together).
 
         Raises:
             OperationError: a chosen GPU has no previous profile (nothing is stopped).
             OperationBusy: another operation holds the fleet.
         """
+        if gpus is None and self.base is not None:
+            # The fleet this door serves, not every GPU the state file remembers (a smaller
+            # demo after a larger one leaves the others' records).
+            running = await asyncio.to_thread(read_running)
+            gpus = [g for g, p in running.items() if p.previous and g in self.base.gpus]
+            if not gpus:
+                raise OperationError("rollback: no GPU has a previous profile recorded")
         try:
             plan = await asyncio.to_thread(rollback_plan, gpus)
         except ValueError as exc:
@@ -133,7 +152,8 @@ class TrialOps(OpsBase):
         if not plan:
             raise OperationError("rollback: no GPU has a previous profile recorded")
         fitted = [(g, await asyncio.to_thread(self.fit, p)) for g, p in plan]
-        return await self._walk(fitted, fitted[0][1], batch, True, (), on_event, options)
+        pace = len(fitted) if all_at_once else batch
+        return await self._walk(fitted, fitted[0][1], pace, True, (), on_event, options)
 
     async def _walk(
         self,
@@ -171,6 +191,7 @@ class TrialOps(OpsBase):
                     rollback=rollback,
                     skipped=skipped,
                     on_step=step,
+                    on_measure=lambda progress: emit(sink, progress),
                 )
                 result = await walk.run()
             await asyncio.gather(*writes)

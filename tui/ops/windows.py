@@ -3,10 +3,12 @@ console, and the agent on a console's behalf): one ``--measure-window`` sets the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tui.retune.options import ApplyOptions
 from tui.rollout.canary import CanaryOptions
+from tui.rollout.fleet_verdict import VerdictWindows
+from tui.rollout.rollout import RolloutOptions
 
 MEASURE_WINDOW_DEFAULT_S = 30.0
 """The console's throughput window: shorter than the headless default, the operator waits."""
@@ -64,6 +66,22 @@ def console_canary_options(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -
     )
 
 
+def console_rollout_options(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> RolloutOptions:
+    """The rollout (and rollback) options of the console: its fleet verdict takes the apply's
+    windows (``measure_window_s`` each side, a third of it as warm-up, a tenth as interval).
+
+    Args:
+        measure_window_s: Seconds of each window (already range-checked by
+            :func:`console_apply_options`).
+
+    Returns:
+        The options.
+    """
+    apply = console_apply_options(measure_window_s)
+    verdict = VerdictWindows(apply.window_s, apply.warmup_s, apply.interval_s)
+    return RolloutOptions(verdict=verdict)
+
+
 @dataclass(frozen=True, slots=True)
 class ConsoleWindows:
     """The measuring windows of the console's operations, all from one ``--measure-window``."""
@@ -72,14 +90,18 @@ class ConsoleWindows:
     """Timeouts and before/after throughput windows of applies."""
     canary: CanaryOptions
     """Windows of canaries."""
+    rollout: RolloutOptions = field(default_factory=RolloutOptions)
+    """Fleet-verdict windows of rollouts and rollbacks (their batch is per call)."""
 
 
 def console_windows(measure_window_s: float = MEASURE_WINDOW_DEFAULT_S) -> ConsoleWindows:
-    """The apply and canary options of one ``--measure-window``.
+    """The apply, canary and rollout options of one ``--measure-window``.
 
     Raises:
         ValueError: the window is outside ``MEASURE_WINDOW_RANGE_S`` (naming field and range).
     """
     return ConsoleWindows(
-        console_apply_options(measure_window_s), console_canary_options(measure_window_s)
+        console_apply_options(measure_window_s),
+        console_canary_options(measure_window_s),
+        console_rollout_options(measure_window_s),
     )

@@ -1,7 +1,7 @@
 """The pipeline's status document: a small JSON file, atomically replaced about once a second.
 
 Any script can publish the same document and the console's generation pane will show it. The
-schema is documented in the README ("Pipeline status document").
+schema is documented in docs/pipeline.md ("Pipeline status document").
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ Public API::
     list_profiles(directory=None) -> list[Path]  # default: the user's and profiles_dir()'s
     profile_engine(path) -> str | None         # its engine.kind, without validating the rest
     profile_from_dict(data, default_name) -> Profile
-    argv_for(profile, gpu) -> list[str]        # exact argv (SGLang 0.5.23 flag names)
+    argv_for(profile, gpu) -> list[str]        # exact argv (never a shell string)
     launch_problems(profile, gpus=None)        # what SGLang's own flag table refuses in it
+    target_release(profile) -> str             # the release that judges it (auto resolved)
     env_for(profile, gpu, base=None) -> dict   # CUDA_VISIBLE_DEVICES set
     log_path_for(profile, gpu) -> Path         # {state} resolved
     flags_for(profile, gpu) -> ServerFlags     # shared flags + that GPU's override
@@ -22,6 +23,7 @@ from tui.profiles.flag_check import launch_problems
 from tui.profiles.launch_args import argv_for, env_for, flags_for, log_dir_for, log_path_for
 from tui.profiles.model import KNOBS, Engine, GpuOverride, Profile, ServerFlags
 from tui.profiles.parse import profile_from_dict
+from tui.profiles.sglang_release import ReleaseError, target_release
 from tui.profiles.store import (
     list_profiles,
     load_named,
@@ -40,6 +42,7 @@ __all__ = [
     "Problem",
     "Profile",
     "ProfileError",
+    "ReleaseError",
     "ServerFlags",
     "argv_for",
     "diff",
@@ -56,4 +59,5 @@ __all__ = [
     "profile_to_dict",
     "resolve_profile",
     "save_profile",
+    "target_release",
 ]

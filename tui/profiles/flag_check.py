@@ -1,12 +1,16 @@
 """A profile's launch argv, judged by SGLang's own flag table before anything stops or starts.
 
 For every GPU the exact argv (``launch_args.argv_parts``) goes through the parser rebuilt from
-the table of the SGLang version the profile targets (``engine.sglang_version``, default the pinned
-one): the real server's parser for ``engine.kind = "sglang"``, the simulator's (the same table
-plus its ``--sim-*`` flags) for ``"sim"``. Whatever SGLang would refuse (an unknown flag, an
-ambiguous prefix, an invalid choice, a wrong type or arity, an unknown speculative algorithm)
-becomes a ``Problem`` on the profile field that produced the token, with SGLang's own reason, what
-is allowed and a "did you mean". Flags must be spelled in full (``Checker.check(strict=True)``).
+the table of the SGLang release the profile targets (``engine.sglang_version``: a release, or
+``auto`` resolved by ``tui.profiles.sglang_release``; default the newest): the real server's
+parser for ``engine.kind = "sglang"``, the simulator's (the same table plus its ``--sim-*``
+flags) for ``"sim"``. Each release accepts its own aliases and refuses what it refuses:
+``--cuda-graph-max-bs`` passes on 0.5.17 (a deprecated alias) and is refused on 0.5.23 (an
+ambiguous prefix), each in that release's own words. Whatever SGLang would refuse (an unknown
+flag, an ambiguous prefix, an invalid choice, a wrong type or arity, an unknown speculative
+algorithm) becomes a ``Problem`` on the profile field that produced the token, with SGLang's
+own reason, what is allowed and a "did you mean". Flags must be spelled in full
+(``Checker.check(strict=True)``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Iterable
 from tui.profiles.errors import Problem
 from tui.profiles.launch_args import ArgvPart, argv_parts
 from tui.profiles.model import Profile
+from tui.profiles.sglang_release import ReleaseError, target_release
 from tui.sglang.flagtable.check import Checker, Rejection, sglang_checker
 from tui.sglang.flagtable.table import PINNED_VERSION, UnknownVersion, load_table
 
@@ -40,8 +45,9 @@ def checker_for(profile: Profile) -> Checker:
 
     Raises:
         UnknownVersion: no flag table for ``engine.sglang_version``.
+        ReleaseError: ``auto`` could not be resolved.
     """
-    version = profile.engine.sglang_version or PINNED_VERSION
+    version = target_release(profile)
     if profile.engine.kind == "sim":
         if version != PINNED_VERSION:
             load_table(version)  # raises UnknownVersion for a version without a table
@@ -95,7 +101,7 @@ def launch_problems(profile: Profile, gpus: Iterable[int] | None = None) -> list
     """
     try:
         checker = checker_for(profile)
-    except UnknownVersion as exc:
+    except (UnknownVersion, ReleaseError) as exc:
         return [Problem("engine.sglang_version", profile.engine.sglang_version, str(exc))]
     problems: list[Problem] = []
     for gpu in profile.gpus if gpus is None else gpus:

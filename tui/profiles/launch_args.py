@@ -1,9 +1,9 @@
 """What a profile launches on one GPU: the exact argv, the environment and the log path.
 
-Flag names follow SGLang 0.5.23 (``--mamba-radix-cache-strategy``). ``engine.legacy_mamba_flag``
-still writes the pre-rename ``--mamba-scheduler-strategy``, which 0.5.23 refuses (no alias), so
-the flag check (``tui.profiles.flag_check``) refuses such a profile until a table for an older
-SGLang is generated. ``argv_parts`` says which profile field wrote each token.
+Flag names are the current ones (``--mamba-radix-cache-strategy``). ``engine.legacy_mamba_flag``
+still writes the pre-rename ``--mamba-scheduler-strategy``: a deprecated alias up to SGLang
+0.5.19, refused from 0.5.20, so the flag check (``tui.profiles.flag_check``) accepts it or not
+by the profile's release. ``argv_parts`` says which profile field wrote each token.
 """
 
 from __future__ import annotations

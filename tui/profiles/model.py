@@ -81,11 +81,14 @@ class Engine:
     kind: EngineKind = "sglang"
     """``sglang``: ``<python> -m sglang.launch_server``; ``sim``: ``<this python> -m tui sim``."""
     sglang_version: str | None = None
-    """SGLang release the profile targets (its flag table judges the argv); None: the pinned one."""
+    """SGLang release the profile targets (its flag table judges the argv): one gpufleet ships a
+    table for, or ``"auto"`` (the one ``python`` has, ``tui.profiles.sglang_release``); None:
+    the newest."""
     python: str = "python"
     """Python executable for the real engine (a name on PATH or an absolute path)."""
     legacy_mamba_flag: bool = False
-    """Emit ``--mamba-scheduler-strategy`` (SGLang before the rename, which 0.5.23 refuses)."""
+    """Emit ``--mamba-scheduler-strategy``, the name before the rename (a deprecated alias up to
+    SGLang 0.5.19, refused from 0.5.20)."""
     sim_gpu: str = "b200"
     """Simulated GPU kind (sim engine only)."""
     sim_speed: float = 1.0

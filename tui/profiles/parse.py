@@ -4,7 +4,7 @@ TOML layout (see ``profiles/*.toml``)::
 
     name = "b200-aggressive"          # optional, defaults to the file stem
     note = "..."
-    [engine]   kind = "sglang"|"sim", sglang_version, python, legacy_mamba_flag, sim_gpu, ...
+    [engine]   kind = "sglang"|"sim", sglang_version (a release or "auto"), python, ...
     [fleet]    gpus = [0, 1], base_port = 30000 (or ports = [...]), host, log_dir, log_file
     [env]      NAME = "value"
     [server]   model_path, the four knobs, mamba_radix_cache_strategy, speculative_*
@@ -38,6 +38,7 @@ from tui.profiles.model import (
     Profile,
     ServerFlags,
 )
+from tui.profiles.sglang_release import AUTO_RELEASE
 from tui.profiles.templates import log_dir_problem, log_file_problem
 from tui.sglang.flagtable.table import known_versions
 
@@ -63,8 +64,8 @@ FLEET_KEYS = ("gpus", "base_port", "ports", "host", "log_dir", "log_file")
 RESERVED_EXTRA = {
     "host": "set fleet.host",
     "port": "ports come from fleet.base_port / fleet.ports",
-    "mamba_scheduler_strategy": "SGLang 0.5.23 renamed it --mamba-radix-cache-strategy and keeps "
-    "no alias; set server.mamba_radix_cache_strategy",
+    "mamba_scheduler_strategy": "SGLang renamed it --mamba-radix-cache-strategy (an alias up to "
+    "0.5.19, refused from 0.5.20); set server.mamba_radix_cache_strategy",
     # SGLang merges a --config YAML into argv before parsing (prepare_server_args): its flags
     # would reach the server without the flag table ever seeing them.
     "config": "its YAML's flags would reach SGLang unchecked; list them in [server.extra_flags]",
@@ -220,13 +221,13 @@ def _engine(c: _Collector, raw: object) -> Engine:
         kw["kind"] = kind
     if "sglang_version" in data:
         version = c.safe_str("engine.sglang_version", data["sglang_version"])
-        if version is not None and version not in known_versions():
+        if version is not None and version not in (*known_versions(), AUTO_RELEASE):
             known = ", ".join(known_versions())
             c.add(
                 "engine.sglang_version",
                 version,
-                f"no SGLang flag table for this version (gpufleet has: {known}; generate one "
-                "with python -m tui.sglang.flagtable.generate)",
+                f"no SGLang flag table for this version (gpufleet has: {known}; or "
+                f"'{AUTO_RELEASE}': the release engine.python has)",
             )
         elif version is not None:
             kw["sglang_version"] = version
@@ -359,12 +360,9 @@ def profile_from_dict(
     fleet = _fleet(c, data.get("fleet"))
     server = _server(c, data.get("server"))
     overrides = _overrides(c, data.get("gpu"), fleet["gpus"])
-    if engine.legacy_mamba_flag and "extra_buffer_lazy" in _strategies(server, overrides):
-        c.add(
-            "server.mamba_radix_cache_strategy",
-            "extra_buffer_lazy",
-            "extra_buffer_lazy does not exist with engine.legacy_mamba_flag (old SGLang)",
-        )
+    # engine.legacy_mamba_flag with extra_buffer_lazy is the release's table's to judge: 0.5.17
+    # to 0.5.19 take the old name as an alias of the flag that has that choice (and use it:
+    # srt/server_args.py), 0.5.20 on refuse the old name itself.
     env = _env(c, data.get("env"))
     if c.problems:
         raise ProfileError(c.problems, source)
@@ -375,10 +373,3 @@ def profile_from_dict(
     if problems:
         raise ProfileError(problems, source)
     return profile
-
-
-def _strategies(server: ServerFlags, overrides: tuple[GpuOverride, ...]) -> set[object]:
-    found: set[object] = {server.mamba_radix_cache_strategy}
-    for o in overrides:
-        found |= {v for f, v in o.values if f == "mamba_radix_cache_strategy"}
-    return found

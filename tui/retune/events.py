@@ -77,7 +77,8 @@ class VerifyReport:
     error_line: str | None = None
     """The OOM or crash line from the server's log, when there was one."""
     error_reason: str | None = None
-    """'oom', 'crash', 'exit', 'timeout', 'launch', 'release'."""
+    """'oom', 'crash', 'exit', 'timeout', 'launch', 'release', 'refused' (the old server was not
+    verified as the fleet's: nothing was signalled)."""
     phases: tuple[tuple[str, float], ...] = ()
     """Startup phases seen, with seconds since launch."""
     pid: int | None = None
@@ -88,6 +89,13 @@ class VerifyReport:
     """Seconds the GPU's old server took to stop (its drain, then its memory released) before
     this launch; None when nothing was stopped. A GPU was out of service for ``stop_s`` plus
     ``time_to_ready_s``: 'ready in 2s' alone left out a 20 s drain."""
+
+    @property
+    def status(self) -> str:
+        """done (ready), refused (nothing was signalled) or failed."""
+        if self.ok:
+            return "done"
+        return "refused" if self.error_reason == "refused" else "failed"
 
     @property
     def capped(self) -> bool:

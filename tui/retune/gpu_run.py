@@ -94,6 +94,8 @@ class GpuRun:
         self._phase("stopping")
         stopped = await self._target.stop_current(self.gpu, self._stage)
         if not stopped.ok:
+            if stopped.refused:
+                return self._failed(f"refused to stop the old server: {stopped.message}", "refused")
             return self._failed(f"could not stop the old server: {stopped.message}", "release")
         self._stop_s = round(self._now() - self._t0, 3)
         await self._launch_slot()

@@ -59,6 +59,8 @@ class Stopped:
     """Nothing of the server runs and its GPU memory is released."""
     message: str = ""
     """One line for the operator."""
+    refused: bool = False
+    """Nothing was signalled: what runs there is not verified as the fleet's server."""
 
 
 class LaunchedServer(Protocol):

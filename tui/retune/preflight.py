@@ -1,10 +1,14 @@
 """Preflight: what a candidate profile will allocate on one GPU, before anything is stopped.
 
-The prediction is SGLang 0.5.23's own memory plan (``tui.sglang.memory.plan_memory``) for the
-GPU's resolved flags, calibrated, when a server already ran on that GPU, on the sizes its log
-printed (bytes per KV token, per Mamba slot, weights), so model constants that are slightly off
-do not shift the prediction. A configuration that will not start gets a plain "does not fit", and
-one whose launch argv SGLang's own parser refuses (its flag table) a plain "does not start".
+The prediction is SGLang's own memory plan (``tui.sglang.memory.plan_memory``) for the GPU's
+resolved flags, in the arithmetic of the build the profile targets (``engine.sglang_version``
+0.5.17 or 0.5.23, else 0.5.23), for whatever model it serves: a simulated model by name or config
+folder, or the real ``--model-path`` (a name of the hand-written specs, a local folder or a hub id
+in the Hugging Face cache, derived from its config.json: ``tui.sglang.modelcfg``). When a server
+already ran on that GPU the plan is calibrated on the sizes its log printed (bytes per KV token,
+per Mamba slot, weights), so model constants that are slightly off do not shift the prediction. A
+configuration that will not start gets a plain "does not fit", and one whose launch argv SGLang's
+own parser refuses (its flag table) a plain "does not start".
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tui.gpu.capacity import gpu_capacity
 from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.profiles import Profile, flags_for
 from tui.profiles.flag_check import launch_problems
 from tui.retune.calibration import scan_calibration
+from tui.sglang.builds import BUILDS, SGLANG_0_5_23, Build
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import Calibration, MemoryPlan, plan_memory
-from tui.sglang.models import GIB, MODELS, ModelSpec
+from tui.sglang.modelcfg.spec import resolve_model
+from tui.sglang.models import GIB, ModelSpec
 
 DEFAULT_MODEL = "qwen3.6-27b"
 """The simulator's model when a sim profile names none (the seed's)."""
@@ -35,6 +42,8 @@ _PASS_THROUGH = {
     "disable_radix_cache": bool,
     "disable_overlap_schedule": bool,
     "mamba_ssm_dtype": str,
+    "max_prefill_tokens": int,
+    "disable_cuda_graph": bool,
 }
 
 
@@ -96,19 +105,38 @@ def calibration_from_log(path: str | Path) -> Calibration | None:
     return scan_calibration(path)
 
 
-def model_for(profile: Profile, gpu: int) -> ModelSpec | None:
-    """The model spec a profile serves on a GPU (sim model, else matched by --model-path)."""
+def model_for(profile: Profile, gpu: int) -> ModelSpec:
+    """The model spec a profile serves on a GPU: the simulated model (a name or a config
+    folder), else its ``--model-path`` derived from its config.json (``resolve_model``).
+
+    Raises:
+        ValueError: the model cannot be planned, in one line naming what is missing and where
+            it looked (``tui.sglang.modelcfg.errors.ModelConfigError``).
+    """
     if profile.engine.kind == "sim":
-        return MODELS.get(profile.engine.sim_model or DEFAULT_MODEL)
-    path = flags_for(profile, gpu).model_path
-    return next((m for m in MODELS.values() if path is not None and m.model_path == path), None)
+        return resolve_model(profile.engine.sim_model or DEFAULT_MODEL)
+    flags = flags_for(profile, gpu)
+    if flags.model_path is None:
+        raise ValueError("server.model_path: not set, so there is no model to plan")
+    load_format = dict(flags.extra_flags).get("load_format")
+    return resolve_model(
+        flags.model_path, load_format=load_format if isinstance(load_format, str) else None
+    )
 
 
-def gpu_total_for(profile: Profile) -> int | None:
-    """Device capacity a sim profile's GPUs have (None for real GPUs: ask the GPU source)."""
+def build_for(profile: Profile) -> Build:
+    """The SGLang build whose arithmetic the profile's plan follows (``engine.sglang_version``
+    when the planner knows it, else 0.5.23; the simulator is 0.5.23 unless told otherwise)."""
+    version = profile.engine.sglang_version
+    return next((b for b in BUILDS if b == version), SGLANG_0_5_23)
+
+
+def gpu_total_for(profile: Profile, gpu: int | None = None) -> int | None:
+    """Device capacity: a sim profile's simulated kind, else what NVML reports for ``gpu``
+    (None when there is no driver to ask)."""
     if profile.engine.kind == "sim" and profile.engine.sim_gpu in SIM_GPU_KINDS:
         return SIM_GPU_KINDS[profile.engine.sim_gpu][1]
-    return None
+    return gpu_capacity(gpu) if gpu is not None else None
 
 
 def preflight(
@@ -137,12 +165,9 @@ def preflight(
         ValueError: the model or the GPU's capacity cannot be known (naming which).
     """
     spec = model or model_for(profile, gpu)
-    if spec is None:
-        path = flags_for(profile, gpu).model_path
-        raise ValueError(f"model_path={path!r}: unknown model; known: {sorted(MODELS)}")
-    total = gpu_total_bytes or gpu_total_for(profile)
+    total = gpu_total_bytes or gpu_total_for(profile, gpu)
     if total is None:
-        raise ValueError(f"gpu {gpu}: memory capacity unknown (no GPU source reading)")
+        raise ValueError(f"gpu {gpu}: memory capacity unknown (no NVIDIA driver to ask)")
     flags = flags_for(profile, gpu)
     extra = dict(flags.extra_flags)
     kwargs: dict[str, object] = {}
@@ -165,6 +190,7 @@ def preflight(
         speculative_num_draft_tokens=flags.speculative_num_draft_tokens,
         mamba_radix_cache_strategy=flags.mamba_radix_cache_strategy or "auto",
         calibration=calibration,
+        build=build_for(profile),
         **kwargs,  # type: ignore[arg-type]
     )
     plan = plan_for(max_mamba_cache_size=flags.max_mamba_cache_size)

@@ -32,7 +32,7 @@ def phase_of(event: LogEvent) -> str | None:
     kind = event.kind
     if kind == ev.SERVER_ARGS:
         return "resolving arguments"
-    if kind == ev.MEMORY_BASELINE:
+    if kind in (ev.DIST_INIT, ev.MEMORY_BASELINE):
         return "initialising"
     if kind == ev.WEIGHTS_BEGIN:
         return "loading weights"
@@ -72,6 +72,11 @@ class SignalAdapter:
 
     def __init__(self) -> None:
         self._kv_seen = False
+        # SGLang 0.5.17 prints a second Init torch distributed / Load weight pair for a
+        # speculative draft after the target's weights: that is the draft loading, not the
+        # startup beginning again.
+        self._weights_seen = False
+        self._phase: str | None = None
 
     def translate(self, events: Iterable[LogEvent]) -> list[ServerSignal]:
         """The signals of a batch of new events, in order."""
@@ -82,8 +87,15 @@ class SignalAdapter:
                 if reason not in NON_FATAL_REASONS:
                     out.append(ServerSignal("error", event.text, reason=reason))
                 continue
+            if event.kind == ev.SERVER_ARGS:
+                self._weights_seen, self._phase = False, None
             phase = phase_of(event)
-            if phase is not None:
+            if phase in ("initialising", "loading weights") and self._weights_seen:
+                phase = "loading draft weights"
+            if event.kind == ev.WEIGHTS:
+                self._weights_seen = True
+            if phase is not None and phase != self._phase:
+                self._phase = phase
                 out.append(ServerSignal("phase", phase))
             effective = effective_of(event, self._kv_seen)
             if effective is not None:

@@ -7,7 +7,8 @@ and the failed GPU, which the engine left with nothing running, is relaunched wi
 ran before (unless ``restore_failed`` is off) so the pipeline gets its capacity back. Rollback is
 the same walk, in reverse GPU order, to each GPU's previous profile (from ``running.py``).
 The operations core journals every batch and the summary; the summary carries the throughput the
-whole rollout cost (``lost_gpu_seconds``).
+whole rollout cost (``lost_gpu_seconds``) and the fleet's verdict: its throughput before the first
+batch against after the last one, with its interval (``tui.rollout.fleet_verdict``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tui.profiles import Profile, profile_to_dict
-from tui.retune.events import ApplyResult, VerifyReport
+from tui.retune.events import ApplyResult, MeasureProgress, ThroughputComparison, VerifyReport
 from tui.retune.options import ApplyOptions
 from tui.rollout.canary import Applier, SamplerFactory
 from tui.rollout.cost import CostMeter, RetuneCost
+from tui.rollout.fleet_verdict import VerdictMeter, VerdictWindows, fleet_line
+from tui.rollout.sampling import Sampler
 from tui.state.fleet_state import profile_of, read_fleet, read_running
 
 
@@ -36,17 +39,21 @@ class RolloutOptions:
     restore_failed: bool = True
     """Relaunch a failed GPU with the profile it ran before."""
     measure_cost: bool = True
-    """Sample the fleet's counters and journal the throughput the rollout cost."""
+    """Sample the fleet's counters: the throughput the rollout cost, and its fleet verdict."""
     interval_s: float = 1.0
-    """Cost sampling interval."""
+    """Sampling interval of the counters."""
     baseline_s: float = 5.0
-    """Seconds sampled before the first batch (the cost's baseline)."""
+    """Seconds sampled before the first batch at least (the cost's baseline; the verdict's
+    'before' window when that is longer)."""
     settle_s: float = 30.0
     """Longest the cost is integrated after the last batch."""
+    verdict: VerdictWindows = field(default_factory=VerdictWindows)
+    """The fleet verdict's windows (before and after the rollout), when the counters are
+    sampled; a 0 s window takes none."""
 
     def errors(self) -> list[str]:
         """Invalid options, each naming field, value and allowed range."""
-        out = [f"apply.{e}" for e in self.apply.errors()]
+        out = [f"apply.{e}" for e in self.apply.errors()] + self.verdict.errors()
         if self.batch < 1:
             out.append(f"batch={self.batch!r}: must be >= 1")
         if not self.interval_s > 0:
@@ -109,6 +116,9 @@ class RolloutResult:
     """time.time() at the end."""
     refused: tuple[str, ...] = ()
     """Validation errors (nothing was stopped)."""
+    verdict: ThroughputComparison | None = None
+    """The fleet's throughput before the first batch vs after the last one, with its interval
+    (None: the counters were not sampled)."""
 
     @property
     def ok(self) -> bool:
@@ -130,6 +140,7 @@ class RolloutResult:
                 lines.append(f"relaunched on the old profile: {list(self.restored)}")
         if self.cost is not None and self.cost.lost_gpu_seconds is not None:
             lines.append(f"cost: {self.cost.lost_gpu_seconds:.1f} GPU-seconds of throughput lost")
+        lines.append(fleet_line(self.verdict))
         return "\n".join(lines)
 
 
@@ -149,6 +160,8 @@ class Rollout:
         rollback: True when walking back (journal wording).
         skipped: GPUs left out because they already run the profile (reported only).
         on_step: Called with every batch once it has settled (the caller journals it).
+        on_measure: Called as each window of the fleet verdict starts and fills (before,
+            warm-up, after).
     """
 
     def __init__(
@@ -162,6 +175,7 @@ class Rollout:
         rollback: bool = False,
         skipped: Sequence[int] = (),
         on_step: Callable[[RolloutStep], None] | None = None,
+        on_measure: Callable[[MeasureProgress], None] | None = None,
     ) -> None:
         self.plan = plan
         self.fleet = fleet
@@ -171,6 +185,7 @@ class Rollout:
         self._apply_profile = apply
         self._sampler = sampler
         self._on_step = on_step
+        self._on_measure = on_measure
 
     async def run(self) -> RolloutResult:
         """Run the rollout (the caller journals the summary; ``on_step`` gets each batch)."""
@@ -193,25 +208,35 @@ class Rollout:
                 refused=tuple(errors),
             )
             return result
-        meter: CostMeter | None = None
-        sampler = None
-        if self.options.measure_cost:
-            state = read_fleet()
-            running = [g for g in self.fleet.gpus if g in state and state[g].server]
-            sampler = self._sampler(running or list(self.fleet.gpus), self.options.interval_s)
-            sampler.start()
-            meter = CostMeter(sampler, self.options.settle_s)
-            await asyncio.sleep(self.options.baseline_s)  # baseline window for the cost
-            meter.begin()
+        if not self.options.measure_cost:
+            return await self._batches(name, planned, started)
+        state = read_fleet()
+        running = [g for g in self.fleet.gpus if g in state and state[g].server]
+        # Read at least as often as the verdict samples (its intervals pool these readings).
+        every = min(self.options.interval_s, self.options.verdict.interval_s)
+        sampler = self._sampler(running or list(self.fleet.gpus), every)
+        sampler.start()
         try:
-            result = await self._batches(name, planned, started)
-            if meter is not None:
-                meter.end()
-                result = _with_cost(result, await meter.finish())
+            result = await self._measured(sampler, name, planned, started)
         finally:
-            if sampler is not None:
-                await sampler.stop()
-        return result
+            await sampler.stop()
+        return replace(result, finished_at=time.time())
+
+    async def _measured(
+        self, sampler: Sampler, name: str, planned: tuple[int, ...], started: float
+    ) -> RolloutResult:
+        """The batches between the fleet's 'before' window and its 'after' one: the cost and
+        the fleet verdict from the same readings."""
+        verdict = VerdictMeter(sampler, self.options.verdict, self._on_measure)
+        await verdict.before(self.options.baseline_s)
+        cost = CostMeter(sampler, self.options.settle_s)
+        cost.begin()
+        result = await self._batches(name, planned, started)
+        cost.end()
+        if not self.options.verdict.enabled:
+            return replace(result, cost=await cost.finish())
+        spent, comparison = await asyncio.gather(cost.finish(), verdict.after())
+        return replace(result, cost=spent, verdict=comparison)
 
     async def _batches(self, name: str, planned: tuple[int, ...], started: float) -> RolloutResult:
         k = self.options.batch
@@ -292,12 +317,6 @@ class Rollout:
             result = await self._apply(profile_of(old), [gpu])
             restored += [r.gpu for r in result.reports if r.ok]
         return tuple(restored)
-
-
-def _with_cost(result: RolloutResult, cost: RetuneCost) -> RolloutResult:
-    from dataclasses import replace
-
-    return replace(result, cost=cost)
 
 
 def rollout_plan(profile: Profile, gpus: Sequence[int] | None = None) -> tuple[Plan, list[int]]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import psutil
 
 from tui.pidwatch import PidWatch
+from tui.servers.procinfo import start_ticks
 
 SGLANG_DEFAULT_PORT = 30000
 """The port SGLang uses when ``--port`` is not given."""
@@ -41,6 +42,9 @@ class ServerProcess:
     """Its log file: from the fleet definition, else where its stdout points."""
     found_by: str = "cmdline"
     """'cmdline' or 'listen' (discovery), or 'record' (the fleet record of ``tui.control``)."""
+    start_ticks: int | None = None
+    """Its start in clock ticks since boot (``tui.servers.procinfo``): with the pid, its
+    identity, which no clock step moves (None: not read)."""
 
 
 def _is_module_launch(argv: Sequence[str], module: str, sub: str | None) -> bool:
@@ -142,13 +146,17 @@ class LiveCheck:
     tried and reverted (it drifted from psutil's); psutil stays the judge of identity.
     """
 
-    def __init__(self, pid: int, create_time: float) -> None:
+    def __init__(self, pid: int, create_time: float, ticks: int | None = None) -> None:
         """Args:
         pid: The process.
-        create_time: Its recorded psutil ``create_time()`` (with pid, its identity).
+        create_time: Its psutil ``create_time()`` when found (with pid, its identity when
+            ``ticks`` is not known).
+        ticks: Its start in clock ticks since boot: the identity the first look checks when
+            given (a clock step since the process was found moves ``create_time``, not these).
         """
         self.pid = pid
         self.create_time = create_time
+        self.ticks = ticks
         self._proc: psutil.Process | None = None
         self._watch: PidWatch | None = None
 
@@ -161,7 +169,10 @@ class LiveCheck:
             proc = self._proc
             if proc is None:
                 proc = psutil.Process(self.pid)
-                if abs(proc.create_time() - self.create_time) >= 0.05:
+                if self.ticks is not None:
+                    if start_ticks(self.pid) != self.ticks:
+                        return False
+                elif abs(proc.create_time() - self.create_time) >= 0.05:
                     return False
                 self._proc = proc
             elif not proc.is_running():  # psutil's identity: a reused pid reads as gone
@@ -201,6 +212,7 @@ def _describe(
         cuda_visible_devices=cuda,
         log_path=log_hint or stdout_path(proc.pid),
         found_by=found_by,
+        start_ticks=start_ticks(proc.pid),
     )
 
 

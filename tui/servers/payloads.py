@@ -152,7 +152,9 @@ def parse_metrics(body: str | bytes) -> ServerLoad:
         return max(values[name]) if name in values else None
 
     running, queued = total("sglang:num_running_reqs"), total("sglang:num_queue_reqs")
-    accept = values.get("sglang:spec_accept_length")
+    # SGLang 0.5.17 exports spec_accept_length without speculative decoding too, as 0.0 (and a
+    # speculative server before its first step): an accept length is >= 1 when there is one.
+    accept = [v for v in values.get("sglang:spec_accept_length", ()) if v >= 1.0]
     usage = peak("sglang:full_token_usage")
     return ServerLoad(
         running=int(running) if running is not None else None,
@@ -207,9 +209,16 @@ def parse_loads_json(payload: Any, source: str) -> ServerLoad:
         found = [v for v in (_to_float(_first(r, keys)) for r in rows) if v is not None]
         return max(found) if found else None
 
+    queued = total(("num_waiting_reqs", "num_queue_reqs", "queued"), _to_int)
+    running = total(("num_running_reqs", "running"), _to_int)
+    if running is None:
+        # ``/get_load``'s ``num_reqs`` counts the waiting requests too (0.5.17's shim:
+        # ``num_running_reqs + num_waiting_reqs``).
+        requests = total(("num_reqs",), _to_int)
+        running = None if requests is None else max(requests - (queued or 0), 0)
     return ServerLoad(
-        running=total(("num_running_reqs", "num_reqs", "running"), _to_int),
-        queued=total(("num_waiting_reqs", "num_queue_reqs", "queued"), _to_int),
+        running=running,
+        queued=queued,
         token_usage=peak(("token_usage", "full_token_usage")),
         mamba_usage=peak(("mamba_usage",)),
         gen_throughput=total(("gen_throughput",), _to_float),

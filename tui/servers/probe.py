@@ -7,8 +7,9 @@ Endpoints, newest first, with the older spellings SGLang still answers or used t
 
 * readiness: ``/ready`` (0.5.23: ``not is_pause and server_status == Up and not draining``; Up is
   set once the warmup generation succeeded, so a 200 means the server served a request) is cheap
-  and answers at once: :meth:`ServerProbe.readiness`. Where ``/ready`` is missing (<= 0.4),
-  ``/health``, which was cheap there.
+  and answers at once: :meth:`ServerProbe.readiness`. Where ``/ready`` is missing (<= 0.4, and
+  0.5.17 to 0.5.19: a real 0.5.17 answered 404), ``/health``: on 0.5.x a one-token generation
+  that takes >= 1 s, answering 503 at once while the server starts or drains.
 * the generating probe: in 0.5.23 ``/health`` and ``/health_generate`` are one handler that
   submits a one-token generation and checks once a second, after a first one-second sleep, for up
   to ``SGLANG_HEALTH_CHECK_TIMEOUT`` (20 s) (``srt/entrypoints/http_server.py``): a healthy answer
@@ -204,8 +205,8 @@ class ServerProbe:
         return await self._ask(READY_PATHS, self.timeout)
 
     async def readiness(self) -> Readiness:
-        """Readiness in one call: ``/ready``, else ``/health`` (cheap on the servers without
-        ``/ready``; given ``HEALTH_TIMEOUT_S`` in case it generates).
+        """Readiness in one call: ``/ready``, else ``/health`` (given ``HEALTH_TIMEOUT_S``: on
+        SGLang 0.5.17 it generates one token, >= 1 s; the 404 of ``/ready`` is asked once).
 
         Returns:
             READY on 200; UP when HTTP answers otherwise; REFUSED, TIMEOUT or ERROR.

@@ -1,16 +1,20 @@
-"""How SGLang bounds max_running_requests after sizing the pools (``resolve_max_num_reqs``).
+"""How SGLang bounds max_running_requests: the mamba radix-cache strategy and its slots per
+request (``_mamba_radix_cache_resolution``, ``_calculate_mamba_ratio``), and the cap after sizing
+the pools (``resolve_max_num_reqs``).
 
 Read from SGLang 0.5.23's ``srt/mem_cache/kv_cache_configurator.py``: the request estimate from
 the token capacity, the KV bound ``tokens // 2``, the Mamba cap ``K // ratio`` (a WARNING), the
 "too small to serve any requests" RuntimeError, and the KV-capacity WARNING (in 0.5.23 only when
-the Mamba cap did not already apply). The ``seed`` build printed the KV warning first and always.
+the Mamba cap did not already apply; 0.5.17's is the same). The ``seed`` build printed the KV
+warning first and always.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.sglang.builds import SEED, Build
+from tui.sglang.arch_support import supports_extra_buffer, uses_mamba_radix_cache
+from tui.sglang.builds import SEED, SGLANG_0_5_17, SGLANG_0_5_23, Build
 from tui.sglang.plan_types import PlanFailure
 
 
@@ -28,6 +32,41 @@ class RunningCap:
     """The WARNING lines, in emission order."""
     failure: PlanFailure | None = None
     """Set when not one request fits the Mamba pool."""
+
+
+def resolve_strategy(
+    requested: str,
+    disable_radix_cache: bool,
+    page_size: int,
+    overlap: bool,
+    *,
+    architecture: str = "",
+    build: Build = SGLANG_0_5_23,
+) -> str:
+    """Resolve ``auto`` as ``_mamba_radix_cache_resolution`` does.
+
+    Args:
+        requested: the flag value (auto, no_buffer, extra_buffer, extra_buffer_lazy).
+        disable_radix_cache: ``--disable-radix-cache``.
+        page_size: resolved page size.
+        overlap: whether overlap scheduling is wanted.
+        architecture: the model's ``architectures[0]`` (empty: one every build resolves).
+        build: the build whose architecture lists apply (``tui.sglang.arch_support``).
+
+    Returns:
+        The concrete strategy, or ``auto`` when the build leaves it unresolved for this
+        architecture (then no extra buffer: 3 slots per request).
+    """
+    if requested != "auto":
+        return requested
+    if disable_radix_cache:
+        return "no_buffer"
+    if architecture and not uses_mamba_radix_cache(architecture, build):
+        return "auto"
+    extra = not architecture or supports_extra_buffer(architecture, build)
+    if (overlap or page_size > 1) and extra:
+        return "extra_buffer"
+    return "no_buffer"
 
 
 def slots_per_request(strategy: str, disable_radix_cache: bool, overlap: bool) -> int:
@@ -74,7 +113,9 @@ def resolve_running(
         The effective value, the flags and warnings, or the failure.
     """
     estimated = min(max(int(tokens / context_len * 512), 2048), 4096)
-    requested = max(1, running) if running is not None else None
+    # 0.5.17 takes the flag as is (``max_num_reqs // attn_dp_size``); 0.5.23 floors it at 1.
+    floor = 0 if build == SGLANG_0_5_17 else 1
+    requested = max(floor, running) if running is not None else None
     effective = (
         min(requested, tokens // 2) if requested is not None else min(estimated, tokens // 2)
     )

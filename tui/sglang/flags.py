@@ -72,6 +72,8 @@ MODELLED: frozenset[str] = frozenset(RANGES) | {
     "mamba_ssm_dtype",
     "disable_radix_cache",
     "disable_overlap_schedule",
+    "disable_cuda_graph",
+    "load_format",
     "enable_metrics",
     "log_level",
     "skip_server_warmup",

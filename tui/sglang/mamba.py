@@ -4,15 +4,16 @@ Read from SGLang 0.5.23's ``srt/mem_cache/kv_cache_configurator.py``: the pool i
 three branches (an explicit ``--max-mamba-cache-size``; ``--disable-radix-cache`` with
 ``--max-running-requests``; else ``rest * r / (1 + r)`` of the budget), the speculative
 intermediate caches are charged at ``per_req * (capped_reqs + 1) * D``, and a non-positive size
-raises ``Not enough GPU memory for hybrid ...``. The ``seed`` build keeps the older arithmetic the
-seed's numbers came from (see ``tui.sglang.builds``).
+raises ``Not enough GPU memory for hybrid ...``. 0.5.17's ``_handle_max_mamba_cache`` is the same
+but for the ``max(1, ...)`` floors; the ``seed`` build keeps the older arithmetic the seed's
+numbers came from (see ``tui.sglang.builds``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.sglang.builds import SEED, Build
+from tui.sglang.builds import SEED, SGLANG_0_5_17, Build
 from tui.sglang.models import GIB, ModelSpec
 from tui.sglang.plan_types import PlanFailure
 
@@ -44,13 +45,16 @@ class MambaCarve:
         return self.conv_bytes + self.ssm_bytes + self.intermediate_reserve_bytes
 
 
+_SSM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+"""``--mamba-ssm-dtype`` choices (the flag sets SGLANG_MAMBA_SSM_DTYPE, which overrides the
+config's ``mamba_ssm_dtype``: ``srt/configs/mamba_utils.py`` ``mamba2_state_dtype``)."""
+
+
 def ssm_slot_bytes(model: ModelSpec, ssm_dtype: str | None) -> int:
-    """One slot's SSM state at ``--mamba-ssm-dtype`` (bfloat16/float16 halve float32)."""
-    return (
-        model.ssm_state_bytes // 2
-        if ssm_dtype in ("bfloat16", "float16")
-        else (model.ssm_state_bytes)
-    )
+    """One slot's SSM state at ``--mamba-ssm-dtype`` (None: the model's own dtype)."""
+    if ssm_dtype not in _SSM_DTYPE_BYTES:
+        return model.ssm_state_bytes
+    return model.ssm_state_bytes // model.ssm_dtype_bytes * _SSM_DTYPE_BYTES[ssm_dtype]
 
 
 def _no_memory(slots: int, rest: float, per_slot: int, build: Build) -> PlanFailure:
@@ -135,6 +139,7 @@ def carve_mamba(
             disable_radix_cache,
             mamba_full_memory_ratio,
             draft_tokens,
+            floor=0 if build == SGLANG_0_5_17 else 1,
         )
         reserve = requests * draft_tokens * per_slot if draft_tokens else 0
         if slots <= 0:
@@ -155,13 +160,15 @@ def _sizes(
     disable_radix_cache: bool,
     full_ratio: float,
     draft_tokens: int,
+    floor: int = 1,
 ) -> tuple[int, int]:
-    """(K, requests charged for the intermediate caches) as 0.5.23 computes them."""
-    requested = max(1, running) if running is not None else 1
+    """(K, requests charged for the intermediate caches) as 0.5.23 computes them; ``floor`` 0 is
+    0.5.17, which takes ``--max-running-requests`` without 0.5.23's ``max(1, ...)``."""
+    requested = max(floor, running) if running is not None else 1
     if explicit is not None:
         return explicit, min(requested, explicit // ratio) + 1
     if disable_radix_cache and running is not None:
-        slots = max(1, running)
+        slots = max(floor, running)
         return slots, slots + 1
     budget = rest * full_ratio / (1 + full_ratio)
     if draft_tokens:

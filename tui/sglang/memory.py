@@ -5,9 +5,9 @@ Follows SGLang 0.5.23's source (``srt/mem_cache/kv_cache_configurator.py``
 ``srt/model_executor/pool_configurator.py``, ``srt/mem_cache/memory_pool.py``)::
 
     pre   = free bytes before weight load (capacity - CUDA context - anything else resident)
-    avail = pre - weights (- draft weights with EAGLE/MTP)
+    avail = pre - weights (- draft weights with EAGLE/MTP) - what the build takes in between
     slack = pre * (1 - mem_fraction_static)          # activations + CUDA-graph headroom
-    rest  = avail - slack - 100 MiB for a multimodal model
+    rest  = avail - slack - 100 MiB for a multimodal model (0.5.23 only)
     hybrid: carve (K + 1) Mamba slots and the spec-decoding intermediate reserve out of rest
             (K <= 0: RuntimeError "Not enough GPU memory for hybrid ...")
     rest <= 0: ValueError "Loaded weights leave no GPU memory ..."
@@ -19,10 +19,12 @@ After the pools, CUDA-graph capture needs its graph memory plus the chunked-pref
 workspace inside what is left; when the fraction leaves less, capture fails with a CUDA OOM (the
 #4330 squeeze: too high a fraction OOMs at capture, too low leaves no KV cache).
 
-``build="seed"`` keeps the older arithmetic and texts that reproduce the seed's numbers (see
-``tui.sglang.builds``). The same function serves the simulator and the tuning form's preflight;
-``Calibration`` lets the preflight replace the model's constants with sizes measured from a real
-server's log.
+``build="0.5.17"`` follows SGLang 0.5.17 (no multimodal reserve, its own radix-cache and draft
+lists) and ``build="seed"`` keeps the older arithmetic and texts that reproduce the seed's numbers
+(see ``tui.sglang.builds``). The model is a ``ModelSpec``: a hand-written one or one derived from
+a config.json (``tui.sglang.modelcfg``). The same function serves the simulator, ``gpufleet
+plan`` and the tuning form's preflight; ``Calibration`` lets the preflight replace the model's
+constants with sizes measured from a real server's log.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tui.sglang.builds import SEED, SGLANG_0_5_23, Build
-from tui.sglang.caps import resolve_running, slots_per_request
+from tui.sglang.builds import SEED, SGLANG_0_5_17, SGLANG_0_5_23, Build
+from tui.sglang.caps import resolve_running, resolve_strategy, slots_per_request
 from tui.sglang.mamba import carve_mamba, intermediate_allocation
 from tui.sglang.models import CUDA_CONTEXT_BYTES, GIB, ModelSpec
 from tui.sglang.plan_types import Calibration, MemoryPlan, PlanFailure
@@ -54,6 +56,15 @@ MB = 1024**2
 
 VLM_CACHE_SIZE_MB = 100
 """``SGLANG_VLM_CACHE_SIZE_MB``'s default: the multimodal reserve of 0.5.23's KV budget."""
+
+ALLOCATED_BEFORE_WEIGHTS: dict[str, int] = {SGLANG_0_5_17: 73_371_448}
+"""Memory a server takes after it measures ``pre`` (``pre_model_load_memory``, at the end of its
+torch.distributed init) and before its weights load, by build: it shrinks ``avail`` but not the
+slack. Fitted on the real 0.5.17 recordings (``tests/fixtures/real_sglang/0.5.17``, an H100,
+torch 2.11): the ``base`` and ``cap`` scenarios solve ``pre`` and ``avail`` exactly, and with them
+every other scenario's KV tokens and Mamba slots agree to 2 tokens. ~70 MiB, and the server's
+``Load weight begin`` line already excludes it. 0.5.23 (unmeasured) and the seed build (its
+calibrated weights absorb it): 0."""
 
 DEFAULT_MAX_PREFILL_TOKENS = 16384
 """``--max-prefill-tokens``'s default in 0.5.23 (``srt/arg_groups/fields/schedule.py``)."""
@@ -90,27 +101,6 @@ def default_mem_fraction(
     if gpu_mb > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mb - reserved) / gpu_mb, 3)
-
-
-def resolve_strategy(
-    requested: str, disable_radix_cache: bool, page_size: int, overlap: bool
-) -> str:
-    """Resolve ``auto`` as ``_mamba_radix_cache_resolution`` does (hybrids support extra_buffer).
-
-    Args:
-        requested: the flag value (auto, no_buffer, extra_buffer, extra_buffer_lazy).
-        disable_radix_cache: ``--disable-radix-cache``.
-        page_size: resolved page size.
-        overlap: whether overlap scheduling is wanted.
-
-    Returns:
-        The concrete strategy.
-    """
-    if requested != "auto":
-        return requested
-    if not disable_radix_cache and (overlap or page_size > 1):
-        return "extra_buffer"
-    return "no_buffer"
 
 
 def apply_calibration(model: ModelSpec, calibration: Calibration | None) -> ModelSpec:
@@ -193,8 +183,10 @@ def plan_memory(
     mamba_radix_cache_strategy: str = "auto",
     disable_overlap_schedule: bool = False,
     mamba_ssm_dtype: str | None = None,
+    disable_cuda_graph: bool = False,
     calibration: Calibration | None = None,
     build: Build = SGLANG_0_5_23,
+    pre_bytes: int | None = None,
 ) -> MemoryPlan:
     """Size every pool the way SGLang does at startup, or say how it fails.
 
@@ -202,9 +194,13 @@ def plan_memory(
         model: the model being served.
         gpu_total_bytes: device capacity (as NVML reports it).
         other_resident_bytes: memory other processes hold on the GPU at launch (shrinks ``pre``).
-        mem_fraction_static .. mamba_ssm_dtype: the SGLang flags of the same names (None: unset).
+        mem_fraction_static .. disable_cuda_graph: the SGLang flags of the same names (None:
+            unset).
         calibration: measured sizes replacing the model's constants (the preflight's path).
         build: the SGLang build to follow (``tui.sglang.builds``; default 0.5.23).
+        pre_bytes: ``pre_model_load_memory`` as a real server measured it (its ``Load weight
+            begin. avail mem`` plus ``ALLOCATED_BEFORE_WEIGHTS``); replaces ``gpu_total_bytes`` -
+            CUDA context - ``other_resident_bytes``.
 
     Returns:
         The plan; ``plan.failure`` is set (and later numbers are zero) when it does not fit.
@@ -236,10 +232,16 @@ def plan_memory(
         )
 
     weights = model.weight_bytes + (model.draft_weight_bytes if spec else 0)
-    pre = gpu_total_bytes - CUDA_CONTEXT_BYTES - other_resident_bytes
-    avail = pre - weights
+    pre = (
+        pre_bytes
+        if pre_bytes is not None
+        else gpu_total_bytes - CUDA_CONTEXT_BYTES - other_resident_bytes
+    )
+    before_weights = ALLOCATED_BEFORE_WEIGHTS.get(build, 0)
+    avail = pre - before_weights - weights
     slack = int(pre * (1 - fraction))
-    multimodal = VLM_CACHE_SIZE_MB * MB if model.is_multimodal and build != SEED else 0
+    # Only 0.5.23 reserves it (``mm_runtime_reservation_gb``; 0.5.17 and the seed build have none).
+    multimodal = VLM_CACHE_SIZE_MB * MB if model.is_multimodal and build == SGLANG_0_5_23 else 0
     rest = avail - slack - multimodal
     base: dict[str, Any] = dict(
         model=model.name,
@@ -249,6 +251,7 @@ def plan_memory(
         weight_bytes=model.weight_bytes,
         draft_weight_bytes=model.draft_weight_bytes if spec else 0,
         avail_after_weights_bytes=avail,
+        before_weights_bytes=before_weights,
         mem_fraction_static=fraction,
         fraction_was_default=mem_fraction_static is None,
         slack_bytes=slack,
@@ -282,7 +285,14 @@ def plan_memory(
         )
     if build == SEED and rest <= 0:
         return failed(_weights_leave_no_memory(fraction, avail, pre, build))
-    strategy = resolve_strategy(mamba_radix_cache_strategy, disable_radix_cache, page, overlap)
+    strategy = resolve_strategy(
+        mamba_radix_cache_strategy,
+        disable_radix_cache,
+        page,
+        overlap,
+        architecture=model.architecture,
+        build=build,
+    )
     ratio = slots_per_request(strategy, disable_radix_cache, overlap)
     mamba = carve_mamba(
         model,
@@ -314,7 +324,8 @@ def plan_memory(
             else _weights_leave_no_memory(fraction, avail, pre, build)
         )
         return failed(no_room, **mamba_fields)
-    cell = model.kv_bytes_per_token + (model.draft_kv_bytes_per_token if spec else 0)
+    budgeted = spec and build in model.draft_kv_budgeted_builds
+    cell = model.kv_bytes_per_token + (model.draft_kv_bytes_per_token if budgeted else 0)
     tokens = rest // cell // page * page
     if max_total_tokens is not None:
         if max_total_tokens > tokens:
@@ -350,12 +361,12 @@ def plan_memory(
     mamba_allocated = mamba.conv_bytes + mamba.ssm_bytes + inter_ssm + inter_conv
     kv_each = tokens * model.kv_bytes_per_token // 2
     draft_each = tokens * model.draft_kv_bytes_per_token // 2 if spec else 0
-    after_pools = pre - weights - mamba_allocated - 2 * kv_each - 2 * draft_each
-    capture_bs = min(graph_max_bs, effective)
-    graph = model.graph_base_bytes + model.graph_bytes_per_bs * capture_bs
+    after_pools = avail - mamba_allocated - 2 * kv_each - 2 * draft_each
+    capture_bs = 0 if disable_cuda_graph else min(graph_max_bs, effective)
+    graph = model.graph_base_bytes + model.graph_bytes_per_bs * capture_bs if capture_bs else 0
     activations = chunked * model.activation_bytes_per_token
     failure = None
-    if after_pools < graph + activations:
+    if capture_bs and after_pools < graph + activations:
         failure = _fail(
             "cuda_oom_graph",
             "torch.OutOfMemoryError",

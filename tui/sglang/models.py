@@ -17,6 +17,12 @@ seed's log lines exactly (SGLang prints ``GB`` meaning GiB):
 The weights (target 52.35 GiB + MTP draft 1.51 GiB, "~54 GB" in the seed) and the 0.6 GiB CUDA
 context were then fitted so that the seed's aggressive flags on a B200 give exactly 798,080 KV
 tokens; the baseline (fraction 0.88, 80 slots) lands within 0.2% of its 1,142,976.
+
+Every other model's spec is derived from its own config.json (``tui.sglang.modelcfg``). The two
+specs here are fixtures checked against their configs (``tests/test_modelcfg_shapes.py``: every
+shape a config gives is equal); what stays hand-written is the named calibration a config cannot
+give: the weights as served, the B200 page size (64: trtllm_mha on SM100), the activation and
+CUDA-graph memory, and the simulator's throughput constants.
 """
 
 from __future__ import annotations
@@ -94,6 +100,21 @@ class ModelSpec:
     (kernel launches no longer replayed from a graph), seconds."""
     prefill_tokens_per_s: float = 40000.0
     """Prefill throughput, used to log input throughput."""
+    ssm_dtype_bytes: int = 4
+    """Bytes per element of ``ssm_state_bytes``: the model's own SSM dtype (its config's
+    ``mamba_ssm_dtype``, float32 by default); ``--mamba-ssm-dtype`` rescales from it."""
+    draft_kv_budgeted_builds: frozenset[str] = frozenset({"0.5.23", "0.5.17", "seed"})
+    """Builds that count ``draft_kv_bytes_per_token`` in the token budget (the draft pool is
+    allocated either way; see ``tui.sglang.arch_support.draft_kv_budgeted_builds``). The two
+    hand-written specs count it everywhere: that is how the seed's numbers were fitted."""
+    kv_layout: str = "mha"
+    """``mha`` (separate K and V pools) or ``mla`` (one latent pool: SGLang prints ``KV size``)."""
+    weights_source: str = "calibrated"
+    """Where ``weight_bytes`` came from: ``calibrated`` (fitted to a real log), ``safetensors``
+    (the checkpoint's headers) or ``estimated (why)`` (the config's shapes: ``--load-format
+    dummy``, no weights in the folder, or a shard that could not be read)."""
+    config_path: str = ""
+    """The config.json the spec was derived from (empty for the hand-written specs)."""
 
     @property
     def mamba_slot_bytes(self) -> int:

@@ -45,6 +45,10 @@ class MemoryPlan:
     """Draft weights (0 without speculative decoding)."""
     avail_after_weights_bytes: int
     """Free memory after weights (``avail``)."""
+    before_weights_bytes: int
+    """What the server takes after measuring ``pre`` and before its weights (per build,
+    ``tui.sglang.memory.ALLOCATED_BEFORE_WEIGHTS``); its ``Load weight begin`` line prints
+    ``pre`` minus this."""
     mem_fraction_static: float
     """Resolved fraction."""
     fraction_was_default: bool
@@ -146,7 +150,8 @@ class MemoryPlan:
     def resident_bytes(self) -> int:
         """What the scheduler process holds on the GPU once started (CUDA context included)."""
         pools = self.mamba_bytes + self.kv_bytes + self.graph_bytes
-        return CUDA_CONTEXT_BYTES + self.weight_bytes + self.draft_weight_bytes + pools
+        weights = self.before_weights_bytes + self.weight_bytes + self.draft_weight_bytes
+        return CUDA_CONTEXT_BYTES + weights + pools
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The simulated server's HTTP API (Starlette), shaped like SGLang 0.5.23's ``http_server.py``.
+"""The simulated server's HTTP API (Starlette), shaped like SGLang 0.5.23's ``http_server.py``
+(``--sim-build 0.5.17``: no ``/ready``, and the deprecated ``/get_load``, as 0.5.17 answered).
 
 Requests are served from the moment uvicorn listens (SGLang's warmup is itself one), during a
 drain too (only ``/health``, ``/health_generate`` and ``/ready`` answer 503 then); every request
@@ -21,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tui.sglang.builds import SGLANG_0_5_17
 from tui.sim import shapes
 from tui.sim.health import HealthEnv, health_generate
 from tui.sim.metrics import build_registry, render
@@ -142,6 +144,10 @@ def build_app(
             )
         return JSONResponse(body)
 
+    async def get_load(request: Request) -> Response:
+        deprecated("/get_load", "/v1/loads")
+        return JSONResponse(shapes.get_load_body(state))
+
     async def metrics(request: Request) -> Response:
         return Response(render(registry), media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -245,12 +251,14 @@ def build_app(
     async def completions(request: Request) -> Response:
         return await serve(request, "completion")
 
+    v0517 = plan.build == SGLANG_0_5_17
     routes = [
         Route("/model_info", model_info),
         Route("/get_model_info", model_info),
         Route("/health", health),
         Route("/health_generate", health),
-        Route("/ready", ready),
+        # 0.5.17 has no /ready (a real one answered 404) but still the legacy /get_load.
+        Route("/get_load", get_load) if v0517 else Route("/ready", ready),
         Route("/server_info", server_info),
         Route("/get_server_info", server_info),
         Route("/v1/loads", loads),

@@ -19,7 +19,12 @@ ACCEPT_JITTER = 0.08
 
 
 def prefill_stats(
-    sch: SimScheduler, new_seq: int, tokens: int, running_before: int, seconds: float
+    sch: SimScheduler,
+    new_seq: int,
+    tokens: int,
+    running_before: int,
+    seconds: float,
+    graphed: bool = False,
 ) -> str:
     """The ``Prefill batch`` line of a batch that just ran.
 
@@ -29,6 +34,7 @@ def prefill_stats(
         tokens: Tokens it prefilled.
         running_before: Requests running before it.
         seconds: Its wall duration.
+        graphed: It replayed a prefill CUDA graph (SGLang 0.5.17 captures them).
 
     Returns:
         The message.
@@ -47,6 +53,7 @@ def prefill_stats(
         queued=len(sch.waiting),
         pending=pending,
         input_throughput=tokens / max(seconds, 1e-9),
+        cuda_graph=graphed,
     )
 
 
@@ -68,8 +75,12 @@ def decode_stats(sch: SimScheduler, gen_throughput: float) -> str:
         token_usage=sch.token_usage(),
         mamba_num=sch.mamba_num(),
         mamba_usage=sch.mamba_usage(),
-        accept_len=sch.accept + sch.rng.uniform(-ACCEPT_JITTER, ACCEPT_JITTER) if spec else 1.0,
+        # Never below 1: a step keeps at least the token it verified (1.00, rate 0.00, as a
+        # real 0.5.17 printed with a draft that was never right).
+        accept_len=max(1.0, sch.accept + sch.rng.uniform(-ACCEPT_JITTER, ACCEPT_JITTER))
+        if spec
+        else 1.0,
         gen_throughput=gen_throughput,
         queued=len(sch.waiting),
-        cuda_graph=cuda_graph(sch.plan, len(sch.running)),
+        cuda_graph=sch.graphs and cuda_graph(sch.plan, len(sch.running)),
     )

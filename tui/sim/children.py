@@ -64,13 +64,17 @@ class SchedulerChild:
 
     name = SCHEDULER_NAME
 
-    def __init__(self, root: Path, gpu_index: int, cuda: bool = False) -> None:
+    def __init__(
+        self, root: Path, gpu_index: int, cuda: bool = False, speed: float | None = None
+    ) -> None:
         """Spawn it (same process group: a group signal reaches it); its stdout is a pipe to us
         (its tracebacks still go to the log through stderr).
 
-        With ``cuda`` the child allocates real device memory and answers each memory change.
+        With ``cuda`` the child allocates real device memory and answers each memory change;
+        ``speed`` goes in its record in the simulated driver.
         """
         args = [str(root), str(gpu_index), *(["--cuda"] if cuda else [])]
+        args += ["--speed", f"{speed:g}"] if speed is not None else []
         self.cuda = cuda
         self.proc = _spawn("sglang::scheduler", "tui.sim.holder", args, True, site=cuda)
         self._last: tuple[int, int] | None = None
@@ -152,7 +156,31 @@ class DetokenizerChild:
         self.proc = _spawn("sglang::detokenizer", "tui.sim.detokenizer", [], pipe_stdout=False)
 
 
-Child = SchedulerChild | DetokenizerChild
+class ResourceTrackerChild:
+    """Python's multiprocessing resource tracker, as SGLang 0.5.17's main process has one.
+
+    The very command multiprocessing runs (``python3 -B -c 'from multiprocessing.resource_tracker
+    import main;main(FD)'``), started the same way: it reads a pipe whose only writer is the main
+    process and exits at its end, so it outlives the main process by a moment after a SIGKILL
+    (its children die with it in the recorded ``kill`` scenario); it ignores SIGTERM and SIGINT,
+    as multiprocessing's does, so a group SIGTERM leaves it to the main process's end.
+    """
+
+    name = "resource_tracker"
+
+    def __init__(self) -> None:
+        """Spawn it; the write end of its pipe stays open in this process until it dies."""
+        read_fd, self._write_fd = os.pipe()
+        code = f"from multiprocessing.resource_tracker import main;main({read_fd})"
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-B", "-c", code], pass_fds=(read_fd,), env=child_env()
+            )
+        finally:
+            os.close(read_fd)
+
+
+Child = SchedulerChild | DetokenizerChild | ResourceTrackerChild
 
 
 class ExitWatch:

@@ -2,13 +2,14 @@
 
 SGLang 0.5.23's own parser (rebuilt from its flag table, ``tui.sglang.flagtable``: a flag SGLang
 refuses exits 2 with SGLang's own text) plus the simulator's: ``--sim-gpu {b200,h200,h100}``,
-``--sim-model``, ``--sim-speed FACTOR`` (startup and decoding run FACTOR times faster),
+``--sim-model NAME|FOLDER`` (a hand-written model, or a folder holding a config.json:
+``tui.sglang.modelcfg``), ``--sim-speed FACTOR`` (startup and decoding run FACTOR times faster),
 ``--sim-gpu-index N`` (default: the first entry of CUDA_VISIBLE_DEVICES, else 0),
 ``--sim-startup-seconds S`` (whole startup in S wall seconds, overriding the speed for startup),
-``--sim-seed``, ``--sim-build {0.5.23,seed}`` (which SGLang build's memory arithmetic and lines,
-``tui.sglang.builds``) and ``--sim-fault`` (``tui.sim.faults``). Bad values exit 2 with argparse's
-message; an unknown ``--speculative-algorithm`` exits 1 (SGLang's ValueError); a config that does
-not fit dies the way SGLang does (exit 137, see ``tui.sim.server``). Unlike SGLang,
+``--sim-seed``, ``--sim-build {0.5.23,0.5.17,seed}`` (which SGLang build's memory arithmetic and
+lines, ``tui.sglang.builds``) and ``--sim-fault`` (``tui.sim.faults``). Bad values exit 2 with
+argparse's message; an unknown ``--speculative-algorithm`` exits 1 (SGLang's ValueError); a config
+that does not fit dies the way SGLang does (exit 137, see ``tui.sim.server``). Unlike SGLang,
 ``--model-path`` may be left out: the simulated model's own path is used.
 """
 
@@ -27,10 +28,10 @@ from tui.sglang.flags import out_of_range, unmodelled
 from tui.sglang.flagtable.check import speculative_crash
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import plan_memory
-from tui.sglang.models import get_model
+from tui.sglang.modelcfg.spec import resolve_model
 from tui.sim.cuda_backing import BackingUnavailable, probe_device
 from tui.sim.health import read_health_env
-from tui.sim.parser import build_parser, with_model_path
+from tui.sim.parser import build_parser, requested_build, with_model_path
 from tui.sim.server import PHASE_SECONDS, Emitter, SimConfig, run_server
 
 
@@ -42,7 +43,7 @@ def default_gpu_index() -> int:
 
 def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -> SimConfig:
     health = read_health_env()
-    model = get_model(args.sim_model)
+    model = resolve_model(args.sim_model, load_format=args.load_format)
     index = default_gpu_index() if args.sim_gpu_index is None else args.sim_gpu_index
     root = sim_gpu_dir()
     device = ensure_device(root, index, args.sim_gpu)
@@ -76,6 +77,7 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         mamba_radix_cache_strategy=strategy,
         disable_overlap_schedule=args.disable_overlap_schedule,
         mamba_ssm_dtype=args.mamba_ssm_dtype,
+        disable_cuda_graph=args.disable_cuda_graph,
         max_prefill_tokens=getattr(args, "max_prefill_tokens", None),
         build=args.sim_build,
     )
@@ -143,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         not fit, a crash or a group SIGTERM kill the process, as in SGLang).
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(build=requested_build(args_list))
     args = parser.parse_args(with_model_path(parser, args_list))
     if reason := out_of_range(args):  # SGLang accepts it, the simulator cannot simulate it
         parser.exit(2, f"gpufleet sim: error: {reason}\n")

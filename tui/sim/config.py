@@ -79,3 +79,11 @@ class Emitter:
             return
         self.stream.write(logfmt.stamp(message) + "\n")
         self.stream.flush()
+
+    def raw(self, text: str) -> None:
+        """Write ``text`` as is: a tqdm bar's redraw (``\\r`` first, a newline only at its end).
+
+        tqdm writes to stderr; the launcher sends stdout and stderr to one log, and one stream
+        here keeps their order."""
+        self.stream.write(text)
+        self.stream.flush()

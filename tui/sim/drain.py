@@ -11,6 +11,12 @@ stops the subprocess watchdog, sends ShutdownReq to the scheduler, waits up to 1
 (``Schedulers still alive 15s after ShutdownReq, killing them before they released: [...]``),
 kills the remaining children and stops uvicorn: the process exits 0.
 
+SGLang 0.5.17 (``exit_by_kill``) ends differently (a real 0.5.17 recorded it: ``tests/fixtures/
+real_sglang/0.5.17/base``): no straggler warning; once the scheduler exited (PyTorch's
+``destroy_process_group() was not called`` note from it), ``kill_process_tree(os.getpid(),
+include_parent=True)``: the children are SIGKILLed and so is the main process: **exit code -9
+after a clean drain** (12 requests in flight, 12 answered in full).
+
 Every duration here is simulated seconds (wall = simulated / ``--sim-speed``).
 """
 
@@ -20,6 +26,7 @@ import asyncio
 import os
 from collections.abc import Callable
 
+from tui.sim import lines_0517
 from tui.sim.children import SchedulerChild
 from tui.sim.scheduler import Mode
 from tui.sim.signals import ProcessControl
@@ -44,6 +51,8 @@ class Drain:
         scheduler: SchedulerChild,
         speed: float,
         stop_server: Callable[[], None],
+        exit_by_kill: bool = False,
+        emit_raw: Callable[[str], None] | None = None,
     ) -> None:
         """Args:
         state: the server.
@@ -51,12 +60,16 @@ class Drain:
         scheduler: the scheduler child (ShutdownReq closes its pipe).
         speed: ``--sim-speed``.
         stop_server: uvicorn's stop hook.
+        exit_by_kill: end as SGLang 0.5.17 does (``kill_process_tree`` of itself: exit -9).
+        emit_raw: writes text without the logger's prefix (PyTorch's own lines).
         """
         self.state = state
         self.control = control
         self.scheduler = scheduler
         self.speed = speed
         self.stop_server = stop_server
+        self.exit_by_kill = exit_by_kill
+        self.emit_raw = emit_raw or (lambda text: None)
 
     def sigterm_handler(self) -> None:
         """Begin draining (called by the loop without arguments: SGLang prints None for both)."""
@@ -97,6 +110,11 @@ class Drain:
             self.scheduler.shutdown()  # a wedged scheduler never reads its ShutdownReq
         state.scheduler.stall(Mode.HUNG)
         await self._wait_scheduler_exit(SCHEDULER_EXIT_TIMEOUT_S / self.speed)
+        if self.exit_by_kill:
+            if self.scheduler.proc.poll() is not None:
+                self.emit_raw(lines_0517.nccl_exit_note() + "\n")
+            self.control.kill_tree(include_parent=True)
+            return
         if self.scheduler.proc.poll() is None:
             emit(
                 f"Schedulers still alive {SCHEDULER_EXIT_TIMEOUT_S:.0f}s after ShutdownReq, "

@@ -1,8 +1,8 @@
 """The simulated ``sglang::scheduler`` child: it holds the GPU memory, as SGLang's scheduler does.
 
-Run as ``python -m tui.sim.holder PARENT_PID ROOT GPU_INDEX [--cuda]`` with ``argv[0]`` set to
-``sglang::scheduler`` (standard library only, see ``tui.sim.procname``). It publishes its record in
-the simulated driver (``tui.gpu.sim_records``) and rewrites it for each
+Run as ``python -m tui.sim.holder PARENT_PID ROOT GPU_INDEX [--cuda] [--speed S]`` with
+``argv[0]`` set to ``sglang::scheduler`` (standard library only, see ``tui.sim.procname``). It
+publishes its record in the simulated driver (``tui.gpu.sim_records``) and rewrites it for each
 ``used_bytes utilization_gpu utilization_memory`` line the main process writes on its stdin. It
 blocks on that pipe, no polling:
 
@@ -43,7 +43,8 @@ def main(argv: list[str]) -> int:
     """Hold memory until stdin closes.
 
     Args:
-        argv: ``[PARENT_PID, ROOT, GPU_INDEX, (--cuda)]``.
+        argv: ``[PARENT_PID, ROOT, GPU_INDEX, (--cuda), (--speed S)]`` (the speed goes in its
+            record: the GPU source says how fast the simulated fleet runs).
 
     Returns:
         Exit status.
@@ -58,6 +59,8 @@ def main(argv: list[str]) -> int:
         pool = CudaPool()
         _reply("ready")
     pid, create_time = os.getpid(), own_create_time()
+    options = argv[3:]
+    speed = float(options[options.index("--speed") + 1]) if "--speed" in options else None
     announced = False
     try:
         for line in sys.stdin:
@@ -79,6 +82,7 @@ def main(argv: list[str]) -> int:
                 utilization_gpu=float(parts[1]),
                 utilization_memory=float(parts[2]),
                 name=PROCESS_NAME,
+                speed=speed,
             )
             publish_process(root, index, record)
             if not announced and pool is None:

@@ -78,16 +78,21 @@ def mamba_line(plan: MemoryPlan) -> str:
     return line
 
 
-def kv_line(tokens: int, k_bytes: int, v_bytes: int, build: str = "0.5.23") -> str:
+def kv_line(
+    tokens: int, k_bytes: int, v_bytes: int, build: str = "0.5.23", mla: bool = False
+) -> str:
     """``KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: X GB, V size: Y GB``.
 
-    The seed build printed no ``dtype:`` (its lines in the seed story).
+    The seed build printed no ``dtype:`` (its lines in the seed story); an MLA pool prints one
+    ``KV size`` (``srt/mem_cache/memory_pool.py``).
     """
     dtype = "" if build == SEED else "dtype: torch.bfloat16, "
-    return (
-        f"KV Cache is allocated. {dtype}#tokens: {tokens}, "
-        f"K size: {gb(k_bytes)} GB, V size: {gb(v_bytes)} GB"
+    sizes = (
+        f"KV size: {gb(k_bytes + v_bytes)} GB"
+        if mla
+        else f"K size: {gb(k_bytes)} GB, V size: {gb(v_bytes)} GB"
     )
+    return f"KV Cache is allocated. {dtype}#tokens: {tokens}, {sizes}"
 
 
 def multimodal_reserve_line(reserve_bytes: int) -> str:
@@ -104,7 +109,10 @@ def memory_pool_end_line(avail_bytes: int) -> str:
 
 
 def graph_names(plan: MemoryPlan) -> list[str]:
-    """The CUDA graphs captured, in order (``target verify`` and the draft's with spec)."""
+    """The CUDA graphs captured, in order (``target verify`` and the draft's with spec; none
+    with ``--disable-cuda-graph``)."""
+    if not plan.cuda_graph_max_bs:
+        return []
     if plan.speculative:
         return ["target verify", "draft decode", "draft extend"]
     return ["target decode"]
@@ -198,8 +206,10 @@ def prefill_line(
     queued: int,
     input_throughput: float,
     pending: int = 0,
+    cuda_graph: bool = False,
 ) -> str:
-    """``Prefill batch, #new-seq: ..., cuda graph: False, input throughput (token/s): T``."""
+    """``Prefill batch, #new-seq: ..., cuda graph: B, input throughput (token/s): T`` (True only
+    where prefill CUDA graphs were captured: SGLang 0.5.17's)."""
     usage = (
         f"full token usage: {token_usage:.2f}, mamba usage: {mamba_usage:.2f}"
         if plan.is_hybrid_mamba
@@ -208,7 +218,7 @@ def prefill_line(
     return (
         f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, "
         f"#cached-token: {cached_token}, {usage}, #running-req: {running}, #queue-req: {queued}, "
-        f"#pending-token: {pending}, cuda graph: False, "
+        f"#pending-token: {pending}, cuda graph: {cuda_graph}, "
         f"input throughput (token/s): {input_throughput:.2f}"
     )
 

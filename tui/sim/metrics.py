@@ -1,4 +1,5 @@
-"""``/metrics``: the scheduler's state in Prometheus text, with SGLang 0.5.23's metric names only.
+"""``/metrics``: the scheduler's state in Prometheus text, with SGLang 0.5.23's metric names only
+(``--sim-build 0.5.17``: the names a real 0.5.17 exported, ``ABSENT_0517`` left out, its labels).
 
 Names, help texts and labels are ``srt/observability/metrics_collector.py``'s (scheduler gauges
 and constants, ``realtime_tokens_total`` by mode, the tokenizer-side counters that move when a
@@ -14,12 +15,22 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from tui.sglang.builds import SGLANG_0_5_17
 from tui.sglang.models import GIB
 from tui.sim import shapes
 from tui.sim.state import SimState
 
 LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank")
 """The scheduler collector's labels (single GPU: no dp_rank)."""
+
+LABELS_0517 = ("engine_type", "model_name", "moe_ep_rank", "pp_rank", "tp_rank")
+"""0.5.17's scheduler labels, in the order a real one printed them."""
+
+TOKENIZER_LABELS_0517 = ("engine_type", "is_streaming", "model_name")
+"""0.5.17's tokenizer-side counters' labels (``prompt_tokens_total`` and its kind)."""
+
+ABSENT_0517 = frozenset({"num_retracted_requests", "cached_tokens", "num_aborted_requests"})
+"""Counters the simulator exports for 0.5.23 that a real 0.5.17 did not."""
 
 
 class _SchedulerCollector(Collector):
@@ -31,15 +42,25 @@ class _SchedulerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         s = self.state
         sch, plan = s.scheduler, s.plan
-        values = [s.served_model_name, "unified", "0", "0", "0"]
+        v0517 = plan.build == SGLANG_0_5_17
+        labels = LABELS_0517 if v0517 else LABELS
+        values = (
+            ["unified", s.served_model_name, "0", "0", "0"]
+            if v0517
+            else [s.served_model_name, "unified", "0", "0", "0"]
+        )
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            family = GaugeMetricFamily(f"sglang:{name}", doc, labels=LABELS)
+            family = GaugeMetricFamily(f"sglang:{name}", doc, labels=labels)
             family.add_metric(values, value)
             return family
 
         def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            family = CounterMetricFamily(f"sglang:{name}", doc, labels=LABELS)
+            if v0517 and name in _TOKENIZER_COUNTERS:
+                family = CounterMetricFamily(f"sglang:{name}", doc, labels=TOKENIZER_LABELS_0517)
+                family.add_metric(["unified", "false", s.served_model_name], value)
+                return family
+            family = CounterMetricFamily(f"sglang:{name}", doc, labels=labels)
             family.add_metric(values, value)
             return family
 
@@ -77,11 +98,11 @@ class _SchedulerCollector(Collector):
         yield gauge(
             "mamba_used_tokens", "Number of used slots in the Mamba state pool.", sch.mamba_num()
         )
-        if plan.speculative:
+        if plan.speculative or v0517:  # 0.5.17 exports them always (0.0 without a draft)
             yield gauge(
                 "spec_accept_length",
                 "The average acceptance length of speculative decoding.",
-                sch.accept,
+                sch.accept if plan.speculative else 0.0,
             )
             rate = (sch.accept - 1) / max(plan.num_draft_tokens - 1, 1)
             yield gauge(
@@ -90,7 +111,11 @@ class _SchedulerCollector(Collector):
         yield gauge("num_retracted_reqs", "The number of retracted requests.", sch.last_retracted)
         yield gauge("num_paused_reqs", "The number of paused requests by async weight sync.", 0)
         yield gauge("utilization", "The utilization.", sch.utilization() / 100.0)
-        yield gauge("is_cuda_graph", "Whether the batch is using CUDA graph.", 1.0)
+        yield gauge(
+            "is_cuda_graph",
+            "Whether the batch is using CUDA graph.",
+            1.0 if sch.graphs or not v0517 else 0.0,
+        )
         yield gauge(
             "max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", total
         )
@@ -129,9 +154,12 @@ class _SchedulerCollector(Collector):
         for mode in ("prefill_compute", "prefill_cache", "decode"):
             realtime.add_metric([*values, mode], sch.realtime_tokens.get(mode, 0.0))
         yield realtime
-        yield counter(
-            "num_retracted_requests", "Total number of retracted requests.", sch.retracted_total
-        )
+        if not v0517:
+            yield counter(
+                "num_retracted_requests",
+                "Total number of retracted requests.",
+                sch.retracted_total,
+            )
         yield counter(
             "prompt_tokens", "Number of prefill tokens processed.", sch.prompt_tokens_total
         )
@@ -140,13 +168,19 @@ class _SchedulerCollector(Collector):
             "Number of generation tokens processed.",
             sch.generation_tokens_total,
         )
-        yield counter("cached_tokens", "Number of cached prompt tokens.", 0)
+        if not v0517:
+            yield counter("cached_tokens", "Number of cached prompt tokens.", 0)
         yield counter("num_requests", "Number of requests processed.", sch.requests_total)
-        yield counter(
-            "num_aborted_requests",
-            "Number of requests aborted.",
-            s.counters.get("aborted", 0),
-        )
+        if not v0517:
+            yield counter(
+                "num_aborted_requests",
+                "Number of requests aborted.",
+                s.counters.get("aborted", 0),
+            )
+
+
+_TOKENIZER_COUNTERS = frozenset({"prompt_tokens", "generation_tokens", "num_requests"})
+"""Counters the tokenizer manager keeps (its own labels in 0.5.17)."""
 
 
 def build_registry(state: SimState) -> CollectorRegistry:

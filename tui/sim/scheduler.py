@@ -102,6 +102,11 @@ class SimScheduler:
         self.accept = accept_length(model, plan)
         self.chunk = max(plan.chunked_prefill_size, 1)
         self.mode = Mode.RUNNING
+        self.graphs = True
+        """False when the server captured no CUDA graph: every decode batch runs eagerly."""
+        self.prefill_graphs = False
+        """0.5.17's prefill CUDA graphs were captured: a prefill batch replays one (its line
+        says ``cuda graph: True``; a health probe's one-token batch ran eagerly, as recorded)."""
         self.slow_health_s: float | None = None
         self.waiting: deque[SimRequest] = deque()
         self.prefilling: SimRequest | None = None
@@ -302,7 +307,10 @@ class SimScheduler:
                 req.first_token_at = req.first_token_at or time.monotonic()
                 self.running.append(req)
                 self._changed.set()
-        self.emit(batch_lines.prefill_stats(self, len(new), tokens, running_before, seconds))
+        graphed = self.prefill_graphs and not all(req.is_health_check for req, _ in batch)
+        self.emit(
+            batch_lines.prefill_stats(self, len(new), tokens, running_before, seconds, graphed)
+        )
         if finished:
             self.on_output()
 

@@ -7,7 +7,13 @@ starts the subprocess watchdog and then uvicorn, whose lifespan runs the warmup 
 source (``tui.sim.signals``, ``tui.sim.drain``):
 
 * SIGTERM to the main pid before the first request kills it at once (Python's default; the
-  children follow through PR_SET_PDEATHSIG); after it, the drain: exit 0 once nothing is left.
+  children follow through PR_SET_PDEATHSIG); after it, the drain: exit 0 once nothing is left
+  (SGLang 0.5.17: ``kill_process_tree`` of itself, exit -9, ``tui.sim.drain``).
+
+``--sim-build 0.5.17`` imitates a real 0.5.17 server as recorded (``tests/fixtures/real_sglang/
+0.5.17``): its startup lines (``tui.sim.startup_0517``), its multiprocessing resource tracker
+child, no ``/ready``, ``/get_load``, its ``/server_info`` and ``/metrics`` (``tui.sim.shapes``,
+``tui.sim.metrics``), the drain's exit -9, the SIGQUIT handler's 5 s crash diagnostics.
 * SIGTERM to the whole group kills the children at once (no handler); the watchdog sees the
   scheduler's -15 on its next tick, SIGQUITs the main process, which kills itself (exit 137): every
   request in flight is lost, its connection dropped unanswered.
@@ -32,16 +38,24 @@ import uvicorn
 from starlette.applications import Starlette
 
 from tui.gpu.sim_records import ensure_device
+from tui.sglang.builds import SGLANG_0_5_17
 from tui.sglang.plan_types import MemoryPlan, PlanFailure
-from tui.sim import logfmt
+from tui.sim import lines_0517, logfmt
 from tui.sim.app import build_app
-from tui.sim.children import Child, DetokenizerChild, ExitWatch, SchedulerChild
+from tui.sim.children import (
+    Child,
+    DetokenizerChild,
+    ExitWatch,
+    ResourceTrackerChild,
+    SchedulerChild,
+)
 from tui.sim.config import Emitter, SimConfig
 from tui.sim.drain import Drain
 from tui.sim.faults import Fault
 from tui.sim.scheduler import Mode, SimScheduler
 from tui.sim.signals import ProcessControl
 from tui.sim.startup import PHASE_SECONDS, StartupTimes, phase, start_scheduler
+from tui.sim.startup_0517 import graphs_disabled, start_scheduler_0517
 from tui.sim.state import SimState
 from tui.sim.warmup import Warmup
 
@@ -91,12 +105,18 @@ async def run_server(cfg: SimConfig, emit: Emitter) -> int:
     """
     began = time.monotonic()
     ensure_device(cfg.root, cfg.gpu_index, cfg.gpu_kind)
-    control = ProcessControl(emit, cfg.speed)
+    v0517 = cfg.plan.build == SGLANG_0_5_17
+    control = ProcessControl(emit, cfg.speed, diagnostics=v0517)
     control.install_launch_phase()
     for message in cfg.early_messages:
         emit(message, info=False)
-    emit(logfmt.server_args_line(cfg.server_args))
-    scheduler = SchedulerChild(cfg.root, cfg.gpu_index, cuda=cfg.cuda_backing)
+    if v0517:
+        emit(lines_0517.server_args_line(cfg.server_args))
+        # Its multiprocessing resource tracker comes first (the recorded ps: its pid is lowest).
+        control.helpers = [ResourceTrackerChild()]
+    else:
+        emit(logfmt.server_args_line(cfg.server_args))
+    scheduler = SchedulerChild(cfg.root, cfg.gpu_index, cuda=cfg.cuda_backing, speed=cfg.speed)
     control.children = [scheduler, DetokenizerChild()]
     server = _Server(cfg, emit, control, scheduler, began)
     watch = ExitWatch(control.children, server.child_exited)
@@ -146,7 +166,8 @@ class _Server:
         cfg = self.cfg
         await phase(cfg, "import")
         times = StartupTimes()
-        failure = await start_scheduler(cfg, self.emit, self.scheduler_child, times)
+        start = start_scheduler_0517 if cfg.plan.build == SGLANG_0_5_17 else start_scheduler
+        failure = await start(cfg, self.emit, self.scheduler_child, times)
         if failure is not None:
             await self.crash(failure)
         scheduler_e2e = time.monotonic() - self.began
@@ -175,6 +196,13 @@ class _Server:
             on_output=lambda: state_box[0].received(),
         )
         self.sim = sim
+        v0517 = plan.build == SGLANG_0_5_17
+        if plan.speculative and cfg.server_args.get("load_format") == "dummy":
+            # Random weights: the draft is never right (a real 0.5.17 printed ``accept len:
+            # 1.00, accept rate: 0.00`` for the recorded tiny model's MTP layer).
+            sim.accept = 1.0
+        sim.graphs = not (v0517 and graphs_disabled(cfg))
+        sim.prefill_graphs = v0517 and sim.graphs and not plan.speculative
         state = SimState(
             plan=plan,
             model=cfg.model,
@@ -223,7 +251,15 @@ class _Server:
             timeout_keep_alive=5,
         )
         server = uvicorn.Server(config)  # its own SIGINT/SIGTERM handlers, as in SGLang
-        drain = Drain(state, self.control, self.scheduler_child, cfg.speed, lambda: _stop(server))
+        drain = Drain(
+            state,
+            self.control,
+            self.scheduler_child,
+            cfg.speed,
+            lambda: _stop(server),
+            exit_by_kill=v0517,
+            emit_raw=self.emit.raw,
+        )
         self.tasks += [
             asyncio.create_task(sim.run(), name="scheduler"),
             asyncio.create_task(_telemetry(sim, self.scheduler_child, plan), name="telemetry"),

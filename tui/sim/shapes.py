@@ -20,9 +20,10 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from tui.sglang.builds import SGLANG_0_5_17
 from tui.sglang.models import GIB
 from tui.sim import logfmt
-from tui.sim.state import SGLANG_VERSION, SimState
+from tui.sim.state import SGLANG_VERSION, SimState, sglang_version
 
 LOAD_SECTIONS = frozenset({"core", "memory", "spec", "lora", "disagg", "queues", "all"})
 """``include=`` values ``/v1/loads`` accepts."""
@@ -73,6 +74,8 @@ def memory_usage(state: SimState) -> dict[str, Any]:
 
 def server_info_body(state: SimState) -> dict[str, Any]:
     """``/server_info`` (and the deprecated ``/get_server_info``)."""
+    if state.plan.build == SGLANG_0_5_17:
+        return _server_info_0517(state)
     plan, sch = state.plan, state.scheduler
     internal = dict(state.server_args)
     internal.update(
@@ -98,6 +101,54 @@ def server_info_body(state: SimState) -> dict[str, Any]:
         frontend="python",
     )
     return body
+
+
+def _server_info_0517(state: SimState) -> dict[str, Any]:
+    """0.5.17's ``/server_info`` as a real one answered (``tests/fixtures/real_sglang/0.5.17``):
+    the server args (``max_running_requests`` as given, or 48 once reset for speculative
+    decoding; ``max_mamba_cache_size`` as given), the scheduler's ``status``,
+    ``max_total_num_tokens`` and ``max_req_input_len``, ``startup_time``, ``version`` and
+    ``kv_events``; no ``launch_command`` nor ``frontend``. Each internal state repeats the args
+    with the resolved Mamba pool, ``startup_time``, ``last_gen_throughput``, ``memory_usage`` and
+    ``effective_max_running_requests_per_dp`` (no ``world_size``, no ``avg_spec_accept_length``)."""
+    plan, sch = state.plan, state.scheduler
+    internal = dict(state.server_args)
+    internal.update(
+        max_mamba_cache_size=plan.max_mamba_cache_size or None,
+        startup_time=state.startup_time,
+        last_gen_throughput=sch.last_gen_throughput,
+        memory_usage=memory_usage(state),
+        effective_max_running_requests_per_dp=plan.max_running_requests,
+    )
+    body = dict(state.server_args)
+    body.update(
+        status="ready",
+        max_total_num_tokens=plan.max_total_num_tokens,
+        max_req_input_len=min(plan.context_len - 1, plan.max_total_num_tokens - 1) - 5,
+        startup_time=state.startup_time,
+        internal_states=[internal],
+        version=sglang_version(plan.build),
+        kv_events=None,
+    )
+    return body
+
+
+def get_load_body(state: SimState) -> list[dict[str, Any]]:
+    """``/get_load`` (0.5.17: a shim over ``/v1/loads``' core section; ``num_reqs`` counts the
+    running and the waiting requests, ``ts_tic`` is ``time.perf_counter()``)."""
+    sch = state.scheduler
+    used = sch.used_tokens()
+    total = used + sum(r.prefill_left for r in sch.waiting)
+    return [
+        {
+            "dp_rank": 0,
+            "num_reqs": len(sch.running) + len(sch.waiting),
+            "num_waiting_reqs": len(sch.waiting),
+            "num_tokens": total,
+            "num_pending_tokens": total - used,
+            "ts_tic": time.perf_counter(),
+        }
+    ]
 
 
 def _load(state: SimState) -> dict[str, Any]:
@@ -177,7 +228,7 @@ def loads_body(state: SimState, include: str | None) -> dict[str, Any]:
                     load.pop(section, None)
     return {
         "timestamp": datetime.now(UTC).isoformat(),
-        "version": SGLANG_VERSION,
+        "version": sglang_version(state.plan.build),
         "accelerator": state.gpu_name,
         "num_accelerators": 1,
         "loads": [load],

@@ -17,6 +17,12 @@ Read from the source:
   Triggering SIGQUIT for cleanup...`` and SIGQUITs its own process.
 * ``kill_process_tree`` (``srt/utils/common.py``) logs ``kill_process_tree called: ...``, SIGKILLs
   the children and, with ``include_parent``, itself.
+* SGLang 0.5.17 (``diagnostics``): the running-phase SIGQUIT handler first runs
+  ``dump_requests_before_crash``, whose py-spy and CUDA-coredump diagnostics are on by default:
+  ``Sleeping 5 seconds before crash diagnostics to let GPU activity settle.``, a blocking
+  ``time.sleep(5)`` (the event loop stands still: no request is answered), then ``No live
+  scheduler processes found; skipping py-spy and CUDA coredump.`` when the scheduler is dead, and
+  only then ``kill_process_tree`` (a group SIGTERM ends ~6 s after it, exit -9).
 
 The watchdog's interval scales with ``--sim-speed`` like every simulated duration.
 """
@@ -30,7 +36,8 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from tui.sim.children import Child, kill_children
+from tui.sim import lines_0517
+from tui.sim.children import SCHEDULER_NAME, Child, kill_children
 
 WATCHDOG_INTERVAL_S = 1.0
 """SubprocessWatchdog's check interval (simulated seconds)."""
@@ -41,11 +48,16 @@ Emit = Callable[..., None]
 class ProcessControl:
     """Signal handlers, the subprocess watchdog and ``kill_process_tree`` of one main process."""
 
-    def __init__(self, emit: Emit, speed: float) -> None:
-        """Args: emit: the log writer; speed: ``--sim-speed`` (scales the watchdog's tick)."""
+    def __init__(self, emit: Emit, speed: float, diagnostics: bool = False) -> None:
+        """Args: emit: the log writer; speed: ``--sim-speed`` (scales the watchdog's tick and
+        the diagnostics' sleep); diagnostics: SGLang 0.5.17's crash diagnostics on SIGQUIT."""
         self.emit = emit
         self.speed = speed
+        self.diagnostics = diagnostics
         self.children: list[Child] = []
+        self.helpers: list[Child] = []
+        """Children the watchdog does not watch but kill_process_tree kills (0.5.17's
+        multiprocessing resource tracker)."""
         self._watched: list[Child] = []
         self._watch_start = 0.0
         self._tick: asyncio.TimerHandle | None = None
@@ -60,7 +72,7 @@ class ProcessControl:
             f"kill_process_tree called: parent_pid={pid}, include_parent={include_parent}, "
             f"pid={pid}"
         )
-        kill_children(self.children)
+        kill_children([*self.children, *self.helpers])
         if include_parent:
             os.kill(pid, signal.SIGKILL)
 
@@ -92,7 +104,17 @@ class ProcessControl:
             info=False,
         )
         self.stop_watchdog()
+        if self.diagnostics:
+            self._crash_diagnostics()
         self.kill_tree(include_parent=True)
+
+    def _crash_diagnostics(self) -> None:
+        """0.5.17's ``dump_requests_before_crash``: its sleep blocks the loop, as SGLang's does."""
+        self.emit(lines_0517.diagnostics_sleep_line())
+        time.sleep(lines_0517.CRASH_DIAGNOSTICS_S / self.speed)
+        scheduler = next((c for c in self.children if c.name == SCHEDULER_NAME), None)
+        if scheduler is None or scheduler.proc.poll() is not None:
+            self.emit(lines_0517.diagnostics_skipped_line(), info=False)
 
     # --- the subprocess watchdog ------------------------------------------------------------
 

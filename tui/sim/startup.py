@@ -92,14 +92,16 @@ async def start_scheduler(
     await child.wait_up()
     emit(logfmt.memory_baseline_line(CUDA_CONTEXT_BYTES))
     await phase(cfg, "baseline")
-    emit(logfmt.load_weight_begin_line(plan.pre_bytes))
+    begin = plan.pre_bytes - plan.before_weights_bytes
+    emit(logfmt.load_weight_begin_line(begin))
     elapsed = await phase(cfg, "weights")
     times.load_weight += elapsed
     if plan.failure is not None and plan.failure.phase == "load_weights" and not cfg.cuda_backing:
         return plan.failure
-    after_target = plan.pre_bytes - plan.weight_bytes
+    after_target = begin - plan.weight_bytes
     emit(logfmt.load_weight_end_line(model, elapsed, after_target, plan.weight_bytes))
-    if (oom := child.publish(CUDA_CONTEXT_BYTES + plan.weight_bytes, 0.0)) is not None:
+    held = CUDA_CONTEXT_BYTES + plan.before_weights_bytes + plan.weight_bytes
+    if (oom := child.publish(held, 0.0)) is not None:
         return _real_oom(oom, "load_weights")
     if plan.speculative:
         emit(logfmt.load_weight_begin_line(after_target))
@@ -123,14 +125,15 @@ async def start_scheduler(
     if seed:
         for warning in _pool_warnings(plan):
             emit(warning, info=False)
-    emit(logfmt.kv_line(plan.max_total_num_tokens, plan.k_bytes, plan.v_bytes, plan.build))
+    mla = model.kv_layout == "mla"
+    emit(logfmt.kv_line(plan.max_total_num_tokens, plan.k_bytes, plan.v_bytes, plan.build, mla))
     draft_kv = plan.draft_k_bytes + plan.draft_v_bytes
     emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes + draft_kv))
     times.kv_cache_allocation = await phase(cfg, "pools")
     if plan.speculative:
         emit(
             logfmt.kv_line(
-                plan.max_total_num_tokens, plan.draft_k_bytes, plan.draft_v_bytes, plan.build
+                plan.max_total_num_tokens, plan.draft_k_bytes, plan.draft_v_bytes, plan.build, mla
             )
         )
         emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes))

@@ -13,12 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tui.sglang.builds import SGLANG_0_5_17
 from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
 from tui.sim.scheduler import SimScheduler
 
 SGLANG_VERSION = "0.5.23"
-"""The SGLang version the simulator imitates."""
+"""The SGLang version the simulator imitates (its default build's)."""
+
+
+def sglang_version(build: str) -> str:
+    """The ``version`` a server of ``build`` reports (the seed build's lines are 0.5.23's)."""
+    return "0.5.17" if build == SGLANG_0_5_17 else SGLANG_VERSION
 
 
 class ServerStatus(StrEnum):

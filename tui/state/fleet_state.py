@@ -1,14 +1,16 @@
 """What runs on each GPU: the one locked store the console, the CLI and every operation share.
 
 ``tui.paths.fleet_state_file()`` holds, per GPU: the identity of the server gpufleet launched
-there (pid, process group, start time, command line, launch id: enough never to signal a
-stranger), the port the console and the pipeline use for that GPU (it outlives the server, so a
-relaunch keeps the GPU on it), and the profile document it runs now and ran before (a rollback
-relaunches exactly what ran, even if the profile file was edited since)::
+there (pid, process group, start ticks since boot, boot id, launch id: enough never to signal a
+stranger; its wall-clock start time and command line for display), the launch ids of its last
+few launches (a server of the fleet that lost its record is known by them), the port the
+console and the pipeline use for that GPU (it outlives the server, so a relaunch keeps the GPU
+on it), and the profile document it runs now and ran before (a rollback relaunches exactly what
+ran, even if the profile file was edited since)::
 
     {"version": 2, "gpus": {"3": {"port": 30003, "host": "127.0.0.1",
                                   "server": {...} | null, "current": {...} | null,
-                                  "previous": {...} | null}}}
+                                  "previous": {...} | null, "launches": ["<launch id>", ...]}}}
 
 Every write is a locked read-modify-write replaced atomically (``tui.state.files``); a damaged
 file raises ``StateFileError`` naming it. The two files of earlier versions (``fleet.json`` and
@@ -43,9 +45,10 @@ class ProcessRecord:
     pid: int
     """Main process id."""
     pgid: int
-    """Process group (== pid: each server is a session and group leader)."""
+    """Process group (== pid: each server is a session and group leader); always > 1."""
     create_time: float
-    """``psutil.Process(pid).create_time()`` at launch: a reused pid has another."""
+    """``psutil.Process(pid).create_time()`` at launch: wall-clock, for display only (a clock
+    step moves it); identity is ``start_ticks`` and ``boot_id``."""
     cmdline: tuple[str, ...]
     """The command line as the kernel reported it at launch."""
     log_path: str
@@ -56,6 +59,11 @@ class ProcessRecord:
     """Address it serves on."""
     launch_id: str = ""
     """``GPUFLEET_LAUNCH_ID`` given to the launch: its children carry it, strangers do not."""
+    start_ticks: int = 0
+    """Its start in clock ticks since boot (``/proc/PID/stat`` field 22; 0: recorded by an older
+    gpufleet, upgraded once its launch id is checked)."""
+    boot_id: str = ""
+    """The boot it was started in (``/proc/sys/kernel/random/boot_id``)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -64,22 +72,36 @@ class ProcessRecord:
         return data
 
     @classmethod
-    def from_json(cls, data: Any) -> ProcessRecord:
-        """Inverse of ``to_json``; raises ValueError/TypeError/KeyError on a wrong shape."""
-        expect(isinstance(data, dict), "a server entry is not an object")
+    def from_json(cls, data: Any, where: str = "server") -> ProcessRecord:
+        """Inverse of ``to_json``; raises ValueError/TypeError/KeyError on a wrong shape.
+
+        Args:
+            data: The decoded entry.
+            where: Its place in the document, for the messages ("gpus.3.server").
+        """
+        expect(isinstance(data, dict), f"{where} is not an object")
         cmdline = data["cmdline"]
-        expect(isinstance(cmdline, list), "server.cmdline is not a list")
+        expect(isinstance(cmdline, list), f"{where}.cmdline is not a list")
+        # pid 0 and 1, and process group 0 and 1, name the signaller's own group, init, or (as
+        # kill(-1)) every process: never a server gpufleet launched.
+        pid, pgid = _int(data["pid"], f"{where}.pid"), _int(data["pgid"], f"{where}.pgid")
+        expect(pid > 1, f"{where}.pid = {pid}: must be > 1")
+        expect(pgid > 1, f"{where}.pgid = {pgid}: must be > 1 (the server's own process group)")
+        ticks = _int(data.get("start_ticks", 0), f"{where}.start_ticks")
+        expect(ticks >= 0, f"{where}.start_ticks = {ticks}: must be >= 0")
         return cls(
-            gpu=_int(data["gpu"], "server.gpu"),
-            port=_int(data["port"], "server.port"),
-            pid=_int(data["pid"], "server.pid"),
-            pgid=_int(data["pgid"], "server.pgid"),
-            create_time=_num(data["create_time"], "server.create_time"),
+            gpu=_int(data["gpu"], f"{where}.gpu"),
+            port=_int(data["port"], f"{where}.port"),
+            pid=pid,
+            pgid=pgid,
+            create_time=_num(data["create_time"], f"{where}.create_time"),
             cmdline=tuple(str(part) for part in cmdline),
-            log_path=_str(data["log_path"], "server.log_path"),
-            profile=_str(data.get("profile", ""), "server.profile"),
-            host=_str(data.get("host", "127.0.0.1"), "server.host"),
-            launch_id=_str(data.get("launch_id", ""), "server.launch_id"),
+            log_path=_str(data["log_path"], f"{where}.log_path"),
+            profile=_str(data.get("profile", ""), f"{where}.profile"),
+            host=_str(data.get("host", "127.0.0.1"), f"{where}.host"),
+            launch_id=_str(data.get("launch_id", ""), f"{where}.launch_id"),
+            start_ticks=ticks,
+            boot_id=_str(data.get("boot_id", ""), f"{where}.boot_id"),
         )
 
 
@@ -99,6 +121,9 @@ class GpuState:
     """The profile document running now (None after a failed apply: nothing runs)."""
     previous: ProfileDoc | None = None
     """The one it ran before the last change."""
+    launches: tuple[str, ...] = ()
+    """The launch ids of the last ``LAUNCHES_KEPT`` servers launched on this GPU, newest last:
+    a server holding the GPU's port whose record was lost is known as the fleet's by them."""
 
     @property
     def current_name(self) -> str | None:
@@ -118,8 +143,12 @@ class GpuState:
             "server": self.server.to_json() if self.server else None,
             "current": self.current,
             "previous": self.previous,
+            "launches": list(self.launches),
         }
 
+
+LAUNCHES_KEPT = 8
+"""Launch ids kept per GPU (``GpuState.launches``)."""
 
 FleetState = dict[int, GpuState]
 """GPU index -> its state."""
@@ -160,13 +189,21 @@ def _parse(data: Any) -> FleetState:
         expect(isinstance(entry, dict), f"gpus.{key} is not an object")
         port = entry.get("port")
         server = entry.get("server")
+        launches = entry.get("launches", [])
+        expect(
+            isinstance(launches, list) and all(isinstance(x, str) for x in launches),
+            f"gpus.{key}.launches is not a list of launch ids",
+        )
         out[gpu] = GpuState(
             gpu=gpu,
             port=None if port is None else _int(port, f"gpus.{key}.port"),
             host=_str(entry.get("host", "127.0.0.1"), f"gpus.{key}.host"),
-            server=None if server is None else ProcessRecord.from_json(server),
+            server=None
+            if server is None
+            else ProcessRecord.from_json(server, f"gpus.{key}.server"),
             current=_doc(entry.get("current"), f"gpus.{key}.current"),
             previous=_doc(entry.get("previous"), f"gpus.{key}.previous"),
+            launches=tuple(launches[-LAUNCHES_KEPT:]),
         )
     return out
 
@@ -268,7 +305,25 @@ def put_record(record: ProcessRecord, path: Path | None = None) -> None:
 
     def change(state: FleetState) -> FleetState:
         old = state.get(record.gpu, GpuState(record.gpu))
-        state[record.gpu] = replace(old, port=record.port, host=record.host, server=record)
+        launches = old.launches
+        if record.launch_id and record.launch_id not in launches:
+            launches = (*launches, record.launch_id)[-LAUNCHES_KEPT:]
+        state[record.gpu] = replace(
+            old, port=record.port, host=record.host, server=record, launches=launches
+        )
+        return state
+
+    update_fleet(change, path)
+
+
+def upgrade_record(old: ProcessRecord, new: ProcessRecord, path: Path | None = None) -> None:
+    """Replace ``old`` by ``new`` (the same server, verified again) when the GPU still records
+    ``old``: a later write (a relaunch) is never undone by an upgrade."""
+
+    def change(state: FleetState) -> FleetState:
+        entry = state.get(old.gpu)
+        if entry is not None and entry.server == old:
+            state[old.gpu] = replace(entry, server=new)
         return state
 
     update_fleet(change, path)

@@ -35,7 +35,7 @@ from tui.ui.messages import (
 )
 from tui.ui.operation_host import OperationHost
 from tui.ui.pipeline.generation_pane import SeriesSource
-from tui.ui.quit_screen import QuitChoice, QuitScreen
+from tui.ui.quit_screen import AfterFailedStop, QuitChoice, QuitScreen, StopFailedScreen
 from tui.ui.readonly import READ_ONLY, ReadOnlyActions
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.rollout.canary_screen import CanaryScreen
@@ -336,11 +336,19 @@ class FleetApp(OperationHost):
 
         try:
             await self.actions.stop_fleet(progress)
-        except Exception as error:  # the console stays open; say what went wrong
+        except Exception as error:  # servers still run: never close on them unasked
             self.sub_title = ""
             self.notify(str(error), title="Stopping the fleet failed", severity="error")
+            self.push_screen(StopFailedScreen(str(error)), self._after_failed_stop)
             return
         self.exit()
+
+    def _after_failed_stop(self, choice: AfterFailedStop | None) -> None:
+        if choice is AfterFailedStop.RETRY:
+            self.notify("stopping every server again...", title="Quitting")
+            self.run_worker(self._stop_then_exit(), group=QUIT, exclusive=True, exit_on_error=False)
+        elif choice is AfterFailedStop.LEAVE:
+            self.exit()
 
     # --- intents from the screens, performed by the backend ---------------------------------------
 
@@ -355,13 +363,14 @@ class FleetApp(OperationHost):
         """Stop servers (drain, terminate or kill, as chosen)."""
         self._perform(
             f"stopped GPU {_gpus(message.gpus)} ({message.mode})",
-            lambda: self.actions.kill(message.gpus, message.mode),
+            lambda: self.actions.kill(message.gpus, message.mode, message.confirmed),
         )
 
     def on_relaunch_requested(self, message: RelaunchRequested) -> None:
         """Relaunch servers."""
         self._perform(
-            f"relaunched GPU {_gpus(message.gpus)}", lambda: self.actions.relaunch(message.gpus)
+            f"relaunched GPU {_gpus(message.gpus)}",
+            lambda: self.actions.relaunch(message.gpus, message.confirmed),
         )
 
     async def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:
@@ -372,15 +381,15 @@ class FleetApp(OperationHost):
         )
 
     async def on_rollback_requested(self, message: RollbackRequested) -> None:
-        """Roll back in the background, its report shown like an apply's."""
+        """Roll back in the background, walked like a rollout (one GPU at a time unless the
+        operator chose all at once), its report shown: per-GPU progress, the fleet verdict."""
         await self.start_operation(
-            ApplyScreen(
+            RolloutScreen(
                 self.actions,
                 message.target,
-                message.gpus,
-                self.journal_reader,
+                gpus=message.gpus if message.scoped else None,
                 rollback=True,
-                scope=message.gpus if message.scoped else None,
+                all_at_once=message.all_at_once,
             )
         )
 

@@ -308,7 +308,7 @@ def run_console(
     windows = windows or console_windows()
     ops = FleetOps(
         profile,
-        options=OpsOptions(apply=windows.apply, canary=windows.canary),
+        options=OpsOptions(apply=windows.apply, canary=windows.canary, rollout=windows.rollout),
         by="console",
         pipeline=pipeline,
         stop_pipeline_with_fleet=stop_pipeline_with_fleet,

@@ -8,6 +8,8 @@ focused: Enter starts it. Either way ``y`` confirms, ``n`` and Escape cancel, th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -72,7 +74,13 @@ class ConfirmScreen(ModalScreen[bool], ButtonKeys, ReadOnlyGate[bool]):
     ]
 
     def __init__(
-        self, title: str, affected: str, confirm_label: str = "Yes", *, destructive: bool = True
+        self,
+        title: str,
+        affected: str,
+        confirm_label: str = "Yes",
+        *,
+        destructive: bool = True,
+        extra_keys: Sequence[tuple[str, str]] = (),
     ) -> None:
         """Args:
         title: What will be done, e.g. 'Kill the server on GPU 3?'.
@@ -80,6 +88,7 @@ class ConfirmScreen(ModalScreen[bool], ButtonKeys, ReadOnlyGate[bool]):
         confirm_label: Text of the confirm button.
         destructive: It stops or restarts servers (or the job): Cancel is focused. False for a
             harmless start (a canary, a save): the confirm button is, and Enter presses it.
+        extra_keys: A subclass's other ways to answer, (keys, what), named in the key line.
         """
         super().__init__(classes="" if destructive else "-harmless")
         self.title_text = title
@@ -90,6 +99,8 @@ class ConfirmScreen(ModalScreen[bool], ButtonKeys, ReadOnlyGate[bool]):
         """The confirm button's label."""
         self.destructive = destructive
         """Whether Cancel is the focused (safe) default."""
+        self.extra_keys = tuple(extra_keys)
+        """A subclass's other answers, named in the key line."""
 
     def compose(self) -> ComposeResult:
         """The question, what it affects, two buttons, and the line naming the keys."""
@@ -104,7 +115,8 @@ class ConfirmScreen(ModalScreen[bool], ButtonKeys, ReadOnlyGate[bool]):
                 )
                 yield Button("Cancel", variant="primary", id="confirm-no")
             focused = "Cancel" if self.destructive else self.confirm_label
-            yield keys_hint([("y", self.confirm_label), ("n/Esc", "Cancel")], focused)
+            keys = [("y", self.confirm_label), *self.extra_keys, ("n/Esc", "Cancel")]
+            yield keys_hint(keys, focused)
 
     def on_mount(self) -> None:
         """Focus Cancel on a destructive question (a stray Enter does nothing), else the

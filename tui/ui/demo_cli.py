@@ -69,6 +69,7 @@ def main(argv: Sequence[str]) -> int:
         ensure_prompts,
         fresh_job_if_finished,
         pipeline_config,
+        still_running,
     )
     from tui.ops.lock import OperationBusy
     from tui.ops.pipeline import start_pipeline
@@ -98,7 +99,13 @@ def main(argv: Sequence[str]) -> int:
         if running:  # leave nothing behind
             with contextlib.suppress(OperationError, OperationBusy):
                 asyncio.run(ops.kill(running, mode="terminate"))
-        print("gpufleet demo: the fleet could not be started; nothing was left running")
+        left = still_running(profile)  # checked, not assumed
+        if not left:
+            print("gpufleet demo: the fleet could not be started; nothing was left running")
+        else:
+            print("gpufleet demo: the fleet could not be started; still running:")
+            for line in left:
+                print(f"gpufleet demo:   {line}")
         return 1
     prompts = demo_prompts_file()
     config = pipeline_config(profile, prompts, DEMO_FLEET_TIMEOUT_S)

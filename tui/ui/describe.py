@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tui.fleet.snapshot import FleetSnapshot
+from tui.control.adopt import ConfirmedServer
+from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, num
 
@@ -28,6 +29,18 @@ def describe_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> str:
             lines.append(f"GPU {gpu}: no server")
             continue
         pid = NA if server.pid is None else str(server.pid)
+        if server.state is ServerState.UNKNOWN:
+            command = " ".join(server.cmdline) or "command line unknown"
+            reach = (
+                "if confirmed, only this pid is signalled, never its group"
+                if server.pid is not None and server.start_ticks
+                else "the kernel does not say which process it is: it cannot be stopped from here"
+            )
+            lines.append(
+                f"GPU {gpu}: port {server.port}, pid {pid}, UNKNOWN (not the server the fleet "
+                f"records): {command}; {reach}"
+            )
+            continue
         lines.append(
             f"GPU {gpu}: port {server.port}, pid {pid}, {server.state.value}, "
             f"{num(server.running)} running, {num(server.queued)} queued"
@@ -35,9 +48,48 @@ def describe_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> str:
     return "\n".join(lines)
 
 
+def unknown_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> tuple[ConfirmedServer, ...]:
+    """The ``unknown`` servers among ``gpus`` that a confirmation can name (pid and start
+    ticks known): what a confirmed stop or relaunch may signal, and nothing else.
+
+    Args:
+        fleet: The snapshot the confirmation showed.
+        gpus: The GPUs of the operation.
+
+    Returns:
+        One per GPU whose server is unknown and identifiable.
+    """
+    wanted = set(gpus)
+    out = []
+    for panel in fleet.panels:
+        server = panel.server
+        if (
+            panel.gpu_index in wanted
+            and server is not None
+            and server.state is ServerState.UNKNOWN
+            and server.pid is not None
+            and server.start_ticks
+        ):
+            out.append(
+                ConfirmedServer(
+                    panel.gpu_index, server.pid, server.start_ticks, " ".join(server.cmdline)
+                )
+            )
+    return tuple(out)
+
+
 def describe_pipeline_stop(status: PipelineStatus) -> str:
     """What stopping the pipeline does to its work."""
     return (
         f"Pipeline pid {status.pid}: {num(status.done)} of {num(status.total)} done are kept; "
         f"{num(status.in_flight)} requests in flight are dropped and generated again on restart."
+    )
+
+
+def describe_fresh_job(status: PipelineStatus) -> str:
+    """What starting the demo's job afresh does (its last run finished)."""
+    return (
+        f"The demo job finished: {num(status.done)} of {num(status.total)} prompts done. A fresh "
+        "one starts from the first prompt; the finished job's outputs move aside to "
+        "out-finished, replacing the job kept there before."
     )

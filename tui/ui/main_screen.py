@@ -16,7 +16,12 @@ from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
 from tui.ui.confirm import ConfirmScreen
-from tui.ui.describe import describe_pipeline_stop, describe_servers
+from tui.ui.describe import (
+    describe_fresh_job,
+    describe_pipeline_stop,
+    describe_servers,
+    unknown_servers,
+)
 from tui.ui.dirty_rows import DirtyRowsCompositor
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
@@ -289,11 +294,13 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
     def _ask_how_to_stop(self, title: str, gpus: tuple[int, ...]) -> None:
         """Ask how (drain, terminate, kill), and post the stop only when one was chosen."""
 
+        shown = self.fleet  # what the confirmation names is what may be signalled
+
         def done(mode: StopMode | None) -> None:
             if mode is not None:
-                self.post_message(KillRequested(gpus, mode))
+                self.post_message(KillRequested(gpus, mode, unknown_servers(shown, gpus)))
 
-        self.app.push_screen(StopScreen(title, describe_servers(self.fleet, gpus)), done)
+        self.app.push_screen(StopScreen(title, describe_servers(shown, gpus)), done)
 
     def action_kill_selected(self) -> None:
         """Stop the marked GPUs' servers (else the selected one's), the way the operator
@@ -330,13 +337,12 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
 
     @work(group="ask", exclusive=True, exit_on_error=False)
     async def _relaunch_flow(self, gpus: tuple[int, ...]) -> None:
-        choice = await choose_relaunch(
-            self.app, self.actions, gpus, describe_servers(self.fleet, gpus)
-        )
+        shown = self.fleet  # what the confirmation names is what may be signalled
+        choice = await choose_relaunch(self.app, self.actions, gpus, describe_servers(shown, gpus))
         if choice is None:
             return
         if choice.same or choice.profile is None:
-            self.post_message(RelaunchRequested(gpus))
+            self.post_message(RelaunchRequested(gpus, unknown_servers(shown, gpus)))
         else:
             self.post_message(ApplyProfileRequested(choice.profile, gpus))
 
@@ -376,7 +382,9 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         scoped = scope is not None
         choice = await confirm_rollback(self.app, self.running_reader, gpus, words, scoped)
         if choice is not None:
-            self.post_message(RollbackRequested(choice.target, choice.gpus, choice.scoped))
+            self.post_message(
+                RollbackRequested(choice.target, choice.gpus, choice.scoped, choice.all_at_once)
+            )
 
     def action_canary(self) -> None:
         """Try a profile on the selected GPU, the others as control, after confirmation."""
@@ -420,7 +428,8 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         self.app.push_screen(AutotuneScreen(gpus=tuple(self._indices)))
 
     def action_toggle_pipeline(self) -> None:
-        """Start the pipeline, or stop it (after confirmation) when it is running."""
+        """Start the pipeline, or stop it (after confirmation) when it is running; the demo's
+        job, once finished, is started afresh after confirmation."""
         status = self.pipeline_status
         if status is not None and status.state == "running":
             self._confirm_then_post(
@@ -429,5 +438,14 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
                 PipelineStopRequested(),
                 confirm="Stop pipeline",
             )
+        elif status is not None and status.state == "finished" and self._starts_fresh_job:
+            self._confirm_then_post(
+                "Start a fresh demo job?", describe_fresh_job(status), PipelineStartRequested()
+            )
         else:
             self.post_message(PipelineStartRequested())
+
+    @property
+    def _starts_fresh_job(self) -> bool:
+        """The backend starts a finished job afresh (the demo's: ``ConsoleBackend``)."""
+        return getattr(self.actions, "starts_fresh_job", False) is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus
@@ -58,20 +59,30 @@ class PanelOpened(Message):
 class KillRequested(Message):
     """The user chose to stop the servers on ``gpus``, and how."""
 
-    def __init__(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+    def __init__(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
         self.gpus = gpus
         """GPU indices."""
         self.mode: StopMode = mode
         """drain, terminate or kill."""
+        self.confirmed = confirmed
+        """The ``unknown`` servers the confirmation named (pid, command line): their pid alone
+        may be signalled."""
         super().__init__()
 
 
 class RelaunchRequested(Message):
     """The user confirmed relaunching the servers on ``gpus``."""
 
-    def __init__(self, gpus: tuple[int, ...]) -> None:
+    def __init__(self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()) -> None:
         self.gpus = gpus
         """GPU indices."""
+        self.confirmed = confirmed
+        """The ``unknown`` servers the confirmation named: their pid alone may be signalled."""
         super().__init__()
 
 
@@ -90,15 +101,21 @@ class RollbackRequested(Message):
     """The user confirmed returning to the previous profile."""
 
     def __init__(
-        self, target: str = "the previous profile", gpus: tuple[int, ...] = (), scoped: bool = False
+        self,
+        target: str = "the previous profile",
+        gpus: tuple[int, ...] = (),
+        scoped: bool = False,
+        all_at_once: bool = False,
     ) -> None:
         self.target = target
-        """The previous profile(s) in words, for the apply screen's title."""
+        """The previous profile(s) in words, for the report's title."""
         self.gpus = gpus
         """GPUs that go back (empty: the backend decides)."""
         self.scoped = scoped
         """Only ``gpus`` go back (marked GPUs or a node); False: the fleet, the backend
         returning every GPU that has a previous profile."""
+        self.all_at_once = all_at_once
+        """Every GPU back together (the operator chose it); False: one GPU at a time."""
         super().__init__()
 
 

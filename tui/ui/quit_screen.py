@@ -148,3 +148,93 @@ class QuitScreen(ModalScreen[QuitChoice], ButtonKeys, ReadOnlyGate[QuitChoice]):
     def action_choose(self, choice: str) -> None:
         """Dismiss with ``choice``."""
         self.dismiss(QuitChoice(choice))
+
+
+class AfterFailedStop(StrEnum):
+    """What the operator chooses when Stop fleet left servers running."""
+
+    RETRY = "retry"
+    """Try to stop the fleet again."""
+    LEAVE = "leave"
+    """Quit, leaving the servers it could not stop running."""
+    STAY = "stay"
+    """Keep the console open (to look, or to stop them one by one)."""
+
+
+class StopFailedScreen(ModalScreen[AfterFailedStop], ReadOnlyGate[AfterFailedStop]):
+    """Stop fleet did not stop everything: say which servers still run and why, and let the
+    operator retry, leave them running and quit, or keep the console open (the default: the
+    console never closes on its own while servers it could not stop still run)."""
+
+    DEFAULT_CSS = """
+    StopFailedScreen {
+        align: center middle;
+    }
+    StopFailedScreen > Vertical {
+        width: 90;
+        max-width: 100%;
+        height: auto;
+        border: thick $error;
+        background: $surface;
+        padding: 1 2;
+    }
+    StopFailedScreen #stopfail-title {
+        text-style: bold;
+        color: $error;
+    }
+    StopFailedScreen #stopfail-why, StopFailedScreen #stopfail-what {
+        width: 100%;
+        margin-top: 1;
+    }
+    StopFailedScreen Horizontal {
+        height: auto;
+        margin-top: 1;
+    }
+    StopFailedScreen Button {
+        margin-right: 1;
+    }
+    """
+
+    BINDINGS = [
+        Binding("r", "choose('retry')", "Retry the stop", id="quitfail.retry"),
+        Binding("l", "choose('leave')", "Leave them running, quit", id="quitfail.leave"),
+        Binding("escape,c", "choose('stay')", "Keep the console open", id="quitfail.stay"),
+    ]
+
+    def __init__(self, why: str) -> None:
+        """Args:
+        why: What was not stopped, per GPU, and why (the stop's error).
+        """
+        super().__init__()
+        self.why = why
+        """The stop's error, naming each GPU it left running."""
+
+    def compose(self) -> ComposeResult:
+        """The title, what still runs and why, what can be done, the three choices."""
+        with Vertical():
+            yield Label("The fleet was not stopped: some servers still run", id="stopfail-title")
+            yield Label(self.why, id="stopfail-why")
+            yield Label(
+                "Retry, leave them running and quit (reopen the console to re-attach), or keep "
+                "the console open to stop them one by one (k names each server before it is "
+                "signalled).",
+                id="stopfail-what",
+            )
+            with Horizontal():
+                # The keys are on the buttons: this dialog has no footer.
+                yield Button("Retry (r)", variant="error", id="stopfail-retry")
+                yield Button("Leave running, quit (l)", id="stopfail-leave")
+                yield Button("Keep console open (esc)", variant="primary", id="stopfail-stay")
+
+    def on_mount(self) -> None:
+        """Focus the choice that changes nothing."""
+        self.query_one("#stopfail-stay", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        """Dismiss with the pressed button's choice."""
+        pressed = (event.button.id or "").removeprefix("stopfail-")
+        self.dismiss(AfterFailedStop(pressed) if pressed else AfterFailedStop.STAY)
+
+    def action_choose(self, choice: str) -> None:
+        """Dismiss with ``choice``."""
+        self.dismiss(AfterFailedStop(choice))

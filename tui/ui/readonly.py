@@ -135,6 +135,7 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "confirm.no": None,
         "dialog.left": None,  # the arrows move among a dialog's buttons
         "dialog.right": None,
+        "rollback.all_at_once": Intent.ROLLBACK,
         "stop.drain": Intent.KILL,
         "stop.terminate": Intent.KILL,
         "stop.kill": Intent.KILL,
@@ -142,6 +143,9 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "quit.stop": Intent.STOP_FLEET,
         "quit.keep": None,
         "quit.cancel": None,
+        "quitfail.retry": Intent.STOP_FLEET,
+        "quitfail.leave": None,  # quits, leaving running what could not be stopped
+        "quitfail.stay": None,
         "help.close": None,
     }
 )

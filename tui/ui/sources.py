@@ -11,6 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import NoReturn, Protocol
 
+from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.console import LookSink
@@ -96,12 +97,21 @@ class FleetActions(Protocol):
         """Whether this backend implements ``intent`` now."""
         ...
 
-    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
-        """Stop the servers on ``gpus`` (drain: no in-flight request lost)."""
+    async def kill(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
+        """Stop the servers on ``gpus`` (drain: no in-flight request lost); ``confirmed``: the
+        ``unknown`` servers the operator confirmed stopping (their pid alone is signalled)."""
         ...
 
-    async def relaunch(self, gpus: tuple[int, ...]) -> None:
-        """Stop (if running) and start the servers on ``gpus`` with the current profile."""
+    async def relaunch(
+        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
+    ) -> None:
+        """Stop (if running) and start the servers on ``gpus`` with the current profile;
+        ``confirmed`` as for ``kill``."""
         ...
 
     async def apply_profile(
@@ -111,10 +121,15 @@ class FleetActions(Protocol):
         ...
 
     async def rollback(
-        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
-    ) -> ApplyResult | None:
-        """Return ``gpus`` (None: every GPU with one recorded) to the profile each ran before
-        (its result, when the backend has one); ``on_event`` gets each retune event."""
+        self,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
+        all_at_once: bool = False,
+    ) -> RolloutResult:
+        """Walk ``gpus`` (None: every GPU with one recorded) back to the profile each ran before,
+        one GPU at a time, each verified before the next (``all_at_once``: every GPU together),
+        ending with the fleet's throughput verdict; ``on_event`` gets each retune event and
+        the verdict's windows."""
         ...
 
     def profile_names(self) -> list[str]:
@@ -185,11 +200,18 @@ class NoActions:
         """Nothing is supported."""
         return False
 
-    async def kill(self, gpus: tuple[int, ...], mode: StopMode = "drain") -> None:
+    async def kill(
+        self,
+        gpus: tuple[int, ...],
+        mode: StopMode = "drain",
+        confirmed: tuple[ConfirmedServer, ...] = (),
+    ) -> None:
         """Refused (``refuse``)."""
         self.refuse("kill")
 
-    async def relaunch(self, gpus: tuple[int, ...]) -> None:
+    async def relaunch(
+        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
+    ) -> None:
         """Refused (``refuse``)."""
         self.refuse("relaunch")
 
@@ -200,8 +222,11 @@ class NoActions:
         self.refuse("apply")
 
     async def rollback(
-        self, gpus: tuple[int, ...] | None = None, on_event: EventSink | None = None
-    ) -> ApplyResult | None:
+        self,
+        gpus: tuple[int, ...] | None = None,
+        on_event: EventSink | None = None,
+        all_at_once: bool = False,
+    ) -> RolloutResult:
         """Refused (``refuse``)."""
         self.refuse("rollback")
 

@@ -5,7 +5,10 @@ Same operation as the console's apply (``FleetOps.apply``): preflight, drain the
 ready on every targeted GPU with logs and processes watched, a verify report per GPU, a
 throughput verdict, a journal entry. Exit 0 only when every targeted GPU is ready; 1 when any
 failed; 2 when refused before anything was stopped (invalid input or profile, another operation
-running). ``--rollback`` relaunches, on each GPU, the profile it ran before the last change.
+running). ``--rollback`` returns each GPU to the profile it ran before the last change, one GPU
+at a time (all together with ``--all-at-once``), each verified before the next, and ends with the
+fleet's throughput verdict (``--window`` before the first GPU stops against the same window
+after the last is ready), as ``gpufleet rollout --rollback`` does.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from tui.profiles import Profile
 from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import calibration_from_log, preflight
+from tui.rollout.fleet_verdict import VerdictWindows
+from tui.rollout.rollout import RolloutOptions, RolloutResult
 from tui.state.fleet_state import read_records
 
 
@@ -55,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-measure", action="store_true", help="skip the throughput comparison")
     p.add_argument("--preflight-only", action="store_true", help="print the preflight, stop")
     p.add_argument("--rollback", action="store_true", help="relaunch each GPU's previous profile")
+    p.add_argument(
+        "--all-at-once",
+        action="store_true",
+        help="with --rollback: every GPU back together (default: one GPU at a time)",
+    )
     return p
 
 
@@ -81,6 +91,30 @@ def print_result(result: ApplyResult) -> None:
     print(f"throughput: {result.throughput.describe()}")
     ready = sum(r.ok for r in result.reports)
     print(f"{ready}/{len(result.reports)} GPUs ready; profile {result.profile}")
+
+
+def print_walk(result: RolloutResult) -> int:
+    """A rollback's verify reports, summary and fleet verdict; returns the exit status."""
+    if result.refused:
+        for error in result.refused:
+            print(f"gpufleet apply: refused: {error}", file=sys.stderr)
+        return 2
+    for step in result.steps:
+        for report in step.reports:
+            print("verify " + format_report({**asdict(report), "capped": report.capped}))
+    print(result.describe())
+    return 0 if result.ok else 1
+
+
+def rollback_options(args: argparse.Namespace) -> RolloutOptions:
+    """The rollback's timeouts and its fleet verdict's windows, from the apply's options."""
+    return RolloutOptions(
+        apply=ApplyOptions(
+            timeout_s=args.timeout, release_timeout_s=args.release_timeout, measure=False
+        ),
+        measure_cost=not args.no_measure,
+        verdict=VerdictWindows(args.window, args.warmup, args.interval),
+    )
 
 
 def operations(args: argparse.Namespace) -> FleetOps:
@@ -117,6 +151,8 @@ def main(argv: Sequence[str]) -> int:
             if args.profile:
                 raise UsageError("--rollback takes no PROFILE (it uses each GPU's previous one)")
             return ops, None, gpus
+        if args.all_at_once:
+            raise UsageError("--all-at-once: only a rollback (--rollback) takes it")
         if not args.profile:
             raise UsageError("PROFILE is required (or --rollback)")
         return ops, ops.load(args.profile), gpus
@@ -126,26 +162,23 @@ def main(argv: Sequence[str]) -> int:
         return status
     ops, profile, gpus = prepared
     if profile is None:
-        status, result = run_refusing(
-            "gpufleet apply", lambda: asyncio.run(ops.rollback(gpus, print_event))
+        walk = ops.rollout_back(
+            gpus, 1, print_event, rollback_options(args), all_at_once=args.all_at_once
         )
-    else:
-        targets = gpus if gpus is not None else list(profile.gpus)
-        print_preflight(profile, [g for g in targets if g in profile.gpus])
-        if args.preflight_only:
-            return 0
-        status, result = run_refusing(
-            "gpufleet apply",
-            lambda: asyncio.run(
-                ops.apply(
-                    profile,
-                    targets,
-                    print_event,
-                    measure=not args.no_measure,
-                    mode=args.stop_mode,
-                )
-            ),
-        )
+        status, walked = run_refusing("gpufleet apply", lambda: asyncio.run(walk))
+        return status or print_walk(walked)
+    targets = gpus if gpus is not None else list(profile.gpus)
+    print_preflight(profile, [g for g in targets if g in profile.gpus])
+    if args.preflight_only:
+        return 0
+    status, result = run_refusing(
+        "gpufleet apply",
+        lambda: asyncio.run(
+            ops.apply(
+                profile, targets, print_event, measure=not args.no_measure, mode=args.stop_mode
+            )
+        ),
+    )
     if status:
         return status
     if result.refused:

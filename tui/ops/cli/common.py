@@ -1,7 +1,9 @@
 """What the operations commands share: GPU lists, the event printer, exit codes, one-line errors.
 
-Exit codes: 0 done, 1 an operation failed on a GPU, 2 refused before anything was stopped (bad
-input, an invalid profile, another operation holding the fleet, a damaged state file).
+Exit codes: 0 done (on every GPU), 1 an operation was refused or failed on a GPU (what runs there
+is not verified as the fleet's, or it did not get there: the GPU is named), 2 refused before
+anything was stopped (bad input, an invalid profile, another operation holding the fleet, a
+damaged state file).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def print_event(event: OpEvent) -> None:
         ready = ready_words(report.time_to_ready_s, report.stop_s)
         print(f"GPU {event.gpu}: READY {ready}", flush=True)
     elif isinstance(event, GpuFailed):
-        print(f"GPU {event.gpu}: FAILED {event.report.failure}", flush=True)
+        word = "REFUSED" if event.report.status == "refused" else "FAILED"
+        print(f"GPU {event.gpu}: {word} {event.report.failure}", flush=True)
         if event.report.error_line:
             print(f"  log line: {event.report.error_line}", flush=True)
     elif isinstance(event, MeasureProgress) and event.samples == 0:
@@ -99,7 +102,8 @@ def format_report(rep: dict[str, Any]) -> str:
     assert isinstance(req, dict) and isinstance(eff, dict)
     head = f"GPU {rep.get('gpu')}: "
     if not rep.get("ok"):
-        return head + f"FAILED {rep.get('failure') or ''}".rstrip()
+        word = "REFUSED" if rep.get("error_reason") == "refused" else "FAILED"
+        return head + f"{word} {rep.get('failure') or ''}".rstrip()
     cap = " (CAPPED)" if rep.get("capped") else ""
     ready = ready_words(rep.get("time_to_ready_s"), rep.get("stop_s"))
     return head + (

@@ -1,8 +1,12 @@
 """``gpufleet rollout PROFILE [--gpus 0,1] [--batch K] [--from-canary]`` and ``--rollback``.
 
-Exit 0 when every planned GPU is ready on the profile, 1 when the rollout stopped at a failure
-(the journal says which GPU failed and which stayed on the old profile), 2 when refused before
-anything was stopped.
+Both walk the fleet ``--batch`` GPUs at a time (a rollback goes back in reverse GPU order; all of
+them together only with ``--all-at-once``), each batch verified before the next, and end with
+the fleet's verdict: its output tokens/s over ``--window`` seconds before the first batch
+against the same window after the last one (after ``--warmup``), with its interval, or "not
+measured (why)". Exit 0 when every planned GPU is ready on the profile, 1 when the rollout
+stopped at a failure (the journal says which GPU failed and which stayed on the old profile), 2
+when refused before anything was stopped.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import Profile
 from tui.retune.options import ApplyOptions
+from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions, RolloutResult
 from tui.state.fleet_state import profile_of, read_fleet
 
@@ -37,15 +42,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="roll out the profile of the last 'better' canary (its GPU is skipped)",
     )
     p.add_argument("--rollback", action="store_true", help="walk back to each previous profile")
+    p.add_argument(
+        "--all-at-once",
+        action="store_true",
+        help="with --rollback: every GPU back together (default: --batch at a time)",
+    )
     p.add_argument("--no-restore", action="store_true", help="leave a failed GPU stopped")
     p.add_argument("--timeout", type=SECONDS, default=600.0, help="per-GPU seconds to ready")
     p.add_argument("--release-timeout", type=SECONDS, default=120.0, help="GPU release wait")
     p.add_argument(
         "--term-timeout", type=SECONDS, default=60.0, help="drain seconds before SIGTERM"
     )
-    p.add_argument("--no-cost", action="store_true", help="do not measure the throughput cost")
+    p.add_argument(
+        "--no-measure",
+        "--no-cost",
+        dest="no_measure",
+        action="store_true",
+        help="sample nothing: no throughput cost, no fleet verdict",
+    )
     p.add_argument("--baseline", type=SECONDS_OR_ZERO, default=10.0, help="cost: seconds before")
     p.add_argument("--settle", type=SECONDS_OR_ZERO, default=30.0, help="cost: seconds after")
+    p.add_argument(
+        "--window",
+        type=SECONDS_OR_ZERO,
+        default=60.0,
+        help="fleet verdict: seconds measured before and after (0: no verdict)",
+    )
+    p.add_argument(
+        "--warmup", type=SECONDS_OR_ZERO, default=30.0, help="fleet verdict: ignored seconds"
+    )
+    p.add_argument("--interval", type=SECONDS, default=5.0, help="fleet verdict: sample seconds")
     return p
 
 
@@ -75,9 +101,10 @@ def main(argv: Sequence[str]) -> int:
             timeout_s=args.timeout, release_timeout_s=args.release_timeout, measure=False
         ),
         restore_failed=not args.no_restore,
-        measure_cost=not args.no_cost,
+        measure_cost=not args.no_measure,
         baseline_s=args.baseline,
         settle_s=args.settle,
+        verdict=VerdictWindows(args.window, args.warmup, args.interval),
     )
     stop = StopTimeouts(drain_s=args.term_timeout, release_s=args.release_timeout)
     ops = FleetOps(options=OpsOptions(stop=stop, rollout=options), by="cli")
@@ -90,7 +117,11 @@ def main(argv: Sequence[str]) -> int:
         if args.rollback:
             if args.profile or args.from_canary:
                 raise UsageError("--rollback takes no PROFILE and no --from-canary")
-            return asyncio.run(ops.rollout_back(gpus, args.batch, print_event))
+            return asyncio.run(
+                ops.rollout_back(gpus, args.batch, print_event, all_at_once=args.all_at_once)
+            )
+        if args.all_at_once:
+            raise UsageError("--all-at-once: only a rollback (--rollback) takes it")
         if args.from_canary:
             if args.profile:
                 raise UsageError("give PROFILE or --from-canary, not both")

@@ -1,8 +1,10 @@
 """``gpufleet sim-fleet start|stop|status [--profile NAME] [--gpus 0,1]``.
 
-Start and stop go through the operations core (``FleetOps.start`` / ``FleetOps.stop_fleet``):
+Start and stop go through the operations core (``FleetOps.start`` / ``FleetOps.kill``):
 the operation lock, the fleet state, the one stop-and-release, the journal. ``stop`` stops
-every server the fleet state records, whatever profile it runs.
+every server the fleet state records, whatever profile it runs, and checks every port it keeps;
+it prints each GPU as done, REFUSED (not verified as the fleet's: nothing was signalled) or
+FAILED, and exits 1 unless every GPU is done.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from tui.control.identity import IdentityMismatch, verify
 from tui.control.stop_release import StopTimeouts
 from tui.ops import simfleet as fleet
 from tui.ops.cli.common import run_refusing
-from tui.ops.service import FleetOps, OperationError, OpsOptions
-from tui.state.fleet_state import read_records
+from tui.ops.door import StopIncomplete
+from tui.ops.service import FleetOps, OpsOptions
+from tui.state.fleet_state import read_fleet, read_records
 
 
 def _gpus(text: str) -> list[int]:
@@ -80,21 +83,25 @@ def _start(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+STATUS_WORD = {"done": "done   ", "refused": "REFUSED", "failed": "FAILED "}
+"""How each GPU's outcome is printed (upper case: not done)."""
+
+
 def _stop(args: argparse.Namespace) -> int:
-    records = read_records()
-    gpus = sorted(records if args.gpus is None else set(args.gpus) & set(records))
+    state = read_fleet()
+    known = {g for g, s in state.items() if s.server is not None or s.port is not None}
+    gpus = sorted(known if args.gpus is None else set(args.gpus) & known)
     if not gpus:
         print("no recorded simulated servers")
         return 0
     ops = FleetOps(options=OpsOptions(stop=StopTimeouts(drain_s=args.timeout)), by="cli")
     try:
         outcomes = asyncio.run(ops.kill(gpus, mode=args.mode))
-    except OperationError as exc:
-        print(f"FAILED {exc}")
-        return 1
+    except StopIncomplete as incomplete:
+        outcomes = list(incomplete.outcomes)
     for outcome in outcomes:
-        print(f"ok    {outcome.message}")
-    return 0
+        print(f"{STATUS_WORD[outcome.status]} {outcome.message}")
+    return 0 if all(o.ok for o in outcomes) else 1
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -107,8 +114,8 @@ def _status(args: argparse.Namespace) -> int:
         try:
             alive = verify(r).alive
             state = "alive" if alive else "exited"
-        except IdentityMismatch:
-            alive, state = False, "exited (pid reused by another process)"
+        except IdentityMismatch as mismatch:
+            alive, state = False, f"not verified ({str(mismatch).split(': ', 1)[-1]})"
         code = fleet.health(r) if alive else None
         print(f"GPU {r.gpu}  port {r.port}  pid {r.pid}  {state}  /ready={code}  "
               f"profile={r.profile}  log={r.log_path}")  # fmt: skip

@@ -111,13 +111,17 @@ def parse_cuda_graph_backend_arg(raw: str) -> str:
 
 
 def cuda_graph_config_parser(
-    phases: tuple[str, ...], allowed_keys: Mapping[str, tuple[str, ...]]
+    phases: tuple[str, ...],
+    allowed_keys: Mapping[str, tuple[str, ...]],
+    checks_backend: bool = True,
 ) -> Converter:
     """``parse_cuda_graph_config_arg`` over the phases and keys the table recorded.
 
     Args:
         phases: ``Phase.ALL``.
         allowed_keys: ``ALLOWED_KEYS_PER_PHASE``.
+        checks_backend: whether the release refuses a retired ``backend`` value in the object
+            (0.5.22 on; up to 0.5.21 any value of an allowed key passes).
 
     Returns:
         The converter (named as SGLang's).
@@ -144,7 +148,7 @@ def cuda_graph_config_parser(
                     f"--cuda-graph-config['{phase}'] must be a JSON object, got "
                     f"{type(phase_settings).__name__}"
                 )
-            if "backend" in phase_settings:
+            if checks_backend and "backend" in phase_settings:
                 parse_cuda_graph_backend_arg(phase_settings["backend"])
             allowed = allowed_keys[phase]
             result[phase] = {}
@@ -164,7 +168,7 @@ def converters(type_data: Mapping[str, Any]) -> dict[str, Converter]:
     """Every converter by its table name.
 
     Args:
-        type_data: the table's ``type_data`` (cuda-graph phases and keys).
+        type_data: the table's ``type_data`` (cuda-graph phases, keys, backend check).
 
     Returns:
         Name -> callable.
@@ -180,6 +184,8 @@ def converters(type_data: Mapping[str, Any]) -> dict[str, Converter]:
         "nullable_str": nullable_str,
         "parse_cuda_graph_backend_arg": parse_cuda_graph_backend_arg,
         "parse_cuda_graph_config_arg": cuda_graph_config_parser(
-            tuple(type_data.get("cuda_graph_phases", ())), keys
+            tuple(type_data.get("cuda_graph_phases", ())),
+            keys,
+            bool(type_data.get("cuda_graph_config_checks_backend", True)),
         ),
     }

@@ -1,24 +1,31 @@
-"""Build the flag table from SGLang's own parser: ``python -m tui.sglang.flagtable.generate``.
+"""Build the flag tables from SGLang's own parsers: ``python -m tui.sglang.flagtable.generate``.
 
 Runs SGLang's real launch path up to its argument parser, in this interpreter: ``import
 sglang.launch_server``, ``load_plugins()`` and ``prepare_server_args(argv)`` exactly as
 ``python -m sglang.launch_server`` does (``sglang/launch_server.py``), catching the parser that
 ``prepare_server_args`` builds (``argparse.ArgumentParser(prog="sglang serve")`` filled by
-``ServerArgs.add_cli_args``: the msgspec field declarations of ``srt/arg_groups/fields/*`` plus
-the dynamic-choice and deprecated flags of ``srt/server_args.py``). SGLang comes from a
-``pip install --no-deps --target`` directory (``tui.sglang.flagtable.reference``); its heavy
-native imports are answered by ``tui.sglang.flagtable.stubs``.
+``ServerArgs.add_cli_args``: the field declarations of ``srt/server_args.py`` and, from 0.5.20,
+``srt/arg_groups/fields/*``, plus the dynamic-choice and deprecated flags). SGLang is the
+release's own wheel, imported in place (``tui.sglang.flagtable.reference``); its heavy native
+imports are answered by ``tui.sglang.flagtable.stubs``.
 
 Usage::
 
-    python -m tui.sglang.flagtable.generate --install      # fetch SGLang 0.5.23 (pip, once)
-    python -m tui.sglang.flagtable.generate                # rewrite the shipped table
-    python -m tui.sglang.flagtable.generate --out -        # print it instead
+    python -m tui.sglang.flagtable.generate --install --all   # fetch every release (pip, once)
+    python -m tui.sglang.flagtable.generate --all             # rewrite every shipped table
+    python -m tui.sglang.flagtable.generate --sglang-version 0.5.17       # one release's
+    python -m tui.sglang.flagtable.generate --sglang-version 0.5.17 --out -   # print it whole
     python -m tui.sglang.flagtable.generate --parse-cases CASES.json   # run SGLang's parser
     python -m tui.sglang.flagtable.generate --parse-cases CASES.json --parser table  # ours
+    python -m tui.sglang.flagtable.generate --parse-cases CASES.json --out T.json  # both
+
+The shipped file of the newest release holds its whole table; an older release's is written as
+a delta against the next newer release's shipped table (``tui.sglang.flagtable.table``), so
+``--all`` writes them newest first. ``--out`` always writes the whole table.
 
 Every call changes this process for good (stand-ins in ``sys.modules``, SGLang on ``sys.path``,
-``SGLANG_*`` variables cleared), so it only ever runs as its own interpreter.
+``SGLANG_*`` variables cleared), so it only ever runs as its own interpreter, one release each
+(``--all`` runs one interpreter per release).
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ import contextlib
 import io
 import json
 import os
+import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,159 +45,53 @@ from typing import Any
 from tui.paths import sglang_reference_dir
 from tui.sglang.flagtable import stubs
 from tui.sglang.flagtable.cases import run_cases, table_spec_error
+from tui.sglang.flagtable.describe import GeneratorError, describe
 from tui.sglang.flagtable.parser import build_parser
-from tui.sglang.flagtable.reference import install_reference, reference_ready
+from tui.sglang.flagtable.reference import (
+    RELEASES,
+    ReferenceError,
+    deps_dir,
+    install_reference,
+    reference_ready,
+    release,
+    wheel_path,
+)
 from tui.sglang.flagtable.table import (
     PINNED_VERSION,
-    FlagSpec,
     FlagTable,
     SpecAlgorithms,
     load_table,
     table_path,
 )
 
-ACTION_NAMES: dict[type, str] = {
-    argparse._StoreAction: "store",
-    argparse._StoreTrueAction: "store_true",
-    argparse._StoreFalseAction: "store_false",
-    argparse._StoreConstAction: "store_const",
-    argparse._AppendAction: "append",
-    argparse._AppendConstAction: "append_const",
-    argparse._CountAction: "count",
-    argparse._ExtendAction: "extend",
-    argparse._HelpAction: "help",
-    argparse._VersionAction: "version",
-    argparse.BooleanOptionalAction: "boolean_optional",
-}
-"""argparse's action classes and the names the table records."""
 
-SGLANG_ACTIONS: dict[str, tuple[str, ...]] = {
-    "DeprecatedAction": ("error_message",),
-    "DeprecatedStoreTrueAction": ("new_flag",),
-    "DeprecatedStoreConstAction": ("new_flag", "const_value"),
-    "DeprecatedAliasStoreAction": ("new_flag",),
-    "LoRAPathAction": (),
-}
-"""SGLang's own action classes (``srt/arg_groups/argparse_actions.py``) and what each keeps."""
-
-SGLANG_TYPES = (
-    "human_readable_int",
-    "json_list_type",
-    "nullable_str",
-    "parse_cuda_graph_backend_arg",
-    "parse_cuda_graph_config_arg",
-)
-"""SGLang's own type converters that ``tui.sglang.flagtable.converters`` reproduces."""
-
-
-_OWNERS = ("sglang.", "tui.sglang.flagtable.")
-"""Modules whose converters and actions the table may name: SGLang's, and their reproductions
-here (``describe`` reads a rebuilt parser too, to prove it matches the table)."""
-
-
-class GeneratorError(RuntimeError):
-    """SGLang's parser holds something the table cannot record faithfully."""
-
-
-def _type_name(action: argparse.Action) -> str | None:
-    kind = action.type
-    if kind is None:
-        return None
-    if kind in (str, int, float):
-        return kind.__name__  # type: ignore[union-attr]
-    if kind is json.loads:
-        return "json.loads"
-    name = getattr(kind, "__name__", "")
-    if getattr(kind, "__module__", "").startswith(_OWNERS) and name in SGLANG_TYPES:
-        return str(name)
-    raise GeneratorError(
-        f"{'/'.join(action.option_strings)}: type {kind!r} has no converter in "
-        "tui/sglang/flagtable/converters.py; add one, then SGLANG_TYPES here"
-    )
-
-
-def _action_name(action: argparse.Action) -> str:
-    cls = type(action)
-    if cls in ACTION_NAMES:
-        return ACTION_NAMES[cls]
-    if cls.__name__ in SGLANG_ACTIONS and cls.__module__.startswith(_OWNERS):
-        return cls.__name__
-    raise GeneratorError(f"{'/'.join(action.option_strings)}: unknown action class {cls!r}")
-
-
-def _json_or_none(value: object) -> tuple[Any, str | None]:
-    """(value, None) when JSON holds it unchanged; (None, repr) otherwise."""
-    if isinstance(value, tuple):
-        value = list(value)
-    try:
-        if json.loads(json.dumps(value)) == value:
-            return value, None
-    except (TypeError, ValueError):
-        pass
-    return None, repr(value)
-
-
-def describe(action: argparse.Action) -> FlagSpec:
-    """One action of SGLang's parser as a table row.
-
-    Raises:
-        GeneratorError: a type or action class without a reproduction, or a stand-in value.
-    """
-    name = _action_name(action)
-    for what in ("choices", "default", "const"):
-        if stubs.is_stub(getattr(action, what)):
-            raise GeneratorError(f"{'/'.join(action.option_strings)}: {what} is a stand-in")
-    choices: tuple[Any, ...] | None = None
-    ordered = True
-    if action.choices is not None:
-        raw = action.choices
-        ordered = not isinstance(raw, set | frozenset)
-        items = list(raw) if ordered else sorted(raw, key=str)
-        choices = tuple(items)
-    default, default_repr = _json_or_none(action.default)
-    const, const_repr = _json_or_none(action.const)
-    if const_repr is not None:
-        raise GeneratorError(f"{'/'.join(action.option_strings)}: const {const_repr} is not JSON")
-    kwargs = {k: getattr(action, k) for k in SGLANG_ACTIONS.get(name, ())}
-    for key, value in kwargs.items():
-        if _json_or_none(value)[1] is not None:
-            raise GeneratorError(f"{'/'.join(action.option_strings)}: {key} is not JSON")
-    metavar = action.metavar
-    return FlagSpec(
-        option_strings=tuple(action.option_strings),
-        dest=action.dest,
-        action=name,
-        type=_type_name(action),
-        choices=choices,
-        choices_ordered=ordered,
-        nargs=action.nargs,
-        const=const,
-        default=default,
-        default_repr=default_repr,
-        required=bool(action.required),
-        metavar=tuple(metavar) if isinstance(metavar, list | tuple) else metavar,
-        help=action.help,
-        action_kwargs=tuple(sorted(kwargs.items())),
-    )
-
-
-def _prepare_environment(reference: Path) -> None:
+def _prepare_environment(version: str, root: Path) -> None:
     # Environment variables can change choices (SGLANG_KV_CANARY_ENABLE_TOKEN_ORACLE adds a
     # sampling backend): the table is SGLang's parser with none set. SGLANG_USE_CPU_ENGINE makes
     # the platform discovery that runs at import pick the CPU platform without asking torch.
     for key in [k for k in os.environ if k.startswith(("SGLANG_", "SGL_"))]:
         del os.environ[key]
     os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
-    sys.path.insert(0, str(reference))
-    stubs.install()
+    # 0.5.17's fla kernels warn at import that Triton has no GPU here: true, and beside the point.
+    warnings.filterwarnings("ignore", message="Triton is not supported", category=UserWarning)
+    sys.path[:0] = [str(wheel_path(version, root)), str(deps_dir(root))]
+    stubs.install((*stubs.HEAVY, *release(version).stubs))
 
 
-def sglang_parser(version: str, reference: Path) -> argparse.ArgumentParser:
-    """Import SGLang from ``reference`` and return the parser its launch path builds.
+def base_of(version: str) -> str | None:
+    """The release whose table ``version``'s shipped file is a delta of: the next newer one
+    (None for the newest, shipped whole)."""
+    order = list(RELEASES)
+    index = order.index(version)
+    return order[index + 1] if index + 1 < len(order) else None
+
+
+def sglang_parser(version: str, root: Path) -> argparse.ArgumentParser:
+    """Import SGLang ``version`` from its wheel under ``root``; return its launch parser.
 
     Args:
-        version: the SGLang release expected in ``reference``.
-        reference: its ``pip --target`` directory.
+        version: a release of ``reference.RELEASES``.
+        root: the reference directory (``tui.paths.sglang_reference_dir()``).
 
     Returns:
         The ``argparse.ArgumentParser`` that ``prepare_server_args`` filled.
@@ -196,19 +99,20 @@ def sglang_parser(version: str, reference: Path) -> argparse.ArgumentParser:
     Raises:
         GeneratorError: SGLang missing, of another version, or the parser not caught.
     """
-    if not reference_ready(version, reference):
+    if not reference_ready(version, root):
         raise GeneratorError(
-            f"SGLang {version} is not installed in {reference}: "
-            "run python -m tui.sglang.flagtable.generate --install (or make venv)"
+            f"SGLang {version} is not installed in {root}: run python -m "
+            f"tui.sglang.flagtable.generate --install --sglang-version {version} (or make venv)"
         )
-    _prepare_environment(reference)
+    _prepare_environment(version, root)
     import sglang.launch_server as launch
+    from sglang.srt.plugins import load_plugins
     from sglang.srt.server_args import ServerArgs
     from sglang.version import __version__ as found
 
     if found != version:
-        raise GeneratorError(f"{reference} holds SGLang {found}, not {version}")
-    launch.load_plugins()
+        raise GeneratorError(f"{root} gave SGLang {found}, not {version}")
+    load_plugins()
     caught: list[argparse.ArgumentParser] = []
     original: Callable[[argparse.ArgumentParser], None] = ServerArgs.add_cli_args
 
@@ -228,13 +132,30 @@ def sglang_parser(version: str, reference: Path) -> argparse.ArgumentParser:
     return caught[0]
 
 
+def _spec_resolve(name: str) -> str:
+    """The member SGLang's server resolves ``name`` to (ValueError: none), as ``run_server``
+    does: ``handle_speculative_decoding`` upper-cases it and resolves the CLI aliases
+    (``srt/arg_groups/speculative_hook.py``), then ``SpeculativeAlgorithm.from_string``. Up to
+    0.5.17 only the hook knows NEXTN; later ``from_string`` knows it too."""
+    from sglang.srt.arg_groups import speculative_hook
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    try:
+        return str(SpeculativeAlgorithm.from_string(name).name)
+    except ValueError as exc:
+        resolve = getattr(speculative_hook, "_resolve_speculative_algorithm_alias", None)
+        alias = resolve(name.upper(), None) if resolve is not None else None
+        if alias is None or alias == name.upper():
+            raise exc from None
+        return str(SpeculativeAlgorithm.from_string(alias).name)
+
+
 def _speculative() -> SpecAlgorithms:
     from sglang.srt.speculative import spec_registry
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     aliases = tuple(
-        (alias, SpeculativeAlgorithm.from_string(alias).name)
-        for alias in sorted(spec_registry._RESERVED_ALIASES)
+        (alias, _spec_resolve(alias)) for alias in sorted(spec_registry._RESERVED_ALIASES)
     )
     probe = "NO_SUCH_ALGORITHM_5c1d"
     try:
@@ -249,22 +170,43 @@ def _speculative() -> SpecAlgorithms:
 def _type_data() -> tuple[tuple[str, Any], ...]:
     from sglang.srt.model_executor import cuda_graph_config as cg
 
+    # Whether --cuda-graph-config refuses a retired backend inside its object (0.5.22 on): asked
+    # of SGLang's converter itself, with a key every release allows.
+    try:
+        cg.parse_cuda_graph_config_arg('{"decode": {"backend": "tc_piecewise"}}')
+    except argparse.ArgumentTypeError:
+        checks_backend = True
+    else:
+        checks_backend = False
     return (  # sorted by name, as FlagTable.from_json reads them back
         ("cuda_graph_allowed_keys", {k: list(v) for k, v in cg.ALLOWED_KEYS_PER_PHASE.items()}),
+        ("cuda_graph_config_checks_backend", checks_backend),
         ("cuda_graph_phases", list(cg.Phase.ALL)),
     )
 
 
-def build_table(version: str, reference: Path) -> FlagTable:
-    """The flag table of SGLang ``version`` as its own code defines it (see the module doc)."""
-    parser = sglang_parser(version, reference)
+def build_table(
+    version: str, reference: Path, parser: argparse.ArgumentParser | None = None
+) -> FlagTable:
+    """The flag table of SGLang ``version`` as its own code defines it (see the module doc).
+
+    Args:
+        version: the release.
+        reference: the reference directory.
+        parser: its parser, when ``sglang_parser`` already built it in this process.
+    """
+    parser = parser or sglang_parser(version, reference)
     if not parser.allow_abbrev or parser.prefix_chars != "-" or parser.fromfile_prefix_chars:
         raise GeneratorError("SGLang's parser changed its argparse settings: extend the table")
     if parser._mutually_exclusive_groups:
         raise GeneratorError("SGLang's parser has mutually exclusive groups: extend the table")
-    from sglang.srt.arg_groups.arg_utils import fallbacks_of
+    from sglang.srt.arg_groups import arg_utils
     from sglang.srt.server_args import ServerArgs
 
+    # Arg(fallback=...) came in 0.5.20; before it a flag's default was its effective value.
+    fallbacks_of: Callable[[type], dict[str, Any]] = getattr(
+        arg_utils, "fallbacks_of", lambda cls: {}
+    )
     return FlagTable(
         sglang_version=version,
         prog=parser.prog,
@@ -278,22 +220,34 @@ def build_table(version: str, reference: Path) -> FlagTable:
 
 
 def _sglang_spec_error(name: str) -> str | None:
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
     try:
-        SpeculativeAlgorithm.from_string(name)
+        _spec_resolve(name)
     except ValueError as exc:
         return f"ValueError: {exc}"
     return None
 
 
+def _generate_all(root: Path) -> int:
+    """Every release's table, newest first (a delta reads the newer table it is written
+    against), each in its own interpreter (SGLang imports once per process)."""
+    for version in reversed(RELEASES):
+        command = [sys.executable, "-m", "tui.sglang.flagtable.generate"]
+        command += ["--sglang-version", version, "--reference", str(root)]
+        if subprocess.run(command, check=False).returncode != 0:
+            return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Generate (or check, or exercise) the table; returns the exit status."""
     p = argparse.ArgumentParser(prog="python -m tui.sglang.flagtable.generate", description=__doc__)
-    p.add_argument("--sglang-version", default=PINNED_VERSION, help="the SGLang release")
-    p.add_argument("--reference", type=Path, help="its pip --target directory")
-    p.add_argument("--install", action="store_true", help="pip-install the reference, then stop")
-    p.add_argument("--out", help="where to write the table ('-': stdout; default: shipped file)")
+    p.add_argument(
+        "--sglang-version", default=PINNED_VERSION, choices=list(RELEASES), help="the release"
+    )
+    p.add_argument("--all", action="store_true", help="every release (with --install too)")
+    p.add_argument("--reference", type=Path, help="the reference directory (default: the venv's)")
+    p.add_argument("--install", action="store_true", help="fetch the reference(s), then stop")
+    p.add_argument("--out", help="write the whole table there ('-': stdout) instead of shipping")
     p.add_argument(
         "--parse-cases", type=Path, help="JSON list of argv lists to parse; print results"
     )
@@ -305,11 +259,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     version = args.sglang_version
-    reference = args.reference or sglang_reference_dir(version)
+    root = args.reference or sglang_reference_dir()
     if args.install:
-        install_reference(version, reference)
-        print(f"SGLang {version} reference ready in {reference}")
+        versions = list(RELEASES) if args.all else [version]
+        try:
+            install_reference(versions, root)
+        except ReferenceError as exc:
+            print(f"flagtable: {exc}", file=sys.stderr)
+            return 1
+        print(f"SGLang {', '.join(versions)}: reference ready in {root}")
         return 0
+    if args.all:
+        return _generate_all(root)
     try:
         if args.parse_cases is not None:
             cases = json.loads(args.parse_cases.read_text())
@@ -317,19 +278,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 table_parser = build_parser(load_table(version))
                 results = run_cases(table_parser, cases, table_spec_error(version))
             else:
-                results = run_cases(sglang_parser(version, reference), cases, _sglang_spec_error)
+                parser = sglang_parser(version, root)
+                if args.out not in (None, "-"):  # the table too, from the same import
+                    Path(args.out).write_text(build_table(version, root, parser).dumps())
+                results = run_cases(parser, cases, _sglang_spec_error)
             json.dump(results, sys.stdout)
             return 0
-        text = build_table(version, reference).dumps()
+        table = build_table(version, root)
     except GeneratorError as exc:
         print(f"flagtable: {exc}", file=sys.stderr)
         return 1
-    if args.out == "-":
-        sys.stdout.write(text)
+    if args.out is not None:
+        text = table.dumps()
+        if args.out == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.out).write_text(text)
         return 0
-    out = Path(args.out) if args.out else table_path(version)
-    out.write_text(text)
-    print(f"wrote {out}")
+    base = base_of(version)
+    out = table_path(version)
+    out.write_text(table.dumps(load_table(base) if base is not None else None))
+    print(f"wrote {out}" + (f" (a delta of {base}'s table)" if base else ""))
     return 0
 
 

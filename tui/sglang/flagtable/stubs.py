@@ -40,8 +40,25 @@ HEAVY: dict[str, str] = {
     "tqdm": "progress bars of the front-end language (sglang/lang)",
     "IPython": "notebook display helpers of the front-end language",
     "aiohttp": "HTTP client of the front-end language's runtime endpoint",
+    # Imported by the parser's path of older releases only (0.5.17 to 0.5.20 import them from
+    # server_args.py through srt/utils/common.py, the model configs and the function-call parsers).
+    "torchvision": "image decoding for multimodal requests (srt/utils/common.py: decode_jpeg)",
+    "safetensors": "the weight-file reader (srt/connector/serde), used when weights load",
+    "openai": "the OpenAI client's types behind the OpenAI-compatible request models",
+    "partial_json_parser": "streaming tool-call parsing of a response (srt/function_call)",
+    "xgrammar": "the grammar backend: grammars compile per request, never at import",
+    "sentencepiece": "a tokenizer library some model configs import (srt/configs/internvl.py)",
 }
 """Top-level modules answered by stand-ins, and why each cannot shape an argument definition."""
+
+OPTIONAL: dict[str, str] = {
+    "transformers": "Hugging Face model configs. 0.5.17 and 0.5.18 import every model config "
+    "class from server_args.py (srt/configs/__init__.py); their fields are never flags. Only for "
+    "the releases that name it (reference.RELEASES): from 0.5.22 on, SGLang patches transformers "
+    "at import whenever it imports (srt/utils/hf_transformers_patches.py), and reads attributes "
+    "a stand-in does not have, so there it must stay absent, as it is in the test environment",
+}
+"""Stand-ins a release asks for by name (``Release.stubs``), with why each is safe."""
 
 VERSIONS: dict[str, dict[str, object]] = {
     # SGLang 0.5.23 pins torch==2.14.1 and compares versions at import (srt/utils/common.py).
@@ -55,6 +72,9 @@ ABSENT: dict[str, frozenset[str]] = {
     # SGLang probes device backends with hasattr(torch, "npu") and raises when the attribute
     # exists without a device: the stand-in is a CPU-only PyTorch, which has neither.
     "torch": frozenset({"npu", "hpu"}),
+    # 0.5.17's fla kernels ask Triton for its active driver at import and fall back to the CPU
+    # when asking raises (kernels/ops/attention/fla/utils.py): no GPU, so no driver.
+    "triton.runtime.driver": frozenset({"active"}),
 }
 """Attributes a stand-in must not have (``hasattr`` is the question SGLang asks)."""
 
@@ -72,6 +92,15 @@ class _StubMeta(abc.ABCMeta):
 
     def __getitem__(cls, key: object) -> Any:
         return cls
+
+    def __setitem__(cls, key: object, value: object) -> None:
+        # CONFIG_MAPPING._extra_content["name"] = Config (0.5.17's model configs).
+        pass
+
+    def register(cls, *args: object, **kwargs: object) -> Any:
+        # AutoConfig.register("name", Config) and AutoProcessor.register(Config, Processor) in
+        # the model configs (0.5.17): a registry call, not ABCMeta's virtual-subclass one.
+        return args[-1] if args else cls
 
     def __or__(cls, other: object) -> Any:
         return cls
@@ -222,8 +251,16 @@ def install(names: Iterable[str] = HEAVY) -> None:
     """Answer imports of ``names`` with stand-ins from now on, in this process.
 
     Args:
-        names: top-level module names (default: every one in ``HEAVY``).
+        names: top-level module names (default: every one in ``HEAVY``); each must be in
+            ``HEAVY`` or ``OPTIONAL`` (a stand-in is only ever used with its reason written).
+
+    Raises:
+        ValueError: a name without a reason.
     """
+    names = tuple(names)
+    unexplained = [n for n in names if n not in HEAVY and n not in OPTIONAL]
+    if unexplained:
+        raise ValueError(f"no reason recorded for a stand-in of {', '.join(unexplained)}")
     sys.meta_path.insert(0, _StubFinder(names))
 
 

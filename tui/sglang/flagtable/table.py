@@ -1,14 +1,21 @@
 """SGLang's flag table: every option its launch parser defines, as SGLang's own code built it.
 
 The table is generated from SGLang's real parser (``python -m tui.sglang.flagtable.generate``)
-and shipped as JSON beside this module, one file per pinned version. It records, per option: the
+and shipped as JSON beside this module, one file per release. It records, per option: the
 option strings (long and short), dest, action, type (by name), choices, nargs, const, default
 (when JSON can hold it), required, metavar and help; and, for the whole parser, its ``prog`` and
 ``allow_abbrev``, plus what SGLang checks right after parsing (the speculative algorithm names).
+
+The newest release's file holds its whole table; every older release's file is a delta against
+the next newer one (``"delta_of"``): its header in full, and its flags as runs of the newer
+table's rows (``[start, end]``) and rows of its own. Releases share most of their ~500 flags, so
+the seven tables take ~240 KB instead of ~1.1 MB, and a file's rows read as what that release
+had that the next one changed.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 from dataclasses import dataclass, field, fields, replace
@@ -16,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 PINNED_VERSION = "0.5.23"
-"""The SGLang version gpufleet's flag knowledge is pinned to (profiles default to it)."""
+"""The newest SGLang release gpufleet knows: a profile without ``engine.sglang_version`` targets
+it, and its table is the one shipped whole (the others are deltas down from it)."""
 
 SCHEMA = 1
 """Version of the JSON layout below."""
@@ -162,6 +170,16 @@ class FlagTable:
         """SGLang's fallback for ``dest`` (None when it declares none)."""
         return dict(self.fallbacks).get(dest)
 
+    def resolved_default(self, dest: str) -> Json:
+        """The value SGLang uses for ``dest`` when the flag is not given: its declared fallback
+        (``Arg(fallback=...)``, 0.5.20 on), else the flag's default (up to 0.5.19 the default
+        was the value itself: ``--mamba-full-memory-ratio`` 0.9 either way)."""
+        fallbacks = dict(self.fallbacks)
+        if dest in fallbacks:
+            return fallbacks[dest]
+        flag = self.by_dest().get(dest)
+        return flag.default if flag is not None else None
+
     def data(self, name: str) -> Json:
         """One entry of ``type_data`` (KeyError when absent)."""
         return dict(self.type_data)[name]
@@ -184,20 +202,27 @@ class FlagTable:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Json]) -> FlagTable:
-        """The inverse of ``to_json``.
+    def from_json(cls, doc: dict[str, Json], base: FlagTable | None = None) -> FlagTable:
+        """The inverse of ``to_json`` (and of ``dumps(base)``, given the same ``base``).
 
         Raises:
-            ValueError: a document of another schema.
+            ValueError: a document of another schema, or a delta without its base.
         """
         if doc.get("schema") != SCHEMA:
             raise ValueError(f"flag table schema {doc.get('schema')!r}: expected {SCHEMA}")
         spec = doc.get("speculative_algorithms", {})
+        delta_of = doc.get("delta_of")
+        if delta_of is not None and (base is None or base.sglang_version != delta_of):
+            raise ValueError(f"a delta of SGLang {delta_of}'s table needs that table")
+        if delta_of is not None and base is not None:
+            flags = _apply_delta(base, doc["flags"])
+        else:
+            flags = tuple(FlagSpec.from_json(f) for f in doc["flags"])
         return cls(
             sglang_version=doc["sglang_version"],
             prog=doc["parser"]["prog"],
             allow_abbrev=doc["parser"]["allow_abbrev"],
-            flags=tuple(FlagSpec.from_json(f) for f in doc["flags"]),
+            flags=flags,
             speculative=SpecAlgorithms(
                 names=tuple(spec.get("names", ())),
                 aliases=tuple(sorted(spec.get("aliases", {}).items())),
@@ -208,13 +233,58 @@ class FlagTable:
             python=doc.get("python", ""),
         )
 
-    def dumps(self) -> str:
-        """The shipped file's text: the header indented, then one flag per line (readable diffs)."""
+    def dumps(self, base: FlagTable | None = None) -> str:
+        """The shipped file's text: the header indented, then one flag per line (readable diffs).
+
+        Args:
+            base: the next newer release's table: write this one as a delta against it (runs
+                of its rows, ``[start, end]``, and this release's own rows).
+        """
         doc = self.to_json()
         flags = doc.pop("flags")
-        head = json.dumps(doc, indent=2, sort_keys=False)
+        if base is not None:
+            first = {"schema": doc.pop("schema"), "sglang_version": doc.pop("sglang_version")}
+            doc = first | {"delta_of": base.sglang_version} | doc
+            flags = _delta_rows([f.to_json() for f in base.flags], flags)
+        text = json.dumps(doc, indent=2, sort_keys=False)
         rows = ",\n".join("    " + json.dumps(f, ensure_ascii=False) for f in flags)
-        return head[:-2] + ',\n  "flags": [\n' + rows + "\n  ]\n}\n"
+        return text[:-2] + ',\n  "flags": [\n' + rows + "\n  ]\n}\n"
+
+
+def _delta_rows(base: list[dict[str, Json]], rows: list[dict[str, Json]]) -> list[Json]:
+    """``rows`` as runs of ``base`` (``[start, end]``, end excluded) and rows of their own."""
+    texts = [json.dumps(r, sort_keys=True) for r in rows]
+    matcher = difflib.SequenceMatcher(
+        None, [json.dumps(r, sort_keys=True) for r in base], texts, autojunk=False
+    )
+    out: list[Json] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        out.extend([[i1, i2]] if tag == "equal" else rows[j1:j2])
+    return out
+
+
+def _apply_delta(base: FlagTable, entries: list[Json]) -> tuple[FlagSpec, ...]:
+    """The flags a delta file's entries describe over ``base``'s (``_delta_rows`` inverted).
+
+    Raises:
+        ValueError: a run outside the base table, or an entry of neither kind.
+    """
+    out: list[FlagSpec] = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            out.append(FlagSpec.from_json(entry))
+        elif isinstance(entry, list) and len(entry) == 2 and 0 <= entry[0] <= entry[1]:
+            if entry[1] > len(base.flags):
+                raise ValueError(f"run {entry} beyond the {len(base.flags)} flags of the base")
+            out.extend(base.flags[entry[0] : entry[1]])
+        else:
+            raise ValueError(f"flag table entry {entry!r}: expected a row or [start, end]")
+    return tuple(out)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``"0.5.17"`` -> ``(0, 5, 17)``: releases in order (a part that is no number counts 0)."""
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
 
 
 def table_path(version: str) -> Path:
@@ -224,12 +294,8 @@ def table_path(version: str) -> Path:
 
 def known_versions() -> tuple[str, ...]:
     """SGLang versions with a shipped table, oldest first."""
-    found = []
-    for path in _DIR.glob("sglang_*.json"):
-        found.append(path.stem.removeprefix("sglang_").replace("_", "."))
-    return tuple(
-        sorted(found, key=lambda v: tuple(int(p) if p.isdigit() else 0 for p in v.split(".")))
-    )
+    found = [p.stem.removeprefix("sglang_").replace("_", ".") for p in _DIR.glob("sglang_*.json")]
+    return tuple(sorted(found, key=version_key))
 
 
 @functools.cache
@@ -252,7 +318,13 @@ def load_table(version: str = PINNED_VERSION) -> FlagTable:
             f"no SGLang flag table for version {version!r} (gpufleet has: {known}; "
             "generate one with python -m tui.sglang.flagtable.generate)"
         )
-    return FlagTable.from_json(json.loads(path.read_text()))
+    doc = json.loads(path.read_text())
+    delta_of = doc.get("delta_of")
+    if delta_of is None:
+        return FlagTable.from_json(doc)
+    if version_key(delta_of) <= version_key(version):
+        raise ValueError(f"{path.name}: a delta of {delta_of}, not of a newer release")
+    return FlagTable.from_json(doc, load_table(delta_of))
 
 
 def differences(expected: FlagTable, actual: FlagTable) -> list[str]:

@@ -209,7 +209,7 @@ class GpuPanelView(Widget):
         failed = (
             panel is not None
             and panel.server is not None
-            and panel.server.state in (ServerState.FAILED, ServerState.STUCK)
+            and panel.server.state in (ServerState.FAILED, ServerState.STUCK, ServerState.UNKNOWN)
         )
         if failed != self.has_class("-failed"):  # set_class checks the name at every call
             self.set_class(failed, "-failed")

@@ -23,6 +23,7 @@ STATE_STYLE: dict[ServerState, str] = {
     ServerState.STALE: "$warning",
     ServerState.STUCK: "bold $error",
     ServerState.STOPPING: "$warning",
+    ServerState.UNKNOWN: "bold $error",
 }
 """Theme colour of each server state word."""
 

@@ -1,6 +1,6 @@
 """Apply progress: live per-GPU phases, then the verify report, the throughput verdict, the
-journal. A modal over the lower part of the screen, so the grid above keeps updating. A rollback
-runs here too: it is an apply of each GPU's previous profile.
+journal. A modal over the lower part of the screen, so the grid above keeps updating. (A
+rollback walks the fleet like a rollout: ``tui.ui.rollout.rollout_screen`` shows it.)
 
 The apply runs in the background (``tui.ui.background``): Escape hides the report while it goes
 on, the status strip shows it, ``w`` opens it again. A failed apply offers ``b``: roll back."""
@@ -11,7 +11,7 @@ from textual import work
 from textual.binding import Binding
 from textual.content import Content
 
-from tui.retune.events import ApplyFinished, ApplyResult
+from tui.retune.events import ApplyResult
 from tui.ui.background import close_report, rows_phrase, strip_content
 from tui.ui.format import duration
 from tui.ui.gate import ReadOnlyGate
@@ -28,8 +28,8 @@ APPLY = "apply"
 
 
 class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
-    """Runs one apply (or a rollback) through the backend and shows it; Escape hides it while
-    it runs (it goes on in the background) and closes it once it has ended."""
+    """Runs one apply through the backend and shows it; Escape hides it while it runs (it goes
+    on in the background) and closes it once it has ended."""
 
     NOUN = APPLY
     RESULT = ApplyResult
@@ -46,18 +46,12 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
         profile: str,
         gpus: tuple[int, ...],
         journal_reader: JournalReader,
-        *,
-        rollback: bool = False,
-        scope: tuple[int, ...] | None = None,
     ) -> None:
         """Args:
-        actions: The backend whose ``apply_profile`` (or ``rollback``) runs here.
-        profile: Profile to apply (for a rollback: the previous profile(s), in words).
+        actions: The backend whose ``apply_profile`` runs here.
+        profile: Profile to apply.
         gpus: GPUs to restart with it.
         journal_reader: Reads the journal, to say whether the result was recorded.
-        rollback: Run the backend's rollback instead of an apply.
-        scope: The rollback's GPUs when the operator chose them (None: the fleet's, the backend
-            returning every GPU that has a previous profile).
         """
         targets = tuple(sorted(gpus))
         super().__init__(actions, ApplyProgress.start(profile, targets))
@@ -67,26 +61,14 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
         """The journal source."""
         self.journal_note = ""
         """Whether the result is in the journal, once checked."""
-        self.rollback = rollback
-        """True when this screen runs a rollback."""
-        self.scope = scope
-        """The rollback's chosen GPUs (None: the fleet)."""
-        self.ended_without_result = False
-        """The backend's rollback returned no result (it reports nothing per GPU)."""
 
     @work(group=APPLY, exit_on_error=False)
-    async def _run(self) -> ApplyResult | None:
-        if self.rollback:
-            return await self.actions.rollback(self.scope, on_event=self._on_event)
+    async def _run(self) -> ApplyResult:
         return await self.actions.apply_profile(
             self.progress.profile, self.gpus, on_event=self._on_event
         )
 
     def _on_event(self, event: object) -> None:
-        # A rollback to several previous profiles runs one apply per profile: only the backend's
-        # returned result ends it, not the first apply's ApplyFinished.
-        if self.rollback and isinstance(event, ApplyFinished):
-            return
         self.post_message(ProgressArrived(event))
 
     def _took_result(self) -> None:
@@ -96,21 +78,15 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
         self.journal_note = "checking the journal..."
         self._check_journal(self.result)
 
-    def _took_no_result(self) -> None:
-        self.ended_without_result = True
-
     def _worker_changed(self) -> None:
         if self.finished:
             self.refresh_bindings()  # `b` appears on a failed apply
 
     @work(thread=True, group="apply-journal", exit_on_error=False)
     def _check_journal(self, result: ApplyResult) -> None:
-        # A rollback is journalled as "rollback", an apply as "apply" (the rollback's entry
-        # was there while this said NOT found: it looked for an "apply").
-        kind = "rollback" if self.rollback else "apply"
         read = self.journal_reader()
         found = any(
-            e.type == kind and e.target == result.profile and e.started_at == result.started_at
+            e.type == "apply" and e.target == result.profile and e.started_at == result.started_at
             for e in read.entries
         )
         note = "written to the journal" if found else "NOT found in the journal"
@@ -122,8 +98,8 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
 
     @property
     def finished(self) -> bool:
-        """True once the apply ended (its last event, a refusal, an error, or no result)."""
-        return self.progress.finished or self.error is not None or self.ended_without_result
+        """True once the apply ended (its last event, a refusal, or an error)."""
+        return self.progress.finished or self.error is not None
 
     def action_close(self) -> None:
         """Hide the report while the apply runs (it goes on); close it once it has ended."""
@@ -131,9 +107,9 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
 
     @property
     def rollback_offered(self) -> bool:
-        """A finished apply (not a rollback) that failed on a GPU offers its rollback."""
+        """A finished apply that failed on a GPU offers its rollback."""
         result = self.progress.result
-        return not self.rollback and result is not None and not result.ok
+        return result is not None and not result.ok
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`b` appears only on a failed apply."""
@@ -154,7 +130,7 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
         """The apply in one line, for the status strip."""
         plural = "s" if len(self.gpus) != 1 else ""
         gpus = f"GPU{plural} {compact_range(self.gpus)}" if self.gpus else "the fleet"
-        head = f"{'rollback' if self.rollback else 'apply'} {self.progress.profile} {gpus}"
+        head = f"apply {self.progress.profile} {gpus}"
         result = self.progress.result
         if self.error is not None:
             body = self.error
@@ -177,8 +153,7 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
         plural = "s" if len(self.gpus) > 1 else ""
         gpus = f"GPU{plural} {gpu_range(self.gpus)}" if self.gpus else "the fleet"
         name = f"[$accent]{progress.profile}[/]"
-        what = f"Roll back {gpus} to {name}" if self.rollback else f"Apply {name} to {gpus}"
-        what = f"[b]{what}[/b]"
+        what = f"[b]Apply {name} to {gpus}[/b]"
         self._part("apply-title", Content.from_markup(f"{what}  ({state})"))
         rows = []
         for row in progress.rows:
@@ -209,18 +184,11 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
 
     def _summary(self) -> Content:
         if self.error is not None:
-            started = any(r.phase != "waiting" for r in self.progress.rows)
-            if self.rollback and not started:
-                why = self.error.removeprefix("rollback: ")
-                return Content.styled(f"nothing to roll back: {why}", "bold $warning")
-            what = "the rollback" if self.rollback else "the apply"
-            return Content.styled(f"{what} failed: {self.error}", "bold $error")
+            return Content.styled(f"the apply failed: {self.error}", "bold $error")
         if self.progress.refused:
             refused = ["refused, nothing was stopped:", *self.progress.refused]
             return Content.styled("\n".join(refused), "bold $error")
         result = self.progress.result
-        if result is None and self.ended_without_result:
-            return Content.styled("rolled back (the backend reports nothing per GPU)", "bold")
         if result is None:
             return Content.styled("Escape: hide (the apply goes on; w opens this again)", "dim")
         failed = [r for r in result.reports if not r.ok]

@@ -12,6 +12,7 @@ from textual.app import App
 from tui.state.fleet_state import GpuState
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.profile_picker import ProfilePickerScreen
+from tui.ui.rollout.rollback_dialog import RollbackScreen
 from tui.ui.sources import FleetActions, RunningReader
 from tui.ui.tuning.candidate import gpu_range
 
@@ -101,7 +102,10 @@ def describe_rollback(running: dict[int, GpuState], gpus: tuple[int, ...]) -> tu
         members = targets[name]
         now = sorted({running[g].current_name or "nothing" for g in members})
         lines.append(f"GPU {gpu_range(members)}: {', '.join(now)} -> {name}")
-    lines.append(f"{len(back)} server{plural} stopped and relaunched.")
+    lines.append(
+        f"{len(back)} server{plural} stopped and relaunched, one at a time unless all at once "
+        "is chosen; the fleet's throughput is measured before and after."
+    )
     return title, "\n".join(lines)
 
 
@@ -116,6 +120,8 @@ class RollbackChoice:
     scoped: bool = False
     """True when the operator chose the GPUs (marked GPUs or a node): only ``gpus`` go back;
     False for the fleet, where the backend returns every GPU that has a previous profile."""
+    all_at_once: bool = False
+    """Every GPU back together (the operator chose it); False: one GPU at a time."""
 
 
 async def confirm_rollback(
@@ -125,7 +131,8 @@ async def confirm_rollback(
     scope: str = "",
     scoped: bool = False,
 ) -> RollbackChoice | None:
-    """Read which profile each GPU ran before, and ask (naming it, the GPUs and the scope).
+    """Read which profile each GPU ran before, and ask (naming it, the GPUs and the scope): one
+    GPU at a time (``y``) or all at once (``a``).
 
     Args:
         app: The app, to show the confirm screen.
@@ -141,9 +148,11 @@ async def confirm_rollback(
     title, detail = describe_rollback(running, gpus)
     if scope:
         detail = f"Scope: {scope}\n{detail}"
-    confirmed: bool | None = await app.push_screen_wait(ConfirmScreen(title, detail, "Roll back"))
+    dialog = RollbackScreen(title, detail)
+    confirmed: bool | None = await app.push_screen_wait(dialog)
     if not confirmed:
         return None
     targets = rollback_targets(running, gpus)
     back = tuple(sorted(g for members in targets.values() for g in members)) or gpus
-    return RollbackChoice(", ".join(sorted(targets)) or "the previous profile", back, scoped)
+    name = ", ".join(sorted(targets)) or "the previous profile"
+    return RollbackChoice(name, back, scoped, dialog.all_at_once)

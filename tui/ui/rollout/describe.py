@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from statistics import fmean
 
+from tui.retune.events import MeasureProgress, ThroughputComparison
 from tui.rollout.canary_result import CanaryLook, CanaryResult
+from tui.rollout.fleet_verdict import fleet_line
 from tui.rollout.rollout import RolloutResult
 from tui.rollout.stats import PairedEstimate
 from tui.ui.format import duration
@@ -158,6 +161,36 @@ def cost_text(lost: float | None) -> str:
     if lost is None:
         return "throughput lost: not measured"
     return f"throughput lost: {lost:.1f} GPU-seconds"
+
+
+def fleet_verdict_lines(verdict: ThroughputComparison | None) -> list[tuple[str, str]]:
+    """A rollout's (or rollback's) fleet verdict as (text, style) lines: the verdict with its
+    interval, then each window's mean and samples (or why it was not measured)."""
+    style = VERDICT_STYLES.get(verdict.verdict, "bold") if verdict is not None else "bold"
+    lines = [(fleet_line(verdict), style)]
+    if verdict is not None and verdict.before and verdict.after:
+        lines.append(
+            (
+                f"fleet output tok/s before {fmean(verdict.before):,.0f} "
+                f"({len(verdict.before)} samples), after {fmean(verdict.after):,.0f} "
+                f"({len(verdict.after)} samples)",
+                "",
+            )
+        )
+    return lines
+
+
+def measuring_line(measure: MeasureProgress | None) -> str:
+    """Where the fleet verdict is: 'fleet throughput: measuring before the first GPU stops,
+    3 samples (30 s window)', or that it comes once the last batch settled."""
+    if measure is None:
+        return "fleet throughput: measured before the first batch and after the last"
+    stage = {
+        "before": "measuring before the first GPU stops",
+        "warm-up": "warm-up after the last batch",
+        "after": "measuring after the last batch",
+    }[measure.stage]
+    return f"fleet throughput: {stage}, {measure.samples} samples ({measure.window_s:.0f} s window)"
 
 
 def rollout_summary_lines(result: RolloutResult) -> list[tuple[str, str]]:

@@ -1,5 +1,6 @@
-"""Rollout progress: each GPU's phases as its batch restarts, then the summary (where it stopped,
-which GPU failed, which stayed on the old profile, the throughput it cost)."""
+"""Rollout (and rollback) progress: each GPU's phases as its batch restarts, the fleet verdict's
+windows as they fill, then the summary (where it stopped, which GPU failed, which stayed on the
+old profile, the throughput it cost, the fleet's throughput before vs after)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,17 @@ from textual import work
 from textual.binding import Binding
 from textual.content import Content
 
-from tui.retune.events import ApplyRefused, GpuFailed, GpuPhase, GpuReady
+from tui.retune.events import ApplyRefused, GpuFailed, GpuPhase, GpuReady, MeasureProgress
 from tui.rollout.rollout import RolloutResult
 from tui.ui.format import NA
 from tui.ui.retune.progress import ApplyProgress
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines
-from tui.ui.rollout.describe import compact_range, rollout_summary_lines
+from tui.ui.rollout.describe import (
+    compact_range,
+    fleet_verdict_lines,
+    measuring_line,
+    rollout_summary_lines,
+)
 from tui.ui.run_screen import ProgressArrived, RunScreen, progress_row
 from tui.ui.sources import FleetActions
 from tui.ui.text_table import Cell, text_table
@@ -22,11 +28,12 @@ ROLLOUT = "rollout"
 
 
 class RolloutScreen(RunScreen[RolloutResult]):
-    """Runs one rollout through the backend and shows it; closes (Escape) once it has ended."""
+    """Runs one rollout (or rollback) through the backend and shows it; closes (Escape) once it
+    has ended."""
 
     NOUN = ROLLOUT
     RESULT = RolloutResult
-    PARTS = ("rollout-title", "rollout-gpus", "rollout-summary")
+    PARTS = ("rollout-title", "rollout-gpus", "rollout-verdict", "rollout-summary")
 
     BINDINGS = [Binding("escape,enter", "close", "Close", id="rollout.close")]
 
@@ -36,12 +43,17 @@ class RolloutScreen(RunScreen[RolloutResult]):
         profile: str,
         batch: int = 1,
         gpus: tuple[int, ...] | None = None,
+        *,
+        rollback: bool = False,
+        all_at_once: bool = False,
     ) -> None:
         """Args:
-        actions: The backend whose ``rollout`` runs here.
-        profile: The profile rolled out.
+        actions: The backend whose ``rollout`` (or ``rollback``) runs here.
+        profile: The profile rolled out (a rollback's: the previous profile(s), in words).
         batch: GPUs restarted together.
         gpus: The GPUs it may restart (marked GPUs or a node); None: the whole fleet.
+        rollback: Run the backend's rollback, one GPU at a time.
+        all_at_once: With ``rollback``: every GPU back together (the operator chose it).
         """
         # No row yet: each GPU's appears when its batch starts.
         super().__init__(actions, ApplyProgress.start(profile, ()))
@@ -49,18 +61,30 @@ class RolloutScreen(RunScreen[RolloutResult]):
         """GPUs restarted together."""
         self.scope = gpus
         """The GPUs it may restart (None: the fleet)."""
+        self.rollback = rollback
+        """True when this screen runs a rollback."""
+        self.all_at_once = all_at_once
+        """A rollback of every GPU together."""
 
     @work(group=ROLLOUT, exit_on_error=False)
     async def _run(self) -> RolloutResult:
+        if self.rollback:
+            return await self.actions.rollback(
+                self.scope, on_event=self._arrived, all_at_once=self.all_at_once
+            )
         return await self.actions.rollout(
             self.profile, self.batch_size, self.scope, on_event=self._arrived
         )
 
     def _arrived(self, event: object) -> None:
         # Each batch is one apply with its own ApplyFinished: only the rollout's returned
-        # result ends the screen, so only the per-GPU events are shown.
-        if isinstance(event, GpuPhase | GpuReady | GpuFailed | ApplyRefused):
+        # result ends the screen, so only the per-GPU events and the verdict's windows show.
+        if isinstance(event, GpuPhase | GpuReady | GpuFailed | ApplyRefused | MeasureProgress):
             self.post_message(ProgressArrived(event))
+
+    def strip_head(self) -> str:
+        """``rollout NAME`` or ``rollback to NAME``."""
+        return f"rollback to {self.profile}" if self.rollback else super().strip_head()
 
     def strip_body(self) -> str:
         """The batch's phase, or where the rollout stopped."""
@@ -69,9 +93,15 @@ class RolloutScreen(RunScreen[RolloutResult]):
             return "refused: " + result.refused[0]
         if result is not None:
             done = f"{len(result.done)} of {len(result.planned)} GPUs done"
-            return f"{done}; STOPPED at {result.failure}" if result.failure else done
+            if result.failure:
+                return f"{done}; STOPPED at {result.failure}"
+            verdict = result.verdict
+            return f"{done}; fleet {verdict.describe()}" if verdict is not None else done
         if self.progress.refused:
             return "refused: " + self.progress.refused[0]
+        measure = self.progress.measure
+        if measure is not None and measure.stage == "before" and not self.progress.rows:
+            return f"measuring the fleet before, {measure.samples} samples"
         return super().strip_body()
 
     @property
@@ -84,8 +114,14 @@ class RolloutScreen(RunScreen[RolloutResult]):
     def _redraw(self) -> None:
         state = "finished" if self.finished else "running"
         pace = "one GPU at a time" if self.batch_size == 1 else f"{self.batch_size} GPUs at a time"
-        where = f" to GPUs {compact_range(self.scope)}" if self.scope is not None else ""
-        title = f"[b]Roll out [$accent]{self.profile}[/]{where}, {pace}[/b]  ({state})"
+        if self.rollback:
+            pace = "all at once" if self.all_at_once else "one GPU at a time"
+            where = f"GPUs {compact_range(self.scope)}" if self.scope is not None else "the fleet"
+            what = f"Roll back {where} to [$accent]{self.profile}[/]"
+        else:
+            where = f" to GPUs {compact_range(self.scope)}" if self.scope is not None else ""
+            what = f"Roll out [$accent]{self.profile}[/]{where}"
+        title = f"[b]{what}, {pace}[/b]  ({state})"
         self._part("rollout-title", Content.from_markup(title))
         rows: list[list[Cell]] = [
             progress_row(row, self.clock, self.progress) for row in self.progress.rows
@@ -98,16 +134,31 @@ class RolloutScreen(RunScreen[RolloutResult]):
         if not rows:
             body.append(Content.styled("waiting for the first batch to start", "dim"))
         self._part("rollout-gpus", Content("\n").join([*body, *failure_lines(reports)]))
+        self._part("rollout-verdict", self._verdict())
         self._part("rollout-summary", self._summary())
+
+    def _verdict(self) -> Content:
+        if self.result is not None and not self.result.refused:
+            lines = fleet_verdict_lines(self.result.verdict)
+            return Content("\n").join(Content.styled(text, style) for text, style in lines)
+        if self.finished:
+            return Content("")
+        return Content.styled(measuring_line(self.progress.measure), "dim")
 
     def _summary(self) -> Content:
         if self.error is not None:
-            return Content.styled(f"the rollout failed: {self.error}", "bold $error")
+            started = bool(self.progress.rows)
+            if self.rollback and not started:
+                why = self.error.removeprefix("rollback: ")
+                return Content.styled(f"nothing to roll back: {why}", "bold $warning")
+            what = "rollback" if self.rollback else "rollout"
+            return Content.styled(f"the {what} failed: {self.error}", "bold $error")
         if self.progress.refused:
             refused = ["refused, nothing was stopped:", *self.progress.refused]
             return Content.styled("\n".join(refused), "bold $error")
         if self.result is None:
-            return Content.styled("Escape: hide (the rollout goes on; w opens this again)", "dim")
+            what = "rollback" if self.rollback else "rollout"
+            return Content.styled(f"Escape: hide (the {what} goes on; w opens this again)", "dim")
         lines = [Content.styled(text, style) for text, style in rollout_summary_lines(self.result)]
         lines.append(Content.styled("Escape: close", "dim"))
         return Content("\n").join(lines)

@@ -1,0 +1,118 @@
+"""What the kernel says about a process that no clock step can change: its start in clock ticks
+since boot, the boot it belongs to, and the launch id in its environment.
+
+Why not psutil's ``create_time``: it is wall-clock (``/proc/stat``'s ``btime``, which the kernel
+moves with every clock step, plus the start ticks), so a step of the host's clock moves the
+start time of every running process. Seen: a 24 s step made every server of the fleet fail its
+identity check, and gpufleet stopped managing them. The start ticks (``/proc/PID/stat`` field
+22) never change for the life of a process and, with the boot id, name it uniquely.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import psutil
+
+LAUNCH_ID_ENV = "GPUFLEET_LAUNCH_ID"
+"""Environment variable that marks every process of one launch (children inherit it)."""
+
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
+_START_FIELD = 22
+"""``starttime`` in proc(5)'s numbering of ``/proc/PID/stat`` (1-based, ``pid`` is 1)."""
+
+
+def parse_start_ticks(stat: str) -> int:
+    """The start time in clock ticks since boot, from the text of ``/proc/PID/stat``.
+
+    The second field, the command name, is in parentheses and may itself hold spaces and
+    parentheses (``prctl(PR_SET_NAME)`` takes any 15 bytes): the fields after it are counted
+    from the *last* closing parenthesis.
+
+    Raises:
+        ValueError: the text is not a stat line.
+    """
+    close = stat.rfind(")")
+    if close < 0 or "(" not in stat[:close]:
+        raise ValueError("no command name in parentheses")
+    rest = stat[close + 1 :].split()
+    index = _START_FIELD - 3  # field 3 (state) is the first after the name
+    if len(rest) <= index or not rest[index].isdigit():
+        raise ValueError(f"no start time at field {_START_FIELD}")
+    return int(rest[index])
+
+
+def start_ticks(pid: int) -> int | None:
+    """The start of ``pid`` in clock ticks since boot, or None when it does not exist (or there
+    is no ``/proc``, or its stat line cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            return parse_start_ticks(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+@functools.cache
+def boot_id() -> str:
+    """This boot's id (the kernel's random UUID); "" where there is none to read."""
+    try:
+        with open(_BOOT_ID, encoding="ascii") as handle:
+            return handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+EnvRead = Literal["gone", "denied", "empty"]
+"""Why no launch id could be read: the process is gone, its environment may not be read (another
+user's process), or it is empty (a process on its way out has no memory map left)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchIdRead:
+    """The launch id in a process's environment, or why there is none to compare."""
+
+    launch_id: str | None
+    """The value of ``GPUFLEET_LAUNCH_ID`` (None: the variable is not set, or not read)."""
+    problem: EnvRead | None = None
+    """Why the environment was not read (None: it was)."""
+
+
+ENV_SETTLE_S = 0.5
+"""How long an empty environment is read again before it counts as empty. Why: a process reads
+as having no environment for a moment at the end of its exec (seen: one read in three right
+after ``Popen`` returned, under load), and again while it exits (its memory map is gone before
+it becomes a zombie); the first resolves within milliseconds."""
+
+
+def read_launch_id(pid: int, settle_s: float = ENV_SETTLE_S) -> LaunchIdRead:
+    """Read ``GPUFLEET_LAUNCH_ID`` from the environment ``pid`` started with.
+
+    A refused read is "denied", never "not ours" nor "ours": the caller cannot verify. An empty
+    environment is read again for up to ``settle_s`` (until it is there, or the process is gone)
+    before "empty" is returned.
+    """
+    read = _read_launch_id(pid)
+    deadline = time.monotonic() + settle_s
+    pause = threading.Event()
+    while read.problem == "empty" and time.monotonic() < deadline:
+        pause.wait(0.005)  # a poll with a deadline: nothing signals the end of an exec
+        read = _read_launch_id(pid)
+    return read
+
+
+def _read_launch_id(pid: int) -> LaunchIdRead:
+    try:
+        environ = psutil.Process(pid).environ()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return LaunchIdRead(None, "gone")
+    except (psutil.AccessDenied, PermissionError):
+        return LaunchIdRead(None, "denied")
+    except OSError:
+        return LaunchIdRead(None, "denied")
+    if not environ:
+        return LaunchIdRead(None, "empty")
+    return LaunchIdRead(environ.get(LAUNCH_ID_ENV))
