@@ -17,6 +17,7 @@ from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
 from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
+from tui.ops.marks import mark_time
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.help_screen import HelpScreen, help_sections
@@ -215,7 +216,7 @@ class FleetApp(OperationHost):
 
         def read() -> PipelineStatusRead:
             status = self.status_reader(self.status_path)
-            return PipelineStatusRead(status, tuple(sorted(self.retune_marks())))
+            return PipelineStatusRead(status, tuple(sorted(self.retune_marks(), key=mark_time)))
 
         try:
             reading = await asyncio.to_thread(read)

@@ -11,6 +11,7 @@ from textual.widgets import Footer, Header
 
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.command_bar import CommandBar
@@ -99,8 +100,8 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
     """The ``/`` filter of the grid ("" shows every panel)."""
     pipeline_status: reactive[PipelineStatus | None] = reactive(None, repaint=False)
     """The newest pipeline status document."""
-    retune_marks: reactive[tuple[float, ...]] = reactive((), repaint=False)
-    """time.time() of each retune, from the journal."""
+    retune_marks: reactive[tuple[OperationMark, ...]] = reactive((), repaint=False)
+    """The journal's operations that changed servers, oldest first."""
 
     def __init__(
         self,
@@ -163,12 +164,14 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
             self.selected = indices[0]
         self._bindings_may_change("fleet", bool(indices))
 
-    def record_pipeline(self, status: PipelineStatus | None, marks: tuple[float, ...]) -> None:
+    def record_pipeline(
+        self, status: PipelineStatus | None, marks: tuple[OperationMark, ...]
+    ) -> None:
         """Take a new status reading: keep it, set the marks (the app records its history).
 
         Args:
             status: The document, or None when there is none.
-            marks: Retune timestamps from the journal.
+            marks: The journal's operations that changed servers.
         """
         self.pipeline_status = status
         self.retune_marks = marks
