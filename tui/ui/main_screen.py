@@ -21,6 +21,7 @@ from tui.ui.describe import describe_pipeline_stop, describe_servers
 from tui.ui.dirty_rows import DirtyRowsCompositor
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.filter_bar import FilterBar
+from tui.ui.grid.fleet_row import FleetRow
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.habits import HABIT_BINDINGS, GridHabits
 from tui.ui.grid.node_groups import NodeGroups
@@ -136,7 +137,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
         """The inputs of ``check_action`` at the last Footer refresh (see _bindings_may_change)."""
 
     def compose(self) -> ComposeResult:
-        """Header, grid, generation pane (hidden until `g`), footer."""
+        """Header, grid, the fleet's totals, generation pane (hidden until `g`), footer."""
         yield Header()
         if self.node_groups:
             yield NodeGroups(id="grid").data_bind(
@@ -146,6 +147,9 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, ReadOnlyGate[None]):
             yield GpuGrid(id="grid").data_bind(
                 MainScreen.fleet, MainScreen.selected, MainScreen.marked, MainScreen.grid_filter
             )
+        yield FleetRow(id="fleet-row").data_bind(
+            fleet=MainScreen.fleet, status=MainScreen.pipeline_status
+        )
         pane = GenerationPane(id="generation").data_bind(
             status=MainScreen.pipeline_status, retune_marks=MainScreen.retune_marks
         )

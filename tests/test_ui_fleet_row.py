@@ -1,0 +1,71 @@
+"""The fleet's totals under the grid: what the panels add up to and where the job stands, in the
+long form at 200x50 and the short one at 80x24; a reading that changes nothing repaints nothing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from ui_helpers import make_app, pipeline_status, settle, seven_gpu_fleet, wait_for
+
+from tui.fleet.snapshot import FleetSnapshot
+from tui.ui.app import FleetApp
+from tui.ui.grid.fleet_row import FleetRow, fleet_line, fleet_totals
+
+
+def test_the_totals_count_what_the_panels_show() -> None:
+    totals = fleet_totals(seven_gpu_fleet())
+    # ready: 0, 1, 5, 6; failed: 2; starting: 3; stale: 4 (its load still shown)
+    assert (totals.servers, totals.ready, totals.failed) == (7, 4, 1)
+    assert totals.running == 5 * 40 and totals.queued == 12 + 11 + 8 + 7 + 6
+    assert totals.gen_tok_s == 7000.0  # 5 x ~1400, to three digits
+
+
+def test_the_line_is_long_where_it_fits_and_short_where_it_does_not() -> None:
+    totals = fleet_totals(seven_gpu_fleet())
+    long = fleet_line(totals, pipeline_status(), 200).plain
+    assert long == (
+        "fleet 4/7 ready 1 failed · gen 7,000 tok/s · running 200  queued 44 · "
+        "job 6.10 req/s 3,456 out tok/s · done 35% · ETA 1d 02h"
+    )
+    short = fleet_line(totals, pipeline_status(), 78).plain
+    assert short == "4/7 ready 1 failed · 7000 tok/s · run 200 q44 · 6.1 req/s · ETA 1d 02h"
+    stopped = fleet_line(totals, replace(pipeline_status(), state="stopped"), 200).plain
+    assert stopped.endswith("job pipeline stopped · done 35%")  # no rate, no ETA: why
+    assert fleet_line(totals, None, 200).plain.endswith("· no job")
+
+
+@pytest.mark.parametrize(("size", "expected"), [((80, 24), "run 200 q44"), ((200, 50), "gen 7")])
+async def test_the_row_is_on_screen_under_the_grid(size: tuple[int, int], expected: str) -> None:
+    app = make_app(status=pipeline_status())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        row = app.screen.query_one(FleetRow)
+        await wait_for(pilot, lambda: "ETA 1d 02h" in str(row.render()), "the job's ETA")
+        grid = app.screen.query_one("#grid").region
+        assert row.region.y == grid.bottom and row.region.height == 1
+        assert expected in str(row.render()) and row.region.width == size[0]
+
+
+async def test_a_reading_that_adds_up_the_same_repaints_nothing() -> None:
+    app = make_app(status=pipeline_status())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        row = app.screen.query_one(FleetRow)
+        calls: list[object] = []
+        original = row.refresh
+        row.refresh = lambda *a, **k: calls.append(a) or original(*a, **k)  # type: ignore[method-assign]
+        fleet = seven_gpu_fleet()
+        newer = FleetSnapshot(fleet.panels, fleet.gpu_source, fleet.taken_at + 1)
+        app.main_screen.fleet = newer
+        await pilot.pause()
+        assert calls == []
+        one = fleet.panels[1]
+        assert one.server is not None
+        busier = replace(one, server=replace(one.server, queued=30))
+        panels = (*fleet.panels[:1], busier, *fleet.panels[2:])
+        app.main_screen.fleet = FleetSnapshot(panels, fleet.gpu_source, fleet.taken_at + 2)
+        await pilot.pause()
+        assert len(calls) == 1 and "q63" in str(row.render())  # the short form at 120
