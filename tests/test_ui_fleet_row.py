@@ -4,13 +4,15 @@ long form at 200x50 and the short one at 80x24; a reading that changes nothing r
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
+from textual.geometry import Region
 from ui_helpers import make_app, pipeline_status, settle, seven_gpu_fleet, wait_for
 
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ui.app import FleetApp
-from tui.ui.grid.fleet_row import FleetRow, fleet_line, fleet_totals
+from tui.ui.grid.fleet_row import FleetField, FleetRow, fleet_line, fleet_totals
 
 
 def test_the_totals_count_what_the_panels_show() -> None:
@@ -26,10 +28,10 @@ def test_the_line_is_long_where_it_fits_and_short_where_it_does_not() -> None:
     long = fleet_line(totals, pipeline_status(), 200).plain
     assert long == (
         "fleet 4/7 ready 1 failed · gen 7,000 tok/s · running 200  queued 44 · "
-        "job 6.10 req/s 3,456 out tok/s · done 35% · ETA 1d 02h"
+        "job 6.10 req/s 3,460 out tok/s · done 35% · ETA 1d 02h"
     )
     short = fleet_line(totals, pipeline_status(), 78).plain
-    assert short == "4/7 ready 1 failed · 7000 tok/s · run 200 q44 · 6.1 req/s · ETA 1d 02h"
+    assert short == "4/7 ready 1 failed · 7000 tok/s · run 200 q44 · 6.10 req/s · ETA 1d 02h"
     stopped = fleet_line(totals, replace(pipeline_status(), state="stopped"), 200).plain
     assert stopped.endswith("job pipeline stopped · done 35%")  # no rate, no ETA: why
     assert fleet_line(totals, None, 200).plain.endswith("· no job")
@@ -42,30 +44,40 @@ async def test_the_row_is_on_screen_under_the_grid(size: tuple[int, int], expect
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app)
         row = app.screen.query_one(FleetRow)
-        await wait_for(pilot, lambda: "ETA 1d 02h" in str(row.render()), "the job's ETA")
+        await wait_for(pilot, lambda: "ETA 1d 02h" in row.line.plain, "the job's ETA")
         grid = app.screen.query_one("#grid").region
         assert row.region.y == grid.bottom and row.region.height == 1
-        assert expected in str(row.render()) and row.region.width == size[0]
+        assert expected in row.line.plain and row.region.width == size[0]
 
 
-async def test_a_reading_that_adds_up_the_same_repaints_nothing() -> None:
+async def test_a_reading_repaints_only_the_field_that_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same totals repaint nothing; another queue length repaints its field alone (a line
+    is sent from its widget's left edge: one widget for the row resent most of it each time)."""
+    calls: list[tuple[str, tuple[Region, ...]]] = []
+    original = FleetField.refresh
+
+    def refresh(self: FleetField, *regions: Region, **kwargs: Any) -> Any:
+        calls.append((self.text.plain, regions))
+        return original(self, *regions, **kwargs)
+
     app = make_app(status=pipeline_status())
     assert isinstance(app, FleetApp)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(200, 40)) as pilot:
         await settle(pilot, app)
         row = app.screen.query_one(FleetRow)
-        calls: list[object] = []
-        original = row.refresh
-        row.refresh = lambda *a, **k: calls.append(a) or original(*a, **k)  # type: ignore[method-assign]
+        await wait_for(pilot, lambda: "ETA" in row.line.plain, "the row")
+        monkeypatch.setattr(FleetField, "refresh", refresh)
         fleet = seven_gpu_fleet()
-        newer = FleetSnapshot(fleet.panels, fleet.gpu_source, fleet.taken_at + 1)
-        app.main_screen.fleet = newer
+        app.main_screen.fleet = FleetSnapshot(fleet.panels, fleet.gpu_source, fleet.taken_at + 1)
         await pilot.pause()
         assert calls == []
         one = fleet.panels[1]
         assert one.server is not None
-        busier = replace(one, server=replace(one.server, queued=30))
+        busier = replace(one, server=replace(one.server, queued=30))  # 44 -> 63 in all
         panels = (*fleet.panels[:1], busier, *fleet.panels[2:])
         app.main_screen.fleet = FleetSnapshot(panels, fleet.gpu_source, fleet.taken_at + 2)
         await pilot.pause()
-        assert len(calls) == 1 and "q63" in str(row.render())  # the short form at 120
+        assert [text for text, _ in calls] == [" · running 200  queued 63"]
+        assert "queued 63" in row.line.plain

@@ -47,14 +47,16 @@ def test_graphs_fill_the_spare_rows_with_their_scale_and_span() -> None:
     lines = [line.plain for line in graph_lines(_series(1000.0), 38, 13)]
     assert len(lines) == 12  # four graphs: a label and two rows of blocks each
     labels = [lines[i] for i in (0, 3, 6, 9)]
-    assert labels[0].startswith("util 9") and labels[0].endswith("max 100% · 10m")
-    assert labels[1].startswith("mem 84%") and labels[2].startswith("tok/s 1")
-    assert labels[2].endswith("max 2k · 10m")  # a round top for the rate: 1-2-5
-    assert labels[3].startswith("running ") and labels[3].endswith("max 50 · 10m")
+    assert labels[0].startswith("tok/s 1") and labels[0].endswith("max 2k · 10m")  # 1-2-5
+    assert labels[1].startswith("util 9") and labels[1].endswith("max 100% · 10m")
+    assert labels[2].startswith("running ") and labels[2].endswith("max 50 · 10m")
+    assert labels[3].startswith("mem 84%")
     for head in (0, 3, 6, 9):  # filled from 0: the bottom row is blocks across
         rows = lines[head + 1 : head + 3]
-        assert set(rows[1].strip()) <= BLOCKS and rows[1].strip(), rows
+        assert set(rows[-1].strip()) <= BLOCKS and rows[-1].strip(), rows
         assert all(len(row) <= 38 for row in rows)
+    one = [line.plain for line in graph_lines(_series(1000.0), 38, 5)]
+    assert len(one) == 5 and one[0].startswith("tok/s")  # one graph, taller
     assert graph_lines(_series(1000.0), 38, 2) == []  # no room for one graph
 
 
@@ -62,7 +64,7 @@ def test_a_wider_panel_shows_more_history_not_the_same_stretched() -> None:
     assert [graph_span(w) for w in (38, 60, 98, 198)] == [600.0, 900.0, 1200.0, 1800.0]
     assert [spark_span(c) for c in (4, 6, 8, 22, 68)] == [60.0, 60.0, 120.0, 300.0, 900.0]
     wide = [line.plain for line in graph_lines(_series(1000.0), 98, 13)]
-    assert wide[0].endswith("max 100% · 20m")
+    assert wide[0].endswith("max 2k · 20m")
 
 
 def test_the_sparkline_is_drawn_from_the_history_on_a_shared_scale() -> None:
