@@ -81,3 +81,13 @@ async def test_a_reading_repaints_only_the_field_that_changed(
         await pilot.pause()
         assert [text for text, _ in calls] == [" · running 200  queued 63"]
         assert "queued 63" in row.line.plain
+        # fewer digits: the field keeps its width (a new width would lay the screen out again)
+        calls.clear()
+        quiet = tuple(
+            p if p.server is None else replace(p, server=replace(p.server, queued=1))
+            for p in fleet.panels
+        )
+        app.main_screen.fleet = FleetSnapshot(quiet, fleet.gpu_source, fleet.taken_at + 3)
+        await pilot.pause()
+        ((text, regions),) = calls
+        assert text == " · running 200  queued 6 " and regions  # padded, repainted in place

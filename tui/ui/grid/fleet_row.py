@@ -169,17 +169,31 @@ class FleetField(ScreenRefresh):
         super().__init__()
         self.text = Content("")
         """What the field shows."""
+        self.width = 0
+        """Its width: the widest text it has shown since the row's width last changed."""
 
     def show(self, text: Content) -> None:
-        """Show ``text``; repaint only when it changed (a new width lays the row out again)."""
+        """Show ``text``, padded to the field's width; repaint only when it changed.
+
+        Why the width only grows: a field whose width changes lays the whole screen out again
+        (a queue length going from 99 to 102 and back, every few seconds under load, was most
+        of the row's CPU and made its bytes double).
+        """
+        if text.cell_length < self.width:
+            text = text.pad_right(self.width - text.cell_length)
         old = self.text
         if old.plain == text.plain and old.spans == text.spans:
             return
         self.text = text
-        if old.cell_length == text.cell_length and self.is_mounted:
+        if text.cell_length == self.width and self.is_mounted:
             self.refresh(Region(0, 0, *self.size))  # marked on the screen at once
         else:
+            self.width = text.cell_length
             self.refresh(layout=True)
+
+    def reset(self) -> None:
+        """Forget the width (the row's width changed: the words may be others)."""
+        self.width = 0
 
     def get_content_width(self, container: Size, viewport: Size) -> int:
         """Its text's width (``width: auto``)."""
@@ -223,7 +237,9 @@ class FleetRow(Horizontal):
         self._show()
 
     def on_resize(self, event: events.Resize) -> None:
-        """Another width: the long or the short words."""
+        """Another width: the long or the short words, the fields as wide as they need."""
+        for field in self.query_children(FleetField):
+            field.reset()
         self._show()
 
     def _show(self) -> None:
@@ -236,5 +252,5 @@ class FleetRow(Horizontal):
 
     @property
     def line(self) -> Content:
-        """The row as shown, in one line."""
+        """The row as shown, in one line (fields padded to their widths)."""
         return Content("").join(field.text for field in self.query_children(FleetField))
