@@ -91,3 +91,27 @@ async def test_a_reading_repaints_only_the_field_that_changed(
         await pilot.pause()
         ((text, regions),) = calls
         assert text == " · running 200  queued 6 " and regions  # padded, repainted in place
+
+
+async def test_a_new_document_is_shown_with_the_next_reading_not_on_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One screen update a second, not two: the job's fields wait for the monitor's next
+    reading; with readings stopped (``STATUS_WAIT_S`` passed) a document shows at once."""
+    app = make_app(status=pipeline_status())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await settle(pilot, app)
+        row = app.screen.query_one(FleetRow)
+        await wait_for(pilot, lambda: "3,460 out tok/s" in row.line.plain, "the row")
+        app.main_screen.pipeline_status = pipeline_status(tok_s=5000.0)
+        await pilot.pause()
+        assert "3,460 out tok/s" in row.line.plain  # waits for the reading
+        fleet = seven_gpu_fleet()
+        app.main_screen.fleet = FleetSnapshot(fleet.panels, fleet.gpu_source, fleet.taken_at + 1)
+        await pilot.pause()
+        assert "5,000 out tok/s" in row.line.plain
+        monkeypatch.setattr(FleetRow, "STATUS_WAIT_S", -1.0)  # as if readings had stopped
+        app.main_screen.pipeline_status = pipeline_status(tok_s=6000.0)
+        await pilot.pause()
+        assert "6,000 out tok/s" in row.line.plain

@@ -29,6 +29,7 @@ from tui.ui.grid.panel_graphs import (
     spark_span,
     spark_top,
 )
+from tui.ui.grid.panel_lines import spark_cells
 
 
 class GpuGrid(ScrollableContainer, can_focus=False):
@@ -74,6 +75,10 @@ class GpuGrid(ScrollableContainer, can_focus=False):
     """time.monotonic() when the snapshot shown arrived."""
     _graph_cells: tuple[object, ...] | None = None
     """The panels, their sizes and the cells their history was last read for."""
+    _every_for: tuple[object, ...] = ()
+    """The panels' sizes ``_every`` is for."""
+    _every: tuple[float, ...] = ()
+    """Each panel's cell, seconds (``read_every_s``)."""
     _late_check: asyncio.TimerHandle | None = None
     """The look at the ages, due when the next reading would be late (``_expect_reading``)."""
 
@@ -129,13 +134,16 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         of every panel's rows whenever a partly written bucket had filled a little more.
         """
         views = self._views()
-        sizes = tuple(tuple(view.size) for view in views)
-        every = tuple(
-            read_every_s(view.size.width, view.spark_cells(), view.has_room_for_graphs())
-            for view in views
-        )
+        sizes = tuple(view.size for view in views)  # one look-up each: it finds the widget
+        if sizes != self._every_for:  # the cells' lengths change with the panels' sizes only
+            self._every_for = sizes
+            self._every = tuple(
+                read_every_s(size.width, spark_cells(size.width, full), full)
+                for view, size in zip(views, sizes, strict=True)
+                for full in (view.has_room_for_graphs(size),)
+            )
         indices = tuple(view.gpu_index for view in views)
-        cells = (indices, sizes, cells_due(every, self.clock()))
+        cells = (indices, sizes, cells_due(self._every, self.clock()))
         if cells != self._graph_cells:
             self._graph_cells = cells
             self._graph_panels()

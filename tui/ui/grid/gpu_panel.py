@@ -161,9 +161,10 @@ class GpuPanelView(ScreenRefresh):
             return 0
         return self.size.height - len(full_lines(self.panel, self.size.width, self.late_s))
 
-    def has_room_for_graphs(self) -> bool:
-        """Whether the panel is in the full layout (where spare rows may hold graphs)."""
-        return self.panel is not None and self._full()
+    def has_room_for_graphs(self, size: Size | None = None) -> bool:
+        """Whether the panel is in the full layout (where spare rows may hold graphs) at its
+        size (``size``: the caller's look-up of it)."""
+        return self.panel is not None and self._full(size)
 
     def spark_cells(self) -> int:
         """Cells of this panel's sparkline in its current layout (what the grid reads for)."""
