@@ -132,3 +132,22 @@ async def test_at_80x24_no_graphs_but_every_sparkline_says_its_scale() -> None:
         assert all(v.spare_rows() == 0 for v in views.values())  # no room for graphs
         gen = next(line.plain for line in views[1].lines() if " t/s " in line.plain)
         assert gen.endswith(" 2k·1m") and set(gen.split()[2]) <= BLOCKS
+
+
+async def test_a_read_issued_earlier_never_replaces_a_later_one() -> None:
+    """Two reads in flight (a panel's cell and a resize): whichever finishes last, a panel
+    shows the one issued last."""
+    from tui.ui.grid.panel_graphs import PanelRead
+
+    app = make_app(seven_gpu_fleet(), actions=RecordingActions())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, app)
+        grid = app.main_screen.query_one(GpuGrid)
+        view = grid.query_one("#gpu-1", GpuPanelView)
+        reads = (PanelRead(1, 600.0, ("tok_s",)),)
+        newer, older = _series(2000.0), _series(1000.0)
+        number = grid._reads_issued + 10
+        grid._take_graphs(reads, {1: newer}, number)
+        grid._take_graphs(reads, {1: older}, number - 1)  # issued before, finished after
+        assert view.graphs is newer

@@ -4,6 +4,7 @@ at 80x24 only the sparklines' one metric."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 from ui_helpers import make_app, settle, seven_gpu_fleet
@@ -21,7 +22,7 @@ async def test_the_history_is_read_once_per_cell(monkeypatch: pytest.MonkeyPatch
     reads: list[tuple[tuple[PanelRead, ...], float]] = []
     clocks: list[float] = []
 
-    def read(self: GpuGrid, wanted: tuple[PanelRead, ...], edge: float) -> None:
+    def read(self: GpuGrid, wanted: tuple[PanelRead, ...], edge: float, number: int) -> None:
         reads.append((wanted, edge))
         clocks.append(now)
 
@@ -48,7 +49,11 @@ async def test_the_history_is_read_once_per_cell(monkeypatch: pytest.MonkeyPatch
         edges = sum(math.floor(60 / step) + 1 for step in every)  # each panel size's cells
         assert 60 / max(every) - 1 <= len(reads) <= edges < 240 / 10
         assert [edge for _, edge in reads] == [t - SETTLE_S for t in clocks]
-        wanted = {read.gpu: read for read in reads[0][0]}
+        per_gpu = Counter(read.gpu for wanted_, _ in reads for read in wanted_)
+        for view in views:  # each panel read once per cell of its own, not at the others'
+            step = read_every_s(view.size.width, view.spark_cells(), True)
+            assert per_gpu[view.gpu_index] <= math.floor(60 / step) + 1
+        wanted = {read.gpu: read for wanted_, _ in reads for read in wanted_}
         assert set(wanted) == set(range(7))  # every panel has spare rows at 200x50
         assert set(wanted[1].metrics) == {"util", "mem", "tok_s", "running"}
         assert wanted[6].span_s > wanted[1].span_s  # the wider last row: more history
@@ -64,7 +69,7 @@ async def test_at_80x24_the_ticks_read_only_the_sparklines(
 ) -> None:
     """At 80x24 no panel has spare rows: a read asks for the sparkline's metric only."""
     calls: list[tuple[PanelRead, ...]] = []
-    monkeypatch.setattr(GpuGrid, "_read_graphs", lambda self, wanted, now: calls.append(wanted))
+    monkeypatch.setattr(GpuGrid, "_read_graphs", lambda self, wanted, *_: calls.append(wanted))
     app = make_app(seven_gpu_fleet())
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -73,8 +73,8 @@ class GpuGrid(ScrollableContainer, can_focus=False):
 
     _received_at = 0.0
     """time.monotonic() when the snapshot shown arrived."""
-    _graph_cells: tuple[object, ...] | None = None
-    """The panels, their sizes and the cells their history was last read for."""
+    _graph_cells: dict[int, tuple[object, int]] = {}
+    """Each panel's size and the cell its history was last read for."""
     _every_for: tuple[object, ...] = ()
     """The panels' sizes ``_every`` is for."""
     _every: tuple[float, ...] = ()
@@ -86,6 +86,11 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         """Count the snapshot's age from now; look at the ages once the next reading is late."""
         self.clock: Callable[[], float] = time.time
         """Wall time for the graphs' cells (tests set it)."""
+        self._graph_cells = {}
+        self._reads_issued = 0
+        """Reads of the history issued so far (each is numbered)."""
+        self._read_shown: dict[int, int] = {}
+        """Each panel's newest read shown, by number."""
         self._received_at = time.monotonic()
         self._expect_reading()
 
@@ -127,11 +132,13 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         self._graphs_if_due()
 
     def _graphs_if_due(self) -> None:
-        """Read the panels' history when a cell completed, or the panels or their sizes changed.
+        """Read the history of the panels whose cell completed, or whose size changed.
 
         Why: a graph or a sparkline moves only when a cell completes (about every 16 s at
-        200x50, 10 s at 80x24); reading every 5 s cost a history read in a thread, and a redraw
-        of every panel's rows whenever a partly written bucket had filled a little more.
+        200x50, 9 s at 80x24); reading every 5 s cost a history read in a thread, and a redraw
+        of every panel's rows whenever a partly written bucket had filled a little more. Why
+        per panel: panels of other widths have cells of other lengths (the wide last row's),
+        and each panel's completed cell re-read all seven (~2.5 ms of reading a panel).
         """
         views = self._views()
         sizes = tuple(view.size for view in views)  # one look-up each: it finds the widget
@@ -142,34 +149,57 @@ class GpuGrid(ScrollableContainer, can_focus=False):
                 for view, size in zip(views, sizes, strict=True)
                 for full in (view.has_room_for_graphs(size),)
             )
-        indices = tuple(view.gpu_index for view in views)
-        cells = (indices, sizes, cells_due(self._every, self.clock()))
-        if cells != self._graph_cells:
-            self._graph_cells = cells
-            self._graph_panels()
+        cells = cells_due(self._every, self.clock())
+        drawn = self._graph_cells
+        due = [
+            view
+            for view, size, cell in zip(views, sizes, cells, strict=True)
+            if drawn.get(view.gpu_index) != (size, cell)
+        ]
+        if due:
+            self._graph_cells = {
+                view.gpu_index: (size, cell)
+                for view, size, cell in zip(views, sizes, cells, strict=True)
+            }
+            self._graph_panels(due)
 
-    def _graph_panels(self) -> None:
-        """Read the history for every panel, up to ``SETTLE_S`` ago (the buckets written
-        completely): all the graphed metrics for the panels with spare rows (nvitop's per-GPU
-        graphs), the sparkline's for the others."""
-        reads = tuple(
-            read for read in (panel_read(view) for view in self._views()) if read is not None
-        )
+    def _graph_panels(self, views: list[GpuPanelView] | None = None) -> None:
+        """Read the history for ``views`` (default: every panel), up to ``SETTLE_S`` ago (the
+        buckets written completely): all the graphed metrics for the panels with spare rows
+        (nvitop's per-GPU graphs), the sparkline's for the others."""
+        wanted = self._views() if views is None else views
+        reads = tuple(read for read in map(panel_read, wanted) if read is not None)
         if reads and isinstance(getattr(self.app, "history", None), HistoryRecorder):
-            self._read_graphs(reads, self.clock() - SETTLE_S)
+            self._reads_issued += 1
+            self._read_graphs(reads, self.clock() - SETTLE_S, self._reads_issued)
 
-    @work(thread=True, exclusive=True, group="panel-graphs", exit_on_error=False)
-    def _read_graphs(self, reads: tuple[PanelRead, ...], now: float) -> None:
+    @work(thread=True, group="panel-graphs", exit_on_error=False)
+    def _read_graphs(self, reads: tuple[PanelRead, ...], now: float, number: int) -> None:
         recorder = getattr(self.app, "history", None)
         store = recorder.open() if isinstance(recorder, HistoryRecorder) else None
         if store is not None:
-            self.app.call_from_thread(self._take_graphs, read_series(store, reads, now))
+            series = read_series(store, reads, now)
+            self.app.call_from_thread(self._take_graphs, reads, series, number)
 
-    def _take_graphs(self, series: dict[int, PanelSeries]) -> None:
+    def _take_graphs(
+        self, reads: tuple[PanelRead, ...], series: dict[int, PanelSeries], number: int
+    ) -> None:
+        """Hand the panels read their series; the sparklines' shared scale over every panel's
+        (the others keep theirs, and are drawn again only when the scale moved). A read issued
+        before the one a panel already shows (two reads in flight) changes nothing of it."""
         views = self._views()
-        top = spark_top(series, {view.gpu_index: view.spark_cells() for view in views})
+        numbers = self._read_shown
+        read = {one.gpu for one in reads if numbers.get(one.gpu, 0) <= number}
+        numbers.update(dict.fromkeys(read, number))
+        latest = {
+            view.gpu_index: series.get(view.gpu_index) if view.gpu_index in read else view.graphs
+            for view in views
+        }
+        shown = {gpu: one for gpu, one in latest.items() if one is not None}
+        top = spark_top(shown, {view.gpu_index: view.spark_cells() for view in views})
         for view in views:
-            view.show_graphs(series.get(view.gpu_index), top)
+            if view.gpu_index in read or view.spark_top != top:
+                view.show_graphs(latest[view.gpu_index], top)
 
     def _age_panels(self) -> None:
         """Tell each panel how late the next reading is (0 while it is not yet due)."""
