@@ -79,7 +79,7 @@ async def test_a_reading_repaints_only_the_field_that_changed(
         panels = (*fleet.panels[:1], busier, *fleet.panels[2:])
         app.main_screen.fleet = FleetSnapshot(panels, fleet.gpu_source, fleet.taken_at + 2)
         await pilot.pause()
-        assert [text for text, _ in calls] == [" · running 200  queued 63"]
+        assert [text for text, _ in calls] == ["· running 200  queued 63"]
         assert "queued 63" in row.line.plain
         # fewer digits: the field keeps its width (a new width would lay the screen out again)
         calls.clear()
@@ -90,7 +90,7 @@ async def test_a_reading_repaints_only_the_field_that_changed(
         app.main_screen.fleet = FleetSnapshot(quiet, fleet.gpu_source, fleet.taken_at + 3)
         await pilot.pause()
         ((text, regions),) = calls
-        assert text == " · running 200  queued 6 " and regions  # padded, repainted in place
+        assert text == "· running 200  queued 6 " and regions  # padded, repainted in place
 
 
 async def test_a_new_document_is_shown_with_the_next_reading_not_on_its_own(

@@ -27,8 +27,10 @@ from tui.ui.grid.ages import blanked, load_age
 from tui.ui.grid.screen_refresh import ScreenRefresh
 from tui.ui.pipeline.generation_pane import halted
 
-SEPARATOR = (" · ", "$text-muted")
-"""Between two fields."""
+LEAD = ("· ", "$text-muted")
+"""What a field after the first starts with (a field's right padding is the space before it)."""
+DOT = (" · ", "$text-muted")
+"""Between two parts of one field."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,22 +100,22 @@ FIELDS = 5
 def _job_fields(status: PipelineStatus | None, short: bool) -> tuple[Content, Content]:
     """The job's rate; its progress and ETA (or why it makes no progress)."""
     if status is None:
-        return Content.styled(" · no job", "$text-muted"), Content("")
+        return Content.styled("· no job", "$text-muted"), Content("")
     why = halted(status)
     share = pct(status.done / status.total, 100) if status.total else NA
     if why is not None:
         words = why if short else f"job {why}"
-        return Content.assemble(SEPARATOR, (words, "$warning")), Content(f" · done {share}")
+        return Content.assemble(LEAD, (words, "$warning")), Content.assemble(LEAD, f"done {share}")
     rate = status.rate_1m
     eta = ("ETA " + duration(status.eta_s), "bold")
     if short:
-        return Content.assemble(SEPARATOR, f"{sig3_text(rate.requests_per_s)} req/s"), (
-            Content.assemble(SEPARATOR, eta)
+        return Content.assemble(LEAD, f"{sig3_text(rate.requests_per_s)} req/s"), (
+            Content.assemble(LEAD, eta)
         )
     rates = f"job {sig3_text(rate.requests_per_s)} req/s {sig3_text(rate.output_tokens_per_s)}"
     return (
-        Content.assemble(SEPARATOR, rates + " out tok/s"),
-        Content.assemble(SEPARATOR, f"done {share}", SEPARATOR, eta),
+        Content.assemble(LEAD, rates + " out tok/s"),
+        Content.assemble(LEAD, f"done {share}", DOT, eta),
     )
 
 
@@ -130,23 +132,24 @@ def fleet_fields(
         ready.append((f" {totals.failed} failed", "bold $error"))
     long = (
         Content.assemble(("fleet ", "bold"), *ready),
-        Content.assemble(SEPARATOR, f"gen {sig3_text(totals.gen_tok_s)} tok/s"),
-        Content.assemble(SEPARATOR, f"running {num(totals.running)}  queued {num(totals.queued)}"),
+        Content.assemble(LEAD, f"gen {sig3_text(totals.gen_tok_s)} tok/s"),
+        Content.assemble(LEAD, f"running {num(totals.running)}  queued {num(totals.queued)}"),
         *_job_fields(status, short=False),
     )
-    if sum(field.cell_length for field in long) <= width:
+    if sum(field.cell_length + 1 for field in long) <= width:
         return long
     return (
         Content.assemble(*ready),
-        Content.assemble(SEPARATOR, f"{short_num(sig3(totals.gen_tok_s))} tok/s"),
-        Content.assemble(SEPARATOR, f"run {num(totals.running)} q{num(totals.queued)}"),
+        Content.assemble(LEAD, f"{short_num(sig3(totals.gen_tok_s))} tok/s"),
+        Content.assemble(LEAD, f"run {num(totals.running)} q{num(totals.queued)}"),
         *_job_fields(status, short=True),
     )
 
 
 def fleet_line(totals: FleetTotals, status: PipelineStatus | None, width: int) -> Content:
     """The row's fields as one line (what it shows), cut to ``width``."""
-    line = Content("").join(fleet_fields(totals, status, width))
+    fields = [field for field in fleet_fields(totals, status, width) if field.plain]
+    line = Content(" ").join(fields)
     return line if line.cell_length <= width else line.truncate(width)
 
 
@@ -156,13 +159,16 @@ class FleetField(ScreenRefresh):
     Why fields: a terminal update of a line is sent from the left edge of the widget it is in
     up to the last changed cell; one widget for the whole row resent most of it at every
     reading (850 bytes a second at 200x50, more than all the panels). A field's own change is
-    sent from the field's edge.
+    sent from the field's edge. Why the right padding (the space between two fields): a
+    repainted region that ends on a widget's edge made Textual's compositor send an empty cut
+    of the next widget, where the main screen's (``DirtyRowsCompositor``) sends none.
     """
 
     DEFAULT_CSS = """
     FleetField {
         width: auto;
         height: 1;
+        padding: 0 1 0 0;
     }
     """
 
@@ -266,4 +272,4 @@ class FleetRow(Horizontal):
     @property
     def line(self) -> Content:
         """The row as shown, in one line (fields padded to their widths)."""
-        return Content("").join(field.text for field in self.query_children(FleetField))
+        return Content(" ").join(field.text for field in self.query_children(FleetField))

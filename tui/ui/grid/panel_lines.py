@@ -189,7 +189,7 @@ def gen_line(
         return line(label.rstrip())
     top = short_num(max(readings))
     blocks = spark(readings, cells)
-    return line(label, (blocks, "$success"), (f" max {top}" if full else f" {top}", "dim"))
+    return line(label, (blocks, "$success"), (f" max {top}" if full else f" ≤{top}", "dim"))
 
 
 def full_lines(
