@@ -24,6 +24,7 @@ from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, duration, num, pct, short_num, sig3, sig3_text
 from tui.ui.grid.ages import blanked, load_age
+from tui.ui.grid.panel_lines import line
 from tui.ui.grid.screen_refresh import ScreenRefresh
 from tui.ui.pipeline.generation_pane import halted
 
@@ -100,22 +101,20 @@ FIELDS = 5
 def _job_fields(status: PipelineStatus | None, short: bool) -> tuple[Content, Content]:
     """The job's rate; its progress and ETA (or why it makes no progress)."""
     if status is None:
-        return Content.styled("· no job", "$text-muted"), Content("")
+        return line(("· no job", "$text-muted")), line("")
     why = halted(status)
     share = pct(status.done / status.total, 100) if status.total else NA
     if why is not None:
         words = why if short else f"job {why}"
-        return Content.assemble(LEAD, (words, "$warning")), Content.assemble(LEAD, f"done {share}")
+        return line(LEAD, (words, "$warning")), line(LEAD, f"done {share}")
     rate = status.rate_1m
     eta = ("ETA " + duration(status.eta_s), "bold")
     if short:
-        return Content.assemble(LEAD, f"{sig3_text(rate.requests_per_s)} req/s"), (
-            Content.assemble(LEAD, eta)
-        )
+        return line(LEAD, f"{sig3_text(rate.requests_per_s)} req/s"), (line(LEAD, eta))
     rates = f"job {sig3_text(rate.requests_per_s)} req/s {sig3_text(rate.output_tokens_per_s)}"
     return (
-        Content.assemble(LEAD, rates + " out tok/s"),
-        Content.assemble(LEAD, f"done {share}", DOT, eta),
+        line(LEAD, rates + " out tok/s"),
+        line(LEAD, f"done {share}", DOT, eta),
     )
 
 
@@ -124,24 +123,26 @@ def fleet_fields(
 ) -> tuple[Content, ...]:
     """The row's ``FIELDS`` fields: the long words when they fit ``width``, else the short.
 
-    Rates to three significant digits: the digits a reader takes in, and fewer repaints.
+    Rates to three significant digits: the digits a reader takes in, and fewer repaints. Each
+    field is ``panel_lines.line``'s: the same object for the same words (a reading whose
+    totals did not move builds nothing).
     """
     ready_style = "$success" if totals.servers and totals.ready == totals.servers else "$warning"
     ready: list[tuple[str, str]] = [(f"{totals.ready}/{totals.servers} ready", ready_style)]
     if totals.failed:
         ready.append((f" {totals.failed} failed", "bold $error"))
     long = (
-        Content.assemble(("fleet ", "bold"), *ready),
-        Content.assemble(LEAD, f"gen {sig3_text(totals.gen_tok_s)} tok/s"),
-        Content.assemble(LEAD, f"running {num(totals.running)}  queued {num(totals.queued)}"),
+        line(("fleet ", "bold"), *ready),
+        line(LEAD, f"gen {sig3_text(totals.gen_tok_s)} tok/s"),
+        line(LEAD, f"running {num(totals.running)}  queued {num(totals.queued)}"),
         *_job_fields(status, short=False),
     )
     if sum(field.cell_length + 1 for field in long) <= width:
         return long
     return (
-        Content.assemble(*ready),
-        Content.assemble(LEAD, f"{short_num(sig3(totals.gen_tok_s))} tok/s"),
-        Content.assemble(LEAD, f"run {num(totals.running)} q{num(totals.queued)}"),
+        line(*ready),
+        line(LEAD, f"{short_num(sig3(totals.gen_tok_s))} tok/s"),
+        line(LEAD, f"run {num(totals.running)} q{num(totals.queued)}"),
         *_job_fields(status, short=True),
     )
 
@@ -178,6 +179,8 @@ class FleetField(ScreenRefresh):
         """What the field shows."""
         self.width = 0
         """Its width: the widest text it has shown since the row's width last changed."""
+        self._source: Content | None = None
+        """The words last given to ``show`` (before padding)."""
 
     def show(self, text: Content) -> None:
         """Show ``text``, padded to the field's width; repaint only when it changed.
@@ -186,6 +189,9 @@ class FleetField(ScreenRefresh):
         (a queue length going from 99 to 102 and back, every few seconds under load, was most
         of the row's CPU and made its bytes double).
         """
+        if text is self._source:
+            return  # the same words (``fleet_fields``' objects are interned)
+        self._source = text
         if text.cell_length < self.width:
             text = text.pad_right(self.width - text.cell_length)
         old = self.text
@@ -201,6 +207,7 @@ class FleetField(ScreenRefresh):
     def reset(self) -> None:
         """Forget the width (the row's width changed: the words may be others)."""
         self.width = 0
+        self._source = None
 
     def get_content_width(self, container: Size, viewport: Size) -> int:
         """Its text's width (``width: auto``)."""
