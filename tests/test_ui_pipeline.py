@@ -37,7 +37,8 @@ from tui.ui.history.chart import (
 )
 from tui.ui.history.plot import axis_for, columns
 from tui.ui.history.ticks import TICK_ROOM, ago, place_labels, time_ticks, value_ticks
-from tui.ui.pipeline.generation_pane import GenerationPane, PaneProgressBar, chart_data
+from tui.ui.pipeline.chart_read import chart_data
+from tui.ui.pipeline.generation_pane import GenerationPane, PaneProgressBar
 
 
 def recorded_hour(app: FleetApp) -> None:

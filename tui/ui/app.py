@@ -34,7 +34,7 @@ from tui.ui.messages import (
     RollbackRequested,
 )
 from tui.ui.operation_host import OperationHost
-from tui.ui.pipeline.generation_pane import SeriesSource
+from tui.ui.pipeline.chart_read import SeriesSource
 from tui.ui.quit_screen import QuitChoice, QuitScreen
 from tui.ui.readonly import READ_ONLY, ReadOnlyActions
 from tui.ui.retune.apply_screen import ApplyScreen

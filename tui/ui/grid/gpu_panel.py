@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -22,10 +22,10 @@ from tui.ui.grid.line_diff import changed_span
 from tui.ui.grid.panel_graphs import (
     SPARK_METRIC,
     PanelSeries,
+    SparkDrawn,
     drawn_key,
+    drawn_spark,
     graph_lines,
-    spark_scale,
-    spark_text,
 )
 from tui.ui.grid.panel_lines import Spark, compact_lines, full_lines, spark_cells
 from tui.ui.grid.panel_rows import PanelStylesCache
@@ -45,27 +45,6 @@ the rate beside it stays live at every reading."""
 
 DRAWN_STRIPS = 64
 """How many drawn lines a panel keeps for when they show again (``_drawn_strip``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SparkDrawn:
-    """A panel's sparkline as drawn, and what it was drawn from."""
-
-    series: PanelSeries
-    """The history read it shows."""
-    cells: int
-    """Its cells."""
-    top: float
-    """The shared scale's top."""
-    full: bool
-    """Drawn for the full layout (the scale's long words)."""
-    drawn: Spark
-    """Its blocks and its scale."""
-
-    @property
-    def key(self) -> tuple[int, float, bool]:
-        """What draws it besides the series."""
-        return (self.cells, self.top, self.full)
 
 
 def _is_error_prose(line: Content) -> bool:
@@ -183,7 +162,7 @@ class GpuPanelView(ScreenRefresh):
         if graphs is not None and drawn_key(series, graphs[1], graphs[2]) != graphs[3]:
             self._repaint_changes()
             return
-        if spark is not None and spark_text(series, spark.cells, spark_top) != spark.drawn[0]:
+        if spark is not None and not spark.draws_same(series, spark_top):
             self._repaint_changes()
             return
         # the same cells: only the series they are drawn from is newer
@@ -201,15 +180,8 @@ class GpuPanelView(ScreenRefresh):
             return None
         if not series.points.get(SPARK_METRIC):
             return None
-        held = self._spark_drawn
-        if held is not None and held.series is series and held.key == (cells, self.spark_top, full):
-            return held.drawn
-        drawn = (
-            spark_text(series, cells, self.spark_top),
-            spark_scale(self.spark_top, cells, short=not full),
-        )
-        self._spark_drawn = SparkDrawn(series, cells, self.spark_top, full, drawn)
-        return drawn
+        self._spark_drawn = drawn_spark(self._spark_drawn, series, cells, self.spark_top, full)
+        return self._spark_drawn.drawn
 
     def _full(self, size: Size | None = None) -> bool:
         width, height = self.size if size is None else size

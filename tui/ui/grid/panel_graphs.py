@@ -285,3 +285,43 @@ def spark_scale(top: float, cells: int, short: bool) -> str:
     """The sparkline's scale and span: ``max 2k · 5m`` (``2k·5m`` where room is short)."""
     span = span_words(spark_span(cells))
     return f"{scale_num(top)}·{span}" if short else f"max {scale_num(top)} · {span}"
+
+
+@dataclass(frozen=True, slots=True)
+class SparkDrawn:
+    """A panel's sparkline as drawn, and what it was drawn from."""
+
+    series: PanelSeries
+    """The history read it shows."""
+    cells: int
+    """Its cells."""
+    top: float
+    """The shared scale's top."""
+    full: bool
+    """Drawn for the full layout (the scale's long words)."""
+    drawn: tuple[str, str]
+    """Its blocks and its scale."""
+
+    def draws_same(self, series: PanelSeries, top: float) -> bool:
+        """Whether ``series`` on the scale ``top`` draws these very blocks."""
+        return top == self.top and spark_text(series, self.cells, top) == self.drawn[0]
+
+
+def drawn_spark(
+    held: SparkDrawn | None, series: PanelSeries, cells: int, top: float, full: bool
+) -> SparkDrawn:
+    """The sparkline of ``series``: ``held`` when it was drawn from the same read in the same
+    room (a panel's lines are built at every reading; the sparkline changes once per read)."""
+    if (
+        held is not None
+        and held.series is series
+        and (held.cells, held.top, held.full)
+        == (
+            cells,
+            top,
+            full,
+        )
+    ):
+        return held
+    drawn = (spark_text(series, cells, top), spark_scale(top, cells, short=not full))
+    return SparkDrawn(series, cells, top, full, drawn)

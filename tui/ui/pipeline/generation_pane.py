@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 from textual import events, work
 from textual.app import ComposeResult
@@ -18,11 +16,11 @@ from textual.widgets import ProgressBar, Static
 
 from tui.agent.history import HistoryError
 from tui.history import HistoryRecorder
-from tui.history.samples import OUT_TOK_S
 from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, duration, num, pct
 from tui.ui.history.chart import JOB, MIN_JOB_S, RANGES, ChartData, ChartRange, HistoryChart
+from tui.ui.pipeline.chart_read import chart_data
 
 PIPELINE_STATE_STYLE = {
     "running": "$success",
@@ -48,19 +46,6 @@ class PaneProgressBar(ProgressBar):
         event.prevent_default()  # ProgressBar.on_mount is skipped; its first update is here
         super()._on_mount(event)
         self.update()
-
-
-class SeriesSource(Protocol):
-    """What the chart reads: the console's own ``HistoryStore``, or ``PrometheusChart`` (a
-    Prometheus server scraping the agents, ``gpufleet console --prometheus URL``)."""
-
-    def first_time(self, gpu: int | None, metric: str) -> float | None:
-        """When the series starts (None: empty)."""
-
-    def series(
-        self, gpu: int | None, metric: str, since: float, until: float | None = None
-    ) -> list[tuple[float, float]]:
-        """(time, value) points from ``since`` on, oldest first."""
 
 
 def halted(status: PipelineStatus) -> str | None:
@@ -398,47 +383,6 @@ class GenerationPane(Vertical, can_focus=True):
         chart = self.query_one(HistoryChart)
         chart.empty = message.why
         chart.data = message.data
-
-
-def chart_data(
-    store: SeriesSource,
-    span: ChartRange,
-    end: float,
-    marks: tuple[OperationMark, ...],
-    job_start: float | None = None,
-) -> ChartData | None:
-    """The fleet's output rate over ``span`` ending at ``end``, with the marks inside it.
-
-    Args:
-        store: The history (the console's store, or Prometheus).
-        span: The range (the job's: since ``job_start``, at least ``MIN_JOB_S``).
-        end: The right edge (now).
-        marks: The operations that changed servers.
-        job_start: When the job started (the status document's ``started_at``); None: the
-            whole history (since the series' first bucket).
-
-    Returns:
-        The chart's data, or None when the history holds nothing for it.
-    """
-    if span.seconds is None:
-        first = job_start if job_start is not None else store.first_time(None, OUT_TOK_S.name)
-        if first is None:
-            return None
-        start = min(first, end - MIN_JOB_S)
-    else:
-        start = end - span.seconds
-    points = store.series(None, OUT_TOK_S.name, since=start - 15 * 60)  # one bucket to carry on
-    if not any(start <= t <= end for t, _ in points):
-        return None
-    steps = sorted(b[0] - a[0] for a, b in itertools.pairwise(points)) or [5.0]
-    return ChartData(
-        tuple(points),
-        start,
-        end,
-        floor=OUT_TOK_S.floor,
-        marks=tuple(m for m in marks if start <= m.t <= end),
-        gap_s=max(30.0, 3 * steps[len(steps) // 2]),
-    )
 
 
 def _rows(static: Static) -> int:
