@@ -1,11 +1,14 @@
 """``gpufleet serve`` end to end: a real headless Chromium against the served console of a real
 simulated fleet. Refused without the token; with it every GPU panel shows ready, Enter opens the
-detail screen, and read-only `K` stops nothing. A screenshot of the page is kept."""
+detail screen, and read-only `K` stops nothing; `g` shows the generation pane's chart drawn in
+blocks with its ticks and a named marker. Screenshots of the page (the grid, the chart) are
+kept."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,10 +25,15 @@ from browser_helpers import (
 )
 from operator_helpers import OpFleet, cleaned, healthy, pid_alive, write_profiles
 from sim_helpers import wait_until as wait_sim
+from ui_helpers import verify_report
 
 from bench.simfleet import free_ports
 from tui import paths
+from tui.history import HistoryStore, Sample
+from tui.ops.entries import canary_entry
+from tui.ops.journal import append
 from tui.ops.service import FleetOps
+from tui.rollout.canary_result import CanaryResult
 from tui.state.fleet_state import read_records
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -49,6 +57,24 @@ def fleet(
         yield made
 
 
+def recorded_job(now: float) -> None:
+    """An hour of the job's output rate in the history (a canary at -20m that lifted it) and
+    the canary in the journal: what the served console's generation pane then draws."""
+    change = now - 1200
+    store = HistoryStore(paths.history_file())
+    store.write(
+        Sample(t, None, "out_tok_s", (1500.0 if t < change else 1800.0) + 40 * (i % 5))
+        for i, t in enumerate(range(int(now) - 3600, int(now) - 30, 5))
+    )
+    store.close()
+    result = CanaryResult(
+        "op-aggressive", 1, (0,), "op-baseline", "better", "", None, None,
+        started_at=change - 120, finished_at=change + 300, baseline_window=(change - 120, change),
+        measure_window=(change + 120, change + 300), report=verify_report(1, "op-aggressive"),
+    )  # fmt: skip
+    append(canary_entry(result, "console"))
+
+
 def panels_ready(text: str, pids: dict[int, int]) -> bool:
     """Every port's panel says ready with its server's pid."""
     return all(re.search(rf"ready\s+:{port} pid {pid}\b", text) for port, pid in pids.items())
@@ -63,6 +89,7 @@ def test_served_console_refuses_without_token_shows_the_fleet_and_stays_read_onl
     records = read_records()
     pids = {records[gpu].port: records[gpu].pid for gpu in GPUS}
     port = free_ports(1)[0]
+    recorded_job(time.time())
     with served(["--profile", "op-baseline"], port, tmp_path) as server:
         base = server.base
         # Without the token, or with a wrong one: refused, the page and the websocket alike.
@@ -121,6 +148,22 @@ def test_served_console_refuses_without_token_shows_the_fleet_and_stays_read_onl
                 assert re.search(r"Kill all\s+\(disabled: read-only\)", str(help_))
                 assert "Stop all" not in str(help_)
                 page.keyboard.press("Escape")
+
+                # The generation pane's chart as the browser draws it: blocks, not braille
+                # dots; round ticks; the canary named under its marker, its windows shaded.
+                wait_until(lambda: "Everywhere" not in screen_text(page), PAGE_S, "the grid")
+                page.keyboard.press("g")
+                chart = wait_until(
+                    lambda: "canary op-aggressive GPU 1" in (t := screen_text(page)) and t,
+                    PAGE_S,
+                    "the generation pane's chart with its marker",
+                )
+                assert "output tok/s" in str(chart) and "▲" in str(chart)
+                assert re.search(r"(?m)^\S*\s+2000 ", str(chart)), chart  # a round tick
+                assert not any(0x2800 <= ord(c) <= 0x28FF for c in str(chart))  # no braille
+                shot = tmp_path / "serve-generation.png"
+                page.screenshot(path=str(shot))
+                keep_artefact(shot)
                 assert outside == []
             finally:
                 browser.close()

@@ -13,6 +13,7 @@ from ui_helpers import T0, pipeline_status, seven_gpu_fleet
 from tui import paths
 from tui.history import HistoryError, HistoryRecorder, HistoryStore, Sample, Tier
 from tui.history.samples import fleet_samples, pipeline_samples
+from tui.pipeline.status import PipelineStatus
 
 START = 1_000_800.0
 """A multiple of every bucket width (5 s, 1 min, 15 min)."""
@@ -195,3 +196,31 @@ def test_a_history_that_cannot_be_opened_is_given_up_once_with_why(tmp_path: Pat
     recorder.add_fleet(seven_gpu_fleet())  # ignored from now on, no exception
     assert recorder.flush() == 0
     assert path.read_text() == "garbage " * 1000
+
+
+def test_idle_time_is_recorded_as_zero_and_only_an_unwatched_time_is_a_gap() -> None:
+    """A job that makes no output (no document, stopped, or a document left unwritten) is 0 at
+    every reading of a console; before the console has read the document, nothing."""
+    recorder = HistoryRecorder(lambda: HistoryStore(":memory:"))
+    fleet = seven_gpu_fleet()
+    start = 1_000_000.0  # on a bucket's start: each 5 s bucket below holds one case
+
+    def output_at(second: int, status: object = "unchanged") -> float | None:
+        if status != "unchanged":
+            assert status is None or isinstance(status, PipelineStatus)
+            recorder.add_pipeline(status)
+        recorder.add_fleet(replace(fleet, taken_at=start + second))
+        recorder.flush()
+        store = recorder.store
+        assert store is not None
+        bucket = store.series(None, "out_tok_s", since=start + second, until=start + second)
+        return bucket[0][1] if bucket else None
+
+    assert output_at(0) is None  # the job's state is not known yet: nothing, a gap
+    running = pipeline_status(updated_at=start + 5, tok_s=3000.0)
+    assert output_at(5, running) == 3000.0  # the document's own rate, no zero beside it
+    assert output_at(20) is None  # its document 15 s old: still running, nothing from us
+    assert output_at(25) == 0.0  # unwritten for 20 s: the job makes no output
+    assert output_at(30, replace(running, state="stopped", updated_at=start + 30)) == 0.0
+    assert output_at(35, None) == 0.0  # no document at all
+    recorder.close()

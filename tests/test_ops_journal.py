@@ -10,7 +10,8 @@ import pytest
 from tui import paths
 from tui.ops.cli import journal as journal_cli
 from tui.ops.entries import apply_entry, simple_entry
-from tui.ops.journal import JournalEntry, append, journal_marks, read_journal
+from tui.ops.journal import JournalEntry, append, read_journal
+from tui.ops.marks import JournalMarks
 from tui.retune.events import (
     ApplyResult,
     EffectiveValues,
@@ -91,7 +92,7 @@ def test_a_line_of_the_wrong_shape_is_skipped_and_named(line: str) -> None:
     assert len(read.entries) == 1 and read.skipped == 1
     assert read.first_problem.startswith(f"{paths.journal_file()}:2: ")
     assert journal_cli.main([]) == 0  # the CLI prints what it can read
-    assert journal_marks() == [100.0]
+    assert [m.t for m in JournalMarks()()] == [100.0]
 
 
 def test_an_older_entry_is_read_with_its_fields_mapped() -> None:

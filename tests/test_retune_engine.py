@@ -162,6 +162,11 @@ async def test_measurement_before_and_after_gives_a_verdict() -> None:
     assert len(tp.before) == 5 and len(tp.after) == 5
     assert tp.verdict == "better", tp.describe()
     assert tp.ci_low is not None and tp.ci_low > 0.3
+    # when each window ran, on record for the chart's shading: before, then after, in the apply
+    assert tp.before_window is not None and tp.after_window is not None
+    assert result.started_at <= tp.before_window[0] < tp.before_window[1]
+    assert tp.before_window[1] < tp.after_window[0] < tp.after_window[1] <= result.finished_at
+    assert tp.after_window[1] - tp.after_window[0] >= 0.25 - 0.01  # the whole window
 
 
 async def test_bad_options_are_refused() -> None:

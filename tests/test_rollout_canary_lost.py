@@ -123,3 +123,13 @@ async def test_controls_without_tokens_end_the_window_with_no_verdict() -> None:
     assert result.controls == (1, 2) and result.report is not None and result.report.ok
     # the zeros on record, and said: an autotune search ends on it (nothing to measure)
     assert result.control_tokens and not any(result.control_tokens) and result.controls_idle
+
+
+async def test_the_canary_records_when_its_baseline_and_window_ran() -> None:
+    reader = Scripted({0: 2000.0, 1: 2000.0, 2: 2000.0}, lose=[])
+    result = await canary(reader, shipped_profiles()["sim-aggressive"]).run()
+    assert result.baseline_window is not None and result.measure_window is not None
+    (b0, b1), (m0, m1) = result.baseline_window, result.measure_window
+    assert result.started_at <= b0 < b1 <= m0 < m1 == result.finished_at
+    assert b1 - b0 >= OPTIONS.baseline_s - 0.01
+    assert m1 - m0 == pytest.approx(result.window_s, abs=2 * OPTIONS.interval_s)

@@ -7,11 +7,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from textual.content import Content
 from textual.pilot import Pilot
 from ui_helpers import gpu, make_app, pipeline_status, ready_server, settle
 
 from tui.fleet.running_profiles import RunningProfile
-from tui.fleet.snapshot import FleetSnapshot, GpuPanel
+from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
 from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.pipeline.generation_pane import summary_lines
@@ -148,3 +149,28 @@ def test_the_generation_panes_rates_and_eta_stop_and_say_why(
 def test_a_running_job_shows_its_rates_and_eta() -> None:
     text = summary_lines(pipeline_status()).plain
     assert "(1m)" in text and "ETA –" not in text
+
+
+@pytest.mark.parametrize("state", [ServerState.STOPPED, ServerState.FAILED])
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_a_stopped_or_failed_panel_blanks_its_servers_numbers(
+    state: ServerState, size: tuple[int, int]
+) -> None:
+    """What the last launch read (KV tokens, Mamba slots, max running, the load and the tok/s
+    readings) is not shown once its server does not run; the GPU's own readings stay."""
+    kept = ready_server(1, state=state, max_running_requested=64, capped=True)
+    fleet = FleetSnapshot((GpuPanel(0, gpu(0), ready_server(0)), GpuPanel(1, gpu(1), kept)))
+    app = make_app(fleet)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        text = "\n".join(line.plain for line in panel_text(app, 1))
+        for gone in ("798", "40", "1,401", "1401", "54%", "200", "asked"):
+            assert gone not in text, (gone, text)
+        assert "97%" in text  # the GPU's utilisation, read this poll
+        assert "798" in "\n".join(line.plain for line in panel_text(app, 0))  # a ready one
+
+
+def panel_text(app: FleetApp, index: int) -> list[Content]:
+    """The lines of GPU ``index``'s panel."""
+    return app.screen.query_one(f"#gpu-{index}", GpuPanelView).lines()

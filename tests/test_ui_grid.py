@@ -10,7 +10,7 @@ from tui.fleet.snapshot import FleetSnapshot
 from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.gpu_panel import GpuPanelView
-from tui.ui.grid.layout import MIN_PANEL_HEIGHT, MIN_PANEL_WIDTH, choose_shape
+from tui.ui.grid.layout import MIN_PANEL_HEIGHT, MIN_PANEL_WIDTH, choose_shape, last_row_columns
 
 
 @pytest.mark.parametrize("count", range(1, 17))
@@ -98,7 +98,7 @@ async def test_columns_follow_a_resize() -> None:
         await pilot.pause()
         await pilot.pause()
         assert grid.shape.full
-        assert grid.styles.grid_size_columns == grid.shape.columns
+        assert grid.styles.grid_size_columns == last_row_columns(7, grid.shape.columns)[0]
         assert_all_visible([v.region for v in app.screen.query(GpuPanelView)], (200, 50), 7)
 
 
@@ -177,3 +177,25 @@ def test_detail_numbers_say_why_stuck_and_the_pressure() -> None:
     text = numbers_text(replace(panel, server=server)).plain
     assert "no progress for 42s with requests waiting" in text
     assert "decode OOM (5s ago)" in text
+
+
+def test_a_short_last_row_shares_the_whole_width() -> None:
+    assert last_row_columns(7, 5) == (10, (2,) * 5 + (5, 5))  # 200x50: 5 + 2 panels
+    assert last_row_columns(7, 3) == (3, (1,) * 6 + (3,))  # 80x24: 3 + 3 + 1
+    assert last_row_columns(6, 3) == (3, (1,) * 6)  # full rows: as they were
+    assert last_row_columns(2, 5) == (5, (1, 1))  # one row: the shape chose its columns
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_no_empty_band_the_last_row_fills_the_grids_width(size: tuple[int, int]) -> None:
+    app = make_app(seven_gpu_fleet())
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        grid = app.screen.query_one(GpuGrid).region
+        regions = [view.region for view in app.screen.query(GpuPanelView)]
+        last_row = [r for r in regions if r.y == max(r.y for r in regions)]
+        assert len(last_row) < len(regions)  # a second row, shorter than the first
+        assert min(r.x for r in last_row) == grid.x
+        assert max(r.right for r in last_row) >= grid.right - 2  # the grid's width, less rounding
+    assert_all_visible(regions, size, 7)

@@ -14,7 +14,7 @@ from tui.fleet.snapshot import FleetSnapshot
 from tui.ui.app import FleetApp
 from tui.ui.grid import gpu_panel
 from tui.ui.grid.gpu_panel import GpuPanelView
-from tui.ui.grid.panel_graphs import WINDOW_S, PanelSeries
+from tui.ui.grid.panel_graphs import PanelSeries
 from tui.ui.grid.panel_lines import full_lines, gpu_lines
 
 
@@ -72,8 +72,9 @@ async def test_a_few_watts_of_jitter_redraw_nothing_and_5_w_redraw_the_digits(
 
 
 async def test_a_reading_fits_the_number_lines_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The braille graph rows are fitted to the width when drawn (once per cell); a reading
-    fits the number lines above them, and passes the unchanged graph rows over at once."""
+    """The graph rows are fitted to the width when drawn (once per cell); a reading fits the
+    number lines above them, and passes the unchanged graph rows over at once."""
+    WINDOW_S = 600.0  # what a 40-wide panel's graphs cover (graph_span)
 
     def series(now: float) -> PanelSeries:
         ts = [now - WINDOW_S + 10 * i for i in range(60)]
@@ -96,8 +97,8 @@ async def test_a_reading_fits_the_number_lines_only(monkeypatch: pytest.MonkeyPa
         view.show_graphs(series(1000.0))
         await pilot.pause()
         lines = view.lines()
-        dotted = sum(1 for line in lines if any(0x2800 <= ord(c) < 0x2900 for c in line.plain))
-        assert dotted >= 2  # the graphs' braille rows
+        filled = sum(1 for line in lines if any(c in "▁▂▃▄▅▆▇█" for c in line.plain))
+        assert filled >= 2  # the graphs' rows of blocks
         fitted: list[int] = []
         original = GpuPanelView._fit
 

@@ -120,12 +120,12 @@ async def test_a_new_reading_repaints_only_the_changed_cells(
         app.main_screen.fleet = _with(fleet, 99)  # same numbers, newer timestamps
         await pilot.pause()
         assert calls == []
-        app.main_screen.fleet = _with(fleet, 2, queued=7)  # "queued 10" -> "queued 7"
+        app.main_screen.fleet = _with(fleet, 1, queued=7)  # "queued 11" -> "queued 7"
         await pilot.pause()
         assert len(calls) == 1
         name, regions = calls[0]
-        assert name == "GpuPanelView2"
-        view = app.screen.query_one("#gpu-2", GpuPanelView)
+        assert name == "GpuPanelView1"
+        view = app.screen.query_one("#gpu-1", GpuPanelView)
         line = next(i for i, c in enumerate(view.lines()) if c.plain.startswith("running"))
         assert len(regions) == 1 and regions[0].y == line and regions[0].height == 1
         assert regions[0].width <= 2  # the digits, not the line
@@ -161,10 +161,10 @@ async def test_a_reading_that_changes_several_lines_refreshes_the_panel_once(
 async def test_only_the_changed_line_is_rendered_again_and_a_theme_renders_all() -> None:
     fleet = seven_gpu_fleet()
     async with settled_console(fleet) as (app, pilot):
-        view = app.screen.query_one("#gpu-2", GpuPanelView)
+        view = app.screen.query_one("#gpu-1", GpuPanelView)
         before = list(view._strips)
         assert before and all(strip is not None for strip in before)  # every line drawn once
-        app.main_screen.fleet = _with(fleet, 2, queued=7)
+        app.main_screen.fleet = _with(fleet, 1, queued=7)
         await pilot.pause()
         after = list(view._strips)
         changed = [y for y, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]
@@ -292,10 +292,12 @@ async def test_an_age_tick_that_changes_no_age_builds_no_lines(
 async def test_the_graphs_are_drawn_again_only_for_new_series(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A panel's braille graphs are drawn once per series read (every few seconds), not at
+    """A panel's graphs are drawn once per series read (every few seconds), not at
     every reading; a new series or another size draws them again."""
     from tui.ui.grid import gpu_panel
-    from tui.ui.grid.panel_graphs import WINDOW_S, PanelSeries
+    from tui.ui.grid.panel_graphs import PanelSeries
+
+    WINDOW_S = 600.0  # what a 40-wide panel's graphs cover (graph_span)
 
     def series(now: float) -> PanelSeries:
         ts = [now - WINDOW_S + 10 * i for i in range(60)]
@@ -311,12 +313,12 @@ async def test_the_graphs_are_drawn_again_only_for_new_series(
         drawn = _count_calls(monkeypatch, gpu_panel, "graph_lines")
         view.show_graphs(series(1000.0))
         await pilot.pause()
-        assert len(drawn) == 1 and "util 109%" in _panel_text(view)
+        assert len(drawn) == 1 and "util 108%" in _panel_text(view)
         for queued in (7, 8, 9):
             app.main_screen.fleet = _with(fleet, 1, queued=queued)
             await pilot.pause()
         assert len(drawn) == 1
-        assert "queued 9" in _panel_text(view) and "util 109%" in _panel_text(view)
+        assert "queued 9" in _panel_text(view) and "util 108%" in _panel_text(view)
         view.show_graphs(series(1005.0))
         await pilot.pause()
         assert len(drawn) == 2
@@ -372,7 +374,9 @@ async def test_a_graph_read_that_draws_the_same_cells_builds_nothing(
     completes: a read with no new point up to the last whole cell builds no panel line and
     draws no graph; one whose right edge passed a cell's end draws again."""
     from tui.ui.grid import gpu_panel
-    from tui.ui.grid.panel_graphs import WINDOW_S, PanelSeries
+    from tui.ui.grid.panel_graphs import PanelSeries
+
+    WINDOW_S = 600.0  # what a 40-wide panel's graphs cover (graph_span)
 
     def series(now: float) -> PanelSeries:
         ts = [now - WINDOW_S + 10 * i for i in range(60)]

@@ -32,12 +32,12 @@ async def test_readings_of_the_same_gpus_await_no_watcher(monkeypatch: pytest.Mo
         grid = app.main_screen.query_one(GpuGrid)
         for queued in (3, 4, 5):
             panels = list(fleet.panels)
-            server = panels[2].server
+            server = panels[1].server
             assert server is not None
-            panels[2] = replace(panels[2], server=replace(server, queued=queued))
+            panels[1] = replace(panels[1], server=replace(server, queued=queued))
             app.main_screen.fleet = replace(fleet, panels=tuple(panels))
             await pilot.pause()
-            view = grid.query_one("#gpu-2", GpuPanelView)
+            view = grid.query_one("#gpu-1", GpuPanelView)
             assert f"queued {queued}" in "\n".join(line.plain for line in view.lines())
         assert not [obj for obj in awaited if isinstance(obj, GpuGrid)]
         fewer = replace(fleet, panels=fleet.panels[:5])  # two GPUs gone: the grid rebuilds

@@ -15,6 +15,7 @@ from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerSt
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
 from tui.ops.events import OpEvent
 from tui.ops.journal import JournalRead
+from tui.ops.marks import OperationMark, Window
 from tui.pipeline.status import PipelineStatus, Rate, ServerShare
 from tui.profiles import Profile, load_profile
 from tui.retune.events import (
@@ -687,7 +688,7 @@ def make_app(
     *,
     actions: RecordingActions | None = None,
     status: PipelineStatus | None = None,
-    marks: tuple[float, ...] = (),
+    marks: tuple[OperationMark, ...] = (),
     profile: str | None = None,
     poll_interval_s: float = 3600.0,
     journal: JournalRead | None = None,
@@ -752,8 +753,20 @@ async def finish_actions(pilot: object, app: object) -> None:
     await pilot.pause()
 
 
-RETUNE_MARKS = (T0 - 2400.0, T0 - 900.0)
-"""Two retunes inside the last hour of the pipeline history."""
+RETUNE_TIMES = (T0 - 2400.0, T0 - 900.0)
+"""When two operations changed servers inside the last hour of the pipeline history."""
+
+RETUNE_MARKS = (
+    OperationMark(RETUNE_TIMES[0], "canary", "canary sim-aggressive GPU 2", True),
+    OperationMark(
+        RETUNE_TIMES[1],
+        "apply",
+        "apply sim-aggressive GPUs 0-6",
+        True,
+        (Window("before", T0 - 1200, T0 - 900), Window("after", T0 - 780, T0 - 480)),
+    ),
+)
+"""The journal's markers of those two: a canary, then an apply that measured its windows."""
 
 
 def pipeline_history_statuses() -> list[PipelineStatus]:
@@ -761,7 +774,7 @@ def pipeline_history_statuses() -> list[PipelineStatus]:
     statuses = []
     for minute in range(61):
         t = T0 - 3600 + 60 * minute
-        dip = any(0 <= t - mark < 180 for mark in RETUNE_MARKS)
+        dip = any(0 <= t - mark < 180 for mark in RETUNE_TIMES)
         rate = 1200.0 if dip else 3300.0 + 4 * minute
         statuses.append(pipeline_status(updated_at=t, tok_s=rate))
     return statuses

@@ -39,7 +39,7 @@ async def _shoot(out: Path, seconds: float) -> None:
         pipeline_config,
         spec_for_profile,
     )
-    from tui.ops.journal import journal_marks
+    from tui.ops.marks import JournalMarks
     from tui.ops.service import FleetOps, OpsOptions
     from tui.ops.simfleet import sim_profile
     from tui.ops.windows import console_windows
@@ -64,7 +64,7 @@ async def _shoot(out: Path, seconds: float) -> None:
             monitor,
             actions=ConsoleBackend(ops, marker=monitor),
             status_path=config.status_path,
-            retune_marks=journal_marks,
+            retune_marks=JournalMarks(),
             profile=profile.name,
         )
         async with app.run_test(size=SIZE) as pilot:

@@ -30,10 +30,14 @@ metric                gpu     value
 ``req_s``             None    the pipeline's completed requests/s over its last minute
 ====================  ======  ==========================================================
 
-A value that was unknown is absent (a gap), never 0; the pipeline's rates are recorded only
-while it runs. ``first_time(gpu, metric)`` is when the oldest bucket kept starts (the start of a
-"whole job" view). Retune markers are not stored here: they come from the journal
-(``tui.ops.journal.journal_marks``).
+A per-GPU value that was unknown is absent (a gap), never 0. The fleet's rates are the
+pipeline's while it runs, and 0 at every reading of a console while the job makes no output (no
+status document, a pipeline stopped, finished or failed, or one whose document has not been
+rewritten for 15 s: ``samples.job_idle``). So a bucket with no traffic holds 0, and a bucket
+with nothing in it is a time when no console was running: the charts draw the first as zero and
+the second as a gap. ``first_time(gpu, metric)`` is when the oldest bucket kept starts (the
+start of a "whole job" view). Operation markers are not stored here: they come from the journal
+(``tui.ops.marks``).
 """
 
 from tui.history.recorder import HistoryRecorder

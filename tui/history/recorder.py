@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tui.fleet.snapshot import FleetSnapshot
-from tui.history.samples import fleet_samples, pipeline_samples
+from tui.history.samples import fleet_samples, idle_samples, job_idle, pipeline_samples
 from tui.history.store import HistoryError, HistoryStore, Sample
 from tui.pipeline.status import PipelineStatus
 
@@ -59,6 +59,11 @@ class HistoryRecorder:
         self._last_flush = clock()
         self._last_prune: float | None = None
         self._last_status_at: float | None = None
+        self._status_read = False
+        """Whether the console has read the status document once (until then the job's state
+        is unknown, and nothing is recorded for it)."""
+        self._status: PipelineStatus | None = None
+        """The newest status document handed over (None: there is none)."""
         self._newest = 0.0
         self.error: str | None = None
         """Why the history is not written (None while it is)."""
@@ -98,11 +103,17 @@ class HistoryRecorder:
                 del self._pending[: len(self._pending) - MAX_PENDING]
 
     def add_fleet(self, snapshot: FleetSnapshot) -> None:
-        """Keep a fleet snapshot's per-GPU readings."""
-        self.add(fleet_samples(snapshot))
+        """Keep a fleet snapshot's per-GPU readings, and the fleet's rates at zero while the
+        job makes no output (``tui.history.samples.job_idle``): a console that watches records
+        idle time as 0, so a gap in the rates means that no console was watching."""
+        samples = fleet_samples(snapshot)
+        if self._status_read and job_idle(self._status, snapshot.taken_at):
+            samples += idle_samples(snapshot.taken_at)
+        self.add(samples)
 
     def add_pipeline(self, status: PipelineStatus | None) -> None:
         """Keep a status document's rates (once per document, and only while running)."""
+        self._status_read, self._status = True, status
         if status is None:
             return
         samples = pipeline_samples(status, self._last_status_at)

@@ -76,6 +76,34 @@ def fleet_samples(snapshot: FleetSnapshot) -> list[Sample]:
     return out
 
 
+JOB_STALE_S = 15.0
+"""A running pipeline's document not rewritten for this long (it rewrites it about once a
+second) is a job that makes no progress: killed without a word, or hung."""
+
+
+def job_idle(status: PipelineStatus | None, now: float) -> bool:
+    """Whether the job makes no output now, as far as the console can tell.
+
+    Args:
+        status: The newest status document the console read (None: there is none).
+        now: time.time() of the reading.
+
+    Returns:
+        True with no document, a pipeline that is not running (stopped, finished, failed), or a
+        running one whose document is older than ``JOB_STALE_S``.
+    """
+    return status is None or status.state != "running" or now - status.updated_at > JOB_STALE_S
+
+
+def idle_samples(t: float) -> list[Sample]:
+    """The fleet's rates at zero: the console runs and the job makes no output (``job_idle``).
+
+    Why: without them a stopped job was a gap in the chart, the same as a time no console
+    watched; now a gap means only that (nothing recorded), and idle time is a line on 0.
+    """
+    return [Sample(t, None, OUT_TOK_S.name, 0.0), Sample(t, None, REQ_S.name, 0.0)]
+
+
 def pipeline_samples(status: PipelineStatus, after: float | None = None) -> list[Sample]:
     """The fleet's rates from a status document, while the pipeline runs.
 

@@ -248,16 +248,3 @@ def read_journal(path: Path | None = None) -> JournalRead:
             skipped += 1
             problem = problem or f"{target}:{number}: {exc}"
     return JournalRead(tuple(entries), skipped, problem)
-
-
-def journal_marks(path: Path | None = None) -> list[float]:
-    """When each change of the fleet happened (``started_at`` of every entry that was not
-    refused), for the throughput history's markers.
-
-    Args:
-        path: Journal file; defaults to ``tui.paths.journal_file()``.
-
-    Returns:
-        time.time() values, oldest first (empty when there is no journal).
-    """
-    return sorted(e.started_at for e in read_journal(path).entries if not e.refused)

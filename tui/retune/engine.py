@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from tui.retune.events import (
@@ -121,16 +122,21 @@ class RetuneEngine:
             return result
         opts = self._options
         before: tuple[float, ...] = ()
+        before_window: tuple[float, float] | None = None
         if opts.measure and self._probe is not None:
-            before = await self._measure("before")
+            before, before_window = await self._measure("before")
         reports = await asyncio.gather(*(self._run_gpu(gpu) for gpu in self._gpus))
         comparison = _not_measured("measurement disabled")
         if opts.measure and self._probe is not None:
             ready = [r.gpu for r in reports if r.ok]
             if ready:
                 await self._warm_up()
-                after = await self._measure("after", tuple(ready))
-                comparison = compare(before, after, opts.confidence_level)
+                after, after_window = await self._measure("after", tuple(ready))
+                comparison = replace(
+                    compare(before, after, opts.confidence_level),
+                    before_window=before_window,
+                    after_window=after_window,
+                )
             else:
                 comparison = _not_measured("no GPU became ready")
         result = ApplyResult(
@@ -158,17 +164,20 @@ class RetuneEngine:
 
     async def _measure(
         self, stage: Literal["before", "after"], gpus: tuple[int, ...] | None = None
-    ) -> tuple[float, ...]:
+    ) -> tuple[tuple[float, ...], tuple[float, float]]:
+        """The window's per-interval rates, and when it started and ended (time.time())."""
         assert self._probe is not None
         opts = self._options
         self._emit(MeasureProgress(stage, 0, opts.window_s))
-        return await measure(
+        started = time.time()
+        rates = await measure(
             self._probe,
             gpus or self._gpus,
             opts.window_s,
             opts.interval_s,
             lambda n: self._emit(MeasureProgress(stage, n, opts.window_s)),
         )
+        return rates, (started, time.time())
 
     async def _launch_slot(self) -> None:
         """With a staggered start, wait until ``stagger_s`` after the previous launch."""

@@ -129,6 +129,11 @@ class ThroughputComparison:
     """1 - p of Welch's test of 'no change': how sure the data make us that there is a change."""
     note: str = ""
     """Why nothing was measured, or caveats (too few samples)."""
+    before_window: tuple[float, float] | None = None
+    """time.time() at the start and end of the window before (None: not measured); the
+    generation pane shades it under the output-rate chart."""
+    after_window: tuple[float, float] | None = None
+    """time.time() at the start and end of the window after (None: not measured)."""
 
     def describe(self) -> str:
         """One line for humans, e.g. 'better: +12.0% (95% CI +8.1% .. +15.9%, sure 99.9%)'."""

@@ -204,6 +204,7 @@ class Canary:
         opts = self.options
         loop = asyncio.get_running_loop()
         t_start = loop.time()
+        wall = time.time() - t_start  # loop time -> time.time(), for the windows on record
         meter = CostMeter(sampler, opts.settle_s)
         baseline_until = t_start + max(opts.baseline_s, 2 * opts.interval_s)
         while loop.time() < baseline_until:
@@ -211,6 +212,7 @@ class Canary:
         answering = [g for g in controls if g not in self._lost()] or controls
         pre = _pairs(sampler.rates(), self.gpu, answering, t_start, loop.time())
         pre_rel = fmean(pre[0]) / fmean(pre[1]) - 1.0 if pre[0] and fmean(pre[1]) > 0 else None
+        base = replace(base, baseline_window=(wall + t_start, wall + loop.time()))
         meter.begin()
         applied = await self._apply(self.profile, [self.gpu])
         meter.end()
@@ -231,7 +233,11 @@ class Canary:
                 finished_at=time.time(),
             )
         measure_from = loop.time() + opts.warmup_s
-        return await self._window(base, sampler, meter, controls, measure_from, report, pre_rel)
+        result = await self._window(base, sampler, meter, controls, measure_from, report, pre_rel)
+        if result.canary_tokens:  # a window was measured: from its start to the last reading
+            window = (wall + measure_from, result.finished_at)
+            result = replace(result, measure_window=window)
+        return result
 
     async def _window(
         self,

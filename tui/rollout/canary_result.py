@@ -118,6 +118,11 @@ class CanaryResult:
     dropped_controls: tuple[int, ...] = ()
     """Control GPUs left out of the verdict because their readings stopped (a many-node
     canary: their node stopped answering); ``controls`` are those that stayed."""
+    baseline_window: tuple[float, float] | None = None
+    """time.time() at the start and end of the baseline taken before the change (None: not
+    taken); the generation pane shades it under the output-rate chart."""
+    measure_window: tuple[float, float] | None = None
+    """time.time() at the start and end of the window measured after it (None: none)."""
 
     @property
     def controls_idle(self) -> bool:

@@ -17,6 +17,7 @@ from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
 from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
+from tui.ops.marks import mark_time
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.gate import why_key_is_off
@@ -34,7 +35,7 @@ from tui.ui.messages import (
     RollbackRequested,
 )
 from tui.ui.operation_host import OperationHost
-from tui.ui.pipeline.generation_pane import SeriesSource
+from tui.ui.pipeline.chart_read import SeriesSource
 from tui.ui.quit_screen import AfterFailedStop, QuitChoice, QuitScreen, StopFailedScreen
 from tui.ui.readonly import READ_ONLY, ReadOnlyActions
 from tui.ui.retune.apply_screen import ApplyScreen
@@ -216,7 +217,7 @@ class FleetApp(OperationHost):
 
         def read() -> PipelineStatusRead:
             status = self.status_reader(self.status_path)
-            return PipelineStatusRead(status, tuple(sorted(self.retune_marks())))
+            return PipelineStatusRead(status, tuple(sorted(self.retune_marks(), key=mark_time)))
 
         try:
             reading = await asyncio.to_thread(read)

@@ -297,7 +297,7 @@ def run_console(
     from tui.gpu.source import open_gpu_source
     from tui.ops.console import ConsoleBackend
     from tui.ops.demo import spec_for_profile
-    from tui.ops.journal import journal_marks
+    from tui.ops.marks import JournalMarks
     from tui.ops.service import FleetOps, OpsOptions
     from tui.ui.app import FleetApp
 
@@ -318,7 +318,7 @@ def run_console(
         monitor,
         actions=operator,
         status_path=pipeline.status_path if pipeline is not None else None,
-        retune_marks=journal_marks,
+        retune_marks=JournalMarks(),
         profile=profile.name,
         readonly=readonly,
     )

@@ -11,6 +11,7 @@ from textual.widgets import Header
 
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.command_bar import CommandBar
@@ -26,6 +27,7 @@ from tui.ui.dirty_rows import DirtyRowsCompositor
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.filter_bar import FilterBar
+from tui.ui.grid.fleet_row import FleetRow
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.habits import HABIT_BINDINGS, GridHabits
 from tui.ui.grid.key_states import KeyStates
@@ -115,8 +117,8 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
     """The ``/`` filter of the grid ("" shows every panel)."""
     pipeline_status: reactive[PipelineStatus | None] = reactive(None, repaint=False)
     """The newest pipeline status document."""
-    retune_marks: reactive[tuple[float, ...]] = reactive((), repaint=False)
-    """time.time() of each retune, from the journal."""
+    retune_marks: reactive[tuple[OperationMark, ...]] = reactive((), repaint=False)
+    """The journal's operations that changed servers, oldest first."""
 
     def __init__(
         self,
@@ -151,7 +153,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         """The inputs of ``check_action`` at the last Footer refresh (see _bindings_may_change)."""
 
     def compose(self) -> ComposeResult:
-        """Header, grid, generation pane (hidden until `g`), footer."""
+        """Header, grid, the fleet's totals, generation pane (hidden until `g`), footer."""
         yield Header()
         if self.node_groups:
             yield NodeGroups(id="grid").data_bind(
@@ -161,6 +163,9 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
             yield GpuGrid(id="grid").data_bind(
                 MainScreen.fleet, MainScreen.selected, MainScreen.marked, MainScreen.grid_filter
             )
+        yield FleetRow(id="fleet-row").data_bind(
+            fleet=MainScreen.fleet, status=MainScreen.pipeline_status
+        )
         pane = GenerationPane(id="generation").data_bind(
             status=MainScreen.pipeline_status, retune_marks=MainScreen.retune_marks
         )
@@ -179,12 +184,14 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
             self.selected = indices[0]
         self._bindings_may_change("fleet", bool(indices))
 
-    def record_pipeline(self, status: PipelineStatus | None, marks: tuple[float, ...]) -> None:
+    def record_pipeline(
+        self, status: PipelineStatus | None, marks: tuple[OperationMark, ...]
+    ) -> None:
         """Take a new status reading: keep it, set the marks (the app records its history).
 
         Args:
             status: The document, or None when there is none.
-            marks: Retune timestamps from the journal.
+            marks: The journal's operations that changed servers.
         """
         self.pipeline_status = status
         self.retune_marks = marks

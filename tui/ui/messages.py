@@ -7,6 +7,7 @@ from textual.message import Message
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
 
 
@@ -26,11 +27,13 @@ class FleetUpdated(Message):
 class PipelineStatusRead(Message):
     """A new reading of the pipeline status document (None when absent) and the retune marks."""
 
-    def __init__(self, status: PipelineStatus | None, retune_marks: tuple[float, ...]) -> None:
+    def __init__(
+        self, status: PipelineStatus | None, retune_marks: tuple[OperationMark, ...]
+    ) -> None:
         self.status = status
         """The document, or None when there is none."""
         self.retune_marks = retune_marks
-        """time.time() of each retune in the journal."""
+        """The journal's operations that changed servers, oldest first."""
         super().__init__()
 
     def can_replace(self, message: Message) -> bool:

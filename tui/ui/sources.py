@@ -17,6 +17,7 @@ from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.console import LookSink
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead, read_journal
+from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus, read_status
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult
@@ -51,10 +52,11 @@ class LogTail(Protocol):
 
 
 class RetuneMarks(Protocol):
-    """Returns the time.time() of each retune (from the journal). Blocking: thread worker."""
+    """Returns the operations that changed servers (the journal's, ``tui.ops.marks``).
+    Blocking: thread worker."""
 
-    def __call__(self) -> list[float]:
-        """Return retune timestamps, any order; empty when there is no journal."""
+    def __call__(self) -> list[OperationMark]:
+        """Return the markers, any order; empty when there is no journal."""
         ...
 
 
@@ -346,6 +348,6 @@ def read_default_running() -> dict[int, GpuState]:
     return read_running()
 
 
-def no_retune_marks() -> list[float]:
+def no_retune_marks() -> list[OperationMark]:
     """The default ``RetuneMarks`` until the journal exists: none."""
     return []

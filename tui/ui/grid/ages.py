@@ -15,7 +15,7 @@ from dataclasses import replace
 from textual.content import Content
 
 from tui.fleet.freshness import THROUGHPUT_HOLD_S, THROUGHPUT_ZERO_S, Freshness, freshness
-from tui.fleet.snapshot import ServerSnapshot
+from tui.fleet.snapshot import ServerSnapshot, ServerState
 
 DIM_STYLE = "dim"
 """How a stale value is drawn."""
@@ -49,10 +49,50 @@ def gen_age(server: ServerSnapshot, late_s: float) -> float | None:
     return None
 
 
+GONE = frozenset({ServerState.STOPPED, ServerState.FAILED, ServerState.ABSENT})
+"""States of a server that does not run: what it last read is not what the GPU serves now."""
+
+
 def blanked(server: ServerSnapshot, age: float | None) -> ServerSnapshot:
-    """The server with its load values removed when they are older than the blank bound."""
+    """The server with its load values removed when they are older than the blank bound, and
+    with every number of its own (load, throughput and its readings, KV tokens, Mamba slots,
+    max running) removed when it does not run (``GONE``): a stopped or failed panel kept the
+    last launch's numbers, which read as a server still there. The GPU's own readings
+    (memory, utilisation) are the GPU's, read at each poll, and stay."""
+    if server.state in GONE:
+        if _nothing_to_blank(server):
+            return server  # the monitor's own (its load is None when gone): no copy to make
+        return replace(
+            _no_load(server),
+            kv_tokens=None,
+            mamba_slots=None,
+            max_running_effective=None,
+            max_running_requested=None,
+            capped=False,
+            throughput_history=(),
+        )
     if freshness(age) is not Freshness.BLANK:
         return server
+    return _no_load(server)
+
+
+def _nothing_to_blank(server: ServerSnapshot) -> bool:
+    return (
+        server.kv_tokens is None
+        and server.mamba_slots is None
+        and server.max_running_effective is None
+        and server.max_running_requested is None
+        and not server.capped
+        and not server.throughput_history
+        and all(getattr(server, name) is None for name in _LOAD)
+    )
+
+
+_LOAD = ("running", "queued", "token_usage", "mamba_usage", "gen_throughput", "accept_len")
+"""The load values (``blanked`` removes them)."""
+
+
+def _no_load(server: ServerSnapshot) -> ServerSnapshot:
     return replace(
         server,
         running=None,

@@ -14,14 +14,22 @@ from tui.fleet.snapshot import FleetSnapshot
 from tui.history import HistoryRecorder
 from tui.ui.grid.filter import filtered
 from tui.ui.grid.gpu_panel import GpuPanelView
-from tui.ui.grid.layout import GridShape, choose_shape
+from tui.ui.grid.layout import GridShape, choose_shape, last_row_columns
 from tui.ui.grid.panel_graphs import (
+    GRAPHS,
     MIN_SPARE_ROWS,
     SETTLE_S,
+    SPARK_METRIC,
+    PanelRead,
     PanelSeries,
     cells_due,
+    graph_span,
+    read_every_s,
     read_series,
+    spark_span,
+    spark_top,
 )
+from tui.ui.grid.panel_lines import spark_cells
 
 
 class GpuGrid(ScrollableContainer, can_focus=False):
@@ -65,8 +73,12 @@ class GpuGrid(ScrollableContainer, can_focus=False):
 
     _received_at = 0.0
     """time.monotonic() when the snapshot shown arrived."""
-    _graph_cells: tuple[object, ...] | None = None
-    """The panels, their widths and the cells their graphs were last read for."""
+    _graph_cells: dict[int, tuple[object, int]] = {}
+    """Each panel's size and the cell its history was last read for."""
+    _every_for: tuple[object, ...] = ()
+    """The panels' sizes ``_every`` is for."""
+    _every: tuple[float, ...] = ()
+    """Each panel's cell, seconds (``read_every_s``)."""
     _late_check: asyncio.TimerHandle | None = None
     """The look at the ages, due when the next reading would be late (``_expect_reading``)."""
 
@@ -74,6 +86,11 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         """Count the snapshot's age from now; look at the ages once the next reading is late."""
         self.clock: Callable[[], float] = time.time
         """Wall time for the graphs' cells (tests set it)."""
+        self._graph_cells = {}
+        self._reads_issued = 0
+        """Reads of the history issued so far (each is numbered)."""
+        self._read_shown: dict[int, int] = {}
+        """Each panel's newest read shown, by number."""
         self._received_at = time.monotonic()
         self._expect_reading()
 
@@ -115,37 +132,74 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         self._graphs_if_due()
 
     def _graphs_if_due(self) -> None:
-        """Read the graphs when a cell completed, or the panels or their widths changed.
+        """Read the history of the panels whose cell completed, or whose size changed.
 
-        Why: a graph moves only when a cell completes (about every 16 s at 200x50); reading
-        every 5 s cost a history read in a thread, and a redraw of every panel's graph rows
-        whenever a partly written bucket had filled a little more.
+        Why: a graph or a sparkline moves only when a cell completes (about every 16 s at
+        200x50, 9 s at 80x24); reading every 5 s cost a history read in a thread, and a redraw
+        of every panel's rows whenever a partly written bucket had filled a little more. Why
+        per panel: panels of other widths have cells of other lengths (the wide last row's),
+        and each panel's completed cell re-read all seven (~2.5 ms of reading a panel).
         """
         views = self._views()
-        widths = tuple(view.size.width for view in views)
-        indices = tuple(view.gpu_index for view in views)
-        cells = (indices, widths, cells_due(widths, self.clock()))
-        if cells != self._graph_cells:
-            self._graph_cells = cells
-            self._graph_panels()
+        sizes = tuple(view.size for view in views)  # one look-up each: it finds the widget
+        if sizes != self._every_for:  # the cells' lengths change with the panels' sizes only
+            self._every_for = sizes
+            self._every = tuple(
+                read_every_s(size.width, spark_cells(size.width, full), full)
+                for view, size in zip(views, sizes, strict=True)
+                for full in (view.has_room_for_graphs(size),)
+            )
+        cells = cells_due(self._every, self.clock())
+        drawn = self._graph_cells
+        due = [
+            view
+            for view, size, cell in zip(views, sizes, cells, strict=True)
+            if drawn.get(view.gpu_index) != (size, cell)
+        ]
+        if due:
+            self._graph_cells = {
+                view.gpu_index: (size, cell)
+                for view, size, cell in zip(views, sizes, cells, strict=True)
+            }
+            self._graph_panels(due)
 
-    def _graph_panels(self) -> None:
-        """Read the history for the panels with spare rows (nvitop's per-GPU graphs), up to
-        ``SETTLE_S`` ago (the buckets written completely)."""
-        roomy = [view.gpu_index for view in self._views() if view.spare_rows() >= MIN_SPARE_ROWS]
-        if roomy and isinstance(getattr(self.app, "history", None), HistoryRecorder):
-            self._read_graphs(tuple(roomy), self.clock() - SETTLE_S)
+    def _graph_panels(self, views: list[GpuPanelView] | None = None) -> None:
+        """Read the history for ``views`` (default: every panel), up to ``SETTLE_S`` ago (the
+        buckets written completely): all the graphed metrics for the panels with spare rows
+        (nvitop's per-GPU graphs), the sparkline's for the others."""
+        wanted = self._views() if views is None else views
+        reads = tuple(read for read in map(panel_read, wanted) if read is not None)
+        if reads and isinstance(getattr(self.app, "history", None), HistoryRecorder):
+            self._reads_issued += 1
+            self._read_graphs(reads, self.clock() - SETTLE_S, self._reads_issued)
 
-    @work(thread=True, exclusive=True, group="panel-graphs", exit_on_error=False)
-    def _read_graphs(self, gpus: tuple[int, ...], now: float) -> None:
+    @work(thread=True, group="panel-graphs", exit_on_error=False)
+    def _read_graphs(self, reads: tuple[PanelRead, ...], now: float, number: int) -> None:
         recorder = getattr(self.app, "history", None)
         store = recorder.open() if isinstance(recorder, HistoryRecorder) else None
         if store is not None:
-            self.app.call_from_thread(self._take_graphs, read_series(store, gpus, now))
+            series = read_series(store, reads, now)
+            self.app.call_from_thread(self._take_graphs, reads, series, number)
 
-    def _take_graphs(self, series: dict[int, PanelSeries]) -> None:
-        for view in self._views():
-            view.show_graphs(series.get(view.gpu_index))
+    def _take_graphs(
+        self, reads: tuple[PanelRead, ...], series: dict[int, PanelSeries], number: int
+    ) -> None:
+        """Hand the panels read their series; the sparklines' shared scale over every panel's
+        (the others keep theirs, and are drawn again only when the scale moved). A read issued
+        before the one a panel already shows (two reads in flight) changes nothing of it."""
+        views = self._views()
+        numbers = self._read_shown
+        read = {one.gpu for one in reads if numbers.get(one.gpu, 0) <= number}
+        numbers.update(dict.fromkeys(read, number))
+        latest = {
+            view.gpu_index: series.get(view.gpu_index) if view.gpu_index in read else view.graphs
+            for view in views
+        }
+        shown = {gpu: one for gpu, one in latest.items() if one is not None}
+        top = spark_top(shown, {view.gpu_index: view.spark_cells() for view in views})
+        for view in views:
+            if view.gpu_index in read or view.spark_top != top:
+                view.show_graphs(latest[view.gpu_index], top)
 
     def _age_panels(self) -> None:
         """Tell each panel how late the next reading is (0 while it is not yet due)."""
@@ -226,8 +280,30 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         self._reshape()
 
     def _reshape(self) -> None:
-        count = len(self.gpu_indices)
-        shape = choose_shape(count, self.size.width, self.size.height)
+        """The shape for the room and the panels shown; the last row's panels share its width.
+
+        Why the spans: seven panels in five columns left three empty panels' room in the
+        second row (a band of nothing at 200x50); the grid counts ``last_row_columns`` and the
+        last row's panels each span more of them (wider graphs: more history, nvitop's way).
+        """
+        views = self._views()
+        shape = choose_shape(len(views), self.size.width, self.size.height)
         self.shape = shape
-        self.styles.grid_size_columns = shape.columns
+        columns, spans = last_row_columns(len(views), shape.columns)
+        if self.styles.grid_size_columns != columns:
+            self.styles.grid_size_columns = columns
+        for view, span in zip(views, spans, strict=True):
+            if view.styles.column_span != span:
+                view.styles.column_span = span
         self.set_class(not shape.fits, "-overflow")
+
+
+def panel_read(view: GpuPanelView) -> PanelRead | None:
+    """What one panel draws from the history (None: no room for a sparkline or a graph)."""
+    cells = view.spark_cells()
+    if view.spare_rows() >= MIN_SPARE_ROWS:
+        span = max(graph_span(view.size.width), spark_span(cells))
+        return PanelRead(view.gpu_index, span, tuple(graph.metric for graph in GRAPHS))
+    if cells > 0:
+        return PanelRead(view.gpu_index, spark_span(cells), (SPARK_METRIC,))
+    return None

@@ -3,27 +3,33 @@
 from __future__ import annotations
 
 import time
-from typing import Self
+from dataclasses import replace
 
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual import events
 from textual.content import Content
-from textual.dom import NoScreen
 from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
-from textual.widget import Widget
 
 from tui.fleet.snapshot import GpuPanel, ServerState
 from tui.ui.format import fit
 from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
 from tui.ui.grid.line_diff import changed_span
-from tui.ui.grid.panel_graphs import PanelSeries, drawn_key, graph_lines
-from tui.ui.grid.panel_lines import compact_lines, full_lines
+from tui.ui.grid.panel_graphs import (
+    SPARK_METRIC,
+    PanelSeries,
+    SparkDrawn,
+    drawn_key,
+    drawn_spark,
+    graph_lines,
+)
+from tui.ui.grid.panel_lines import Spark, compact_lines, full_lines, spark_cells
 from tui.ui.grid.panel_rows import PanelStylesCache
+from tui.ui.grid.screen_refresh import ScreenRefresh
 from tui.ui.messages import PanelOpened, PanelSelected
 
 CELL_STYLES_KEPT = 4096
@@ -46,7 +52,7 @@ def _is_error_prose(line: Content) -> bool:
     return len(line.spans) == 1 and line.spans[0].style == "$error" and line.spans[0].start == 0
 
 
-class GpuPanelView(Widget):
+class GpuPanelView(ScreenRefresh):
     """A panel of the grid. The grid sets ``panel`` and ``selected``; clicks post messages up.
 
     A new reading repaints only the cells whose text changed (see ``changed_span``), not the
@@ -104,7 +110,12 @@ class GpuPanelView(Widget):
         self.late_s = 0.0
         """Seconds since the grid got the snapshot this panel shows (set with ``age_by``)."""
         self.graphs: PanelSeries | None = None
-        """This GPU's history, graphed in the spare rows of a full panel (``show_graphs``)."""
+        """This GPU's history (``show_graphs``): graphed in the spare rows of a full panel,
+        and its tok/s in every panel's sparkline."""
+        self.spark_top = 0.0
+        """The sparklines' shared scale (``panel_graphs.spark_top``)."""
+        self._spark_drawn: SparkDrawn | None = None
+        """The sparkline last drawn, and what from."""
         self._spark: tuple[float, ...] | None = None
         """The throughput history the sparkline shows (see ``SPARK_EVERY_S``)."""
         self._spark_at = 0.0
@@ -129,17 +140,48 @@ class GpuPanelView(Widget):
             return 0
         return self.size.height - len(full_lines(self.panel, self.size.width, self.late_s))
 
-    def show_graphs(self, series: PanelSeries | None) -> None:
-        """Graph ``series`` in the spare rows (None: none), repainting what changed; a series
-        that draws what is shown already (no cell completed since) changes nothing."""
-        drawn, shown = self._graphs_drawn, self.graphs
-        self.graphs = series
-        if series is not None and shown is not None and drawn is not None:
-            _, width, spare, key, lines = drawn
-            if drawn_key(series, width, spare) == key:
-                self._graphs_drawn = (series, width, spare, key, lines)
-                return
-        self._repaint_changes()
+    def has_room_for_graphs(self, size: Size | None = None) -> bool:
+        """Whether the panel is in the full layout (where spare rows may hold graphs) at its
+        size (``size``: the caller's look-up of it)."""
+        return self.panel is not None and self._full(size)
+
+    def spark_cells(self) -> int:
+        """Cells of this panel's sparkline in its current layout (what the grid reads for)."""
+        return spark_cells(self.size.width, self._full())
+
+    def show_graphs(self, series: PanelSeries | None, spark_top: float = 0.0) -> None:
+        """Draw ``series`` (None: none): the graphs in the spare rows, the sparkline on the
+        shared scale ``spark_top``; repaint what changed (a series that draws what is shown
+        already, no cell completed since, changes nothing)."""
+        old, old_top = self.graphs, self.spark_top
+        self.graphs, self.spark_top = series, spark_top
+        if series is None or old is None or spark_top != old_top:
+            self._repaint_changes()
+            return
+        graphs, spark = self._graphs_drawn, self._spark_drawn
+        if graphs is not None and drawn_key(series, graphs[1], graphs[2]) != graphs[3]:
+            self._repaint_changes()
+            return
+        if spark is not None and not spark.draws_same(series, spark_top):
+            self._repaint_changes()
+            return
+        # the same cells: only the series they are drawn from is newer
+        if graphs is not None:
+            self._graphs_drawn = (series, *graphs[1:])
+        if spark is not None:
+            self._spark_drawn = replace(spark, series=series)
+
+    def _drawn_spark(self, width: int, full: bool) -> Spark | None:
+        """The sparkline from the history with its scale, drawn again only when the series,
+        the cells or the scale changed (not at every reading); None without a series."""
+        series = self.graphs
+        cells = spark_cells(width, full)
+        if series is None or cells == 0 or self.spark_top <= 0:
+            return None
+        if not series.points.get(SPARK_METRIC):
+            return None
+        self._spark_drawn = drawn_spark(self._spark_drawn, series, cells, self.spark_top, full)
+        return self._spark_drawn.drawn
 
     def _full(self, size: Size | None = None) -> bool:
         width, height = self.size if size is None else size
@@ -233,11 +275,12 @@ class GpuPanelView(Widget):
         size = self.size if size is None else size
         width, height = size
         full = self._full(size)
-        late, history = self.late_s, self.spark_history()
+        drawn = self._drawn_spark(width, full)
+        late, history = self.late_s, None if drawn is not None else self.spark_history()
         lines = (
-            full_lines(panel, width, late, history)
+            full_lines(panel, width, late, history, drawn)
             if full
-            else compact_lines(panel, width, height, late, history)
+            else compact_lines(panel, width, height, late, history, drawn)
         )
         # Never a cut number (fit elides whole words); an error's prose is cut at the width on
         # purpose: its next lines continue it.
@@ -310,38 +353,6 @@ class GpuPanelView(Widget):
             # One refresh for all of them: each call costs Textual its own bookkeeping (the
             # content offset, cleared caches, a wake-up of the screen: see ``refresh``).
             self.refresh(*changed)
-
-    def refresh(
-        self,
-        *regions: Region,
-        repaint: bool = True,
-        layout: bool = False,
-        recompose: bool = False,
-    ) -> Self:
-        """Textual's, but a repaint of regions of a shown panel is marked on its screen at once.
-
-        Why: Textual's ``refresh`` wakes this panel's own message pump (a ``Prompt``), whose idle
-        handler then posts an ``Update`` to the screen's pump: two messages and a task step for
-        each changed panel at each reading (with seven busy servers on the H200, ~0.6 ms a
-        second, 6% of the console). What the screen does with that ``Update`` is done here
-        directly, once per panel, and the screen's pump is woken once for all of them
-        (``Screen._on_update`` and ``Widget._check_refresh``, textual 8.2; the
-        ``DirtyRowsCompositor`` relies on the same release). Anything else is Textual's own.
-        """
-        if not regions or not repaint or layout or recompose or not self._is_mounted:
-            return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
-        try:
-            screen = self.screen
-        except NoScreen:
-            return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
-        self._layout_cache.clear()
-        self._set_dirty(*regions)
-        self.clear_cached_dimensions()
-        self._rich_style_cache.clear()
-        if self.display and screen in screen._compositor:
-            screen._dirty_widgets.add(self)
-            screen.check_idle()
-        return self
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """Textual's, with the size looked up once for the rows it renders (``render_line``)."""

@@ -64,3 +64,25 @@ def choose_shape(count: int, width: int, height: int) -> GridShape:
         return best[1]
     columns = max(1, min(count, width // MIN_PANEL_WIDTH))
     return GridShape(columns=columns, rows=math.ceil(count / columns), full=False, fits=False)
+
+
+def last_row_columns(count: int, columns: int) -> tuple[int, tuple[int, ...]]:
+    """Grid columns and each panel's span so that a short last row fills the width.
+
+    Args:
+        count: Panels.
+        columns: Panels per full row (``GridShape.columns``).
+
+    Returns:
+        (grid columns, column span of each panel in order): ``columns`` and all 1 when the last
+        row is full; else the least common multiple of the two row lengths, a full row's panels
+        spanning ``grid / columns`` and the last row's ``grid / len(last row)`` (7 panels in 5
+        columns: 10 grid columns, spans 2 and 5).
+    """
+    columns = max(1, columns)
+    last = count % columns
+    if count <= columns or last == 0:
+        return columns, (1,) * count
+    grid = math.lcm(columns, last)
+    full = count - last
+    return grid, (grid // columns,) * full + (grid // last,) * last

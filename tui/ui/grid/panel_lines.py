@@ -136,30 +136,80 @@ def pressure_line(server: ServerSnapshot | None) -> Content | None:
     return line((f"{server.pressure}{age}", "$warning"))
 
 
+RATE_CELLS = {True: 17, False: 9}
+"""Cells the rate takes before the sparkline (full, compact): ``gen 14,000 tok/s `` and
+``1400 t/s ``, padded, so the sparkline keeps its cells (and its span) as the digits change."""
+SCALE_CELLS = {True: 15, False: 9}
+"""Cells kept after the sparkline for its scale (``max 2k · 15m``, ``2k·15m``)."""
+
+
+def spark_cells(width: int, full: bool) -> int:
+    """Cells of the sparkline on a gen line ``width`` cells wide (0: no room for one)."""
+    cells = width - RATE_CELLS[full] - SCALE_CELLS[full]
+    return cells if cells >= 4 else 0
+
+
+Spark = tuple[str, str]
+"""A drawn sparkline and its scale (``tui.ui.grid.panel_graphs``)."""
+
+
 def gen_line(
-    server: ServerSnapshot, width: int, full: bool, history: tuple[float, ...] | None = None
+    server: ServerSnapshot,
+    width: int,
+    full: bool,
+    history: tuple[float, ...] | None = None,
+    drawn: Spark | None = None,
 ) -> Content:
-    """Generation tok/s and a sparkline of its recent history filling the rest of the line
-    (``history``: the one to draw instead of the server's, see ``gpu_panel.SPARK_EVERY_S``)."""
+    """Generation tok/s, then a sparkline of its history with the sparkline's scale and span.
+
+    Args:
+        server: The server as shown (its rate may be blanked).
+        width: Cells of the line.
+        full: The full layout's words (else the compact ones).
+        history: Readings to draw when there is no ``drawn`` sparkline (see
+            ``gpu_panel.SPARK_EVERY_S``; default the server's own).
+        drawn: The sparkline from the fleet's history and its scale (``max 2k · 5m``), when
+            the history has this GPU's series; else the readings are drawn on their own
+            maximum (``max 1.4k``: no span, they have no times).
+    """
     label = (
         f"gen {sig3_text(server.gen_throughput)} tok/s "
         if full
         else (f"{short_num(sig3(server.gen_throughput))} t/s ")
     )
-    drawn = server.throughput_history if history is None else history
-    return line(label, (spark(drawn, width - len(label)), "$success"))
+    label = label.ljust(RATE_CELLS[full])
+    if drawn is not None:
+        blocks, scale = drawn
+        room = width - len(label)
+        if len(blocks) + 1 + len(scale) > room:  # an age beside a decaying rate: no scale
+            return line(label, (blocks[max(0, len(blocks) - room) :], "$success"))
+        return line(label, (blocks, "$success"), (f" {scale}", "dim"))
+    readings = server.throughput_history if history is None else history
+    cells = spark_cells(width, full)
+    if not readings or cells == 0:
+        return line(label.rstrip())
+    top = short_num(max(readings))
+    blocks = spark(readings, cells)
+    return line(label, (blocks, "$success"), (f" max {top}" if full else f" ≤{top}", "dim"))
 
 
 def full_lines(
-    panel: GpuPanel, width: int, late_s: float = 0.0, history: tuple[float, ...] | None = None
+    panel: GpuPanel,
+    width: int,
+    late_s: float = 0.0,
+    history: tuple[float, ...] | None = None,
+    drawn: Spark | None = None,
 ) -> list[Content]:
-    """Every number, one topic per line (about nine lines); stale ones dimmed with their age.
+    """Every number, one topic per line (about nine lines); stale ones dimmed with their age,
+    a server that is not running without its numbers (``ages.blanked``).
 
     Args:
         panel: The GPU and its server.
         width: Cells per line.
         late_s: Seconds since the snapshot arrived (the grid counts them).
-        history: The throughput history the sparkline draws (None: the server's).
+        history: The throughput readings the sparkline draws without ``drawn`` (None: the
+            server's).
+        drawn: The sparkline from the fleet's history, with its scale (``gen_line``).
     """
     late = late_s or None
     lines = [
@@ -171,14 +221,18 @@ def full_lines(
         age = load_age(server, late_s)
         shown, decay = blanked(server, age), gen_age(server, late_s)
         lines += [
-            line(f"KV {num(server.kv_tokens)} tok  mamba {num(server.mamba_slots)} slots"),
-            line("max running ", max_running_part(server)),
+            line(f"KV {num(shown.kv_tokens)} tok  mamba {num(shown.mamba_slots)} slots"),
+            line("max running ", max_running_part(shown)),
             aged(line(f"running {num(shown.running)}  queued {num(shown.queued)}"), age),
             aged(
                 line(f"token {pct(shown.token_usage, 100)}  mamba {pct(shown.mamba_usage, 100)}"),
                 age,
             ),
-            aged(gen_line(shown, width - (6 if decay else 0), True, history), decay, always=True),
+            aged(
+                gen_line(shown, width - (6 if decay else 0), True, history, drawn),
+                decay,
+                always=True,
+            ),
         ]
     for extra in (pressure_line(server), error_line(server)):
         if extra is not None:
@@ -192,9 +246,11 @@ def compact_lines(
     height: int,
     late_s: float = 0.0,
     history: tuple[float, ...] | None = None,
+    drawn: Spark | None = None,
 ) -> list[Content]:
     """The essential numbers, most important first, cut to ``height`` lines (stale ones
-    dimmed with their age, and ``history`` drawn, as in ``full_lines``)."""
+    dimmed with their age, a stopped server's blanked, and the sparkline drawn, as in
+    ``full_lines``)."""
     late = late_s or None
     lines = [
         aged(each, late)
@@ -220,16 +276,15 @@ def compact_lines(
         and shown is not None
         and (server.running is not None or server.gen_throughput is not None)
     ):
-        run = line(f"run {num(shown.running)}/", max_running_part(server), f" q{num(shown.queued)}")
+        run = line(f"run {num(shown.running)}/", max_running_part(shown), f" q{num(shown.queued)}")
         lines.append(aged(run, age))
         decay = gen_age(server, late_s)
-        lines.append(
-            aged(gen_line(shown, width - (6 if decay else 0), False, history), decay, always=True)
-        )
-    if server is not None and shown is not None and server.kv_tokens is not None:
+        gen = gen_line(shown, width - (6 if decay else 0), False, history, drawn)
+        lines.append(aged(gen, decay, always=True))
+    if server is not None and shown is not None and shown.kv_tokens is not None:
         lines.append(
             line(
-                f"kv {short_num(server.kv_tokens)} m{num(server.mamba_slots)} "
+                f"kv {short_num(shown.kv_tokens)} m{num(shown.mamba_slots)} "
                 f"tok {pct(shown.token_usage, 100)}"
             )
         )

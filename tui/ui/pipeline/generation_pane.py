@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Container, Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
@@ -18,10 +16,11 @@ from textual.widgets import ProgressBar, Static
 
 from tui.agent.history import HistoryError
 from tui.history import HistoryRecorder
-from tui.history.samples import OUT_TOK_S
+from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, duration, num, pct
-from tui.ui.history.chart import RANGES, ChartData, ChartRange, HistoryChart
+from tui.ui.history.chart import JOB, MIN_JOB_S, RANGES, ChartData, ChartRange, HistoryChart
+from tui.ui.pipeline.chart_read import chart_data
 
 PIPELINE_STATE_STYLE = {
     "running": "$success",
@@ -49,19 +48,6 @@ class PaneProgressBar(ProgressBar):
         self.update()
 
 
-class SeriesSource(Protocol):
-    """What the chart reads: the console's own ``HistoryStore``, or ``PrometheusChart`` (a
-    Prometheus server scraping the agents, ``gpufleet console --prometheus URL``)."""
-
-    def first_time(self, gpu: int | None, metric: str) -> float | None:
-        """When the series starts (None: empty)."""
-
-    def series(
-        self, gpu: int | None, metric: str, since: float, until: float | None = None
-    ) -> list[tuple[float, float]]:
-        """(time, value) points from ``since`` on, oldest first."""
-
-
 def halted(status: PipelineStatus) -> str | None:
     """Why the job makes no progress now ('job finished', 'pipeline stopped', 'no server
     healthy for 8s'), or None while it runs: its last rates and ETA no longer hold."""
@@ -85,11 +71,13 @@ def summary_lines(status: PipelineStatus) -> Content:
         f"out tok/s {num(r1.output_tokens_per_s)} (1m) {num(r10.output_tokens_per_s)} (10m)"
     )
     eta = f"ETA {duration(status.eta_s)}" if why is None else f"ETA {NA} ({why})"
+    share = f" ({pct(status.done / status.total, 100)})" if status.total else ""
     lines = [
         Content.assemble("pipeline ", state, f"  pid {status.pid}  {eta}"),
         rates if why is None else Content.styled(f"req/s {NA}  out tok/s {NA}  ({why})", "dim"),
         Content.assemble(
-            f"done {num(status.done)} / {num(status.total)}  in flight {num(status.in_flight)}  ",
+            f"done {num(status.done)} / {num(status.total)}{share}  ",
+            f"in flight {num(status.in_flight)}  ",
             ("failed " + num(status.failed), "$error" if status.failed else ""),
         ),
     ]
@@ -161,8 +149,18 @@ class GenerationPane(Vertical, can_focus=True):
     GenerationPane ProgressBar Bar {
         width: 1fr;
     }
-    GenerationPane HistoryChart {
-        height: 6;
+    GenerationPane #pipeline-body {
+        height: auto;
+    }
+    GenerationPane.-wide #pipeline-body {
+        layout: horizontal;
+    }
+    GenerationPane.-wide #pipeline-chart {
+        width: 1fr;
+    }
+    GenerationPane.-wide #pipeline-servers {
+        width: auto;
+        margin-left: 2;
     }
     GenerationPane > .-empty {
         color: $text-muted;
@@ -176,13 +174,20 @@ class GenerationPane(Vertical, can_focus=True):
 
     CHART_REFRESH_S = 5.0
     """Seconds between reads of the history while the pane shows (it is written every 5 s)."""
+    CHART_ROWS = (8, 16)
+    """The chart's least and most rows: it takes what the pane has left, within these (8 at
+    80x24: five rows of plot, the axis, the times and the operations' names)."""
+    WIDE_FROM = 150
+    """A pane this wide puts the servers' table beside the chart (the chart gets the rows)."""
+    HEIGHT_SHARE = 0.6
+    """The pane's most height, as a share of the screen's (``app.tcss``: ``max-height: 60%``)."""
 
     status: reactive[PipelineStatus | None] = reactive(None)
     """Newest status document; None when there is none."""
-    retune_marks: reactive[tuple[float, ...]] = reactive(())
-    """time.time() of each retune (the journal's)."""
-    range_index: reactive[int] = reactive(1)
-    """Which of ``RANGES`` the chart shows (1 hour at first)."""
+    retune_marks: reactive[tuple[OperationMark, ...]] = reactive(())
+    """The journal's operations that changed servers (markers, the last one's windows)."""
+    range_label: reactive[str] = reactive(JOB.label)
+    """Which of ``RANGES`` the chart shows (the job's whole life at first)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -193,17 +198,51 @@ class GenerationPane(Vertical, can_focus=True):
         """The chart's right edge ('now'); tests fix it."""
 
     def compose(self) -> ComposeResult:
-        """Summary, progress bar, the output-rate chart with retune markers, per-server share."""
+        """Summary, progress bar, the output-rate chart with its markers, per-server share
+        (beside the chart when the pane is wide)."""
         yield Static("no pipeline status document yet", id="pipeline-summary")
-        yield PaneProgressBar(total=None, show_eta=False, id="pipeline-progress")
-        yield HistoryChart(id="pipeline-chart")
-        yield Static("", id="pipeline-servers")
+        bar = PaneProgressBar(total=None, show_eta=False, id="pipeline-progress")
+        bar.display = False  # until the pane is wide (``_fit_chart``)
+        yield bar
+        with Container(id="pipeline-body"):
+            yield HistoryChart(id="pipeline-chart")
+            yield Static("", id="pipeline-servers")
 
     def on_mount(self) -> None:
         """Title the border; no bar animation while the pane starts hidden."""
         self.border_title = "Generation"
         self._subtitle()
         self.call_after_refresh(self._bar_animation)
+        self._fit_chart()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Give the chart the rows the pane has left (see ``_fit_chart``)."""
+        self._fit_chart()
+
+    def _fit_chart(self) -> None:
+        """The chart as tall as the pane allows (``CHART_ROWS``), the servers' table beside it
+        when the pane is wide (``WIDE_FROM``).
+
+        The pane's height is at most ``HEIGHT_SHARE`` of the screen's; the summary and the
+        progress bar come first, then the chart, then (when not beside it) the servers' table,
+        which scrolls into view: a chart of 4 rows with 3 labels was too coarse to judge a
+        retune by.
+        """
+        wide = self.size.width >= self.WIDE_FROM
+        if wide != self.has_class("-wide"):
+            self.set_class(wide, "-wide")
+            # the done line says the share; the bar is for a pane with rows to spare
+            self.query_one("#pipeline-progress").display = wide
+            self._bar_animation()
+        summary_rows = _rows(self.query_one("#pipeline-summary", Static))
+        # the pane's most: a share of the screen's height less its header and footer
+        most = int((self.app.size.height - 2) * self.HEIGHT_SHARE)
+        room = most - 2 - summary_rows - (1 if wide else 0)
+        low, high = self.CHART_ROWS
+        rows = max(low, min(high, room))
+        chart = self.query_one(HistoryChart)
+        if chart.styles.height is None or chart.styles.height.value != rows:
+            chart.styles.height = rows
 
     def _bar_animation(self) -> None:
         """Run the indeterminate progress bar's animation only while the pane shows.
@@ -212,21 +251,35 @@ class GenerationPane(Vertical, can_focus=True):
         on screen; hidden (the console's default), it woke the console 15 times a second for
         nothing, a tenth of its CPU on a busy fleet. A known total stops the timer anyway.
         """
+        shown = self.display and self.query_one("#pipeline-progress").display
         for bar in self.query("#pipeline-progress #bar"):
             indeterminate = getattr(bar, "percentage", None) is None
-            bar.auto_refresh = BAR_ANIMATION_S if self.display and indeterminate else None
+            bar.auto_refresh = BAR_ANIMATION_S if shown and indeterminate else None
 
     def _subtitle(self) -> None:
         ranges = " ".join(
-            f"[b reverse] {r.label} [/]" if i == self.range_index else r.label
-            for i, r in enumerate(RANGES)
+            f"[b reverse] {r.label} [/]" if r.label == self.range_label else r.label
+            for r in self.ordered_ranges()
         )
-        self.border_subtitle = f"output tok/s  {ranges}  ([ ] range, ▲ retune)"
+        self.border_subtitle = f"output tok/s  {ranges}  ([ ] range, ▲ operation)"
 
     @property
     def chart_range(self) -> ChartRange:
         """The range the chart shows."""
-        return RANGES[self.range_index]
+        return next((r for r in RANGES if r.label == self.range_label), JOB)
+
+    def ordered_ranges(self) -> list[ChartRange]:
+        """``RANGES`` shortest first, the job's by its age now (last while it is unknown: then
+        it is the whole history), so `[` always shows less and `]` more."""
+        status = self.status
+        age = None if status is None else max(status.updated_at - status.started_at, MIN_JOB_S)
+
+        def span(r: ChartRange) -> float:
+            if r.seconds is not None:
+                return r.seconds
+            return float("inf") if age is None else age
+
+        return sorted(RANGES, key=span)
 
     def watch_status(self, status: PipelineStatus | None) -> None:
         """Show the new document's numbers (when the pane is shown; else on showing)."""
@@ -242,9 +295,13 @@ class GenerationPane(Vertical, can_focus=True):
             _update(summary, Content("no pipeline status document yet (press p to start it)"))
             _update(servers, Content(""))
             return
+        rows = _rows(summary)
         _update(summary, summary_lines(status))
         progress.update(total=max(status.total, 1), progress=status.done)
         _update(servers, server_lines(status))
+        if _rows(summary) != rows:
+            self._fit_chart()  # the summary grew or shrank: the chart's room with it
+        self._subtitle()  # the job's range moves among the others as it ages
 
     def on_show(self, event: events.Show) -> None:
         """Catch up with what arrived while hidden; offer the range keys."""
@@ -269,7 +326,7 @@ class GenerationPane(Vertical, can_focus=True):
         if self.display and self.is_mounted:
             self.read_chart()
 
-    def watch_range_index(self) -> None:
+    def watch_range_label(self) -> None:
         """Another range: say so, and read it."""
         if self.is_mounted:
             self._subtitle()
@@ -277,7 +334,9 @@ class GenerationPane(Vertical, can_focus=True):
 
     def action_range(self, step: int) -> None:
         """Show a shorter (-1) or longer (1) range."""
-        self.range_index = max(0, min(len(RANGES) - 1, self.range_index + step))
+        ordered = self.ordered_ranges()
+        index = ordered.index(self.chart_range)
+        self.range_label = ordered[max(0, min(len(ordered) - 1, index + step))].label
 
     def _chart_if_due(self) -> None:
         now = time.monotonic()
@@ -287,14 +346,22 @@ class GenerationPane(Vertical, can_focus=True):
     def read_chart(self) -> None:
         """Read the chart's data from the history (in a thread worker)."""
         self._chart_read_at = time.monotonic()
-        self._read_chart(self.chart_range, self.clock(), self.retune_marks)
+        status = self.status
+        job_start = None if status is None else status.started_at
+        self._read_chart(self.chart_range, self.clock(), self.retune_marks, job_start)
 
     @work(thread=True, exclusive=True, group="history-read", exit_on_error=False)
-    def _read_chart(self, span: ChartRange, end: float, marks: tuple[float, ...]) -> None:
+    def _read_chart(
+        self,
+        span: ChartRange,
+        end: float,
+        marks: tuple[OperationMark, ...],
+        job_start: float | None,
+    ) -> None:
         source = getattr(self.app, "chart_source", None)
         if source is not None:  # a Prometheus server: its answer or why not
             try:
-                data = chart_data(source, span, end, marks)
+                data = chart_data(source, span, end, marks, job_start)
             except HistoryError as error:
                 self.post_message(ChartRead(None, str(error)))
                 return
@@ -308,7 +375,8 @@ class GenerationPane(Vertical, can_focus=True):
         if store is None:
             self.post_message(ChartRead(None, f"history unavailable: {recorder.error}"))
             return
-        self.post_message(ChartRead(chart_data(store, span, end, marks), "no history yet"))
+        data = chart_data(store, span, end, marks, job_start)
+        self.post_message(ChartRead(data, "no history yet"))
 
     def on_chart_read(self, message: ChartRead) -> None:
         """Draw what the worker read."""
@@ -317,39 +385,10 @@ class GenerationPane(Vertical, can_focus=True):
         chart.data = message.data
 
 
-def chart_data(
-    store: SeriesSource, span: ChartRange, end: float, marks: tuple[float, ...]
-) -> ChartData | None:
-    """The fleet's output rate over ``span`` ending at ``end``, with the marks inside it.
-
-    Args:
-        store: The history (the console's store, or Prometheus).
-        span: The range (the whole job: since the series' first bucket).
-        end: The right edge (now).
-        marks: Retune times.
-
-    Returns:
-        The chart's data, or None when the history holds nothing for it.
-    """
-    if span.seconds is None:
-        first = store.first_time(None, OUT_TOK_S.name)
-        if first is None:
-            return None
-        start = min(first, end - 600)
-    else:
-        start = end - span.seconds
-    points = store.series(None, OUT_TOK_S.name, since=start - 15 * 60)  # one bucket to carry on
-    if not any(start <= t <= end for t, _ in points):
-        return None
-    steps = sorted(b[0] - a[0] for a, b in itertools.pairwise(points)) or [5.0]
-    return ChartData(
-        tuple(points),
-        start,
-        end,
-        floor=OUT_TOK_S.floor,
-        marks=tuple(t for t in marks if start <= t <= end),
-        gap_s=max(30.0, 3 * steps[len(steps) // 2]),
-    )
+def _rows(static: Static) -> int:
+    """Lines of a Static's text."""
+    text = static.content
+    return text.plain.count("\n") + 1 if isinstance(text, Content) else 1
 
 
 def _update(static: Static, content: Content) -> None:
