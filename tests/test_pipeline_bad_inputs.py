@@ -84,7 +84,7 @@ ROWS = [
     # profile
     Row(("profile", "show", "{B}/missing.toml"), "no such file or profile", 1),
     Row(("profile", "show", "{B}/binary"), "binary: is not UTF-8 text", 1),
-    Row(("profile", "show", "{B}/huge"), "huge: is larger than 1048576 bytes", 1),
+    Row(("profile", "show", "{B}/huge"), "huge: is larger than 1 MiB", 1),
     Row(("profile", "show", "{B}/deep.toml"), "deep.toml: nests tables or arrays deeper", 1),
     Row(("profile", "show", "{B}/dir"), "dir: is a directory", 1),
     Row(("profile", "show", "/dev/zero"), "/dev/zero: is a device", 1),

@@ -32,7 +32,9 @@ from tui.agent.pidfile import (
     remove_record,
     write_record,
 )
-from tui.state.files import StateFileError, locked
+from tui.inputs import InputError, open_stream
+from tui.state.files import StateFileError
+from tui.state.locks import locked
 
 START_TIMEOUT_S = 60.0
 """Default deadline for a started agent to answer."""
@@ -189,10 +191,10 @@ def _last_line(log: Path, offset: int) -> str:
     lines after, which are joined to it.
     """
     try:
-        with log.open("rb") as handle:
+        with open_stream(log, "a log") as handle:
             handle.seek(offset)
             text = handle.read(1 << 20).decode("utf-8", errors="replace")
-    except OSError:
+    except (OSError, InputError):
         return ""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     said = [i for i, line in enumerate(lines) if line.startswith("gpufleet agent")]

@@ -19,12 +19,12 @@ nothing is contacted.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tui.agent.client import AgentAddress, parse_agents
+from tui.inputs import CONFIG_LIMIT, InputError, parse_toml, read_text
 from tui.servers.tokens import TokenError, read_token
 
 MAX_AGENTS = 256
@@ -47,6 +47,28 @@ def _token(path_text: Any, field: str, source: Path) -> str:
         raise FleetFileError(f"{source}: {field}: {error}") from None
 
 
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = read_text(path, CONFIG_LIMIT, "a fleet file")  # a FIFO or /dev/zero: refused
+    except FileNotFoundError as error:
+        raise FleetFileError(f"{path}: cannot be read ({error.strerror})") from None
+    except InputError as error:
+        raise FleetFileError(str(error)) from None
+    try:
+        return parse_toml(text)
+    except ValueError as error:
+        raise FleetFileError(f"{path}: not TOML ({error})") from None
+
+
+def check_fleet_file(path: Path) -> None:
+    """Refuse a fleet file that cannot be read as TOML (its agents are not contacted).
+
+    Raises:
+        FleetFileError: naming the file.
+    """
+    _read(path)
+
+
 def load_fleet(path: Path, default_token: str | None) -> list[AgentAddress]:
     """The agents a fleet file lists, each with its token.
 
@@ -61,12 +83,7 @@ def load_fleet(path: Path, default_token: str | None) -> list[AgentAddress]:
     Raises:
         FleetFileError: unreadable, not TOML, an unknown key, a bad address or token file.
     """
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise FleetFileError(f"{path}: cannot be read ({error})") from None
-    except tomllib.TOMLDecodeError as error:
-        raise FleetFileError(f"{path}: not TOML ({error})") from None
+    data = _read(path)
     unknown = sorted(set(data) - {"token_file", "agent"})
     if unknown:
         raise FleetFileError(f"{path}: {unknown[0]}: unknown key (allowed: token_file, agent)")

@@ -19,7 +19,9 @@ from typing import Any
 
 from tui.agent.codec import encode
 from tui.ops.events import EventSink, OpEvent
+from tui.ops.journal import JournalError
 from tui.ops.lock import OperationBusy
+from tui.state.files import StateFileError
 
 Work = Callable[[EventSink], Awaitable[Any]]
 """The operation: called with the sink for its events, returns its result (a dataclass)."""
@@ -96,8 +98,10 @@ class Operations:
             result = await work(sink)
             op.result = encode(result) if result is not None else None
             op.state = "done"
-        except OperationBusy as busy:
-            op.state, op.error = "refused", str(busy)
+        except (OperationBusy, StateFileError, JournalError) as refusal:
+            # Refused before anything was stopped: another operation, a state lock held past
+            # its deadline (its holder named), a damaged state file, a journal it cannot write.
+            op.state, op.error = "refused", _one_line(refusal)
         except asyncio.CancelledError:
             op.state, op.error = "failed", "the agent stopped while it ran"
             raise

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any
 from tui.autotune.budget import Budget, Spent
 from tui.autotune.record import CandidateRecord
 from tui.autotune.space import KNOBS, KnobValue, SearchSpace
+from tui.inputs import CONFIG_LIMIT, InputError, parse_toml, read_text
 from tui.rollout.canary import CanaryOptions
 from tui.rollout.rollout import RolloutOptions
 
@@ -364,10 +364,14 @@ def load_config(path: Path) -> tuple[SearchSpace | None, dict[str, float]]:
         OptionsError: an unreadable file, bad TOML, an unknown section or key, a bad value.
     """
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+        text = read_text(path, CONFIG_LIMIT, "a config file")  # a FIFO or /dev/zero: refused
+    except FileNotFoundError as exc:
         raise OptionsError(f"--config {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except InputError as exc:
+        raise OptionsError(f"--config {exc}") from None
+    try:
+        doc = parse_toml(text)
+    except ValueError as exc:
         raise OptionsError(f"--config {path}: not TOML: {exc}") from None
     unknown = set(doc) - {"knobs", "budget"}
     if unknown:

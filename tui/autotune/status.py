@@ -29,7 +29,8 @@ from tui.autotune.budget import Spent
 from tui.autotune.record import candidate_line
 from tui.profiles import profile_to_dict
 from tui.rollout.canary_result import CanaryLook
-from tui.state.files import expect, locked, read_document, write_document
+from tui.state.files import expect, read_document, write_document
+from tui.state.locks import locked
 
 if TYPE_CHECKING:  # the search writes its status through this module
     from tui.autotune.searchstate import SearchState

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 
+from tui.inputs import InputError, open_stream
 from tui.servers.procinfo import LAUNCH_ID_ENV, boot_id, start_ticks
 from tui.state.fleet_state import ProcessRecord, put_record, remove_record
 
@@ -60,12 +61,12 @@ class ManagedProcess:
 def tail_lines(path: Path, count: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
     """The last ``count`` lines of a (possibly large) text file; [] when unreadable."""
     try:
-        with open(path, "rb") as handle:
+        with open_stream(path, "a log") as handle:  # a FIFO or device: [] at once
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - max_bytes))
             text = handle.read().decode("utf-8", "replace")
-    except OSError:
+    except (OSError, InputError):
         return []
     return text.splitlines()[-count:]
 

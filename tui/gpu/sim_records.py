@@ -19,6 +19,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tui.inputs import read_json
+
 GIB = 1024**3
 
 SIM_GPU_KINDS: dict[str, tuple[str, int, float]] = {
@@ -28,6 +30,9 @@ SIM_GPU_KINDS: dict[str, tuple[str, int, float]] = {
     "h100": ("NVIDIA H100 80GB HBM3", 81559 * 1024**2, 700.0),
 }
 """Simulated GPU kinds. Capacities follow nvidia-smi's totals (B200 ≈183 GB as in the seed)."""
+
+RECORD_LIMIT = 64 << 10
+"""A simulated GPU's device or process record (a few hundred bytes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +109,7 @@ def ensure_device(root: Path, index: int, kind: str) -> SimDevice:
 def read_device(root: Path, index: int) -> SimDevice | None:
     """Read one device record, or None when it does not exist or is unreadable."""
     try:
-        data = json.loads((gpu_dir(root, index) / "device.json").read_text())
+        data = read_json(gpu_dir(root, index) / "device.json", RECORD_LIMIT, "a device record")
         return SimDevice(**data)
     except (OSError, ValueError, TypeError, RecursionError):
         return None
@@ -113,7 +118,7 @@ def read_device(root: Path, index: int) -> SimDevice | None:
 def read_process(path: Path) -> SimProcessRecord | None:
     """Read one process record, or None when it is gone or unreadable."""
     try:
-        return SimProcessRecord(**json.loads(path.read_text()))
+        return SimProcessRecord(**read_json(path, RECORD_LIMIT, "a process record"))
     except (OSError, ValueError, TypeError, RecursionError):
         return None
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from tui.cli_args import ArgumentParser
+from tui.inputs import InputError, open_stream
 from tui.logs.blocks import read_records
 from tui.logs.ingest import MAX_LINE_BYTES, ingest_file
 from tui.logs.state import LogState
@@ -31,12 +30,18 @@ class _NotALog(Exception):
     """FILE is something a log cannot be (a directory, a device)."""
 
 
-def _check_kind(path: str, fifo_ok: bool) -> None:
-    mode = os.stat(path).st_mode
-    if stat.S_ISREG(mode) or (fifo_ok and stat.S_ISFIFO(mode)):
-        return
-    kind = "a directory" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
-    raise _NotALog(f"FILE is {kind}, not a log file: {path}")
+def _open_log(path: str) -> BinaryIO:
+    """The log FILE, through the one door (``tui.inputs.open_stream``): a regular file, opened
+    without blocking. A FIFO (whose open waits for a writer, for ever) or a device (``/dev/zero``
+    never ends) is refused; a pipe is read from stdin (``-``)."""
+    try:
+        return open_stream(path, "a log file")
+    except InputError as error:
+        if not error.problem.startswith("is "):
+            raise _NotALog(f"cannot read {path}: {error.problem}") from None
+        kind = error.problem.removeprefix("is ").split(",")[0]
+        hint = " (give a pipe as - on stdin)" if kind == "a FIFO" else ""
+        raise _NotALog(f"FILE is {kind}, not a log file: {path}{hint}") from None
 
 
 def _parse(path: str) -> int:
@@ -45,8 +50,7 @@ def _parse(path: str) -> int:
         stream: BinaryIO = sys.stdin.buffer
         close = False
     else:
-        _check_kind(path, fifo_ok=True)  # a FIFO streams a log; /dev/zero never ends
-        stream = open(path, "rb")  # noqa: SIM115 - closed below, stdin is not ours to close
+        stream = _open_log(path)  # closed below; stdin is not ours to close
         close = True
     try:
         # Records, not lines: a traceback is one error event (its exception line's), a Python
@@ -61,7 +65,7 @@ def _parse(path: str) -> int:
 
 
 def _summary(path: str) -> int:
-    _check_kind(path, fifo_ok=False)
+    _open_log(path).close()
     summary = ingest_file(path)
     state = LogState()
     state.apply_summary(summary)

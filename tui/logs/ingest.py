@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tui.inputs import open_stream
 from tui.logs import events as ev
 from tui.logs.events import LogEvent
 from tui.logs.parser import parse_line
@@ -193,7 +194,7 @@ def ingest_file(path: str | Path, chunk_bytes: int = 1024 * 1024) -> IngestSumma
     view = memoryview(buf)
     held, next_line = 0, 1
     skipping = False  # inside a line longer than MAX_LINE_BYTES: no log line, dropped
-    with open(path, "rb") as handle:
+    with open_stream(path, "a log") as handle:
         while True:
             if held == len(buf) and len(buf) >= MAX_LINE_BYTES:
                 held, skipping = 0, True

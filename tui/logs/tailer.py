@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import BinaryIO
 
+from tui.inputs import InputError, open_stream
+
 DEFAULT_ATTACH_BYTES = 4 * 1024 * 1024
 """On first attach, read at most this much of the end of the file."""
 
@@ -147,8 +149,10 @@ class LogTailer:
 
     def _open(self, size: int, from_start: bool) -> bool:
         try:
-            handle = open(self.path, "rb")  # noqa: SIM115 - kept open across calls on purpose
-        except FileNotFoundError:
+            # Kept open across calls on purpose. A FIFO or device at the log's path is not
+            # opened (its open or read would block the follower for ever): read as no file yet.
+            handle = open_stream(self.path, "a log")
+        except (FileNotFoundError, InputError):
             return False
         self._file, self._partial = handle, b""
         first = not self._attached

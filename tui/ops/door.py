@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tui import paths
 from tui.control.release import GpuPids
 from tui.control.stop_release import StopReleased, StopTimeouts
 from tui.ops.entries import (
@@ -20,7 +21,7 @@ from tui.ops.entries import (
 )
 from tui.ops.events import EventSink, OperationFinished, OperationStarted, OpEvent
 from tui.ops.fit import fit_to_fleet
-from tui.ops.journal import JournalEntry, append
+from tui.ops.journal import JournalEntry, JournalError, append, check_journal
 from tui.ops.lock import OperationBusy, operation_lock
 from tui.ops.runner import EngineRunner, gpu_pids_for
 from tui.profiles import Profile, load_named
@@ -36,6 +37,7 @@ from tui.state.fleet_state import (
     profile_of,
     read_fleet,
 )
+from tui.state.locks import LockBusy, hold
 
 if TYPE_CHECKING:  # the pipeline's module is imported by the operations that start or stop it
     from tui.ops.pipeline import PipelineConfig
@@ -86,6 +88,10 @@ class OpsOptions:
     """How long a started server is watched for dying at once (``start``)."""
     restore_args_failures: bool = True
     """Relaunch, with its previous profile, a GPU whose new server exited on its arguments."""
+    state_lock_s: float | None = None
+    """How long an operation waits, before it stops anything, for the fleet state's and the
+    cordons' locks (None: ``tui.state.locks.LOCK_TIMEOUT_S``, 10 s); past it the operation is
+    refused naming the holder."""
 
 
 def gpus_text(gpus: Sequence[int]) -> str:
@@ -172,26 +178,48 @@ class OpsBase:
     async def _operation(
         self, what: str, gpus: Sequence[int], sink: EventSink | None
     ) -> AsyncIterator[None]:
-        """Hold the operation lock for ``what``; report its start (the caller reports the end).
+        """Hold the operation lock for ``what``, then every state lock the operation will need
+        and a writable journal; report its start (the caller reports the end).
 
         Raises:
             OperationBusy: another operation holds the fleet.
+            LockBusy: a state file's lock stayed held past ``OpsOptions.state_lock_s`` (its
+                holder named; nothing was stopped).
+            JournalError: the journal cannot be written (nothing was stopped).
         """
         held = contextlib.ExitStack()
         try:
             held.enter_context(operation_lock(what))
         except OperationBusy as busy:
             # The refusal is journalled too: who tried what, and who held the fleet.
-            now = time.time()
-            kind = what.split(" ", 1)[0]
-            entry = simple_entry(
-                kind, now, now, False, tuple(sorted(gpus)), self.by, str(busy), refused=(str(busy),)
-            )
-            await asyncio.to_thread(append, entry)
+            await self._journal_refusal(what, gpus, busy)
             raise
         with held:
+            try:
+                await asyncio.to_thread(self._take_state_locks, held)
+            except LockBusy as busy:
+                await self._journal_refusal(what, gpus, busy)
+                raise
             emit(sink, OperationStarted(what, tuple(sorted(gpus))))
             yield
+
+    def _take_state_locks(self, held: contextlib.ExitStack) -> None:
+        """Before anything is stopped: the journal must be writable, and the fleet state's and
+        the cordons' locks are taken (in that order, after the operation lock) and kept until
+        the operation ends. A holder that never lets go then costs a refusal naming it, never a
+        server stopped and left cordoned while its record waits on a lock for ever."""
+        check_journal()
+        locks = (paths.fleet_state_file(), paths.cordon_file())
+        held.enter_context(hold(locks, self.options.state_lock_s))
+
+    async def _journal_refusal(self, what: str, gpus: Sequence[int], why: Exception) -> None:
+        now = time.time()
+        kind = what.split(" ", 1)[0]
+        entry = simple_entry(
+            kind, now, now, False, tuple(sorted(gpus)), self.by, str(why), refused=(str(why),)
+        )
+        with contextlib.suppress(JournalError):  # a journal that cannot be written says so itself
+            await asyncio.to_thread(append, entry)
 
     async def _journal(self, entry: JournalEntry, sink: EventSink | None, what: str) -> None:
         """Append the operation's entry (in a thread: it fsyncs) and report its end."""

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from tui import paths
+from tui.inputs import JOURNAL_LIMIT, InputError, kind_of, parse_json, read_bytes
+from tui.state.private import ensure_private_dir
 
 SCHEMA = 2
 
@@ -185,6 +187,43 @@ class JournalRead:
     """Why the journal itself could not be read (not a regular file, no permission): ''."""
 
 
+class JournalError(RuntimeError):
+    """The journal cannot be written (the message names it): an operation that could not record
+    what it did must not start."""
+
+
+def _open_for_append(target: Path) -> int:
+    """The journal opened to append (created 0600): never a FIFO, device or directory.
+
+    Raises:
+        JournalError: it cannot be opened, or is not a regular file (naming it).
+    """
+    ensure_private_dir(target.parent)
+    # Read-write: the last byte is read (pread) to tell whether the previous line was torn.
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(target, flags, 0o600)
+    except OSError as exc:
+        raise JournalError(f"{target}: cannot be written ({exc.strerror or exc})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise JournalError(f"{target}: is {kind_of(st.st_mode)}, not a journal")
+    return fd
+
+
+def check_journal(path: Path | None = None) -> None:
+    """Refuse now, before an operation stops anything, a journal it could not append to.
+
+    Args:
+        path: Journal file; defaults to ``tui.paths.journal_file()`` (created when missing).
+
+    Raises:
+        JournalError: naming the journal and why (a directory, a FIFO, no permission).
+    """
+    os.close(_open_for_append(path or paths.journal_file()))
+
+
 def append(entry: JournalEntry, path: Path | None = None) -> Path:
     """Append one entry as a JSON line and fsync it.
 
@@ -194,26 +233,23 @@ def append(entry: JournalEntry, path: Path | None = None) -> Path:
 
     Returns:
         The journal path.
+
+    Raises:
+        JournalError: the journal cannot be written (naming it).
     """
     target = path or paths.journal_file()
-    target.parent.mkdir(parents=True, exist_ok=True)
     data = (json.dumps(entry.to_json(), default=str) + "\n").encode()
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = _open_for_append(target)
     try:
         # A torn previous line (crash mid-write) must not swallow this entry: start on a new line.
-        if os.fstat(fd).st_size > 0 and _last_byte(target) != b"\n":
+        size = os.fstat(fd).st_size
+        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
     return target
-
-
-def _last_byte(path: Path) -> bytes:
-    with path.open("rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1)
 
 
 def read_journal(path: Path | None = None) -> JournalRead:
@@ -227,13 +263,14 @@ def read_journal(path: Path | None = None) -> JournalRead:
     """
     target = path or paths.journal_file()
     try:
-        if not stat.S_ISREG(os.stat(target).st_mode):  # /dev/zero would never end
-            return JournalRead((), 0, unreadable=f"{target}: not a regular file, not a journal")
-        raw = target.read_bytes()
+        raw = read_bytes(target, JOURNAL_LIMIT, "a journal")
     except FileNotFoundError:
         return JournalRead((), 0)
-    except OSError as exc:
-        return JournalRead((), 0, unreadable=f"{target}: cannot be read ({exc.strerror or exc})")
+    except InputError as exc:
+        problem = exc.problem
+        if problem.startswith("is ") and "not a journal" in problem:
+            problem = f"not a regular file, not a journal ({problem})"
+        return JournalRead((), 0, unreadable=f"{target}: {problem}")
     entries: list[JournalEntry] = []
     skipped = 0
     problem = ""
@@ -243,7 +280,7 @@ def read_journal(path: Path | None = None) -> JournalRead:
         try:
             if len(line) > MAX_JOURNAL_LINE:
                 raise ValueError("line too long")
-            entries.append(JournalEntry.from_json(json.loads(line)))
+            entries.append(JournalEntry.from_json(parse_json(line, finite=False)))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             skipped += 1
             problem = problem or f"{target}:{number}: {exc}"

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from pathlib import Path
 import psutil
 
 from tui import paths
+from tui.inputs import HOLDER_LIMIT, kind_of, parse_json
+from tui.state.private import ensure_private_dir
 
 
 class OperationBusy(RuntimeError):
@@ -55,8 +58,7 @@ class Holder:
 
 def _read_holder(handle: int) -> Holder | None:
     try:
-        os.lseek(handle, 0, os.SEEK_SET)
-        data = json.loads(os.read(handle, 65536).decode("utf-8"))
+        data = parse_json(os.pread(handle, HOLDER_LIMIT, 0))
         return Holder(
             str(data["operation"]),
             int(data["pid"]),
@@ -70,6 +72,35 @@ def _read_holder(handle: int) -> Holder | None:
 def _me() -> tuple[int, float]:
     pid = os.getpid()
     return pid, psutil.Process(pid).create_time()
+
+
+def _open(target: Path, create: bool) -> int:
+    """The lock file, 0600 in the private state directory; a FIFO or device in its place is
+    refused (reading its holder would block for ever).
+
+    Raises:
+        FileNotFoundError: it does not exist and ``create`` is False.
+        OperationBusy: it cannot be used as a lock file (naming it).
+    """
+    if create:
+        ensure_private_dir(target.parent)
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_CREAT if create else 0)
+    try:
+        handle = os.open(target, flags, 0o600)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise OperationBusy(
+            f"{target}: cannot be used as the lock ({exc.strerror or exc})"
+        ) from None
+    st = os.fstat(handle)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(handle)
+        raise OperationBusy(f"{target}: is {kind_of(st.st_mode)}, not a lock file: refused")
+    with contextlib.suppress(OSError):  # made 0644 by an earlier version
+        if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+            os.fchmod(handle, 0o600)
+    return handle
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +128,7 @@ def operation_lock(operation: str, path: Path | None = None) -> Iterator[Acquire
         OperationBusy: another live operation holds it (named in the message).
     """
     target = path or paths.operation_lock_file()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle = os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
+    handle = _open(target, create=True)
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -133,7 +163,7 @@ def current_holder(path: Path | None = None) -> Holder | None:
     """Who holds the lock now (None when it is free). Never blocks."""
     target = path or paths.operation_lock_file()
     try:
-        handle = os.open(target, os.O_RDWR)
+        handle = _open(target, create=False)
     except FileNotFoundError:
         return None
     try:

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tui.inputs import STATUS_LIMIT, read_bytes, read_json
+
 SCHEMA_VERSION = 1
 
 
@@ -116,8 +118,26 @@ def write_status(path: Path, status: PipelineStatus) -> None:
 
 
 def read_status(path: Path) -> PipelineStatus | None:
-    """Read the status document, or None when it is missing or malformed."""
+    """Read the status document, or None when it is missing or malformed.
+
+    Read through the one door (``tui.inputs``): a FIFO, a device or a directory in its place,
+    or a file over ``STATUS_LIMIT``, reads as None at once instead of blocking or filling memory
+    (commands that name the file check it first and say so: ``check_status_path``).
+    """
     try:
-        return PipelineStatus.from_json(json.loads(path.read_text()))
+        return PipelineStatus.from_json(read_json(path, STATUS_LIMIT, "a status document"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def check_status_path(path: Path) -> None:
+    """Refuse now a ``--status`` path that exists but is no status document to read.
+
+    Raises:
+        InputError: a FIFO, a device, a directory, a file over ``STATUS_LIMIT`` or unreadable
+            (one line naming it). A missing file passes: the job writes it when it starts.
+    """
+    try:
+        read_bytes(path, STATUS_LIMIT, "a status document")
+    except FileNotFoundError:
+        return

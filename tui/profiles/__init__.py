@@ -4,6 +4,7 @@ Public API::
 
     load_profile(path) -> Profile             # validated; ProfileError lists every Problem
     load_named(name_or_path) -> Profile        # by name (user's dir, then profiles_dir()), or path
+    load_by_name(name) -> Profile              # by name only (what a remote caller names)
     save_profile(profile, path) -> Path        # tomli-w, atomic
     list_profiles(directory=None) -> list[Path]  # default: the user's and profiles_dir()'s
     profile_engine(path) -> str | None         # its engine.kind, without validating the rest
@@ -26,6 +27,7 @@ from tui.profiles.parse import profile_from_dict
 from tui.profiles.sglang_release import ReleaseError, target_release
 from tui.profiles.store import (
     list_profiles,
+    load_by_name,
     load_named,
     load_profile,
     profile_engine,
@@ -50,6 +52,7 @@ __all__ = [
     "flags_for",
     "launch_problems",
     "list_profiles",
+    "load_by_name",
     "load_named",
     "load_profile",
     "log_dir_for",

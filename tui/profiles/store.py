@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import stat
+import re
 import tempfile
 import tomllib
 from pathlib import Path
@@ -11,41 +11,24 @@ from typing import Any
 
 import tomli_w
 
+from tui.inputs import PROFILE_LIMIT, InputError, read_text, too_deep
 from tui.paths import profiles_dir, user_profiles_dir
 from tui.profiles.errors import Problem, ProfileError
 from tui.profiles.model import AUTO, SERVER_FIELDS, Profile, ServerFlags
 from tui.profiles.parse import profile_from_dict
 
 SUFFIX = ".toml"
-MAX_PROFILE_BYTES = 1024 * 1024
+MAX_PROFILE_BYTES = PROFILE_LIMIT
 """Largest profile file read (a real one is a few KB; /dev/zero or a 2 GB file is refused)."""
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+"""A profile name: what ``resolve_name`` takes (never a path: no '/', no leading '.')."""
 MAX_DEPTH = 16
 """Deepest nesting of tables and arrays in a profile (a real one needs 4)."""
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "a FIFO or socket" if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else "special"
-
-
-def _too_deep(value: object) -> bool:
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return True
-        children = (
-            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        )
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
 def _read_document(path: Path) -> dict[str, Any]:
-    """Read a profile file, bounded: a regular file of at most 1 MiB of UTF-8 TOML.
+    """Read a profile file through the one door (``tui.inputs``): a regular file of at most
+    ``MAX_PROFILE_BYTES`` of UTF-8 TOML, nested at most ``MAX_DEPTH`` deep.
 
     Raises:
         ProfileError: naming the file and what is wrong with it.
@@ -55,29 +38,18 @@ def _read_document(path: Path) -> dict[str, Any]:
         return ProfileError([Problem("file", str(path), message)], str(path))
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
+        text = read_text(path, MAX_PROFILE_BYTES, "a profile file")
+    except FileNotFoundError as exc:
         raise refuse(f"cannot be read: {exc.strerror or exc}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise refuse(f"is {_kind(mode)}, not a profile file")
-    with os.fdopen(fd, "rb") as handle:
-        raw = handle.read(MAX_PROFILE_BYTES + 1)
-    if len(raw) > MAX_PROFILE_BYTES:
-        raise refuse(f"is larger than {MAX_PROFILE_BYTES} bytes: not a profile")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        byte = raw[exc.start]
-        raise refuse(f"is not UTF-8 text (byte 0x{byte:02x} at offset {exc.start})") from None
+    except InputError as exc:
+        raise refuse(exc.problem) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise refuse(f"is not valid TOML: {exc}") from None
     except RecursionError:
         raise refuse(f"nests tables or arrays deeper than {MAX_DEPTH} levels") from None
-    if _too_deep(data):
+    if too_deep(data, MAX_DEPTH):
         raise refuse(f"nests tables or arrays deeper than {MAX_DEPTH} levels")
     return data
 
@@ -225,6 +197,39 @@ def resolve_profile(name_or_path: str, directory: Path | None = None) -> Path:
         [Problem("profile", name_or_path, f"no such file or profile in {where} (known: {known})")],
         name_or_path,
     )
+
+
+def resolve_name(name: str, directory: Path | None = None) -> Path:
+    """Find a profile by name only, in the profile directories: never read as a path.
+
+    What a remote caller names (the agent's API) goes through here, so ``/etc/passwd`` or
+    ``../../x`` is refused as a name, not opened.
+
+    Raises:
+        ProfileError: not a name (``NAME``), or no profile of that name (the known ones listed).
+    """
+    if not NAME.match(name) or name.endswith(SUFFIX):
+        raise ProfileError(
+            [Problem("profile", name[:80], "must be a profile name: letters, digits, '.', '_' "
+                     "or '-' (1-200), not a path")],
+            "profile",
+        )  # fmt: skip
+    roots = profile_dirs() if directory is None else [directory]
+    for root in roots:
+        candidate = root / f"{name}{SUFFIX}"
+        if os.path.lexists(candidate):
+            return candidate
+    known = ", ".join(p.stem for p in list_profiles(directory)) or "none"
+    raise ProfileError(
+        [Problem("profile", name, f"no such profile in {' or '.join(map(str, roots))} "
+                 f"(known: {known})")],
+        name,
+    )  # fmt: skip
+
+
+def load_by_name(name: str, directory: Path | None = None) -> Profile:
+    """``load_profile(resolve_name(name))``: a profile by name only."""
+    return load_profile(resolve_name(name, directory))
 
 
 def load_named(name_or_path: str, directory: Path | None = None) -> Profile:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
+from tui.inputs import InputError, open_stream
 from tui.logs import events as ev
 from tui.logs.parser import parse_line
 from tui.sglang.plan_types import Calibration
@@ -146,7 +147,8 @@ class CalibrationCache:
         key = str(path)
         with self._lock:
             try:
-                with open(path, "rb") as handle:
+                # A FIFO or device at a log's path is refused at once, never waited on.
+                with open_stream(path, "a server log") as handle:
                     stat = os.fstat(handle.fileno())
                     ident = (stat.st_dev, stat.st_ino)
                     scan = self._scans.get(key)
@@ -154,7 +156,7 @@ class CalibrationCache:
                         scan = _FileScan(ident)  # a new file at the path, or truncated
                         self._scans[key] = scan
                     tail = self._advance(handle, scan, stat.st_size)
-            except OSError:
+            except (OSError, InputError):
                 self._scans.pop(key, None)
                 return None
             if not tail:

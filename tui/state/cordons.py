@@ -23,6 +23,7 @@ dispatch.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterable
@@ -32,7 +33,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tui.paths import cordon_file
-from tui.state.files import StateFileError, expect, locked, read_document, write_document
+from tui.state.files import (
+    StateFileError,
+    expect,
+    expect_version,
+    read_document,
+    write_document,
+)
+from tui.state.locks import locked
 
 VERSION = 1
 
@@ -78,12 +86,20 @@ def address_of(target: str, port: int | None = None) -> str:
     return f"{host}:{port}"
 
 
+def _since(value: Any, key: str) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    expect(ok, f"cordons.{key}.since is not a time")
+    return float(value)
+
+
 def _parse(doc: Any) -> dict[str, Cordon]:
-    expect(isinstance(doc, dict) and isinstance(doc.get("cordons"), dict), "no 'cordons' object")
-    return {
-        str(key): Cordon(str(key), float(value["since"]), str(value.get("reason", "")))
-        for key, value in doc["cordons"].items()
-    }
+    expect_version(doc, (VERSION,))
+    expect(isinstance(doc.get("cordons"), dict), "no 'cordons' object")
+    out = {}
+    for key, value in doc["cordons"].items():
+        expect(isinstance(value, dict), f"cordons.{key} is not an object")
+        out[str(key)] = Cordon(str(key), _since(value["since"], key), str(value.get("reason", "")))
+    return out
 
 
 def read_cordons(path: Path | None = None) -> dict[str, Cordon]:

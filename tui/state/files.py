@@ -1,27 +1,31 @@
-"""Locked, atomic JSON state files whose damage is reported, never read as "nothing there".
+"""Atomic JSON state files whose damage is reported, never read as "nothing there".
 
-Every writer takes an exclusive ``fcntl`` lock on a side file (``<name>.lock``) for its whole
-read-modify-write and replaces the document atomically (temporary file, fsync, rename), so
-concurrent writers never lose each other's changes and a reader never sees half a file. A file
-that exists but cannot be read as its document (truncated, garbage, wrong shape, not UTF-8,
-nested too deep) raises ``StateFileError`` naming the file and the problem: state that is read
-as empty would let servers run on unmanaged.
+Every writer takes the file's writer lock (``tui.state.locks.locked``: an exclusive ``flock`` on a
+side file ``<name>.lock``, with a deadline) for its whole read-modify-write and replaces the
+document atomically (temporary file 0600, fsync, rename), so concurrent writers never lose each
+other's changes and a reader never sees half a file. Reads go through the one door for files
+(``tui.inputs``): a FIFO, a device or a directory in a state file's place is refused without
+blocking, and at most ``MAX_STATE_BYTES`` are read. A file that exists but cannot be read as its
+document (truncated, garbage, wrong shape, not UTF-8, NaN or 1e999, nested too deep, an unknown
+version) raises ``StateFileError`` naming the file and the problem: state that is read as empty
+would let servers run on unmanaged.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tui.inputs import STATE_LIMIT, InputError, parse_json, read_bytes
+from tui.state.private import ensure_private_dir
+
 T = TypeVar("T")
 
-MAX_STATE_BYTES = 16 << 20
+MAX_STATE_BYTES = STATE_LIMIT
 """A state file larger than this is damage (the fleet state of 16 GPUs is a few hundred KB)."""
 
 
@@ -34,18 +38,6 @@ class StateFileError(RuntimeError):
         """The damaged file."""
         self.problem = problem
         """What is wrong with it, in words."""
-
-
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold the exclusive writer lock of ``path`` (a side file ``<name>.lock``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def read_document(path: Path, parse: Callable[[Any], T], missing: T) -> T:
@@ -64,20 +56,15 @@ def read_document(path: Path, parse: Callable[[Any], T], missing: T) -> T:
         StateFileError: the file exists but cannot be read or is not a valid document.
     """
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_STATE_BYTES + 1)
+        raw = read_bytes(path, MAX_STATE_BYTES, "a state file")
     except FileNotFoundError:
         return missing
-    except OSError as exc:
-        raise StateFileError(path, f"cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_STATE_BYTES:
-        raise StateFileError(path, f"is larger than {MAX_STATE_BYTES >> 20} MiB: not a state file")
+    except InputError as exc:
+        raise StateFileError(path, exc.problem) from None
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = parse_json(raw, finite=False)
     except UnicodeDecodeError:
         raise StateFileError(path, "is not UTF-8 text (damaged)") from None
-    except RecursionError:
-        raise StateFileError(path, "is nested too deeply (damaged)") from None
     except ValueError as exc:
         what = "is empty" if not raw.strip() else f"is not valid JSON ({exc})"
         raise StateFileError(path, f"{what} (truncated or damaged)") from None
@@ -85,6 +72,20 @@ def read_document(path: Path, parse: Callable[[Any], T], missing: T) -> T:
         return parse(data)
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         raise StateFileError(path, f"has the wrong shape: {_reason(exc)}") from None
+
+
+def expect_version(doc: Any, versions: tuple[int, ...]) -> None:
+    """Refuse a document whose ``version`` is not one of ``versions`` (a newer gpufleet's file,
+    or damage): read as anything else, its servers would be left unmanaged.
+
+    Raises:
+        ValueError: naming the version found and the ones this gpufleet reads.
+    """
+    expect(isinstance(doc, dict), "the document is not an object")
+    found = doc.get("version")
+    if found not in versions or isinstance(found, bool):
+        known = ", ".join(str(v) for v in versions)
+        raise ValueError(f"version {found!r} is not one this gpufleet reads ({known})")
 
 
 def _reason(exc: BaseException) -> str:
@@ -95,7 +96,7 @@ def _reason(exc: BaseException) -> str:
 
 def write_document(path: Path, doc: Any) -> None:
     """Replace ``path`` with ``doc`` as JSON, atomically and durably (call it under ``locked``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:

@@ -13,22 +13,32 @@ ran, even if the profile file was edited since)::
                                   "previous": {...} | null, "launches": ["<launch id>", ...]}}}
 
 Every write is a locked read-modify-write replaced atomically (``tui.state.files``); a damaged
-file raises ``StateFileError`` naming it. The two files of earlier versions (``fleet.json`` and
-``running_profiles.json``) are read once, when this one does not exist yet.
+file raises ``StateFileError`` naming it: so does a ``version`` other than ``VERSION`` and a
+``current`` or ``previous`` document that is not a valid profile (read as "nothing runs there",
+either would let an apply or a start launch beside servers gpufleet no longer manages). The two
+files of earlier versions (``fleet.json`` and ``running_profiles.json``) are read once, when this
+one does not exist yet.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tui import paths
-from tui.profiles import Profile, profile_from_dict, profile_to_dict
-from tui.state.files import expect, locked, read_document, write_document
+from tui.profiles import Profile, ProfileError, profile_from_dict, profile_to_dict
+from tui.state.files import expect, expect_version, read_document, write_document
+from tui.state.locks import locked
 
 VERSION = 2
+READABLE_VERSIONS = (VERSION,)
+"""The ``version`` values this gpufleet reads; any other is an error naming the file."""
 
 ProfileDoc = dict[str, Any]
 """A whole profile as ``tui.profiles.profile_to_dict`` writes it."""
@@ -161,6 +171,7 @@ def _int(value: Any, field: str) -> int:
 
 def _num(value: Any, field: str) -> float:
     expect(isinstance(value, int | float) and not isinstance(value, bool), f"{field} is no number")
+    expect(math.isfinite(value), f"{field} is not a finite number")
     return float(value)
 
 
@@ -169,9 +180,39 @@ def _str(value: Any, field: str) -> str:
     return str(value)
 
 
-def _doc(value: Any, field: str) -> ProfileDoc | None:
+VALIDATED_KEEP = 64
+"""Profile documents remembered as valid (``_valid_doc``): a fleet runs a handful of distinct
+documents, and each read of the state (about once a second in the console and the agent) would
+otherwise validate every GPU's two documents again (~0.3 ms each)."""
+_validated: OrderedDict[str, None] = OrderedDict()
+_validated_guard = threading.Lock()
+
+
+def _valid_doc(doc: ProfileDoc, field: str) -> None:
+    key = json.dumps(doc, sort_keys=True, default=str)
+    with _validated_guard:
+        if key in _validated:
+            _validated.move_to_end(key)
+            return
+    try:
+        profile_from_dict(doc, default_name=str(doc.get("name", "stored")), source=field)
+    except ProfileError as exc:
+        first = exc.problems[0] if exc.problems else None
+        what = f"{first.field} = {first.value!r}: {first.message}" if first else str(exc)
+        raise ValueError(f"{field} is not a valid profile ({what})") from None
+    with _validated_guard:
+        _validated[key] = None
+        while len(_validated) > VALIDATED_KEEP:
+            _validated.popitem(last=False)
+
+
+def _doc(value: Any, field: str, validate: bool = True) -> ProfileDoc | None:
     expect(value is None or isinstance(value, dict), f"{field} is not a profile document")
-    return value if value else None
+    if not value:
+        return None
+    if validate:
+        _valid_doc(value, field)
+    return value
 
 
 def _gpu_key(key: Any) -> int:
@@ -180,7 +221,7 @@ def _gpu_key(key: Any) -> int:
 
 
 def _parse(data: Any) -> FleetState:
-    expect(isinstance(data, dict), "the document is not an object")
+    expect_version(data, READABLE_VERSIONS)
     gpus = data["gpus"]
     expect(isinstance(gpus, dict), "'gpus' is not an object")
     out: FleetState = {}
@@ -218,7 +259,12 @@ def _legacy() -> FleetState:
     def running(data: Any) -> dict[int, tuple[ProfileDoc | None, ProfileDoc | None]]:
         expect(isinstance(data, dict) and isinstance(data.get("gpus"), dict), "no 'gpus'")
         return {
-            _gpu_key(k): (_doc(v.get("current"), "current"), _doc(v.get("previous"), "previous"))
+            # Written by an older gpufleet, read once on upgrade: its documents are kept as they
+            # were (a rule added since must not make the old fleet unreadable).
+            _gpu_key(k): (
+                _doc(v.get("current"), "current", validate=False),
+                _doc(v.get("previous"), "previous", validate=False),
+            )
             for k, v in data["gpus"].items()
         }
 

@@ -12,11 +12,11 @@ than ``[console]`` are left to whoever reads them. No Textual here.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from tui import paths
+from tui.inputs import CONFIG_LIMIT, InputError, parse_toml, read_text
 
 
 class SettingsError(ValueError):
@@ -50,14 +50,14 @@ def load_console_settings(path: Path | None = None) -> ConsoleSettings:
     """
     path = path or paths.settings_file()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, CONFIG_LIMIT, "a settings file")  # a FIFO or /dev/zero: refused
     except FileNotFoundError:
         return ConsoleSettings()
-    except (OSError, UnicodeDecodeError) as error:
-        raise SettingsError(f"{path}: cannot be read ({error})") from None
+    except InputError as error:
+        raise SettingsError(str(error)) from None
     try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
+        document = parse_toml(text)
+    except ValueError as error:
         raise SettingsError(f"{path}: not valid TOML ({error})") from None
     console = document.get("console", {})
     if not isinstance(console, dict):

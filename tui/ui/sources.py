@@ -14,6 +14,7 @@ from typing import NoReturn, Protocol
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
+from tui.inputs import InputError, open_stream
 from tui.ops.console import LookSink
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead, read_journal
@@ -309,12 +310,12 @@ def tail_file(path: Path, max_lines: int) -> list[str]:
     """
     window = 1 << 20
     try:
-        with path.open("rb") as handle:
+        with open_stream(path, "a log") as handle:  # a FIFO or device: [] at once
             handle.seek(0, 2)
             size = handle.tell()
             handle.seek(max(0, size - window))
             data = handle.read()
-    except OSError:
+    except (OSError, InputError):
         return []
     lines = data.decode("utf-8", errors="replace").splitlines()
     if size > window and lines:

@@ -3,7 +3,7 @@
 Exit codes: 0 done (on every GPU), 1 an operation was refused or failed on a GPU (what runs there
 is not verified as the fleet's, or it did not get there: the GPU is named), 2 refused before
 anything was stopped (bad input, an invalid profile, another operation holding the fleet, a
-damaged state file).
+damaged state file, a state lock held past its deadline, a journal that cannot be written).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tui.control.stop_release import DrainProgress
+from tui.inputs import InputError
 from tui.ops.events import OperationFinished, OperationStarted, OpEvent
+from tui.ops.journal import JournalError
 from tui.ops.lock import OperationBusy
 from tui.ops.service import OperationError
 from tui.profiles import ProfileError
@@ -21,8 +23,9 @@ from tui.retune.events import ApplyRefused, GpuFailed, GpuPhase, GpuReady, Measu
 from tui.rollout.canary_result import CanaryLook
 from tui.state.files import StateFileError
 
-REFUSALS = (ProfileError, OperationBusy, StateFileError, OperationError)
-"""Errors that mean nothing was changed: reported in one line, exit 2."""
+REFUSALS = (ProfileError, OperationBusy, StateFileError, OperationError, JournalError, InputError)
+"""Errors that mean nothing was changed: reported in one line, exit 2 (a state lock held past
+its deadline is a ``StateFileError``: ``tui.state.locks.LockBusy``)."""
 
 
 class UsageError(ValueError):

@@ -27,7 +27,7 @@ from tui.fleet.monitor import FleetMonitor
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.source import open_gpu_source
 from tui.ops.fleet_status import DEFAULT_WIDTH, EXIT_BAD_INPUT, format_text, status_document
-from tui.pipeline.status import read_status
+from tui.pipeline.status import check_status_path, read_status
 from tui.state.files import StateFileError
 from tui.state.fleet_state import read_fleet
 
@@ -158,6 +158,8 @@ def main(argv: Sequence[str]) -> int:
         if args.count is not None and args.watch is None:
             raise ValueError("--count: only with --watch S")
         spec = fleet_spec(ports, gpus)
+        if args.status is not None:
+            check_status_path(args.status)  # a FIFO or /dev/zero: refused now, never read
     except (argparse.ArgumentTypeError, ValueError, StateFileError) as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

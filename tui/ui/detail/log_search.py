@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.control.launch import LOG_KEEP
+from tui.inputs import InputError, open_stream
 
 BLOCK_BYTES = 4 * 1024 * 1024
 """Bytes read at a time."""
@@ -111,8 +112,8 @@ def search_logs(
     scanned = 0
     for path in sizes:
         try:
-            handle = path.open("rb")
-        except OSError:
+            handle = open_stream(path, "a log")  # a FIFO or device is skipped, never waited on
+        except (OSError, InputError):
             continue
         with handle:
             line_no = 0

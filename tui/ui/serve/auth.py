@@ -20,6 +20,8 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from tui.inputs import TOKEN_LIMIT, InputError, read_text
+
 TOKEN_ENV = "GPUFLEET_SERVE_TOKEN"
 """Environment variable that gives the token (instead of a generated one)."""
 
@@ -65,11 +67,14 @@ def load_token(token_file: Path | None, environ: Mapping[str, str] = os.environ)
     """
     if token_file is not None:
         try:
-            lines = token_file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as error:
+            # The one door: a FIFO or /dev/zero is refused at once, at most TOKEN_LIMIT read.
+            lines = read_text(token_file, TOKEN_LIMIT, "a token file").splitlines()
+        except FileNotFoundError as error:
             raise TokenError(
-                f"--token-file: {str(token_file)!r} cannot be read ({error})"
+                f"--token-file: {str(token_file)!r} cannot be read ({error.strerror})"
             ) from None
+        except InputError as error:
+            raise TokenError(f"--token-file={error}") from None
         value, source = (lines[0].strip() if lines else ""), f"--token-file {token_file}"
         field = "--token-file"
     elif environ.get(TOKEN_ENV):

@@ -68,6 +68,13 @@ def _check_console_args(console_args: list[str]) -> str | None:
             load_named(args.profile)
         except ProfileError as error:
             return f"--profile: {error}"
+    if args.fleet is not None:
+        from tui.agent.fleet_file import FleetFileError, check_fleet_file
+
+        try:
+            check_fleet_file(args.fleet)  # a FIFO or /dev/zero: refused here, not per session
+        except FleetFileError as error:
+            return f"--fleet: {error}"
     return None
 
 
