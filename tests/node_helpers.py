@@ -92,6 +92,15 @@ class Node:
             time.sleep(0.1)
         raise AssertionError(f"agent {self.name} did not answer within 30 s")
 
+    def start_readonly_agent(self) -> None:
+        """Start the node's agent read-only: it accepts read tokens only, so it gets a token
+        file naming the shared secret ``read`` (the same secret is admin on the other agents)."""
+        secret = self.token_file.read_text().strip()
+        read_only = self.root / "read.token"
+        read_only.write_text(f"read {secret}\n")
+        read_only.chmod(0o600)
+        self.start_agent("--readonly", "--token-file", str(read_only))
+
     def stop_agent(self, sig: int = signal.SIGTERM) -> None:
         """Stop the agent (SIGTERM, or SIGKILL to play a lost node)."""
         if self.agent is not None and self.agent.poll() is None:

@@ -28,9 +28,11 @@ WRITES = [{"kind": kind, "gpus": [0], "profile": "node-base", "gpu": 0} for kind
 
 def test_token_file_is_made_private_and_compared_exactly(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "agent.token"
-    token = load_or_create(path)
+    (made,) = load_or_create(path)
+    token = made.value
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert len(token) >= 40 and load_or_create(path) == token
+    assert made.scope == "admin" and path.read_text() == token + "\n"  # bare: a client's file too
+    assert len(token) >= 40 and load_or_create(path) == (made,)
     assert matches(f"Bearer {token}", token) and matches(f"bearer {token}", token)
     assert not matches(None, token) and not matches(token, token)
     assert not matches(f"Bearer {token}x", token) and not matches(f"Basic {token}", token)
@@ -60,7 +62,7 @@ def test_events_and_results_cross_the_api_typed_and_remapped() -> None:
 
 def test_the_api_refuses_without_the_token_and_writes_when_read_only(tmp_path: Path) -> None:
     with nodes(tmp_path, count=1, gpus=1, agents=False) as (node,):
-        node.start_agent("--readonly")
+        node.start_readonly_agent()
         base = f"http://{node.agent_address}"
         token = node.token_file.read_text().strip()
         good = {"authorization": f"Bearer {token}"}

@@ -74,7 +74,7 @@ def kill_search(node: Node) -> None:
 
 def test_autotune_is_refused_without_token_and_read_only(tmp_path: Path) -> None:
     with nodes(tmp_path, count=1, gpus=2, agents=False) as (node,):
-        node.start_agent("--readonly")
+        node.start_readonly_agent()
         url, good = api(node)
         assert httpx.get(url, timeout=5).status_code == 401
         assert httpx.post(url, json={"action": "start"}, timeout=5).status_code == 401

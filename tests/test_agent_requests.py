@@ -16,7 +16,7 @@ def test_a_rollback_may_carry_the_profile_it_expects_and_nothing_else_may() -> N
     assert parse_request({"kind": "rollback"}).expect is None
     with pytest.raises(BadRequest, match=r"^expect: only a rollback takes it, not apply$"):
         parse_request({"kind": "apply", "profile": "p", "expect": "p"})
-    with pytest.raises(BadRequest, match=r"^expect: 7 must be a profile name \(1-200 characters\)"):
+    with pytest.raises(BadRequest, match=r"^expect: 7 must be a profile name: "):
         parse_request({"kind": "rollback", "expect": 7})
     with pytest.raises(BadRequest, match=r"^colour: unknown field \(allowed: kind, .*expect\)$"):
         parse_request({"kind": "rollback", "colour": "red"})

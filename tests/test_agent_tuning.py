@@ -139,7 +139,7 @@ async def test_a_node_refusing_the_save_is_one_line_and_nothing_is_launched(
 ) -> None:
     with nodes(tmp_path, count=2, gpus=2, agents=False) as (n1, n2):
         n1.start_agent()
-        n2.start_agent("--readonly")
+        n2.start_readonly_agent()
         app, backend = console(n1, n2)
         before = {g: server_pid(n2, g) for g in (0, 1)}
         async with app.run_test(size=(160, 50)) as pilot:

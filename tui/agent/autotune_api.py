@@ -26,11 +26,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tui.agent.requests import BadRequest, json_object
+from tui.agent.requests import BadRequest, json_body
 from tui.autotune.cli import build_parser, options_from
 from tui.autotune.detach import search_log, start_detached
 from tui.autotune.status import holder_alive, read_status
 from tui.autotune.status import request as ask_search
+from tui.control.launch import tail_lines
 from tui.state.files import StateFileError
 
 ACTIONS = ("start", "pause", "resume", "stop")
@@ -107,18 +108,16 @@ def _status() -> tuple[dict[str, Any] | None, str]:
 
 
 def _last_line() -> str:
-    try:
-        lines = search_log().read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return lines[-1] if lines else ""
+    # The log's end only (a search that ran for days wrote a long one), never a FIFO's.
+    lines = [line for line in tail_lines(search_log(), 5) if line.strip()]
+    return lines[-1].strip() if lines else ""
 
 
 def autotune_routes(guarded: Any) -> list[Route]:
     """The autotune routes, each behind ``guarded`` (token; writes refused read-only).
 
     Args:
-        guarded: The app's guard (``guarded(handler, write=...)``).
+        guarded: The app's guard (``guarded(handler, scope=...)``).
 
     Returns:
         The routes.
@@ -137,7 +136,7 @@ def autotune_routes(guarded: Any) -> list[Route]:
 
     async def act(http: Request) -> Response:
         reap()
-        body = json_object(await http.body())
+        body = await json_body(http)
         unknown = sorted(set(body) - {"action", "options"})
         if unknown:
             raise BadRequest(f"{unknown[0]}: unknown field (allowed: action, options)")
@@ -181,5 +180,5 @@ def autotune_routes(guarded: Any) -> list[Route]:
 
     return [
         Route("/api/v1/autotune", guarded(status), methods=["GET"]),
-        Route("/api/v1/autotune", guarded(act, write=True), methods=["POST"]),
+        Route("/api/v1/autotune", guarded(act, scope="operate"), methods=["POST"]),
     ]

@@ -4,6 +4,7 @@
                    [--readonly] [--node NAME] [--open-metrics] [--ssl-certfile C --ssl-keyfile K]
                    [--detach [--start-timeout S] | --stop [--stop-timeout S] | --running]
     gpufleet agent start|stop|status HOST [HOST...] [--ssh-option OPT] [-- agent options]
+    gpufleet agent token read|operate|admin [--token-file F]
 
 It binds loopback by default: reach it from elsewhere through an SSH tunnel
 (``ssh -N -L 9400:127.0.0.1:9400 node1``), or bind another address with TLS
@@ -15,6 +16,7 @@ start; give consoles and Prometheus a copy. Exit status: 0 stopped by SIGTERM/SI
 pid, token file; ``already running (pid N)`` when one runs); ``--stop`` stops that agent (its
 identity verified first), ``--running`` says whether it runs (exit 3 when not). ``start``,
 ``stop`` and ``status`` run those on many nodes over the system's ``ssh`` (``tui.agent.ssh``).
+``token SCOPE`` adds a token of that scope to the token file and prints it (docs/security.md).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from tui import paths
 from tui.agent.detached import START_TIMEOUT_S, STOP_TIMEOUT_S, Launch, Outcome
 from tui.cli_args import ArgumentParser, number
 from tui.ops.windows import MEASURE_WINDOW_DEFAULT_S, MEASURE_WINDOW_RANGE_S
+from tui.servers.tokens import AgentToken
 
 DEFAULT_PORT = 9400
 """The agent's default port (beside node_exporter's 9100 and dcgm-exporter's 9400 family)."""
@@ -153,10 +156,50 @@ def _load_profile(name: str | None) -> object:
         raise AgentRefused(f"the fleet state's profile: {error}") from None
 
 
+def _tokens(token_file: Path, readonly: bool) -> tuple[AgentToken, ...]:
+    """The agent's tokens (a first start makes the file: a read token for a read-only agent).
+
+    Raises:
+        AgentRefused: the file is unusable, or a read-only agent's file holds no read token.
+    """
+    from tui.servers.tokens import TokenError, load_or_create
+
+    try:
+        tokens = load_or_create(token_file, "read" if readonly else "admin")
+    except TokenError as error:
+        raise AgentRefused(str(error)) from None
+    if readonly and not any(t.scope == "read" for t in tokens):
+        raise AgentRefused(
+            f"--readonly: {token_file} holds no read token (a bare token is an admin token); "
+            f"add one with: gpufleet agent token read --token-file {token_file}"
+        )
+    return tokens
+
+
+def _check_state(args: argparse.Namespace) -> None:
+    """Read what the agent will read before it serves, through the checked path: a damaged
+    fleet state or a status document that is a FIFO is one line and exit 2, never uvicorn's
+    traceback from the app's start."""
+    from tui.inputs import InputError, check_readable
+    from tui.state.files import StateFileError
+    from tui.state.fleet_state import read_fleet
+
+    try:
+        read_fleet()
+    except StateFileError as error:
+        raise AgentRefused(str(error)) from None
+    if args.status is not None:
+        try:
+            check_readable(args.status, "a status document")
+        except InputError as error:
+            raise AgentRefused(f"--status={error}") from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from tui.agent.app import build_app
+    from tui.agent.policy import PolicyError, load_policy
     from tui.agent.server import Agent, AgentConfig
     from tui.fleet.monitor import FleetMonitor
     from tui.gpu.simulated import SimulatedSource
@@ -165,7 +208,6 @@ def _serve(args: argparse.Namespace) -> int:
     from tui.ops.service import FleetOps, OpsOptions
     from tui.ops.windows import console_windows
     from tui.profiles import Profile
-    from tui.servers.tokens import TokenError, load_or_create
 
     if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
         raise AgentRefused("--ssl-certfile and --ssl-keyfile go together")
@@ -175,13 +217,15 @@ def _serve(args: argparse.Namespace) -> int:
     ):
         if path is not None and not path.is_file():
             raise AgentRefused(f"{option}={path}: not a file")
+    _check_state(args)
     token_file = args.token_file or default_token_file()
-    try:
-        token = load_or_create(token_file)
-    except TokenError as error:
-        raise AgentRefused(str(error)) from None
+    tokens = _tokens(token_file, args.readonly)
     profile = _load_profile(args.profile)
     assert isinstance(profile, Profile)
+    try:
+        policy = load_policy([profile])
+    except PolicyError as error:
+        raise AgentRefused(str(error)) from None
     _check_bind(args.host, args.port)
     node = args.node or socket.gethostname()
     gpus = SimulatedSource() if profile.engine.kind == "sim" else open_gpu_source()
@@ -194,13 +238,13 @@ def _serve(args: argparse.Namespace) -> int:
     )
     config = AgentConfig(
         node=node,
-        token=token,
+        tokens=tokens,
         readonly=args.readonly,
         open_metrics=args.open_metrics,
         status_path=args.status or paths.pipeline_status_file(),
         poll_interval_s=args.poll_interval,
     )
-    agent = Agent(config, monitor, ops)
+    agent = Agent(config, monitor, ops, policy)
     tls = args.ssl_certfile is not None
     if not tls and not _is_loopback(args.host):
         print(
@@ -263,13 +307,12 @@ def _url_host(host: str) -> str:
 def _launch(args: argparse.Namespace) -> Launch:
     """What ``--detach`` starts; the token file is made here, so the probe can present it."""
     from tui.agent.detached import served_argv
-    from tui.servers.tokens import TokenError, load_or_create
 
+    _check_state(args)
     token_file = Path(os.path.abspath(args.token_file or default_token_file()))
-    try:
-        token = load_or_create(token_file)
-    except TokenError as error:
-        raise AgentRefused(str(error)) from None
+    tokens = _tokens(token_file, args.readonly)
+    # The probe presents a token this agent accepts: a read token does for GET /api/v1/agent.
+    token = next((t.value for t in tokens if t.scope == "read"), tokens[0].value)
     node = args.node or socket.gethostname()
     scheme = "https" if args.ssl_certfile is not None else "http"
     # An agent bound to every address answers on loopback too; the probe stays on the node.
@@ -290,14 +333,43 @@ def _report(outcome: Outcome) -> int:
     return outcome.status
 
 
+def _token_main(argv: list[str]) -> int:
+    """``gpufleet agent token SCOPE [--token-file F]``: a new token of SCOPE added to the agent's
+    token file, printed on stdout (the agent reads its file at start: restart it)."""
+    from tui.servers.tokens import SCOPES, TokenError, add_token
+
+    parser = ArgumentParser(
+        prog="gpufleet agent token",
+        description="Add a token of SCOPE to the agent's token file and print it.",
+    )
+    parser.add_argument("scope", choices=SCOPES, help="read, operate or admin")
+    parser.add_argument("--token-file", type=Path, default=None, help="the agent's token file")
+    args = parser.parse_args(argv)
+    token_file = args.token_file or default_token_file()
+    try:
+        token = add_token(token_file, args.scope)
+    except TokenError as error:
+        print(f"gpufleet agent token: {error}", file=sys.stderr)
+        return 2
+    print(token)
+    print(
+        f"gpufleet agent token: a {args.scope} token added to {token_file} (restart the agent "
+        "to accept it)",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
     """Run the agent until SIGTERM/SIGINT (or start, stop, look at a detached one, here or over
-    ssh); returns the exit status."""
+    ssh; or add a token); returns the exit status."""
     argv = list(argv)
     if argv and argv[0] in ("start", "stop", "status"):
         from tui.agent.ssh_cli import main as over_ssh
 
         return over_ssh(argv[0], argv[1:])
+    if argv and argv[0] == "token":
+        return _token_main(argv[1:])
     args = build_parser().parse_args(argv)
     from tui.agent import detached
 

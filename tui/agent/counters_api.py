@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tui.agent.coalesce import Coalesced
 from tui.agent.requests import MAX_GPU, BadRequest
 from tui.rollout.sampling import Counts, MetricsProbe
 from tui.state.fleet_state import read_fleet
@@ -69,10 +70,41 @@ async def read_counters(
     return out
 
 
-def counters_routes(node: str, guarded: Any) -> list[Route]:
+class CountersReader:
+    """Every GPU's counters for the API, read by one shared client, once for all the callers
+    that ask for the same GPUs at the same time (``Coalesced``: a caller that arrives while a
+    read runs gets that read's counters, at most one read older than its own would have been).
+
+    Memory is bounded by design: one HTTP client (its pool holds one keep-alive connection per
+    server), one read in flight per distinct GPU set, nothing kept after it.
+    """
+
+    def __init__(self) -> None:
+        self._client: httpx.AsyncClient | None = None
+        self._reads: Coalesced[tuple[int, ...], dict[int, Counts | None]] = Coalesced(self._read)
+
+    async def _read(self, gpus: tuple[int, ...]) -> dict[int, Counts | None]:
+        if self._client is None:
+            # Plain http to the node's own servers: no TLS context to build per client.
+            self._client = httpx.AsyncClient(verify=False)
+        return await read_counters(gpus, self._client)
+
+    async def read(self, gpus: tuple[int, ...]) -> dict[int, Counts | None]:
+        """GPU -> (tokens, requests), or None where no server answered."""
+        return await self._reads.get(gpus)
+
+    async def aclose(self) -> None:
+        """Close the client (the agent is stopping)."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+def counters_routes(reader: CountersReader, node: str, guarded: Any) -> list[Route]:
     """The counters route, behind ``guarded`` (the token; a read, so read-only mode serves it).
 
     Args:
+        reader: The agent's counters reader.
         node: The node's name (in the answer).
         guarded: The app's guard.
 
@@ -82,8 +114,7 @@ def counters_routes(node: str, guarded: Any) -> list[Route]:
 
     async def counters(request: Request) -> Response:
         gpus = parse_gpus(request.query_params.get("gpus"))
-        async with httpx.AsyncClient() as client:
-            values = await read_counters(gpus, client)
+        values = await reader.read(gpus)
         body = {str(g): list(v) if v is not None else None for g, v in values.items()}
         return JSONResponse({"node": node, "counters": body})
 

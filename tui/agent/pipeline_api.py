@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tui.agent.requests import BadRequest, json_object
+from tui.agent.requests import BadRequest, json_body
 from tui.ops.entries import simple_entry
 from tui.ops.journal import append
 from tui.ops.pipeline import find_pipelines, is_pipeline_of, stop_pipelines
@@ -80,7 +80,7 @@ def pipeline_routes(status_path: Path | None, by: str, guarded: Any) -> list[Rou
     Args:
         status_path: The job's status document (None: the state directory's).
         by: Who the journal names (``agent:NODE``).
-        guarded: The app's guard (``guarded(handler, write=...)``).
+        guarded: The app's guard (``guarded(handler, scope=...)``).
 
     Returns:
         The routes.
@@ -110,7 +110,7 @@ def pipeline_routes(status_path: Path | None, by: str, guarded: Any) -> list[Rou
         await asyncio.to_thread(append, entry)
 
     async def act(http: Request) -> Response:
-        body = json_object(await http.body())
+        body = await json_body(http)
         if set(body) - {"action"}:
             raise BadRequest('body: must be {"action": "start" | "stop"}')
         action = body.get("action")
@@ -144,5 +144,5 @@ def pipeline_routes(status_path: Path | None, by: str, guarded: Any) -> list[Rou
 
     return [
         Route("/api/v1/pipeline", guarded(describe), methods=["GET"]),
-        Route("/api/v1/pipeline", guarded(act, write=True), methods=["POST"]),
+        Route("/api/v1/pipeline", guarded(act, scope="operate"), methods=["POST"]),
     ]

@@ -3,12 +3,15 @@ node would launch it, check an edited one against the node's own calibration (th
 on the node, so the verdict is the one the node's local form would show), and save one.
 
 A profile crosses the API as its TOML document (``profile_to_dict``) and is judged on arrival by
-``profile_from_dict``, the same check a profile file gets: a document that does not fit is
-refused (400) in one line naming the field, and nothing is written.
+``profile_from_dict``, the same check a profile file gets, and by the node's API policy
+(``tui.agent.policy``: no loader or interpreter variables, only allowed interpreters): a
+document that does not fit is refused (400) in one line naming the field, and nothing is
+written. A name is a name, never a path (``tui.profiles.store.resolve_name``); saving needs an
+admin token (it decides what the node can run), reading and the preflight a read token.
 
 ======================================  ========================================================
 ``GET /api/v1/profiles/{name}``           the profile as this node launches it (``{"profile"}``)
-``PUT /api/v1/profiles/{name}``           save ``{"profile": doc}`` under ``name`` (a write)
+``PUT /api/v1/profiles/{name}``           save ``{"profile": doc}`` under ``name`` (admin)
 ``POST /api/v1/preflight``                ``{"profile": doc, "gpus": [...]}``: the predictions
 ======================================  ========================================================
 """
@@ -16,7 +19,6 @@ refused (400) in one line naming the field, and nothing is written.
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 from starlette.requests import Request
@@ -24,18 +26,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tui.agent.codec import encode
-from tui.agent.requests import MAX_GPU, BadRequest, json_object
+from tui.agent.policy import PolicyError
+from tui.agent.requests import MAX_GPU, BadRequest, json_body
 from tui.agent.server import Agent
 from tui.profiles import Profile, ProfileError, profile_from_dict, profile_to_dict
+from tui.profiles.store import NAME
 
 MAX_PROFILE_BYTES = 256 * 1024
 """Largest profile document accepted."""
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-"""A profile name in a path (a name, never a path: the store also resolves paths)."""
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    return json_object(await request.body(), MAX_PROFILE_BYTES)
+    return await json_body(request, MAX_PROFILE_BYTES)
 
 
 def _one_line(error: Exception) -> str:
@@ -77,11 +79,12 @@ def _gpus(value: Any) -> tuple[int, ...]:
 
 
 def profile_routes(agent: Agent, guarded: Any) -> list[Route]:
-    """The profile routes, each behind ``guarded`` (token; writes refused read-only).
+    """The profile routes, each behind ``guarded`` (a token of the route's scope; writes refused
+    read-only).
 
     Args:
         agent: The node's agent.
-        guarded: The app's guard (``guarded(handler, write=...)``).
+        guarded: The app's guard (``guarded(handler, scope=...)``).
 
     Returns:
         The routes.
@@ -91,7 +94,7 @@ def profile_routes(agent: Agent, guarded: Any) -> list[Route]:
     async def read(request: Request) -> Response:
         name = _name(request)
         try:
-            profile = await asyncio.to_thread(ops.load, name)
+            profile = await asyncio.to_thread(agent.load_by_name, name)
         except ProfileError as error:
             return JSONResponse({"error": _one_line(error)}, status_code=404)
         return JSONResponse({"profile": profile_to_dict(profile)})
@@ -102,6 +105,10 @@ def profile_routes(agent: Agent, guarded: Any) -> list[Route]:
         profile = parse_profile(body.get("profile"), name)
         if profile.name != name:
             raise BadRequest(f"name: the document names {profile.name!r}, the path {name!r}")
+        try:
+            agent.policy.check(profile)
+        except PolicyError as error:
+            raise BadRequest(str(error)) from None
         path = await asyncio.to_thread(ops.save_profile, profile)
         return JSONResponse({"name": profile.name, "path": str(path)})
 
@@ -117,6 +124,6 @@ def profile_routes(agent: Agent, guarded: Any) -> list[Route]:
 
     return [
         Route("/api/v1/profiles/{name}", guarded(read), methods=["GET"]),
-        Route("/api/v1/profiles/{name}", guarded(save, write=True), methods=["PUT"]),
+        Route("/api/v1/profiles/{name}", guarded(save, scope="admin"), methods=["PUT"]),
         Route("/api/v1/preflight", guarded(preflight), methods=["POST"]),
     ]

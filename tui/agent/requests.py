@@ -6,12 +6,15 @@ A request that does not fit is refused with one line naming the field and what i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from starlette.requests import Request
+
 from tui.control.stop import StopMode
+from tui.inputs import parse_json
+from tui.profiles.store import NAME
 
 KINDS = ("apply", "relaunch", "kill", "rollback", "canary", "rollout", "rollout_back", "stop_fleet")
 """Every operation the API runs."""
@@ -31,25 +34,61 @@ class BadRequest(ValueError):
     """The request does not fit (the message names the field and what is allowed)."""
 
 
+class BodyTooLarge(BadRequest):
+    """The body is larger than the route accepts (413); the rest of it was not read."""
+
+
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body accepted (a profile's route allows more)."""
 
 
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The one reading of a request body: at most ``limit`` bytes, enforced while reading.
+
+    A ``Content-Length`` over the limit is refused before a byte is read; a body without one
+    (chunked) is read chunk by chunk and refused as soon as it passes the limit, so a 400 MiB
+    upload costs at most ``limit`` bytes of memory, never the whole body.
+
+    Raises:
+        BodyTooLarge: over ``limit`` (the caller answers 413 and closes the connection).
+        BadRequest: a ``Content-Length`` that is not a number.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise BadRequest(f"Content-Length: {declared[:20]!r} is not a number of bytes")
+        if int(declared) > limit:
+            raise BodyTooLarge(f"body: larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"body: larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def json_object(raw: bytes, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
-    """The one reading of a request body: at most ``limit`` bytes of JSON holding an object.
+    """A body's bytes as a JSON object (strict: no NaN, no 1e999, not nested deeply).
 
     Raises:
         BadRequest: too large, not JSON, or not an object (one line naming the body).
     """
     if len(raw) > limit:
-        raise BadRequest(f"body: larger than {limit} bytes")
+        raise BodyTooLarge(f"body: larger than {limit} bytes")
     try:
-        parsed = json.loads(raw or b"null")
-    except ValueError:
-        raise BadRequest("body: not JSON") from None
+        parsed = parse_json(raw or b"null")
+    except ValueError as error:
+        raise BadRequest(f"body: not JSON ({error})"[:300]) from None
     if not isinstance(parsed, dict):
         raise BadRequest("body: must be a JSON object")
     return parsed
+
+
+async def json_body(request: Request, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+    """``json_object(await read_body(request, limit))``: every JSON route's body."""
+    return json_object(await read_body(request, limit), limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +145,14 @@ def _gpus(value: Any) -> tuple[int, ...] | None:
 def _profile(value: Any, required: bool, field: str = "profile") -> str | None:
     if value is None and not required:
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
-        raise BadRequest(f"{field}: {value!r} must be a profile name (1-{MAX_NAME} characters)")
-    if not value.isprintable():
-        raise BadRequest(f"{field}: {value!r} must be printable")
+    # A name, never a path: the same rule as GET /api/v1/profiles/{name} (the node looks it up
+    # in its own profile directories only).
+    if not isinstance(value, str) or not NAME.match(value) or value.endswith(".toml"):
+        shown = repr(value)[:80]
+        raise BadRequest(
+            f"{field}: {shown} must be a profile name: letters, digits, '.', '_' or '-' "
+            f"(1-{MAX_NAME}), not a path"
+        )
     return value
 
 

@@ -18,15 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.agent.counters_api import CountersReader
 from tui.agent.metrics import AgentView
 from tui.agent.operations import Operations
-from tui.agent.requests import OperationRequest
+from tui.agent.policy import ApiPolicy, PolicyError, load_policy
+from tui.agent.requests import BadRequest, OperationRequest
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.console import ConsoleBackend
 from tui.ops.events import EventSink
 from tui.ops.service import FleetOps
 from tui.pipeline.status import read_status
+from tui.profiles import Profile, ProfileError, load_by_name
+from tui.servers.tokens import AgentToken
 from tui.state.fleet_state import read_running
 
 POLL_INTERVAL_S = 1.0
@@ -39,10 +43,10 @@ class AgentConfig:
 
     node: str
     """The node's name (the ``node`` label, the console's heading)."""
-    token: str
-    """The bearer token every request must carry."""
+    tokens: tuple[AgentToken, ...]
+    """The bearer tokens a request may carry, each with its scope (``tui.servers.tokens``)."""
     readonly: bool = False
-    """Refuse every write (operations) with 403."""
+    """Refuse every write (operations) with 403, and every token but a read token."""
     open_metrics: bool = False
     """Serve ``/metrics`` without the token (like node_exporter; for a trusted network only)."""
     status_path: Path | None = None
@@ -60,17 +64,27 @@ class Agent:
         ops: The operations core of the node (its ``by`` is written in the journal).
     """
 
-    def __init__(self, config: AgentConfig, monitor: FleetMonitor, ops: FleetOps) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        monitor: FleetMonitor,
+        ops: FleetOps,
+        policy: ApiPolicy | None = None,
+    ) -> None:
         self.config = config
         """The agent's settings."""
         self.monitor = monitor
         """The node's fleet monitor."""
         self.ops = ops
         """The one door."""
+        self.policy = policy or load_policy([ops.base] if ops.base is not None else [])
+        """What a profile that comes through the API may not do (``tui.agent.policy``)."""
         self.backend = ConsoleBackend(ops, marker=monitor)
         """The operations as the console runs them (STOPPING marks on the monitor)."""
         self.operations = Operations()
         """Operations asked through the API."""
+        self.counters = CountersReader()
+        """The servers' counters, read for ``/api/v1/counters`` (one shared client)."""
         self.view = AgentView(config.node, FleetSnapshot())
         """The newest view."""
         self.started_at = time.time()
@@ -115,7 +129,10 @@ class Agent:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Agent]:
         """Run the view loop while the context is open (the HTTP app's lifespan)."""
-        await self.refresh()
+        # ``gpufleet agent`` read the state before serving; what goes wrong after that costs a
+        # view (the API says so), never the agent's start (a traceback from uvicorn's lifespan).
+        with contextlib.suppress(Exception):
+            await self.refresh()
         self._loop_task = asyncio.create_task(self._loop())
         try:
             yield self
@@ -124,24 +141,57 @@ class Agent:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
             await self.operations.aclose()
+            await self.counters.aclose()
             await self.monitor.aclose()
 
     # --- operations ---------------------------------------------------------------------------
 
-    def start(self, request: OperationRequest) -> Any:
-        """Start the operation ``request`` asks for in the background; returns its handle."""
-        return self.operations.start(request.kind, request.args(), self._work(request))
+    def load_by_name(self, name: str) -> Profile:
+        """A profile of this node by name (never a path), fitted to the fleet. Blocking.
 
-    def _work(self, request: OperationRequest) -> Any:
+        Raises:
+            ProfileError: not a name, no such profile, or an invalid one.
+        """
+        return self.ops.fit(load_by_name(name))
+
+    def checked_profile(self, name: str) -> Profile:
+        """The profile an API operation names, loaded and held to the API policy. Blocking.
+
+        Raises:
+            BadRequest: not a name, no such or an invalid profile, or one the policy refuses
+                (one line naming the field).
+        """
+        try:
+            profile = self.load_by_name(name)
+            self.policy.check(profile, f"profile {name}")
+        except (ProfileError, PolicyError) as error:
+            raise BadRequest(" ".join(str(error).split())[:500]) from None
+        return profile
+
+    async def start(self, request: OperationRequest) -> Any:
+        """Start the operation ``request`` asks for in the background; returns its handle.
+
+        The profile it names is loaded and checked first (``checked_profile``), so a name that
+        is not a profile of this node, or one the policy refuses, is a 400 and nothing starts;
+        the operation then runs that very profile (the file is not read again).
+
+        Raises:
+            BadRequest: the profile cannot be used.
+        """
+        profile = None
+        if request.profile is not None:
+            profile = await asyncio.to_thread(self.checked_profile, request.profile)
+        return self.operations.start(request.kind, request.args(), self._work(request, profile))
+
+    def _work(self, request: OperationRequest, profile: Profile | None) -> Any:
         ops, backend = self.ops, self.backend
 
         async def work(sink: EventSink) -> Any:
             marked = backend.sink(sink)
             r = request
             if r.kind == "apply":
-                assert r.profile is not None
-                loaded = await asyncio.to_thread(ops.load, r.profile)
-                return await ops.apply(loaded, r.gpus, marked, measure=r.measure, mode=r.mode)
+                assert profile is not None
+                return await ops.apply(profile, r.gpus, marked, measure=r.measure, mode=r.mode)
             if r.kind == "relaunch":
                 return await ops.relaunch(r.gpus or (), marked, r.mode)
             if r.kind == "kill":
@@ -151,11 +201,11 @@ class Agent:
             if r.kind == "rollback":
                 return await ops.rollback(r.gpus, marked, expect=r.expect)
             if r.kind == "canary":
-                assert r.profile is not None and r.gpu is not None
-                return await ops.canary(r.profile, r.gpu, marked)
+                assert profile is not None and r.gpu is not None
+                return await ops.canary(profile, r.gpu, marked)
             if r.kind == "rollout":
-                assert r.profile is not None
-                return await ops.rollout(r.profile, r.batch, r.gpus, marked)
+                assert profile is not None
+                return await ops.rollout(profile, r.batch, r.gpus, marked)
             if r.kind == "rollout_back":
                 return await ops.rollout_back(r.gpus, r.batch, marked)
             if r.kind == "stop_fleet":

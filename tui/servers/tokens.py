@@ -1,7 +1,20 @@
-"""The agent's bearer token: one secret in a 0600 file, made on the agent's first start.
+"""The agent's bearer tokens, each with a scope, in one 0600 file made on the agent's first start.
 
-The agent reads it to check every request; the console and the pipeline read the same file (or a
-copy) to send it. Comparison is constant-time (``hmac.compare_digest``).
+The agent's token file holds one token per line, ``#`` comments and blank lines allowed::
+
+    # gpufleet agent tokens: "SCOPE TOKEN", or a bare TOKEN (admin)
+    read    r3Kx...        Prometheus, dashboards: every GET, the preflight
+    operate 9fQa...        consoles that apply, relaunch, roll out (and everything read does)
+    admin   Zt0p...        saves profiles on the node too
+
+A bare token (the only form before scopes: a file of an earlier version, or one an operator made
+by hand) is an **admin** token, so every file made before keeps working as it did. A read-only
+agent (``--readonly``) accepts read tokens only: a token that can write must not work there,
+or the copy handed out to a dashboard of a read-only agent would be a write token elsewhere.
+
+A client (the console, the pipeline) reads a token file to *send* a token: a file with one bare
+token is that token; a file of scoped lines (the agent's own) gives its strongest token.
+Comparison is constant-time (``hmac.compare_digest``) against every token, whichever matches.
 """
 
 from __future__ import annotations
@@ -9,56 +22,193 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
+from tui.inputs import TOKEN_LIMIT, InputError, read_text
+
+Scope = Literal["read", "operate", "admin"]
+"""What a token may do: read < operate < admin."""
+SCOPES: tuple[Scope, ...] = get_args(Scope)
+"""Every scope, weakest first."""
 TOKEN_BYTES = 32
 """Entropy of a new token (``secrets.token_urlsafe``: 43 URL-safe characters)."""
-MAX_TOKEN_FILE_BYTES = 4096
+MAX_TOKEN_FILE_BYTES = TOKEN_LIMIT
 """A token file larger than this is not a token file."""
+MAX_TOKENS = 64
+"""Most tokens one agent's file may hold."""
 
 
 class TokenError(ValueError):
     """The token file cannot be read, made or used (the message names the file)."""
 
 
-def read_token(path: Path) -> str:
-    """The token in ``path`` (surrounding whitespace removed).
+@dataclass(frozen=True, slots=True)
+class AgentToken:
+    """One token the agent accepts."""
+
+    value: str
+    """The secret."""
+    scope: Scope
+    """What it may do."""
+
+
+def allows(scope: Scope, needed: Scope) -> bool:
+    """Whether a token of ``scope`` may do what needs ``needed``."""
+    return SCOPES.index(scope) >= SCOPES.index(needed)
+
+
+def _text(path: Path) -> str:
+    try:
+        return read_text(path, MAX_TOKEN_FILE_BYTES, "a token file")
+    except FileNotFoundError:
+        raise TokenError(f"--token-file={path}: not a file") from None
+    except InputError as error:
+        raise TokenError(f"--token-file={path}: {error.problem}") from None
+
+
+def _word_ok(word: str) -> bool:
+    return bool(word) and word.isprintable() and not any(c.isspace() for c in word)
+
+
+def parse_tokens(text: str, path: Path) -> tuple[AgentToken, ...]:
+    """The tokens of a token file's text.
 
     Raises:
-        TokenError: missing, unreadable, too large, empty or not one printable word.
+        TokenError: a line that is not ``TOKEN`` or ``SCOPE TOKEN``, an unknown scope, a token
+            listed twice, none at all, or more than ``MAX_TOKENS`` (naming the file and line).
     """
-    try:
-        if not path.is_file():
-            raise TokenError(f"--token-file={path}: not a file")
-        if path.stat().st_size > MAX_TOKEN_FILE_BYTES:
-            raise TokenError(f"--token-file={path}: larger than {MAX_TOKEN_FILE_BYTES} bytes")
-        token = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as error:
-        raise TokenError(f"--token-file={path}: cannot be read ({error})") from None
-    if not token or not token.isprintable() or any(c.isspace() for c in token):
-        raise TokenError(f"--token-file={path}: must hold one token (printable, no spaces)")
-    return token
+    found: list[AgentToken] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        where = f"--token-file={path}:{number}"
+        if len(words) == 1:
+            scope, value = "admin", words[0]
+        elif len(words) == 2:
+            scope, value = words
+        else:
+            raise TokenError(f"{where}: must be TOKEN or SCOPE TOKEN ({', '.join(SCOPES)})")
+        if scope not in SCOPES:
+            raise TokenError(f"{where}: scope {scope[:20]!r} is not one of {', '.join(SCOPES)}")
+        if not _word_ok(value):
+            raise TokenError(f"{where}: the token must be printable, without spaces")
+        if any(t.value == value for t in found):
+            raise TokenError(f"{where}: this token is listed twice")
+        found.append(AgentToken(value, scope))  # type: ignore[arg-type]
+    if not found:
+        raise TokenError(f"--token-file={path}: must hold a token (printable, no spaces)")
+    if len(found) > MAX_TOKENS:
+        raise TokenError(f"--token-file={path}: holds {len(found)} tokens (at most {MAX_TOKENS})")
+    return tuple(found)
 
 
-def load_or_create(path: Path) -> str:
-    """The token in ``path``; made (0600, ``secrets.token_urlsafe``) when the file is missing.
+def read_tokens(path: Path) -> tuple[AgentToken, ...]:
+    """Every token an agent's token file holds, with its scope.
+
+    Raises:
+        TokenError: missing, not a regular file, too large, or a bad line (naming the file).
+    """
+    return parse_tokens(_text(path), path)
+
+
+def read_token(path: Path) -> str:
+    """The token a client sends: the file's one token, or its strongest (admin, then operate,
+    then read) when it lists several.
+
+    Raises:
+        TokenError: missing, unreadable, too large, empty or a bad line.
+    """
+    tokens = read_tokens(path)
+    return max(tokens, key=lambda t: SCOPES.index(t.scope)).value
+
+
+def _new_line(scope: Scope) -> tuple[str, str]:
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    # An admin token is written bare: the file is then also a client's token file, as before.
+    return token, (token if scope == "admin" else f"{scope} {token}") + "\n"
+
+
+def load_or_create(path: Path, scope: Scope = "admin") -> tuple[AgentToken, ...]:
+    """The tokens in ``path``; when the file is missing, one new token of ``scope`` is made
+    (0600, ``secrets.token_urlsafe``).
 
     Raises:
         TokenError: the file exists but is unusable, or cannot be created.
     """
-    if path.exists():
-        return read_token(path)
+    if os.path.lexists(path):
+        return read_tokens(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # O_EXCL: two agents starting at once never overwrite each other's token.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except FileExistsError:
-        return read_token(path)
+        return read_tokens(path)
     except OSError as error:
         raise TokenError(f"--token-file={path}: cannot be created ({error})") from None
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(secrets.token_urlsafe(TOKEN_BYTES) + "\n")
-    return read_token(path)
+        handle.write(_new_line(scope)[1])
+    return read_tokens(path)
+
+
+def add_token(path: Path, scope: Scope) -> str:
+    """Append a new token of ``scope`` to the agent's token file (made 0600 if missing).
+
+    Returns:
+        The new token (give it to whoever should have that scope).
+
+    Raises:
+        TokenError: the file is unusable, or cannot be written.
+    """
+    existing = _text(path) if os.path.lexists(path) else ""
+    if existing:
+        parse_tokens(existing, path)  # never append to a file that is not a token file
+    token, line = _new_line(scope)
+    if scope == "admin":
+        line = f"admin {token}\n"  # explicit once the file holds more than one
+    prefix = "\n" if existing and not existing.endswith("\n") else ""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(path, flags, 0o600)
+    except OSError as error:
+        raise TokenError(f"--token-file={path}: cannot be written ({error})") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(prefix + line)
+    return token
+
+
+def _bearer(presented: str | None) -> str | None:
+    if presented is None:
+        return None
+    scheme, _, value = presented.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return value.strip()
+
+
+def match(presented: str | None, tokens: tuple[AgentToken, ...]) -> AgentToken | None:
+    """The token the ``Authorization`` header value ``presented`` carries, if the agent has it.
+
+    Every token is compared (constant time each), whichever matches: the time taken does not
+    tell which one, nor how much of one, was right.
+
+    Args:
+        presented: The header's value (``Bearer <token>``), or None when absent.
+        tokens: The agent's tokens.
+
+    Returns:
+        The matching token (with its scope), or None.
+    """
+    value = _bearer(presented)
+    given = (value if value is not None else "").encode()
+    found: AgentToken | None = None
+    for token in tokens:
+        if hmac.compare_digest(given, token.value.encode()) and value is not None:
+            found = token
+    return found
 
 
 def matches(presented: str | None, token: str) -> bool:
@@ -66,14 +216,9 @@ def matches(presented: str | None, token: str) -> bool:
 
     Args:
         presented: The header's value (``Bearer <token>``), or None when absent.
-        token: The agent's token.
+        token: The token.
 
     Returns:
         True only for ``Bearer`` and the exact token, compared in constant time.
     """
-    if presented is None:
-        return False
-    scheme, _, value = presented.partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(value.strip().encode(), token.encode())
+    return match(presented, (AgentToken(token, "admin"),)) is not None
