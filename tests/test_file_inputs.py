@@ -92,7 +92,17 @@ def _agent_token(path: Path) -> int:
     return cli.main(["--token-file", str(path), "--profile", "sim-baseline", "--port", str(port)])
 
 
+def _plan_log(path: Path) -> int:
+    from tui.retune import plan_cli
+
+    try:
+        return plan_cli.main(["qwen3.6-27b", "--log", str(path)])
+    except SystemExit as exit_:  # its parser's error(): one line, exit 2
+        return int(exit_.code or 0)
+
+
 INPUTS: dict[str, tuple[Callable[[Path], int], int]] = {
+    "plan --log": (_plan_log, 2),
     "status --status": (_status, 3),
     "agent --status": (_agent_status, 2),
     "agent --token-file": (_agent_token, 2),

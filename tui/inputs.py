@@ -43,6 +43,9 @@ JOURNAL_LIMIT = 256 << 20
 operation a minute writes ~10 MB)."""
 HOLDER_LIMIT = 4 << 10
 """What a lock file says about its holder (one small JSON object)."""
+MODEL_META_LIMIT = 32 << 20
+"""A model's ``config.json``, its safetensors index, a cache ref (an index of thousands of
+tensors is a few MB)."""
 
 MAX_DEPTH = 64
 """Deepest nesting of objects/arrays (tables/arrays) accepted in JSON or TOML read here: every

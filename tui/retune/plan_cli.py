@@ -32,6 +32,7 @@ from pathlib import Path
 
 from tui.cli_args import ArgumentParser, number
 from tui.gpu.sim_records import SIM_GPU_KINDS
+from tui.inputs import InputError
 from tui.retune.plan_log import LoggedLaunch, read_launch, tolerance
 from tui.sglang.builds import BUILDS, SGLANG_0_5_23
 from tui.sglang.mamba import ssm_slot_bytes
@@ -189,6 +190,8 @@ def _read_log(parser: ArgumentParser, path: Path) -> LoggedLaunch:
         return read_launch(path)
     except OSError as exc:
         parser.error(f"--log {path}: cannot read: {exc.strerror or exc}")
+    except InputError as exc:  # a FIFO or a device: refused, never waited on
+        parser.error(f"--log {exc}")
 
 
 def describe(

@@ -10,11 +10,13 @@ in KV tokens and Mamba slots.
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tui.inputs import open_stream
 from tui.logs import events as ev
 from tui.logs.parser import parse_line
 from tui.sglang.models import GIB
@@ -65,10 +67,14 @@ def read_launch(path: Path) -> LoggedLaunch:
 
     Raises:
         OSError: the file cannot be read.
+        InputError: it is a FIFO, a device or a directory (naming it).
     """
     events: list[ev.LogEvent] = []
     failure: str | None = None
-    with path.open(encoding="utf-8", errors="replace") as handle:
+    # The one door: a FIFO or device given as the log is refused (an InputError, a ValueError)
+    # instead of waited on or read for ever.
+    stream = open_stream(path, "a server log")
+    with io.TextIOWrapper(stream, encoding="utf-8", errors="replace") as handle:
         for number, text in enumerate(handle, 1):
             line = text.rstrip("\n")
             if _EXCEPTION.match(line):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.inputs import HOLDER_LIMIT, MODEL_META_LIMIT, InputError, read_bytes, read_text
 from tui.sglang.modelcfg.errors import ModelConfigError
 
 CONFIG_NAME = "config.json"
@@ -92,7 +93,10 @@ def _snapshot(model: str, repo: Path, revision: str) -> Path:
     snapshots = repo / "snapshots"
     ref = repo / "refs" / revision
     if ref.is_file():
-        commit = ref.read_text().strip()
+        try:
+            commit = read_text(ref, HOLDER_LIMIT, "a cache ref").strip()
+        except (OSError, ValueError) as exc:
+            raise ModelConfigError(f"{ref}: cannot read: {exc}") from None
         return snapshots / commit
     if (snapshots / revision).is_dir():
         return snapshots / revision  # a commit given as the revision
@@ -112,11 +116,19 @@ def load_json(path: Path) -> dict[str, Any]:
         ModelConfigError: the file is unreadable or not a JSON object.
     """
     try:
-        data = json.loads(path.read_text())
+        # The one door: a FIFO or /dev/zero in a model's place is refused, not waited on.
+        raw = read_bytes(path, MODEL_META_LIMIT, "a model's JSON file")
+        data = json.loads(raw)
     except OSError as exc:
         raise ModelConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except InputError as exc:
+        raise ModelConfigError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise ModelConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except (UnicodeDecodeError, RecursionError):
+        raise ModelConfigError(
+            f"{path}: not valid JSON (not UTF-8 text, or nested too deeply)"
+        ) from None
     if not isinstance(data, dict):
         raise ModelConfigError(f"{path}: not a JSON object")
     return data

@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from tui.inputs import MODEL_META_LIMIT, InputError, open_stream, read_bytes
 from tui.sglang.modelcfg.errors import ModelConfigError
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -51,7 +52,7 @@ def header_tensor_bytes(path: Path) -> dict[str, int]:
         ModelConfigError: unreadable, truncated, or not a safetensors header.
     """
     try:
-        with path.open("rb") as handle:
+        with open_stream(path, "a safetensors file") as handle:  # a FIFO: refused, not waited on
             prefix = handle.read(8)
             if len(prefix) != 8:
                 raise ModelConfigError(f"{path}: not a safetensors file (shorter than 8 bytes)")
@@ -64,6 +65,8 @@ def header_tensor_bytes(path: Path) -> dict[str, int]:
             raw = handle.read(length)
     except OSError as exc:
         raise ModelConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except InputError as exc:
+        raise ModelConfigError(str(exc)) from None
     if len(raw) != length:
         raise ModelConfigError(f"{path}: safetensors header truncated")
     try:
@@ -92,8 +95,9 @@ def shard_files(folder: Path) -> list[Path]:
     index = folder / INDEX_NAME
     if index.is_file():
         try:
-            weight_map = json.loads(index.read_text()).get("weight_map", {})
-        except (OSError, json.JSONDecodeError, AttributeError):
+            raw_index = read_bytes(index, MODEL_META_LIMIT, "a safetensors index")
+            weight_map = json.loads(raw_index).get("weight_map", {})
+        except (OSError, ValueError, AttributeError, RecursionError):
             raise ModelConfigError(f"{index}: not a safetensors index") from None
         names = sorted(set(weight_map.values()))
         missing = [n for n in names if not (folder / n).is_file()]
