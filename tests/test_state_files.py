@@ -36,6 +36,15 @@ DAMAGE: dict[str, bytes] = {
     "a GPU key that is no index": b'{"version": 2, "gpus": {"\xc2\xb2": {}}}',
     "port of the wrong type": b'{"version": 2, "gpus": {"0": {"port": "30000"}}}',
     "nested too deeply": b'{"gpus": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "port NaN": b'{"version": 2, "gpus": {"0": {"port": NaN}}}',
+    "port 1e999": b'{"version": 2, "gpus": {"0": {"port": 1e999}}}',
+    "create_time NaN": (
+        b'{"version": 2, "gpus": {"0": {"server": {"gpu": 0, "port": 1, "pid": 9, "pgid": 9,'
+        b' "create_time": NaN, "cmdline": [], "log_path": ""}}}}'
+    ),
+    "version 99": b'{"version": 99, "gpus": {}}',
+    "no version": b'{"gpus": {}}',
+    "current not a profile": b'{"version": 2, "gpus": {"0": {"current": {"engine": 5}}}}',
 }
 
 COMMANDS: dict[str, Callable[[], int]] = {
