@@ -235,3 +235,24 @@ def test_a_journal_that_cannot_be_written_refuses_before_anything_is_launched(
     assert not _launched(fleet_profiles), "a server was launched"
     assert read_records() == {}
     assert os.path.isdir(journal)
+
+
+def test_every_command_starts_with_a_private_state_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dispatcher makes the state directory 0700 before any command makes a subdirectory
+    in it (``demo/``, ``pipeline/``: made with the umask's 0755, parents included), and tightens
+    an open one left by an earlier version, saying so once."""
+    from tui import cli
+    from tui.state.private import forget_checked
+
+    fresh = tmp_path / "new" / "state"
+    monkeypatch.setenv(paths.STATE_ENV, str(fresh))
+    assert cli.main(["journal"]) == 0
+    assert _mode(fresh) == 0o700 and "0700" not in capsys.readouterr().err
+    forget_checked()
+    fresh.chmod(0o755)
+    assert cli.main(["journal"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert _mode(fresh) == 0o700
+    assert len(err) == 1 and "was 0755: made 0700" in err[0], err

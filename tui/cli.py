@@ -7,6 +7,7 @@ and exposes ``main(argv) -> int``. Only the chosen module is imported, so ``gpuf
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -51,6 +52,17 @@ def _skip_httpx_cli() -> None:
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 
+def _private_state() -> None:
+    """Make the state directory 0700 before the command runs (created so when missing, and
+    tightened, with one line saying so, when an earlier version left it open): a subdirectory
+    made first (``demo/``, ``pipeline/``) would otherwise create it with the umask's 0755."""
+    from tui import paths
+    from tui.state.private import ensure_private_dir
+
+    with contextlib.suppress(OSError):  # an unwritable home: the command says what it cannot do
+        ensure_private_dir(paths.state_dir())
+
+
 def _usage() -> str:
     width = max(len(name) for name in COMMANDS)
     lines = ["usage: gpufleet [COMMAND] [ARGS...]", "", "commands:"]
@@ -79,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpufleet: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     _skip_httpx_cli()
+    if name != "sim":  # the simulator stands in for SGLang: it keeps no state of gpufleet's
+        _private_state()
     module = importlib.import_module(COMMANDS[name][0])
     try:
         result = module.main(rest)

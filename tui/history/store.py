@@ -39,6 +39,10 @@ FLEET = -1
 
 MAX_BYTES = 64 * 1024 * 1024
 """The file's size cap."""
+CACHE_KIB = 2048
+"""SQLite's page cache for the connection, KiB (``PRAGMA cache_size``): what the store holds in
+memory is bounded by this, not by the file, which grows for two hours (tier 0) and two days
+(tier 1) of a job; said explicitly rather than left to the library's default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +153,7 @@ class HistoryStore:
             )
         if str(self.path) != ":memory:":
             db.execute("PRAGMA journal_mode = WAL")  # readers (another console) never wait
+        db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         for series_id, gpu, metric in db.execute("SELECT id, gpu, metric FROM series"):
             self._series[(gpu, metric)] = series_id
 

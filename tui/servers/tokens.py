@@ -141,7 +141,7 @@ def load_or_create(path: Path, scope: Scope = "admin") -> tuple[AgentToken, ...]
     if os.path.lexists(path):
         return read_tokens(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # made private when made
         # O_EXCL: two agents starting at once never overwrite each other's token.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except FileExistsError:
@@ -170,7 +170,7 @@ def add_token(path: Path, scope: Scope) -> str:
         line = f"admin {token}\n"  # explicit once the file holds more than one
     prefix = "\n" if existing and not existing.endswith("\n") else ""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
         fd = os.open(path, flags, 0o600)
     except OSError as error:

@@ -27,7 +27,9 @@ from tui.ui.history.plot import columns
 from tui.ui.history.ticks import value_ticks
 
 SPANS = (60.0, 120.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 3600.0, 7200.0)
-"""The spans a panel's history can cover: round ones, at most the finest tier's two hours."""
+"""The spans a panel's history can cover: round ones, at most the finest tier's two hours. This
+also bounds what a panel holds: at most its span over the finest bucket (1,440 points a metric
+at two hours), reached once the console has run that long; then its memory stays flat."""
 GRAPH_CELL_S = 16.0
 """About what one cell of a graph covers (ten minutes over a 40-wide panel, as before)."""
 SPARK_CELL_S = 15.0
