@@ -205,7 +205,7 @@ def _zero_rows() -> list[tuple[list[str], int, bool]]:
 def _run_zero(row: tuple[list[str], int, bool], work: Path) -> str | None:
     args, code, as_state = row
     state = work / "state"
-    state.mkdir(parents=True)
+    state.mkdir(mode=0o700, parents=True)  # private, as gpufleet makes it: no notice line
     if as_state:
         (state / "fleet_state.json").symlink_to("/dev/zero")
     env = {**os.environ, paths.STATE_ENV: str(state), paths.PROFILES_ENV: str(SHIPPED)}
