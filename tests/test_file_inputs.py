@@ -272,3 +272,28 @@ def test_the_agent_answers_a_damaged_state_in_one_line_never_a_traceback(
             err = capsys.readouterr().err.strip()
             assert status == 2, (name, detach, err)
             assert "\n" not in err and str(state) in err and "Traceback" not in err, (name, err)
+
+
+def test_the_pipelines_own_records_are_never_read_from_a_fifo(fifo: Path, tmp_path: Path) -> None:
+    """A FIFO in the output directory (its job id, done record or job index) is refused at once
+    (before: the pipeline hung opening it)."""
+    from tui.pipeline import job_index
+    from tui.pipeline.done_record import DoneRecord
+    from tui.pipeline.job_id import JOB_ID_NAME, job_id
+
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / JOB_ID_NAME)
+    with pytest.raises(ValueError, match="is a FIFO"):
+        job_id(out)
+    with pytest.raises(ValueError, match="is a FIFO"):
+        DoneRecord.load(fifo)
+    os.mkfifo(out / job_index.REGISTRY_NAME)
+    with pytest.raises(job_index.JobIndexDamaged, match="is a FIFO"):
+        job_index.resolve(
+            out,
+            job_index.array("q", [1]),
+            b"d" * 16,
+            DoneRecord.load(tmp_path / "none"),
+            by_id=False,
+        )

@@ -43,6 +43,9 @@ JOURNAL_LIMIT = 256 << 20
 operation a minute writes ~10 MB)."""
 HOLDER_LIMIT = 4 << 10
 """What a lock file says about its holder (one small JSON object)."""
+JOB_RECORD_LIMIT = 2 << 30
+"""A pipeline's own record in its output directory (its done record, its job index: 8 bytes a
+prompt, so a 100-million-prompt job's index is 800 MB)."""
 MODEL_META_LIMIT = 32 << 20
 """A model's ``config.json``, its safetensors index, a cache ref (an index of thousands of
 tensors is a few MB)."""

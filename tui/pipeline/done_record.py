@@ -29,6 +29,8 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from tui.inputs import JOB_RECORD_LIMIT, read_bytes
+
 HEADER = b"GFDONE2\n"
 _BATCH = struct.Struct("<IIIII")
 _BATCH_MAGIC = 0xD0E5BA7C
@@ -83,7 +85,7 @@ class DoneRecord:
             The record; nothing is written until :meth:`append`.
         """
         try:
-            data = path.read_bytes()
+            data = read_bytes(path, JOB_RECORD_LIMIT, "a done record")  # never a FIFO's read
         except FileNotFoundError:
             return cls(path, bytearray(), set(), 0)
         if not data.startswith(HEADER):

@@ -12,6 +12,7 @@ import os
 import uuid
 from pathlib import Path
 
+from tui.inputs import HOLDER_LIMIT, read_text
 from tui.pipeline.done_record import fsync_dir
 
 JOB_ID_NAME = "job_id"
@@ -33,7 +34,8 @@ def job_id(out: Path) -> str:
     """
     path = out / JOB_ID_NAME
     try:
-        text = path.read_text(encoding="ascii").strip()
+        # The one door: a FIFO or device in the output directory is refused, not waited on.
+        text = read_text(path, HOLDER_LIMIT, "a job id file").strip()
     except FileNotFoundError:
         made = uuid.uuid4().hex
         temporary = path.with_name(f".{JOB_ID_NAME}.tmp")

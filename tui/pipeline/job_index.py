@@ -29,6 +29,7 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
+from tui.inputs import JOB_RECORD_LIMIT, InputError, open_stream, read_bytes
 from tui.pipeline.done_record import DoneRecord, fsync_dir
 from tui.pipeline.id_align import NEW, Run, SerialMap, align, runs_of, table
 
@@ -106,7 +107,10 @@ class _Registry:
 
 
 def _read_all(path: Path) -> _Registry:
-    data = path.read_bytes()
+    try:
+        data = read_bytes(path, JOB_RECORD_LIMIT, "a job index")  # never a FIFO's read
+    except InputError as exc:
+        raise JobIndexDamaged(str(exc)) from None
     if not data.startswith(HEADER):
         raise JobIndexDamaged(f"{path}: not a gpufleet job index (bad header)")
     view = memoryview(data)
@@ -131,7 +135,11 @@ def _read_all(path: Path) -> _Registry:
 
 def _fast_path(path: Path, count: int, digest: bytes) -> bool:
     """Whether the index is one batch written for exactly this file (reads 36 bytes)."""
-    with open(path, "rb") as handle:
+    try:
+        handle = open_stream(path, "a job index")
+    except InputError as exc:
+        raise JobIndexDamaged(str(exc)) from None
+    with handle:
         head = handle.read(len(HEADER) + _BATCH.size)
         size = os.fstat(handle.fileno()).st_size
     if len(head) < len(HEADER) + _BATCH.size or not head.startswith(HEADER):

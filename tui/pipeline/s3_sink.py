@@ -27,6 +27,8 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from tui.inputs import open_stream
+
 MANIFEST_SCHEMA = 1
 
 
@@ -92,7 +94,7 @@ def describe_shard(path: Path) -> tuple[int, int, int, int, str]:
     """Read a shard once: (count, first index, last index, size, sha256 hex)."""
     digest = hashlib.sha256()
     count, first, last, size = 0, -1, -1, 0
-    with open(path, "rb") as handle:
+    with open_stream(path, "a shard") as handle:
         for line in handle:
             digest.update(line)
             size += len(line)
