@@ -1,8 +1,8 @@
 #!/bin/bash
 # On the GPU machine, from the repository root: unpack SGLang 0.5.17 (.real/sglang-site.tar.xz)
 # and its compiled kernels (.real/jit-cache.tar.xz), install gpufleet's own dependencies from the
-# carried wheels (.real/whl), run the harness (gpufleet against the real server) and then the
-# GPU tests; results into $OUT.
+# carried wheels (.real/whl), run the GPU tests and then the harness (gpufleet against the real
+# server) in what is left of DEADLINE_S; results into $OUT.
 # usage: bash bench/real_sglang/device_harness.sh SETTINGS BUDGET_S GPU_TESTS_TIMEOUT_S
 set -u
 SETTINGS=${1:-all}; BUDGET=${2:-400}; GPU_T=${3:-180}
@@ -26,11 +26,16 @@ export PYTHONPATH=$PWD:/tmp/gf:/tmp/site SERVER_PYTHONPATH=/tmp/site
 MODEL=/tmp/tiny; [ -d $MODEL ] || "$PY" bench/real_sglang/make_tiny.py $MODEL qwen35 || exit 6
 cmp -s $MODEL/config.json tests/fixtures/real_sglang/0.5.17/model/config.json || echo "WARNING: the tiny model differs from the recorded one"
 rm -rf /tmp/hout; mkdir -p /tmp/hout
-ARGS=(); [ "$SETTINGS" = all ] || ARGS=(--settings "$SETTINGS")
-timeout $(( BUDGET + 200 )) "$PY" -m bench.real_sglang.harness /tmp/hout "$MODEL" "${ARGS[@]}" --budget "$BUDGET"
-echo "harness rc=$?"
+# The GPU tests first (bounded), then the harness in what is left of DEADLINE_S (one call).
+T0=$(date +%s); DEADLINE=${DEADLINE_S:-560}
 if [ "$GPU_T" -gt 0 ]; then
-  timeout "$GPU_T" "$PY" -m pytest -q -p no:cacheprovider -p no:xdist -m gpu tests/test_gpu_*.py --timeout 170 2>&1 | tee /tmp/hout/pytest-gpu.txt | tail -25
+  timeout "$GPU_T" "$PY" -m pytest -q -p no:cacheprovider -p no:xdist -m gpu tests/test_gpu_*.py --timeout 150 > /tmp/hout/pytest-gpu.txt 2>&1
+  echo "gpu tests rc=$? in $(( $(date +%s) - T0 )) s"; tail -15 /tmp/hout/pytest-gpu.txt
 fi
+LEFT=$(( DEADLINE - ($(date +%s) - T0) ))
+ARGS=(); [ "$SETTINGS" = all ] || ARGS=(--settings "$SETTINGS")
+[ "$BUDGET" -gt $(( LEFT - 120 )) ] && BUDGET=$(( LEFT - 120 ))
+timeout -s INT "$LEFT" "$PY" -m bench.real_sglang.harness /tmp/hout "$MODEL" "${ARGS[@]}" --budget "$BUDGET"
+echo "harness rc=$? (budget $BUDGET s of $LEFT s left)"
 tar -C /tmp -cJf "$OUT/harness.tar.xz" --exclude='*.sqlite3*' hout
-cp /tmp/hout/results.md "$OUT/" 2>/dev/null; ls -la "$OUT"
+cp /tmp/hout/results.md /tmp/hout/pytest-gpu.txt "$OUT/" 2>/dev/null; ls -la "$OUT"

@@ -154,6 +154,10 @@ class Harness:
         print(f"[{self.elapsed():6.1f}] gpufleet {' '.join(args)} -> {rc} ({rec['seconds']} s)")
         return rec
 
+    def save(self) -> None:
+        """Write what is recorded so far (a deadline may end the run before its end)."""
+        (self.out / "results.json").write_text(json.dumps(self.records, indent=1, default=str))
+
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
 
@@ -349,6 +353,7 @@ class Harness:
         row["agree"] = agreement(row)
         row["plan"] = self.plan_against_log(path, log)
         self.records["settings"].append(row)
+        self.save()
         print(f"[{self.elapsed():6.1f}] {setting.name}: {json.dumps(row['agree'])}")
         return row
 
@@ -594,12 +599,14 @@ def main() -> int:
     h = Harness(out, model, version)
     try:
         run(h, names, budget)
+    except KeyboardInterrupt:  # the caller's deadline (timeout -s INT): keep what was recorded
+        h.records["interrupted"] = round(h.elapsed(), 1)
     finally:
         if h.console is not None:
             h.records["console"] = h.console.stop()
         with contextlib.suppress(Exception):
             h.gpufleet("sim-fleet", "stop", "--mode", "kill", timeout=120)
-        (out / "results.json").write_text(json.dumps(h.records, indent=1, default=str))
+        h.save()
         write_table(h)
     print((out / "results.md").read_text())
     return 0
