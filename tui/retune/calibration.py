@@ -35,6 +35,7 @@ MAX_LINE_BYTES = 1024 * 1024
 """A longer line is skipped unread: no allocation line is that long (memory stays bounded)."""
 
 _ANCHORS = re.compile(rb"Mamba Cache|V Cache|Load weight|_args")
+# ("Load weight" also finds ``Load weight begin``: the free memory measured before the weights)
 """The parser's anchors of the kinds a calibration reads (Mamba cache, KV cache, weights, and
 ``server_args``, which opens each launch). A line without one cannot be of these kinds."""
 
@@ -49,17 +50,21 @@ class LaunchSizes:
     """The launch's (last) Mamba cache line."""
     weights: ev.LogEvent | None = None
     """The launch's first weights line (the target model's)."""
+    weights_begin: ev.LogEvent | None = None
+    """The launch's first ``Load weight begin`` line (the free memory it measured)."""
 
     def feed(self, event: ev.LogEvent) -> None:
         """Take one parsed line, in file order."""
         if event.kind == ev.SERVER_ARGS:  # a new launch: forget the previous one's lines
-            self.kv, self.mamba, self.weights = [], None, None
+            self.kv, self.mamba, self.weights, self.weights_begin = [], None, None, None
         elif event.kind == ev.KV_CACHE:
             self.kv.append(event)
         elif event.kind == ev.MAMBA_CACHE:
             self.mamba = event
         elif event.kind == ev.WEIGHTS and self.weights is None:
             self.weights = event
+        elif event.kind == ev.WEIGHTS_BEGIN and self.weights_begin is None:
+            self.weights_begin = event
 
     def calibration(self) -> Calibration | None:
         """The sizes printed so far, or None when the launch printed none yet."""
@@ -79,6 +84,7 @@ class LaunchSizes:
             conv_gb=_num(self.mamba, "conv_gb"),
             ssm_gb=_num(self.mamba, "ssm_gb"),
             weights_gb=_num(self.weights, "mem_usage_gb"),
+            pre_gb=_num(self.weights_begin, "avail_mem_gb"),
         )
 
 

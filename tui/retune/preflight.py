@@ -27,7 +27,7 @@ from tui.sglang.builds import BUILDS, SGLANG_0_5_23, Build
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import Calibration, MemoryPlan, plan_memory
 from tui.sglang.modelcfg.spec import resolve_model
-from tui.sglang.models import GIB, ModelSpec
+from tui.sglang.models import CUDA_CONTEXT_BYTES, GIB, ModelSpec
 
 DEFAULT_MODEL = "qwen3.6-27b"
 """The simulator's model when a sim profile names none (the seed's)."""
@@ -179,6 +179,7 @@ def preflight(
         spec,
         total,
         other_resident_bytes=other_resident_bytes,
+        pre_bytes=_measured_pre(calibration, total, other_resident_bytes),
         mem_fraction_static=flags.mem_fraction_static,
         max_running_requests=flags.max_running_requests,
         mamba_full_memory_ratio=(
@@ -223,6 +224,25 @@ def preflight(
         why_not=why,
         plan=plan,
     )
+
+
+def _measured_pre(
+    calibration: Calibration | None, total: int, other_resident_bytes: int
+) -> int | None:
+    """The free memory the running server measured before its weights, as the next launch
+    will find it (less what other processes hold now), where it disagrees with the planner's
+    own estimate (capacity less a CUDA context fitted on a B200) beyond the log's rounding.
+
+    Seen on a real 0.5.17 server on an H100: it measured 78.50 GB of 79.65 GiB (a context
+    near 1.15 GiB, not 0.6): the estimate put 0.6 % more KV tokens in the pool than it got.
+    """
+    if calibration is None or calibration.pre_bytes is None:
+        return None
+    estimate = total - CUDA_CONTEXT_BYTES - other_resident_bytes
+    measured = max(calibration.pre_bytes - other_resident_bytes, 0)
+    if abs(measured - estimate) <= calibration.tolerance_of("pre_bytes"):
+        return None
+    return measured
 
 
 def _mamba_took_the_rest(

@@ -104,7 +104,9 @@ def default_mem_fraction(
 
 
 def apply_calibration(model: ModelSpec, calibration: Calibration | None) -> ModelSpec:
-    """Return the model with every size the calibration measured replacing the spec's constant.
+    """Return the model with every size the calibration measured replacing the spec's constant,
+    where they disagree beyond what the log's rounding allows (``Calibration.tolerance``): a
+    size the server's print agrees with stays the model's own, exact one.
 
     Args:
         model: the spec.
@@ -125,7 +127,9 @@ def apply_calibration(model: ModelSpec, calibration: Calibration | None) -> Mode
         "draft_weight_bytes",
     ):
         value = getattr(calibration, field)
-        if value is not None:
+        if value is None:
+            continue
+        if abs(getattr(model, field) - value) > calibration.tolerance_of(field):
             changes[field] = value
     return dataclasses.replace(model, **changes)
 

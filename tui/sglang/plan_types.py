@@ -154,6 +154,10 @@ class MemoryPlan:
         return CUDA_CONTEXT_BYTES + weights + pools
 
 
+PRINT_HALF_STEP_GB = 0.005
+"""SGLang prints its allocation sizes with two decimals: each is within half a step."""
+
+
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """Sizes measured from a real server's allocation lines; each set field replaces the spec's."""
@@ -170,6 +174,18 @@ class Calibration:
     """Target weights."""
     draft_weight_bytes: int | None = None
     """Draft weights."""
+    pre_bytes: int | None = None
+    """Free memory the server measured before loading weights (``Load weight begin. avail
+    mem``): the GPU's capacity less the CUDA context and what was resident then."""
+    tolerance: tuple[tuple[str, int], ...] = ()
+    """(field, bytes): half the log's print step (0.01 GB) spread over the field's count. A
+    model's own size within it agrees with what the server printed and is kept: a small pool
+    (0.01 GB over 65 slots) says next to nothing about one slot (seen on a real 0.5.17 server:
+    a calibration from 'ssm_state size: 0.01GB' mispredicted 68,056 slots as 43,302)."""
+
+    def tolerance_of(self, name: str) -> int:
+        """The tolerance of field ``name`` in bytes (0: none recorded)."""
+        return dict(self.tolerance).get(name, 0)
 
     @classmethod
     def from_log_values(
@@ -184,6 +200,7 @@ class Calibration:
         conv_gb: float | None = None,
         ssm_gb: float | None = None,
         weights_gb: float | None = None,
+        pre_gb: float | None = None,
     ) -> Calibration:
         """Derive per-unit sizes from the numbers the allocation lines print (GB = GiB).
 
@@ -194,25 +211,42 @@ class Calibration:
             mamba_slots: ``max_mamba_cache_size`` (the pool has one more, padding, slot).
             conv_gb, ssm_gb: ``conv_state size`` / ``ssm_state size``.
             weights_gb: ``Load weight end. ... mem usage``.
+            pre_gb: ``Load weight begin. avail mem``.
 
         Returns:
             The calibration (fields left None where an input was missing).
         """
 
-        def per(total_gb: float | None, count: int | None) -> int | None:
+        tolerance: dict[str, int] = {}
+
+        def per(
+            name: str, total_gb: float | None, count: int | None, printed: int = 1
+        ) -> int | None:
+            # ``printed`` values of 2 decimals each were summed: each is +-0.005 GB
             if total_gb is None or not count:
                 return None
+            tolerance[name] = int(printed * PRINT_HALF_STEP_GB * GIB / count) + 1
             return round(total_gb * GIB / count)
 
-        kv = per((k_gb or 0) + (v_gb or 0) if k_gb is not None else None, kv_tokens)
+        kv = per(
+            "kv_bytes_per_token",
+            (k_gb or 0) + (v_gb or 0) if k_gb is not None else None,
+            kv_tokens,
+            printed=2,
+        )
         draft = per(
-            (draft_k_gb or 0) + (draft_v_gb or 0) if draft_k_gb is not None else None, kv_tokens
+            "draft_kv_bytes_per_token",
+            (draft_k_gb or 0) + (draft_v_gb or 0) if draft_k_gb is not None else None,
+            kv_tokens,
+            printed=2,
         )
         slots = mamba_slots + 1 if mamba_slots is not None else None
         return cls(
             kv_bytes_per_token=kv,
             draft_kv_bytes_per_token=draft,
-            conv_state_bytes=per(conv_gb, slots),
-            ssm_state_bytes=per(ssm_gb, slots),
-            weight_bytes=round(weights_gb * GIB) if weights_gb is not None else None,
+            conv_state_bytes=per("conv_state_bytes", conv_gb, slots),
+            ssm_state_bytes=per("ssm_state_bytes", ssm_gb, slots),
+            weight_bytes=per("weight_bytes", weights_gb, 1),
+            pre_bytes=per("pre_bytes", pre_gb, 1),
+            tolerance=tuple(sorted(tolerance.items())),
         )
