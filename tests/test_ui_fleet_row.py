@@ -115,3 +115,31 @@ async def test_a_new_document_is_shown_with_the_next_reading_not_on_its_own(
         app.main_screen.pipeline_status = pipeline_status(tok_s=6000.0)
         await pilot.pause()
         assert "6,000 out tok/s" in row.line.plain
+
+
+def test_a_finished_job_is_not_named_twice() -> None:
+    # Seen in the walk: 'job job finished' (the halted reason already says 'job').
+    totals = fleet_totals(seven_gpu_fleet())
+    done = replace(pipeline_status(), state="finished", done=913_786)
+    assert fleet_line(totals, done, 200).plain.endswith("· job finished · done 100%")
+    assert "job job" not in fleet_line(totals, done, 200).plain
+
+
+async def test_at_80_columns_the_eta_stays_on_screen_once_the_job_appears() -> None:
+    """Seen in the walk at 80x24: the row opened in the long form (no job yet: it fitted), its
+    fields kept those widths when the job's document made it switch to the short form, and the
+    ETA was pushed past the 80th column for the console's life."""
+    app = make_app(status=None)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        row = app.screen.query_one(FleetRow)
+        await wait_for(pilot, lambda: row.line.plain.startswith("fleet "), "the long form")
+        app.main_screen.pipeline_status = pipeline_status()
+        fleet = seven_gpu_fleet()
+        app.main_screen.fleet = FleetSnapshot(fleet.panels, fleet.gpu_source, fleet.taken_at + 1)
+        await wait_for(pilot, lambda: "ETA 1d 02h" in row.line.plain, "the job's ETA")
+        await pilot.pause()
+        last = [f for f in row.query_children(FleetField) if "ETA" in f.text.plain]
+        assert last and last[0].region.right <= 80, [f.region for f in last]
+        assert row.line.cell_length <= 80, row.line.plain

@@ -171,3 +171,33 @@ async def test_the_quit_dialog_names_the_key_that_stops_the_fleet() -> None:
         await wait_for(pilot, lambda: not isinstance(app.screen, QuitScreen), "closed")
         assert app.is_running
     assert actions.calls == []
+
+
+async def test_the_key_line_names_what_enter_presses_as_the_arrows_move() -> None:
+    """Seen in the walk: the rollout confirm said 'Enter: Cancel' after left had focused Roll
+    out, and Enter started the rollout. The line's Enter part follows the focus."""
+    actions = RecordingActions()
+    app = app_with(actions, running=RUNNING)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("b",), ConfirmScreen)
+        confirm = app.screen
+        assert "Enter: Cancel" in keys_line(confirm)
+        await pilot.press("left")
+        assert focused_id(app) == "rollback-all"
+        await wait_for(pilot, lambda: "Enter: All at once ·" in keys_line(confirm), "All")
+        await pilot.press("left")
+        assert focused_id(app) == "confirm-yes"
+        await wait_for(pilot, lambda: "Enter: One GPU at a time" in keys_line(confirm), "One")
+        assert "Enter: Cancel" not in keys_line(confirm)
+        await pilot.press("right", "right")
+        await wait_for(pilot, lambda: "Enter: Cancel" in keys_line(confirm), "Cancel")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
+        await pilot.press("left")
+        await wait_for(pilot, lambda: "Enter: Stop fleet" in keys_line(app.screen), "Stop")
+        await pilot.press("escape")
+        await finish_actions(pilot, app)
+    assert actions.calls == []

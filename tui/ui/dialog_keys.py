@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from textual import events
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Button, Label
@@ -31,24 +32,57 @@ KEYS_HINT_CSS = """
 """The look of the key line (a dialog puts it in its DEFAULT_CSS)."""
 
 
-def keys_hint(choices: Sequence[tuple[str, str]], focused: str) -> Label:
-    """The dialog's key line: ``Enter: Cancel (focused) · y: Roll back · n/Esc: Cancel · ←/→``.
+class KeysHint(Label):
+    """The dialog's key line: ``Enter: Cancel · y: Roll back · n/Esc: Cancel · ←/→: move``.
+
+    Its ``Enter`` part names the focused button and follows the focus (``ButtonKeys``): a line
+    written once at compose still said ``Enter: Cancel`` after the arrows had moved to ``Roll
+    out``, and Enter then started the rollout.
+    """
+
+    def __init__(self, choices: Sequence[tuple[str, str]], focused: str) -> None:
+        """Args:
+        choices: (keys, what they do) in the order the dialog shows its buttons.
+        focused: The label of the button focused when the dialog opens (what Enter presses).
+        """
+        self.choices = tuple(choices)
+        """The keys named after ``Enter``."""
+        super().__init__(self._text(focused), classes="dialog-keys")
+
+    def _text(self, focused: str) -> str:
+        parts = [
+            f"[b]Enter[/b]: {focused}",
+            *(f"[b]{keys}[/b]: {what}" for keys, what in self.choices),
+        ]
+        parts.append("[b]←/→[/b]: move")
+        return " · ".join(parts)
+
+    def enter_presses(self, label: str) -> None:
+        """Say that Enter presses the button labelled ``label`` now."""
+        self.update(self._text(label))
+
+
+def keys_hint(choices: Sequence[tuple[str, str]], focused: str) -> KeysHint:
+    """The dialog's key line (``KeysHint``), wrapping to the dialog's width.
 
     Args:
         choices: (keys, what they do) in the order the dialog shows its buttons.
         focused: The label of the button focused when the dialog opens (what Enter presses).
-
-    Returns:
-        The line, wrapping to the dialog's width.
     """
-    parts = [f"[b]Enter[/b]: {focused}", *(f"[b]{keys}[/b]: {what}" for keys, what in choices)]
-    parts.append("[b]←/→[/b]: move")
-    return Label(" · ".join(parts), classes="dialog-keys")
+    return KeysHint(choices, focused)
 
 
 class ButtonKeys:
     """Mixed into a dialog screen (with ``BUTTON_KEYS`` in its BINDINGS): the arrows move the
-    focus among its enabled buttons, stopping at either end."""
+    focus among its enabled buttons, stopping at either end, and the key line's ``Enter`` part
+    follows the focus."""
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """A button took the focus: Enter presses it now, and the key line says so."""
+        assert isinstance(self, Screen)
+        if isinstance(event.widget, Button):
+            for hint in self.query(KeysHint):
+                hint.enter_presses(str(event.widget.label))
 
     def action_move_button(self, step: int) -> None:
         """Focus the previous (-1) or next (1) enabled button."""

@@ -105,7 +105,7 @@ def _job_fields(status: PipelineStatus | None, short: bool) -> tuple[Content, Co
     why = halted(status)
     share = pct(status.done / status.total, 100) if status.total else NA
     if why is not None:
-        words = why if short else f"job {why}"
+        words = why if short or why.startswith("job ") else f"job {why}"  # not 'job job ...'
         return line(LEAD, (words, "$warning")), line(LEAD, f"done {share}")
     rate = status.rate_1m
     eta = ("ETA " + duration(status.eta_s), "bold")
@@ -272,8 +272,19 @@ class FleetRow(Horizontal):
         if not self.is_mounted:
             return
         totals = self._totals or fleet_totals(self.fleet)
-        fields = fleet_fields(totals, self.status, max(1, self.content_size.width))
-        for widget, text in zip(self.query_children(FleetField), fields, strict=True):
+        width = max(1, self.content_size.width)
+        fields = fleet_fields(totals, self.status, width)
+        widgets = list(self.query_children(FleetField))
+        # The widths only grow (``FleetField.show``): kept from the long form (a row that
+        # opened before the job's document, when the long words fitted), they pushed the short
+        # form's ETA past the 80th column. Words that no longer fit those widths start afresh
+        # (once: words too long even unpadded are left to the row's end, not laid out anew).
+        pairs = list(zip(widgets, fields, strict=True))
+        needed = sum(max(w.width, t.cell_length) + 1 for w, t in pairs)
+        if needed > width and any(w.width > t.cell_length for w, t in pairs):
+            for widget in widgets:
+                widget.reset()
+        for widget, text in zip(widgets, fields, strict=True):
             widget.show(text)
 
     @property
