@@ -37,7 +37,8 @@ APPLY_S = 90.0
 READY = re.compile(r"ready\s+:(\d+) pid (\d+)")
 PANEL_SLOTS = re.compile(r"mamba (\d+) slots")
 PANEL_RUNNING = re.compile(r"max running (\d+)")
-GEN = re.compile(r"gen \S+ tok/s")
+GEN = re.compile(r"[│┃]gen \S+ tok/s")
+"""A panel's generation line (the fleet row at the bottom says 'gen ... tok/s' too)."""
 
 
 @contextmanager
