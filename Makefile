@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed-stamp
 # hold each shipped flag table (tui/sglang/flagtable/) to its release's real parser.
 SGLANG := $(VENV)/sglang-reference/.all-releases
 
-.PHONY: demo test check bench tools browser venv clean
+.PHONY: demo test test-under-load check bench tools browser venv clean
 
 venv: $(STAMP) $(SGLANG)
 
@@ -74,6 +74,11 @@ check: $(STAMP)
 test: $(STAMP) $(SGLANG) tools browser check
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m 'not serial' --durations=15
 	$(BIN)/python -m pytest -q -m serial --durations=5
+
+# make test with every core kept busy by bounded burners (tools/under_load.py): the operator's
+# machine always is, and the suite must pass there.
+test-under-load: $(STAMP)
+	$(BIN)/python tools/under_load.py -- $(MAKE) test
 
 bench: $(STAMP) tools
 	$(BIN)/python -m bench
