@@ -277,10 +277,13 @@ async def test_a_search_step_waits_for_a_held_operation_lock_and_then_runs(
 
     try:
         task = asyncio.ensure_future(tuner._when_free("rollback", step))
+        # The status document is the observable: ``waiting_for`` is set before it is written
+        # (seen under load: the attribute set, the document not yet there).
         deadline = time.monotonic() + 10
-        while tuner.waiting_for is None and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
         doc = read_status()
+        while (doc is None or doc["waiting_for"] is None) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            doc = read_status()
         assert doc is not None
         assert doc["waiting_for"] == f"apply sim-x to GPUs [1] (pid {child.pid})"
         await asyncio.sleep(0.2)
