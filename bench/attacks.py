@@ -31,7 +31,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.attack_inputs import agent_rows, damaged_rows, input_rows
-from bench.attack_kit import ROOT, Row, Run, Workspace, alive, group_size, poll, started, table
+from bench.attack_kit import (
+    HEADER,
+    ROOT,
+    Row,
+    Run,
+    Workspace,
+    alive,
+    group_size,
+    poll,
+    started,
+    table,
+)
 from bench.simfleet import FAST_APPLY
 
 ROLLOUT = ["--no-measure", "--timeout", "60", "--term-timeout", "5", "--release-timeout", "20"]
@@ -207,12 +218,14 @@ def lock_rows(ws: Workspace) -> list[Row]:
     rows: list[Row] = []
     if not all(alive(_pid(ws, g)) for g in range(ws.gpus)):
         ws.up()
+    for parent in (ws.root.parent, ws.root):  # traversable: only the state dir's own 0700 and
+        parent.chmod(0o711)  # the lock's 0600 may keep another user out
     for name in ("fleet_state.json.lock", "cordons.json.lock"):
         lock = ws.state / name
         if not lock.exists():
             os.close(os.open(lock, os.O_CREAT | os.O_WRONLY, 0o600))
         nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-        other = _foreign_uid([*nobody, "flock", "-x", "-w", "2", str(lock), "true"])
+        other = _foreign_uid([*nobody, "flock", "-x", "-w", "2", str(lock), "true"], ws.root)
         rows.append(
             Row(
                 f"uid nobody: flock -x {name}",
@@ -249,7 +262,7 @@ def lock_rows(ws: Workspace) -> list[Row]:
     return rows
 
 
-def _foreign_uid(argv: list[str]) -> Run:
+def _foreign_uid(argv: list[str], root: Path) -> Run:
     start = time.monotonic()
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
@@ -257,7 +270,11 @@ def _foreign_uid(argv: list[str]) -> Run:
         out, err = done.stdout, done.stderr
     except subprocess.TimeoutExpired:
         rc, out, err = None, "", ""
-    return Run(["setpriv --reuid=nobody", *argv[4:]], rc, out, err, time.monotonic() - start)
+    here = str(root)  # the table names the workspace $WS
+    shown = ["setpriv --reuid=nobody", *(a.replace(here, "$WS") for a in argv[4:])]
+    return Run(
+        shown, rc, out.replace(here, "$WS"), err.replace(here, "$WS"), time.monotonic() - start
+    )
 
 
 BAD_STATES: dict[str, Callable[[Workspace], None]] = {
@@ -365,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     print(f"\n{len(rows) - len(failed)}/{len(rows)} rows pass")
     if args.json:
-        args.json.write_text(json.dumps([r.cells() for r in rows], indent=1))
+        cells = [dict(zip([*HEADER, "note"], [*r.cells(), r.note], strict=True)) for r in rows]
+        args.json.write_text(json.dumps(cells, indent=1))
     return 1 if failed else 0
 
 
