@@ -76,6 +76,17 @@ def _record_alive(record: ProcessRecord | None) -> bool:
         return not mismatch.gone
 
 
+def _listens(pid: int, port: int) -> bool:
+    """Whether ``pid``'s own sockets include one listening on ``port`` now."""
+    try:
+        conns = psutil.Process(pid).net_connections(kind="inet")
+    except (psutil.Error, OSError):
+        return False
+    return any(
+        c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns
+    )
+
+
 def holder_record(gpu: int, holder: PortHolder, host: str) -> tuple[ProcessRecord | None, str]:
     """The record ``holder`` would have as ``gpu``'s server, when it is the fleet's own.
 
@@ -108,6 +119,12 @@ def holder_record(gpu: int, holder: PortHolder, host: str) -> tuple[ProcessRecor
         return None, "it exited while being looked at"
     if not ticks or pgid <= 1:
         return None, "its start time or process group cannot be read"
+    if not _listens(pid, holder.port):
+        # Who holds a socket is read from every process's fds, and a process forked by a
+        # launch holds all of its parent's for a moment before its exec closes them: a
+        # neighbour GPU's server, found so, carries a launch id of this fleet (seen under load:
+        # the demo's GPU 0 server adopted as GPU 1's while the test held GPU 1's port).
+        return None, "it does not hold the port's listening socket itself"
     profile = entry.current_name if entry is not None and entry.current_name else ""
     return (
         ProcessRecord(
