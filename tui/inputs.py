@@ -26,6 +26,7 @@ import os
 import stat
 import tomllib
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +214,19 @@ def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+def _within_depth(parse: Callable[[], Any], what: str) -> Any:
+    """What ``parse`` returns, refused (``ValueError``) when it nests deeper than ``MAX_DEPTH``:
+    both a parser that recursed too deep and a result that ``too_deep`` finds too deep; ``what``
+    names what nests (with its trailing space) in the message."""
+    try:
+        data = parse()
+    except RecursionError:
+        raise ValueError(f"nests {what}deeper than {MAX_DEPTH} levels") from None
+    if too_deep(data):
+        raise ValueError(f"nests {what}deeper than {MAX_DEPTH} levels")
+    return data
+
+
 def parse_json(raw: bytes | str, *, finite: bool = True) -> Any:
     """Strict JSON: at most ``MAX_DEPTH`` deep and, with ``finite``, no NaN, Infinity or number
     too large for a float (``1e999``).
@@ -226,16 +240,11 @@ def parse_json(raw: bytes | str, *, finite: bool = True) -> Any:
     Raises:
         ValueError: with the reason (``UnicodeDecodeError`` for bytes that are not UTF-8).
     """
-    try:
-        if finite:
-            data = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite)
-        else:
-            data = json.loads(raw)
-    except RecursionError:
-        raise ValueError(f"nests deeper than {MAX_DEPTH} levels") from None
-    if too_deep(data):
-        raise ValueError(f"nests deeper than {MAX_DEPTH} levels")
-    return data
+    if finite:
+        return _within_depth(
+            lambda: json.loads(raw, parse_constant=_reject_constant, parse_float=_finite), ""
+        )
+    return _within_depth(lambda: json.loads(raw), "")
 
 
 def parse_toml(text: str) -> dict[str, Any]:
@@ -244,12 +253,7 @@ def parse_toml(text: str) -> dict[str, Any]:
     Raises:
         ValueError: not TOML (``tomllib.TOMLDecodeError``), or nested too deeply.
     """
-    try:
-        data = tomllib.loads(text)
-    except RecursionError:
-        raise ValueError(f"nests tables or arrays deeper than {MAX_DEPTH} levels") from None
-    if too_deep(data):
-        raise ValueError(f"nests tables or arrays deeper than {MAX_DEPTH} levels")
+    data: dict[str, Any] = _within_depth(lambda: tomllib.loads(text), "tables or arrays ")
     return data
 
 
