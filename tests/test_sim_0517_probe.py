@@ -19,7 +19,8 @@ import httpx
 import psutil
 import pytest
 from fleet_helpers import poll_until
-from real0517_helpers import REAL, Sim0517, running_0517
+from real0517_helpers import REAL, running_0517
+from sim_helpers import SimProcess
 
 from tui import paths
 from tui.fleet.monitor import FleetMonitor
@@ -29,7 +30,9 @@ from tui.gpu.simulated import SimulatedSource
 from tui.servers.probe import ProbeStatus, ServerProbe
 
 
-def _long_requests(sim: Sim0517, count: int, outcomes: list[int | str]) -> list[threading.Thread]:
+def _long_requests(
+    sim: SimProcess, count: int, outcomes: list[int | str]
+) -> list[threading.Thread]:
     def one() -> None:
         body = {"text": "x", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}}
         try:
@@ -96,7 +99,7 @@ def _families(body: str) -> set[str]:
     return {line.split("{")[0].split(" ")[0] for line in body.splitlines() if line[:1] != "#"}
 
 
-def _assert_real_shapes(sim: Sim0517) -> None:
+def _assert_real_shapes(sim: SimProcess) -> None:
     """/server_info, /metrics and /get_load have what the real base server's had."""
     real = json.loads((REAL / "base" / "server_info.json").read_text())
     body = httpx.get(sim.url + "/server_info", timeout=10).json()
