@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from textual.pilot import Pilot
 from textual.widgets import Input, Label, TextArea
-from ui_helpers import RecordingActions, make_app, press_until, settle, wait_for
+from tuning_helpers import open_form, type_into, type_into_field
+from ui_helpers import RecordingActions, make_app, wait_for
 
 from tui.profiles import GpuOverride, diff
 from tui.ui.app import FleetApp
@@ -22,24 +23,6 @@ def app_with(actions: RecordingActions) -> FleetApp:
     app = make_app(actions=actions)
     assert isinstance(app, FleetApp)
     return app
-
-
-async def open_form(pilot: Pilot[None], *keys: str) -> TuningFormScreen:
-    app = pilot.app
-    assert isinstance(app, FleetApp)
-    await settle(pilot, app)
-    await press_until(pilot, keys, TuningFormScreen)
-    form = app.screen
-    assert isinstance(form, TuningFormScreen)
-    return form
-
-
-async def type_into(pilot: Pilot[None], form: TuningFormScreen, selector: str, text: str) -> None:
-    field = form.query_one(selector, Input)
-    field.focus()
-    field.value = ""
-    await pilot.press(*text)
-    await pilot.pause()
 
 
 def error_text(form: TuningFormScreen, key: str) -> str:
@@ -74,11 +57,11 @@ async def test_invalid_values_are_named_as_typed_and_nothing_is_applied() -> Non
     app = app_with(actions)
     async with app.run_test(size=(140, 45)) as pilot:
         form = await open_form(pilot, "T")
-        await type_into(pilot, form, "#knob-mem_fraction_static", "1.5")
+        await type_into(pilot, form, "mem_fraction_static", "1.5")
         assert "server.mem_fraction_static = 1.5: must be in (0, 1)" in error_text(
             form, "mem_fraction_static"
         )
-        await type_into(pilot, form, "#knob-max_running_requests", "6x")
+        await type_into(pilot, form, "max_running_requests", "6x")
         assert "max_running_requests = '6x': must be an integer" in error_text(
             form, "max_running_requests"
         )
@@ -97,7 +80,7 @@ async def test_invalid_values_are_named_as_typed_and_nothing_is_applied() -> Non
         assert isinstance(app.screen, TuningFormScreen)  # no confirm: nothing to confirm
         assert actions.calls == [] and actions.saved == []
         assert any("Nothing done" in str(n.message) for n in app._notifications)
-        await type_into(pilot, form, "#knob-mem_fraction_static", "0.9")
+        await type_into(pilot, form, "mem_fraction_static", "0.9")
         assert error_text(form, "mem_fraction_static") == ""
 
 
@@ -109,12 +92,12 @@ async def test_preflight_shows_each_gpu_and_says_plainly_when_it_does_not_fit() 
         assert "KV tokens" in text and "Mamba slots" in text
         assert all(f"\n{gpu} " in text for gpu in ALL), text
         assert "auto -> 16 (capped)" in text  # the seed: 80 slots // 5 per request
-        await type_into(pilot, form, "#knob-max_mamba_cache_size", "200")
-        await type_into(pilot, form, "#knob-max_running_requests", "64")
+        await type_into(pilot, form, "max_mamba_cache_size", "200")
+        await type_into(pilot, form, "max_running_requests", "64")
         text = await preflight_text(pilot, form)
         assert "64 -> 40 (capped)" in text
         assert form.preflight is not None and all(p.fits for p in form.preflight)
-        await type_into(pilot, form, "#knob-max_mamba_cache_size", "5000")
+        await type_into(pilot, form, "max_mamba_cache_size", "5000")
         text = await preflight_text(pilot, form)
         assert "GPUs 0-6 do not fit:" in text  # one line for the seven, its verb agreeing
         assert form.query_one(PreflightPanel).has_class("-unfit")
@@ -125,8 +108,8 @@ async def test_apply_to_all_saves_the_candidate_and_restarts_every_gpu_after_con
     app = app_with(actions)
     async with app.run_test(size=(140, 45)) as pilot:
         form = await open_form(pilot, "T")
-        await type_into(pilot, form, "#knob-max_mamba_cache_size", "200")
-        await type_into(pilot, form, "#knob-max_running_requests", "64")
+        await type_into(pilot, form, "max_mamba_cache_size", "200")
+        await type_into(pilot, form, "max_running_requests", "64")
         await preflight_text(pilot, form)
         await pilot.press("ctrl+t")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
@@ -153,7 +136,7 @@ async def test_opened_on_one_gpu_the_change_is_an_override_applied_to_that_gpu_o
     app = app_with(actions)
     async with app.run_test(size=(140, 45)) as pilot:
         form = await open_form(pilot, "5", "t")
-        await type_into(pilot, form, "#knob-mem_fraction_static", "0.95")
+        await type_into(pilot, form, "mem_fraction_static", "0.95")
         await pilot.press("ctrl+t")
         # Whom the change is for is asked, not assumed (issue 30): GPU 5 only.
         await wait_for(pilot, lambda: isinstance(app.screen, ScopeScreen), "the scope question")
@@ -188,12 +171,12 @@ async def test_save_as_new_profile_and_an_existing_name_needs_confirmation() -> 
     app = app_with(actions)
     async with app.run_test(size=(140, 45)) as pilot:
         form = await open_form(pilot, "T")
-        await type_into(pilot, form, "#knob-max_mamba_cache_size", "120")
+        await type_into(pilot, form, "max_mamba_cache_size", "120")
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: bool(actions.saved), "the save")
         assert actions.saved[0].name == "sim-baseline-tuned"
         assert actions.saved[0].server.max_mamba_cache_size == 120
-        await type_into(pilot, form, "#profile-name", "sim-aggressive")
+        await type_into_field(pilot, form, "#profile-name", "sim-aggressive")
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the overwrite ask")
         await pilot.press("escape")

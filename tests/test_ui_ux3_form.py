@@ -8,13 +8,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from textual.pilot import Pilot
 from textual.widgets import Button, Input, Label, Static
+from tuning_helpers import open_form, type_into
 from ui_helpers import (
     RecordingActions,
     make_app,
-    press_until,
-    settle,
     shipped_profiles,
     wait_for,
 )
@@ -28,24 +26,6 @@ from tui.ui.tuning.preflight_panel import PreflightPanel, render_preflight, size
 from tui.ui.tuning.scope import ScopeScreen
 
 ALL = (0, 1, 2, 3, 4, 5, 6)
-
-
-async def open_form(pilot: Pilot[None], *keys: str) -> TuningFormScreen:
-    app = pilot.app
-    assert isinstance(app, FleetApp)
-    await settle(pilot, app)
-    await press_until(pilot, keys, TuningFormScreen)
-    form = app.screen
-    assert isinstance(form, TuningFormScreen)
-    return form
-
-
-async def type_into(pilot: Pilot[None], form: TuningFormScreen, knob: str, text: str) -> None:
-    field = form.query_one(f"#knob-{knob}", Input)
-    field.focus()
-    field.value = ""
-    await pilot.press(*text)
-    await pilot.pause()
 
 
 def diff_text(form: TuningFormScreen) -> str:

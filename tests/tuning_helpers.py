@@ -1,0 +1,37 @@
+"""Shared test helper: the tuning form through Pilot (open it, type into its fields)."""
+
+from __future__ import annotations
+
+from textual.pilot import Pilot
+from textual.widgets import Input
+from ui_helpers import press_until, settle
+
+from tui.ui.app import FleetApp
+from tui.ui.tuning.form_screen import TuningFormScreen
+
+
+async def open_form(pilot: Pilot[None], *keys: str) -> TuningFormScreen:
+    """Settle the console, press ``keys`` until the tuning form is on top; returns it."""
+    app = pilot.app
+    assert isinstance(app, FleetApp)
+    await settle(pilot, app)
+    await press_until(pilot, keys, TuningFormScreen)
+    form = app.screen
+    assert isinstance(form, TuningFormScreen)
+    return form
+
+
+async def type_into_field(
+    pilot: Pilot[None], form: TuningFormScreen, selector: str, text: str
+) -> None:
+    """Focus the form's ``Input`` at ``selector``, clear it and type ``text`` key by key."""
+    field = form.query_one(selector, Input)
+    field.focus()
+    field.value = ""
+    await pilot.press(*text)
+    await pilot.pause()
+
+
+async def type_into(pilot: Pilot[None], form: TuningFormScreen, knob: str, text: str) -> None:
+    """Type ``text`` into the field of ``knob`` (``#knob-<knob>``)."""
+    await type_into_field(pilot, form, f"#knob-{knob}", text)
