@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from textual.pilot import Pilot
 from textual.widgets import Input, Label, TextArea
-from tuning_helpers import open_form, type_into, type_into_field
-from ui_helpers import RecordingActions, make_app, wait_for
+from tuning_helpers import tuning_form, type_into, type_into_field
+from ui_helpers import RecordingActions, wait_for
 
 from tui.profiles import GpuOverride, diff
-from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.tuning.candidate import FormValues, build_candidate, parse_extra_flags
@@ -17,12 +16,6 @@ from tui.ui.tuning.preflight_panel import PreflightPanel
 from tui.ui.tuning.scope import ScopeScreen
 
 ALL = (0, 1, 2, 3, 4, 5, 6)
-
-
-def app_with(actions: RecordingActions) -> FleetApp:
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    return app
 
 
 def error_text(form: TuningFormScreen, key: str) -> str:
@@ -36,9 +29,7 @@ async def preflight_text(pilot: Pilot[None], form: TuningFormScreen) -> str:
 
 
 async def test_t_opens_the_form_on_the_selected_gpu_prefilled_from_the_running_profile() -> None:
-    app = app_with(RecordingActions())
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "3", "t")
+    async with tuning_form(RecordingActions(), "3", "t") as (app, pilot, form):
         assert form.gpu == 3 and form.running.name == "sim-baseline"
         values = {k: v for k, v in form.values().knobs}
         assert values == {
@@ -54,9 +45,7 @@ async def test_t_opens_the_form_on_the_selected_gpu_prefilled_from_the_running_p
 
 async def test_invalid_values_are_named_as_typed_and_nothing_is_applied() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
+    async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "mem_fraction_static", "1.5")
         assert "server.mem_fraction_static = 1.5: must be in (0, 1)" in error_text(
             form, "mem_fraction_static"
@@ -85,9 +74,7 @@ async def test_invalid_values_are_named_as_typed_and_nothing_is_applied() -> Non
 
 
 async def test_preflight_shows_each_gpu_and_says_plainly_when_it_does_not_fit() -> None:
-    app = app_with(RecordingActions())
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
+    async with tuning_form(RecordingActions(), "T") as (_app, pilot, form):
         text = await preflight_text(pilot, form)
         assert "KV tokens" in text and "Mamba slots" in text
         assert all(f"\n{gpu} " in text for gpu in ALL), text
@@ -105,9 +92,7 @@ async def test_preflight_shows_each_gpu_and_says_plainly_when_it_does_not_fit() 
 
 async def test_apply_to_all_saves_the_candidate_and_restarts_every_gpu_after_confirming() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
+    async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "max_mamba_cache_size", "200")
         await type_into(pilot, form, "max_running_requests", "64")
         await preflight_text(pilot, form)
@@ -133,9 +118,7 @@ async def test_apply_to_all_saves_the_candidate_and_restarts_every_gpu_after_con
 
 async def test_opened_on_one_gpu_the_change_is_an_override_applied_to_that_gpu_only() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "5", "t")
+    async with tuning_form(actions, "5", "t") as (app, pilot, form):
         await type_into(pilot, form, "mem_fraction_static", "0.95")
         await pilot.press("ctrl+t")
         # Whom the change is for is asked, not assumed (issue 30): GPU 5 only.
@@ -154,9 +137,7 @@ async def test_opened_on_one_gpu_the_change_is_an_override_applied_to_that_gpu_o
 
 
 async def test_the_toggle_switches_between_one_gpu_and_all() -> None:
-    app = app_with(RecordingActions())
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "2", "t")
+    async with tuning_form(RecordingActions(), "2", "t") as (_app, pilot, form):
         assert form.target_gpus == (2,) and form.scope is None  # shown for GPU 2, not chosen
         await pilot.press("ctrl+o")
         await pilot.pause()
@@ -168,9 +149,7 @@ async def test_the_toggle_switches_between_one_gpu_and_all() -> None:
 
 async def test_save_as_new_profile_and_an_existing_name_needs_confirmation() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
+    async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "max_mamba_cache_size", "120")
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: bool(actions.saved), "the save")
