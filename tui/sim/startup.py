@@ -74,17 +74,35 @@ def pool_warnings(plan: MemoryPlan) -> list[str]:
     return [w for w in plan.warnings if not w.startswith("Max running requests is reset")]
 
 
-async def allocate_pools(cfg: SimConfig, emit: Emitter, times: StartupTimes, mla: bool) -> None:
-    """The KV pool's line and ``Memory pool end`` (then the draft's two, with speculative
-    decoding), the pools phase between them timed into ``times``.
+async def allocate_pools(
+    cfg: SimConfig, emit: Emitter, times: StartupTimes, mla: bool, warnings_after_mamba: bool
+) -> PlanFailure | None:
+    """The pools: the max_running_requests warnings, the Mamba line, the KV pool's line and
+    ``Memory pool end`` (then the draft's two, with speculative decoding), the pools phase
+    before the draft's lines timed into ``times``.
 
     Args:
         cfg: the server's configuration.
         emit: the log writer.
         times: its ``kv_cache_allocation`` is set.
         mla: the KV line in its MLA form.
+        warnings_after_mamba: the warnings after the Mamba line (the seed build's order), not
+            before it.
+
+    Returns:
+        The plan's failure when it fails in the memory pool (after the warnings), else None.
     """
     plan = cfg.plan
+    if not warnings_after_mamba:
+        for warning in pool_warnings(plan):
+            emit(warning, info=False)
+    if plan.failure is not None and plan.failure.phase == "memory_pool":
+        return plan.failure
+    if plan.is_hybrid_mamba:
+        emit(logfmt.mamba_line(plan))
+    if warnings_after_mamba:
+        for warning in pool_warnings(plan):
+            emit(warning, info=False)
     emit(logfmt.kv_line(plan.max_total_num_tokens, plan.k_bytes, plan.v_bytes, plan.build, mla))
     draft_kv = plan.draft_k_bytes + plan.draft_v_bytes
     emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes + draft_kv))
@@ -96,6 +114,7 @@ async def allocate_pools(cfg: SimConfig, emit: Emitter, times: StartupTimes, mla
             )
         )
         emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes))
+    return None
 
 
 async def start_scheduler(
@@ -139,18 +158,9 @@ async def start_scheduler(
         )
     if plan.multimodal_reserve_bytes:
         emit(logfmt.multimodal_reserve_line(plan.multimodal_reserve_bytes))
-    seed = plan.build == SEED
-    if not seed:
-        for warning in pool_warnings(plan):
-            emit(warning, info=False)
-    if plan.failure is not None and plan.failure.phase == "memory_pool":
-        return plan.failure
-    if plan.is_hybrid_mamba:
-        emit(logfmt.mamba_line(plan))
-    if seed:
-        for warning in pool_warnings(plan):
-            emit(warning, info=False)
-    await allocate_pools(cfg, emit, times, mla=model.kv_layout == "mla")
+    mla, seed = model.kv_layout == "mla", plan.build == SEED
+    if (failure := await allocate_pools(cfg, emit, times, mla, seed)) is not None:
+        return failure
     if (oom := child.publish(plan.resident_bytes - plan.graph_bytes, 0.0)) is not None:
         return real_oom(oom, "memory_pool")
     if cfg.cuda_backing:

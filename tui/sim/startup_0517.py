@@ -20,7 +20,7 @@ from tui.sim import lines_0517 as lines
 from tui.sim import logfmt
 from tui.sim.children import SchedulerChild
 from tui.sim.config import Emitter, SimConfig
-from tui.sim.startup import StartupTimes, allocate_pools, phase, pool_warnings, real_oom
+from tui.sim.startup import StartupTimes, allocate_pools, phase, real_oom
 
 
 def graphs_disabled(cfg: SimConfig) -> bool:
@@ -66,13 +66,9 @@ async def start_scheduler_0517(
                 model, elapsed, after_draft, plan.draft_weight_bytes, draft=True
             )
         )
-    for warning in pool_warnings(plan):
-        emit(warning, info=False)
-    if plan.failure is not None and plan.failure.phase == "memory_pool":
-        return plan.failure
-    if plan.is_hybrid_mamba:
-        emit(logfmt.mamba_line(plan))
-    await allocate_pools(cfg, emit, times, mla=False)
+    # The cap warning before the Mamba line, the KV line in its pre-MLA form.
+    if (failure := await allocate_pools(cfg, emit, times, False, False)) is not None:
+        return failure
     if (oom := child.publish(plan.resident_bytes - plan.graph_bytes, 0.0)) is not None:
         return real_oom(oom, "memory_pool")
     if plan.is_hybrid_mamba:
