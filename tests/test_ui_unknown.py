@@ -7,6 +7,7 @@ import contextlib
 from dataclasses import replace
 from pathlib import Path
 
+from textual.pilot import Pilot
 from textual.screen import ModalScreen
 from ui_helpers import (
     RecordingActions,
@@ -49,6 +50,12 @@ def _app(actions: RecordingActions) -> FleetApp:
     app = make_app(_fleet_with_an_unknown_server(), actions=actions, profile="aggressive")  # type: ignore[arg-type]
     assert isinstance(app, FleetApp)
     return app
+
+
+async def stop_fleet_fails(pilot: Pilot[None], app: FleetApp) -> None:
+    """q then s (stop the fleet, quit), and wait for the dialog that says the stop failed."""
+    await pilot.press("q", "s")
+    await wait_for(pilot, lambda: isinstance(app.screen, StopFailedScreen), "the dialog")
 
 
 def _label_text(screen: object, selector: str) -> str:
@@ -108,15 +115,13 @@ async def test_stop_fleet_that_left_servers_running_does_not_quit() -> None:
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
-        await pilot.press("q", "s")
-        await wait_for(pilot, lambda: isinstance(app.screen, StopFailedScreen), "the dialog")
+        await stop_fleet_fails(pilot, app)
         assert why in _label_text(app.screen, "#stopfail-why")
         assert app.is_running
         await pilot.press("escape")  # keep the console open
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), "the grid")
         assert app.is_running
-        await pilot.press("q", "s")
-        await wait_for(pilot, lambda: isinstance(app.screen, StopFailedScreen), "the dialog")
+        await stop_fleet_fails(pilot, app)
         await pilot.press("r")  # retry: this time the stop succeeds, and only then it quits
         await wait_for(pilot, lambda: not app.is_running, "the console to close")
     assert actions.calls == [("stop_fleet", ())] * 3
@@ -128,8 +133,7 @@ async def test_leave_running_quits_with_the_servers_left() -> None:
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
-        await pilot.press("q", "s")
-        await wait_for(pilot, lambda: isinstance(app.screen, StopFailedScreen), "the dialog")
+        await stop_fleet_fails(pilot, app)
         await pilot.press("l")
         await wait_for(pilot, lambda: not app.is_running, "the console to close")
     assert actions.calls == [("stop_fleet", ())]
