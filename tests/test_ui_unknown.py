@@ -16,6 +16,7 @@ from ui_helpers import (
     press_until,
     ready_server,
     settle,
+    settled_app,
     seven_gpu_fleet,
     wait_for,
 )
@@ -111,10 +112,7 @@ async def test_stop_fleet_that_left_servers_running_does_not_quit() -> None:
     leave running and quit, or keep the console open."""
     why = "refused on GPU 0: refusing to signal pid 4200 (GPU 0, port 30000): it is not ours"
     actions = RecordingActions(stop_errors=[OperationError(why), OperationError(why)])
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions, size=(100, 30)) as (app, pilot):
         await stop_fleet_fails(pilot, app)
         assert why in _label_text(app.screen, "#stopfail-why")
         assert app.is_running
@@ -129,10 +127,7 @@ async def test_stop_fleet_that_left_servers_running_does_not_quit() -> None:
 
 async def test_leave_running_quits_with_the_servers_left() -> None:
     actions = RecordingActions(stop_errors=[OperationError("failed on GPU 1: survivors")])
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions, size=(100, 30)) as (app, pilot):
         await stop_fleet_fails(pilot, app)
         await pilot.press("l")
         await wait_for(pilot, lambda: not app.is_running, "the console to close")

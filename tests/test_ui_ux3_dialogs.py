@@ -7,17 +7,13 @@ confirms. Left and right move among the buttons; y and n answer."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-
 from textual.pilot import Pilot
 from textual.widgets import Button, Label
 from ui_helpers import (
     RecordingActions,
     finish_actions,
-    make_app,
     press_until,
-    settle,
+    settled_app,
     wait_for,
 )
 
@@ -31,18 +27,6 @@ from tui.ui.stop_screen import StopScreen
 
 BASE = {"name": "sim-baseline"}
 RUNNING = {g: GpuState(g, current=BASE, previous={"name": "sim-aggressive"}) for g in range(7)}
-
-
-@contextlib.asynccontextmanager
-async def console(
-    actions: RecordingActions, **kwargs: object
-) -> AsyncIterator[tuple[FleetApp, Pilot[None]]]:
-    """The console at 120x40 with ``actions``, settled; yields it and its pilot."""
-    app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
-        yield app, pilot
 
 
 async def closed(pilot: Pilot[None], app: FleetApp, dialog: type) -> None:
@@ -70,7 +54,7 @@ async def canary_confirm(pilot: object, app: FleetApp) -> ConfirmScreen:
 
 async def test_enter_on_a_canary_confirm_starts_the_canary() -> None:
     actions = RecordingActions()
-    async with console(actions) as (app, pilot):
+    async with settled_app(actions=actions) as (app, pilot):
         confirm = await canary_confirm(pilot, app)
         assert focused_id(app) == "confirm-yes"
         hint = keys_line(confirm)
@@ -83,7 +67,7 @@ async def test_enter_on_a_canary_confirm_starts_the_canary() -> None:
 
 async def test_arrows_move_between_the_buttons_and_n_cancels() -> None:
     actions = RecordingActions()
-    async with console(actions) as (app, pilot):
+    async with settled_app(actions=actions) as (app, pilot):
         await canary_confirm(pilot, app)
         await pilot.press("right")
         assert focused_id(app) == "confirm-no"
@@ -102,7 +86,7 @@ async def test_arrows_move_between_the_buttons_and_n_cancels() -> None:
 
 async def test_a_rollback_keeps_cancel_focused_and_names_y() -> None:
     actions = RecordingActions()
-    async with console(actions, running=RUNNING) as (app, pilot):
+    async with settled_app(actions=actions, running=RUNNING) as (app, pilot):
         await press_until(pilot, ("b",), ConfirmScreen)
         confirm = app.screen
         assert focused_id(app) == "confirm-no"
@@ -126,7 +110,7 @@ async def test_a_rollback_keeps_cancel_focused_and_names_y() -> None:
 
 async def test_a_relaunch_keeps_cancel_focused() -> None:
     actions = RecordingActions()
-    async with console(actions) as (app, pilot):
+    async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("2", "r"), ProfilePickerScreen)
         await pilot.press("enter")  # the running profile, preselected
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
@@ -140,7 +124,7 @@ async def test_a_relaunch_keeps_cancel_focused() -> None:
 
 async def test_the_stop_dialog_keeps_cancel_focused_and_names_each_key() -> None:
     actions = RecordingActions()
-    async with console(actions) as (app, pilot):
+    async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("1", "k"), StopScreen)
         stop = app.screen
         assert focused_id(app) == "stop-cancel"
@@ -160,7 +144,7 @@ async def test_the_stop_dialog_keeps_cancel_focused_and_names_each_key() -> None
 
 async def test_the_quit_dialog_names_the_key_that_stops_the_fleet() -> None:
     actions = RecordingActions()
-    async with console(actions) as (app, pilot):
+    async with settled_app(actions=actions) as (app, pilot):
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
         assert focused_id(app) == "quit-keep"
@@ -180,7 +164,7 @@ async def test_the_key_line_names_what_enter_presses_as_the_arrows_move() -> Non
     """Seen in the walk: the rollout confirm said 'Enter: Cancel' after left had focused Roll
     out, and Enter started the rollout. The line's Enter part follows the focus."""
     actions = RecordingActions()
-    async with console(actions, running=RUNNING) as (app, pilot):
+    async with settled_app(actions=actions, running=RUNNING) as (app, pilot):
         await press_until(pilot, ("b",), ConfirmScreen)
         confirm = app.screen
         assert "Enter: Cancel" in keys_line(confirm)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -40,6 +41,9 @@ from tui.state.fleet_state import GpuState
 from tui.ui.sources import EventSink, Intent
 
 if TYPE_CHECKING:  # the UI's widgets only where a helper drives them (imported there)
+    from textual.pilot import Pilot
+
+    from tui.ui.app import FleetApp
     from tui.ui.history.chart import HistoryChart
     from tui.ui.pipeline.generation_pane import GenerationPane
 
@@ -719,6 +723,20 @@ def make_app(
         readonly=readonly,
         node_groups=node_groups,
     )
+
+
+@contextlib.asynccontextmanager
+async def settled_app(
+    fleet: FleetSnapshot | None = None, *, size: tuple[int, int] = (120, 40), **kwargs: Any
+) -> AsyncIterator[tuple[FleetApp, Pilot[None]]]:
+    """``make_app(fleet, **kwargs)`` run at ``size`` and settled; yields the app and its pilot."""
+    from tui.ui.app import FleetApp
+
+    app = make_app(fleet, **kwargs)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        yield app, pilot
 
 
 async def settle(pilot: object, app: object) -> None:
