@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.harness import Context, Row, Stat, unwind_on_sigterm
+from bench.harness import Context, Row, Stat, gpufleet_argv, unwind_on_sigterm
 from bench.ports import free_ports
 from bench.ptyrun import PtyCost, measure
 
@@ -107,15 +107,7 @@ def busy_fleet(
 
 def console_argv(base: Path | None = None) -> list[str]:
     """What ``gpufleet demo`` opens on a running fleet (from ``base``'s code when given)."""
-    args = ["console", "--profile", "sim-baseline"]
-    if base is None:
-        return [sys.executable, "-m", "tui", *args]
-    # -c puts the working directory first on sys.path: the earlier checkout goes before it.
-    code = (
-        f"import sys, runpy; sys.path.insert(0, {str(base.resolve())!r}); "
-        "runpy.run_module('tui', run_name='__main__', alter_sys=True)"
-    )
-    return [sys.executable, "-c", code, *args]
+    return gpufleet_argv(base, "console", "--profile", "sim-baseline")
 
 
 def floor_argv() -> list[str]:

@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 
 from bench.harness import Context, Row, Stat, repeat, timed
-from tui.gpu.sim_records import SIM_GPU_KINDS
+from bench.simfleet import seed_aggressive_plan
 from tui.logs.ingest import ingest_file
 from tui.logs.tailer import LogTailer
-from tui.sglang.memory import plan_memory
 from tui.sglang.models import get_model
 from tui.sglang.plan_types import MemoryPlan
 from tui.sim import logfmt
@@ -36,19 +35,6 @@ PER_LINE_DECODE = re.compile(
     r"Decode batch(?: \[\d+\])?[.,]\s+#running-req:\s*(?P<running>\d+),.*?"
     r"gen throughput \(token/s\):\s*(?P<tput>[0-9.]+),\s+#queue-req:\s*(?P<queue>\d+),?"
 )
-
-
-def _plan() -> MemoryPlan:
-    """The seed's aggressive configuration (hybrid Mamba, EAGLE): the longest decode lines."""
-    return plan_memory(
-        get_model("qwen3.6-27b"),
-        SIM_GPU_KINDS["b200"][1],
-        mem_fraction_static=0.93,
-        max_mamba_cache_size=200,
-        mamba_full_memory_ratio=0.6,
-        max_running_requests=64,
-        speculative_algorithm="EAGLE",
-    )
 
 
 def startup_lines(plan: MemoryPlan, when: float) -> list[str]:
@@ -108,7 +94,7 @@ def steady_block(plan: MemoryPlan, lines: int, seed: int, when: float) -> bytes:
 
 def write_log(path: Path, target_bytes: int, blocks: int = 6) -> None:
     """Write a current-format log of about ``target_bytes`` (startup, then cycled blocks)."""
-    plan = _plan()
+    plan = seed_aggressive_plan()
     parts = [steady_block(plan, 16_000, seed, _T0 + 60 + seed * 4000) for seed in range(blocks)]
     rare = logfmt.stamp(
         "Not enough space for mamba cache, try to increase --mamba-full-memory-ratio "

@@ -32,7 +32,6 @@ import pty
 import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import termios
 import threading
@@ -44,6 +43,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from bench.harness import gpufleet_argv
 from bench.ports import free_ports
 from bench.simfleet import ROOT, write_prompts
 
@@ -72,17 +72,6 @@ class Sample:
     """The agent's RSS, MiB."""
     done: int
     """Prompts done so far."""
-
-
-def _argv(base: Path | None, *args: str) -> list[str]:
-    """``gpufleet ARGS`` from this checkout, or from ``base``'s code."""
-    if base is None:
-        return [sys.executable, "-m", "tui", *args]
-    code = (
-        f"import sys, runpy; sys.path.insert(0, {str(base.resolve())!r}); "
-        "runpy.run_module('tui', run_name='__main__', alter_sys=True)"
-    )
-    return [sys.executable, "-c", code, *args]
 
 
 def _rss(proc: subprocess.Popen[bytes] | None) -> float:
@@ -197,7 +186,7 @@ def soak(
                 for gpu in profile.gpus:
                     urls += ["--server", f"http://127.0.0.1:{profile.port_for(gpu)}"]
                 pipeline = _start(
-                    _argv(
+                    gpufleet_argv(
                         base, "generate", "--prompts", str(prompts), "--out", str(root / "out"),
                         "--status", str(status), "--fleet-timeout", "3600", *urls,
                     ),
@@ -206,7 +195,7 @@ def soak(
                 )  # fmt: skip
                 agent_port = free_ports(1)[0]
                 agent = _start(
-                    _argv(
+                    gpufleet_argv(
                         base, "agent", "--profile", profile.name, "--port", str(agent_port),
                         "--token-file", str(root / "agent.token"), "--status", str(status),
                     ),
@@ -217,7 +206,7 @@ def soak(
                 fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
                 term = {**env, "TERM": "xterm-256color", "COLUMNS": "200", "LINES": "50"}
                 console = subprocess.Popen(
-                    _argv(base, "console", "--profile", profile.name),
+                    gpufleet_argv(base, "console", "--profile", profile.name),
                     env=term, cwd=ROOT, stdin=slave, stdout=slave, stderr=slave,
                     start_new_session=True, close_fds=True,
                 )  # fmt: skip

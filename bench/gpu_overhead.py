@@ -35,7 +35,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.harness import Stat, unwind_on_sigterm
+from bench.harness import Stat, gpufleet_argv, unwind_on_sigterm
 from bench.ports import free_port
 from bench.ptyrun import PtyCost, measure
 
@@ -145,14 +145,7 @@ def console_argv(ports: list[int], base: Path | None = None) -> list[str]:
     args = ["console", "--ports", ",".join(map(str, ports)), "--gpus", f"0-{len(ports) - 1}"]
     if len(ports) == 1:
         args[-1] = "0"
-    if base is None:
-        return [sys.executable, "-m", "tui", *args]
-    # -c puts the working directory first on sys.path: the earlier checkout goes before it.
-    code = (
-        f"import sys, runpy; sys.path.insert(0, {str(base.resolve())!r}); "
-        "runpy.run_module('tui', run_name='__main__', alter_sys=True)"
-    )
-    return [sys.executable, "-c", code, *args]
+    return gpufleet_argv(base, *args)
 
 
 SCENARIOS = {

@@ -102,6 +102,19 @@ class Context:
     """Free-form notes collected for the results file."""
 
 
+def gpufleet_argv(base: Path | None, *args: str) -> list[str]:
+    """``gpufleet ARGS`` from this checkout, or from ``base``'s code (an earlier checkout, to
+    compare against) when given."""
+    if base is None:
+        return [sys.executable, "-m", "tui", *args]
+    # -c puts the working directory first on sys.path: the earlier checkout goes before it.
+    code = (
+        f"import sys, runpy; sys.path.insert(0, {str(base.resolve())!r}); "
+        "runpy.run_module('tui', run_name='__main__', alter_sys=True)"
+    )
+    return [sys.executable, "-c", code, *args]
+
+
 def repeat(fn: Callable[[], float], runs: int) -> Stat:
     """Call fn runs times and summarise what it returns."""
     return Stat.of([fn() for _ in range(runs)])

@@ -30,8 +30,13 @@ import psutil
 from bench.ports import free_ports
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopTimeouts
+from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.ops.cli import apply as apply_cli
 from tui.ops.service import FleetOps, OperationError, OpsOptions
+from tui.sglang.builds import SGLANG_0_5_23, Build
+from tui.sglang.memory import plan_memory
+from tui.sglang.models import ModelSpec, get_model
+from tui.sglang.plan_types import MemoryPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,6 +58,28 @@ speculative_eagle_topk = 1
 speculative_num_draft_tokens = 4
 """
 """The seed's ``[server]`` settings besides the knobs: radix-cache strategy and speculation."""
+
+
+def seed_aggressive_plan(
+    model: ModelSpec | None = None, build: Build = SGLANG_0_5_23
+) -> MemoryPlan:
+    """The seed's aggressive configuration (``AGGRESSIVE``'s knobs with EAGLE) planned on a
+    simulated B200: hybrid Mamba with a draft, the longest decode lines.
+
+    Args:
+        model: the model (default: the seed's qwen3.6-27b).
+        build: the SGLang build whose sizing applies.
+    """
+    return plan_memory(
+        model or get_model("qwen3.6-27b"),
+        SIM_GPU_KINDS["b200"][1],
+        mem_fraction_static=0.93,
+        max_mamba_cache_size=200,
+        mamba_full_memory_ratio=0.6,
+        max_running_requests=64,
+        speculative_algorithm="EAGLE",
+        build=build,
+    )
 
 
 def sim_profile_text(

@@ -1,13 +1,18 @@
-"""Shared helper of the fleet-monitor tests: poll a real monitor until a condition holds."""
+"""Shared helpers of the fleet-monitor tests: a monitor of one simulated server, polled until a
+condition holds."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
+from tui import paths
 from tui.fleet.monitor import FleetMonitor
-from tui.fleet.snapshot import FleetSnapshot
+from tui.fleet.snapshot import FleetSnapshot, ServerState
+from tui.fleet.spec import FleetSpec, ServerSpec
+from tui.gpu.simulated import SimulatedSource
 
 
 async def poll_until(
@@ -22,3 +27,26 @@ async def poll_until(
         await asyncio.sleep(0.05)  # the monitor's own cadence, shortened; not a synchronisation
         snap = await monitor.poll()
     return snap
+
+
+@contextlib.asynccontextmanager
+async def sim_monitor(spec: ServerSpec) -> AsyncIterator[FleetMonitor]:
+    """A monitor of the one server ``spec`` on the simulated GPUs (``paths.sim_gpu_dir()``):
+    2 s probes, no discovery; closed on exit."""
+    monitor = FleetMonitor(
+        FleetSpec((spec,)),
+        SimulatedSource(paths.sim_gpu_dir()),
+        probe_timeout=2.0,
+        discovery_interval=0,
+    )
+    try:
+        yield monitor
+    finally:
+        await monitor.aclose()
+
+
+def first_state(snap: FleetSnapshot) -> ServerState:
+    """The state of the first panel's server (which must be there)."""
+    server = snap.panels[0].server
+    assert server is not None
+    return server.state

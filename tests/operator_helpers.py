@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +13,9 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench.simfleet import AGGRESSIVE, BASELINE, free_ports, sim_profile_text, stop_all
+from bench.simfleet import AGGRESSIVE, BASELINE, ROOT, free_ports, sim_profile_text, stop_all
 from tui import paths
+from tui.ops.pipeline import PipelineConfig
 from tui.profiles import Profile, load_profile
 from tui.state.fleet_state import read_records
 
@@ -115,3 +118,39 @@ def cleaned(state_dir: Path, ports: list[int] | None = None) -> Iterator[None]:
         yield
     finally:
         kill_leftovers(state_dir, ports)
+
+
+def gpufleet_status(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``gpufleet status ARGS`` as a real process (its exit status and output, as text)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "tui", "status", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def job_in(
+    tmp_path: Path, prompts: Path, url: str, *extra_args: str, fresh: bool = False
+) -> PipelineConfig:
+    """A pipeline of ``prompts`` against the one server at ``url``, its output directory,
+    status document and log under ``tmp_path``.
+
+    Args:
+        tmp_path: where its files go (``out``, ``status.json``, ``pipeline.log``).
+        prompts: the prompts file.
+        url: the server.
+        extra_args: ``gpufleet generate`` flags.
+        fresh: start the job afresh when it finished (``fresh_when_finished``).
+    """
+    return PipelineConfig(
+        prompts=prompts,
+        out_dir=tmp_path / "out",
+        status_path=tmp_path / "status.json",
+        log_path=tmp_path / "pipeline.log",
+        servers=(url,),
+        extra_args=extra_args,
+        fresh_when_finished=fresh,
+    )

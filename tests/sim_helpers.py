@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -54,6 +55,18 @@ class SimProcess:
     def wait_exit(self, timeout: float) -> int:
         """Wait for the server to exit; returns its status."""
         return self.proc.wait(timeout)
+
+    def wait_log(self, pattern: str, timeout: float) -> bool:
+        """Poll the log (a real file the server appends to) until ``pattern`` is in it."""
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while time.monotonic() < deadline:
+            if regex.search(self.log()):
+                return True
+            if self.proc.poll() is not None:
+                return bool(regex.search(self.log()))
+            time.sleep(0.05)
+        return False
 
 
 def sim_env(state_dir: Path) -> dict[str, str]:
@@ -165,24 +178,47 @@ def running_sim(
         The running server.
     """
     port = port or free_port()
-    log_path = state_dir / f"sim-{port}.log"
-    argv = [sys.executable, "-m", "tui", "sim", "--host", "127.0.0.1", "--port", str(port), *args]
+    argv = ["--host", "127.0.0.1", "--port", str(port), *args]
+    with sim_process(argv, state_dir, port, state_dir / f"sim-{port}.log", env) as sim:
+        if wait_healthy:
+            proc = sim.proc
+            ok = wait_until(lambda: _healthy(sim.url) or proc.poll() is not None, timeout)
+            if not ok or proc.poll() is not None:
+                raise AssertionError(f"sim did not become healthy:\n{sim.log()[-3000:]}")
+        yield sim
+
+
+@contextlib.contextmanager
+def sim_process(
+    args: list[str],
+    state_dir: Path,
+    port: int,
+    log_path: Path,
+    env: dict[str, str] | None = None,
+) -> Iterator[SimProcess]:
+    """Start ``python -m tui sim ARGS`` in its own session; always kill its whole group on exit.
+
+    Args:
+        args: every sim/SGLang flag, its ``--port`` included.
+        state_dir: GPUFLEET_STATE_DIR for the process (the simulated GPUs live under it).
+        port: the port ``args`` names.
+        log_path: where its stdout and stderr go.
+        env: extra environment variables.
+
+    Yields:
+        The started server (not yet ready).
+    """
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            argv,
+            [sys.executable, "-m", "tui", "sim", *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**sim_env(state_dir), **(env or {})},
             start_new_session=True,
             cwd=ROOT,
         )
-    sim = SimProcess(proc, port, log_path)
     try:
-        if wait_healthy:
-            ok = wait_until(lambda: _healthy(sim.url) or proc.poll() is not None, timeout)
-            if not ok or proc.poll() is not None:
-                raise AssertionError(f"sim did not become healthy:\n{sim.log()[-3000:]}")
-        yield sim
+        yield SimProcess(proc, port, log_path)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -63,6 +63,16 @@ def base(node: Node) -> str:
     return f"http://{node.agent_address}"
 
 
+def save_profile(node: Node, name: str, profile: dict[str, object]) -> httpx.Response:
+    """PUT ``profile`` as the node's profile ``name`` with the admin token; the answer."""
+    return httpx.put(
+        f"{base(node)}/api/v1/profiles/{name}",
+        json={"profile": profile},
+        headers=bearer(ADMIN),
+        timeout=10,
+    )
+
+
 def server_pid(node: Node) -> int:
     state = json.loads((node.root / "state" / "fleet_state.json").read_text())
     return int(state["gpus"]["0"]["server"]["pid"])
@@ -107,43 +117,23 @@ def test_loader_variables_and_foreign_interpreters_are_refused(node: Node) -> No
     ).json()["profile"]
     for name in ("PYTHONPATH", "LD_LIBRARY_PATH", "PATH", "TRITON_PTXAS_PATH"):
         bad = {**doc, "name": "node-x", "env": {name: "/tmp/evil"}}
-        answer = httpx.put(
-            f"{base(node)}/api/v1/profiles/node-x",
-            json={"profile": bad},
-            headers=bearer(ADMIN),
-            timeout=10,
-        )
+        answer = save_profile(node, "node-x", bad)
         assert answer.status_code == 400 and f"env.{name}:" in answer.json()["error"], answer.text
     fine = {**doc, "name": "node-x", "env": {"SGLANG_ENABLE_TORCH_COMPILE": "0"}}
-    answer = httpx.put(
-        f"{base(node)}/api/v1/profiles/node-x",
-        json={"profile": fine},
-        headers=bearer(ADMIN),
-        timeout=10,
-    )
+    answer = save_profile(node, "node-x", fine)
     assert answer.status_code == 200, answer.text
     # A real-SGLang profile: its interpreter must be on the node's allow-list.
     real = json.loads(json.dumps(doc))
     real["engine"] = {"kind": "sglang", "python": "/tmp/evil/python"}
     real["name"] = "node-real"
     real["server"] = {k: v for k, v in real["server"].items() if k != "extra_flags"}
-    answer = httpx.put(
-        f"{base(node)}/api/v1/profiles/node-real",
-        json={"profile": real},
-        headers=bearer(ADMIN),
-        timeout=10,
-    )
+    answer = save_profile(node, "node-real", real)
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert "engine.python = '/tmp/evil/python': not allowed" in error
     assert "/opt/allowed/python" in error
     real["engine"]["python"] = "/opt/allowed/python"
-    answer = httpx.put(
-        f"{base(node)}/api/v1/profiles/node-real",
-        json={"profile": real},
-        headers=bearer(ADMIN),
-        timeout=10,
-    )
+    answer = save_profile(node, "node-real", real)
     assert answer.status_code == 200, answer.text
     assert server_pid(node) == pid
 

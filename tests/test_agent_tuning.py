@@ -15,7 +15,7 @@ import httpx
 import pytest
 from node_helpers import Node, nodes
 from textual.pilot import Pilot
-from textual.widgets import Input
+from tuning_helpers import type_into
 from ui_helpers import press_until, wait_for
 
 from tui.agent.client import parse_agents
@@ -54,14 +54,6 @@ async def open_on(pilot: Pilot[None], app: FleetApp, gpu: int | None) -> TuningF
     assert isinstance(form, TuningFormScreen)
     await wait_for(pilot, lambda: form.setup is not None, "the form's profile", 20)
     return form
-
-
-async def type_into(pilot: Pilot[None], form: TuningFormScreen, knob: str, text: str) -> None:
-    field = form.query_one(f"#knob-{knob}", Input)
-    field.focus()
-    field.value = ""
-    await pilot.press(*text)
-    await pilot.pause()
 
 
 def served(node: Node, gpu: int) -> dict[str, object]:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from operator_helpers import cleaned
+from operator_helpers import cleaned, job_in
 from sim_helpers import running_sim, wait_until
 from ui_helpers import (
     RecordingActions,
@@ -25,7 +25,6 @@ from tui.gpu.simulated import SimulatedSource
 from tui.ops import demo
 from tui.ops.demo import demo_prompts_file, ensure_prompts, fresh_job_if_finished, pipeline_config
 from tui.ops.journal import read_journal
-from tui.ops.pipeline import PipelineConfig
 from tui.ops.service import FleetOps
 from tui.ops.simfleet import sim_profile
 from tui.pipeline.status import read_status, write_status
@@ -114,14 +113,8 @@ def test_p_on_the_finished_demo_job_starts_a_fresh_one(
         source = SimulatedSource(paths.sim_gpu_dir())
         source.sample()
         assert source.describe().startswith("simulated x200: 1 x NVIDIA B200 under ")
-        config = PipelineConfig(
-            prompts=prompts,
-            out_dir=tmp_path / "out",
-            status_path=tmp_path / "status.json",
-            log_path=tmp_path / "pipeline.log",
-            servers=(sim.url,),
-            extra_args=("--fleet-timeout", "30", "--max-tokens", "64"),
-            fresh_when_finished=True,
+        config = job_in(
+            tmp_path, prompts, sim.url, "--fleet-timeout", "30", "--max-tokens", "64", fresh=True
         )
         config.out_dir.mkdir()
         (config.out_dir / "shard-000001.jsonl").write_text('{"old": true}\n')

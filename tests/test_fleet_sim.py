@@ -10,14 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet_helpers import poll_until
+from fleet_helpers import first_state, poll_until, sim_monitor
 
 from bench.ports import free_port
 from tui import paths
-from tui.fleet.monitor import FleetMonitor
-from tui.fleet.snapshot import FleetSnapshot, ServerState
-from tui.fleet.spec import FleetSpec, ServerSpec
-from tui.gpu.simulated import DRIVER_RESERVED_BYTES, SimulatedSource
+from tui.fleet.snapshot import ServerState
+from tui.fleet.spec import ServerSpec
+from tui.gpu.simulated import DRIVER_RESERVED_BYTES
 
 GIB = 1024**3
 REPO = Path(__file__).resolve().parent.parent
@@ -52,29 +51,17 @@ def sim_server(
         proc.wait(timeout=10)
 
 
-def _state(snap: FleetSnapshot) -> ServerState:
-    server = snap.panels[0].server
-    assert server is not None
-    return server.state
-
-
 async def test_sim_server_starting_ready_killed(
     sim_server: tuple[subprocess.Popen[bytes], ServerSpec], isolated_state: Path
 ) -> None:
     proc, spec = sim_server
-    monitor = FleetMonitor(
-        FleetSpec((spec,)),
-        SimulatedSource(paths.sim_gpu_dir()),
-        probe_timeout=2.0,
-        discovery_interval=0,
-    )
-    try:
-        snap = await poll_until(monitor, lambda s: _state(s) is ServerState.STARTING)
+    async with sim_monitor(spec) as monitor:
+        snap = await poll_until(monitor, lambda s: first_state(s) is ServerState.STARTING)
         assert snap.panels[0].server.pid == proc.pid
         snap = await poll_until(
             monitor,
             lambda s: (
-                _state(s) is ServerState.READY
+                first_state(s) is ServerState.READY
                 and s.panels[0].server.max_running_effective is not None
             ),
         )
@@ -95,11 +82,9 @@ async def test_sim_server_starting_ready_killed(
         snap = await poll_until(
             monitor,
             lambda s: (
-                _state(s) is ServerState.STOPPED
+                first_state(s) is ServerState.STOPPED
                 and s.panels[0].gpu is not None
                 and s.panels[0].gpu.memory_used == DRIVER_RESERVED_BYTES
             ),
         )
         assert snap.panels[0].gpu.processes == ()
-    finally:
-        await monitor.aclose()

@@ -79,20 +79,10 @@ def test_log_layer_imports_no_textual() -> None:
 
 
 def test_simulator_startup_and_batch_lines_parse() -> None:
-    from tui.gpu.sim_records import SIM_GPU_KINDS
-    from tui.sglang.memory import plan_memory
-    from tui.sglang.models import get_model
+    from bench.simfleet import seed_aggressive_plan
     from tui.sim import logfmt
 
-    plan = plan_memory(
-        get_model("qwen3.6-27b"),
-        SIM_GPU_KINDS["b200"][1],
-        mem_fraction_static=0.93,
-        max_mamba_cache_size=200,
-        mamba_full_memory_ratio=0.6,
-        max_running_requests=64,
-        speculative_algorithm="EAGLE",
-    )
+    plan = seed_aggressive_plan()
     lines = {
         "mamba_cache": logfmt.mamba_line(plan),
         "kv_cache": logfmt.kv_line(798080, 10**9, 10**9),

@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from tui.gpu.sim_records import SIM_GPU_KINDS
+from bench.simfleet import seed_aggressive_plan
 from tui.sglang.builds import SEED, SGLANG_0_5_17, SGLANG_0_5_23
-from tui.sglang.memory import plan_memory
 from tui.sglang.modelcfg.errors import ModelConfigError
 from tui.sglang.modelcfg.shapes import ModelShapes, derive_shapes
 from tui.sglang.modelcfg.spec import resolve_model
@@ -221,16 +220,7 @@ def test_the_seed_numbers_stay_exact_from_the_derived_shapes() -> None:
         draft_weight_bytes=hand.draft_weight_bytes,
         default_page_size=hand.default_page_size,
     )
-    plan = plan_memory(
-        calibrated,
-        SIM_GPU_KINDS["b200"][1],
-        mem_fraction_static=0.93,
-        max_mamba_cache_size=200,
-        mamba_full_memory_ratio=0.6,
-        max_running_requests=64,
-        speculative_algorithm="EAGLE",
-        build=SEED,
-    )
+    plan = seed_aggressive_plan(calibrated, build=SEED)
     assert plan.max_total_num_tokens == 798_080
     assert (round(plan.conv_state_bytes / GIB, 2), round(plan.ssm_state_bytes / GIB, 2)) == (
         0.55,

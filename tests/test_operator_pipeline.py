@@ -7,12 +7,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from operator_helpers import cleaned, leftovers, pid_alive
+from operator_helpers import cleaned, job_in, leftovers, pid_alive
 from sim_helpers import running_sim, wait_until
 
 from tui.ops.demo import ensure_prompts
 from tui.ops.pipeline import (
-    PipelineConfig,
     find_pipelines,
     is_pipeline_of,
     start_pipeline,
@@ -45,14 +44,7 @@ def test_start_once_then_stop_by_sigterm(tmp_path: Path, isolated_state: Path) -
     prompts = tmp_path / "prompts.jsonl"
     ensure_prompts(prompts, 100_000)
     with cleaned(isolated_state), running_sim(["--sim-speed", "200"], isolated_state) as sim:
-        config = PipelineConfig(
-            prompts=prompts,
-            out_dir=tmp_path / "out",
-            status_path=tmp_path / "status.json",
-            log_path=tmp_path / "pipeline.log",
-            servers=(sim.url,),
-            extra_args=("--fleet-timeout", "30"),
-        )
+        config = job_in(tmp_path, prompts, sim.url, "--fleet-timeout", "30")
         pid = start_pipeline(config)
         assert wait_until(
             lambda: (s := read_status(config.status_path)) is not None and s.done > 0, 60

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from control_helpers import running, wait_for
+from operator_helpers import gpufleet_status
 from rollout_helpers import sim_fleet
 
 from bench.ports import free_ports
@@ -42,17 +43,6 @@ def _shift_create_times(seconds: float) -> None:
         if entry.get("server"):
             entry["server"]["create_time"] += seconds
     path.write_text(json.dumps(doc))
-
-
-def _status(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "tui", "status", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 @contextlib.contextmanager
@@ -160,12 +150,12 @@ def test_a_stranger_on_a_fleet_port_is_named_refused_and_shown_unknown(
             with pytest.raises(OperationError, match=f"refused on GPU 0: .*pid {stranger.pid}"):
                 asyncio.run(FleetOps(options=FAST).relaunch([0]))
 
-            status = _status("--json")
+            status = gpufleet_status("--json")
             doc = json.loads(status.stdout)
             assert status.returncode == 1, status.stdout
             assert doc["ready"] == 1 and doc["gpus"][0]["state"] == "unknown"
             assert doc["gpus"][0]["unknown"]["pid"] == stranger.pid
-            text = _status()
+            text = gpufleet_status()
             assert "fleet: 1/2 ready (exit 1)" in text.stdout
             assert f"unknown: pid {stranger.pid}" in text.stdout
             assert stranger.poll() is None
@@ -181,7 +171,7 @@ def test_a_server_that_lost_its_record_is_unknown_then_adopted_by_its_relaunch(
     with sim_fleet(tmp_path, 2, SPEED):
         served = read_records()[1]
         remove_record(1)
-        status = _status("--json")
+        status = gpufleet_status("--json")
         doc = json.loads(status.stdout)
         assert status.returncode == 1, status.stdout
         assert (doc["ready"], doc["servers"]) == (1, 2)
@@ -192,7 +182,7 @@ def test_a_server_that_lost_its_record_is_unknown_then_adopted_by_its_relaunch(
         asyncio.run(FleetOps(options=FAST).relaunch([1], mode="terminate"))
         new = read_records()[1]
         assert new.pid != served.pid and not running(served.pid) and running(new.pid)
-        assert _status().returncode == 0
+        assert gpufleet_status().returncode == 0
 
 
 def test_the_demo_says_what_it_left_running(

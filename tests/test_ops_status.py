@@ -9,15 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from operator_helpers import gpufleet_status
 from rollout_helpers import sim_fleet
 
-from bench.simfleet import ROOT
 from tui import paths
 from tui.control.stop_release import StopTimeouts
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
@@ -27,17 +25,6 @@ from tui.ops.service import FleetOps, OpsOptions
 from tui.pipeline.status import PipelineStatus, Rate, write_status
 
 SPEED = 40.0
-
-
-def _status(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "tui", "status", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def _job(state: str = "running") -> PipelineStatus:
@@ -62,7 +49,7 @@ def _job(state: str = "running") -> PipelineStatus:
 def test_status_of_a_real_fleet_ready_then_one_stopped_then_none(tmp_path: Path) -> None:
     with sim_fleet(tmp_path, 2, SPEED) as fleet:
         write_status(paths.pipeline_status_file(), _job())
-        ready = _status("--json")
+        ready = gpufleet_status("--json")
         assert ready.returncode == 0, ready.stderr
         doc = json.loads(ready.stdout)
         assert (doc["exit_code"], doc["ready"], doc["servers"]) == (0, 2, 2)
@@ -81,7 +68,7 @@ def test_status_of_a_real_fleet_ready_then_one_stopped_then_none(tmp_path: Path)
         assert (job["state"], job["done"], job["total"]) == ("running", 250, 1000)
         assert 3 <= job["age_s"] < 30
 
-        text = _status()
+        text = gpufleet_status()
         assert text.returncode == 0
         assert "fleet: 2/2 ready (exit 0)" in text.stdout
         assert text.stdout.count("t-baseline") == 2
@@ -89,13 +76,13 @@ def test_status_of_a_real_fleet_ready_then_one_stopped_then_none(tmp_path: Path)
 
         ops = FleetOps(options=OpsOptions(stop=StopTimeouts(drain_s=5, kill_s=5, release_s=10)))
         asyncio.run(ops.kill([1], mode="terminate"))
-        one = _status("--json")
+        one = gpufleet_status("--json")
         assert one.returncode == 1, one.stdout
         states = [g["state"] for g in json.loads(one.stdout)["gpus"]]
         assert states[0] == "ready" and states[1] != "ready"
 
         asyncio.run(ops.kill([0], mode="terminate"))
-        none = _status()
+        none = gpufleet_status()
         assert none.returncode == 2, none.stdout
         assert "fleet: 0/2 ready (exit 2)" in none.stdout
 
@@ -103,7 +90,7 @@ def test_status_of_a_real_fleet_ready_then_one_stopped_then_none(tmp_path: Path)
 def test_watch_prints_one_document_per_poll_until_count(tmp_path: Path) -> None:
     with sim_fleet(tmp_path, 1, SPEED):
         started = time.monotonic()
-        watched = _status("--json", "--watch", "0.5", "--count", "3")
+        watched = gpufleet_status("--json", "--watch", "0.5", "--count", "3")
         assert watched.returncode == 0, watched.stderr
         docs = [json.loads(line) for line in watched.stdout.splitlines()]
         assert len(docs) == 3
@@ -114,7 +101,7 @@ def test_watch_prints_one_document_per_poll_until_count(tmp_path: Path) -> None:
 def test_nothing_on_the_ports_is_unreachable() -> None:
     from bench.simfleet import free_ports
 
-    result = _status("--ports", ",".join(str(p) for p in free_ports(2)))
+    result = gpufleet_status("--ports", ",".join(str(p) for p in free_ports(2)))
     assert result.returncode == 2
     assert "fleet: 0/2 ready (exit 2)" in result.stdout
 

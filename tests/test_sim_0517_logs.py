@@ -30,7 +30,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from real0517_helpers import REAL, SCENARIOS, Sim0517, running_0517
+from real0517_helpers import REAL, SCENARIOS, running_0517
+from sim_helpers import SimProcess
 from test_real_0517_logs import BENIGN
 
 from tui.logs import events as ev
@@ -118,7 +119,7 @@ def _running(url: str) -> float:
     return float(found.group(1)) if found else -1
 
 
-def _drive(sim: Sim0517, name: str) -> Run:
+def _drive(sim: SimProcess, name: str) -> Run:
     """The recorder's traffic and stop (``explore.scenario``), without the two 1 s health reads
     (they print nothing but batch lines)."""
     _, stop, inflight = SCENARIOS[name]

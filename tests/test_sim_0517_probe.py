@@ -18,18 +18,19 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from fleet_helpers import poll_until
-from real0517_helpers import REAL, Sim0517, running_0517
+from fleet_helpers import first_state, poll_until, sim_monitor
+from real0517_helpers import REAL, running_0517
+from sim_helpers import SimProcess
 
 from tui import paths
-from tui.fleet.monitor import FleetMonitor
-from tui.fleet.snapshot import FleetSnapshot, ServerState
-from tui.fleet.spec import FleetSpec, ServerSpec
-from tui.gpu.simulated import SimulatedSource
+from tui.fleet.snapshot import ServerState
+from tui.fleet.spec import ServerSpec
 from tui.servers.probe import ProbeStatus, ServerProbe
 
 
-def _long_requests(sim: Sim0517, count: int, outcomes: list[int | str]) -> list[threading.Thread]:
+def _long_requests(
+    sim: SimProcess, count: int, outcomes: list[int | str]
+) -> list[threading.Thread]:
     def one() -> None:
         body = {"text": "x", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}}
         try:
@@ -96,7 +97,7 @@ def _families(body: str) -> set[str]:
     return {line.split("{")[0].split(" ")[0] for line in body.splitlines() if line[:1] != "#"}
 
 
-def _assert_real_shapes(sim: Sim0517) -> None:
+def _assert_real_shapes(sim: SimProcess) -> None:
     """/server_info, /metrics and /get_load have what the real base server's had."""
     real = json.loads((REAL / "base" / "server_info.json").read_text())
     body = httpx.get(sim.url + "/server_info", timeout=10).json()
@@ -118,26 +119,14 @@ def _assert_real_shapes(sim: Sim0517) -> None:
     assert [row.keys() for row in rows] == [row.keys() for row in real_rows]
 
 
-def _state(snap: FleetSnapshot) -> ServerState:
-    server = snap.panels[0].server
-    assert server is not None
-    return server.state
-
-
 async def test_the_monitor_follows_a_0517_server_through_its_drain(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(paths.STATE_ENV, str(tmp_path))  # the simulated GPUs the server uses
     with running_0517("base", tmp_path, speed=5.0) as sim:
         spec = ServerSpec(0, sim.port, log_path=str(sim.log_path))
-        monitor = FleetMonitor(
-            FleetSpec((spec,)),
-            SimulatedSource(paths.sim_gpu_dir()),
-            probe_timeout=2.0,
-            discovery_interval=0,
-        )
-        try:
-            snap = await poll_until(monitor, lambda s: _state(s) is ServerState.READY)
+        async with sim_monitor(spec) as monitor:
+            snap = await poll_until(monitor, lambda s: first_state(s) is ServerState.READY)
             server = snap.panels[0].server
             assert server is not None and server.max_running_requested == 16
             outcomes: list[int | str] = []
@@ -145,16 +134,14 @@ async def test_the_monitor_follows_a_0517_server_through_its_drain(
             assert sim.wait_log(r"Decode batch, #running-req: 4", 20)
             os.kill(sim.proc.pid, signal.SIGTERM)
             # Nobody told the monitor: the log's SIGTERM line and /health's 503 say it.
-            snap = await poll_until(monitor, lambda s: _state(s) is ServerState.STOPPING, 20)
+            snap = await poll_until(monitor, lambda s: first_state(s) is ServerState.STOPPING, 20)
             assert sim.proc.wait(60) == -9
-            snap = await poll_until(monitor, lambda s: _state(s) is ServerState.STOPPED, 20)
+            snap = await poll_until(monitor, lambda s: first_state(s) is ServerState.STOPPED, 20)
             server = snap.panels[0].server
             assert server is not None and server.last_error is None
             for thread in threads:
                 thread.join(60)
             assert outcomes == [200] * 4
-        finally:
-            await monitor.aclose()
 
 
 def test_a_sigkilled_0517_server_leaves_no_child(tmp_path: Path) -> None:

@@ -188,6 +188,19 @@ def _launched(ports: list[int]) -> list[str]:
     return leftovers(paths.state_dir(), ports)
 
 
+def _refusal(command: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``command`` (``apply`` or ``sim-fleet start``) on op-baseline: it must refuse with
+    exit status 2 and a one-line error, which is returned."""
+    if command == "apply":
+        status = apply_cli.main(["op-baseline", "--no-measure"])
+    else:
+        status = sim_fleet_cli.main(["start", "--profile", "op-baseline", "--wait", "0"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2, err
+    assert err.count("\n") == 0, err
+    return err
+
+
 @pytest.mark.parametrize(
     "state",
     [
@@ -208,13 +221,8 @@ def test_a_state_of_another_version_or_a_bad_profile_is_never_an_empty_fleet(
     path = paths.fleet_state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(state))
-    if command == "apply":
-        status = apply_cli.main(["op-baseline", "--no-measure"])
-    else:
-        status = sim_fleet_cli.main(["start", "--profile", "op-baseline", "--wait", "0"])
-    err = capsys.readouterr().err.strip()
-    assert status == 2, err
-    assert err.count("\n") == 0 and str(path) in err, err
+    err = _refusal(command, capsys)
+    assert str(path) in err, err
     assert not _launched(fleet_profiles), "a server was launched"
     assert json.loads(path.read_text()) == state
 
@@ -225,13 +233,8 @@ def test_a_journal_that_cannot_be_written_refuses_before_anything_is_launched(
 ) -> None:
     journal = paths.journal_file()
     journal.mkdir(parents=True)
-    if command == "apply":
-        status = apply_cli.main(["op-baseline", "--no-measure"])
-    else:
-        status = sim_fleet_cli.main(["start", "--profile", "op-baseline", "--wait", "0"])
-    err = capsys.readouterr().err.strip()
-    assert status == 2, err
-    assert err.count("\n") == 0 and str(journal) in err and "a directory" in err, err
+    err = _refusal(command, capsys)
+    assert str(journal) in err and "a directory" in err, err
     assert not _launched(fleet_profiles), "a server was launched"
     assert read_records() == {}
     assert os.path.isdir(journal)

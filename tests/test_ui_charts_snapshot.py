@@ -12,19 +12,16 @@ from ui_helpers import (
     RETUNE_MARKS,
     T0,
     make_app,
-    pipeline_history_statuses,
     pipeline_status,
     settle,
+    show_chart,
     wait_for,
 )
 
 from tui.history import Sample
-from tui.history.samples import pipeline_samples
 from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.gpu_panel import GpuPanelView
-from tui.ui.history.chart import HistoryChart
-from tui.ui.pipeline.generation_pane import GenerationPane
 
 CANARY_GPU = 0
 """The GPU whose rate rose 25 minutes ago (a canary that worked)."""
@@ -74,17 +71,7 @@ async def with_history(pilot: Pilot[None]) -> None:
 async def with_the_chart(pilot: Pilot[None]) -> None:
     """The grid's history, then an hour of the job's rate (two operations) in the pane."""
     await with_history(pilot)
-    app = pilot.app
-    assert isinstance(app, FleetApp)
-    for status in pipeline_history_statuses():
-        app.history.add(pipeline_samples(status))
-    app.history.flush()
-    pane = app.screen.query_one(GenerationPane)
-    pane.clock = lambda: T0
-    await pilot.press("g")
-    chart = pane.query_one(HistoryChart)
-    await wait_for(pilot, lambda: chart.data is not None, "the chart")
-    await pilot.pause()
+    await show_chart(pilot, pilot.app)
 
 
 def test_charts_grid_80x24(snap_compare: Any) -> None:

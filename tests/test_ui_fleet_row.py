@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from textual.geometry import Region
-from ui_helpers import make_app, pipeline_status, settle, seven_gpu_fleet, wait_for
+from ui_helpers import make_app, pipeline_status, settle, settled_app, seven_gpu_fleet, wait_for
 
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ui.app import FleetApp
@@ -62,10 +62,7 @@ async def test_a_reading_repaints_only_the_field_that_changed(
         calls.append((self.text.plain, regions))
         return original(self, *regions, **kwargs)
 
-    app = make_app(status=pipeline_status())
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(200, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(status=pipeline_status(), size=(200, 40)) as (app, pilot):
         row = app.screen.query_one(FleetRow)
         await wait_for(pilot, lambda: "ETA" in row.line.plain, "the row")
         monkeypatch.setattr(FleetField, "refresh", refresh)
@@ -98,10 +95,7 @@ async def test_a_new_document_is_shown_with_the_next_reading_not_on_its_own(
 ) -> None:
     """One screen update a second, not two: the job's fields wait for the monitor's next
     reading; with readings stopped (``STATUS_WAIT_S`` passed) a document shows at once."""
-    app = make_app(status=pipeline_status())
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(200, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(status=pipeline_status(), size=(200, 40)) as (app, pilot):
         row = app.screen.query_one(FleetRow)
         await wait_for(pilot, lambda: "3,460 out tok/s" in row.line.plain, "the row")
         app.main_screen.pipeline_status = pipeline_status(tok_s=5000.0)
@@ -129,10 +123,7 @@ async def test_at_80_columns_the_eta_stays_on_screen_once_the_job_appears() -> N
     """Seen in the walk at 80x24: the row opened in the long form (no job yet: it fitted), its
     fields kept those widths when the job's document made it switch to the short form, and the
     ETA was pushed past the 80th column for the console's life."""
-    app = make_app(status=None)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(status=None, size=(80, 24)) as (app, pilot):
         row = app.screen.query_one(FleetRow)
         await wait_for(pilot, lambda: row.line.plain.startswith("fleet "), "the long form")
         app.main_screen.pipeline_status = pipeline_status()

@@ -15,7 +15,9 @@ from ui_helpers import (
     make_app,
     pipeline_history_statuses,
     pipeline_status,
+    recorded_hour,
     settle,
+    show_chart,
     wait_for,
 )
 
@@ -39,14 +41,6 @@ from tui.ui.history.plot import axis_for, columns
 from tui.ui.history.ticks import TICK_ROOM, ago, place_labels, time_ticks, value_ticks
 from tui.ui.pipeline.chart_read import chart_data
 from tui.ui.pipeline.generation_pane import GenerationPane, PaneProgressBar
-
-
-def recorded_hour(app: FleetApp) -> None:
-    """An hour of status documents a minute apart (two retune dips), written to the history
-    (as an earlier console did: older than the document the app has just read)."""
-    for status in pipeline_history_statuses():
-        app.history.add(pipeline_samples(status))
-    app.history.flush()
 
 
 def test_a_percentage_axis_stops_at_its_ceiling() -> None:
@@ -161,14 +155,7 @@ def hour_old_job() -> PipelineStatus:
 async def open_chart(pilot: Pilot[None], app: FleetApp) -> tuple[GenerationPane, HistoryChart]:
     """The recorded hour, the pane shown at ``T0``, its chart read."""
     await settle(pilot, app)
-    recorded_hour(app)
-    pane = app.screen.query_one(GenerationPane)
-    pane.clock = lambda: T0
-    await pilot.press("g")
-    chart = pane.query_one(HistoryChart)
-    await wait_for(pilot, lambda: chart.data is not None, "the chart")
-    await pilot.pause()
-    return pane, chart
+    return await show_chart(pilot, app)
 
 
 async def test_pane_shows_rates_progress_servers_and_the_chart_with_markers() -> None:

@@ -19,6 +19,7 @@ from ui_helpers import (
     scripted_apply,
     scripted_rollback,
     settle,
+    settled_app,
     wait_for,
 )
 
@@ -75,9 +76,7 @@ async def test_apply_screen_shows_phases_live_then_reports_and_the_verdict() -> 
     gates = {len(STARTUP_PHASES) * 7: phases_done, count - 1: measured}
     actions = RecordingActions(apply_script=script, gates=gates)
     journal = journal_with_failed_apply()
-    app = app_with(actions, journal=journal)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions, journal=journal, size=(160, 50)) as (app, pilot):
         app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", ALL))
         await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
         screen = app.screen
@@ -137,9 +136,7 @@ async def test_apply_screen_says_when_the_result_is_missing_from_the_journal() -
 
 async def test_relaunch_picker_defaults_to_the_running_profile_and_offers_others() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("2", "r"), ProfilePickerScreen)
         options = app.screen.query_one(OptionList)
         assert "sim-baseline  (running)" in str(options.get_option_at_index(1).prompt)
@@ -162,9 +159,7 @@ async def test_rollback_confirm_names_the_previous_profile_and_the_gpus() -> Non
     tuned = {"name": "sim-baseline-tuned"}
     running = {g: GpuState(g, current=tuned, previous=baseline) for g in ALL}
     actions = RecordingActions()
-    app = app_with(actions, running=running)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions, running=running) as (app, pilot):
         await press_until(pilot, ("b",), ConfirmScreen)
         confirm = app.screen
         assert isinstance(confirm, ConfirmScreen)
@@ -182,9 +177,7 @@ async def test_rollback_walks_one_gpu_at_a_time_and_ends_with_the_fleet_verdict(
         for g in ALL
     }
     actions = RecordingActions(rollback_script=scripted_rollback(failing=3))
-    app = app_with(actions, running=running)
-    async with app.run_test(size=(150, 45)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions, running=running, size=(150, 45)) as (app, pilot):
         await press_until(pilot, ("b",), RollbackScreen)
         keys = str(app.screen.query_one(".dialog-keys").render())  # the dialog's key line
         assert "a: All at once" in keys and "y: One GPU at a time" in keys
@@ -219,9 +212,7 @@ async def test_rollback_all_at_once_only_when_the_operator_chooses_it() -> None:
     }
     verdict = ThroughputComparison((0.0,) * 6, (5.0,) * 6, "not measured", note="no load before")
     actions = RecordingActions(rollback_script=scripted_rollback(verdict=verdict))
-    app = app_with(actions, running=running)
-    async with app.run_test(size=(150, 45)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions, running=running, size=(150, 45)) as (app, pilot):
         await press_until(pilot, ("b",), RollbackScreen)
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, RolloutScreen), "the report")

@@ -8,11 +8,10 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 from ui_helpers import (
     RETUNE_MARKS,
-    T0,
     make_app,
-    pipeline_history_statuses,
     pipeline_status,
     settle,
+    show_chart,
 )
 
 from tui.ui.app import FleetApp
@@ -95,23 +94,8 @@ def test_help_screen(snap_compare: Any) -> None:
 
 async def show_generation(pilot: Pilot[None]) -> None:
     """The pane over an hour of history (two retunes), its chart read back from the file."""
-    from tui.history.samples import pipeline_samples
-    from tui.ui.history.chart import HistoryChart
-    from tui.ui.pipeline.generation_pane import GenerationPane
-
     await ready(pilot)
-    app = pilot.app
-    assert isinstance(app, FleetApp)
-    for status in pipeline_history_statuses():
-        app.history.add(pipeline_samples(status))
-    app.history.flush()
-    pane = app.screen.query_one(GenerationPane)
-    pane.clock = lambda: T0
-    await pilot.press("g")
-    chart = pane.query_one(HistoryChart)
-    while chart.data is None:
-        await pilot.pause(0.01)
-    await pilot.pause()
+    await show_chart(pilot, pilot.app)
 
 
 def test_generation_pane(snap_compare: Any) -> None:

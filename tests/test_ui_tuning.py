@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from textual.pilot import Pilot
 from textual.widgets import Input, Label, TextArea
-from ui_helpers import RecordingActions, make_app, press_until, settle, wait_for
+from tuning_helpers import tuning_form, type_into, type_into_field
+from ui_helpers import RecordingActions, wait_for
 
 from tui.profiles import GpuOverride, diff
-from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.tuning.candidate import FormValues, build_candidate, parse_extra_flags
@@ -16,30 +16,6 @@ from tui.ui.tuning.preflight_panel import PreflightPanel
 from tui.ui.tuning.scope import ScopeScreen
 
 ALL = (0, 1, 2, 3, 4, 5, 6)
-
-
-def app_with(actions: RecordingActions) -> FleetApp:
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    return app
-
-
-async def open_form(pilot: Pilot[None], *keys: str) -> TuningFormScreen:
-    app = pilot.app
-    assert isinstance(app, FleetApp)
-    await settle(pilot, app)
-    await press_until(pilot, keys, TuningFormScreen)
-    form = app.screen
-    assert isinstance(form, TuningFormScreen)
-    return form
-
-
-async def type_into(pilot: Pilot[None], form: TuningFormScreen, selector: str, text: str) -> None:
-    field = form.query_one(selector, Input)
-    field.focus()
-    field.value = ""
-    await pilot.press(*text)
-    await pilot.pause()
 
 
 def error_text(form: TuningFormScreen, key: str) -> str:
@@ -53,9 +29,7 @@ async def preflight_text(pilot: Pilot[None], form: TuningFormScreen) -> str:
 
 
 async def test_t_opens_the_form_on_the_selected_gpu_prefilled_from_the_running_profile() -> None:
-    app = app_with(RecordingActions())
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "3", "t")
+    async with tuning_form(RecordingActions(), "3", "t") as (app, pilot, form):
         assert form.gpu == 3 and form.running.name == "sim-baseline"
         values = {k: v for k, v in form.values().knobs}
         assert values == {
@@ -71,14 +45,12 @@ async def test_t_opens_the_form_on_the_selected_gpu_prefilled_from_the_running_p
 
 async def test_invalid_values_are_named_as_typed_and_nothing_is_applied() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
-        await type_into(pilot, form, "#knob-mem_fraction_static", "1.5")
+    async with tuning_form(actions, "T") as (app, pilot, form):
+        await type_into(pilot, form, "mem_fraction_static", "1.5")
         assert "server.mem_fraction_static = 1.5: must be in (0, 1)" in error_text(
             form, "mem_fraction_static"
         )
-        await type_into(pilot, form, "#knob-max_running_requests", "6x")
+        await type_into(pilot, form, "max_running_requests", "6x")
         assert "max_running_requests = '6x': must be an integer" in error_text(
             form, "max_running_requests"
         )
@@ -97,24 +69,22 @@ async def test_invalid_values_are_named_as_typed_and_nothing_is_applied() -> Non
         assert isinstance(app.screen, TuningFormScreen)  # no confirm: nothing to confirm
         assert actions.calls == [] and actions.saved == []
         assert any("Nothing done" in str(n.message) for n in app._notifications)
-        await type_into(pilot, form, "#knob-mem_fraction_static", "0.9")
+        await type_into(pilot, form, "mem_fraction_static", "0.9")
         assert error_text(form, "mem_fraction_static") == ""
 
 
 async def test_preflight_shows_each_gpu_and_says_plainly_when_it_does_not_fit() -> None:
-    app = app_with(RecordingActions())
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
+    async with tuning_form(RecordingActions(), "T") as (_app, pilot, form):
         text = await preflight_text(pilot, form)
         assert "KV tokens" in text and "Mamba slots" in text
         assert all(f"\n{gpu} " in text for gpu in ALL), text
         assert "auto -> 16 (capped)" in text  # the seed: 80 slots // 5 per request
-        await type_into(pilot, form, "#knob-max_mamba_cache_size", "200")
-        await type_into(pilot, form, "#knob-max_running_requests", "64")
+        await type_into(pilot, form, "max_mamba_cache_size", "200")
+        await type_into(pilot, form, "max_running_requests", "64")
         text = await preflight_text(pilot, form)
         assert "64 -> 40 (capped)" in text
         assert form.preflight is not None and all(p.fits for p in form.preflight)
-        await type_into(pilot, form, "#knob-max_mamba_cache_size", "5000")
+        await type_into(pilot, form, "max_mamba_cache_size", "5000")
         text = await preflight_text(pilot, form)
         assert "GPUs 0-6 do not fit:" in text  # one line for the seven, its verb agreeing
         assert form.query_one(PreflightPanel).has_class("-unfit")
@@ -122,11 +92,9 @@ async def test_preflight_shows_each_gpu_and_says_plainly_when_it_does_not_fit() 
 
 async def test_apply_to_all_saves_the_candidate_and_restarts_every_gpu_after_confirming() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
-        await type_into(pilot, form, "#knob-max_mamba_cache_size", "200")
-        await type_into(pilot, form, "#knob-max_running_requests", "64")
+    async with tuning_form(actions, "T") as (app, pilot, form):
+        await type_into(pilot, form, "max_mamba_cache_size", "200")
+        await type_into(pilot, form, "max_running_requests", "64")
         await preflight_text(pilot, form)
         await pilot.press("ctrl+t")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
@@ -150,10 +118,8 @@ async def test_apply_to_all_saves_the_candidate_and_restarts_every_gpu_after_con
 
 async def test_opened_on_one_gpu_the_change_is_an_override_applied_to_that_gpu_only() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "5", "t")
-        await type_into(pilot, form, "#knob-mem_fraction_static", "0.95")
+    async with tuning_form(actions, "5", "t") as (app, pilot, form):
+        await type_into(pilot, form, "mem_fraction_static", "0.95")
         await pilot.press("ctrl+t")
         # Whom the change is for is asked, not assumed (issue 30): GPU 5 only.
         await wait_for(pilot, lambda: isinstance(app.screen, ScopeScreen), "the scope question")
@@ -171,9 +137,7 @@ async def test_opened_on_one_gpu_the_change_is_an_override_applied_to_that_gpu_o
 
 
 async def test_the_toggle_switches_between_one_gpu_and_all() -> None:
-    app = app_with(RecordingActions())
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "2", "t")
+    async with tuning_form(RecordingActions(), "2", "t") as (_app, pilot, form):
         assert form.target_gpus == (2,) and form.scope is None  # shown for GPU 2, not chosen
         await pilot.press("ctrl+o")
         await pilot.pause()
@@ -185,15 +149,13 @@ async def test_the_toggle_switches_between_one_gpu_and_all() -> None:
 
 async def test_save_as_new_profile_and_an_existing_name_needs_confirmation() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
-        await type_into(pilot, form, "#knob-max_mamba_cache_size", "120")
+    async with tuning_form(actions, "T") as (app, pilot, form):
+        await type_into(pilot, form, "max_mamba_cache_size", "120")
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: bool(actions.saved), "the save")
         assert actions.saved[0].name == "sim-baseline-tuned"
         assert actions.saved[0].server.max_mamba_cache_size == 120
-        await type_into(pilot, form, "#profile-name", "sim-aggressive")
+        await type_into_field(pilot, form, "#profile-name", "sim-aggressive")
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the overwrite ask")
         await pilot.press("escape")

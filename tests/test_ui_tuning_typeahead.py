@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Input
-from ui_helpers import RecordingActions, make_app, settle, wait_for
+from ui_helpers import RecordingActions, make_app, settle, settled_app, wait_for
 
 from tui.profiles import Profile
 from tui.retune.preflight import Preflight
@@ -58,10 +58,7 @@ def knob(form: TuningFormScreen, name: str) -> str:
 
 async def test_keys_typed_while_the_form_reads_its_profile_all_reach_the_form() -> None:
     actions = SlowToRead()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(140, 45)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions, size=(140, 45)) as (app, pilot):
         assert app.main_screen.selected == 0
         await pilot.press("T")  # the form shows at once, still reading the running profile
         form = app.screen
@@ -84,10 +81,7 @@ async def test_keys_typed_while_the_form_reads_its_profile_all_reach_the_form() 
 
 async def test_escape_while_the_form_reads_its_profile_closes_it_at_once() -> None:
     actions = SlowToRead()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(140, 45)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions, size=(140, 45)) as (app, pilot):
         await pilot.press("T")
         assert isinstance(app.screen, TuningFormScreen)
         post_keys(app, [("9", "9"), ("escape", None)])

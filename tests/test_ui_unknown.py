@@ -7,6 +7,7 @@ import contextlib
 from dataclasses import replace
 from pathlib import Path
 
+from textual.pilot import Pilot
 from textual.screen import ModalScreen
 from ui_helpers import (
     RecordingActions,
@@ -15,6 +16,7 @@ from ui_helpers import (
     press_until,
     ready_server,
     settle,
+    settled_app,
     seven_gpu_fleet,
     wait_for,
 )
@@ -49,6 +51,12 @@ def _app(actions: RecordingActions) -> FleetApp:
     app = make_app(_fleet_with_an_unknown_server(), actions=actions, profile="aggressive")  # type: ignore[arg-type]
     assert isinstance(app, FleetApp)
     return app
+
+
+async def stop_fleet_fails(pilot: Pilot[None], app: FleetApp) -> None:
+    """q then s (stop the fleet, quit), and wait for the dialog that says the stop failed."""
+    await pilot.press("q", "s")
+    await wait_for(pilot, lambda: isinstance(app.screen, StopFailedScreen), "the dialog")
 
 
 def _label_text(screen: object, selector: str) -> str:
@@ -104,19 +112,14 @@ async def test_stop_fleet_that_left_servers_running_does_not_quit() -> None:
     leave running and quit, or keep the console open."""
     why = "refused on GPU 0: refusing to signal pid 4200 (GPU 0, port 30000): it is not ours"
     actions = RecordingActions(stop_errors=[OperationError(why), OperationError(why)])
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot, app)
-        await pilot.press("q", "s")
-        await wait_for(pilot, lambda: isinstance(app.screen, StopFailedScreen), "the dialog")
+    async with settled_app(actions=actions, size=(100, 30)) as (app, pilot):
+        await stop_fleet_fails(pilot, app)
         assert why in _label_text(app.screen, "#stopfail-why")
         assert app.is_running
         await pilot.press("escape")  # keep the console open
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), "the grid")
         assert app.is_running
-        await pilot.press("q", "s")
-        await wait_for(pilot, lambda: isinstance(app.screen, StopFailedScreen), "the dialog")
+        await stop_fleet_fails(pilot, app)
         await pilot.press("r")  # retry: this time the stop succeeds, and only then it quits
         await wait_for(pilot, lambda: not app.is_running, "the console to close")
     assert actions.calls == [("stop_fleet", ())] * 3
@@ -124,12 +127,8 @@ async def test_stop_fleet_that_left_servers_running_does_not_quit() -> None:
 
 async def test_leave_running_quits_with_the_servers_left() -> None:
     actions = RecordingActions(stop_errors=[OperationError("failed on GPU 1: survivors")])
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot, app)
-        await pilot.press("q", "s")
-        await wait_for(pilot, lambda: isinstance(app.screen, StopFailedScreen), "the dialog")
+    async with settled_app(actions=actions, size=(100, 30)) as (app, pilot):
+        await stop_fleet_fails(pilot, app)
         await pilot.press("l")
         await wait_for(pilot, lambda: not app.is_running, "the console to close")
     assert actions.calls == [("stop_fleet", ())]

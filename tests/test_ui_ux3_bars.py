@@ -9,7 +9,7 @@ import threading
 import pytest
 from textual import events
 from textual.widgets import Footer
-from ui_helpers import RecordingActions, make_app, settle, wait_for
+from ui_helpers import RecordingActions, make_app, settle, settled_app, wait_for
 
 from tui.ui.app import FleetApp
 from tui.ui.command_bar import CommandBar
@@ -61,10 +61,7 @@ async def test_keys_typed_right_after_colon_land_in_the_bar() -> None:
     """The bar opens in the turn of ``:``: the keys typed while the profile names are still
     being read are text, not the grid's keys (``k`` asked how to stop a server)."""
     actions = SlowNames()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions) as (app, pilot):
         try:
             await pilot.press("colon", "k", "i")
             await pilot.pause()
@@ -81,10 +78,7 @@ async def test_keys_typed_right_after_colon_land_in_the_bar() -> None:
 async def test_tab_completes_and_never_leaves_the_bar() -> None:
     """Tab without a completion kept moving the focus to the next widget (the generation pane
     here), and the keys after it went to the grid."""
-    app = make_app()
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app() as (app, pilot):
         await pilot.press("g")  # the generation pane: a focusable widget beside the bar
         bar = app.screen.query_one(CommandBar)
         await pilot.press("colon", "tab")  # nothing to complete: stays, types nothing
@@ -104,10 +98,7 @@ async def test_a_burst_typed_with_the_opening_key_lands_in_the_bar(opener: str, 
     """A terminal delivers '/ready' in one read: the keys after '/' were routed to the grid
     before the bar took the focus (in tmux, 'a' of 'ready' opened the autotune screen)."""
     actions = RecordingActions()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions) as (app, pilot):
         screen = app.screen
         for key in (opener, *typed):  # queued at once, as one read of the terminal
             character = {"slash": "/", "colon": ":", "space": " "}.get(key, key)

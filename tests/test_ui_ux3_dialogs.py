@@ -7,13 +7,13 @@ confirms. Left and right move among the buttons; y and n answer."""
 
 from __future__ import annotations
 
+from textual.pilot import Pilot
 from textual.widgets import Button, Label
 from ui_helpers import (
     RecordingActions,
     finish_actions,
-    make_app,
     press_until,
-    settle,
+    settled_app,
     wait_for,
 )
 
@@ -29,10 +29,9 @@ BASE = {"name": "sim-baseline"}
 RUNNING = {g: GpuState(g, current=BASE, previous={"name": "sim-aggressive"}) for g in range(7)}
 
 
-def app_with(actions: RecordingActions, **kwargs: object) -> FleetApp:
-    app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
-    assert isinstance(app, FleetApp)
-    return app
+async def closed(pilot: Pilot[None], app: FleetApp, dialog: type) -> None:
+    """Wait until the ``dialog`` on top is gone."""
+    await wait_for(pilot, lambda: not isinstance(app.screen, dialog), "closed")
 
 
 def keys_line(screen: object) -> str:
@@ -55,9 +54,7 @@ async def canary_confirm(pilot: object, app: FleetApp) -> ConfirmScreen:
 
 async def test_enter_on_a_canary_confirm_starts_the_canary() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions) as (app, pilot):
         confirm = await canary_confirm(pilot, app)
         assert focused_id(app) == "confirm-yes"
         hint = keys_line(confirm)
@@ -70,9 +67,7 @@ async def test_enter_on_a_canary_confirm_starts_the_canary() -> None:
 
 async def test_arrows_move_between_the_buttons_and_n_cancels() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions) as (app, pilot):
         await canary_confirm(pilot, app)
         await pilot.press("right")
         assert focused_id(app) == "confirm-no"
@@ -81,19 +76,17 @@ async def test_arrows_move_between_the_buttons_and_n_cancels() -> None:
         await pilot.press("left")
         assert focused_id(app) == "confirm-yes"
         await pilot.press("right", "enter")  # Cancel pressed with Enter: nothing starts
-        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await closed(pilot, app, ConfirmScreen)
         await canary_confirm(pilot, app)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await closed(pilot, app, ConfirmScreen)
         await finish_actions(pilot, app)
     assert actions.calls == []
 
 
 async def test_a_rollback_keeps_cancel_focused_and_names_y() -> None:
     actions = RecordingActions()
-    app = app_with(actions, running=RUNNING)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions, running=RUNNING) as (app, pilot):
         await press_until(pilot, ("b",), ConfirmScreen)
         confirm = app.screen
         assert focused_id(app) == "confirm-no"
@@ -101,7 +94,7 @@ async def test_a_rollback_keeps_cancel_focused_and_names_y() -> None:
         assert "Enter: Cancel" in hint and "y: One GPU at a time" in hint
         assert "a: All at once (every server down together)" in hint
         await pilot.press("enter")  # the safe default
-        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await closed(pilot, app, ConfirmScreen)
         await finish_actions(pilot, app)
         assert actions.calls == []
         await press_until(pilot, ("b",), ConfirmScreen)
@@ -110,32 +103,28 @@ async def test_a_rollback_keeps_cancel_focused_and_names_y() -> None:
         await pilot.press("left")
         assert focused_id(app) == "confirm-yes"
         await pilot.press("y")
-        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await closed(pilot, app, ConfirmScreen)
         await finish_actions(pilot, app)
     assert [c[0] for c in actions.calls] == ["rollback"]
 
 
 async def test_a_relaunch_keeps_cancel_focused() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("2", "r"), ProfilePickerScreen)
         await pilot.press("enter")  # the running profile, preselected
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
         assert focused_id(app) == "confirm-no"
         assert "y: Restart" in keys_line(app.screen)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await closed(pilot, app, ConfirmScreen)
         await finish_actions(pilot, app)
     assert actions.calls == []
 
 
 async def test_the_stop_dialog_keeps_cancel_focused_and_names_each_key() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("1", "k"), StopScreen)
         stop = app.screen
         assert focused_id(app) == "stop-cancel"
@@ -143,21 +132,19 @@ async def test_the_stop_dialog_keeps_cancel_focused_and_names_each_key() -> None
         for words in ("Enter: Cancel", "d/y: Drain", "t: Terminate", "9: Kill", "n/Esc: Cancel"):
             assert words in hint, (words, hint)
         await pilot.press("enter")  # nothing stops
-        await wait_for(pilot, lambda: not isinstance(app.screen, StopScreen), "closed")
+        await closed(pilot, app, StopScreen)
         await press_until(pilot, ("k",), StopScreen)
         await pilot.press("left", "left", "left")  # Cancel -> Kill -> Terminate -> Drain
         assert focused_id(app) == "stop-drain"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: not isinstance(app.screen, StopScreen), "closed")
+        await closed(pilot, app, StopScreen)
         await finish_actions(pilot, app)
     assert actions.calls == [("kill", ((1,),))]
 
 
 async def test_the_quit_dialog_names_the_key_that_stops_the_fleet() -> None:
     actions = RecordingActions()
-    app = app_with(actions)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions) as (app, pilot):
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
         assert focused_id(app) == "quit-keep"
@@ -168,7 +155,7 @@ async def test_the_quit_dialog_names_the_key_that_stops_the_fleet() -> None:
         await pilot.press("right", "right")
         assert focused_id(app) == "quit-cancel"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: not isinstance(app.screen, QuitScreen), "closed")
+        await closed(pilot, app, QuitScreen)
         assert app.is_running
     assert actions.calls == []
 
@@ -177,9 +164,7 @@ async def test_the_key_line_names_what_enter_presses_as_the_arrows_move() -> Non
     """Seen in the walk: the rollout confirm said 'Enter: Cancel' after left had focused Roll
     out, and Enter started the rollout. The line's Enter part follows the focus."""
     actions = RecordingActions()
-    app = app_with(actions, running=RUNNING)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions, running=RUNNING) as (app, pilot):
         await press_until(pilot, ("b",), ConfirmScreen)
         confirm = app.screen
         assert "Enter: Cancel" in keys_line(confirm)
@@ -193,7 +178,7 @@ async def test_the_key_line_names_what_enter_presses_as_the_arrows_move() -> Non
         await pilot.press("right", "right")
         await wait_for(pilot, lambda: "Enter: Cancel" in keys_line(confirm), "Cancel")
         await pilot.press("n")
-        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "closed")
+        await closed(pilot, app, ConfirmScreen)
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
         await pilot.press("left")

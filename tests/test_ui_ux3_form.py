@@ -8,44 +8,22 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from textual.pilot import Pilot
 from textual.widgets import Button, Input, Label, Static
+from tuning_helpers import tuning_form, type_into
 from ui_helpers import (
     RecordingActions,
-    make_app,
-    press_until,
-    settle,
     shipped_profiles,
     wait_for,
 )
 
 from tui.profiles import Profile
 from tui.retune.preflight import Preflight, preflight
-from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.tuning.form_screen import TuningFormScreen
 from tui.ui.tuning.preflight_panel import PreflightPanel, render_preflight, sizes_source
 from tui.ui.tuning.scope import ScopeScreen
 
 ALL = (0, 1, 2, 3, 4, 5, 6)
-
-
-async def open_form(pilot: Pilot[None], *keys: str) -> TuningFormScreen:
-    app = pilot.app
-    assert isinstance(app, FleetApp)
-    await settle(pilot, app)
-    await press_until(pilot, keys, TuningFormScreen)
-    form = app.screen
-    assert isinstance(form, TuningFormScreen)
-    return form
-
-
-async def type_into(pilot: Pilot[None], form: TuningFormScreen, knob: str, text: str) -> None:
-    field = form.query_one(f"#knob-{knob}", Input)
-    field.focus()
-    field.value = ""
-    await pilot.press(*text)
-    await pilot.pause()
 
 
 def diff_text(form: TuningFormScreen) -> str:
@@ -56,10 +34,7 @@ async def test_opened_on_one_gpu_the_save_asks_whom_the_change_is_for() -> None:
     """The old form saved a [gpu.0] override without asking: the diff read
     'gpu.0.mem_fraction_static: (unset) -> 0.9' and a rollout changed nothing elsewhere."""
     actions = RecordingActions()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "0", "t")
+    async with tuning_form(actions, "0", "t") as (app, pilot, form):
         assert form.scope is None  # neither choice taken
         assert "not chosen yet" in str(form.query_one("#tune-title", Static).render())
         assert form.query_one("#tune-scope-note", Label).display
@@ -83,10 +58,7 @@ async def test_opened_on_one_gpu_the_save_asks_whom_the_change_is_for() -> None:
 
 async def test_t_on_all_gpus_saves_the_shared_flags_without_asking() -> None:
     actions = RecordingActions()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
+    async with tuning_form(actions, "T") as (app, pilot, form):
         assert form.scope == "all"
         assert not form.query_one("#tune-scope-note", Label).display
         await type_into(pilot, form, "mem_fraction_static", "0.9")
@@ -101,10 +73,7 @@ async def test_a_plan_that_does_not_fit_cannot_restart_without_a_deliberate_over
     of the confirm's details. Now the Apply button is off with the reason under it, and ctrl+t
     asks a question that says first that it will not start, Cancel focused."""
     actions = RecordingActions()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
+    async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "mem_fraction_static", "0.3")
         await wait_for(pilot, lambda: form.preflight is not None, "the preflight")
         assert form.preflight is not None and not any(p.fits for p in form.preflight)
@@ -132,10 +101,7 @@ async def test_a_plan_that_does_not_fit_cannot_restart_without_a_deliberate_over
 
 async def test_the_override_restarts_only_on_y() -> None:
     actions = RecordingActions()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
+    async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "mem_fraction_static", "0.3")
         await wait_for(pilot, lambda: form.preflight is not None, "the preflight")
         await pilot.press("ctrl+t")
@@ -162,10 +128,7 @@ async def test_an_apply_before_the_preflight_answered_waits_for_it() -> None:
     at once ('preflight not computed yet'); now it waits for the answer, and the question says
     that it will not start."""
     actions = HeldPreflight()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(140, 45)) as pilot:
-        form = await open_form(pilot, "T")
+    async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "mem_fraction_static", "0.3")
         assert form.preflight is None
         await pilot.press("ctrl+t")
@@ -201,10 +164,7 @@ async def test_the_form_shows_our_diagnosis_before_sglangs_text() -> None:
     """At 0.85 with 200 Mamba slots SGLang says 'Raise --mem-fraction-static above 0.318':
     the Mamba pool took what the weights left, and the panel says so first."""
     actions = RecordingActions()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(160, 50)) as pilot:
-        form = await open_form(pilot, "T")
+    async with tuning_form(actions, "T", size=(160, 50)) as (_app, pilot, form):
         await type_into(pilot, form, "max_mamba_cache_size", "900")
         await wait_for(pilot, lambda: form.preflight is not None, "the preflight")
         assert form.preflight is not None

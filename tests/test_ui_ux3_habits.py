@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets._footer import FooterKey
-from ui_helpers import RecordingActions, make_app, settle, wait_for
+from ui_helpers import RecordingActions, make_app, settle, settled_app, wait_for
 
 from tui.ui.app import FleetApp
 from tui.ui.autotune.autotune_screen import AutotuneScreen
@@ -37,10 +37,7 @@ async def test_the_grid_footer_shows_the_habit_keys(
 
 async def test_a_hidden_key_with_a_reason_says_it() -> None:
     """`w` opens the background operation's report: with none running it did nothing."""
-    app = make_app()
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app() as (app, pilot):
         await pilot.press("w")
         await wait_for(pilot, lambda: bool(app._notifications), "the reason")
         said = [str(n.message) for n in app._notifications]
@@ -52,10 +49,7 @@ async def test_a_hidden_key_with_a_reason_says_it() -> None:
 
 
 async def test_the_autotune_screen_says_why_pause_is_off() -> None:
-    app = make_app()
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app() as (app, pilot):
         await app.push_screen(AutotuneScreen(starter=lambda argv: None, interval_s=3600))
         await pilot.pause()
         await pilot.press("p")
@@ -66,10 +60,7 @@ async def test_the_autotune_screen_says_why_pause_is_off() -> None:
 
 async def test_escape_clears_a_kept_filter_then_the_marks() -> None:
     actions = RecordingActions()
-    app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, app)
+    async with settled_app(actions=actions) as (app, pilot):
         screen = app.main_screen
         await pilot.press("1", "space")
         await pilot.press("slash", *"ready", "enter")  # Enter keeps the filter

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -37,6 +39,13 @@ from tui.rollout.rollout import RolloutResult
 from tui.rollout.stats import decide, look_level, paired
 from tui.state.fleet_state import GpuState
 from tui.ui.sources import EventSink, Intent
+
+if TYPE_CHECKING:  # the UI's widgets only where a helper drives them (imported there)
+    from textual.pilot import Pilot
+
+    from tui.ui.app import FleetApp
+    from tui.ui.history.chart import HistoryChart
+    from tui.ui.pipeline.generation_pane import GenerationPane
 
 REPO = Path(__file__).resolve().parents[1]
 """The repository root (the shipped profiles live in ``profiles/``)."""
@@ -716,6 +725,20 @@ def make_app(
     )
 
 
+@contextlib.asynccontextmanager
+async def settled_app(
+    fleet: FleetSnapshot | None = None, *, size: tuple[int, int] = (120, 40), **kwargs: Any
+) -> AsyncIterator[tuple[FleetApp, Pilot[None]]]:
+    """``make_app(fleet, **kwargs)`` run at ``size`` and settled; yields the app and its pilot."""
+    from tui.ui.app import FleetApp
+
+    app = make_app(fleet, **kwargs)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        yield app, pilot
+
+
 async def settle(pilot: object, app: object) -> None:
     """Wait (bounded) until the first fleet snapshot and pipeline reading reached the screen."""
     import asyncio
@@ -778,6 +801,41 @@ def pipeline_history_statuses() -> list[PipelineStatus]:
         rate = 1200.0 if dip else 3300.0 + 4 * minute
         statuses.append(pipeline_status(updated_at=t, tok_s=rate))
     return statuses
+
+
+def recorded_hour(app: object) -> None:
+    """An hour of status documents a minute apart (two retune dips), written to the app's
+    history (as an earlier console did: older than the document the app has just read)."""
+    from tui.history.samples import pipeline_samples
+    from tui.ui.app import FleetApp
+
+    assert isinstance(app, FleetApp)
+    for status in pipeline_history_statuses():
+        app.history.add(pipeline_samples(status))
+    app.history.flush()
+
+
+async def show_chart(pilot: object, app: object) -> tuple[GenerationPane, HistoryChart]:
+    """``recorded_hour``, then the generation pane shown at ``T0`` (``g``) and its chart read.
+
+    Returns:
+        The pane and its chart (with data).
+    """
+    from textual.pilot import Pilot
+
+    from tui.ui.app import FleetApp
+    from tui.ui.history.chart import HistoryChart
+    from tui.ui.pipeline.generation_pane import GenerationPane
+
+    assert isinstance(pilot, Pilot) and isinstance(app, FleetApp)
+    recorded_hour(app)
+    pane = app.screen.query_one(GenerationPane)
+    pane.clock = lambda: T0
+    await pilot.press("g")
+    chart = pane.query_one(HistoryChart)
+    await wait_for(pilot, lambda: chart.data is not None, "the chart")
+    await pilot.pause()
+    return pane, chart
 
 
 async def wait_for(

@@ -25,6 +25,8 @@ import math
 import os
 import stat
 import tomllib
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +214,19 @@ def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+def _within_depth(parse: Callable[[], Any], what: str) -> Any:
+    """What ``parse`` returns, refused (``ValueError``) when it nests deeper than ``MAX_DEPTH``:
+    both a parser that recursed too deep and a result that ``too_deep`` finds too deep; ``what``
+    names what nests (with its trailing space) in the message."""
+    try:
+        data = parse()
+    except RecursionError:
+        raise ValueError(f"nests {what}deeper than {MAX_DEPTH} levels") from None
+    if too_deep(data):
+        raise ValueError(f"nests {what}deeper than {MAX_DEPTH} levels")
+    return data
+
+
 def parse_json(raw: bytes | str, *, finite: bool = True) -> Any:
     """Strict JSON: at most ``MAX_DEPTH`` deep and, with ``finite``, no NaN, Infinity or number
     too large for a float (``1e999``).
@@ -225,16 +240,11 @@ def parse_json(raw: bytes | str, *, finite: bool = True) -> Any:
     Raises:
         ValueError: with the reason (``UnicodeDecodeError`` for bytes that are not UTF-8).
     """
-    try:
-        if finite:
-            data = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite)
-        else:
-            data = json.loads(raw)
-    except RecursionError:
-        raise ValueError(f"nests deeper than {MAX_DEPTH} levels") from None
-    if too_deep(data):
-        raise ValueError(f"nests deeper than {MAX_DEPTH} levels")
-    return data
+    if finite:
+        return _within_depth(
+            lambda: json.loads(raw, parse_constant=_reject_constant, parse_float=_finite), ""
+        )
+    return _within_depth(lambda: json.loads(raw), "")
 
 
 def parse_toml(text: str) -> dict[str, Any]:
@@ -243,12 +253,7 @@ def parse_toml(text: str) -> dict[str, Any]:
     Raises:
         ValueError: not TOML (``tomllib.TOMLDecodeError``), or nested too deeply.
     """
-    try:
-        data = tomllib.loads(text)
-    except RecursionError:
-        raise ValueError(f"nests tables or arrays deeper than {MAX_DEPTH} levels") from None
-    if too_deep(data):
-        raise ValueError(f"nests tables or arrays deeper than {MAX_DEPTH} levels")
+    data: dict[str, Any] = _within_depth(lambda: tomllib.loads(text), "tables or arrays ")
     return data
 
 
@@ -295,6 +300,35 @@ def open_stream(path: str | Path, what: str) -> io.BufferedReader:
         InputError: not a regular file, or unreadable.
     """
     return os.fdopen(open_regular(path, what), "rb")
+
+
+LOG_TAIL_BYTES = 1 << 20
+"""How much of a log's end ``tail_lines`` reads."""
+
+
+def tail_lines(path: str | Path, max_lines: int) -> list[str]:
+    """The last ``max_lines`` lines of a log, read from its last ``LOG_TAIL_BYTES`` only.
+
+    Args:
+        path: The log file.
+        max_lines: How many lines at most.
+
+    Returns:
+        The lines without their newlines; empty when the file cannot be read (missing, a FIFO
+        or a device: at once, never blocking).
+    """
+    try:
+        with open_stream(path, "a log") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - LOG_TAIL_BYTES))
+            data = handle.read()
+    except (OSError, InputError):
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if size > LOG_TAIL_BYTES and lines:
+        lines = lines[1:]  # the first line of the window is probably cut in the middle
+    return list(deque(lines, maxlen=max_lines))
 
 
 def check_readable(path: str | Path, what: str) -> None:

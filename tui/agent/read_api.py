@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from tui.agent.codec import encode
 from tui.agent.metrics import AgentCollector
 from tui.agent.requests import BadRequest
 from tui.agent.server import Agent
-from tui.inputs import InputError, open_stream
+from tui.inputs import tail_lines
 from tui.ops.journal import read_journal
 from tui.paths import journal_file
 
@@ -41,8 +40,6 @@ API = "/api/v1"
 """Prefix of the control API."""
 MAX_LINES = 5000
 """Most log lines one request returns."""
-LOG_WINDOW_BYTES = 1 << 20
-"""How much of a log's end is read for a tail."""
 JSON = "application/json"
 
 
@@ -74,22 +71,6 @@ def _file_key(path: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def tail(path: Path, max_lines: int) -> list[str]:
-    """The last ``max_lines`` lines of ``path`` (from its last MiB); empty when unreadable."""
-    try:
-        with open_stream(path, "a log") as handle:  # a FIFO or device: [] at once
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - LOG_WINDOW_BYTES))
-            data = handle.read()
-    except (OSError, InputError):
-        return []
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    if size > LOG_WINDOW_BYTES and lines:
-        lines = lines[1:]  # cut in the middle
-    return list(deque(lines, maxlen=max_lines))
 
 
 def _path_gpu(request: Request) -> int:
@@ -153,7 +134,7 @@ def read_routes(agent: Agent, guarded: Callable[..., Any]) -> list[Route]:
 
     async def render_tail(key: tuple[str, int, object]) -> bytes:
         path, lines, _ = key
-        found = await asyncio.to_thread(tail, Path(path), lines)
+        found = await asyncio.to_thread(tail_lines, path, lines)
         return _dumps(found)
 
     metrics_once: Coalesced[int, bytes] = Coalesced(render_metrics, keep=2)

@@ -81,8 +81,7 @@ def asked_knobs(flags: ServerFlags) -> tuple[tuple[str, str], ...]:
     Returns:
         (knob, value) pairs in ``KNOB_LABELS`` order.
     """
-    have = {f.name for f in fields(flags)}
-    return tuple((k, _value(getattr(flags, k))) for k in KNOB_LABELS if k in have)
+    return tuple((k, _value(v)) for k, v in typed_knobs(flags))
 
 
 def typed_knobs(flags: ServerFlags) -> tuple[tuple[str, object], ...]:

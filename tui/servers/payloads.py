@@ -12,20 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-METRIC_NAMES = (
-    "sglang:num_running_reqs",
-    "sglang:num_queue_reqs",
-    "sglang:gen_throughput",
-    "sglang:token_usage",
-    "sglang:full_token_usage",
-    "sglang:mamba_usage",
-    "sglang:spec_accept_length",
-    "sglang:max_total_num_tokens",
-    "sglang:realtime_tokens_total",
-    "sglang:generation_tokens_total",
-    "sglang:prompt_tokens_total",
-    "sglang:num_requests_total",
-)
+from tui.sglang.releases import CONSOLE_METRICS
+
+METRIC_NAMES = CONSOLE_METRICS
 """The families the console reads; other families are dropped before parsing (cheaper)."""
 
 PROGRESS_NAMES = (

@@ -30,6 +30,23 @@ _REPORTER = "sglang/srt/managers/scheduler_components/metrics_reporter.py"
 _USAGE = "sglang/srt/managers/scheduler_components/pool_stats_observer.py"
 _METRICS = "sglang/srt/observability/metrics_collector.py"
 
+CONSOLE_METRICS = (
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:gen_throughput",
+    "sglang:token_usage",
+    "sglang:full_token_usage",
+    "sglang:mamba_usage",
+    "sglang:spec_accept_length",
+    "sglang:max_total_num_tokens",
+    "sglang:realtime_tokens_total",
+    "sglang:generation_tokens_total",
+    "sglang:prompt_tokens_total",
+    "sglang:num_requests_total",
+)
+"""The ``/metrics`` families the console reads (``tui.servers.payloads.METRIC_NAMES``): the
+``console_metrics`` claim holds every release to having each of them."""
+
 
 @dataclass(frozen=True, slots=True)
 class Claim:
@@ -252,23 +269,7 @@ CLAIMS: tuple[Claim, ...] = (
         "console_metrics",
         "every `sglang:` family the console reads (tui.servers.payloads.METRIC_NAMES)",
         (_METRICS,),
-        tuple(
-            f'name="{name}"'
-            for name in (
-                "sglang:num_running_reqs",
-                "sglang:num_queue_reqs",
-                "sglang:gen_throughput",
-                "sglang:token_usage",
-                "sglang:full_token_usage",
-                "sglang:mamba_usage",
-                "sglang:spec_accept_length",
-                "sglang:max_total_num_tokens",
-                "sglang:realtime_tokens_total",
-                "sglang:generation_tokens_total",
-                "sglang:prompt_tokens_total",
-                "sglang:num_requests_total",
-            )
-        ),
+        tuple(f'name="{name}"' for name in CONSOLE_METRICS),
     ),
     Claim(
         "realtime_tokens_by_mode",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 
 from tui.sglang.models import ModelSpec
+from tui.sim import logfmt
 from tui.sim.logfmt import gb
 
 PREFILL_GRAPH_BACKEND = "breakable"
@@ -48,12 +49,10 @@ def dist_init_end_line(elapsed_s: float, usage_bytes: int) -> str:
 def load_weight_end_line(
     model: ModelSpec, elapsed_s: float, avail_bytes: int, usage_bytes: int, draft: bool = False
 ) -> str:
-    """``Load weight end. elapsed=.., type=.., [quant=.., ]avail mem=.., mem usage=...``."""
-    arch = model.architecture + ("MTP" if draft else "")
-    quant = f"quant={model.quant}, fmt=e4m3, " if model.quant else ""
-    return (
-        f"Load weight end. elapsed={elapsed_s:.2f} s, type={arch}, {quant}"
-        f"avail mem={gb(avail_bytes)} GB, mem usage={gb(usage_bytes)} GB."
+    """``Load weight end. elapsed=.., type=.., [quant=.., ]avail mem=.., mem usage=...``: no
+    ``dtype=`` for an unquantised model."""
+    return logfmt.load_weight_end_line(
+        model, elapsed_s, avail_bytes, usage_bytes, draft=draft, dtype=False
     )
 
 

@@ -52,13 +52,23 @@ def load_weight_begin_line(avail_bytes: int) -> str:
 
 
 def load_weight_end_line(
-    model: ModelSpec, elapsed_s: float, avail_bytes: int, usage_bytes: int, draft: bool = False
+    model: ModelSpec,
+    elapsed_s: float,
+    avail_bytes: int,
+    usage_bytes: int,
+    draft: bool = False,
+    dtype: bool = True,
 ) -> str:
-    """``Load weight end. elapsed=..., type=..., quant=fp8, avail mem=.., mem usage=..``"""
+    """``Load weight end. elapsed=..., type=..., quant=fp8, avail mem=.., mem usage=..``; an
+    unquantised model's ``dtype=torch.bfloat16`` in the place of ``quant=`` only with ``dtype``
+    (0.5.17 printed none)."""
     arch = model.architecture + ("MTP" if draft else "")
-    quant = f"quant={model.quant}, fmt=e4m3" if model.quant else "dtype=torch.bfloat16"
+    if model.quant:
+        quant = f"quant={model.quant}, fmt=e4m3, "
+    else:
+        quant = "dtype=torch.bfloat16, " if dtype else ""
     return (
-        f"Load weight end. elapsed={elapsed_s:.2f} s, type={arch}, {quant}, "
+        f"Load weight end. elapsed={elapsed_s:.2f} s, type={arch}, {quant}"
         f"avail mem={gb(avail_bytes)} GB, mem usage={gb(usage_bytes)} GB."
     )
 

@@ -64,13 +64,57 @@ async def phase(cfg: SimConfig, name: str, fraction: float = 1.0) -> float:
     return seconds
 
 
-def _real_oom(message: str, where: str) -> PlanFailure:
+def real_oom(message: str, where: str) -> PlanFailure:
     """A real CUDA OOM from the GPU-backed child, as SGLang's traceback would end."""
     return PlanFailure("cuda_oom_real", "torch.OutOfMemoryError", message, phase=where)
 
 
-def _pool_warnings(plan: MemoryPlan) -> list[str]:
+def pool_warnings(plan: MemoryPlan) -> list[str]:
+    """The plan's warnings that SGLang prints around the pools (not the cap's reset notice)."""
     return [w for w in plan.warnings if not w.startswith("Max running requests is reset")]
+
+
+async def allocate_pools(
+    cfg: SimConfig, emit: Emitter, times: StartupTimes, mla: bool, warnings_after_mamba: bool
+) -> PlanFailure | None:
+    """The pools: the max_running_requests warnings, the Mamba line, the KV pool's line and
+    ``Memory pool end`` (then the draft's two, with speculative decoding), the pools phase
+    before the draft's lines timed into ``times``.
+
+    Args:
+        cfg: the server's configuration.
+        emit: the log writer.
+        times: its ``kv_cache_allocation`` is set.
+        mla: the KV line in its MLA form.
+        warnings_after_mamba: the warnings after the Mamba line (the seed build's order), not
+            before it.
+
+    Returns:
+        The plan's failure when it fails in the memory pool (after the warnings), else None.
+    """
+    plan = cfg.plan
+    if not warnings_after_mamba:
+        for warning in pool_warnings(plan):
+            emit(warning, info=False)
+    if plan.failure is not None and plan.failure.phase == "memory_pool":
+        return plan.failure
+    if plan.is_hybrid_mamba:
+        emit(logfmt.mamba_line(plan))
+    if warnings_after_mamba:
+        for warning in pool_warnings(plan):
+            emit(warning, info=False)
+    emit(logfmt.kv_line(plan.max_total_num_tokens, plan.k_bytes, plan.v_bytes, plan.build, mla))
+    draft_kv = plan.draft_k_bytes + plan.draft_v_bytes
+    emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes + draft_kv))
+    times.kv_cache_allocation = await phase(cfg, "pools")
+    if plan.speculative:
+        emit(
+            logfmt.kv_line(
+                plan.max_total_num_tokens, plan.draft_k_bytes, plan.draft_v_bytes, plan.build, mla
+            )
+        )
+        emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes))
+    return None
 
 
 async def start_scheduler(
@@ -102,7 +146,7 @@ async def start_scheduler(
     emit(logfmt.load_weight_end_line(model, elapsed, after_target, plan.weight_bytes))
     held = CUDA_CONTEXT_BYTES + plan.before_weights_bytes + plan.weight_bytes
     if (oom := child.publish(held, 0.0)) is not None:
-        return _real_oom(oom, "load_weights")
+        return real_oom(oom, "load_weights")
     if plan.speculative:
         emit(logfmt.load_weight_begin_line(after_target))
         elapsed = await phase(cfg, "draft")
@@ -114,37 +158,17 @@ async def start_scheduler(
         )
     if plan.multimodal_reserve_bytes:
         emit(logfmt.multimodal_reserve_line(plan.multimodal_reserve_bytes))
-    seed = plan.build == SEED
-    if not seed:
-        for warning in _pool_warnings(plan):
-            emit(warning, info=False)
-    if plan.failure is not None and plan.failure.phase == "memory_pool":
-        return plan.failure
-    if plan.is_hybrid_mamba:
-        emit(logfmt.mamba_line(plan))
-    if seed:
-        for warning in _pool_warnings(plan):
-            emit(warning, info=False)
-    mla = model.kv_layout == "mla"
-    emit(logfmt.kv_line(plan.max_total_num_tokens, plan.k_bytes, plan.v_bytes, plan.build, mla))
-    draft_kv = plan.draft_k_bytes + plan.draft_v_bytes
-    emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes + draft_kv))
-    times.kv_cache_allocation = await phase(cfg, "pools")
-    if plan.speculative:
-        emit(
-            logfmt.kv_line(
-                plan.max_total_num_tokens, plan.draft_k_bytes, plan.draft_v_bytes, plan.build, mla
-            )
-        )
-        emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes))
+    mla, seed = model.kv_layout == "mla", plan.build == SEED
+    if (failure := await allocate_pools(cfg, emit, times, mla, seed)) is not None:
+        return failure
     if (oom := child.publish(plan.resident_bytes - plan.graph_bytes, 0.0)) is not None:
-        return _real_oom(oom, "memory_pool")
+        return real_oom(oom, "memory_pool")
     if cfg.cuda_backing:
         # Capture for real: the graphs plus the chunked-prefill activations must fit in what the
         # static fraction left free; if they do not, the allocation fails as SGLang's does.
         peak = plan.resident_bytes + model.activation_bytes_per_token * plan.chunked_prefill_size
         if (oom := child.publish(peak, 0.0)) is not None:
-            return _real_oom(oom, "cuda_graph")
+            return real_oom(oom, "cuda_graph")
     return await _capture(cfg, emit, child, times)
 
 

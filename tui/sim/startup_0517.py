@@ -20,7 +20,7 @@ from tui.sim import lines_0517 as lines
 from tui.sim import logfmt
 from tui.sim.children import SchedulerChild
 from tui.sim.config import Emitter, SimConfig
-from tui.sim.startup import StartupTimes, phase
+from tui.sim.startup import StartupTimes, allocate_pools, phase, real_oom
 
 
 def graphs_disabled(cfg: SimConfig) -> bool:
@@ -33,24 +33,11 @@ def graphs_disabled(cfg: SimConfig) -> bool:
     return bool(args.get("disable_cuda_graph")) or both_off
 
 
-def _real_oom(message: str, where: str) -> PlanFailure:
-    return PlanFailure("cuda_oom_real", "torch.OutOfMemoryError", message, phase=where)
-
-
 async def start_scheduler_0517(
     cfg: SimConfig, emit: Emitter, child: SchedulerChild, times: StartupTimes
 ) -> PlanFailure | None:
-    """Run the scheduler's startup phases, printing SGLang 0.5.17's lines in its order.
-
-    Args:
-        cfg: the server's configuration.
-        emit: the log writer.
-        child: the scheduler child (it holds the memory).
-        times: filled with the phases' durations.
-
-    Returns:
-        The failure to crash with, or None when the summary line was printed.
-    """
+    """``tui.sim.startup.start_scheduler`` (same arguments, same return) in SGLang 0.5.17's order
+    and words."""
     plan, model = cfg.plan, cfg.model
     child.publish(CUDA_CONTEXT_BYTES, 0.0)
     await child.wait_up()
@@ -65,7 +52,7 @@ async def start_scheduler_0517(
     after_target = plan.pre_bytes - plan.weight_bytes
     emit(lines.load_weight_end_line(model, elapsed, after_target, plan.weight_bytes))
     if (oom := child.publish(CUDA_CONTEXT_BYTES + plan.weight_bytes, 0.0)) is not None:
-        return _real_oom(oom, "load_weights")
+        return real_oom(oom, "load_weights")
     if plan.speculative:
         # The draft worker: its own (empty) torch distributed init, then its weights.
         emit(lines.dist_init_begin_line())
@@ -79,26 +66,11 @@ async def start_scheduler_0517(
                 model, elapsed, after_draft, plan.draft_weight_bytes, draft=True
             )
         )
-    for warning in plan.warnings:
-        if not warning.startswith("Max running requests is reset"):
-            emit(warning, info=False)
-    if plan.failure is not None and plan.failure.phase == "memory_pool":
-        return plan.failure
-    if plan.is_hybrid_mamba:
-        emit(logfmt.mamba_line(plan))
-    emit(logfmt.kv_line(plan.max_total_num_tokens, plan.k_bytes, plan.v_bytes, plan.build))
-    draft_kv = plan.draft_k_bytes + plan.draft_v_bytes
-    emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes + draft_kv))
-    times.kv_cache_allocation = await phase(cfg, "pools")
-    if plan.speculative:
-        emit(
-            logfmt.kv_line(
-                plan.max_total_num_tokens, plan.draft_k_bytes, plan.draft_v_bytes, plan.build
-            )
-        )
-        emit(logfmt.memory_pool_end_line(plan.available_after_pools_bytes))
+    # The cap warning before the Mamba line, the KV line in its pre-MLA form.
+    if (failure := await allocate_pools(cfg, emit, times, False, False)) is not None:
+        return failure
     if (oom := child.publish(plan.resident_bytes - plan.graph_bytes, 0.0)) is not None:
-        return _real_oom(oom, "memory_pool")
+        return real_oom(oom, "memory_pool")
     if plan.is_hybrid_mamba:
         for line in lines.hybrid_backend_lines(plan.speculative):
             emit(line)
@@ -110,7 +82,7 @@ async def start_scheduler_0517(
             activations = model.activation_bytes_per_token * plan.chunked_prefill_size
             peak = plan.resident_bytes + activations
             if (oom := child.publish(peak, 0.0)) is not None:
-                return _real_oom(oom, "cuda_graph")
+                return real_oom(oom, "cuda_graph")
         failure = await _capture(cfg, emit, times)
         if failure is not None:
             return failure

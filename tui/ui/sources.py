@@ -6,7 +6,6 @@ tests implement them with fixed data and recording fakes.
 
 from __future__ import annotations
 
-from collections import deque
 from enum import StrEnum
 from pathlib import Path
 from typing import NoReturn, Protocol
@@ -14,7 +13,7 @@ from typing import NoReturn, Protocol
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
-from tui.inputs import InputError, open_stream
+from tui.inputs import tail_lines
 from tui.ops.console import LookSink
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead, read_journal
@@ -308,19 +307,7 @@ def tail_file(path: Path, max_lines: int) -> list[str]:
     Returns:
         The lines without their newlines; empty when the file cannot be read.
     """
-    window = 1 << 20
-    try:
-        with open_stream(path, "a log") as handle:  # a FIFO or device: [] at once
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - window))
-            data = handle.read()
-    except (OSError, InputError):
-        return []
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    if size > window and lines:
-        lines = lines[1:]  # the first line of the window is probably cut in the middle
-    return list(deque(lines, maxlen=max_lines))
+    return tail_lines(path, max_lines)
 
 
 class JournalReader(Protocol):
