@@ -82,9 +82,7 @@ def _listens(pid: int, port: int) -> bool:
         conns = psutil.Process(pid).net_connections(kind="inet")
     except (psutil.Error, OSError):
         return False
-    return any(
-        c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns
-    )
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns)
 
 
 def holder_record(gpu: int, holder: PortHolder, host: str) -> tuple[ProcessRecord | None, str]:
