@@ -196,6 +196,7 @@ class LifecycleOps(OpsBase):
                 summary,
                 target=loaded.name,
                 failed=failed,
+                detail={"reattached": list(kept)},
             )
             await asyncio.to_thread(append, entry)
         return outcome
