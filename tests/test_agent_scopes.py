@@ -70,7 +70,7 @@ async def test_a_marked_node_is_the_scope_of_rollout_and_rollback(tmp_path: Path
             await wait_for(pilot, lambda: screen.marked == {100, 101}, "n2 marked")
             assert screen.check_action("mark_node", ()) is True
             await press_until(pilot, ("o",), ProfilePickerScreen)
-            await pilot.press("up", "enter")  # node-alt, above the running node-base
+            await pilot.press("enter")  # node-alt: the first other than the running node-base
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
             confirm = app.screen
             assert isinstance(confirm, ConfirmScreen)

@@ -36,6 +36,12 @@ def kill(
     return simple_entry("kill", at, at + 5, ok, gpus, "console", "stopped", failed=failed)
 
 
+def reattached(at: float, kept: list[int]) -> JournalEntry:
+    """A start of GPUs 0-2 by the demo that found ``kept`` running (re-attached, not started)."""
+    entry = simple_entry("start", at, at + 1, True, (0, 1, 2), "demo", "3/3", target="sim-baseline")
+    return replace(entry, detail={"reattached": kept})
+
+
 def test_an_apply_is_named_and_marked_when_its_servers_changed_with_its_windows() -> None:
     mark = mark_of(apply_entry(apply_result(), "console"))
     assert mark == OperationMark(
@@ -68,12 +74,17 @@ def test_only_operations_that_changed_a_server_are_marked() -> None:
         JournalEntry("rollout-step", T + 1, T + 30, True, (1,), target="sim-aggressive"),
         kill(False, (3, 4), failed=(4,)),  # GPU 3 stopped: a change, failed as a whole
         simple_entry("start", T, T + 9, True, (0, 1, 2), "cli", "3/3", target="sim-baseline"),
+        # a start that found every server running (re-attached): nothing changed
+        reattached(T, [0, 1, 2]),
+        # GPU 2 launched, 0 and 1 re-attached: only GPU 2 changed
+        reattached(T + 2, [0, 1]),
     ]
     labels = [m.label for m in marks_of(entries)]
     assert labels == [
         "kill GPUs 3,4 (failed)",
         "start sim-baseline GPUs 0-2",
         "rollout sim-aggressive GPU 1",
+        "start sim-baseline GPU 2",
     ]
     assert gpus_words((0, 1, 2, 3, 5, 6)) == "GPUs 0-3,5,6"
 

@@ -157,6 +157,9 @@ async def test_a_rollback_walks_one_gpu_at_a_time_and_ends_with_the_fleet_verdic
     assert re.search(said, result.describe()), result.describe()
     entry = rollout_entry(result, "test")
     assert entry.type == "rollback" and entry.verdict == "better"
+    # the profile its batches went back to (a rollback has no one profile: the journal's
+    # "profiles" column and the entry's title read '-' without it)
+    assert entry.target == "sim-aggressive"
     assert re.search("; " + said, entry.summary), entry.summary
     assert entry.detail["verdict_summary"] == fleet_line(result.verdict)
 

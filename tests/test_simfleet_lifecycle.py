@@ -14,9 +14,10 @@ from bench.ports import free_port
 from tui.control import StopTimeouts, sim_gpu_pids
 from tui.ops import simfleet as fleet
 from tui.ops.cli.sim_fleet import main as fleet_main
+from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import load_named
-from tui.state.fleet_state import read_records
+from tui.state.fleet_state import read_fleet, read_records
 
 SHIPPED = Path(__file__).resolve().parent.parent / "profiles"
 HAVE_SIM = importlib.util.find_spec("tui.sim.cli") is not None
@@ -65,6 +66,17 @@ def test_two_server_sim_fleet_starts_ready_and_stops_clean() -> None:
         assert [r.ready for r in ready] == [True, True], [r.message for r in ready]
         source = sim_gpu_pids()
         assert all(source(g) for g in (0, 1)), "simulated servers publish their GPU memory"
+        # Started again with another profile (the demo reopened after 'keep' while an autotune
+        # had moved the fleet on): the running servers are re-attached and keep the profile
+        # recorded for them; it was overwritten with the one asked for, so the console and
+        # `gpufleet status` named a profile the servers did not run.
+        again = asyncio.run(ops.start(replace(profile, name="sim-other")))
+        assert again == {0: None, 1: None}
+        assert {g: r.pid for g, r in read_records().items()} == {r.gpu: r.pid for r in records}
+        state = read_fleet()
+        assert [state[g].current_name for g in (0, 1)] == ["sim-baseline", "sim-baseline"]
+        starts = [e for e in read_journal().entries if e.type == "start"]
+        assert "0 launched with sim-other, 2 re-attached" in starts[-1].summary
     finally:
         stopped = asyncio.run(ops.stop_fleet())
     assert [o.ok for o in stopped] == [True, True], [o.message for o in stopped]

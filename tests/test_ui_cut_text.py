@@ -42,7 +42,7 @@ async def test_the_canary_confirm_wraps_and_names_the_right_profile_whole(
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app)
         await press_until(pilot, ("3", "c"), ProfilePickerScreen)
-        await pilot.press("up", "enter")  # sim-aggressive, the other profile than the running
+        await pilot.press("enter")  # sim-aggressive: the other profile, preselected
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
         await pilot.pause()
         confirm = app.screen

@@ -46,7 +46,7 @@ def text(screen: object, selector: str) -> str:
 async def open_canary(pilot: object, app: FleetApp, gpu: str) -> CanaryScreen:
     """Select ``gpu``, press c, pick sim-aggressive, check the confirm, say yes."""
     await press_until(pilot, (gpu, "c"), ProfilePickerScreen)
-    await pilot.press("up", "enter")  # type: ignore[attr-defined]
+    await pilot.press("enter")  # type: ignore[attr-defined]
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
     confirm = app.screen
     assert isinstance(confirm, ConfirmScreen)
@@ -151,7 +151,7 @@ async def test_rollout_key_stops_at_gpu_4_and_names_who_stayed() -> None:
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, app)
         await press_until(pilot, ("o",), ProfilePickerScreen)
-        await pilot.press("up", "enter")
+        await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
         confirm = app.screen
         assert isinstance(confirm, ConfirmScreen)
@@ -174,8 +174,8 @@ async def test_rollout_key_stops_at_gpu_4_and_names_who_stayed() -> None:
         assert "rollout of sim-aggressive: 3 of 6 GPUs done" in summary
         assert "STOPPED at GPU 4: OOM while allocating the Mamba cache" in summary
         assert "stayed on the old profile: GPUs 5-6" in summary
-        assert "relaunched on the old profile: GPUs 4" in summary
-        assert "already on it (skipped): GPUs 3" in summary
+        assert "relaunched on the old profile: GPU 4" in summary  # one GPU, not "GPUs 4"
+        assert "already on it (skipped): GPU 3" in summary
         assert "throughput lost: 71.4 GPU-seconds" in summary
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)

@@ -45,7 +45,7 @@ def focused_id(app: FleetApp) -> str | None:
 
 async def canary_confirm(pilot: object, app: FleetApp) -> ConfirmScreen:
     await press_until(pilot, ("3", "c"), ProfilePickerScreen)
-    await pilot.press("up", "enter")  # type: ignore[attr-defined]
+    await pilot.press("enter")  # type: ignore[attr-defined]
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
     confirm = app.screen
     assert isinstance(confirm, ConfirmScreen)

@@ -118,6 +118,10 @@ def rollout_step_entry(step: RolloutStep, profile: str, rollback: bool, by: str)
     )
 
 
+def _launched(result: RolloutResult) -> str:
+    return ", ".join(sorted({p for step in result.steps for p in step.profiles.values() if p}))
+
+
 def rollout_entry(result: RolloutResult, by: str) -> JournalEntry:
     """The summary entry of a rollout (or a walk back), its fleet verdict in the summary."""
     data = asdict(result)
@@ -133,7 +137,10 @@ def rollout_entry(result: RolloutResult, by: str) -> JournalEntry:
         finished_at=result.finished_at,
         ok=result.ok,
         gpus=result.planned,
-        target=result.profile or None,
+        # A rollback has no one profile (each GPU goes back to its own previous one): name those
+        # its batches launched, as its steps' entries do, so the journal does not read
+        # 'rollback: -' with nothing under "profiles".
+        target=result.profile or _launched(result) or None,
         by=by,
         summary=summary,
         verdict=result.verdict.verdict if result.verdict is not None else None,

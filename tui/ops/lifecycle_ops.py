@@ -177,10 +177,12 @@ class LifecycleOps(OpsBase):
         what = f"start {loaded.name} on GPUs {gpus_text(targets)}"
         async with self._operation(what, targets, None):
             started = time.time()
-            outcome = await asyncio.to_thread(self._start, loaded, targets)
+            outcome, kept = await asyncio.to_thread(self._start, loaded, targets)
             failed = tuple(g for g, why in outcome.items() if why)
+            launched = len(targets) - len(failed) - len(kept)
             summary = (
-                f"{len(targets) - len(failed)}/{len(targets)} GPUs run {loaded.name}"
+                f"{len(targets) - len(failed)}/{len(targets)} GPUs up: {launched} launched with "
+                f"{loaded.name}, {len(kept)} re-attached (keeping the profile recorded for them)"
                 if not failed
                 else "; ".join(str(outcome[g]) for g in failed)
             )
@@ -194,17 +196,23 @@ class LifecycleOps(OpsBase):
                 summary,
                 target=loaded.name,
                 failed=failed,
+                detail={"reattached": list(kept)},
             )
             await asyncio.to_thread(append, entry)
         return outcome
 
-    def _start(self, profile: Profile, gpus: Sequence[int]) -> dict[int, str | None]:
+    def _start(
+        self, profile: Profile, gpus: Sequence[int]
+    ) -> tuple[dict[int, str | None], tuple[int, ...]]:
+        """GPU -> None or why it did not start, and the GPUs whose recorded server still ran
+        (re-attached: their record, and the profile it names, are kept)."""
         from concurrent.futures import ThreadPoolExecutor
 
         from tui.control.identity import IdentityMismatch, verify
 
         state = read_fleet()
         gpu_pids = self._gpu_pids_for(profile)
+        kept: set[int] = set()
 
         def alive(entry: GpuState | None, port: int) -> bool:
             if entry is None or entry.server is None or entry.server.port != port:
@@ -220,6 +228,7 @@ class LifecycleOps(OpsBase):
             except (KeyError, ValueError) as exc:
                 return f"GPU {gpu}: {exc.args[0] if exc.args else exc}"
             if alive(state.get(gpu), spec.port):
+                kept.add(gpu)
                 return None
             try:
                 check_flags(profile, gpu)
@@ -244,10 +253,14 @@ class LifecycleOps(OpsBase):
 
         with ThreadPoolExecutor(max_workers=max(1, len(gpus))) as pool:
             results = dict(zip(gpus, pool.map(one, gpus), strict=True))
-        ok = [g for g, why in results.items() if why is None]
+        # A re-attached server runs what its record says (an autotune or a rollout may have
+        # moved it on since this profile was launched): recording it as running ``profile``
+        # made the demo reopened after 'keep' say every GPU ran sim-baseline while they ran
+        # the adopted autotune profile, and made that profile the rollback target.
+        ok = [g for g, why in results.items() if why is None and g not in kept]
         if ok:
             record_outcome(profile, ok, [])
-        return results
+        return results, tuple(sorted(kept))
 
     # --- the pipeline ---------------------------------------------------------------------------
 

@@ -119,11 +119,20 @@ def mark_of(entry: JournalEntry) -> OperationMark | None:
         return None  # a stepped walk's summary: its steps are marked
     if entry.type in ("kill", "start") and entry.gpus and set(entry.failed) >= set(entry.gpus):
         return None  # nothing stopped, or nothing started
+    gpus = entry.gpus
+    if entry.type == "start":
+        # servers found running and re-attached were not started: a demo reopened after 'keep'
+        # was marked 'start sim-baseline GPUs 0-6' while nothing had changed
+        kept = entry.detail.get("reattached")
+        kept = set(kept) if isinstance(kept, list) else set()
+        gpus = tuple(g for g in entry.gpus if g not in kept)
+        if entry.gpus and not gpus:
+            return None
     kind = SHOWN_AS.get(entry.type, entry.type)
     words = [kind]
     if entry.target and kind != "kill":
         words.append(entry.target)
-    words.append(gpus_words(entry.gpus))
+    words.append(gpus_words(gpus))
     if not entry.ok:
         words.append("(failed)")
     windows = _windows(entry)

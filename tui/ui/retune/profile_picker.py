@@ -1,4 +1,5 @@
-"""A small picker: which profile to relaunch with (the running one preselected)."""
+"""A small picker: which profile to relaunch with (the running one preselected), or to try or
+roll out (the first other one preselected: Enter never canaries the running profile)."""
 
 from __future__ import annotations
 
@@ -34,11 +35,15 @@ class ProfilePickerScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="picker.cancel")]
 
-    def __init__(self, title: str, names: list[str], current: str | None) -> None:
+    def __init__(
+        self, title: str, names: list[str], current: str | None, other_first: bool = False
+    ) -> None:
         """Args:
         title: What the choice is for, e.g. 'Relaunch GPU 3 with which profile?'.
         names: Saved profile names.
-        current: The running profile (highlighted, marked 'running').
+        current: The running profile (marked 'running'; highlighted unless ``other_first``).
+        other_first: Highlight the first profile that is not the running one (a canary or a
+            rollout of the running profile changes nothing: Enter on it ran one anyway).
         """
         super().__init__()
         self.title_text = title
@@ -47,6 +52,9 @@ class ProfilePickerScreen(ModalScreen[str | None]):
         """Choices."""
         self.current = current
         """The running profile."""
+        others = [n for n in self.names if n != current]
+        self.preselected = others[0] if other_first and others else current
+        """The profile highlighted when the picker opens."""
 
     def compose(self) -> ComposeResult:
         """The question and the list."""
@@ -59,10 +67,11 @@ class ProfilePickerScreen(ModalScreen[str | None]):
             yield OptionList(*options, id="picker-list")
 
     def on_mount(self) -> None:
-        """Highlight the running profile, so Enter keeps it."""
+        """Highlight the preselected profile (the running one, so Enter keeps it; for a canary
+        or a rollout the first other one)."""
         options = self.query_one(OptionList)
-        if self.current in self.names:
-            options.highlighted = self.names.index(self.current)
+        if self.preselected in self.names:
+            options.highlighted = self.names.index(self.preselected)
         options.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

@@ -37,6 +37,11 @@ def compact_range(gpus: Sequence[int]) -> str:
     return ",".join(runs)
 
 
+def gpus_phrase(gpus: Sequence[int]) -> str:
+    """``GPU 3`` for one, ``GPUs 0-2,5`` for several (a report reads 'GPU 0', not 'GPUs 0')."""
+    return f"GPU {gpus[0]}" if len(set(gpus)) == 1 else f"GPUs {compact_range(gpus)}"
+
+
 def canary_question(
     profile: str, gpu: int, fleet: Sequence[int], rolls_back_worse: bool = False
 ) -> tuple[str, str]:
@@ -205,15 +210,11 @@ def rollout_summary_lines(result: RolloutResult) -> list[tuple[str, str]]:
     head = f"{what}: {len(result.done)} of {len(result.planned)} GPUs done; took {took}"
     lines = [(head, "bold $success" if result.ok else "bold $error")]
     if result.skipped:
-        lines.append((f"already on it (skipped): GPUs {compact_range(result.skipped)}", ""))
+        lines.append((f"already on it (skipped): {gpus_phrase(result.skipped)}", ""))
     if result.failure:
         lines.append((f"STOPPED at {result.failure}", "bold $error"))
-        lines.append(
-            (f"stayed on the old profile: GPUs {compact_range(result.stayed)}", "$warning")
-        )
+        lines.append((f"stayed on the old profile: {gpus_phrase(result.stayed)}", "$warning"))
         if result.restored:
-            lines.append(
-                (f"relaunched on the old profile: GPUs {compact_range(result.restored)}", "")
-            )
+            lines.append((f"relaunched on the old profile: {gpus_phrase(result.restored)}", ""))
     lines.append((cost_text(result.cost.lost_gpu_seconds if result.cost else None), ""))
     return lines

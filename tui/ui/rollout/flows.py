@@ -22,7 +22,9 @@ async def _pick(app: App[None], actions: FleetActions, title: str) -> str | None
     if not names:
         app.notify("No saved profiles to choose from.", title=title, severity="warning")
         return None
-    return await app.push_screen_wait(ProfilePickerScreen(title, names, current))
+    # A canary or a rollout of the running profile changes nothing: the first other profile is
+    # highlighted (Enter on the running one, preselected, started an A/A canary).
+    return await app.push_screen_wait(ProfilePickerScreen(title, names, current, other_first=True))
 
 
 async def choose_canary(
