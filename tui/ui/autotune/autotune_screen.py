@@ -30,7 +30,8 @@ from tui.state.files import StateFileError
 from tui.ui.autotune.form_screen import AutotuneFormScreen, Predictor
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.history.plot import axis_for, braille_rows
+from tui.ui.history.blocks import block_rows
+from tui.ui.history.plot import axis_for
 
 PLOT_ROWS = 4
 """Rows of each throughput line."""
@@ -86,22 +87,23 @@ def plot(doc: dict[str, Any] | None, width: int) -> str:
     if not values:
         return "Throughput: no candidate measured yet."
     axis = axis_for(values, floor=1.0)
-    # Each candidate gets `span` cells (2 braille columns each), so a few points still read as a
-    # line; the newest candidates are kept when they do not all fit.
+    # Each candidate gets `span` cells, a column of blocks filled from 0 (braille lines read as
+    # faint dots in the browser's console, ``gpufleet serve``; see tui.ui.history.blocks); the
+    # newest candidates are kept when they do not all fit.
     span = max(1, min(MAX_SPAN, width // max(1, len(history))))
     shown = slice(max(0, len(history) - width // span), None)
 
     def series(points: list[Any]) -> list[float | None]:
         out: list[float | None] = []
         for v in points[shown]:
-            out += [float(v) if isinstance(v, int | float) else None] * (2 * span)
+            out += [float(v) if isinstance(v, int | float) else None] * span
         return out
 
     marks = "".join(_mark(h, span) for h in history[shown])
     lines = [f"Canary tok/s per GPU (top {axis.high:,.0f})"]
-    lines += braille_rows(series(canary), axis, PLOT_ROWS)
+    lines += block_rows(series(canary), axis.high, PLOT_ROWS)
     lines.append("Control (incumbent) tok/s per GPU")
-    lines += braille_rows(series(control), axis, PLOT_ROWS)
+    lines += block_rows(series(control), axis.high, PLOT_ROWS)
     lines.append(marks + "   + better  - worse  = no measurable difference  (N: candidate #N)")
     return "\n".join(lines)
 
