@@ -26,6 +26,12 @@ class FleetFooter(Footer):
     applies."""
 
     DEFAULT_CSS = """
+    /* Compact, Textual gives every key a right margin, the palette's docked key too: the last
+       column was left to the keys behind it, and at 80 columns the row ended '^p palettea'
+       (the letter of a key cut under it). */
+    FleetFooter.-compact FooterKey.-command-palette {
+        margin-right: 0;
+    }
     FleetFooter FooterLabel.read-only-note {
         color: $warning;
         text-style: bold;
