@@ -329,3 +329,23 @@ async def test_the_wait_is_bounded_and_a_stop_ends_it(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait(timeout=10)
+
+
+async def test_a_long_step_keeps_the_status_current() -> None:
+    """A rollout of the winner takes minutes: the status is rewritten meanwhile (its spent
+    time moves), not left at the phase's first write."""
+    tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(poll_s=0.02))
+    tuner.phase = "adopting"
+    await tuner._status()
+    first = read_status()
+    assert first is not None
+    async with tuner._heartbeat(every_s=0.05):
+        deadline = time.monotonic() + 10
+        doc = read_status()
+        while (
+            doc is None or doc["updated_at"] == first["updated_at"]
+        ) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            doc = read_status()
+    assert doc is not None and doc["updated_at"] > first["updated_at"]
+    assert doc["spent"]["wall_s"] > first["spent"]["wall_s"]

@@ -146,3 +146,19 @@ async def test_a_from_the_grid_opens_the_screen_and_escape_leaves_the_search_run
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, AutotuneScreen), "the grid")  # type: ignore[attr-defined]
     assert last_request() is None  # closing the screen asked the search nothing
+
+
+def test_after_the_canary_the_summary_says_what_the_search_does_not_the_canary() -> None:
+    """Seen in the demo: 'Canary on GPU 0: ... (starting)' for the four minutes of the winner's
+    rollout, as if a canary were starting."""
+    from tui.ui.autotune.autotune_screen import describe
+
+    doc = status("adopting")
+    doc["current"] = {"index": 16, "key": "max_mamba_cache_size=120"}
+    text = describe(doc, alive=True)
+    assert "Adopting #16 max_mamba_cache_size=120: rolling it out to every GPU" in text
+    assert "Canary on GPU" not in text
+    doc["phase"] = "rolling back"
+    assert "Rolling back after #16 max_mamba_cache_size=120" in describe(doc, alive=True)
+    doc["phase"] = "canary"
+    assert "Canary on GPU 0: max_mamba_cache_size=120 (measuring" in describe(doc, alive=True)

@@ -15,8 +15,9 @@ holds the step even once the lock is free.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -36,6 +37,10 @@ from tui.profiles import Profile, ProfileError
 from tui.retune.preflight import Preflight
 
 T = TypeVar("T")
+
+
+HEARTBEAT_S = 5.0
+"""How often a long step (a rollout, a walk back) rewrites the status."""
 
 
 class SearchState:
@@ -205,3 +210,23 @@ class SearchState:
     async def _status(self) -> None:
         self._tick()
         await asyncio.to_thread(write_status, status_document(self))
+
+    @contextlib.asynccontextmanager
+    async def _heartbeat(self, every_s: float = HEARTBEAT_S) -> AsyncIterator[None]:
+        """Write the status every ``every_s`` while a long step runs (a rollout of the
+        winner, a walk back): seen in the demo, the status stood at its phase's first write for
+        four minutes of rollout, the time spent frozen, and the screen could not tell a
+        working search from a stuck one."""
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(every_s)  # a period, not a wait for something
+                await self._status()
+
+        task = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -208,10 +208,11 @@ class Trials(SearchState):
         self.phase = "adopting"
         await self._status()
         profile, record = trial.profile, trial.record
-        rolled = await self._when_free(
-            "rollout",
-            lambda: self.ops.rollout(profile, 1, None, self.on_event, self.options.rollout),
-        )
+        async with self._heartbeat():
+            rolled = await self._when_free(
+                "rollout",
+                lambda: self.ops.rollout(profile, 1, None, self.on_event, self.options.rollout),
+            )
         assert self.incumbent is not None
         if not rolled.ok:
             moved = [g for g in rolled.done if g != self.gpu] + [self.gpu]
@@ -230,10 +231,11 @@ class Trials(SearchState):
         line's best), verified."""
         self.phase = "rolling back"
         await self._status()
-        result = await self._when_free(
-            "rollback",
-            lambda: self.ops.apply(profile, gpus or [self.gpu], self.on_event, measure=False),
-        )
+        async with self._heartbeat():
+            result = await self._when_free(
+                "rollback",
+                lambda: self.ops.apply(profile, gpus or [self.gpu], self.on_event, measure=False),
+            )
         # Out of service while it went back: exploration too (a rejected candidate's price).
         back = restart_gpu_seconds(result.reports)
         self.spent = replace(self.spent, explore_gpu_s=round(self.spent.explore_gpu_s + back, 3))

@@ -39,6 +39,13 @@ PLOT_ROWS = 4
 MAX_SPAN = 6
 """Most cells one candidate takes in the plot."""
 
+STEP_WORDS = {
+    "adopting": "Adopting #{index} {key}: rolling it out to every GPU, one at a time",
+    "rolling back": "Rolling back after #{index} {key}: the incumbent relaunched",
+}
+"""What the search does in the phases that follow a canary (``current`` is still its
+candidate then)."""
+
 Starter = Callable[[Sequence[str]], object]
 """Starts a detached search with ``gpufleet autotune start`` options."""
 
@@ -62,7 +69,11 @@ def describe(doc: dict[str, Any] | None, alive: bool) -> str:
         f" GPU-s exploring, {spent.get('canaries', 0)} canaries",
     ]
     current = doc.get("current")
-    if isinstance(current, dict):
+    step = STEP_WORDS.get(str(doc.get("phase")))
+    if isinstance(current, dict) and step is not None:
+        # Not 'Canary on GPU 0 ... (starting)': the canary is over, the fleet is moving.
+        lines.append(step.format(index=current.get("index"), key=current.get("key")))
+    elif isinstance(current, dict):
         look = doc.get("look") or {}
         state = "measuring" if doc.get("canary_up") else "starting"
         seen = (
