@@ -1,6 +1,7 @@
 """The console and ``gpufleet serve`` given no fleet watch the fleet the state records, as
 ``gpufleet status`` does (issue 30: beside ``gpufleet demo --base-port 25000`` a plain
-``gpufleet serve`` showed seven ``absent :30000`` panels)."""
+``gpufleet serve`` showed seven ``absent :30000`` panels), and a console given ``--ports``
+marks the journal's operations on the GPUs of those ports (it marked none)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import asyncio
 import pytest
 
 from tui import paths
+from tui.ops.entries import simple_entry
+from tui.ops.journal import append
 from tui.state.fleet_state import FleetState, GpuState, update_fleet
 from tui.ui import cli as console_cli
 from tui.ui.app import FleetApp
@@ -102,3 +105,18 @@ def test_status_and_the_console_read_the_fleet_through_one_door() -> None:
     assert fleet_spec(None, None) == default_fleet()[0]
     assert fleet_words(default_fleet()[0]) == "ports 25000,25001 on 127.0.0.2 (GPUs 0,1)"
     assert spans([5, 1, 2, 3, 9]) == "1-3,5,9"
+
+
+def test_a_console_given_ports_marks_the_operations_on_their_gpus(
+    opened: list[FleetApp],
+) -> None:
+    record(DEMO)
+    append(simple_entry("kill", 100.0, 105.0, True, (3,), "console", "stopped"))
+    append(simple_entry("kill", 200.0, 205.0, True, (5,), "console", "stopped"))
+    assert console_cli.main(["--ports", "25000-25006", "--gpus", "0-6"]) == 0
+    assert [m.label for m in opened[0].retune_marks()] == ["kill GPU 3", "kill GPU 5"]
+    # One port, labelled GPU 0 by --gpus: the fleet state says it is GPU 3's.
+    assert console_cli.main(["--ports", "25003", "--gpus", "0"]) == 0
+    assert [m.label for m in opened[1].retune_marks()] == ["kill GPU 3"]
+    assert console_cli.main([]) == 0  # the recorded fleet: every operation of it
+    assert len(opened[2].retune_marks()) == 2

@@ -83,3 +83,14 @@ def recorded_gpus(path: Path | None = None) -> dict[int, int]:
         StateFileError: the state file is damaged.
     """
     return {port: gpu for gpu, port in fleet_ports(path).items()}
+
+
+def journal_gpus(spec: FleetSpec, path: Path | None = None) -> frozenset[int]:
+    """The GPUs the journal names for ``spec``'s servers: the GPU the fleet state records on each
+    port, else the spec's own (a fleet gpufleet never launched).
+
+    Raises:
+        StateFileError: the state file is damaged.
+    """
+    by_port = recorded_gpus(path)
+    return frozenset(by_port.get(s.port, s.gpu_index) for s in spec.servers)

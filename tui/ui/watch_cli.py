@@ -1,8 +1,9 @@
-"""The console without a profile: which fleet it watches.
+"""The console without a profile: which fleet it watches, and the journal's markers on its chart.
 
 Given ``--ports/--gpus`` it watches those; given neither, the fleet the state records
 (``tui.fleet.recorded``: ``gpufleet demo --base-port 25000`` runs on 25000-25006), else the
-default ports 30000-30006 on GPUs 0-6.
+default ports 30000-30006 on GPUs 0-6. Either way the generation chart marks the journal's
+operations on the GPUs it watches: a console given ``--ports`` showed none.
 """
 
 from __future__ import annotations
@@ -77,23 +78,27 @@ def watched_fleet(args: argparse.Namespace) -> tuple[FleetSpec, str]:
 def run_watch_console(
     args: argparse.Namespace, readonly: bool, chart: PrometheusChart | None
 ) -> int:
-    """The console watching ``watched_fleet(args)``.
+    """The console watching ``watched_fleet(args)``, its chart marked by the journal.
 
     Returns:
         0, or 2 for bad input (named on stderr).
     """
     from tui.fleet.monitor import FleetMonitor
+    from tui.fleet.recorded import journal_gpus
     from tui.gpu.source import open_gpu_source
+    from tui.ops.marks import JournalMarks
     from tui.state.files import StateFileError
     from tui.ui.app import FleetApp
 
     try:
         spec, _ = watched_fleet(args)
+        gpus = journal_gpus(spec)
     except (ValueError, KeyError, StateFileError) as error:
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
     app = FleetApp(
         FleetMonitor(spec, open_gpu_source()),
+        retune_marks=JournalMarks(gpus=gpus),
         readonly=readonly,
     )
     app.chart_source = chart
