@@ -120,3 +120,23 @@ def test_a_console_given_ports_marks_the_operations_on_their_gpus(
     assert [m.label for m in opened[1].retune_marks()] == ["kill GPU 3"]
     assert console_cli.main([]) == 0  # the recorded fleet: every operation of it
     assert len(opened[2].retune_marks()) == 2
+
+
+def test_a_profile_console_watches_the_fleets_ports_whatever_profile_runs(
+    opened: list[FleetApp],
+) -> None:
+    """A demo on --base-port 25000 after an apply of sim-aggressive: '--profile sim-baseline'
+    (what docs/console.md names for 'gpufleet serve --writable') watched 30000-30006."""
+    from tui.ops.demo import demo_profile
+    from tui.ops.simfleet import sim_profile
+    from tui.profiles import profile_to_dict
+
+    running = profile_to_dict(demo_profile(sim_profile("sim-aggressive"), None, 40.0, 25000))
+
+    def change(state: FleetState) -> FleetState:
+        return {g: GpuState(g, port=25000 + g, current=running) for g in range(7)}
+
+    update_fleet(change)
+    assert console_cli.main(["--profile", "sim-baseline"]) == 0
+    assert [port for _, port, _ in watched(opened[0])] == list(DEMO)
+    assert opened[0].profile == "sim-baseline"  # its flags, on the fleet's ports

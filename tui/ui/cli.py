@@ -341,9 +341,10 @@ def _profile_console(
     args: argparse.Namespace, readonly: bool, chart: PrometheusChart | None
 ) -> int:
     from tui.ops.demo import demo_prompts_file, pipeline_config
+    from tui.ops.fit import fit_to_fleet
     from tui.profiles import ProfileError, load_named
     from tui.state.files import StateFileError
-    from tui.state.fleet_state import profile_of, read_running
+    from tui.state.fleet_state import profile_of, read_fleet
 
     try:
         windows = console_windows(args.measure_window)
@@ -354,16 +355,20 @@ def _profile_console(
     except ValueError as error:
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
-    # The fleet may run this profile as launched (the demo's speed and ports): watch that.
+    # The fleet may run this profile as launched (the demo's speed and ports): watch that. Else
+    # its flags on the fleet's ports: after a demo on --base-port 25000 applied another profile,
+    # '--profile sim-baseline' watched the profile file's 30000-30006, where nothing ran.
     try:
-        running = read_running()
+        state = read_fleet()
     except StateFileError as error:  # never open on a record read as "no servers"
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
-    docs = [p.current for p in running.values() if p.current_name == profile.name]
+    docs = [p.current for p in state.values() if p.current_name == profile.name]
+    fitted = fit_to_fleet(profile, state)
     if docs and docs[0] is not None:
         with contextlib.suppress(ProfileError):
-            profile = profile_of(docs[0])
+            fitted = profile_of(docs[0])
+    profile = fitted
     prompts = args.prompts if args.prompts is not None else demo_prompts_file()
     if args.prompts is not None and not prompts.is_file():
         print(f"gpufleet console: --prompts: {str(prompts)!r} is not a file", file=sys.stderr)
