@@ -38,8 +38,10 @@ def watched_fleet(args: argparse.Namespace) -> tuple[FleetSpec, str]:
 
     if args.ports is None and args.gpus is None:
         spec, recorded = default_fleet()
-        words = f"the fleet state's {fleet_words(spec)}" if recorded else fleet_words(spec)
-        words += "" if recorded else ", the default: the fleet state records none"
+        if recorded:
+            words = f"the fleet state's {fleet_words(spec)}"
+        else:
+            words = f"{fleet_words(spec)}, the default: the fleet state records none"
     else:
         ports = parse_range(args.ports or PORTS_DEFAULT, "--ports", 1, 65535)
         by_port = recorded_gpus() if args.gpus is None else {}
