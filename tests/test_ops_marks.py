@@ -114,3 +114,14 @@ def test_the_journal_is_read_again_only_when_it_changed(monkeypatch: pytest.Monk
     append(kill(True, (3,), at=T + 300))
     assert [m.label for m in source()] == ["apply sim-aggressive GPUs 0-6", "kill GPU 3"]
     assert len(reads) == 2
+
+
+def test_marks_of_some_gpus_keep_the_operations_on_any_of_them() -> None:
+    entries = [kill(True, (3,)), kill(True, (5,), at=T + 1), kill(True, (2, 3, 4), at=T + 2)]
+    assert [m.label for m in marks_of(entries, frozenset({3}))] == ["kill GPU 3", "kill GPUs 2-4"]
+    assert [m.label for m in marks_of(entries, frozenset({6}))] == []
+    assert len(marks_of(entries)) == 3  # no filter: every operation
+    source = JournalMarks(gpus=frozenset({5}))
+    for entry in entries:
+        append(entry)
+    assert [m.label for m in source()] == ["kill GPU 5"]

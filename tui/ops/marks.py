@@ -146,9 +146,16 @@ def mark_time(mark: OperationMark) -> float:
     return mark.t
 
 
-def marks_of(entries: Iterable[JournalEntry]) -> tuple[OperationMark, ...]:
-    """The markers of ``entries``, oldest first."""
-    marks = (mark_of(entry) for entry in entries)
+def marks_of(
+    entries: Iterable[JournalEntry], gpus: frozenset[int] | None = None
+) -> tuple[OperationMark, ...]:
+    """The markers of ``entries``, oldest first; with ``gpus``, only of operations on one of them
+    (or naming no GPU)."""
+    marks = (
+        mark_of(entry)
+        for entry in entries
+        if gpus is None or not entry.gpus or not gpus.isdisjoint(entry.gpus)
+    )
     return tuple(sorted((m for m in marks if m is not None), key=mark_time))
 
 
@@ -160,11 +167,15 @@ class JournalMarks:
 
     Args:
         path: The journal (default ``tui.paths.journal_file()``).
+        gpus: Only the operations on these GPUs (a console watching some of the fleet's
+            ports); None: every operation.
     """
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, gpus: frozenset[int] | None = None) -> None:
         self.path = path
         """The journal (None: the default, looked up at each call)."""
+        self.gpus = gpus
+        """The GPUs whose operations are marked (None: all)."""
         self._key: tuple[int, int, int] | None = None
         self._marks: tuple[OperationMark, ...] = ()
 
@@ -178,6 +189,6 @@ class JournalMarks:
             return []
         key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         if key != self._key:
-            self._marks = marks_of(read_journal(target).entries)
+            self._marks = marks_of(read_journal(target).entries, self.gpus)
             self._key = key
         return list(self._marks)

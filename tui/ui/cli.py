@@ -1,7 +1,8 @@
 """``gpufleet [console]``: open the console on a fleet given by a profile, or by ports and GPUs.
 
 With ``--profile NAME`` the fleet (GPUs, ports, host, log files) comes from the profile and every
-operation key works (``tui.ops.console.ConsoleBackend``); with ``--ports/--gpus`` only the watching.
+operation key works (``tui.ops.console.ConsoleBackend``); with ``--ports/--gpus`` only the watching,
+and with none of these the watching of the fleet the state records (``tui.ui.watch_cli``).
 ``--readonly`` (or ``readonly = true`` under ``[console]`` in the settings file) disables every
 key that changes the fleet or the job.
 """
@@ -34,6 +35,7 @@ __all__ = [
     "console_windows",
 ]
 from tui.ui.sources import FleetPoller
+from tui.ui.watch_cli import GPUS_DEFAULT, PORTS_DEFAULT
 
 if TYPE_CHECKING:
     from tui.agent.history import PrometheusChart
@@ -42,9 +44,6 @@ if TYPE_CHECKING:
 
 CONSOLE_FLEET_TIMEOUT_S = 3600.0
 """A pipeline started from the console waits this long for a ready server (a full retune)."""
-
-PORTS_DEFAULT = "30000-30006"
-GPUS_DEFAULT = "0-6"
 
 
 def parse_range(text: str, field: str, low: int, high: int) -> tuple[int, ...]:
@@ -147,8 +146,18 @@ def readonly_or_exit(command: str, flag: bool | None) -> bool | None:
 def build_parser() -> argparse.ArgumentParser:
     """The console's options."""
     parser = ArgumentParser(prog="gpufleet console", description=__doc__)
-    parser.add_argument("--ports", default=PORTS_DEFAULT, help="server ports, e.g. 30000-30006")
-    parser.add_argument("--gpus", default=GPUS_DEFAULT, help="GPU indices, e.g. 0-6 (one per port)")
+    parser.add_argument(
+        "--ports",
+        default=None,
+        help="server ports, e.g. 30000-30006 (default: with no --gpus or --profile, the ports and "
+        f"hosts the fleet state records, as 'gpufleet status' reads them; else {PORTS_DEFAULT})",
+    )
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        help="GPU indices, e.g. 0-6, one per port (default: the GPUs the fleet state records on "
+        f"the ports, else {GPUS_DEFAULT})",
+    )
     parser.add_argument("--log-dir", default=None, help="directory of the servers' logs")
     parser.add_argument(
         "--log-pattern",
@@ -332,9 +341,10 @@ def _profile_console(
     args: argparse.Namespace, readonly: bool, chart: PrometheusChart | None
 ) -> int:
     from tui.ops.demo import demo_prompts_file, pipeline_config
+    from tui.ops.fit import fit_to_fleet
     from tui.profiles import ProfileError, load_named
     from tui.state.files import StateFileError
-    from tui.state.fleet_state import profile_of, read_running
+    from tui.state.fleet_state import profile_of, read_fleet
 
     try:
         windows = console_windows(args.measure_window)
@@ -345,16 +355,20 @@ def _profile_console(
     except ValueError as error:
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
-    # The fleet may run this profile as launched (the demo's speed and ports): watch that.
+    # The fleet may run this profile as launched (the demo's speed and ports): watch that. Else
+    # its flags on the fleet's ports: after a demo on --base-port 25000 applied another profile,
+    # '--profile sim-baseline' watched the profile file's 30000-30006, where nothing ran.
     try:
-        running = read_running()
+        state = read_fleet()
     except StateFileError as error:  # never open on a record read as "no servers"
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
-    docs = [p.current for p in running.values() if p.current_name == profile.name]
+    docs = [p.current for p in state.values() if p.current_name == profile.name]
+    fitted = fit_to_fleet(profile, state)
     if docs and docs[0] is not None:
         with contextlib.suppress(ProfileError):
-            profile = profile_of(docs[0])
+            fitted = profile_of(docs[0])
+    profile = fitted
     prompts = args.prompts if args.prompts is not None else demo_prompts_file()
     if args.prompts is not None and not prompts.is_file():
         print(f"gpufleet console: --prompts: {str(prompts)!r} is not a file", file=sys.stderr)
@@ -398,34 +412,6 @@ def main(argv: Sequence[str]) -> int:
         return run_nodes_console(args.agents, args.token_file, readonly, chart, args.fleet)
     if args.profile is not None:
         return _profile_console(args, readonly, chart)
-    try:
-        ports = parse_range(args.ports, "--ports", 1, 65535)
-        gpus = parse_range(args.gpus, "--gpus", 0, 15)
-    except ValueError as error:
-        print(f"gpufleet console: {error}", file=sys.stderr)
-        return 2
-    if len(ports) != len(gpus):
-        print(
-            f"gpufleet console: --ports gives {len(ports)} ports but --gpus gives "
-            f"{len(gpus)} GPUs; give one port per GPU",
-            file=sys.stderr,
-        )
-        return 2
-    from tui.profiles.templates import log_file_problem
+    from tui.ui.watch_cli import run_watch_console
 
-    problem = log_file_problem(args.log_pattern, gpus, ports)
-    if problem is not None:
-        print(f"gpufleet console: --log-pattern={args.log_pattern!r}: {problem}", file=sys.stderr)
-        return 2
-    try:
-        poller = make_poller(ports, gpus, args.log_dir, args.log_pattern)
-    except (ValueError, KeyError) as error:
-        print(f"gpufleet console: {error}", file=sys.stderr)
-        return 2
-    from tui.ui.app import FleetApp
-
-    app = FleetApp(poller, readonly=readonly)
-    app.chart_source = chart
-    app.freeze_heap = True
-    app.run()
-    return 0
+    return run_watch_console(args, readonly, chart)

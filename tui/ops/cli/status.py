@@ -24,16 +24,14 @@ from typing import NoReturn
 from tui import paths
 from tui.cli_args import ArgumentParser, number
 from tui.fleet.monitor import FleetMonitor
-from tui.fleet.spec import FleetSpec, ServerSpec
+from tui.fleet.recorded import DEFAULT_PORTS, default_fleet
+from tui.fleet.spec import FleetSpec
 from tui.gpu.source import open_gpu_source
 from tui.ops.fleet_status import DEFAULT_WIDTH, EXIT_BAD_INPUT, format_text, status_document
 from tui.pipeline.status import check_status_path, read_status
 from tui.state.files import StateFileError
-from tui.state.fleet_state import read_fleet
 
 PROG = "gpufleet status"
-DEFAULT_PORTS = tuple(range(30000, 30007))
-"""The fleet's ports when neither the state directory nor ``--ports`` names one."""
 
 
 class _Parser(ArgumentParser):
@@ -110,14 +108,7 @@ def fleet_spec(ports: tuple[int, ...] | None, gpus: tuple[int, ...] | None) -> F
         StateFileError: the fleet state file is damaged.
     """
     if ports is None and gpus is None:
-        state = read_fleet()
-        servers = tuple(
-            ServerSpec(g, s.port, s.host, s.server.log_path if s.server else None)
-            for g, s in sorted(state.items())
-            if s.port is not None
-        )
-        if servers:
-            return FleetSpec(servers)
+        return default_fleet()[0]
     ports = ports or DEFAULT_PORTS
     if gpus is not None and len(gpus) != len(ports):
         raise ValueError(f"--gpus: {len(gpus)} GPUs for {len(ports)} ports; give one per port")

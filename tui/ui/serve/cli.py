@@ -24,7 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpufleet serve",
         description="The console in a browser (textual-serve), read-only unless --writable.",
-        epilog="Any other option is the console's: see 'gpufleet console --help'.",
+        epilog="Any other option is the console's: see 'gpufleet console --help'. With no "
+        "--ports, --gpus, --profile, --agents or --fleet, each browser session watches the fleet "
+        "the state records as it opens (its ports and hosts, as 'gpufleet status' reads them), "
+        "else ports 30000-30006; the startup line says which.",
     )
     parser.add_argument(
         "--host", default=HOST_DEFAULT, help=f"address to listen on (default {HOST_DEFAULT})"
@@ -56,26 +59,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_console_args(console_args: list[str]) -> str | None:
+def _check_console_args(console_args: list[str]) -> tuple[str | None, str]:
     """Parse the console's options as the console will (exits 2 on a bad one); load its
-    profile. Returns the problem in one line, or None."""
+    profile. Returns the problem in one line (or None) and the fleet the consoles watch."""
     from tui.profiles import ProfileError, load_named
+    from tui.state.files import StateFileError
     from tui.ui.cli import build_parser as console_parser
+    from tui.ui.watch_cli import watched_fleet
 
     args = console_parser().parse_args(console_args)
     if args.profile is not None:
         try:
             load_named(args.profile)
         except ProfileError as error:
-            return f"--profile: {error}"
+            return f"--profile: {error}", ""
     if args.fleet is not None:
         from tui.agent.fleet_file import FleetFileError, check_fleet_file
 
         try:
             check_fleet_file(args.fleet)  # a FIFO or /dev/zero: refused here, not per session
         except FleetFileError as error:
-            return f"--fleet: {error}"
-    return None
+            return f"--fleet: {error}", ""
+        return None, f"the nodes of the fleet file {args.fleet}"
+    if args.agents is not None:
+        return None, f"the agents {args.agents}"
+    if args.profile is not None:
+        return None, f"profile {args.profile}'s fleet"
+    try:
+        return None, watched_fleet(args)[1]
+    except (ValueError, StateFileError) as error:
+        return str(error), ""
 
 
 def main(argv: Sequence[str]) -> int:
@@ -92,7 +105,7 @@ def main(argv: Sequence[str]) -> int:
     if not low <= args.port <= high:
         print(f"gpufleet serve: --port: {args.port} is outside {low}-{high}", file=sys.stderr)
         return 2
-    problem = _check_console_args(console_args)
+    problem, watching = _check_console_args(console_args)
     if problem is not None:
         print(f"gpufleet serve: {problem}", file=sys.stderr)
         return 2
@@ -114,7 +127,9 @@ def main(argv: Sequence[str]) -> int:
     readonly = not args.writable
     argv_ = console_argv(console_args, readonly)
     title = "gpufleet" + (" (read-only)" if readonly else "")
-    server = ConsoleServer(argv_, host=args.host, port=args.port, token=token, title=title)
+    server = ConsoleServer(
+        argv_, host=args.host, port=args.port, token=token, title=title, watching=watching
+    )
     try:
         server.serve()
     except OSError as error:

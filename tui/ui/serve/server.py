@@ -125,10 +125,18 @@ class ConsoleServer(Server):
         port: Port to listen on.
         token: The secret every request must carry.
         title: The page's title.
+        watching: The fleet the consoles watch, in words, for the startup line ("": not said).
     """
 
     def __init__(
-        self, argv: Sequence[str], *, host: str, port: int, token: Token, title: str
+        self,
+        argv: Sequence[str],
+        *,
+        host: str,
+        port: int,
+        token: Token,
+        title: str,
+        watching: str = "",
     ) -> None:
         super().__init__(shlex.join(argv), host=host, port=port, title=title)
         self.argv = tuple(argv)
@@ -137,6 +145,8 @@ class ConsoleServer(Server):
         """The secret."""
         self.services: set[ConsoleService] = set()
         """The consoles running now, one per connected browser."""
+        self.watching = watching
+        """The fleet the consoles watch, in words, for the startup line."""
 
     def serve(self, debug: bool = False) -> None:
         """Serve until SIGINT or SIGTERM; then end every console and return.
@@ -174,6 +184,8 @@ class ConsoleServer(Server):
         host = f"[{self.host}]" if ":" in self.host else self.host
         print(f"gpufleet serve: open http://{host}:{self.port}/?token={secret}", flush=True)
         print(f"gpufleet serve: each browser session runs: {self.command}", flush=True)
+        if self.watching:
+            print(f"gpufleet serve: and watches {self.watching}", flush=True)
 
     async def on_shutdown(self, app: web.Application) -> None:
         """End every console still running."""
