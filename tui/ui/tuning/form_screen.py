@@ -24,7 +24,7 @@ from tui.profiles import KNOBS, Profile, diff
 from tui.retune.preflight import Preflight
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.sources import FleetActions
+from tui.ui.sources import FleetActions, RunningReader
 from tui.ui.tuning.candidate import (
     EXTRA,
     GENERAL,
@@ -392,6 +392,7 @@ def open_tuning(
     gpu: int | None,
     fallback: str | None,
     on_plan: Callable[[ApplyPlan], object],
+    running: RunningReader | None = None,
 ) -> None:
     """Push the tuning form now, in the turn of the key that asked for it; it reads the running
     profile in a thread while it shows, so every key typed after that one reaches the form.
@@ -402,6 +403,7 @@ def open_tuning(
         gpu: The GPU to tune (a per-GPU override), or None for all.
         fallback: Profile to start from when the backend does not know the running one.
         on_plan: Called with the plan after a confirmed Apply (not on Cancel).
+        running: Which profile each GPU runs (the form on one GPU starts from that GPU's).
     """
 
     def done(plan: ApplyPlan | None) -> None:
@@ -410,5 +412,6 @@ def open_tuning(
 
     backend = tuning_backend(actions, gpu)
     app.push_screen(
-        TuningFormScreen(backend, lambda: load_setup(backend, gpu, fallback)), callback=done
+        TuningFormScreen(backend, lambda: load_setup(backend, gpu, fallback, running)),
+        callback=done,
     )
