@@ -31,6 +31,7 @@ from tui.ui.autotune.form_screen import AutotuneFormScreen, Predictor
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.history.plot import axis_for, braille_rows
+from tui.words import counted
 
 PLOT_ROWS = 4
 """Rows of each throughput line."""
@@ -58,7 +59,7 @@ def describe(doc: dict[str, Any] | None, alive: bool) -> str:
         *([f"Waiting for {doc['waiting_for']} (the fleet's lock)"] if waiting else []),
         f"Spent: {float(spent.get('wall_s', 0)):.0f} / {float(budget.get('wall_s', 0)):.0f} s, "
         f"{float(spent.get('explore_gpu_s', 0)):.1f} / {float(budget.get('explore_gpu_s', 0)):.0f}"
-        f" GPU-s exploring, {spent.get('canaries', 0)} canaries",
+        f" GPU-s exploring, {counted(spent.get('canaries', 0), 'canary')}",
     ]
     current = doc.get("current")
     if isinstance(current, dict):

@@ -48,6 +48,7 @@ from tui.ui.tuning.setup import (
     unfit_reason,
 )
 from tui.ui.tuning.type_ahead import TypeAhead
+from tui.words import counted
 
 PREFLIGHT_DEBOUNCE_S = 0.0
 """Quiet time after a keystroke before its preflight starts. None by default: a timer, however
@@ -277,7 +278,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
     def _show_title(self) -> None:
         gpus = self.restart_gpus
         if self.gpu is None:
-            scope = f"all {len(gpus)} GPUs ({gpu_range(gpus)})"
+            scope = f"all {counted(len(gpus), 'GPU')} ({gpu_range(gpus)})"
         elif self.scope is None:
             scope = f"GPU {self.gpu} (for GPU {self.gpu} only or every GPU? not chosen yet)"
         else:
