@@ -9,7 +9,7 @@ import pytest
 
 from tui.profiles import Profile, load_profile
 from tui.retune import preflight as preflight_module
-from tui.retune.preflight import build_for, calibration_from_log, preflight
+from tui.retune.preflight import Preflight, build_for, calibration_from_log, preflight
 from tui.sglang.memory import plan_memory
 from tui.sglang.modelcfg.spec import resolve_model
 from tui.sglang.models import MODELS
@@ -109,6 +109,9 @@ def test_preflight_names_the_mamba_pool_when_it_took_what_the_weights_left(
     assert "Raise --mem-fraction-static above 0.318" in sglang
     assert "31.0 GB static budget" in hint and "200 slots and their intermediate" in hint
     assert "--max-mamba-cache-size 118 or fewer fits" in hint
+    # The fraction that would hold the 200 slots, from the plan (0.97 and up leave no room for
+    # the CUDA graphs), not "raise it further".
+    assert "--mem-fraction-static 0.63 to 0.96 fits" in hint and "further" not in hint
     assert "mamba-full-memory-ratio" not in hint  # the profile sets the slots: it sizes nothing
     fitted = profile_file.read_text().replace(
         "[gpu.2]\nmem_fraction_static = 0.5",
@@ -122,6 +125,27 @@ def test_preflight_names_the_mamba_pool_when_it_took_what_the_weights_left(
     assert not preflight(load_profile(profile_file), 2).fits  # and one more does not
     below = preflight(load_profile(profile_file), 0)  # 0.93: fits, no hint anywhere
     assert below.fits and below.why_not is None
+
+
+def test_preflight_offers_a_fraction_only_when_one_below_1_fits(profile_file: Path) -> None:
+    """The Mamba pool alone needs more than any --mem-fraction-static could give (its budget at
+    0.99 is still short): 'or raise --mem-fraction-static further' sent the operator to a value
+    that cannot exist; at 0.5 with 200 slots the hint names the fractions that fit, and they do."""
+
+    def gpu2(extra: str) -> Preflight:
+        text = SIM_AGGRESSIVE.replace("mem_fraction_static = 0.35", extra)
+        profile_file.write_text(text)
+        return preflight(load_profile(profile_file), 2)
+
+    hopeless = gpu2("mem_fraction_static = 0.88\nmax_mamba_cache_size = 1500")
+    assert not hopeless.fits and hopeless.why_not is not None
+    hint = hopeless.why_not.split("SGLang's own message", 1)[0]
+    assert "1500 slots" in hint and "--max-mamba-cache-size 405 or fewer fits" in hint
+    assert "--mem-fraction-static" not in hint
+    assert not gpu2("mem_fraction_static = 0.99\nmax_mamba_cache_size = 1500").fits
+    for fraction, fits in (("0.62", False), ("0.63", True), ("0.96", True), ("0.97", False)):
+        result = gpu2(f"mem_fraction_static = {fraction}")  # the 200 slots of [server]
+        assert result.fits is fits, fraction
 
 
 def test_preflight_unknown_model_names_it(profile_file: Path) -> None:

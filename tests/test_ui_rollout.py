@@ -95,7 +95,7 @@ async def test_canary_shows_looks_live_then_better_and_offers_the_rollout() -> N
         assert "verdict: better" in verdict
         assert "tokens/s per GPU: 1,5" in verdict and "(+10.0%" in verdict
         assert "requests/s per GPU: 0.5" in verdict
-        assert "95% over 3 look(s)" in verdict and "35s, 7 intervals, stopped early" in verdict
+        assert "95% over 3 looks" in verdict and "35s, 7 intervals, stopped early" in verdict
         assert "throughput lost: 6.3 GPU-seconds" in verdict
         assert "more measuring" not in verdict
         assert screen.check_action("rollout", ()) is True

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from textual.pilot import Pilot
 from textual.widgets import Input, Label, TextArea
 from tuning_helpers import tuning_form, type_into, type_into_field
-from ui_helpers import RecordingActions, wait_for
+from ui_helpers import RecordingActions, press_until, shipped_profiles, wait_for
 
-from tui.profiles import GpuOverride, diff
+from tui.profiles import GpuOverride, diff, profile_to_dict
+from tui.state.fleet_state import GpuState
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.tuning.candidate import FormValues, build_candidate, parse_extra_flags
@@ -194,3 +197,32 @@ def test_a_reserved_flag_in_extra_flags_is_refused_naming_it() -> None:
     candidate = build_candidate(running, FormValues(knobs, "--port 31000", "x", None))
     assert candidate.profile is None
     assert "server.extra_flags.port" in candidate.problems["extra_flags"][0]
+
+
+async def test_t_on_a_gpu_running_another_profile_starts_from_that_gpus_profile() -> None:
+    # A canary left GPU 0 on sim-aggressive while the fleet runs sim-baseline: the form named
+    # and filled in sim-baseline, so its diff compared against what GPU 0 did not run.
+    aggressive = {"name": "sim-aggressive"}
+    running = {0: GpuState(0, current=aggressive), 3: GpuState(3, current={"name": "sim-baseline"})}
+    async with tuning_form(RecordingActions(), "0", "t", running=running) as (app, pilot, form):
+        assert form.gpu == 0 and form.running.name == "sim-aggressive"
+        values = dict(form.values().knobs)
+        assert values["mem_fraction_static"] == "0.93"
+        assert values["max_mamba_cache_size"] == "200"
+        assert "running profile: sim-aggressive" in str(form.query_one("#tune-title").render())
+        assert form.query_one("#profile-name", Input).value == "sim-aggressive-gpu0"
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, TuningFormScreen), "closed")
+        await press_until(pilot, ("3", "t"), TuningFormScreen)
+        other = app.screen
+        assert isinstance(other, TuningFormScreen)
+        await wait_for(pilot, lambda: other.setup is not None, "the second form's setup")
+        assert other.gpu == 3 and other.running.name == "sim-baseline"
+
+
+async def test_a_gpu_whose_profile_is_no_longer_saved_starts_from_its_recorded_document() -> None:
+    doc = profile_to_dict(replace(shipped_profiles()["sim-aggressive"], name="gone-tuned"))
+    running = {2: GpuState(2, current=doc)}
+    async with tuning_form(RecordingActions(), "2", "t", running=running) as (_, _, form):
+        assert form.running.name == "gone-tuned"
+        assert dict(form.values().knobs)["max_mamba_cache_size"] == "200"

@@ -186,3 +186,23 @@ async def test_the_key_line_names_what_enter_presses_as_the_arrows_move() -> Non
         await pilot.press("escape")
         await finish_actions(pilot, app)
     assert actions.calls == []
+
+
+async def test_the_profile_picker_names_its_keys_and_what_enter_picks() -> None:
+    """The picker (c, o, r) was the one dialog with no key line; its line names the list's keys
+    (up/down, not left/right) and follows the highlight, so Enter's profile is said before it
+    is picked."""
+    actions = RecordingActions()
+    async with settled_app(actions=actions, running=RUNNING) as (app, pilot):
+        await press_until(pilot, ("3", "c"), ProfilePickerScreen)
+        picker = app.screen
+        assert keys_line(picker) == "Enter: Pick sim-aggressive · Esc: Cancel · ↑/↓: move"
+        names = picker.names  # type: ignore[attr-defined]
+        await pilot.press("down")
+        after = names[(names.index("sim-aggressive") + 1) % len(names)]
+        await wait_for(pilot, lambda: f"Enter: Pick {after} ·" in keys_line(picker), after)
+        await pilot.press("up")
+        await wait_for(pilot, lambda: "Enter: Pick sim-aggressive" in keys_line(picker), "back")
+        await pilot.press("escape")
+        await closed(pilot, app, ProfilePickerScreen)
+    assert actions.calls == []

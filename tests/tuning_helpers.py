@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from textual.pilot import Pilot
 from textual.widgets import Input
@@ -42,14 +43,15 @@ async def type_into(pilot: Pilot[None], form: TuningFormScreen, knob: str, text:
 
 @contextlib.asynccontextmanager
 async def tuning_form(
-    actions: RecordingActions, *keys: str, size: tuple[int, int] = (140, 45)
+    actions: RecordingActions, *keys: str, size: tuple[int, int] = (140, 45), **app_args: Any
 ) -> AsyncIterator[tuple[FleetApp, Pilot[None], TuningFormScreen]]:
-    """A console on the seven-GPU fleet with ``actions``, its tuning form opened by ``keys``.
+    """A console on the seven-GPU fleet with ``actions``, its tuning form opened by ``keys``
+    (``app_args``: more of ``make_app``'s arguments, e.g. ``running``).
 
     Yields:
         The app, its pilot and the form.
     """
-    app = make_app(actions=actions)
+    app = make_app(actions=actions, **app_args)
     assert isinstance(app, FleetApp)
     async with app.run_test(size=size) as pilot:
         yield app, pilot, await open_form(pilot, *keys)

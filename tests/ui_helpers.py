@@ -19,7 +19,7 @@ from tui.ops.events import OpEvent
 from tui.ops.journal import JournalRead
 from tui.ops.marks import OperationMark, Window
 from tui.pipeline.status import PipelineStatus, Rate, ServerShare
-from tui.profiles import Profile, load_profile
+from tui.profiles import Problem, Profile, ProfileError, load_profile
 from tui.retune.events import (
     ApplyFinished,
     ApplyResult,
@@ -360,6 +360,8 @@ class RecordingActions:
         return self.current
 
     def load_profile(self, name: str) -> Profile:
+        if name not in self.profiles:  # as the console's backend says it (not a KeyError)
+            raise ProfileError([Problem("file", name, f"no profile named {name!r}")], name)
         return self.profiles[name]
 
     def save_profile(self, profile: Profile) -> Path:

@@ -19,6 +19,7 @@ from tui.ops.journal import JournalEntry
 from tui.retune.preflight import Preflight
 from tui.retune.verdict import effect_words, verdict_words
 from tui.rollout.canary_result import CanaryResult
+from tui.words import counted
 
 Decision = str
 """rejected (by the preflight), skipped (predicted identical to the incumbent), kept (adopted),
@@ -243,7 +244,7 @@ def summary_entry(
         target=final,
         by="autotune",
         summary=(
-            f"autotune: {launched} canaries, {rejected} rejected by the preflight, "
+            f"autotune: {counted(launched, 'canary')}, {rejected} rejected by the preflight, "
             f"{len(kept)} adopted; fleet on {final}; {reason}"
         ),
         lost_gpu_seconds=float(spent.get("explore_gpu_s", 0.0)),

@@ -31,6 +31,7 @@ from tui.profiles import profile_to_dict
 from tui.rollout.canary_result import CanaryLook
 from tui.state.files import expect, read_document, write_document
 from tui.state.locks import locked
+from tui.words import counted
 
 if TYPE_CHECKING:  # the search writes its status through this module
     from tui.autotune.searchstate import SearchState
@@ -161,7 +162,7 @@ def describe_status(doc: dict[str, Any]) -> str:
         f"  spent: {float(spent.get('wall_s', 0)):.0f} / {float(budget.get('wall_s', 0)):.0f} s, "
         f"{float(spent.get('explore_gpu_s', 0)):.1f} / "
         f"{float(budget.get('explore_gpu_s', 0)):.1f} GPU-s exploring, "
-        f"{spent.get('canaries', 0)} canaries"
+        f"{counted(spent.get('canaries', 0), 'canary')}"
     )
     for c in doc.get("candidates", []):
         if isinstance(c, dict):

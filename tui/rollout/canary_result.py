@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from tui.retune.events import VerifyReport
 from tui.rollout.cost import RetuneCost
 from tui.rollout.stats import Decision, PairedEstimate
+from tui.words import counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +150,8 @@ class CanaryResult:
             f"{t.control_mean:,.0f} tok/s per GPU: {t.relative:+.1%} "
             f"({t.abs_diff:+,.0f} tok/s/GPU), {t.level:.2%} CI "
             f"{t.rel_low:+.1%} .. {t.rel_high:+.1%}"
-            f" (family {self.family_level:.0%} over {self.looks} look(s), sure {t.sureness:.1%})",
+            f" (family {self.family_level:.0%} over {counted(self.looks, 'look')}, "
+            f"sure {t.sureness:.1%})",
         ]
         if self.requests is not None:
             r = self.requests

@@ -8,6 +8,7 @@ from tui.control.adopt import ConfirmedServer
 from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, num
+from tui.words import counted
 
 
 def describe_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> str:
@@ -82,7 +83,8 @@ def describe_pipeline_stop(status: PipelineStatus) -> str:
     """What stopping the pipeline does to its work."""
     return (
         f"Pipeline pid {status.pid}: {num(status.done)} of {num(status.total)} done are kept; "
-        f"{num(status.in_flight)} requests in flight are dropped and generated again on restart."
+        f"{counted(num(status.in_flight), 'request')} in flight: dropped and generated again on "
+        "restart."
     )
 
 

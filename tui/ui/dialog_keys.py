@@ -40,13 +40,16 @@ class KeysHint(Label):
     out``, and Enter then started the rollout.
     """
 
-    def __init__(self, choices: Sequence[tuple[str, str]], focused: str) -> None:
+    def __init__(self, choices: Sequence[tuple[str, str]], focused: str, move: str = "←/→") -> None:
         """Args:
         choices: (keys, what they do) in the order the dialog shows its buttons.
         focused: The label of the button focused when the dialog opens (what Enter presses).
+        move: The keys that move what Enter presses (``↑/↓`` in a list).
         """
         self.choices = tuple(choices)
         """The keys named after ``Enter``."""
+        self.move = move
+        """The keys that move, named last."""
         super().__init__(self._text(focused), classes="dialog-keys")
 
     def _text(self, focused: str) -> str:
@@ -54,7 +57,7 @@ class KeysHint(Label):
             f"[b]Enter[/b]: {focused}",
             *(f"[b]{keys}[/b]: {what}" for keys, what in self.choices),
         ]
-        parts.append("[b]←/→[/b]: move")
+        parts.append(f"[b]{self.move}[/b]: move")
         return " · ".join(parts)
 
     def enter_presses(self, label: str) -> None:
@@ -62,14 +65,15 @@ class KeysHint(Label):
         self.update(self._text(label))
 
 
-def keys_hint(choices: Sequence[tuple[str, str]], focused: str) -> KeysHint:
+def keys_hint(choices: Sequence[tuple[str, str]], focused: str, move: str = "←/→") -> KeysHint:
     """The dialog's key line (``KeysHint``), wrapping to the dialog's width.
 
     Args:
         choices: (keys, what they do) in the order the dialog shows its buttons.
         focused: The label of the button focused when the dialog opens (what Enter presses).
+        move: The keys that move what Enter presses.
     """
-    return KeysHint(choices, focused)
+    return KeysHint(choices, focused, move)
 
 
 class ButtonKeys:

@@ -373,6 +373,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
             gpu,
             self.profile,
             lambda plan: self.post_message(ApplyProfileRequested(plan.name, plan.gpus)),
+            self.running_reader,
         )
 
     def action_rollback(self) -> None:

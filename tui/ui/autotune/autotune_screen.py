@@ -32,6 +32,7 @@ from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.history.blocks import block_rows
 from tui.ui.history.plot import axis_for
+from tui.words import counted
 
 PLOT_ROWS = 4
 """Rows of each throughput line."""
@@ -66,7 +67,7 @@ def describe(doc: dict[str, Any] | None, alive: bool) -> str:
         *([f"Waiting for {doc['waiting_for']} (the fleet's lock)"] if waiting else []),
         f"Spent: {float(spent.get('wall_s', 0)):.0f} / {float(budget.get('wall_s', 0)):.0f} s, "
         f"{float(spent.get('explore_gpu_s', 0)):.1f} / {float(budget.get('explore_gpu_s', 0)):.0f}"
-        f" GPU-s exploring, {spent.get('canaries', 0)} canaries",
+        f" GPU-s exploring, {counted(spent.get('canaries', 0), 'canary')}",
     ]
     current = doc.get("current")
     step = STEP_WORDS.get(str(doc.get("phase")))

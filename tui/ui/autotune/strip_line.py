@@ -17,6 +17,7 @@ from textual.content import Content
 
 from tui.autotune.status import FINAL_PHASES
 from tui.ui.format import duration
+from tui.words import counted
 
 ENDED_SHOWN_S = 300.0
 """How long a search that ended stays in the strip after its last update."""
@@ -27,7 +28,7 @@ def _budget(doc: dict[str, Any]) -> str:
     return (
         f"{duration(float(spent.get('wall_s', 0)))} of {duration(float(budget.get('wall_s', 0)))}"
         f", {float(spent.get('explore_gpu_s', 0)):.1f}/{float(budget.get('explore_gpu_s', 0)):.0f}"
-        f" GPU-s, {spent.get('canaries', 0)} canaries"
+        f" GPU-s, {counted(spent.get('canaries', 0), 'canary')}"
     )
 
 

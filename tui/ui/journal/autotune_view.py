@@ -16,6 +16,7 @@ from textual.content import Content
 
 from tui.ops.journal import JournalEntry
 from tui.ui.format import NA, num
+from tui.words import counted
 
 CANDIDATE = "autotune-candidate"
 """A candidate's entry type."""
@@ -124,6 +125,6 @@ def _summary(d: Mapping[str, Any]) -> list[Content]:
             f"  spent: {_n(spent.get('wall_s'))} s of wall time"
             f" (+{_n(spent.get('paused_s', 0))} s paused{_waited(spent)}), "
             f"{_n(spent.get('explore_gpu_s'), 1)} GPU-seconds exploring, "
-            f"{spent.get('canaries', NA)} canaries"
+            f"{counted(spent.get('canaries', NA), 'canary')}"
         ),
     ]

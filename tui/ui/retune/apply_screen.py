@@ -22,6 +22,7 @@ from tui.ui.run_screen import ProgressArrived, RunScreen
 from tui.ui.sources import FleetActions, JournalReader
 from tui.ui.text_table import text_table
 from tui.ui.tuning.candidate import gpu_range
+from tui.words import counted
 
 APPLY = "apply"
 """Worker group of the apply itself."""
@@ -178,7 +179,7 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
         if measure is None:
             return Content.styled("throughput: measured once every GPU has settled", "dim")
         return Content(
-            f"throughput: measuring {measure.stage}, {measure.samples} samples "
+            f"throughput: measuring {measure.stage}, {counted(measure.samples, 'sample')} "
             f"({measure.window_s:.0f} s window)"
         )
 

@@ -1,5 +1,6 @@
 """A small picker: which profile to relaunch with (the running one preselected), or to try or
-roll out (the first other one preselected: Enter never canaries the running profile)."""
+roll out (the first other one preselected: Enter never canaries the running profile). Its key
+line, like every dialog's, names what Enter picks now (it follows the highlight)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from tui.ui.dialog_keys import KEYS_HINT_CSS, KeysHint, keys_hint
+
 
 class ProfilePickerScreen(ModalScreen[str | None]):
     """Dismisses with the chosen profile name (Enter), or None (Escape)."""
 
-    DEFAULT_CSS = """
+    DEFAULT_CSS = (
+        """
     ProfilePickerScreen {
         align: center middle;
     }
@@ -32,6 +36,8 @@ class ProfilePickerScreen(ModalScreen[str | None]):
         margin-top: 1;
     }
     """
+        + KEYS_HINT_CSS
+    )
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="picker.cancel")]
 
@@ -65,6 +71,8 @@ class ProfilePickerScreen(ModalScreen[str | None]):
         with Vertical():
             yield Label(self.title_text)
             yield OptionList(*options, id="picker-list")
+            # Enter picks, the arrows move the highlight (left/right do nothing in a list).
+            yield keys_hint([("Esc", "Cancel")], self._pick(self.preselected), move="↑/↓")
 
     def on_mount(self) -> None:
         """Highlight the preselected profile (the running one, so Enter keeps it; for a canary
@@ -73,6 +81,14 @@ class ProfilePickerScreen(ModalScreen[str | None]):
         if self.preselected in self.names:
             options.highlighted = self.names.index(self.preselected)
         options.focus()
+
+    @staticmethod
+    def _pick(name: str | None) -> str:
+        return f"Pick {name}" if name else "Pick"
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        """The key line says which profile Enter picks now."""
+        self.query_one(KeysHint).enter_presses(self._pick(event.option.id))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         """Chosen."""

@@ -16,6 +16,7 @@ from tui.retune.events import (
 )
 from tui.ui.format import GIB, NA, duration, num
 from tui.ui.text_table import Cell, text_table
+from tui.words import counted
 
 REPORT_HEADER = (
     "GPU",
@@ -96,8 +97,9 @@ def verdict_lines(throughput: ThroughputComparison) -> list[Content]:
         lines.append(
             Content(
                 f"output tok/s before {num(fmean(throughput.before))} "
-                f"({len(throughput.before)} samples), after {num(fmean(throughput.after))} "
-                f"({len(throughput.after)} samples)"
+                f"({counted(len(throughput.before), 'sample')}), "
+                f"after {num(fmean(throughput.after))} "
+                f"({counted(len(throughput.after), 'sample')})"
             )
         )
     if throughput.note and throughput.relative_change is not None:

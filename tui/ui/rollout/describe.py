@@ -11,6 +11,7 @@ from tui.rollout.fleet_verdict import fleet_line
 from tui.rollout.rollout import RolloutResult
 from tui.rollout.stats import PairedEstimate
 from tui.ui.format import duration
+from tui.words import counted
 
 VERDICT_STYLES = {
     "better": "bold $success",
@@ -134,7 +135,7 @@ def canary_verdict_lines(result: CanaryResult) -> list[tuple[str, str]]:
     n = result.tokens.n if result.tokens is not None else 0
     lines.append(
         (
-            f"{result.family_level:.0%} over {result.looks} look(s) (each at "
+            f"{result.family_level:.0%} over {counted(result.looks, 'look')} (each at "
             f"{result.look_level:.2%}); window {duration(result.window_s)}, {n} intervals"
             f"{', stopped early' if result.stopped_early else ''}: {result.reason}",
             "",
@@ -177,8 +178,8 @@ def fleet_verdict_lines(verdict: ThroughputComparison | None) -> list[tuple[str,
         lines.append(
             (
                 f"fleet output tok/s before {fmean(verdict.before):,.0f} "
-                f"({len(verdict.before)} samples), after {fmean(verdict.after):,.0f} "
-                f"({len(verdict.after)} samples)",
+                f"({counted(len(verdict.before), 'sample')}), after {fmean(verdict.after):,.0f} "
+                f"({counted(len(verdict.after), 'sample')})",
                 "",
             )
         )
@@ -195,7 +196,8 @@ def measuring_line(measure: MeasureProgress | None) -> str:
         "warm-up": "warm-up after the last batch",
         "after": "measuring after the last batch",
     }[measure.stage]
-    return f"fleet throughput: {stage}, {measure.samples} samples ({measure.window_s:.0f} s window)"
+    samples = counted(measure.samples, "sample")
+    return f"fleet throughput: {stage}, {samples} ({measure.window_s:.0f} s window)"
 
 
 def rollout_summary_lines(result: RolloutResult) -> list[tuple[str, str]]:

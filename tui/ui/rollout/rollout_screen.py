@@ -22,6 +22,7 @@ from tui.ui.rollout.describe import (
 from tui.ui.run_screen import ProgressArrived, RunScreen, progress_row
 from tui.ui.sources import FleetActions
 from tui.ui.text_table import Cell, text_table
+from tui.words import counted
 
 ROLLOUT = "rollout"
 """Worker group of the rollout itself."""
@@ -101,7 +102,7 @@ class RolloutScreen(RunScreen[RolloutResult]):
             return "refused: " + self.progress.refused[0]
         measure = self.progress.measure
         if measure is not None and measure.stage == "before" and not self.progress.rows:
-            return f"measuring the fleet before, {measure.samples} samples"
+            return f"measuring the fleet before, {counted(measure.samples, 'sample')}"
         return super().strip_body()
 
     @property

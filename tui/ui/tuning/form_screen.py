@@ -24,7 +24,7 @@ from tui.profiles import KNOBS, Profile, diff
 from tui.retune.preflight import Preflight
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.sources import FleetActions
+from tui.ui.sources import FleetActions, RunningReader
 from tui.ui.tuning.candidate import (
     EXTRA,
     GENERAL,
@@ -48,6 +48,7 @@ from tui.ui.tuning.setup import (
     unfit_reason,
 )
 from tui.ui.tuning.type_ahead import TypeAhead
+from tui.words import counted
 
 PREFLIGHT_DEBOUNCE_S = 0.0
 """Quiet time after a keystroke before its preflight starts. None by default: a timer, however
@@ -277,7 +278,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
     def _show_title(self) -> None:
         gpus = self.restart_gpus
         if self.gpu is None:
-            scope = f"all {len(gpus)} GPUs ({gpu_range(gpus)})"
+            scope = f"all {counted(len(gpus), 'GPU')} ({gpu_range(gpus)})"
         elif self.scope is None:
             scope = f"GPU {self.gpu} (for GPU {self.gpu} only or every GPU? not chosen yet)"
         else:
@@ -392,6 +393,7 @@ def open_tuning(
     gpu: int | None,
     fallback: str | None,
     on_plan: Callable[[ApplyPlan], object],
+    running: RunningReader | None = None,
 ) -> None:
     """Push the tuning form now, in the turn of the key that asked for it; it reads the running
     profile in a thread while it shows, so every key typed after that one reaches the form.
@@ -402,6 +404,7 @@ def open_tuning(
         gpu: The GPU to tune (a per-GPU override), or None for all.
         fallback: Profile to start from when the backend does not know the running one.
         on_plan: Called with the plan after a confirmed Apply (not on Cancel).
+        running: Which profile each GPU runs (the form on one GPU starts from that GPU's).
     """
 
     def done(plan: ApplyPlan | None) -> None:
@@ -410,5 +413,6 @@ def open_tuning(
 
     backend = tuning_backend(actions, gpu)
     app.push_screen(
-        TuningFormScreen(backend, lambda: load_setup(backend, gpu, fallback)), callback=done
+        TuningFormScreen(backend, lambda: load_setup(backend, gpu, fallback, running)),
+        callback=done,
     )

@@ -6,9 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tui.profiles import Profile, diff
+from tui.profiles import Profile, ProfileError, diff
 from tui.retune.preflight import Preflight
-from tui.ui.sources import FleetActions
+from tui.state.files import StateFileError
+from tui.state.fleet_state import profile_of
+from tui.ui.sources import FleetActions, RunningReader
 from tui.ui.tuning.candidate import gpu_range, unique_name
 
 
@@ -136,13 +138,23 @@ class FormSetup:
     """The name proposed once the change is for every GPU ('' = ``default_name``)."""
 
 
-def load_setup(actions: TuningBackend, gpu: int | None, fallback: str | None) -> FormSetup:
+def load_setup(
+    actions: TuningBackend,
+    gpu: int | None,
+    fallback: str | None,
+    running: RunningReader | None = None,
+) -> FormSetup:
     """Read the running profile and the saved names. Blocking: call from a thread.
+
+    Opened on one GPU, the form starts from the profile that GPU runs (the fleet state's
+    ``current``): after a canary left GPU 0 on sim-aggressive in a sim-baseline fleet, ``t`` on
+    GPU 0 named and filled in sim-baseline, so the 'change' diffed against what GPU 0 did not run.
 
     Args:
         actions: The form's backend.
         gpu: The GPU to tune, or None for all (a GPU outside the profile means all).
         fallback: Profile to start from when the backend does not know the running one.
+        running: Which profile each GPU runs (None: only the fleet's is known).
 
     Returns:
         The setup.
@@ -152,17 +164,45 @@ def load_setup(actions: TuningBackend, gpu: int | None, fallback: str | None) ->
         ProfileError: the running profile's file is broken (naming why).
     """
     names = actions.profile_names()
-    name = actions.current_profile() or fallback
-    if not name:
-        raise FormUnavailable("No running profile is known: start the console with --profile NAME.")
-    running = actions.load_profile(name)
-    if gpu is not None and gpu not in running.gpus:
+    own = _gpu_profile(actions, gpu, running) if gpu is not None else None
+    if own is None:
+        name = actions.current_profile() or fallback
+        if not name:
+            raise FormUnavailable(
+                "No running profile is known: start the console with --profile NAME."
+            )
+        own = actions.load_profile(name)
+    if gpu is not None and gpu not in own.gpus:
         gpu = None
-    fleet_name = unique_name(f"{running.name}-tuned", names)
+    fleet_name = unique_name(f"{own.name}-tuned", names)
     if gpu is None:
-        return FormSetup(running, tuple(names), gpu, fleet_name, fleet_name)
-    one = unique_name(f"{running.name}-{actions.gpu_label(gpu)}", names)
-    return FormSetup(running, tuple(names), gpu, one, fleet_name)
+        return FormSetup(own, tuple(names), gpu, fleet_name, fleet_name)
+    one = unique_name(f"{own.name}-{actions.gpu_label(gpu)}", names)
+    return FormSetup(own, tuple(names), gpu, one, fleet_name)
+
+
+def _gpu_profile(actions: TuningBackend, gpu: int, running: RunningReader | None) -> Profile | None:
+    """The profile ``gpu`` runs, as the fleet state records it (None: not recorded, or the
+    record cannot be read: the fleet's profile is the form's start then, as before).
+
+    Loaded by its name through the backend, as the fleet's profile is (fitted to this fleet; a
+    many-node backend reads it from the GPU's node); the recorded document itself when that name
+    is no longer saved."""
+    if running is None:
+        return None
+    try:
+        state = running().get(gpu)
+    except StateFileError:
+        return None
+    if state is None or state.current is None or not state.current_name:
+        return None
+    try:
+        return actions.load_profile(state.current_name)
+    except ProfileError:
+        try:
+            return profile_of(state.current)
+        except ProfileError:
+            return None
 
 
 def unfit_reason(preflight: Sequence[Preflight] | None) -> str | None:
