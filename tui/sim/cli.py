@@ -19,8 +19,10 @@ import argparse
 import asyncio
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from tui.gpu.sim_records import ensure_device, live_processes
 from tui.paths import sim_gpu_dir
@@ -160,7 +162,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     emit = Emitter(sys.stdout, info=config.info_logs)
     # SIGINT ends in KeyboardInterrupt, as SGLang's does: the interpreter then exits by SIGINT.
+    # Not Python's own handler: asyncio.run replaces that one with a handler that cancels the
+    # main task, and uvicorn raises the captured SIGINT again into it after its shutdown; when
+    # the shutdown's last await had nothing left to wait for, the cancellation was never
+    # delivered and the process exited 0 (seen under load, test_sim_signals).
+    signal.signal(signal.SIGINT, _interrupt)
     return asyncio.run(run_server(config, emit))
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """Python's default SIGINT behaviour, under a handler asyncio.run leaves in place."""
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
