@@ -196,7 +196,7 @@ async def test_a_panel_line_has_the_cells_textual_would_render() -> None:
             for view in app.screen.query(GpuPanelView):
                 style = view.visual_style
                 for line in view.lines():
-                    ours = view._line_strip(line, style)
+                    ours = view._drawer.line_strip(line, style)
                     textual = Visual.to_strips(view, line, view.size.width, 1, style)[0]
                     assert list(ours) == list(textual), line.plain
                     assert ours.cell_length == textual.cell_length
@@ -330,7 +330,7 @@ async def test_the_sparkline_takes_new_history_every_few_seconds_and_the_rate_at
     """A reading whose throughput history moved repaints the rate's digits, not the sparkline
     (it shifts a cell with every Decode line: most of the bytes sent); once ``SPARK_EVERY_S``
     has passed the next reading draws the new history."""
-    from tui.ui.grid import gpu_panel
+    from tui.ui.grid import spark_hold
     from tui.ui.grid.panel_lines import gen_line
 
     fleet = seven_gpu_fleet()
@@ -357,7 +357,7 @@ async def test_the_sparkline_takes_new_history_every_few_seconds_and_the_rate_at
         assert line.startswith("gen 5,000 tok/s ") and line.endswith(spark_before)
         label_end = len("gen 5,000 tok/s ")
         assert calls and all(r.y == gen_y and r.right <= label_end for c in calls for r in c)
-        monkeypatch.setattr(gpu_panel, "SPARK_EVERY_S", 0.0)
+        monkeypatch.setattr(spark_hold, "SPARK_EVERY_S", 0.0)
         moved_again = _with(moved, 1, throughput_history=shifted, gen_throughput=5000.0)
         app.main_screen.fleet = moved_again
         await pilot.pause()

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 from rich.cells import cell_len
-from rich.segment import Segment
-from rich.style import Style as RichStyle
 from textual import events
 from textual.content import Content
 from textual.geometry import Region, Size
@@ -29,22 +26,10 @@ from tui.ui.grid.panel_graphs import (
 )
 from tui.ui.grid.panel_lines import Spark, compact_lines, full_lines, spark_cells
 from tui.ui.grid.panel_rows import PanelStylesCache
+from tui.ui.grid.panel_strips import StripDrawer
 from tui.ui.grid.screen_refresh import ScreenRefresh
+from tui.ui.grid.spark_hold import SparkHold
 from tui.ui.messages import PanelOpened, PanelSelected
-
-CELL_STYLES_KEPT = 4096
-"""Cell styles a panel keeps (``_line_strip``); more are dropped all at once (a theme change
-or many distinct values at many columns), and made again as lines are drawn."""
-
-SPARK_EVERY_S = 3.0
-"""How often a panel's sparkline takes the newest throughput history. Why: the history shifts
-one cell with every Decode line, so each busy panel resent its whole sparkline every second
-(most of the console's bytes to the terminal with seven servers, and a rendered line each);
-the rate beside it stays live at every reading."""
-
-
-DRAWN_STRIPS = 64
-"""How many drawn lines a panel keeps for when they show again (``_drawn_strip``)."""
 
 
 def _is_error_prose(line: Content) -> bool:
@@ -103,10 +88,8 @@ class GpuPanelView(ScreenRefresh):
         """Each shown line as rendered cells; None until asked for (or after it changed)."""
         self._strip_style: VisualStyle | None = None
         """The style the strips were rendered in."""
-        self._drawn_strips: dict[tuple[object, ...], Strip] = {}
-        """Strips drawn in that style, by text and spans (``_drawn_strip``), oldest first."""
-        self._cell_styles: dict[tuple[VisualStyle, VisualStyle, int], RichStyle] = {}
-        """Each piece's cell style by (panel style, piece style, column): see ``_line_strip``."""
+        self._drawer = StripDrawer(self._get_style)
+        """Its lines drawn as cells, kept for when they show again."""
         self.late_s = 0.0
         """Seconds since the grid got the snapshot this panel shows (set with ``age_by``)."""
         self.graphs: PanelSeries | None = None
@@ -116,12 +99,8 @@ class GpuPanelView(ScreenRefresh):
         """The sparklines' shared scale (``panel_graphs.spark_top``)."""
         self._spark_drawn: SparkDrawn | None = None
         """The sparkline last drawn, and what from."""
-        self._spark: tuple[float, ...] | None = None
-        """The throughput history the sparkline shows (see ``SPARK_EVERY_S``)."""
-        self._spark_at = 0.0
-        """time.monotonic() when it was taken."""
-        self._spark_for: GpuPanel | None = None
-        """The reading ``_spark`` was last looked at for (``spark_history``)."""
+        self._spark_hold = SparkHold()
+        """The throughput history the sparkline shows (``spark_hold.SPARK_EVERY_S``)."""
         self._render_size: Size | None = None
         """The size while ``render_lines`` renders (None otherwise)."""
         self._fitted: dict[tuple[object, ...], Content] = {}
@@ -208,32 +187,12 @@ class GpuPanelView(ScreenRefresh):
         self.panel = panel
 
     def spark_history(self) -> tuple[float, ...] | None:
-        """The throughput history the sparkline draws: the server's as taken at most
-        ``SPARK_EVERY_S`` ago (None: no server). Looked at once per reading, when its lines are
-        first built.
+        """The throughput history the sparkline draws (``SparkHold``; None: no server).
 
         Why handed to the line builders, not a copy of the panel with it: two
         ``dataclasses.replace`` a reading were a quarter of a panel's update.
         """
-        panel = self.panel
-        server = panel.server if panel is not None else None
-        if server is None:
-            return None
-        if self._spark_for is panel:
-            return self._spark
-        self._spark_for = panel
-        history = server.throughput_history
-        now = time.monotonic()
-        held = self._spark
-        if (
-            held is None
-            or history == held
-            or not held
-            or not history
-            or now - self._spark_at >= SPARK_EVERY_S
-        ):
-            self._spark, self._spark_at = history, now
-        return self._spark
+        return self._spark_hold.history(self.panel)
 
     def watch_panel(self, panel: GpuPanel | None) -> None:
         """Retitle and restyle when they change; repaint the cells whose text changed."""
@@ -375,57 +334,15 @@ class GpuPanelView(ScreenRefresh):
         style = self.visual_style  # a new object after any CSS or theme change
         if self._shown is None or self._shown_size != size or style is not self._strip_style:
             if style is not self._strip_style:
-                self._drawn_strips.clear()
+                self._drawer.forget()
             self._shown, self._shown_size = self.lines(), size
             self._strips, self._strip_style = [None] * len(self._shown), style
         if y >= len(self._shown):
             return Strip.blank(size[0], style.rich_style)
         strip = self._strips[y]
         if strip is None:
-            strip = self._strips[y] = self._drawn_strip(self._shown[y], style)
+            strip = self._strips[y] = self._drawer.drawn(self._shown[y], style)
         return strip
-
-    def _drawn_strip(self, line: Content, style: VisualStyle) -> Strip:
-        """``_line_strip``, or the strip of the same text and spans drawn before in this style.
-
-        Why: a changed line is most often one shown a few seconds ago ("running 5  queued 0"
-        back to "running 4  queued 0"): the counts under load move within a small range.
-        """
-        key = (line.plain, tuple(line.spans))
-        strip = self._drawn_strips.get(key)
-        if strip is None:
-            strip = self._drawn_strips[key] = self._line_strip(line, style)
-            if len(self._drawn_strips) > DRAWN_STRIPS:
-                del self._drawn_strips[next(iter(self._drawn_strips))]  # the oldest
-        return strip
-
-    def _line_strip(self, line: Content, style: VisualStyle) -> Strip:
-        """One panel line as cells, the way ``Visual.to_strips`` renders one line of Content.
-
-        Why: ``to_strips`` wraps, aligns, looks up the selection and link styles and builds the
-        line through several intermediate objects: half of the console's drawing CPU under
-        load went there, for lines that are one left-aligned row already cut to the width
-        (``lines``), with no links and no selection. The cells are the same: each piece's
-        style over the panel's, with its offset (what a click or a selection reads).
-
-        Each cell style is made once per (panel style, piece style, column) and kept: made anew
-        (``rich_style_with_offset``: a Rich style whose meta is marshalled) for every piece of
-        every changed line, it was most of this method on the H200 (py-spy), and a new object
-        missed the caches after it (the ANSI codes, the colour filter) each time.
-        """
-        segments: list[Segment] = []
-        x = 0
-        cells = self._cell_styles
-        if len(cells) > CELL_STYLES_KEPT:
-            cells.clear()
-        for text, text_style in line.render(style, end="", parse_style=self._get_style):
-            key = (style, text_style, x)
-            cell = cells.get(key)
-            if cell is None:
-                cell = cells[key] = (style + text_style).rich_style_with_offset(x, 0)
-            segments.append(Segment(text, cell))
-            x += len(text)
-        return Strip(segments, line.cell_length)
 
     def render(self) -> Content:
         """The lines, every one cropped to the width (what ``render_line`` shows, as one)."""

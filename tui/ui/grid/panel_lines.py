@@ -167,7 +167,7 @@ def gen_line(
         width: Cells of the line.
         full: The full layout's words (else the compact ones).
         history: Readings to draw when there is no ``drawn`` sparkline (see
-            ``gpu_panel.SPARK_EVERY_S``; default the server's own).
+            ``spark_hold.SPARK_EVERY_S``; default the server's own).
         drawn: The sparkline from the fleet's history and its scale (``max 2k · 5m``), when
             the history has this GPU's series; else the readings are drawn on their own
             maximum (``max 1.4k``: no span, they have no times).

@@ -30,7 +30,7 @@ from textual.style import Style
 
 ROWS_KEPT = 64
 """Framed rows a panel keeps (``_kept_rows``), as many as the lines it keeps
-(``gpu_panel.DRAWN_STRIPS``): 256 made the next readings slower (more for the collector)."""
+(``panel_strips.DRAWN_STRIPS``): 256 made the next readings slower (more for the collector)."""
 
 _Label = tuple[Content, Color, Color, Style] | None
 _Frame = tuple[tuple[object, ...], int, Segment, Segment, RichStyle]
