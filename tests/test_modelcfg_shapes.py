@@ -248,6 +248,25 @@ def test_a_missing_field_is_one_line_naming_it_and_the_file(
     assert message.startswith("/models/q/config.json: ")
 
 
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"num_hidden_layers": 0}, "num_hidden_layers = 0 must be at least 1"),
+        ({"head_dim": 0}, "head_dim = 0 must be at least 1"),
+        ({"num_key_value_heads": -8}, "num_key_value_heads = -8 must be at least 1"),
+    ],
+)
+def test_a_zero_or_negative_size_is_one_line_naming_it(
+    tmp_path: Path, change: dict[str, Any], needle: str
+) -> None:
+    # Before: accepted, and `gpufleet plan` then died of a ZeroDivisionError ("unexpected error").
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(_with(_config("Qwen--Qwen3-8B"), **change)))
+    with pytest.raises(ModelConfigError) as info:
+        resolve_model(str(tmp_path), load_format="dummy")
+    assert str(info.value) == f"{config}: {needle}"
+
+
 def test_a_nested_text_config_field_is_named_with_its_path() -> None:
     config = _config("Qwen--Qwen3.5-27B")
     del config["text_config"]["full_attention_interval"]

@@ -39,7 +39,9 @@ class ConfigView:
             why: what the planner needs it for (goes into the error).
 
         Raises:
-            ModelConfigError: absent without a default, or not an integer.
+            ModelConfigError: absent without a default, not an integer, negative, or zero when
+                required (every field read is a count or a size, and a required one is a
+                divisor or a loop bound: 0 would end in a ZeroDivisionError far from the file).
         """
         value = self.data.get(name)
         if value is None:
@@ -50,6 +52,11 @@ class ConfigView:
         if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
             raise ModelConfigError(
                 f"{self.source}: {self.prefix}{name} = {value!r} is not an integer"
+            )
+        low = 1 if default is _REQUIRED else 0
+        if value < low:
+            raise ModelConfigError(
+                f"{self.source}: {self.prefix}{name} = {value!r} must be at least {low}"
             )
         return int(value)
 
