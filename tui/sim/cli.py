@@ -80,7 +80,7 @@ def _config(args: argparse.Namespace, argv: list[str], unmodelled: str | None) -
         disable_overlap_schedule=args.disable_overlap_schedule,
         mamba_ssm_dtype=args.mamba_ssm_dtype,
         disable_cuda_graph=args.disable_cuda_graph,
-        max_prefill_tokens=getattr(args, "max_prefill_tokens", None),
+        max_prefill_tokens=args.max_prefill_tokens,
         build=args.sim_build,
     )
     model_path = args.model_path or model.model_path
