@@ -42,6 +42,7 @@ from tui.sglang.modelcfg.spec import resolve_model
 from tui.sglang.models import CUDA_CONTEXT_BYTES, GIB, ModelSpec
 from tui.sglang.plan_types import Calibration, MemoryPlan
 from tui.sim import logfmt
+from tui.sim.logfmt import gb
 
 _STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 
@@ -204,19 +205,19 @@ def describe(
         + (f", {model.config_path}" if model.config_path else "")
         + ")",
         f"build     {plan.build}",
-        f"weights   {_g(plan.weight_bytes)} GB target + {_g(plan.draft_weight_bytes)} GB draft "
+        f"weights   {gb(plan.weight_bytes)} GB target + {gb(plan.draft_weight_bytes)} GB draft "
         f"({source})",
-        f"memory    pre {_g(plan.pre_bytes)} GB"
+        f"memory    pre {gb(plan.pre_bytes)} GB"
         + (
-            f" ({_g(plan.before_weights_bytes)} GB taken before the weights)"
+            f" ({gb(plan.before_weights_bytes)} GB taken before the weights)"
             if plan.before_weights_bytes
             else ""
         )
-        + f", after weights {_g(plan.avail_after_weights_bytes)}"
-        f" GB, mem_fraction_static {plan.mem_fraction_static}, slack {_g(plan.slack_bytes)} GB, "
-        f"KV budget {_g(plan.rest_bytes)} GB"
+        + f", after weights {gb(plan.avail_after_weights_bytes)}"
+        f" GB, mem_fraction_static {plan.mem_fraction_static}, slack {gb(plan.slack_bytes)} GB, "
+        f"KV budget {gb(plan.rest_bytes)} GB"
         + (
-            f" (after the {_g(plan.multimodal_reserve_bytes)} GB multimodal reserve)"
+            f" (after the {gb(plan.multimodal_reserve_bytes)} GB multimodal reserve)"
             if plan.multimodal_reserve_bytes
             else ""
         ),
@@ -261,10 +262,6 @@ def describe(
         )
     lines.append("  " + logfmt.summary_line(plan))
     return lines
-
-
-def _g(n: int) -> str:
-    return f"{n / GIB:.2f}"
 
 
 def _compare(
