@@ -1,10 +1,10 @@
-"""A time series drawn in text: a braille line with a scaled axis (pure: no Textual, no clock).
+"""A time series reduced to chart columns, and a value axis scaled to it (pure: no Textual, no
+clock).
 
-Braille cells hold 2 x 4 dots, so a chart of W x H cells has 2W columns and 4H rows of
-resolution: a line, not a block. The axis is scaled to the data: from 0 when the data spans
-much of its range, else from just below its lowest value, and never over less than the metric's
-floor, so a constant rate is a flat line across the middle and an idle series a line on the
-floor (the old sparkline drew a constant as a solid block).
+``columns`` turns (time, value) points into one value per column (the charts and the panels'
+graphs draw them); ``axis_for`` scales an axis to the data: from 0 when the data spans much of its
+range, else from just below its lowest value, and never over less than the metric's floor, so a
+constant rate sits across the middle and an idle series on the floor.
 """
 
 from __future__ import annotations
@@ -13,13 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tui.ui.format import short_num
-
 Point = tuple[float, float]
 """(time.time(), value)."""
-
-_DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
-"""Braille dot bits by (row in the cell from the top, column in the cell)."""
 
 ZERO_WHEN_BELOW = 0.6
 """The axis starts at 0 when the data's lowest value is below this share of its highest."""
@@ -33,10 +28,6 @@ class Axis:
     """Value at the bottom row."""
     high: float
     """Value at the top row."""
-
-    def labels(self) -> tuple[str, str, str]:
-        """Top, middle and bottom labels."""
-        return short_num(self.high), short_num((self.high + self.low) / 2), short_num(self.low)
 
 
 def nice_step(span: float) -> float:
@@ -129,86 +120,3 @@ def columns(
         else:
             out.append(None)
     return out
-
-
-def row_of(value: float, axis: Axis, rows: int) -> int:
-    """The character row (from the top) where ``value``'s dot lands."""
-    dots = rows * 4
-    span = axis.high - axis.low or 1.0
-    level = round((min(max(value, axis.low), axis.high) - axis.low) / span * (dots - 1))
-    return (dots - 1 - level) // 4
-
-
-def braille_rows(values: Sequence[float | None], axis: Axis, rows: int) -> list[str]:
-    """The line through ``values`` (two per cell) as ``rows`` strings of braille characters.
-
-    Args:
-        values: One value per dot column (None: nothing drawn there).
-        axis: The value range of the rows.
-        rows: Character rows (4 dots each).
-
-    Returns:
-        The rows, top first, each ``ceil(len(values) / 2)`` characters.
-    """
-    cells_w = (len(values) + 1) // 2
-    grid = [[0] * cells_w for _ in range(rows)]
-    dots = rows * 4
-    span = axis.high - axis.low or 1.0
-    previous: int | None = None
-    for x, value in enumerate(values):
-        if value is None:
-            previous = None
-            continue
-        level = round((min(max(value, axis.low), axis.high) - axis.low) / span * (dots - 1))
-        y = dots - 1 - level  # from the top
-        ys = range(min(y, previous), max(y, previous) + 1) if previous is not None else (y,)
-        for dot_y in ys:  # a steep change is a vertical run, so the line stays connected
-            grid[dot_y // 4][x // 2] |= _DOTS[dot_y % 4][x % 2]
-        previous = y
-    return ["".join(chr(0x2800 + bits) if bits else " " for bits in row) for row in grid]
-
-
-def ago(seconds: float) -> str:
-    """A short relative time for an axis: '-45s', '-10m', '-6h', '-3d'."""
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"-{seconds:.0f}s"
-    if seconds < 2 * 3600:
-        return f"-{seconds / 60:.0f}m"
-    if seconds < 2 * 86400:
-        return f"-{seconds / 3600:.0f}h"
-    return f"-{seconds / 86400:.0f}d"
-
-
-def time_labels(start: float, end: float, width: int, end_label: str) -> str:
-    """The time axis' labels across ``width``: the left edge, the middle and the right edge.
-
-    Args:
-        start: Time of the left edge.
-        end: Time of the right edge.
-        width: Characters.
-        end_label: What the right edge is called ('now').
-
-    Returns:
-        A line of ``width`` characters.
-    """
-    left, middle = ago(end - start), ago((end - start) / 2)
-    line = [" "] * width
-    for position, text in (
-        (0, left),
-        (width // 2 - len(middle) // 2, middle),
-        (width - len(end_label), end_label),
-    ):
-        fits = position >= 0 and position + len(text) <= width
-        if fits and all(c == " " for c in line[max(0, position - 1) : position + len(text) + 1]):
-            line[position : position + len(text)] = text
-    return "".join(line)
-
-
-def mark_columns(marks: Sequence[float], start: float, end: float, width: int) -> set[int]:
-    """Character columns of the marks within [start, end]."""
-    if end <= start or width <= 0:
-        return set()
-    return {
-        min(width - 1, int((t - start) / (end - start) * width)) for t in marks if start <= t <= end
-    }
