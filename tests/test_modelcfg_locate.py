@@ -138,6 +138,32 @@ def test_the_header_reader_sums_tensor_bytes_without_reading_the_data(tmp_path: 
         header_tensor_bytes(cut)
 
 
+@pytest.mark.parametrize(
+    ("index", "offsets", "needle"),
+    [
+        ({"weight_map": 5}, [0, 2], "weight_map is not tensor name -> shard file name"),
+        ({"weight_map": {"a": ["x"]}}, [0, 2], "weight_map is not tensor name -> shard file"),
+        (None, ["0", "2"], "data_offsets ['0', '2'] are not two ascending integers"),
+        (None, [None, 2], "data_offsets [None, 2] are not two ascending integers"),
+        (None, [8, 2], "data_offsets [8, 2] are not two ascending integers"),
+    ],
+)
+def test_a_malformed_index_or_header_is_one_line_naming_the_file(
+    tmp_path: Path, index: dict[str, object] | None, offsets: list[object], needle: str
+) -> None:
+    # Before: AttributeError, TypeError or a ValueError of int() ("unexpected error" from plan).
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [1], "data_offsets": offsets}}).encode()
+    shard = tmp_path / "model.safetensors"
+    shard.write_bytes(struct.pack("<Q", len(header)) + header)
+    if index is not None:
+        (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ModelConfigError) as info:
+        checkpoint_bytes(tmp_path, num_layers=4, load_vision=False)
+    message = str(info.value)
+    assert needle in message and "\n" not in message
+    assert message.startswith(str(tmp_path / "model.safetensors"))
+
+
 def test_weights_come_from_the_headers_split_into_target_and_mtp_draft(tmp_path: Path) -> None:
     model = tmp_path / "qwen35-tiny"
     model.mkdir()

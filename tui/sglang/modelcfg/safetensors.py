@@ -82,7 +82,12 @@ def header_tensor_bytes(path: Path) -> dict[str, int]:
         offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
         if not (isinstance(offsets, list) and len(offsets) == 2):
             raise ModelConfigError(f"{path}: tensor {name} has no data_offsets")
-        sizes[name] = int(offsets[1]) - int(offsets[0])
+        begin, end = offsets
+        if not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets) or end < begin:
+            raise ModelConfigError(
+                f"{path}: tensor {name} data_offsets {offsets!r} are not two ascending integers"
+            )
+        sizes[name] = end - begin
     return sizes
 
 
@@ -90,7 +95,7 @@ def shard_files(folder: Path) -> list[Path]:
     """The checkpoint's shards: those the index names, else every ``*.safetensors`` file.
 
     Raises:
-        ModelConfigError: the index names a shard that is not there.
+        ModelConfigError: the index is not one, or names a shard that is not there.
     """
     index = folder / INDEX_NAME
     if index.is_file():
@@ -99,6 +104,10 @@ def shard_files(folder: Path) -> list[Path]:
             weight_map = json.loads(raw_index).get("weight_map", {})
         except (OSError, ValueError, AttributeError, RecursionError):
             raise ModelConfigError(f"{index}: not a safetensors index") from None
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(shard, str) for shard in weight_map.values()
+        ):
+            raise ModelConfigError(f"{index}: weight_map is not tensor name -> shard file name")
         names = sorted(set(weight_map.values()))
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
