@@ -254,9 +254,11 @@ def test_a_missing_field_is_one_line_naming_it_and_the_file(
         ({"num_hidden_layers": 0}, "num_hidden_layers = 0 must be at least 1"),
         ({"head_dim": 0}, "head_dim = 0 must be at least 1"),
         ({"num_key_value_heads": -8}, "num_key_value_heads = -8 must be at least 1"),
+        ({"rope_scaling": {"factor": "2"}}, "rope_scaling.factor = '2' is not a positive number"),
+        ({"rope_scaling": {"factor": [2]}}, "rope_scaling.factor = [2] is not a positive number"),
     ],
 )
-def test_a_zero_or_negative_size_is_one_line_naming_it(
+def test_a_size_or_factor_below_its_least_is_one_line_naming_it(
     tmp_path: Path, change: dict[str, Any], needle: str
 ) -> None:
     # Before: accepted, and `gpufleet plan` then died of a ZeroDivisionError ("unexpected error").

@@ -278,12 +278,21 @@ def _model_dtype(root: ConfigView, text: ConfigView) -> str:
 def _context_length(text: ConfigView) -> int:
     """``get_context_length``: the first context key, times a rope scaling ``factor`` unless the
     scaling is llama3 or names ``original_max_position_embeddings``."""
-    scaling = text.get("rope_scaling") or text.get("rope_parameters") or {}
-    factor = scaling.get("factor", 1) if isinstance(scaling, dict) else 1
+    scaling_key = "rope_scaling" if text.get("rope_scaling") else "rope_parameters"
+    scaling = text.get(scaling_key) or {}
+    factor = scaling.get("factor") if isinstance(scaling, dict) else None
     if isinstance(scaling, dict) and (
         "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3"
     ):
+        factor = None
+    if factor is None:
         factor = 1
+    elif isinstance(factor, bool) or not isinstance(factor, int | float) or factor <= 0:
+        # A string multiplied the context key's digits ('2' * 4096); a list crashed int().
+        raise ModelConfigError(
+            f"{text.source}: {text.prefix}{scaling_key}.factor = {factor!r} "
+            "is not a positive number"
+        )
     for key in _CONTEXT_KEYS:
         if text.has(key):
             return int(factor * text.integer(key))
