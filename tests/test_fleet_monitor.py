@@ -185,6 +185,22 @@ async def test_nothing_running_is_absent_and_gpus_listed(tmp_path: Path) -> None
     assert snap.gpu_source == "no NVIDIA driver"
 
 
+async def test_a_damaged_fleet_state_costs_no_poll(tmp_path: Path) -> None:
+    # A server down sends the monitor to the fleet records; a damaged state file there must
+    # cost the panels their record, not the poll (the operations that need it report it).
+    from tui import paths
+
+    paths.fleet_state_file().parent.mkdir(parents=True, exist_ok=True)
+    paths.fleet_state_file().write_text("{not json")
+    spec = FleetSpec((ServerSpec(0, free_port()),))
+    monitor = FleetMonitor(spec, NoGpuSource("no NVIDIA driver"), discovery_interval=0)
+    try:
+        snap = await monitor.poll()
+    finally:
+        await monitor.aclose()
+    assert snap.panels[0].server.state is ServerState.ABSENT
+
+
 def test_spec_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match=r"port=70000 is out of range; allowed 1\.\.65535"):
         ServerSpec(0, 70000)

@@ -21,6 +21,7 @@ from tui.logs.state import LogView
 from tui.servers.discovery import LiveCheck, ServerProcess, is_alive
 from tui.servers.probe import Readiness, ServerInfo, ServerLoad, ServerProbe
 from tui.servers.procinfo import boot_id, start_ticks
+from tui.state.files import StateFileError
 from tui.state.fleet_state import GpuState, ProcessRecord, read_records
 
 _N = TypeVar("_N", int, float)
@@ -118,7 +119,9 @@ class Tracker:
 def read_fleet_records() -> dict[int, ProcessRecord]:
     try:
         return read_records()
-    except OSError:  # an unreadable state dir must not stop the monitor; discovery still works
+    except (StateFileError, OSError):
+        # An unreadable or damaged state must not stop the monitor (discovery still works): the
+        # operations that need the state report it themselves.
         return {}
 
 
