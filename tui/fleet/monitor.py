@@ -113,7 +113,7 @@ class FleetMonitor:
         self._last_scan = float("-inf")
         self._profiles: dict[int, RunningProfile] = {}
         self._state: FleetState = {}
-        self._profiles_key: tuple[int, int] | None = None
+        self._profiles_key: tuple[int, int, int] | None = None
 
     def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
         """Show the server on ``gpu`` as STOPPING until its process is gone or replaced.
@@ -199,10 +199,14 @@ class FleetMonitor:
         }
 
     def _read_profiles(self) -> None:
-        """Read what each GPU runs from the fleet state, when the file changed since."""
+        """Read what each GPU runs from the fleet state, when the file changed since.
+
+        The inode is part of the key: every write replaces the file with a new one, so a
+        rewrite of the same size within one timestamp tick (a few ms) still reads as a change.
+        The state decides ``unknown``, not only the panels' profile names."""
         try:
             stat = paths.fleet_state_file().stat()
-            key: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
+            key: tuple[int, int, int] | None = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
         except OSError:
             key = None
         if key != self._profiles_key:
