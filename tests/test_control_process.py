@@ -22,6 +22,7 @@ from tui.control import (
     launch,
     stop,
 )
+from tui.control.stop import StopMode, stop_unverified
 from tui.state.fleet_state import read_records
 
 
@@ -226,3 +227,22 @@ def test_a_stop_waits_for_every_thread_of_a_main_pid_that_reads_as_a_zombie(
         with socket.socket() as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("127.0.0.1", port))
+
+
+@pytest.mark.parametrize("mode", ["drain", "terminate"])
+def test_a_confirmed_stranger_stopped_by_its_pid_is_not_said_to_get_a_group_signal(
+    mode: StopMode,
+) -> None:
+    # stop_unverified signals the pid alone: its line must not say "its process group".
+    popen = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
+    try:
+        result = stop_unverified(psutil.Process(popen.pid), 10, 5, mode=mode, gpu=0)
+        assert popen.wait(timeout=10) is not None  # gone after the SIGTERM to its pid
+        assert result.pids == (popen.pid,) and not result.survivors
+        assert "SIGTERM to its main pid" in result.describe()
+        assert "process group" not in result.describe()
+    finally:
+        popen.kill()
+        popen.wait(timeout=10)

@@ -16,11 +16,14 @@ from fleet_helpers import poll_until
 from servers_helpers import canned_server
 
 from bench.ports import free_port
+from tui import paths
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.simulated import DRIVER_RESERVED_BYTES, SimulatedSource
 from tui.gpu.source import NoGpuSource
+from tui.profiles import load_profile, profile_to_dict
+from tui.state.fleet_state import GpuState, update_fleet
 
 GIB = 1024**3
 REPO = Path(__file__).resolve().parent.parent
@@ -183,6 +186,46 @@ async def test_nothing_running_is_absent_and_gpus_listed(tmp_path: Path) -> None
     assert snap.panels[0].server.state is ServerState.ABSENT
     assert snap.panels[1].server is None
     assert snap.gpu_source == "no NVIDIA driver"
+
+
+async def test_a_damaged_fleet_state_costs_no_poll(tmp_path: Path) -> None:
+    # A server down sends the monitor to the fleet records; a damaged state file there must
+    # cost the panels their record, not the poll (the operations that need it report it).
+    paths.fleet_state_file().parent.mkdir(parents=True, exist_ok=True)
+    paths.fleet_state_file().write_text("{not json")
+    spec = FleetSpec((ServerSpec(0, free_port()),))
+    monitor = FleetMonitor(spec, NoGpuSource("no NVIDIA driver"), discovery_interval=0)
+    try:
+        snap = await monitor.poll()
+    finally:
+        await monitor.aclose()
+    assert snap.panels[0].server.state is ServerState.ABSENT
+
+
+async def test_a_state_rewritten_within_one_timestamp_is_read_again(tmp_path: Path) -> None:
+    # The state is replaced atomically (a new file): one rewritten to the same size within the
+    # file system's timestamp granularity still reads as changed (a stale state would show the
+    # old profile, and judge a relaunched server against its predecessor's record).
+    base = profile_to_dict(load_profile(REPO / "profiles" / "sim-baseline.toml"))
+    port = free_port()
+
+    def write(name: str) -> None:
+        update_fleet(lambda _: {0: GpuState(0, port, current={**base, "name": name})})
+
+    write("aaaa")
+    spec = FleetSpec((ServerSpec(0, port),))
+    monitor = FleetMonitor(spec, NoGpuSource("no NVIDIA driver"), discovery_interval=0)
+    try:
+        first = await monitor.poll()
+        stamp = paths.fleet_state_file().stat()
+        write("bbbb")
+        os.utime(paths.fleet_state_file(), ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        assert paths.fleet_state_file().stat().st_size == stamp.st_size
+        second = await monitor.poll()
+    finally:
+        await monitor.aclose()
+    profiles = [s.panels[0].server.profile for s in (first, second)]
+    assert [p.name if p else None for p in profiles] == ["aaaa", "bbbb"]
 
 
 def test_spec_rejects_bad_input() -> None:

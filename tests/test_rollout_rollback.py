@@ -79,3 +79,17 @@ def test_rollback_walks_one_gpu_at_a_time_and_ends_with_the_fleet_verdict(
     assert [s.type for s in steps] == ["rollback-step", "rollback"]
     assert sorted(steps[0].gpus) == [0, 1, 2]
     assert {r.profile for r in read_records().values()} == {"t-baseline"}
+
+
+def test_a_rollback_plan_within_the_fleet_leaves_other_gpus_records_alone() -> None:
+    # A smaller demo after a larger one: the state remembers GPUs the door does not serve.
+    from tui.profiles import load_profile, profile_to_dict
+    from tui.rollout.rollout import rollback_plan
+    from tui.state.fleet_state import GpuState, update_fleet
+
+    doc = profile_to_dict(load_profile(Path(__file__).parent.parent / "profiles/sim-baseline.toml"))
+    update_fleet(lambda _: {g: GpuState(g, 30000 + g, current=doc, previous=doc) for g in range(4)})
+    assert [g for g, _ in rollback_plan()] == [3, 2, 1, 0]
+    assert [g for g, _ in rollback_plan(within=(0, 1))] == [1, 0]
+    assert [g for g, _ in rollback_plan([3], within=(0, 1))] == [3]  # named GPUs: as named
+    assert rollback_plan(within=(7,)) == []

@@ -6,6 +6,8 @@ the screens.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 IRREGULAR: dict[str, str] = {"canary": "canaries", "entry": "entries"}
 """Plurals that are not the noun plus 's'."""
 
@@ -41,3 +43,22 @@ def counted(count: object, noun: str) -> str:
     except (TypeError, ValueError):
         return f"{count} {plural(noun, 2)}"
     return f"{count} {plural(noun, number)}"
+
+
+def spans(values: Iterable[int]) -> str:
+    """``30000-30006``, ``25000,25002``: runs of three or more as a range, in order."""
+    ordered = sorted(set(values))
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(ordered) + 1):
+        if i == len(ordered) or ordered[i] != ordered[i - 1] + 1:
+            run = ordered[start:i]
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) >= 3 else ",".join(map(str, run)))
+            start = i
+    return ",".join(parts)
+
+
+def gpus_words(gpus: Iterable[int]) -> str:
+    """``GPU 3``, ``GPUs 0-6``, ``GPUs 0,2,5`` (``spans``); empty for no GPU."""
+    distinct = set(gpus)
+    return f"{plural('GPU', len(distinct))} {spans(distinct)}" if distinct else ""

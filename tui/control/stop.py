@@ -330,7 +330,8 @@ def stop_unverified(
         What happened (its children, if any, were not signalled: they are not verified).
     """
     started = time.monotonic()
-    outcome: StopOutcome = "drained" if mode == "drain" else "terminated"
+    # Its pid's SIGTERM, whatever the mode asked ("terminated" says its group got it).
+    outcome: StopOutcome = "drained"
     alive = [proc]
     if mode != "kill":
         signal_process(proc, signal.SIGTERM)

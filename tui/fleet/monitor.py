@@ -37,7 +37,6 @@ from tui.fleet.spec import FleetSpec
 from tui.fleet.tracker import (
     Tracker,
     judge_known,
-    read_fleet_records,
     recorded_process,
 )
 from tui.gpu.snapshot import GpuSnapshot, GpuSource
@@ -45,7 +44,7 @@ from tui.servers.batch_fetch import BatchFetcher
 from tui.servers.discovery import find_servers
 from tui.servers.keepalive import Answer, KeepAliveTransport
 from tui.servers.probe import ProbeStatus, Readiness, ServerLoad, ServerProbe
-from tui.state.fleet_state import FleetState, GpuState, ProcessRecord
+from tui.state.fleet_state import FleetState
 
 
 class FleetMonitor:
@@ -113,7 +112,7 @@ class FleetMonitor:
         self._last_scan = float("-inf")
         self._profiles: dict[int, RunningProfile] = {}
         self._state: FleetState = {}
-        self._profiles_key: tuple[int, int] | None = None
+        self._profiles_key: tuple[int, int, int] | None = None
 
     def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
         """Show the server on ``gpu`` as STOPPING until its process is gone or replaced.
@@ -199,10 +198,14 @@ class FleetMonitor:
         }
 
     def _read_profiles(self) -> None:
-        """Read what each GPU runs from the fleet state, when the file changed since."""
+        """Read what each GPU runs from the fleet state, when the file changed since.
+
+        The inode is part of the key: every write replaces the file with a new one, so a
+        rewrite of the same size within one timestamp tick (a few ms) still reads as a change.
+        The state decides ``unknown``, not only the panels' profile names."""
         try:
             stat = paths.fleet_state_file().stat()
-            key: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
+            key: tuple[int, int, int] | None = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
         except OSError:
             key = None
         if key != self._profiles_key:
@@ -223,13 +226,14 @@ class FleetMonitor:
                 continue
             tracker.alive = False
             unknown.append(tracker)
-        records: dict[int, ProcessRecord] | None = None
         if unknown:
             # The fleet record (written by tui.control at launch) is the first source of truth:
-            # it names a relaunched server the moment it starts, with its exact log path.
-            records = read_fleet_records()
+            # it names a relaunched server the moment it starts, with its exact log path. The
+            # state was read this poll when it changed (``_read_profiles``).
             for tracker in unknown:
-                process = recorded_process(records.get(tracker.spec.gpu_index), tracker.spec.port)
+                entry = self._state.get(tracker.spec.gpu_index)
+                record = entry.server if entry is not None else None
+                process = recorded_process(record, tracker.spec.port)
                 if process is not None:
                     tracker.new_process(process)
                     tracker.alive = True
@@ -244,14 +248,7 @@ class FleetMonitor:
                     tracker.new_process(process)
                     tracker.alive = True
         for tracker in self._trackers:
-            # Judged against the records read this poll when there are (a server found by its
-            # fresh record must not read as unknown for the one poll the state lags behind).
-            entry = self._state.get(tracker.spec.gpu_index)
-            if records is not None:
-                record = records.get(tracker.spec.gpu_index)
-                port = entry.port if entry is not None else record.port if record else None
-                entry = GpuState(tracker.spec.gpu_index, port, server=record)
-            judge_known(tracker, entry)
+            judge_known(tracker, self._state.get(tracker.spec.gpu_index))
         for tracker in self._trackers:
             process_log = tracker.process.log_path if tracker.process else None
             path = process_log or tracker.spec.log_path

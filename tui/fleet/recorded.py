@@ -9,11 +9,11 @@ watch the default ports 30000-30006 on GPUs 0-6.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.state.fleet_state import fleet_ports, read_fleet
+from tui.words import gpus_words, spans
 
 DEFAULT_PORTS = tuple(range(30000, 30007))
 """The fleet's ports when neither the fleet state nor an option names one."""
@@ -53,27 +53,13 @@ def default_fleet(path: Path | None = None) -> tuple[FleetSpec, bool]:
     return FleetSpec.from_ports(DEFAULT_PORTS), False
 
 
-def spans(values: Iterable[int]) -> str:
-    """``30000-30006``, ``25000,25002``: runs of three or more as a range, in order."""
-    ordered = sorted(set(values))
-    parts: list[str] = []
-    start = 0
-    for i in range(1, len(ordered) + 1):
-        if i == len(ordered) or ordered[i] != ordered[i - 1] + 1:
-            run = ordered[start:i]
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) >= 3 else ",".join(map(str, run)))
-            start = i
-    return ",".join(parts)
-
-
 def fleet_words(spec: FleetSpec) -> str:
     """The fleet in a few words, for a startup line: ``ports 25000-25006 (GPUs 0-6)``, with its
     hosts when not this one's loopback."""
     hosts = sorted({s.host for s in spec.servers if s.host != "127.0.0.1"})
     where = f" on {','.join(hosts)}" if hosts else ""
-    gpus = [s.gpu_index for s in spec.servers]
-    gpu_words = f"GPU{'s' if len(gpus) != 1 else ''} {spans(gpus)}"
-    return f"ports {spans(s.port for s in spec.servers)}{where} ({gpu_words})"
+    gpus = gpus_words(s.gpu_index for s in spec.servers)
+    return f"ports {spans(s.port for s in spec.servers)}{where} ({gpus})"
 
 
 def recorded_gpus(path: Path | None = None) -> dict[int, int]:

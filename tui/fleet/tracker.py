@@ -21,7 +21,7 @@ from tui.logs.state import LogView
 from tui.servers.discovery import LiveCheck, ServerProcess, is_alive
 from tui.servers.probe import Readiness, ServerInfo, ServerLoad, ServerProbe
 from tui.servers.procinfo import boot_id, start_ticks
-from tui.state.fleet_state import GpuState, ProcessRecord, read_records
+from tui.state.fleet_state import GpuState, ProcessRecord
 
 _N = TypeVar("_N", int, float)
 
@@ -113,13 +113,6 @@ class Tracker:
         if self.health_task is not None:
             self.health_task.cancel()
             self.health_task = None
-
-
-def read_fleet_records() -> dict[int, ProcessRecord]:
-    try:
-        return read_records()
-    except OSError:  # an unreadable state dir must not stop the monitor; discovery still works
-        return {}
 
 
 def recorded_process(record: ProcessRecord | None, port: int) -> ServerProcess | None:

@@ -16,13 +16,14 @@ when the file changed, since the console asks once a second.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tui import paths
 from tui.ops.journal import JournalEntry, read_journal
+from tui.words import gpus_words
 
 SERVER_CHANGES = frozenset(
     {"apply", "relaunch", "rollback", "canary", "rollout-step", "rollback-step", "kill", "start"}
@@ -59,31 +60,6 @@ class OperationMark:
     """It did everything it set out to do (a failed one is still a change: marked as such)."""
     windows: tuple[Window, ...] = ()
     """Its measurement windows, before first (empty: it measured none)."""
-
-
-def gpus_words(gpus: Sequence[int]) -> str:
-    """``GPU 3``, ``GPUs 0-6``, ``GPUs 0,2,5``: runs of three or more as a range."""
-    if not gpus:
-        return ""
-    ordered = sorted(set(gpus))
-    if len(ordered) == 1:
-        return f"GPU {ordered[0]}"
-    parts: list[str] = []
-    run = [ordered[0]]
-    for gpu in ordered[1:]:
-        if gpu == run[-1] + 1:
-            run.append(gpu)
-            continue
-        parts.append(_run(run))
-        run = [gpu]
-    parts.append(_run(run))
-    return "GPUs " + ",".join(parts)
-
-
-def _run(run: list[int]) -> str:
-    if len(run) >= 3:
-        return f"{run[0]}-{run[-1]}"
-    return ",".join(str(g) for g in run)
 
 
 def _span(value: Any) -> tuple[float, float] | None:

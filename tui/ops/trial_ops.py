@@ -35,7 +35,6 @@ from tui.rollout.rollout import (
     rollout_plan,
 )
 from tui.rollout.sampling import Sampler
-from tui.state.fleet_state import read_running
 
 
 class TrialOps(OpsBase):
@@ -138,15 +137,9 @@ class TrialOps(OpsBase):
             OperationError: a chosen GPU has no previous profile (nothing is stopped).
             OperationBusy: another operation holds the fleet.
         """
-        if gpus is None and self.base is not None:
-            # The fleet this door serves, not every GPU the state file remembers (a smaller
-            # demo after a larger one leaves the others' records).
-            running = await asyncio.to_thread(read_running)
-            gpus = [g for g, p in running.items() if p.previous and g in self.base.gpus]
-            if not gpus:
-                raise OperationError("rollback: no GPU has a previous profile recorded")
+        within = self.base.gpus if self.base is not None else None
         try:
-            plan = await asyncio.to_thread(rollback_plan, gpus)
+            plan = await asyncio.to_thread(rollback_plan, gpus, within)
         except ValueError as exc:
             raise OperationError(str(exc)) from None
         if not plan:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 from tui.profiles import Profile, profile_to_dict
@@ -343,11 +343,13 @@ def rollout_plan(profile: Profile, gpus: Sequence[int] | None = None) -> tuple[P
     return plan, skipped
 
 
-def rollback_plan(gpus: Sequence[int] | None = None) -> Plan:
+def rollback_plan(gpus: Sequence[int] | None = None, within: Collection[int] | None = None) -> Plan:
     """Each GPU's previous profile, in reverse GPU order (the rollout walked back).
 
     Args:
         gpus: Restrict to these GPUs (default: every GPU with a previous profile recorded).
+        within: With ``gpus`` None, only these (the fleet a door serves, not every GPU the
+            state remembers: a smaller demo after a larger one leaves the others' records).
 
     Returns:
         The plan.
@@ -359,7 +361,7 @@ def rollback_plan(gpus: Sequence[int] | None = None) -> Plan:
     chosen = (
         sorted(set(gpus))
         if gpus is not None
-        else sorted(g for g, p in running.items() if p.previous)
+        else sorted(g for g, p in running.items() if p.previous and (within is None or g in within))
     )
     plan: Plan = []
     for gpu in reversed(chosen):
