@@ -55,8 +55,9 @@ def util_cells(screen: str) -> list[str]:
     """Each panel's GPU line as the terminal shows it (cells between the panel borders)."""
     cells = [cell for line in screen.splitlines() for cell in BOX.split(line)]
     gpu_lines = [c for c in cells if c.startswith("util ") or re.match(r"\d+/\d+G ", c)]
-    # not the utilisation graph's label line under it ("util 21%   max 60% · 10m")
-    return [c for c in gpu_lines if not c.rstrip().endswith(" · 10m")]
+    # not the utilisation graph's label line under it ("util 21%   max 60% · 10m"; a wider
+    # panel keeps more history and says "· 20m" or "· 30m")
+    return [c for c in gpu_lines if not re.search(r" · \d+[smh]$", c.rstrip())]
 
 
 class BusySeen:
