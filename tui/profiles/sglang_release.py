@@ -181,7 +181,7 @@ class Release:
     source: str
     """Where it came from: ``auto: /opt/sglang/bin/python``, ``auto: the server on port
     30000``, ``engine.sglang_version``, ``engine.sglang_version unset: the newest``, or
-    ``the simulator's``."""
+    ``the simulator's`` (a simulator profile's unset or ``auto``)."""
 
     def describe(self) -> str:
         """``SGLang 0.5.17 (auto: /opt/sglang/bin/python)``."""
@@ -294,12 +294,12 @@ def profile_release(profile: Profile) -> Release:
         ReleaseError: ``auto`` could not be resolved (one line naming what was tried).
     """
     version = profile.engine.sglang_version
-    if version is None:
-        return Release(PINNED_VERSION, "engine.sglang_version unset: the newest")
-    if version != AUTO_RELEASE:
+    if version not in (None, AUTO_RELEASE):
         return Release(version, "engine.sglang_version")
     if profile.engine.kind == "sim":
-        return Release(PINNED_VERSION, "auto: the simulator's")
+        return Release(PINNED_VERSION, "the simulator's")
+    if version is None:
+        return Release(PINNED_VERSION, "engine.sglang_version unset: the newest")
     return _resolve(profile)
 
 

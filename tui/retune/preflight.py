@@ -1,8 +1,11 @@
 """Preflight: what a candidate profile will allocate on one GPU, before anything is stopped.
 
 The prediction is SGLang's own memory plan (``tui.sglang.memory.plan_memory``) for the GPU's
-resolved flags, in the arithmetic of the build the profile targets (``engine.sglang_version``
-0.5.17 or 0.5.23, else 0.5.23), for whatever model it serves: a simulated model by name or config
+resolved flags, in the arithmetic of the release the profile targets (``engine.sglang_version``,
+``auto`` resolved the way its flags are judged: ``tui.profiles.sglang_release``; the planner
+models 0.5.17 and 0.5.23, and plans any other release in 0.5.23's arithmetic, saying so; a
+simulated fleet's ``--sim-build`` is its build), and says which (``Preflight.planned_for``), for
+whatever model it serves: a simulated model by name or config
 folder, or the real ``--model-path`` (a name of the hand-written specs, a local folder or a hub id
 in the Hugging Face cache, derived from its config.json: ``tui.sglang.modelcfg``). When a server
 already ran on that GPU the plan is calibrated on the sizes its log printed (bytes per KV token,
@@ -15,20 +18,21 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tui.gpu.capacity import gpu_capacity
 from tui.gpu.sim_records import SIM_GPU_KINDS
-from tui.profiles import Profile, flags_for
+from tui.profiles import Profile, ReleaseError, flags_for, profile_release
 from tui.profiles.flag_check import launch_problems
 from tui.retune.calibration import scan_calibration
-from tui.sglang.builds import BUILDS, SGLANG_0_5_23, Build
+from tui.sglang.builds import BUILDS, SGLANG_0_5_17, SGLANG_0_5_23, Build
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import Calibration, MemoryPlan, plan_memory
 from tui.sglang.modelcfg.spec import resolve_model
 from tui.sglang.models import CUDA_CONTEXT_BYTES, GIB, ModelSpec
+from tui.words import gpus_words
 
 DEFAULT_MODEL = "qwen3.6-27b"
 """The simulator's model when a sim profile names none (the seed's)."""
@@ -76,6 +80,9 @@ class Preflight:
     """'does not fit: <why>' (memory) or 'does not start: <why>' (SGLang refuses the argv)."""
     plan: MemoryPlan
     """The full plan."""
+    planned_for: str = ""
+    """The release whose arithmetic the plan follows, and how it was known:
+    ``SGLang 0.5.17 (auto: /opt/sglang/bin/python)`` (empty from an older agent)."""
 
     def describe(self) -> str:
         """One line for the form and the CLI."""
@@ -89,6 +96,19 @@ class Preflight:
             f"max_running {asked} -> {self.max_running_effective}{cap}, "
             f"free after start {self.available_gpu_mem_bytes / GIB:.1f} GB ({source})"
         )
+
+
+def planned_for_lines(items: Sequence[Preflight]) -> list[str]:
+    """``planned for SGLang 0.5.17 (auto: /opt/sglang/bin/python)``: the release the plans
+    follow, once (a line per release, naming its GPUs, when GPUs differ: a per-GPU
+    ``--sim-build``). Empty for none, or for an older agent's predictions, which do not say."""
+    planned: dict[str, list[int]] = {}
+    for item in items:
+        if item.planned_for:
+            planned.setdefault(item.planned_for, []).append(item.gpu)
+    if len(planned) == 1:
+        return [f"planned for {words}" for words in planned]
+    return [f"planned for {words} ({gpus_words(gpus)})" for words, gpus in planned.items()]
 
 
 def calibration_from_log(path: str | Path) -> Calibration | None:
@@ -125,11 +145,41 @@ def model_for(profile: Profile, gpu: int) -> ModelSpec:
     )
 
 
-def build_for(profile: Profile) -> Build:
-    """The SGLang build whose arithmetic the profile's plan follows (``engine.sglang_version``
-    when the planner knows it, else 0.5.23; the simulator is 0.5.23 unless told otherwise)."""
-    version = profile.engine.sglang_version
-    return next((b for b in BUILDS if b == version), SGLANG_0_5_23)
+def build_for(profile: Profile, gpu: int) -> tuple[Build, str]:
+    """The SGLang build whose arithmetic the profile's plan on ``gpu`` follows, and the words
+    that say so (``SGLang 0.5.17 (auto: /opt/sglang/bin/python)``).
+
+    The release the profile targets (``engine.sglang_version``, ``auto`` resolved with the
+    profile's own ``engine.python`` and ``[env]``, else a running server's ``/server_info``),
+    never a silent default: a release the planner has no arithmetic of is planned in 0.5.23's,
+    and the words say that. A simulated fleet's ``--sim-build`` (``sim_build`` among the extra
+    flags) is the build its simulator allocates by.
+
+    Raises:
+        ReleaseError: ``auto`` could not be resolved (one line naming the field).
+    """
+    if profile.engine.kind == "sim":
+        asked = dict(flags_for(profile, gpu).extra_flags).get("sim_build")
+        for build in BUILDS:
+            if asked == build:
+                return build, f"the simulator's build {build} (--sim-build)"
+    try:
+        release = profile_release(profile)
+    except ReleaseError as exc:
+        raise ReleaseError(
+            f"engine.sglang_version = {profile.engine.sglang_version!r}: {exc}"
+        ) from None
+    build = next((b for b in BUILDS if b == release.version), SGLANG_0_5_23)
+    words = release.describe()
+    if build != release.version:
+        words += (
+            f", in SGLang {build}'s arithmetic (the planner models {' and '.join(MODELLED)} only)"
+        )
+    return build, words
+
+
+MODELLED = (SGLANG_0_5_17, SGLANG_0_5_23)
+"""The releases whose arithmetic the planner has (``tui.sglang.builds``)."""
 
 
 def gpu_total_for(profile: Profile, gpu: int | None = None) -> int | None:
@@ -163,9 +213,11 @@ def preflight(
         The prediction.
 
     Raises:
-        ValueError: the model or the GPU's capacity cannot be known (naming which).
+        ValueError: the model, the GPU's capacity or the release cannot be known (naming which;
+            ``ReleaseError`` for the release).
     """
     spec = model or model_for(profile, gpu)
+    build, planned_for = build_for(profile, gpu)
     total = gpu_total_bytes or gpu_total_for(profile, gpu)
     if total is None:
         raise ValueError(f"gpu {gpu}: memory capacity unknown (no NVIDIA driver to ask)")
@@ -192,7 +244,7 @@ def preflight(
         speculative_num_draft_tokens=flags.speculative_num_draft_tokens,
         mamba_radix_cache_strategy=flags.mamba_radix_cache_strategy or "auto",
         calibration=calibration,
-        build=build_for(profile),
+        build=build,
         **kwargs,  # type: ignore[arg-type]
     )
     plan = plan_for(max_mamba_cache_size=flags.max_mamba_cache_size)
@@ -224,6 +276,7 @@ def preflight(
         calibrated=calibration is not None,
         why_not=why,
         plan=plan,
+        planned_for=planned_for,
     )
 
 

@@ -26,7 +26,7 @@ from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
-from tui.retune.preflight import calibration_from_log, preflight
+from tui.retune.preflight import Preflight, calibration_from_log, planned_for_lines, preflight
 from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions, RolloutResult
 from tui.state.fleet_state import read_records
@@ -69,15 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def print_preflight(profile: Profile, gpus: Sequence[int]) -> None:
-    """Print each GPU's predicted allocation (calibrated on its running server's log)."""
+    """Print the release the plans follow, then each GPU's predicted allocation (calibrated on
+    its running server's log)."""
     records = read_records()
+    items: list[Preflight] = []
+    lines: list[str] = []
     for gpu in gpus:
         record = records.get(gpu)
         calibration = calibration_from_log(record.log_path) if record is not None else None
         try:
-            print("preflight " + preflight(profile, gpu, calibration=calibration).describe())
+            items.append(preflight(profile, gpu, calibration=calibration))
         except (ValueError, KeyError) as exc:
-            print(f"preflight GPU {gpu}: cannot predict: {exc}")
+            lines.append(f"preflight GPU {gpu}: cannot predict: {exc}")
+            continue
+        lines.append("preflight " + items[-1].describe())
+    for line in [*(f"preflight {p}" for p in planned_for_lines(items)), *lines]:
+        print(line)
 
 
 def print_result(result: ApplyResult) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from textual.content import Content
 from textual.widgets import Static
 
-from tui.retune.preflight import Preflight
+from tui.retune.preflight import Preflight, planned_for_lines
 from tui.ui.format import GIB, num
 from tui.ui.text_table import Cell, text_table
 from tui.ui.tuning.candidate import gpu_range
@@ -21,7 +21,8 @@ def mamba_pool_bytes(item: Preflight) -> int:
 
 
 def render_preflight(items: Sequence[Preflight]) -> Content:
-    """A table, one row per GPU, then one plain 'does not fit: why' line per GPU that will not.
+    """A table, one row per GPU, then one plain 'does not fit: why' line per GPU that will not,
+    the release the plans follow and where their sizes come from.
 
     Args:
         items: The predictions, any order.
@@ -61,6 +62,7 @@ def render_preflight(items: Sequence[Preflight]) -> Content:
             )
             text = f"GPUs {gpu_range(gpus)} {plural}"
         lines.append(Content.styled(text, "$error"))
+    lines += [Content.styled(line, "dim") for line in planned_for_lines(ordered)]
     if ordered:
         lines.append(Content.styled(sizes_source(ordered), "dim"))
     return Content("\n").join(lines)
