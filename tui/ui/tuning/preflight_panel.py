@@ -16,8 +16,10 @@ HEADER = ("GPU", "fits", "Mamba slots", "Mamba GB", "KV tokens", "max running", 
 
 
 def mamba_pool_bytes(item: Preflight) -> int:
-    """The Mamba pool SGLang's 'Mamba Cache is allocated' line reports (conv + ssm state)."""
-    return item.plan.conv_state_bytes + item.plan.ssm_state_bytes
+    """The Mamba pool as SGLang's 'Mamba Cache is allocated' line totals it: conv and ssm state
+    and, with speculative decoding, the intermediate ssm and conv-window caches (the seed's 200
+    slots: 0.55 + 28.27 + 23.06 + 0.45 = 52.3 GB; conv and ssm alone, 28.8, left out 23.5)."""
+    return item.plan.mamba_bytes
 
 
 def render_preflight(items: Sequence[Preflight]) -> Content:
