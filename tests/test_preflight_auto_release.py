@@ -19,13 +19,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from tui.agent.codec import encode
+from tui.gpu.cards import card_bytes
+from tui.ops.cli import apply as apply_cli
+from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import Profile, profile_from_dict
 from tui.profiles.sglang_release import forget
 from tui.retune import plan_cli
+from tui.retune import preflight as preflight_module
 from tui.retune.plan_log import read_launch
 from tui.retune.preflight import Preflight, preflight
+from tui.state.fleet_state import read_records
+from tui.ui.cli import build_parser as console_parser
 from tui.ui.tuning.preflight_panel import render_preflight
 
 REAL = Path(__file__).parent / "fixtures" / "real_sglang" / "0.5.17"
@@ -138,3 +145,94 @@ def test_auto_predicts_what_the_recorded_real_server_ran(
     predicted = preflight(_profile(site, **knobs), 0, gpu_total_bytes=H100_BYTES)
     assert predicted.max_running_effective == logged.max_running_requests
     assert predicted.mamba_slots == logged.mamba_slots
+
+
+def _profile_file(tmp_path: Path, site: Path) -> Path:
+    """The issue's first setting as a profile file: 0.45, 80 slots, ratio 0.4, auto."""
+    path = tmp_path / "real.toml"
+    path.write_text(
+        tomli_w.dumps(
+            {
+                "name": "real",
+                "engine": {"kind": "sglang", "python": sys.executable, "sglang_version": "auto"},
+                "fleet": {"gpus": [0], "base_port": 31990},
+                "env": {"PYTHONPATH": str(site)},
+                "server": {
+                    "model_path": str(REAL / "model"),
+                    "mem_fraction_static": 0.45,
+                    "max_mamba_cache_size": 80,
+                    "mamba_full_memory_ratio": 0.4,
+                    "extra_flags": SERVED,
+                },
+            }
+        )
+    )
+    return path
+
+
+@pytest.fixture()
+def no_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine as one without an NVIDIA driver (whatever it has)."""
+    monkeypatch.setattr(preflight_module, "gpu_capacity", lambda gpu: None)
+
+
+@pytest.mark.usefixtures("no_driver")
+def test_card_predicts_off_the_gpu_machine_and_without_it_the_exit_says_so(
+    tmp_path: Path, site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: 'cannot predict: ... memory capacity unknown' for every GPU, exit 0, and no way
+    to name the card."""
+    path = str(_profile_file(tmp_path, site))
+    assert apply_cli.main([path, "--preflight-only"]) == apply_cli.UNPREDICTED == 4
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [
+        "preflight GPU 0: cannot predict: gpu 0: memory capacity unknown (no NVIDIA driver to "
+        "ask); name the card: --card b200|h100|h200 or --card-gb GB"
+    ]
+    assert err == "gpufleet apply: --preflight-only: no prediction for GPU 0 (each line says why)\n"
+    assert apply_cli.main([path, "--preflight-only", "--card", "h100"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"preflight planned for SGLang 0.5.17 (auto: {sys.executable})"
+    assert lines[1].startswith("preflight GPU 0: mamba slots 80, KV tokens ")
+    assert "max_running auto -> 26 (capped)" in lines[1]
+    # --card-gb is the same card by its capacity (81559 MiB, as NVML reports an H100).
+    assert apply_cli.main([path, "--preflight-only", "--card-gb", str(81559 / 1024)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == lines[1]
+    assert read_records() == {}
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--card", "a100"], "argument --card: invalid choice: 'a100' (choose from 'b200', "
+                             "'h100', 'h200')"),
+        (["--card-gb", "0"], "argument --card-gb: 0: allowed range (0, 1048576]"),
+        (["--card-gb", "nan"], "argument --card-gb: nan: allowed range (0, 1048576]"),
+        (["--card", "h100", "--card-gb", "80"], "argument --card-gb: not allowed with argument "
+                                                "--card"),
+    ],
+)  # fmt: skip
+def test_a_bad_card_is_one_line_naming_the_option(
+    tmp_path: Path, site: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    path = str(_profile_file(tmp_path, site))
+    with pytest.raises(SystemExit) as exit_info:
+        apply_cli.main([path, "--preflight-only", *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err
+
+
+@pytest.mark.usefixtures("no_driver")
+async def test_the_forms_preflight_takes_the_consoles_card(site: Path) -> None:
+    """``gpufleet console --profile P --card h100``: the tuning form predicts where no driver
+    answers (before: 'preflight unavailable: ... memory capacity unknown')."""
+    knobs = {"mem_fraction_static": 0.45, "max_mamba_cache_size": 80}
+    profile = _profile(site, **knobs)
+    with pytest.raises(ValueError, match=r"name the card: --card b200\|h100\|h200 or --card-gb"):
+        await FleetOps(profile).preflight(profile, [0])
+    args = console_parser().parse_args(["--profile", "real", "--card", "h100"])
+    ops = FleetOps(profile, options=OpsOptions(card_bytes=card_bytes(args)))
+    (item,) = await ops.preflight(profile, [0])
+    assert item.plan.gpu_total_bytes == H100_BYTES
+    assert item.max_running_effective == 26 and item.capped

@@ -64,5 +64,7 @@ class FormOps(OpsBase):
                 )
             record = records.get(gpu)
             calibration = self._calibrations.get(record.log_path) if record is not None else None
-            out.append(preflight(profile, gpu, calibration=calibration))
+            out.append(
+                preflight(profile, gpu, calibration=calibration, card_bytes=self.options.card_bytes)
+            )
         return out

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.gpu.capacity import gpu_capacity
+from tui.gpu.cards import CARD_HINT
 from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.profiles import Profile, ReleaseError, flags_for, profile_release
 from tui.profiles.flag_check import launch_problems
@@ -198,6 +199,7 @@ def preflight(
     calibration: Calibration | None = None,
     model: ModelSpec | None = None,
     other_resident_bytes: int = 0,
+    card_bytes: int | None = None,
 ) -> Preflight:
     """Predict what ``profile`` allocates on ``gpu``.
 
@@ -208,6 +210,8 @@ def preflight(
         calibration: Sizes measured from a running server's log (see calibration_from_log).
         model: The model; defaults to the one the profile serves.
         other_resident_bytes: Memory other processes will still hold on the GPU at launch.
+        card_bytes: The card's capacity where no driver answers (``--card``, ``--card-gb``:
+            ``tui.gpu.cards``); the driver's answer wins.
 
     Returns:
         The prediction.
@@ -218,9 +222,11 @@ def preflight(
     """
     spec = model or model_for(profile, gpu)
     build, planned_for = build_for(profile, gpu)
-    total = gpu_total_bytes or gpu_total_for(profile, gpu)
+    total = gpu_total_bytes or gpu_total_for(profile, gpu) or card_bytes
     if total is None:
-        raise ValueError(f"gpu {gpu}: memory capacity unknown (no NVIDIA driver to ask)")
+        raise ValueError(
+            f"gpu {gpu}: memory capacity unknown (no NVIDIA driver to ask); {CARD_HINT}"
+        )
     flags = flags_for(profile, gpu)
     extra = dict(flags.extra_flags)
     kwargs: dict[str, object] = {}
