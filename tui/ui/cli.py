@@ -332,7 +332,7 @@ def run_console(
         pipeline=pipeline,
         stop_pipeline_with_fleet=stop_pipeline_with_fleet,
     )
-    operator = ConsoleBackend(ops, marker=monitor)
+    operator = ConsoleBackend(ops, marker=monitor, logs=monitor.log_paths)
     app = FleetApp(
         monitor,
         actions=operator,

@@ -26,6 +26,7 @@ from dataclasses import asdict
 
 from tui.cli_args import SECONDS, SECONDS_OR_ZERO, ArgumentParser
 from tui.control.stop_release import StopTimeouts
+from tui.fleet.log_paths import server_logs
 from tui.gpu.cards import add_card_options, card_bytes
 from tui.ops.cli.common import UsageError, format_report, parse_gpus, print_event, run_refusing
 from tui.ops.service import FleetOps, OpsOptions
@@ -35,7 +36,7 @@ from tui.retune.options import ApplyOptions
 from tui.retune.preflight import Preflight, calibration_from_log, planned_for_lines, preflight
 from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions, RolloutResult
-from tui.state.fleet_state import read_records
+from tui.state.fleet_state import read_fleet
 from tui.words import gpus_words
 
 UNPREDICTED = 4
@@ -88,7 +89,7 @@ def print_preflight(
     profile: Profile, gpus: Sequence[int], card_bytes: int | None = None
 ) -> list[int]:
     """Print the release the plans follow, then each GPU's predicted allocation (calibrated on
-    its running server's log).
+    its server's log as the console finds it: ``tui.fleet.log_paths``).
 
     Args:
         profile: the profile, fitted to the fleet.
@@ -98,13 +99,12 @@ def print_preflight(
     Returns:
         The GPUs that could not be predicted (each line says why).
     """
-    records = read_records()
+    logs = server_logs(profile, gpus, read_fleet())
     items: list[Preflight] = []
     lines: list[str] = []
     unpredicted: list[int] = []
     for gpu in gpus:
-        record = records.get(gpu)
-        calibration = calibration_from_log(record.log_path) if record is not None else None
+        calibration = calibration_from_log(logs[gpu]) if gpu in logs else None
         try:
             item = preflight(profile, gpu, calibration=calibration, card_bytes=card_bytes)
         except (ValueError, KeyError) as exc:
