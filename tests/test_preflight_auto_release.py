@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ from tui.gpu.cards import card_bytes
 from tui.ops.cli import apply as apply_cli
 from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import Profile, profile_from_dict
-from tui.profiles.sglang_release import forget
 from tui.retune import plan_cli
 from tui.retune import preflight as preflight_module
 from tui.retune.plan_log import read_launch
@@ -40,13 +38,6 @@ H100_BYTES = 81559 * 1024**2
 """What NVML reported for the recording machine's card (nvidia-smi: 81559 MiB)."""
 SERVED = {"load_format": "dummy", "context_length": 4096, "disable_cuda_graph": True}
 """The recorded launches' flags that size memory besides the knobs."""
-
-
-@pytest.fixture(autouse=True)
-def _fresh() -> Iterator[None]:
-    forget()
-    yield
-    forget()
 
 
 @pytest.fixture()

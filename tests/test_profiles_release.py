@@ -39,13 +39,6 @@ from tui.ui.tuning.candidate import FormValues, build_candidate
 KNOWN = "0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
 
 
-@pytest.fixture(autouse=True)
-def _fresh() -> Iterator[None]:
-    forget()
-    yield
-    forget()
-
-
 @pytest.fixture()
 def closed_port() -> Iterator[int]:
     """A loopback port bound here and never listened on: a connection to it is refused, and no
