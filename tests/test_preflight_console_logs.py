@@ -19,6 +19,7 @@ import tomli_w
 from real0517_helpers import REAL, running_0517
 
 from tui import paths
+from tui.fleet import log_paths
 from tui.fleet.log_paths import server_logs
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.spec import FleetSpec
@@ -112,3 +113,23 @@ async def _monitor_then_preflight(tmp_path: Path, port: int, log: Path) -> None:
     assert not alone.calibrated  # nothing else leads to that file
     (item,) = await ConsoleBackend(ops, logs=monitor.log_paths).preflight(profile, (0,))
     assert item.calibrated
+
+
+def test_with_the_monitors_logs_no_process_table_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The form predicts at each keystroke: the monitor already looks for the running servers,
+    so given its logs nothing scans the process table again (~90 ms a scan)."""
+
+    def no_scan(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the process table was scanned")
+
+    monkeypatch.setattr(log_paths, "find_servers", no_scan)
+    log = _recorded_log(tmp_path)
+    profile = load_profile(_profile(tmp_path, 31990))
+    assert server_logs(profile, [0], {}, known={0: str(log)}) == {0: log}
+    assert server_logs(profile, [0], {}, known={0: str(tmp_path / "none.log")}) == {}
+    own = tmp_path / "profile-logs" / "sglang_gpu0.log"  # the profile's own log path
+    own.parent.mkdir()
+    shutil.copyfile(log, own)
+    assert server_logs(profile, [0], {}, known={}) == {0: own}
