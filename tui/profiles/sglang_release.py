@@ -221,7 +221,12 @@ class _Memo(Generic[_Outcome]):
             return seen[1]
 
     def _refresh(self, key: Hashable, ask: Callable[[], _Outcome], generation: int) -> None:
-        outcome = ask()
+        try:
+            outcome = ask()
+        except Exception:  # never expected (each ask returns its failure): ask again later
+            with self._lock:
+                self._asking.discard(key)
+            raise
         with self._lock:
             self._asking.discard(key)
             if generation == self._generation:  # not forgotten meanwhile
