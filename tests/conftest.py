@@ -8,11 +8,13 @@ repository root must be importable: ``python -m pytest`` puts it on sys.path, a 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tui import paths
+from tui.profiles.sglang_release import forget
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
@@ -30,6 +32,15 @@ def isolated_state(
     monkeypatch.setenv(paths.CONFIG_ENV, str(state / "config"))  # saved profiles stay here
     monkeypatch.delenv(paths.SIM_GPU_ENV, raising=False)
     return state
+
+
+@pytest.fixture(autouse=True)
+def no_remembered_release() -> Iterator[None]:
+    """Every test starts with no SGLang release remembered for ``auto`` and leaves none
+    (``tui.profiles.sglang_release`` remembers each interpreter's answer per (python, [env]))."""
+    forget()
+    yield
+    forget()
 
 
 SERIAL_MODULES = frozenset(

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tui.profiles import load_profile
 from tui.retune import plan_cli
+from tui.retune.preflight import preflight
 
 TINY = str(Path(__file__).parent / "fixtures" / "model_configs" / "gpufleet--tiny-qwen35")
 SERVE = [
@@ -104,3 +106,51 @@ def test_bad_input_is_one_line_and_exit_2(
     with pytest.raises(SystemExit):
         plan_cli.main([TINY])
     assert "give the GPU: --gpu-gb, --gpu, --pre-gb or --log" in capsys.readouterr().err
+
+
+SEED_900 = [
+    "--mem-fraction-static", "0.88", "--max-mamba-cache-size", "900",
+    "--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", "4",
+    "--mamba-radix-cache-strategy", "extra_buffer",
+]  # fmt: skip
+"""The seed's model and knobs with 900 Mamba slots: SGLang's message asks for a fraction "above
+0.318" where it is already 0.88 (the Mamba pool, carved first, took what the weights left)."""
+
+
+def test_plan_gives_the_forms_diagnosis_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, ``gpufleet plan`` printed only SGLang's 'Raise --mem-fraction-static above 0.318'
+    while the form's preflight said that the 900 slots take 157.3 GB: now the same words."""
+    assert plan_cli.main(["qwen3.6-27b", "--gpu", "b200", *SEED_900]) == 1
+    (fails,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("fails")]
+    ours, sglang = fails.removeprefix("fails     ").split(". SGLang's own message", 1)
+    assert ours.startswith(
+        "the Mamba pool's 900 slots and their intermediate caches take 157.3 GB of the 95.5 GB "
+        "static budget left after the weights: --max-mamba-cache-size "
+    )
+    assert sglang.startswith(", misleading here (the fraction is already 0.88): ValueError: ")
+    assert "Raise --mem-fraction-static above 0.318" in sglang
+    profile = tmp_path / "seed-900.toml"
+    profile.write_text(
+        '[engine]\nkind = "sim"\nsim_gpu = "b200"\nsim_model = "qwen3.6-27b"\n'
+        "[fleet]\ngpus = [0]\nbase_port = 31000\n"
+        '[server]\nmodel_path = "Qwen/Qwen3.6-27B-FP8"\nmem_fraction_static = 0.88\n'
+        'max_mamba_cache_size = 900\nmamba_radix_cache_strategy = "extra_buffer"\n'
+        'speculative_algorithm = "EAGLE"\nspeculative_num_steps = 3\n'
+        "speculative_eagle_topk = 1\nspeculative_num_draft_tokens = 4\n"
+    )
+    form = preflight(load_profile(profile), 0)
+    assert form.why_not == "does not fit: " + fails.removeprefix("fails     ")
+
+
+def test_without_speculative_decoding_no_intermediate_caches_are_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The diagnosis said 'the Mamba pool's 900 slots and their intermediate caches' also where
+    there are none (they exist only for speculative decoding)."""
+    plain = SEED_900[:4]
+    assert plan_cli.main(["qwen3.6-27b", "--gpu", "b200", *plain]) == 1
+    (fails,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("fails")]
+    assert fails.startswith("fails     the Mamba pool's 900 slots take 129.2 GB of the 97.0 GB ")
+    assert "intermediate" not in fails

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from flagtable_helpers import ensure_reference
 from servers_helpers import canned_server, json_reply
 
 from tui.ops.cli import apply as apply_cli
-from tui.profiles import ProfileError, profile_from_dict
+from tui.profiles import ProfileError, profile_from_dict, sglang_release
 from tui.profiles.cli import main as profile_main
 from tui.profiles.flag_check import launch_problems
 from tui.profiles.sglang_release import (
@@ -36,13 +37,6 @@ from tui.state.fleet_state import read_records
 from tui.ui.tuning.candidate import FormValues, build_candidate
 
 KNOWN = "0.5.17, 0.5.18, 0.5.19, 0.5.20, 0.5.21, 0.5.22, 0.5.23"
-
-
-@pytest.fixture(autouse=True)
-def _fresh() -> Iterator[None]:
-    forget()
-    yield
-    forget()
 
 
 @pytest.fixture()
@@ -204,6 +198,33 @@ def test_a_resolution_is_remembered(tmp_path: Path) -> None:
     assert runs.read_text() == "x"  # validated three times, asked once
     forget()
     assert target_release(profile) == "0.5.21" and runs.read_text() == "xx"
+
+
+def test_a_stale_resolution_is_given_at_once_and_asked_again_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tuning form validates on the console's event loop: past ``REMEMBER_S`` it gets the
+    remembered release at once while the interpreter is asked again in the background (before,
+    the keystroke waited for the probe: up to 30 s for an install without ``_version.py``)."""
+    site = _site(tmp_path, "0.5.21")
+    profile = profile_from_dict(_doc(sys.executable, site), "t")
+    assert target_release(profile) == "0.5.21"
+    monkeypatch.setattr(sglang_release, "REMEMBER_S", 0.0)
+    gate = tmp_path / "gate"
+    # The upgraded install answers only once the gate exists (20 s at most).
+    (site / "sglang" / "_version.py").write_text(
+        "import os, time\n"
+        "deadline = time.monotonic() + 20\n"
+        f"while not os.path.exists({str(gate)!r}) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
+        "__version__ = '0.5.22'\n"
+    )
+    assert target_release(profile) == "0.5.21"  # not waiting for the probe behind the gate
+    gate.touch()
+    deadline = time.monotonic() + 30
+    while target_release(profile) != "0.5.22":
+        assert time.monotonic() < deadline, "the background probe never answered"
+        time.sleep(0.02)
 
 
 def test_a_simulator_profile_auto_is_the_simulated_release() -> None:

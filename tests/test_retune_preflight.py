@@ -225,6 +225,19 @@ def test_preflight_reads_a_real_gpus_capacity_and_the_profiles_build(
         preflight(profile, 0)
     monkeypatch.setattr(preflight_module, "gpu_capacity", lambda gpu: H200 if gpu == 0 else None)
     assert preflight(profile, 0).plan.gpu_total_bytes == H200
-    assert build_for(profile) == "0.5.23"
+    assert build_for(profile, 0) == (
+        "0.5.23",
+        "SGLang 0.5.23 (engine.sglang_version unset: the newest)",
+    )
     old = dataclasses.replace(profile.engine, sglang_version="0.5.17")
-    assert build_for(dataclasses.replace(profile, engine=old)) == "0.5.17"
+    assert build_for(dataclasses.replace(profile, engine=old), 0) == (
+        "0.5.17",
+        "SGLang 0.5.17 (engine.sglang_version)",
+    )
+    # A release the planner has no arithmetic of is planned in 0.5.23's, and says so.
+    mid = dataclasses.replace(profile.engine, sglang_version="0.5.20")
+    assert build_for(dataclasses.replace(profile, engine=mid), 0) == (
+        "0.5.23",
+        "SGLang 0.5.20 (engine.sglang_version), in SGLang 0.5.23's arithmetic (the planner "
+        "models 0.5.17 and 0.5.23 only)",
+    )

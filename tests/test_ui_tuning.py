@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from textual.pilot import Pilot
 from textual.widgets import Input, Label, TextArea
 from tuning_helpers import tuning_form, type_into, type_into_field
 from ui_helpers import RecordingActions, press_until, shipped_profiles, wait_for
 
+from tui.logs.events import MAMBA_CACHE
+from tui.logs.parser import parse_line
 from tui.profiles import GpuOverride, diff, profile_to_dict
 from tui.state.fleet_state import GpuState
 from tui.ui.confirm import ConfirmScreen
@@ -226,3 +229,36 @@ async def test_a_gpu_whose_profile_is_no_longer_saved_starts_from_its_recorded_d
     async with tuning_form(RecordingActions(), "2", "t", running=running) as (_, _, form):
         assert form.running.name == "gone-tuned"
         assert dict(form.values().knobs)["max_mamba_cache_size"] == "200"
+
+
+SEED_LINES = Path(__file__).parent / "fixtures" / "logs" / "seed-lines.txt"
+
+
+async def test_the_mamba_gb_column_is_the_pool_the_log_line_totals() -> None:
+    """The seed's 200 slots on the seed's build: its log line says conv 0.55 + ssm 28.27 +
+    intermediate ssm 23.06 + intermediate conv 0.45 GB; the column said 28.8 (conv and ssm
+    alone), now their sum, 52.3."""
+    events = (parse_line(line.rstrip("\n")) for line in SEED_LINES.read_text().splitlines())
+    mamba = next(e for e in events if e is not None and e.kind == MAMBA_CACHE)
+    names = ("conv_gb", "ssm_gb", "intermediate_ssm_gb", "intermediate_conv_gb")
+    logged = sum(float(mamba.fields[name]) for name in names)
+    async with tuning_form(RecordingActions(), "T") as (_app, pilot, form):
+        for knob, value in (
+            ("mem_fraction_static", "0.93"),
+            ("max_mamba_cache_size", "200"),
+            ("mamba_full_memory_ratio", "0.6"),
+            ("max_running_requests", "64"),
+        ):
+            await type_into(pilot, form, knob, value)
+        area = form.query_one("#extra-flags", TextArea)
+        area.text = area.text + "\n--sim-build seed"  # the build the seed's servers ran
+        await wait_for(
+            pilot,
+            lambda: form.preflight is not None and form.preflight[0].plan.build == "seed",
+            "the seed build's preflight",
+        )
+        text = str(form.query_one(PreflightPanel).render())
+    assert f"{logged:.1f}" == "52.3"
+    rows = [line.split() for line in text.splitlines() if line.split()[:1] in (["0"], ["6"])]
+    assert [row[:4] for row in rows] == [["0", "yes", "200", "52.3"], ["6", "yes", "200", "52.3"]]
+    assert "planned for the simulator's build seed (--sim-build)" in text

@@ -36,9 +36,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench.real_sglang.screen import PtyScreen
+if TYPE_CHECKING:  # imported where the console runs: the rest needs no pyte (auto_check.py)
+    from bench.real_sglang.screen import PtyScreen
 
 PORT = int(os.environ.get("HARNESS_PORT", "30000"))
 BASE = f"http://127.0.0.1:{PORT}"
@@ -413,6 +414,8 @@ def run(h: Harness, names: list[str], budget: float) -> None:
     if not h.wait_ready(30):
         h.records["aborted"] = "the first start never answered /health"
         return
+    from bench.real_sglang.screen import PtyScreen
+
     h.console = PtyScreen(
         [
             sys.executable,

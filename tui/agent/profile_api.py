@@ -117,7 +117,7 @@ def profile_routes(agent: Agent, guarded: Any) -> list[Route]:
         profile = parse_profile(body.get("profile"), "preflight")
         gpus = _gpus(body.get("gpus"))
         try:
-            items = await ops.preflight(profile, gpus)
+            items = await agent.backend.preflight(profile, gpus)
         except ValueError as error:  # a GPU outside the profile, a model of unknown size
             raise BadRequest(_one_line(error)) from None
         return JSONResponse({"preflight": [encode(item) for item in items]})

@@ -79,7 +79,7 @@ class Agent:
         """The one door."""
         self.policy = policy or load_policy([ops.base] if ops.base is not None else [])
         """What a profile that comes through the API may not do (``tui.agent.policy``)."""
-        self.backend = ConsoleBackend(ops, marker=monitor)
+        self.backend = ConsoleBackend(ops, marker=monitor, logs=monitor.log_paths)
         """The operations as the console runs them (STOPPING marks on the monitor)."""
         self.operations = Operations()
         """Operations asked through the API."""

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 from tui.autotune.fleet import searchable_fleet
 from tui.autotune.space import Candidate, SearchSpace, candidate_profile, knobs_of
+from tui.fleet.log_paths import server_logs
 from tui.ops.fit import fit_to_fleet
 from tui.profiles import Profile, ProfileError
 from tui.retune.calibration import CalibrationCache
 from tui.retune.preflight import preflight
-from tui.state.fleet_state import profile_of, read_fleet, read_records
+from tui.state.fleet_state import profile_of, read_fleet
 
 SHOWN = 3
 """Rejected moves named in the verdict's line (the rest are counted)."""
@@ -86,8 +87,8 @@ class RangePreview:
             StateFileError: the fleet state is damaged.
         """
         gpu, incumbent = self._fleet()
-        record = read_records().get(gpu)
-        calibration = self._calibrations.get(record.log_path) if record is not None else None
+        logs = server_logs(incumbent, [gpu], read_fleet())  # the log the console reads
+        calibration = self._calibrations.get(logs[gpu]) if gpu in logs else None
         current = knobs_of(incumbent, space)
         moves, rejected = 0, []
         for knob, values in space.values:

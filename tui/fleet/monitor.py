@@ -114,6 +114,16 @@ class FleetMonitor:
         self._state: FleetState = {}
         self._profiles_key: tuple[int, int, int] | None = None
 
+    def log_paths(self) -> dict[int, str]:
+        """The log each GPU's server is followed in: what the console shows, and what the tuning
+        form's preflight calibrates on (``tui.fleet.log_paths``). Read from another thread too:
+        each follower is replaced whole, never changed in place."""
+        return {
+            t.spec.gpu_index: str(follower.path)
+            for t in self._trackers
+            if (follower := t.follower) is not None
+        }
+
     def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
         """Show the server on ``gpu`` as STOPPING until its process is gone or replaced.
 

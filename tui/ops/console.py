@@ -8,7 +8,7 @@ being stopped, and the canary's looks split from the rest of the event stream.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -41,13 +41,22 @@ class ConsoleBackend:
     Args:
         ops: The operations service.
         marker: Shows GPUs as STOPPING during a stop (the monitor); None shows nothing.
+        logs: The logs the console shows, by GPU (``FleetMonitor.log_paths``): the preflight
+            calibrates on them; None: each looked for at each preflight.
     """
 
-    def __init__(self, ops: FleetOps, marker: StopMarker | None = None) -> None:
+    def __init__(
+        self,
+        ops: FleetOps,
+        marker: StopMarker | None = None,
+        logs: Callable[[], Mapping[int, str]] | None = None,
+    ) -> None:
         self.ops = ops
         """The one door."""
         self.marker = marker
         """STOPPING marks on the monitor."""
+        self.logs = logs
+        """The logs the monitor follows, by GPU."""
 
     @property
     def stops_pipeline_with_fleet(self) -> bool:
@@ -225,5 +234,7 @@ class ConsoleBackend:
         return self.ops.save_profile(profile)
 
     async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
-        """Predicted allocation of ``profile`` on ``gpus`` (nothing is stopped)."""
-        return await self.ops.preflight(profile, gpus)
+        """Predicted allocation of ``profile`` on ``gpus`` (nothing is stopped), calibrated on
+        the logs the console shows."""
+        logs = self.logs() if self.logs is not None else None
+        return await self.ops.preflight(profile, gpus, logs)

@@ -92,6 +92,9 @@ class OpsOptions:
     """How long an operation waits, before it stops anything, for the fleet state's and the
     cordons' locks (None: ``tui.state.locks.LOCK_TIMEOUT_S``, 10 s); past it the operation is
     refused naming the holder."""
+    card_bytes: int | None = None
+    """The GPUs' capacity for the preflight where no NVIDIA driver answers (``--card``,
+    ``--card-gb``: ``tui.gpu.cards``); None: the driver's, else no prediction."""
 
 
 def gpus_text(gpus: Sequence[int]) -> str:

@@ -1,21 +1,19 @@
 """What the console's tuning form asks the core: the profiles that can run, the one running, a
-save, and the preflight calibrated on the running servers' logs.
+save, and the preflight calibrated on the running servers' logs (the logs the console reads).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tui import paths
+from tui.fleet.log_paths import server_logs
 from tui.ops.door import OpsBase
 from tui.profiles import Profile, list_profiles, profile_engine, save_profile
 from tui.retune.preflight import Preflight, preflight
-from tui.state.fleet_state import (
-    read_fleet,
-    read_records,
-)
+from tui.state.fleet_state import read_fleet
 
 
 class FormOps(OpsBase):
@@ -44,25 +42,42 @@ class FormOps(OpsBase):
         the user's configuration, never the source tree); returns the path. Blocking."""
         return save_profile(profile, paths.user_profiles_dir() / f"{profile.name}.toml")
 
-    async def preflight(self, profile: Profile, gpus: Sequence[int]) -> list[Preflight]:
+    async def preflight(
+        self,
+        profile: Profile,
+        gpus: Sequence[int],
+        logs: Mapping[int, str] | None = None,
+    ) -> list[Preflight]:
         """Predicted allocation of ``profile`` on each GPU, calibrated on the running servers'
-        logs. Nothing is stopped.
+        logs as the console finds them (``tui.fleet.log_paths``). Nothing is stopped.
+
+        Args:
+            profile: the candidate, fitted to the fleet.
+            gpus: GPUs of the profile.
+            logs: the logs the console's monitor follows, by GPU (the others are looked for).
 
         Raises:
             ValueError: a GPU outside the profile, or a model whose size is unknown.
         """
-        return await asyncio.to_thread(self._preflight, profile, tuple(gpus))
+        return await asyncio.to_thread(self._preflight, profile, tuple(gpus), logs)
 
-    def _preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
-        records = read_records()
-        out = []
+    def _preflight(
+        self, profile: Profile, gpus: tuple[int, ...], logs: Mapping[int, str] | None
+    ) -> list[Preflight]:
         for gpu in gpus:
             if gpu not in profile.gpus:
                 raise ValueError(
                     f"gpus: GPU {gpu} is not in profile {profile.name!r} "
                     f"(allowed: {list(profile.gpus)})"
                 )
-            record = records.get(gpu)
-            calibration = self._calibrations.get(record.log_path) if record is not None else None
-            out.append(preflight(profile, gpu, calibration=calibration))
-        return out
+        found = server_logs(profile, gpus, read_fleet(), logs)
+        card = self.options.card_bytes
+        return [
+            preflight(
+                profile,
+                gpu,
+                calibration=self._calibrations.get(found[gpu]) if gpu in found else None,
+                card_bytes=card,
+            )
+            for gpu in gpus
+        ]

@@ -12,6 +12,7 @@ Public API::
     argv_for(profile, gpu) -> list[str]        # exact argv (never a shell string)
     launch_problems(profile, gpus=None)        # what SGLang's own flag table refuses in it
     target_release(profile) -> str             # the release that judges it (auto resolved)
+    profile_release(profile) -> Release        # the same, with where it was learned
     env_for(profile, gpu, base=None) -> dict   # CUDA_VISIBLE_DEVICES set
     log_path_for(profile, gpu) -> Path         # {state} resolved
     flags_for(profile, gpu) -> ServerFlags     # shared flags + that GPU's override
@@ -24,7 +25,7 @@ from tui.profiles.flag_check import launch_problems
 from tui.profiles.launch_args import argv_for, env_for, flags_for, log_dir_for, log_path_for
 from tui.profiles.model import KNOBS, Engine, GpuOverride, Profile, ServerFlags
 from tui.profiles.parse import profile_from_dict
-from tui.profiles.sglang_release import ReleaseError, target_release
+from tui.profiles.sglang_release import Release, ReleaseError, profile_release, target_release
 from tui.profiles.store import (
     list_profiles,
     load_by_name,
@@ -44,6 +45,7 @@ __all__ = [
     "Problem",
     "Profile",
     "ProfileError",
+    "Release",
     "ReleaseError",
     "ServerFlags",
     "argv_for",
@@ -59,6 +61,7 @@ __all__ = [
     "log_path_for",
     "profile_engine",
     "profile_from_dict",
+    "profile_release",
     "profile_to_dict",
     "resolve_profile",
     "save_profile",

@@ -18,8 +18,11 @@ The launch runs what ``engine.python`` has, so that comes first; a running serve
 what ran last. A release gpufleet has no table for, or no answer at all, is a ``ReleaseError``:
 one line, naming what was tried and the releases known.
 
-A resolution is remembered for ``REMEMBER_S`` per (python, environment, host, ports): the tuning
-form validates at every keystroke.
+The answer of ``engine.python`` is remembered per (python, the profile's ``[env]``), a running
+server's per (host, ports): the tuning form validates on the console's event loop at every
+keystroke. Past ``REMEMBER_S`` the remembered answer is still given at once while a background
+thread asks again (an upgrade shows within a probe's time), so only the first question for a
+pair ever waits, and that wait is bounded (``PROBE_TIMEOUT_S``, ``SERVER_INFO_BUDGET_S``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import httpx
 
@@ -50,7 +55,8 @@ SERVER_INFO_BUDGET_S = 5.0
 """Limit for all the ``/server_info`` reads of one resolution (a hung fleet)."""
 
 REMEMBER_S = 30.0
-"""How long a resolution (or its failure) is reused."""
+"""How long a resolution (or its failure) is reused before it is asked again (in the
+background: the remembered answer is given meanwhile)."""
 
 PROBE = """\
 import importlib.util, os, sys
@@ -166,69 +172,146 @@ def served_release(
     return None
 
 
-def _resolve(profile: Profile) -> str:
-    python = profile.engine.python
-    env = dict(os.environ) | dict(profile.env)
+@dataclass(frozen=True, slots=True)
+class Release:
+    """The SGLang release a profile targets, and how gpufleet knows it."""
+
+    version: str
+    """The release, e.g. ``"0.5.17"``."""
+    source: str
+    """Where it came from: ``auto: /opt/sglang/bin/python``, ``auto: the server on port
+    30000``, ``engine.sglang_version``, ``engine.sglang_version unset: the newest``, or
+    ``the simulator's`` (a simulator profile's unset or ``auto``)."""
+
+    def describe(self) -> str:
+        """``SGLang 0.5.17 (auto: /opt/sglang/bin/python)``."""
+        return f"SGLang {self.version} ({self.source})"
+
+
+_Outcome = TypeVar("_Outcome")
+
+
+class _Memo(Generic[_Outcome]):
+    """Answers remembered per key. Past ``REMEMBER_S`` the remembered answer is still given at
+    once while one background thread asks again: the tuning form validates on the console's
+    event loop at every keystroke, and a probe takes 50 ms to seconds (30 at most) that the
+    form must not freeze for. Only a key never asked before waits for its answer."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._seen: dict[Hashable, tuple[float, _Outcome]] = {}
+        self._asking: set[Hashable] = set()
+        self._generation = 0
+
+    def get(self, key: Hashable, ask: Callable[[], _Outcome]) -> _Outcome:
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None:  # the first time: asked here, under the lock (asked once)
+                seen = (time.monotonic(), ask())
+                self._seen[key] = seen
+            elif time.monotonic() - seen[0] >= REMEMBER_S and key not in self._asking:
+                self._asking.add(key)
+                threading.Thread(
+                    target=self._refresh,
+                    args=(key, ask, self._generation),
+                    name=f"gpufleet-{self._name}",
+                    daemon=True,
+                ).start()
+            return seen[1]
+
+    def _refresh(self, key: Hashable, ask: Callable[[], _Outcome], generation: int) -> None:
+        try:
+            outcome = ask()
+        except Exception:  # never expected (each ask returns its failure): ask again later
+            with self._lock:
+                self._asking.discard(key)
+            raise
+        with self._lock:
+            self._asking.discard(key)
+            if generation == self._generation:  # not forgotten meanwhile
+                self._seen[key] = (time.monotonic(), outcome)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._seen.clear()
+            self._asking.clear()
+            self._generation += 1
+
+
+def _ask_installed(python: str, env: tuple[tuple[str, str], ...]) -> str | ReleaseError:
     try:
-        found = installed_release(python, env)
-        source = f"{python} has SGLang {found}"
+        return installed_release(python, dict(os.environ) | dict(env))
     except ReleaseError as exc:
-        served = served_release(profile.host, profile.ports)
+        return exc
+
+
+_installed: _Memo[str | ReleaseError] = _Memo("sglang-version")
+"""``engine.python``'s release per (python, the profile's ``[env]``)."""
+_served: _Memo[tuple[int, str] | None] = _Memo("server-version")
+"""A running server's release per (host, ports)."""
+
+
+def _resolve(profile: Profile) -> Release:
+    python, env = profile.engine.python, profile.env
+    found = _installed.get((python, env), lambda: _ask_installed(python, env))
+    if not isinstance(found, ReleaseError):
+        source = f"{python} has SGLang {found}"
+        release = Release(found, f"auto: {python}")
+    else:
+        host, ports = profile.host, profile.ports
+        served = _served.get((host, ports), lambda: served_release(host, ports))
         if served is None:
-            ports = ", ".join(map(str, profile.ports))
+            listed = ", ".join(map(str, ports))
             raise ReleaseError(
-                f"{exc}, and no server on {profile.host} port(s) {ports} reports one on "
+                f"{found}, and no server on {host} port(s) {listed} reports one on "
                 f"/server_info; set it to one of {_known()}"
-            ) from None
-        port, found = served
-        source = f"{python} gave none and the server on port {port} runs SGLang {found}"
-    if found not in known_versions():
+            )
+        port, version = served
+        source = f"{python} gave none and the server on port {port} runs SGLang {version}"
+        release = Release(version, f"auto: the server on port {port}; {python} gave none")
+    if release.version not in known_versions():
         raise ReleaseError(f"{source}, which gpufleet has no flag table for (known: {_known()})")
-    return found
-
-
-_lock = threading.Lock()
-_remembered: dict[tuple[object, ...], tuple[float, str | ReleaseError]] = {}
+    return release
 
 
 def resolve_auto(profile: Profile) -> str:
-    """The release ``auto`` stands for in ``profile`` (see the module doc; remembered a while).
+    """The release ``auto`` stands for in ``profile`` (see the module doc; remembered).
 
     Raises:
         ReleaseError: neither engine.python nor a running server names a release gpufleet knows.
     """
-    key = (profile.engine.python, profile.env, profile.host, profile.ports)
-    with _lock:
-        now = time.monotonic()
-        seen = _remembered.get(key)
-        if seen is None or now - seen[0] >= REMEMBER_S:
-            try:
-                outcome: str | ReleaseError = _resolve(profile)
-            except ReleaseError as exc:
-                outcome = exc
-            seen = (time.monotonic(), outcome)
-            _remembered[key] = seen
-    if isinstance(seen[1], ReleaseError):
-        raise seen[1]
-    return seen[1]
+    return _resolve(profile).version
 
 
 def forget() -> None:
     """Drop every remembered resolution (after an upgrade; tests)."""
-    with _lock:
-        _remembered.clear()
+    _installed.forget()
+    _served.forget()
+
+
+def profile_release(profile: Profile) -> Release:
+    """The release whose flag table judges ``profile`` and whose arithmetic plans it: as
+    written, ``auto`` resolved, the newest when absent; a simulator profile's ``auto`` is the
+    release the simulator models.
+
+    Raises:
+        ReleaseError: ``auto`` could not be resolved (one line naming what was tried).
+    """
+    version = profile.engine.sglang_version
+    if version not in (None, AUTO_RELEASE):
+        return Release(version, "engine.sglang_version")
+    if profile.engine.kind == "sim":
+        return Release(PINNED_VERSION, "the simulator's")
+    if version is None:
+        return Release(PINNED_VERSION, "engine.sglang_version unset: the newest")
+    return _resolve(profile)
 
 
 def target_release(profile: Profile) -> str:
-    """The release whose flag table judges ``profile``: as written, ``auto`` resolved, the newest
-    when absent; a simulator profile's ``auto`` is the release the simulator models.
+    """``profile_release(profile).version``: the release whose flag table judges ``profile``.
 
     Raises:
         ReleaseError: ``auto`` could not be resolved.
     """
-    version = profile.engine.sglang_version or PINNED_VERSION
-    if version != AUTO_RELEASE:
-        return version
-    if profile.engine.kind == "sim":
-        return PINNED_VERSION
-    return resolve_auto(profile)
+    return profile_release(profile).version

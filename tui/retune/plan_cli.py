@@ -27,12 +27,14 @@ Example, the 0.5.17 check on the GPU machine (stdlib only: python3 -m tui plan t
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
 from tui.cli_args import ArgumentParser, number
 from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.inputs import InputError
+from tui.retune.fit_advice import why_unfit
 from tui.retune.plan_log import LoggedLaunch, read_launch, tolerance
 from tui.sglang.builds import BUILDS, SGLANG_0_5_23
 from tui.sglang.mamba import ssm_slot_bytes
@@ -137,13 +139,14 @@ def main(argv: Sequence[str]) -> int:
         parser.error("--avail-gb needs --pre-gb (or --log): the weights are pre - avail")
     measured = logged_pre - avail if logged_pre and avail is not None else None
     calibration = Calibration(weight_bytes=measured) if measured is not None else None
-    plan = plan_memory(
+    # The plan as a function of the two flags the diagnosis varies (``tui.retune.fit_advice``).
+    plan_for = functools.partial(
+        plan_memory,
         model,
         total,
         pre_bytes=pre,
         mem_fraction_static=args.mem_fraction_static,
         max_running_requests=args.max_running_requests,
-        max_mamba_cache_size=args.max_mamba_cache_size,
         mamba_full_memory_ratio=args.mamba_full_memory_ratio,
         max_total_tokens=args.max_total_tokens,
         page_size=args.page_size,
@@ -161,7 +164,13 @@ def main(argv: Sequence[str]) -> int:
         calibration=calibration,
         build=args.build,
     )
-    for line in describe(model, plan, ignored, weights_measured=calibration is not None):
+    plan = plan_for(max_mamba_cache_size=args.max_mamba_cache_size)
+    why = (
+        why_unfit(plan, plan_for, explicit=args.max_mamba_cache_size is not None)
+        if plan.failure is not None
+        else None
+    )
+    for line in describe(model, plan, ignored, weights_measured=calibration is not None, why=why):
         print(line)
     if launch is None:
         return 0 if plan.ok else 1
@@ -196,9 +205,18 @@ def _read_log(parser: ArgumentParser, path: Path) -> LoggedLaunch:
 
 
 def describe(
-    model: ModelSpec, plan: MemoryPlan, ignored: Sequence[str], *, weights_measured: bool
+    model: ModelSpec,
+    plan: MemoryPlan,
+    ignored: Sequence[str],
+    *,
+    weights_measured: bool,
+    why: str | None = None,
 ) -> list[str]:
-    """The plan as lines: the inputs, the predicted numbers, SGLang's own lines for them."""
+    """The plan as lines: the inputs, the predicted numbers, SGLang's own lines for them.
+
+    ``why``: why a failing plan fails (``tui.retune.fit_advice.why_unfit``: gpufleet's
+    diagnosis first where SGLang's own line points at the wrong knob); default SGLang's line.
+    """
     source = "measured (pre - avail)" if weights_measured else model.weights_source
     lines = [
         f"model     {model.name} ({model.architecture}"
@@ -236,7 +254,7 @@ def describe(
         lines.append(f"ignored   {' '.join(ignored)} (not part of the memory plan)")
     if not plan.ok:
         assert plan.failure is not None
-        lines.append(f"fails     {plan.failure.line}")
+        lines.append(f"fails     {why or plan.failure.line}")
         return lines
     lines.append(
         f"predicted mamba_slots={plan.max_mamba_cache_size} conv_state_bytes="

@@ -1,8 +1,11 @@
 """Preflight: what a candidate profile will allocate on one GPU, before anything is stopped.
 
 The prediction is SGLang's own memory plan (``tui.sglang.memory.plan_memory``) for the GPU's
-resolved flags, in the arithmetic of the build the profile targets (``engine.sglang_version``
-0.5.17 or 0.5.23, else 0.5.23), for whatever model it serves: a simulated model by name or config
+resolved flags, in the arithmetic of the release the profile targets (``engine.sglang_version``,
+``auto`` resolved the way its flags are judged: ``tui.profiles.sglang_release``; the planner
+models 0.5.17 and 0.5.23, and plans any other release in 0.5.23's arithmetic, saying so; a
+simulated fleet's ``--sim-build`` is its build), and says which (``Preflight.planned_for``), for
+whatever model it serves: a simulated model by name or config
 folder, or the real ``--model-path`` (a name of the hand-written specs, a local folder or a hub id
 in the Hugging Face cache, derived from its config.json: ``tui.sglang.modelcfg``). When a server
 already ran on that GPU the plan is calibrated on the sizes its log printed (bytes per KV token,
@@ -14,21 +17,23 @@ own parser refuses (its flag table) a plain "does not start".
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tui.gpu.capacity import gpu_capacity
+from tui.gpu.cards import CARD_HINT
 from tui.gpu.sim_records import SIM_GPU_KINDS
-from tui.profiles import Profile, flags_for
+from tui.profiles import Profile, ReleaseError, flags_for, profile_release
 from tui.profiles.flag_check import launch_problems
 from tui.retune.calibration import scan_calibration
-from tui.sglang.builds import BUILDS, SGLANG_0_5_23, Build
+from tui.retune.fit_advice import why_unfit
+from tui.sglang.builds import BUILDS, SGLANG_0_5_17, SGLANG_0_5_23, Build
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import Calibration, MemoryPlan, plan_memory
 from tui.sglang.modelcfg.spec import resolve_model
 from tui.sglang.models import CUDA_CONTEXT_BYTES, GIB, ModelSpec
+from tui.words import gpus_words
 
 DEFAULT_MODEL = "qwen3.6-27b"
 """The simulator's model when a sim profile names none (the seed's)."""
@@ -76,6 +81,9 @@ class Preflight:
     """'does not fit: <why>' (memory) or 'does not start: <why>' (SGLang refuses the argv)."""
     plan: MemoryPlan
     """The full plan."""
+    planned_for: str = ""
+    """The release whose arithmetic the plan follows, and how it was known:
+    ``SGLang 0.5.17 (auto: /opt/sglang/bin/python)`` (empty from an older agent)."""
 
     def describe(self) -> str:
         """One line for the form and the CLI."""
@@ -89,6 +97,19 @@ class Preflight:
             f"max_running {asked} -> {self.max_running_effective}{cap}, "
             f"free after start {self.available_gpu_mem_bytes / GIB:.1f} GB ({source})"
         )
+
+
+def planned_for_lines(items: Sequence[Preflight]) -> list[str]:
+    """``planned for SGLang 0.5.17 (auto: /opt/sglang/bin/python)``: the release the plans
+    follow, once (a line per release, naming its GPUs, when GPUs differ: a per-GPU
+    ``--sim-build``). Empty for none, or for an older agent's predictions, which do not say."""
+    planned: dict[str, list[int]] = {}
+    for item in items:
+        if item.planned_for:
+            planned.setdefault(item.planned_for, []).append(item.gpu)
+    if len(planned) == 1:
+        return [f"planned for {words}" for words in planned]
+    return [f"planned for {words} ({gpus_words(gpus)})" for words, gpus in planned.items()]
 
 
 def calibration_from_log(path: str | Path) -> Calibration | None:
@@ -125,11 +146,41 @@ def model_for(profile: Profile, gpu: int) -> ModelSpec:
     )
 
 
-def build_for(profile: Profile) -> Build:
-    """The SGLang build whose arithmetic the profile's plan follows (``engine.sglang_version``
-    when the planner knows it, else 0.5.23; the simulator is 0.5.23 unless told otherwise)."""
-    version = profile.engine.sglang_version
-    return next((b for b in BUILDS if b == version), SGLANG_0_5_23)
+def build_for(profile: Profile, gpu: int) -> tuple[Build, str]:
+    """The SGLang build whose arithmetic the profile's plan on ``gpu`` follows, and the words
+    that say so (``SGLang 0.5.17 (auto: /opt/sglang/bin/python)``).
+
+    The release the profile targets (``engine.sglang_version``, ``auto`` resolved with the
+    profile's own ``engine.python`` and ``[env]``, else a running server's ``/server_info``),
+    never a silent default: a release the planner has no arithmetic of is planned in 0.5.23's,
+    and the words say that. A simulated fleet's ``--sim-build`` (``sim_build`` among the extra
+    flags) is the build its simulator allocates by.
+
+    Raises:
+        ReleaseError: ``auto`` could not be resolved (one line naming the field).
+    """
+    if profile.engine.kind == "sim":
+        asked = dict(flags_for(profile, gpu).extra_flags).get("sim_build")
+        for build in BUILDS:
+            if asked == build:
+                return build, f"the simulator's build {build} (--sim-build)"
+    try:
+        release = profile_release(profile)
+    except ReleaseError as exc:
+        raise ReleaseError(
+            f"engine.sglang_version = {profile.engine.sglang_version!r}: {exc}"
+        ) from None
+    build = next((b for b in BUILDS if b == release.version), SGLANG_0_5_23)
+    words = release.describe()
+    if build != release.version:
+        words += (
+            f", in SGLang {build}'s arithmetic (the planner models {' and '.join(MODELLED)} only)"
+        )
+    return build, words
+
+
+MODELLED = (SGLANG_0_5_17, SGLANG_0_5_23)
+"""The releases whose arithmetic the planner has (``tui.sglang.builds``)."""
 
 
 def gpu_total_for(profile: Profile, gpu: int | None = None) -> int | None:
@@ -148,6 +199,7 @@ def preflight(
     calibration: Calibration | None = None,
     model: ModelSpec | None = None,
     other_resident_bytes: int = 0,
+    card_bytes: int | None = None,
 ) -> Preflight:
     """Predict what ``profile`` allocates on ``gpu``.
 
@@ -158,17 +210,23 @@ def preflight(
         calibration: Sizes measured from a running server's log (see calibration_from_log).
         model: The model; defaults to the one the profile serves.
         other_resident_bytes: Memory other processes will still hold on the GPU at launch.
+        card_bytes: The card's capacity where no driver answers (``--card``, ``--card-gb``:
+            ``tui.gpu.cards``); the driver's answer wins.
 
     Returns:
         The prediction.
 
     Raises:
-        ValueError: the model or the GPU's capacity cannot be known (naming which).
+        ValueError: the model, the GPU's capacity or the release cannot be known (naming which;
+            ``ReleaseError`` for the release).
     """
     spec = model or model_for(profile, gpu)
-    total = gpu_total_bytes or gpu_total_for(profile, gpu)
+    build, planned_for = build_for(profile, gpu)
+    total = gpu_total_bytes or gpu_total_for(profile, gpu) or card_bytes
     if total is None:
-        raise ValueError(f"gpu {gpu}: memory capacity unknown (no NVIDIA driver to ask)")
+        raise ValueError(
+            f"gpu {gpu}: memory capacity unknown (no NVIDIA driver to ask); {CARD_HINT}"
+        )
     flags = flags_for(profile, gpu)
     extra = dict(flags.extra_flags)
     kwargs: dict[str, object] = {}
@@ -192,22 +250,14 @@ def preflight(
         speculative_num_draft_tokens=flags.speculative_num_draft_tokens,
         mamba_radix_cache_strategy=flags.mamba_radix_cache_strategy or "auto",
         calibration=calibration,
-        build=build_for(profile),
+        build=build,
         **kwargs,  # type: ignore[arg-type]
     )
     plan = plan_for(max_mamba_cache_size=flags.max_mamba_cache_size)
     why = None
     if plan.failure is not None:
         explicit = flags.max_mamba_cache_size is not None
-        ours = _mamba_took_the_rest(plan, plan_for, explicit)
-        # Our diagnosis first when SGLang's own text points at the wrong knob: it asks for a
-        # fraction "above X" that the profile already exceeds (the Mamba pool took the rest).
-        why = (
-            f"does not fit: {ours}. SGLang's own message, misleading here (the fraction is "
-            f"already {plan.mem_fraction_static:g}): {plan.failure.line}"
-            if ours
-            else f"does not fit: {plan.failure.line}"
-        )
+        why = f"does not fit: {why_unfit(plan, plan_for, explicit=explicit)}"
     refused = launch_problems(profile, [gpu])
     if refused:
         why = f"does not start: {refused[0]}"
@@ -224,6 +274,7 @@ def preflight(
         calibrated=calibration is not None,
         why_not=why,
         plan=plan,
+        planned_for=planned_for,
     )
 
 
@@ -244,75 +295,3 @@ def _measured_pre(
     if abs(measured - estimate) <= calibration.tolerance_of("pre_bytes"):
         return None
     return measured
-
-
-MAX_FRACTION_STEPS = 99
-"""--mem-fraction-static must be in (0, 1) (``tui.profiles.parse``): the advice tries 0.01 ..
-0.99, the two-decimal values a profile can ask for."""
-
-
-def _mamba_took_the_rest(
-    plan: MemoryPlan, plan_for: Callable[..., MemoryPlan], explicit: bool
-) -> str:
-    """What SGLang's "Loaded weights leave no GPU memory" does not say when the weights did
-    leave some: the Mamba pool, carved first, took it all, so raising --mem-fraction-static just
-    above the value it names is not enough (seen in the demo: "above 0.318" at 0.85). With the
-    most slots that would fit (``plan_for`` plans again with another --max-mamba-cache-size),
-    and the fraction that would fit them when one below 1 does (315 GB of Mamba pool against a
-    95.5 GB budget at 0.88 on a 170 GB card: 'raise it further' sent the operator to a value
-    that cannot exist); ``explicit``: the profile sets the slots (then
-    --mamba-full-memory-ratio sizes nothing). Empty when that is not what happened."""
-    failure = plan.failure
-    if failure is None or failure.kind != "weights_leave_no_memory" or plan.rest_bytes <= 0:
-        return ""
-    slots = plan.max_mamba_cache_size
-    if not slots or not plan.mamba_reserve_bytes:
-        return ""
-    budget, pool = plan.rest_bytes / GIB, plan.mamba_reserve_bytes / GIB
-    most = _most_slots_that_fit(slots - 1, plan_for)
-    advice = [
-        f"--max-mamba-cache-size {most} or fewer fits" if most else "no --max-mamba-cache-size fits"
-    ]
-    if not explicit:
-        advice.append("lower --mamba-full-memory-ratio")
-    fractions = _fractions_that_fit(plan.mem_fraction_static, slots if explicit else None, plan_for)
-    if fractions is not None:
-        low, high = fractions
-        upto = "or more" if high * 100 >= MAX_FRACTION_STEPS else f"to {high:.2f}"
-        advice.append(f"--mem-fraction-static {low:.2f} {upto} fits")
-    return (
-        # GB as SGLang's log lines and the preflight table write it (2**30 bytes).
-        f"the Mamba pool's {slots} slots and their intermediate caches take {pool:.1f} GB of "
-        f"the {budget:.1f} GB static budget left after the weights: {'; or '.join(advice)}"
-    )
-
-
-def _fractions_that_fit(
-    now: float, slots: int | None, plan_for: Callable[..., MemoryPlan]
-) -> tuple[float, float] | None:
-    """The first run of two-decimal --mem-fraction-static values above ``now`` that fit
-    ``slots`` (None: sized by the ratio, as the profile asks), as (lowest, highest); None when
-    no allowed one does. Scanned up, not bisected: the top of the range fails again for want of
-    room for the CUDA graphs (0.97 and up on a B200 with the demo's model); at most ~100 plans
-    of arithmetic, only for a plan that does not fit."""
-    run: list[float] = []
-    for step in range(math.floor(now * 100) + 1, MAX_FRACTION_STEPS + 1):
-        fraction = step / 100
-        if plan_for(max_mamba_cache_size=slots, mem_fraction_static=fraction).ok:
-            run.append(fraction)
-        elif run:
-            break
-    return (run[0], run[-1]) if run else None
-
-
-def _most_slots_that_fit(below: int, plan_for: Callable[..., MemoryPlan]) -> int:
-    """The largest --max-mamba-cache-size in 1..``below`` whose plan fits (0: none); fewer
-    slots never need more memory, so a bisection (a plan is microseconds of arithmetic)."""
-    low, high = 0, below
-    while low < high:
-        middle = (low + high + 1) // 2
-        if plan_for(max_mamba_cache_size=middle).ok:
-            low = middle
-        else:
-            high = middle - 1
-    return low

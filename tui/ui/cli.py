@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tui.cli_args import ArgumentParser, number
+from tui.gpu.cards import add_card_options, card_bytes
 from tui.ops.windows import (  # re-exported: the console's options as they always were
     MEASURE_WINDOW_DEFAULT_S,
     MEASURE_WINDOW_RANGE_S,
@@ -201,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         "pane's chart reads the job's output rate from it, over ranges the console never saw",
     )
     add_measure_window(parser)
+    add_card_options(parser)
     add_readonly(parser)
     return parser
 
@@ -286,6 +288,7 @@ def run_console(
     windows: ConsoleWindows | None = None,
     readonly: bool = False,
     chart: PrometheusChart | None = None,
+    card: int | None = None,
 ) -> int:
     """Run the console on ``profile``'s fleet with every operation backed by the real core.
 
@@ -297,6 +300,8 @@ def run_console(
         readonly: Watch only (``FleetApp``'s read-only mode).
         chart: Where the generation pane's chart reads (``--prometheus``; default: the console's
             own history).
+        card: The GPUs' capacity for the tuning form's preflight where no driver answers
+            (``--card``, ``--card-gb``).
 
     Returns:
         0.
@@ -317,12 +322,17 @@ def run_console(
     windows = windows or console_windows()
     ops = FleetOps(
         profile,
-        options=OpsOptions(apply=windows.apply, canary=windows.canary, rollout=windows.rollout),
+        options=OpsOptions(
+            apply=windows.apply,
+            canary=windows.canary,
+            rollout=windows.rollout,
+            card_bytes=card,
+        ),
         by="console",
         pipeline=pipeline,
         stop_pipeline_with_fleet=stop_pipeline_with_fleet,
     )
-    operator = ConsoleBackend(ops, marker=monitor)
+    operator = ConsoleBackend(ops, marker=monitor, logs=monitor.log_paths)
     app = FleetApp(
         monitor,
         actions=operator,
@@ -384,6 +394,7 @@ def _profile_console(
         windows=windows,
         readonly=readonly,
         chart=chart,
+        card=card_bytes(args),
     )
 
 

@@ -9,6 +9,11 @@ running). ``--rollback`` returns each GPU to the profile it ran before the last 
 at a time (all together with ``--all-at-once``), each verified before the next, and ends with the
 fleet's throughput verdict (``--window`` before the first GPU stops against the same window
 after the last is ready), as ``gpufleet rollout --rollback`` does.
+
+``--preflight-only`` prints the release the plans follow and each GPU's prediction, stops nothing
+and exits 0 when every GPU was predicted (fitting or not), 4 when one could not be (each line says
+why). Where no NVIDIA driver answers (planning off the GPU machine), ``--card b200|h200|h100`` or
+``--card-gb GB`` names the card (``tui.gpu.cards``).
 """
 
 from __future__ import annotations
@@ -21,15 +26,22 @@ from dataclasses import asdict
 
 from tui.cli_args import SECONDS, SECONDS_OR_ZERO, ArgumentParser
 from tui.control.stop_release import StopTimeouts
+from tui.fleet.log_paths import server_logs
+from tui.gpu.cards import add_card_options, card_bytes
 from tui.ops.cli.common import UsageError, format_report, parse_gpus, print_event, run_refusing
 from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
-from tui.retune.preflight import calibration_from_log, preflight
+from tui.retune.preflight import Preflight, calibration_from_log, planned_for_lines, preflight
 from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions, RolloutResult
-from tui.state.fleet_state import read_records
+from tui.state.fleet_state import read_fleet
+from tui.words import gpus_words
+
+UNPREDICTED = 4
+"""``--preflight-only``'s exit status when a GPU could not be predicted (no driver and no
+``--card``, a model that cannot be planned, a GPU this machine does not have)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,7 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--interval", type=SECONDS, default=5.0, help="throughput sample interval")
     p.add_argument("--no-measure", action="store_true", help="skip the throughput comparison")
-    p.add_argument("--preflight-only", action="store_true", help="print the preflight, stop")
+    p.add_argument(
+        "--preflight-only",
+        action="store_true",
+        help="print the preflight, stop (exit 4 when a GPU could not be predicted)",
+    )
+    add_card_options(p)
     p.add_argument("--rollback", action="store_true", help="relaunch each GPU's previous profile")
     p.add_argument(
         "--all-at-once",
@@ -68,16 +85,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def print_preflight(profile: Profile, gpus: Sequence[int]) -> None:
-    """Print each GPU's predicted allocation (calibrated on its running server's log)."""
-    records = read_records()
+def print_preflight(
+    profile: Profile, gpus: Sequence[int], card_bytes: int | None = None
+) -> list[int]:
+    """Print the release the plans follow, then each GPU's predicted allocation (calibrated on
+    its server's log as the console finds it: ``tui.fleet.log_paths``).
+
+    Args:
+        profile: the profile, fitted to the fleet.
+        gpus: the GPUs to predict.
+        card_bytes: the capacity where no driver answers (``--card``, ``--card-gb``).
+
+    Returns:
+        The GPUs that could not be predicted (each line says why).
+    """
+    logs = server_logs(profile, gpus, read_fleet())
+    items: list[Preflight] = []
+    lines: list[str] = []
+    unpredicted: list[int] = []
     for gpu in gpus:
-        record = records.get(gpu)
-        calibration = calibration_from_log(record.log_path) if record is not None else None
+        calibration = calibration_from_log(logs[gpu]) if gpu in logs else None
         try:
-            print("preflight " + preflight(profile, gpu, calibration=calibration).describe())
+            item = preflight(profile, gpu, calibration=calibration, card_bytes=card_bytes)
         except (ValueError, KeyError) as exc:
-            print(f"preflight GPU {gpu}: cannot predict: {exc}")
+            lines.append(f"preflight GPU {gpu}: cannot predict: {exc}")
+            unpredicted.append(gpu)
+            continue
+        items.append(item)
+        lines.append("preflight " + item.describe())
+    for line in [*(f"preflight {p}" for p in planned_for_lines(items)), *lines]:
+        print(line)
+    return unpredicted
 
 
 def print_result(result: ApplyResult) -> None:
@@ -143,6 +181,7 @@ def operations(args: argparse.Namespace) -> FleetOps:
 def main(argv: Sequence[str]) -> int:
     """Run ``gpufleet apply``; returns the exit status (0 ok, 1 a GPU failed, 2 refused)."""
     args = build_parser().parse_args(list(argv))
+    card = card_bytes(args)
 
     def prepare() -> tuple[FleetOps, Profile | None, list[int] | None]:
         ops = operations(args)
@@ -168,8 +207,15 @@ def main(argv: Sequence[str]) -> int:
         status, walked = run_refusing("gpufleet apply", lambda: asyncio.run(walk))
         return status or print_walk(walked)
     targets = gpus if gpus is not None else list(profile.gpus)
-    print_preflight(profile, [g for g in targets if g in profile.gpus])
+    unpredicted = print_preflight(profile, [g for g in targets if g in profile.gpus], card)
     if args.preflight_only:
+        if unpredicted:
+            print(
+                f"gpufleet apply: --preflight-only: no prediction for {gpus_words(unpredicted)} "
+                "(each line says why)",
+                file=sys.stderr,
+            )
+            return UNPREDICTED
         return 0
     status, result = run_refusing(
         "gpufleet apply",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from textual.content import Content
 from textual.widgets import Static
 
-from tui.retune.preflight import Preflight
+from tui.retune.preflight import Preflight, planned_for_lines
 from tui.ui.format import GIB, num
 from tui.ui.text_table import Cell, text_table
 from tui.ui.tuning.candidate import gpu_range
@@ -16,12 +16,15 @@ HEADER = ("GPU", "fits", "Mamba slots", "Mamba GB", "KV tokens", "max running", 
 
 
 def mamba_pool_bytes(item: Preflight) -> int:
-    """The Mamba pool SGLang's 'Mamba Cache is allocated' line reports (conv + ssm state)."""
-    return item.plan.conv_state_bytes + item.plan.ssm_state_bytes
+    """The Mamba pool as SGLang's 'Mamba Cache is allocated' line totals it: conv and ssm state
+    and, with speculative decoding, the intermediate ssm and conv-window caches (the seed's 200
+    slots: 0.55 + 28.27 + 23.06 + 0.45 = 52.3 GB; conv and ssm alone, 28.8, left out 23.5)."""
+    return item.plan.mamba_bytes
 
 
 def render_preflight(items: Sequence[Preflight]) -> Content:
-    """A table, one row per GPU, then one plain 'does not fit: why' line per GPU that will not.
+    """A table, one row per GPU, then one plain 'does not fit: why' line per GPU that will not,
+    the release the plans follow and where their sizes come from.
 
     Args:
         items: The predictions, any order.
@@ -61,6 +64,7 @@ def render_preflight(items: Sequence[Preflight]) -> Content:
             )
             text = f"GPUs {gpu_range(gpus)} {plural}"
         lines.append(Content.styled(text, "$error"))
+    lines += [Content.styled(line, "dim") for line in planned_for_lines(ordered)]
     if ordered:
         lines.append(Content.styled(sizes_source(ordered), "dim"))
     return Content("\n").join(lines)
