@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from tui import paths
-from tui.cli_args import ArgumentParser, number
+from tui.cli_args import ArgumentParser, number, numbers_list
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.recorded import DEFAULT_PORTS, default_fleet
 from tui.fleet.spec import FleetSpec
@@ -43,25 +43,6 @@ class _Parser(ArgumentParser):
             super().error(message)
         except SystemExit:
             raise SystemExit(EXIT_BAD_INPUT) from None
-
-
-def _indices(text: str, option: str, low: int, high: int) -> tuple[int, ...]:
-    """'0,2,5' or '30000-30006' -> the numbers; raises ArgumentTypeError naming the option."""
-    values: list[int] = []
-    try:
-        for part in text.split(","):
-            first, _, last = part.partition("-")
-            a, b = int(first), int(last or first)
-            if b < a:
-                raise ValueError
-            values.extend(range(a, b + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{option}: {text!r} is not a list like 0,2,5 or a range like 0-6"
-        ) from None
-    if not values or any(not low <= v <= high for v in values):
-        raise argparse.ArgumentTypeError(f"{option}: {text!r}: allowed range {low}..{high}")
-    return tuple(values)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,8 +125,8 @@ def main(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv))
     try:
-        ports = _indices(args.ports, "--ports", 1, 65535) if args.ports else None
-        gpus = _indices(args.gpus, "--gpus", 0, 255) if args.gpus else None
+        ports = numbers_list(args.ports, "--ports", 1, 65535) if args.ports else None
+        gpus = numbers_list(args.gpus, "--gpus", 0, 255) if args.gpus else None
         if args.count is not None and args.watch is None:
             raise ValueError("--count: only with --watch S")
         spec = fleet_spec(ports, gpus)
