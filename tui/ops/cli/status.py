@@ -1,8 +1,9 @@
 """``gpufleet status [--json] [--watch S]``: the whole fleet and its job, for scripts and people.
 
 Per GPU: state, profile, requested and effective values, KV, Mamba, running, queued, tok/s and
-the age of each reading; then the job (the pipeline's status document). The fleet is the one the
-state directory records (else ``--ports/--gpus``, else ports 30000-30006 on GPUs 0-6).
+the age of each reading; then the job (the pipeline's status document). The fleet is
+``--ports/--gpus`` (exactly those rows), else the one the state directory records, else ports
+30000-30006 on GPUs 0-6.
 
 Exit status: 0 every server ready, 1 some not ready, 2 unreachable (no server of the fleet runs
 or answers), 3 bad input (an option, or a damaged state file). With ``--watch`` it polls every S
@@ -97,7 +98,10 @@ def fleet_spec(ports: tuple[int, ...] | None, gpus: tuple[int, ...] | None) -> F
 
 
 async def _run(spec: FleetSpec, args: argparse.Namespace) -> int:
-    monitor = FleetMonitor(spec, open_gpu_source())
+    # Given --ports/--gpus, exactly those rows: the other GPUs the source samples (a demo's
+    # seven simulated ones) are no part of the fleet asked about.
+    explicit = args.ports is not None or args.gpus is not None
+    monitor = FleetMonitor(spec, open_gpu_source(), sampled_gpus=not explicit)
     status_path = args.status or paths.pipeline_status_file()
     polls = 0
     try:
