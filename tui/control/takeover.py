@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import psutil
 
-from tui.control.adopt import listens
+from tui.control.adopt import ConfirmedServer, holder_record, listens
+from tui.control.identity import IdentityMismatch, verify
 from tui.control.preflight import port_holder
 from tui.servers.discovery import describe_process, is_server_cmdline, stdout_path
 from tui.servers.procinfo import boot_id, cmdline_digest, start_ticks
@@ -233,3 +234,55 @@ def adopted_record(
         boot_id=boot_id(),
         cmdline_digest=server.digest,
     )
+
+
+def stranger_on_port(
+    gpu: int,
+    port: int,
+    host: str,
+    record: ProcessRecord | None,
+    confirmed: ConfirmedServer | None = None,
+) -> tuple[str, bool] | None:
+    """Why an operation must not begin on ``gpu``: its port is held by a process gpufleet
+    neither launched nor adopted (its stop would be refused, and its launch would find the port
+    held, after other GPUs were already stopped). Reads only.
+
+    Args:
+        gpu: The GPU.
+        port: Its port.
+        host: Its address.
+        record: Its recorded server (None: nothing recorded).
+        confirmed: A holder the operator confirmed stopping (the console's named stranger).
+
+    Returns:
+        One line naming the port and the holder's pid and command line, and whether the holder
+        is an SGLang server (``gpufleet adopt`` takes it over) or something else; None when the
+        port is free, held by the GPU's own recorded server, by a server of this fleet that
+        lost its record (``tui.control.adopt`` takes it back), or by the process the operator
+        confirmed.
+    """
+    if record is not None and record.port == port:
+        try:
+            if verify(record).alive:
+                return None  # the fleet's own: the operation's stop verifies it again
+        except IdentityMismatch:
+            pass  # the stop would refuse it, naming why: what holds the port is said here
+    try:
+        holder = port_holder(port, host)
+    except OSError:
+        return None  # not an address of this host: not checked, as a launch does not
+    if holder is None or (confirmed is not None and confirmed.pid == holder.pid):
+        return None
+    if holder_record(gpu, holder, host)[0] is not None:
+        return None
+    who = f"GPU {gpu}: port {port} is held by {_holder_words(holder.pid, holder.cmdline)}"
+    try:
+        server = holder.pid is not None and is_server_cmdline(psutil.Process(holder.pid).cmdline())
+    except (psutil.Error, OSError):
+        server = False
+    if server:
+        return (
+            f"{who}, a server gpufleet did not launch and has not adopted: nothing was stopped",
+            True,
+        )
+    return f"{who}, which is not an SGLang server: nothing was stopped; stop it or move", False

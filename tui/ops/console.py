@@ -14,9 +14,9 @@ from typing import Protocol
 
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
-from tui.control.stop_release import DrainProgress
+from tui.control.stop_release import DrainProgress, StopReleased
 from tui.ops.events import EventSink, OpEvent
-from tui.ops.service import FleetOps, OperationError
+from tui.ops.service import FleetOps
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult, GpuFailed, GpuPhase
 from tui.retune.preflight import Preflight
@@ -106,7 +106,7 @@ class ConsoleBackend:
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> None:
+    ) -> list[StopReleased]:
         """Stop the servers on ``gpus`` and wait for their GPU memory.
 
         Args:
@@ -115,22 +115,25 @@ class ConsoleBackend:
             confirmed: Servers the operator confirmed stopping although they are not verified
                 as the fleet's (``unknown``): their pid alone is signalled.
 
+        Returns:
+            Each GPU's outcome (what the console says: a GPU where nothing ran is not called
+            stopped).
+
         Raises:
             OperationError: naming each GPU whose stop was refused or failed.
         """
         for gpu in gpus:
             self._mark(gpu, True)
         try:
-            await self.ops.kill(
+            return await self.ops.kill(
                 gpus, self._sink(None), mode, confirmed={c.gpu: c for c in confirmed}
             )
-        except OperationError as error:
-            stopped = getattr(error, "outcomes", ())
-            done = {o.gpu for o in stopped if o.ok}
+        finally:
+            # The stop ended, either way: a server it stopped is gone (its panel says so at
+            # the next poll), one it did not is not stopping. A mark kept after a stop that
+            # acted on nothing read "stopping" for 70 s while the server kept serving.
             for gpu in gpus:
-                if gpu not in done:
-                    self._mark(gpu, False)
-            raise
+                self._mark(gpu, False)
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()

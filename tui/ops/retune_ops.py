@@ -116,13 +116,17 @@ class RetuneOps(OpsBase):
                 entry = apply_entry(result, self.by, "relaunch")
                 await asyncio.to_thread(append, entry)
             failed = [r for res in results for r in res.reports if not r.ok]
+            refused = [why for res in results for why in res.refused]
             summary = (
                 f"relaunched GPUs {gpus_text(targets)}"
-                if not failed
-                else "; ".join(f"{r.status} on GPU {r.gpu}: {r.failure}" for r in failed)
+                if not failed and not refused
+                else "; ".join(
+                    [f"refused: {why}" for why in refused]
+                    + [f"{r.status} on GPU {r.gpu}: {r.failure}" for r in failed]
+                )
             )
-            emit(on_event, OperationFinished(what, not failed, summary))
-        if failed:
+            emit(on_event, OperationFinished(what, not failed and not refused, summary))
+        if failed or refused:
             raise OperationError(summary)
         return results
 

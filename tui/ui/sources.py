@@ -6,12 +6,14 @@ tests implement them with fixed data and recording fakes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import NoReturn, Protocol
 
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
+from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot
 from tui.inputs import tail_lines
 from tui.ops.console import LookSink
@@ -104,9 +106,11 @@ class FleetActions(Protocol):
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> None:
+    ) -> Sequence[StopReleased] | None:
         """Stop the servers on ``gpus`` (drain: no in-flight request lost); ``confirmed``: the
-        ``unknown`` servers the operator confirmed stopping (their pid alone is signalled)."""
+        ``unknown`` servers the operator confirmed stopping (their pid alone is signalled).
+        Returns each GPU's outcome when the backend has them (what the console says), or None;
+        a refusal or a failure raises."""
         ...
 
     async def relaunch(
