@@ -20,9 +20,10 @@ from rollout_helpers import pipeline, wait_done_at_least
 
 from bench.operator_fleet import operator_fleet, sim_server
 from bench.ports import free_ports
-from bench.simfleet import kill_strays, stop_all
+from bench.simfleet import FAST_APPLY, kill_strays, stop_all
 from tui import paths
 from tui.ops.cli import adopt as adopt_cli
+from tui.ops.cli import apply as apply_cli
 from tui.ops.cli import status as status_cli
 from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps
@@ -126,3 +127,44 @@ async def _roll_out(adopted: object, script_pids: dict[int, int]) -> object:
     result = await FleetOps().rollout("retuned", 1, on_event=on_event, options=options)
     assert seen == [(0, [0, 1, 2]), (1, [1, 2]), (2, [2])]
     return result
+
+
+def test_the_first_apply_on_adopted_servers_walks_them_one_gpu_at_a_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gpufleet apply` of new knobs on two adopted servers: GPU 1 stops only once GPU 0 is
+    ready again (the job keeps running on the other); the next apply, on gpufleet's own
+    servers, changes them together."""
+    ports = free_ports(2)
+    servers = [sim_server(g, p, tmp_path / "logs", KNOBS, 40.0) for g, p in enumerate(ports)]
+    try:
+        with operator_fleet(servers) as fleet:
+            assert adopt_cli.main(["--ports", ",".join(map(str, ports)), "--name", "mine"]) == 0
+            doc = profile_to_dict(load_named("mine"))
+            doc["name"], doc["server"]["max_running_requests"] = "retuned", 24
+            save_profile(
+                profile_from_dict(doc, default_name="retuned"),
+                paths.user_profiles_dir() / "retuned.toml",
+            )
+            capsys.readouterr()
+            assert apply_cli.main(["retuned", *FAST_APPLY]) == 0
+            lines = capsys.readouterr().out.splitlines()
+            ready_0 = lines.index(next(x for x in lines if x.startswith("GPU 0: READY")))
+            stop_1 = next(i for i, x in enumerate(lines) if x.startswith("GPU 1: stopping ("))
+            assert ready_0 < stop_1, lines
+            assert any(
+                x.startswith("throughput: not measured (walked one GPU at a time") for x in lines
+            )
+            assert "2/2 GPUs ready; profile retuned" in lines
+            assert not any(running(pid) for pid in fleet.pids)
+            assert not any(r.adopted for r in read_records().values())
+            # gpufleet's own servers now: the next apply stops them together.
+            assert apply_cli.main(["mine", *FAST_APPLY]) == 0
+            lines = capsys.readouterr().out.splitlines()
+            first_ready = next(i for i, x in enumerate(lines) if ": READY" in x)
+            stop_1 = next(i for i, x in enumerate(lines) if x.startswith("GPU 1: stopping ("))
+            assert stop_1 < first_ready, lines
+            assert not any("walked one GPU at a time" in x for x in lines)
+    finally:
+        stop_all()
+        kill_strays(ports)

@@ -6,8 +6,8 @@ gpufleet's simulator), its GPU, its log and its release; then the profile NAME w
 servers' own command lines (a line for each flag it cannot hold) and every server recorded as
 the fleet's, with an identity verified by its start time, boot and command line. Nothing is
 signalled: the servers keep serving. Afterwards ``gpufleet status`` counts them, the console
-operates them, and the first retune is best a rollout (``gpufleet rollout``): one GPU at a time
-while the job keeps running on the others.
+operates them, and the first retune (``gpufleet apply``, ``gpufleet rollout``) replaces them
+one GPU at a time while the job keeps running on the others.
 
 Exit status: 0 adopted (or, with ``--dry-run``, what would be written was printed); 2 refused
 with nothing written (bad input, a port held by no SGLang server, a name that exists, another
@@ -92,7 +92,8 @@ def main(argv: Sequence[str]) -> int:
         return 2
     print(f"adopted {plan.summary()}; nothing was signalled")
     print(
-        f"next: 'gpufleet status' counts them; change their knobs one GPU at a time while the "
-        f"job runs with 'gpufleet rollout PROFILE' (a copy of {plan.path.name} with new knobs)"
+        "next: 'gpufleet status' counts them; 'gpufleet apply PROFILE' or 'gpufleet rollout "
+        f"PROFILE' (a copy of {plan.path.name} with new knobs) replaces them one GPU at a time "
+        "while the job runs on the others"
     )
     return 0
