@@ -27,12 +27,13 @@ from tui.control.adopt import ConfirmedServer
 from tui.control.stop_release import StopTimeouts
 from tui.ops.adoption import AdoptRequest, plan_adoption
 from tui.ops.cli import apply as apply_cli
-from tui.ops.console import ConsoleBackend
+from tui.ops.console import ConsoleBackend, WatchBackend
 from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps, OperationError, OpsOptions
 from tui.profiles import Profile, save_profile
 from tui.servers.procinfo import start_ticks
-from tui.state.fleet_state import read_fleet
+from tui.state.fleet_state import read_fleet, read_records
+from tui.ui.describe import stop_words
 
 FLAGS = ["--mem-fraction-static", "0.88", "--max-mamba-cache-size", "80", "--enable-metrics"]
 
@@ -146,3 +147,24 @@ def test_a_confirmed_relaunch_replaces_an_unrecorded_server_with_the_profile_s(
     assert record.port == fleet.ports[1] and answers(fleet.urls[1])
     assert not running(pid)
     assert running(fleet.pids[0])
+
+
+def test_the_watching_console_s_backend_adopts_then_operates_them(
+    script_fleet: tuple[OperatorFleet, Profile],
+) -> None:
+    """`gpufleet console --ports ...`: it only watches (k is off) until `A` adopts the servers;
+    then its k drains an adopted server through its main pid."""
+    fleet, _ = script_fleet
+    marks = Marks()
+    options = OpsOptions(stop=StopTimeouts(drain_s=10, kill_s=5, release_s=10))
+    backend = WatchBackend(FleetOps(options=options, by="console"), marks)
+    assert backend.supports("adopt") and not backend.supports("kill")
+    request = backend.adoption_request(tuple(fleet.ports), (0, 1), "watched")
+    plan = asyncio.run(backend.plan_adoption(request))
+    asyncio.run(backend.adopt(plan))
+    assert backend.supports("kill") and backend.supports("relaunch")
+    assert {g: r.pid for g, r in read_records().items()} == {0: fleet.pids[0], 1: fleet.pids[1]}
+    outcomes = asyncio.run(backend.kill((0,)))
+    assert stop_words(outcomes, "")[0] == "Stopped"
+    assert "drained and exited after SIGTERM to its main pid" in outcomes[0].message
+    assert not running(fleet.pids[0]) and running(fleet.pids[1])

@@ -15,6 +15,7 @@ from typing import Protocol
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.control.stop_release import DrainProgress, StopReleased
+from tui.ops.adoption import AdoptPlan, AdoptRequest
 from tui.ops.events import EventSink, OpEvent
 from tui.ops.service import FleetOps
 from tui.profiles import Profile
@@ -230,3 +231,72 @@ class ConsoleBackend:
     async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
         """Predicted allocation of ``profile`` on ``gpus`` (nothing is stopped)."""
         return await self.ops.preflight(profile, gpus)
+
+    # --- adoption ---------------------------------------------------------------------------
+
+    def adoption_request(
+        self, ports: tuple[int, ...], gpus: tuple[int, ...], name: str
+    ) -> AdoptRequest:
+        """Adopting these servers, their logs where their stdout goes."""
+        return AdoptRequest(ports, name, gpus)
+
+    async def plan_adoption(self, request: AdoptRequest) -> AdoptPlan:
+        """What adopting ``request`` would write (reads only).
+
+        Raises:
+            AdoptError: bad input or a port that cannot be adopted (one line naming it).
+        """
+        return await self.ops.plan_adoption(request)
+
+    async def adopt(self, plan: AdoptPlan) -> None:
+        """Write ``plan``: its profile, and each server recorded as the fleet's (journalled)."""
+        await self.ops.adopt(plan)
+
+
+class WatchBackend(ConsoleBackend):
+    """The backend of a console that watches ports (``--ports/--gpus``, no profile).
+
+    Until its servers are adopted it offers only that (``A``): every other key is off, since
+    nothing would verify those servers as the fleet's. Once adopted, the console operates them
+    through the same door as a profile's console (``FleetOps`` with the adopted profile).
+
+    Args:
+        ops: The operations service (no profile yet).
+        marker: Shows GPUs as STOPPING during a stop (the monitor).
+        log_dir: The console's ``--log-dir``: where the servers log (None: their stdout files).
+        log_pattern: Their log file name in it.
+    """
+
+    def __init__(
+        self,
+        ops: FleetOps,
+        marker: StopMarker | None = None,
+        *,
+        log_dir: str | None = None,
+        log_pattern: str = "sglang_gpu{gpu}.log",
+    ) -> None:
+        super().__init__(ops, marker)
+        self.log_dir = log_dir
+        """Where the watched servers log."""
+        self.log_pattern = log_pattern
+        """Their log file name."""
+        self.adopted: str | None = None
+        """The profile the fleet was adopted as (None: not yet)."""
+
+    def supports(self, intent: str) -> bool:
+        """Adoption, and once adopted what a profile's console supports."""
+        if intent == "adopt":
+            return True
+        return self.adopted is not None and super().supports(intent)
+
+    def adoption_request(
+        self, ports: tuple[int, ...], gpus: tuple[int, ...], name: str
+    ) -> AdoptRequest:
+        """Adopting these servers, their logs in the console's ``--log-dir`` when it has one."""
+        return AdoptRequest(ports, name, gpus, self.log_dir, self.log_pattern)
+
+    async def adopt(self, plan: AdoptPlan) -> None:
+        """Write ``plan``; from then on the console operates the servers."""
+        await super().adopt(plan)
+        self.ops.base = plan.profile
+        self.adopted = plan.profile.name

@@ -25,6 +25,7 @@ from tui.ui.gate import why_key_is_off
 from tui.ui.help_screen import HelpScreen, help_sections
 from tui.ui.main_screen import MainScreen
 from tui.ui.messages import (
+    AdoptRequested,
     ApplyProfileRequested,
     FleetUpdated,
     KillRequested,
@@ -44,6 +45,7 @@ from tui.ui.rollout.canary_screen import CanaryScreen
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.rollout.rollout_screen import RolloutScreen
 from tui.ui.sources import (
+    Adopter,
     FleetActions,
     FleetPoller,
     Intent,
@@ -372,6 +374,22 @@ class FleetApp(OperationHost):
             self.notify(text, title=title)
 
         self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=asked)
+
+    def on_adopt_requested(self, message: AdoptRequested) -> None:
+        """Write the adoption the dialog showed; from then on the console operates them."""
+        adopter = self.actions
+        if not isinstance(adopter, Adopter):
+            return
+        plan = message.plan
+
+        async def run() -> None:
+            await adopter.adopt(plan)
+            self.main_screen.refresh_bindings()  # every key now operates the adopted servers
+            self.notify(
+                f"adopted {plan.summary()}; nothing was signalled ({plan.path})", title="Adopted"
+            )
+
+        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=f"adopt {plan.summary()}")
 
     def on_relaunch_requested(self, message: RelaunchRequested) -> None:
         """Relaunch servers."""

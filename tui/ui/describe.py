@@ -53,6 +53,16 @@ def describe_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> str:
     return "\n".join(lines)
 
 
+def adoptable(fleet: FleetSnapshot) -> tuple[tuple[int, int], ...]:
+    """(GPU, port) of each server shown that runs while the fleet state records nothing of it
+    (``ServerSnapshot.stranger``): what the console's ``A`` offers to adopt."""
+    return tuple(
+        (panel.gpu_index, panel.server.port)
+        for panel in fleet.panels
+        if panel.server is not None and panel.server.stranger
+    )
+
+
 def unknown_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> tuple[ConfirmedServer, ...]:
     """The servers among ``gpus`` that are not the fleet's (``unknown``, or a ``stranger`` the
     fleet state records nothing of) and that a confirmation can name (pid and start ticks

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,13 +13,16 @@ from textual.widgets import Header
 
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.adoption import AdoptPlan
 from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
+from tui.ui.adopt_screen import AdoptScreen
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import (
+    adoptable,
     describe_fresh_job,
     describe_pipeline_stop,
     describe_servers,
@@ -36,6 +41,7 @@ from tui.ui.grid.node_keys import NODE_BINDINGS, NodeKeys
 from tui.ui.grid.scope import scope_words
 from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.messages import (
+    AdoptRequested,
     ApplyProfileRequested,
     KillRequested,
     PanelOpened,
@@ -52,6 +58,7 @@ from tui.ui.rollout.describe import compact_range
 from tui.ui.rollout.flows import choose_canary, choose_rollout
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.sources import (
+    Adopter,
     FleetActions,
     JournalReader,
     RunningReader,
@@ -60,6 +67,7 @@ from tui.ui.sources import (
 )
 from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import open_tuning
+from tui.words import gpus_words, spans
 
 
 class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None]):
@@ -97,6 +105,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         Binding("j", "journal", "Journal", id="fleet.journal"),
         Binding("c", "canary", "Canary", id="fleet.canary"),
         Binding("o", "rollout", "Roll out", id="fleet.rollout"),
+        Binding("A", "adopt", "Adopt", id="fleet.adopt", tooltip="Take over servers"),
         # The status strip says "w: report" while an operation runs: not in the Footer too.
         Binding("w", "operation_report", "Operation", id="grid.operation", show=False),
         # The search runs detached; the screen follows it (its own keys change the fleet).
@@ -183,6 +192,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         if indices and self.selected not in indices:
             self.selected = indices[0]
         self._bindings_may_change("fleet", bool(indices))
+        self._bindings_may_change("adoptable", bool(adoptable(fleet)))
 
     def record_pipeline(
         self, status: PipelineStatus | None, marks: tuple[OperationMark, ...]
@@ -426,6 +436,28 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         profile = await choose_rollout(self.app, self.actions, gpus, words)
         if profile is not None:
             self.post_message(RolloutRequested(profile, 1, scope))
+
+    def action_adopt(self) -> None:
+        """Take over the servers shown that the fleet state records nothing of (started by the
+        operator's own script), after a dialog showing what will be written."""
+        if self._busy() or not isinstance(self.actions, Adopter):
+            return
+        found = adoptable(self.fleet)
+        if not found:
+            return
+        adopter = self.actions
+        gpus, ports = tuple(g for g, _ in found), tuple(p for _, p in found)
+
+        async def planner(name: str) -> AdoptPlan:
+            return await adopter.plan_adoption(adopter.adoption_request(ports, gpus, name))
+
+        def done(plan: AdoptPlan | None) -> None:
+            if plan is not None:
+                self.post_message(AdoptRequested(plan))
+
+        title = f"Adopt the servers on ports {spans(ports)} ({gpus_words(gpus)})?"
+        name = time.strftime("adopted-%Y%m%d-%H%M")
+        self.app.push_screen(AdoptScreen(title, name, planner), done)
 
     def action_journal(self) -> None:
         """Show the journal."""
