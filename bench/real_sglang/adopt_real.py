@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.operator_fleet import OperatorServer, answers, kill_group, start, wait_ready
+from bench.real_sglang.commands import gpufleet_command
 
 BEFORE = {"mem_fraction_static": 0.30, "max_mamba_cache_size": 80, "mamba_full_memory_ratio": 0.4}
 """The script's knobs (max running requests left to SGLang: auto)."""
@@ -97,27 +98,12 @@ class Run:
 
     def gpufleet(self, *args: str, timeout: float = 600.0) -> dict[str, Any]:
         """Run one gpufleet command as the operator types it; its record."""
-        started = time.monotonic()
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "tui", *args],
-                env=self.env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-            rc, out, err = done.returncode, done.stdout, done.stderr
-        except subprocess.TimeoutExpired as exc:
-            rc, out, err = -999, str(exc.stdout or ""), f"timed out after {timeout} s"
-        rec = {
-            "argv": ["gpufleet", *args],
-            "rc": rc,
-            "seconds": round(time.monotonic() - started, 1),
-        }
-        rec.update(stdout=out[-12000:], stderr=err[-4000:])
+        rec, out = gpufleet_command(self.env, args, timeout)
+        rec.update(stdout=out[-12000:], stderr=rec["stderr"][-4000:])
         self.records["commands"].append(rec)
-        print(f"[{self.elapsed():6.1f}] gpufleet {' '.join(args)} -> {rc} ({rec['seconds']} s)")
+        print(
+            f"[{self.elapsed():6.1f}] gpufleet {' '.join(args)} -> {rec['rc']} ({rec['seconds']} s)"
+        )
         return rec
 
     def servers(self) -> list[OperatorServer]:
