@@ -20,6 +20,7 @@ import psutil
 import pytest
 from control_helpers import parent_argv, read_pids, reaper, running
 
+from bench.ports import free_port
 from tui.control import IdentityMismatch, stop, verify
 from tui.control.stop_release import stop_and_release
 from tui.servers.procinfo import boot_id, cmdline_digest, start_ticks
@@ -34,15 +35,16 @@ LAUNCHER = (
 """One session for both servers (the operator's ``setsid`` script): they share its group."""
 
 
-def adopted(pid: int, gpu: int = 0, port: int = 30000) -> ProcessRecord:
-    """The record ``gpufleet adopt`` writes for ``pid`` (``tui.control.takeover``)."""
+def adopted(pid: int, gpu: int = 0, port: int | None = None) -> ProcessRecord:
+    """The record ``gpufleet adopt`` writes for ``pid`` (``tui.control.takeover``), on a port
+    nothing holds (a stop checks its port is free at the end; 30000 may be a neighbour's)."""
     proc = psutil.Process(pid)
     cmdline = tuple(proc.cmdline())
     ticks = start_ticks(pid)
     assert ticks
     return ProcessRecord(
         gpu=gpu,
-        port=port,
+        port=free_port() if port is None else port,
         pid=pid,
         pgid=os.getpgid(pid),
         create_time=proc.create_time(),

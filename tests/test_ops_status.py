@@ -24,6 +24,7 @@ from tui.ops.cli import status as status_cli
 from tui.ops.fleet_status import exit_code
 from tui.ops.service import FleetOps, OpsOptions
 from tui.pipeline.status import PipelineStatus, Rate, write_status
+from tui.state.fleet_state import GpuState, update_fleet
 
 SPEED = 40.0
 
@@ -139,7 +140,9 @@ def test_ports_and_gpus_show_exactly_those_rows(
     assert status_cli.main(["--ports", f"{a},{b}", "--gpus", "3,5"]) == 2
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:-1]]
     assert rows == ["3", "5"]
-    assert status_cli.main([]) == 2  # the default fleet: every GPU the source samples
+    # The fleet the state records (GPU 3 on port a): every GPU the source samples is shown.
+    update_fleet(lambda state: {**state, 3: GpuState(3, port=a)})
+    assert status_cli.main([]) == 2
     assert len(capsys.readouterr().out.splitlines()) == 2 + 7 + 1  # head, seven GPUs, the job
 
 

@@ -10,19 +10,24 @@ the plan's place, in one line, and Adopt stays off.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 from textual import work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.adoption import AdoptError, AdoptPlan
 from tui.state.files import StateFileError
+from tui.ui.describe import adoptable
 from tui.ui.dialog_keys import BUTTON_KEYS, KEYS_HINT_CSS, ButtonKeys, keys_hint
 from tui.ui.gate import ReadOnlyGate
+from tui.ui.sources import Adopter
+from tui.words import gpus_words, spans
 
 Planner = Callable[[str], Awaitable[AdoptPlan]]
 """Reads the plan of adopting the watched servers as the named profile."""
@@ -167,3 +172,34 @@ class AdoptScreen(ModalScreen[AdoptPlan | None], ButtonKeys, ReadOnlyGate[AdoptP
     def action_cancel(self) -> None:
         """Nothing is written."""
         self.dismiss(None)
+
+
+def open_adoption(
+    app: App[None],
+    adopter: Adopter,
+    fleet: FleetSnapshot,
+    on_plan: Callable[[AdoptPlan], object],
+) -> None:
+    """Open the dialog on the servers of ``fleet`` the fleet state records nothing of.
+
+    Args:
+        app: The console.
+        adopter: The backend that reads and writes the plan.
+        fleet: What the grid shows (its ``stranger`` servers are adopted).
+        on_plan: Called with the plan after Adopt (not after Cancel).
+    """
+    found = adoptable(fleet)
+    if not found:
+        return
+    gpus, ports = tuple(g for g, _ in found), tuple(p for _, p in found)
+
+    async def planner(name: str) -> AdoptPlan:
+        return await adopter.plan_adoption(adopter.adoption_request(ports, gpus, name))
+
+    def done(plan: AdoptPlan | None) -> None:
+        if plan is not None:
+            on_plan(plan)
+
+    title = f"Adopt the servers on ports {spans(ports)} ({gpus_words(gpus)})?"
+    name = time.strftime("adopted-%Y%m%d-%H%M")
+    app.push_screen(AdoptScreen(title, name, planner), done)

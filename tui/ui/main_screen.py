@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,10 +11,9 @@ from textual.widgets import Header
 
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
-from tui.ops.adoption import AdoptPlan
 from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
-from tui.ui.adopt_screen import AdoptScreen
+from tui.ui.adopt_screen import open_adoption
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
@@ -67,7 +64,6 @@ from tui.ui.sources import (
 )
 from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import open_tuning
-from tui.words import gpus_words, spans
 
 
 class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None]):
@@ -442,22 +438,9 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         operator's own script), after a dialog showing what will be written."""
         if self._busy() or not isinstance(self.actions, Adopter):
             return
-        found = adoptable(self.fleet)
-        if not found:
-            return
-        adopter = self.actions
-        gpus, ports = tuple(g for g, _ in found), tuple(p for _, p in found)
-
-        async def planner(name: str) -> AdoptPlan:
-            return await adopter.plan_adoption(adopter.adoption_request(ports, gpus, name))
-
-        def done(plan: AdoptPlan | None) -> None:
-            if plan is not None:
-                self.post_message(AdoptRequested(plan))
-
-        title = f"Adopt the servers on ports {spans(ports)} ({gpus_words(gpus)})?"
-        name = time.strftime("adopted-%Y%m%d-%H%M")
-        self.app.push_screen(AdoptScreen(title, name, planner), done)
+        open_adoption(
+            self.app, self.actions, self.fleet, lambda p: self.post_message(AdoptRequested(p))
+        )
 
     def action_journal(self) -> None:
         """Show the journal."""
