@@ -72,7 +72,9 @@ async def test_kill_stops_one_gpu_and_waits_for_its_memory(fleet: OpFleet) -> No
     marks = Marks()
     before = read_records()
     await operator(fleet, marks).kill((0,))
-    assert marks.calls[0] == (0, True) and (0, False) not in marks.calls
+    # Marked stopping first; the mark withdrawn once the stop ended (the process is gone by
+    # then: the panel says STOPPED at the next poll), whatever the stop did (issue 35).
+    assert marks.calls[0] == (0, True) and marks.calls[-1] == (0, False)
     assert not pid_alive(before[0].pid)
     assert live_processes(paths.sim_gpu_dir(), 0) == []  # the GPU's memory is released
     assert 0 not in read_records()

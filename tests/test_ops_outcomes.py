@@ -147,8 +147,12 @@ def test_a_stranger_on_a_fleet_port_is_named_refused_and_shown_unknown(
             assert f"REFUSED GPU 0: port {fleet.ports[0]} is held by pid {stranger.pid} (" in out
             assert "socket.create_server" in out and "nothing was signalled" in out
 
-            with pytest.raises(OperationError, match=f"refused on GPU 0: .*pid {stranger.pid}"):
+            # Refused before anything stops, naming it (issue 35: the run checks first).
+            named = f"refused: GPU 0: port {fleet.ports[0]} is held by pid {stranger.pid} "
+            with pytest.raises(OperationError, match=named) as refused:
                 asyncio.run(FleetOps(options=FAST).relaunch([0]))
+            assert "which is not an SGLang server: nothing was stopped" in str(refused.value)
+            assert "gpufleet adopt" not in str(refused.value)  # it would refuse this holder
 
             status = gpufleet_status("--json")
             doc = json.loads(status.stdout)

@@ -19,10 +19,12 @@ from rollout_helpers import sim_fleet
 from tui import paths
 from tui.control.stop_release import StopTimeouts
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
+from tui.gpu.snapshot import GpuSnapshot
 from tui.ops.cli import status as status_cli
 from tui.ops.fleet_status import exit_code
 from tui.ops.service import FleetOps, OpsOptions
 from tui.pipeline.status import PipelineStatus, Rate, write_status
+from tui.state.fleet_state import GpuState, update_fleet
 
 SPEED = 40.0
 
@@ -104,6 +106,44 @@ def test_nothing_on_the_ports_is_unreachable() -> None:
     result = gpufleet_status("--ports", ",".join(str(p) for p in free_ports(2)))
     assert result.returncode == 2
     assert "fleet: 0/2 ready (exit 2)" in result.stdout
+
+
+class SevenGpus:
+    """A GPU source that samples seven GPUs (a demo's simulated fleet, or a node's NVML)."""
+
+    kind = "sim"
+
+    def sample(self) -> tuple[GpuSnapshot, ...]:
+        return tuple(
+            GpuSnapshot(i, "B200", f"GPU-{i}", 180, 60, 120, 0.0, 0.0, 30.0, 100.0, 1000.0, 1, 1)
+            for i in range(7)
+        )
+
+    def describe(self) -> str:
+        return "seven GPUs"
+
+    def close(self) -> None:
+        pass
+
+
+def test_ports_and_gpus_show_exactly_those_rows(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35: 'status --ports A-B --gpus 0-1' printed the seven GPUs the source samples."""
+    from bench.simfleet import free_ports
+
+    monkeypatch.setattr(status_cli, "open_gpu_source", SevenGpus)
+    a, b = free_ports(2)
+    assert status_cli.main(["--ports", f"{a},{b}", "--gpus", "3,5", "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert [g["gpu"] for g in doc["gpus"]] == [3, 5]
+    assert status_cli.main(["--ports", f"{a},{b}", "--gpus", "3,5"]) == 2
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:-1]]
+    assert rows == ["3", "5"]
+    # The fleet the state records (GPU 3 on port a): every GPU the source samples is shown.
+    update_fleet(lambda state: {**state, 3: GpuState(3, port=a)})
+    assert status_cli.main([]) == 2
+    assert len(capsys.readouterr().out.splitlines()) == 2 + 7 + 1  # head, seven GPUs, the job
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from ui_helpers import (
 )
 
 from tui.ops.service import OperationError
+from tui.retune.events import ApplyFinished, ApplyRefused, ApplyResult, ThroughputComparison
 from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState
 from tui.ui.app import FleetApp
@@ -231,3 +232,36 @@ async def test_a_new_operation_starts_while_the_last_report_is_under_another_scr
         ("sim-aggressive", (3, 5)),
         ("sim-baseline", (1,)),
     ]
+
+
+async def test_a_refused_apply_offers_no_rollback() -> None:
+    """Issue 35: an apply on ports held by servers gpufleet did not launch is refused before
+    anything stops; its report says so and offers no `b: roll back` (nothing changed)."""
+    why = (
+        "GPU 3: port 30003 is held by pid 5120 (python -m sglang.launch_server --port 30003), "
+        "a server gpufleet did not launch and has not adopted: nothing was stopped"
+    )
+
+    def refused(name: str, gpus: tuple[int, ...]) -> list[object]:
+        nothing = ThroughputComparison((), (), "not measured")
+        result = ApplyResult(name, {}, gpus, (), nothing, 0.0, 0.0, refused=(why,))
+        return [ApplyRefused((why,)), ApplyFinished(result)]
+
+    running = {
+        g: GpuState(g, current={"name": "sim-aggressive"}, previous={"name": "sim-baseline"})
+        for g in ALL
+    }
+    actions = RecordingActions(apply_script=refused)
+    app = _app(actions, running=running)
+    async with app.run_test(size=(150, 45)) as pilot:
+        await settle(pilot, app)
+        app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", (3, 5)))
+        await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
+        screen = app.screen
+        assert isinstance(screen, ApplyScreen)
+        await wait_for(pilot, lambda: screen.finished, "the end")
+        assert screen.check_action("rollback", ()) is False
+        summary = _text(screen, "#apply-summary")
+        assert "roll back" not in summary
+        shown = " ".join(_text(screen, f"#{part}") for part in ApplyScreen.PARTS)
+        assert "refused" in shown and "nothing was stopped" in " ".join(shown.split())

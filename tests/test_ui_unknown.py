@@ -7,6 +7,7 @@ import contextlib
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 from textual.screen import ModalScreen
 from ui_helpers import (
@@ -22,6 +23,8 @@ from ui_helpers import (
 )
 
 from tui.control.adopt import ConfirmedServer
+from tui.control.stop import StopResult
+from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import ServerState
 from tui.ops.console import ConsoleBackend
 from tui.ops.door import OperationError
@@ -51,6 +54,66 @@ def _app(actions: RecordingActions) -> FleetApp:
     app = make_app(_fleet_with_an_unknown_server(), actions=actions, profile="aggressive")  # type: ignore[arg-type]
     assert isinstance(app, FleetApp)
     return app
+
+
+SCRIPTED = ("/venv/bin/python", "-m", "sglang.launch_server", "--port", "30004")
+STRANGER_4 = ConfirmedServer(4, 4804, 777_004, " ".join(SCRIPTED))
+
+
+def _fleet_started_by_a_script() -> object:
+    """GPU 4 serves, ready, but the fleet state records nothing of it (issue 35: a profile's
+    console on servers the operator's own script started)."""
+    fleet = seven_gpu_fleet()
+    server = ready_server(4, pid=4804, cmdline=SCRIPTED, start_ticks=777_004, stranger=True)
+    panels = tuple(replace(p, server=server) if p.gpu_index == 4 else p for p in fleet.panels)
+    return replace(fleet, panels=panels)
+
+
+async def test_k_on_a_server_the_fleet_does_not_record_names_it_and_sends_only_it() -> None:
+    """It was stopped as 'no server recorded', 'Done', while it kept serving: the
+    confirmation now names it as not the fleet's, and only its confirmed pid reaches the
+    backend."""
+    actions = RecordingActions()
+    app = make_app(_fleet_started_by_a_script(), actions=actions, profile="aggressive")  # type: ignore[arg-type]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("4", "k"), StopScreen)
+        text = _label_text(app.screen, "#stop-affected")
+        assert "pid 4804, ready, NOT THE FLEET'S" in text and " ".join(SCRIPTED) in text
+        assert "gpufleet adopt takes it over" in text
+        assert "only this pid is signalled, never its group" in text
+        await pilot.press("d")
+        await finish_actions(pilot, app)
+    assert actions.calls == [("kill", ((4,), (STRANGER_4,)))]
+
+
+def _toasts(app: FleetApp) -> list[tuple[str, str]]:
+    return [(str(n.title), str(n.message)) for n in app._notifications]
+
+
+_DRAINED = StopResult(3, 4203, "drained", (4203,), (), 2.0)
+NOTHING_RAN = StopReleased(3, "done", "GPU 3: no server recorded; port 30003 is free")
+STOPPED = StopReleased(3, "done", f"{_DRAINED.describe()}; GPU memory released", _DRAINED)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "title"),
+    [(NOTHING_RAN, "Nothing was running"), (STOPPED, "Stopped")],
+    ids=["nothing-ran", "stopped"],
+)
+async def test_the_toast_says_what_each_stop_did_never_stopped_for_nothing(
+    outcome: StopReleased, title: str
+) -> None:
+    """It said 'Done / stopped GPU 3 (drain)' whatever the stop did."""
+    actions = RecordingActions(kill_outcomes=[outcome])
+    app = _app(actions)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, app)
+        await press_until(pilot, ("3", "k"), StopScreen)
+        await pilot.press("d")
+        await finish_actions(pilot, app)
+        await wait_for(pilot, lambda: bool(_toasts(app)), "the toast")
+        assert _toasts(app) == [(title, outcome.message)]
 
 
 async def stop_fleet_fails(pilot: Pilot[None], app: FleetApp) -> None:

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gpus": ("tui.gpu.cli", "print one sample of every GPU (NVML, or the simulated fleet)"),
     "profile": ("tui.profiles.cli", "list, show, diff, validate profiles; print launch argv"),
     "apply": ("tui.ops.cli.apply", "stop, relaunch with a profile, verify every GPU"),
+    "adopt": ("tui.ops.cli.adopt", "take over servers gpufleet did not launch (writes a profile)"),
     "status": ("tui.ops.cli.status", "the whole fleet and its job; exit 0 all ready, 1, 2, 3"),
     "journal": ("tui.ops.cli.journal", "print the journal of applies, canaries and rollouts"),
     "canary": ("tui.ops.cli.canary", "try a profile on one GPU against the others as control"),

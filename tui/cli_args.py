@@ -96,3 +96,35 @@ SECONDS_OR_ZERO = number(float, 0, 10.0**6)
 """A duration option that may be 0: seconds in [0, 10^6]."""
 GPU_INDEX = number(int, 0, 1023)
 """A GPU index option."""
+
+
+def numbers_list(text: str, option: str, low: int, high: int) -> tuple[int, ...]:
+    """'0,2,5', '30000-30006' or both ('0-2,5') -> the numbers, in the order given.
+
+    Args:
+        text: The option's value.
+        option: Its name, for the message.
+        low: The smallest number allowed.
+        high: The largest.
+
+    Raises:
+        argparse.ArgumentTypeError: one line naming the option and what is allowed (a bound is
+            checked before a range is expanded: ``1-999999999`` is refused, not listed).
+    """
+    values: list[int] = []
+    try:
+        for part in text.split(","):
+            first, _, last = part.strip().partition("-")
+            a, b = int(first), int(last or first)
+            if b < a:
+                raise ValueError
+            if not (low <= a and b <= high):
+                raise argparse.ArgumentTypeError(f"{option}: {text!r}: allowed range {low}..{high}")
+            values.extend(range(a, b + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{option}: {text!r} is not a list like 0,2,5 or a range like 0-6"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"{option}: {text!r}: allowed range {low}..{high}")
+    return tuple(values)

@@ -4,7 +4,7 @@
 # the tiny model. Sets PY, OUT and MODEL; exits 3-6 when a step fails.
 PY=/opt/torch/.venv/bin/python3; [ -x "$PY" ] || PY=python3
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 if [ ! -f /tmp/site/.ok ]; then
   mkdir -p /tmp/site
   "$PY" -c 'import tarfile;tarfile.open(".real/sglang-site.tar.xz").extractall("/tmp/site")' && touch /tmp/site/.ok || exit 3

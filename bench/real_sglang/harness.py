@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.real_sglang.commands import gpufleet_command
+
 if TYPE_CHECKING:  # imported where the console runs: the rest needs no pyte (auto_check.py)
     from bench.real_sglang.screen import PtyScreen
 
@@ -134,25 +136,14 @@ class Harness:
 
     # -- gpufleet's own commands ---------------------------------------------------------
     def gpufleet(self, *args: str, timeout: float = 300.0, full: bool = False) -> dict[str, Any]:
-        t = time.monotonic()
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "tui", *args],
-                env=self.env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-            rc, out, err = done.returncode, done.stdout, done.stderr
-        except subprocess.TimeoutExpired as exc:
-            rc, out, err = -999, str(exc.stdout or ""), f"timed out after {timeout} s"
-        rec = {"argv": ["gpufleet", *args], "rc": rc, "seconds": round(time.monotonic() - t, 2)}
-        rec["stdout"], rec["stderr"] = out[-6000:], err[-3000:]
+        rec, out = gpufleet_command(self.env, args, timeout)
+        rec["stdout"], rec["stderr"] = out[-6000:], rec["stderr"][-3000:]
         self.records["events"].append(rec)
         if full:
             rec = {**rec, "stdout": out}
-        print(f"[{self.elapsed():6.1f}] gpufleet {' '.join(args)} -> {rc} ({rec['seconds']} s)")
+        print(
+            f"[{self.elapsed():6.1f}] gpufleet {' '.join(args)} -> {rec['rc']} ({rec['seconds']} s)"
+        )
         return rec
 
     def save(self) -> None:

@@ -76,7 +76,7 @@ def _record_alive(record: ProcessRecord | None) -> bool:
         return not mismatch.gone
 
 
-def _listens(pid: int, port: int) -> bool:
+def listens(pid: int, port: int) -> bool:
     """Whether ``pid``'s own sockets include one listening on ``port`` now."""
     try:
         conns = psutil.Process(pid).net_connections(kind="inet")
@@ -117,7 +117,7 @@ def holder_record(gpu: int, holder: PortHolder, host: str) -> tuple[ProcessRecor
         return None, "it exited while being looked at"
     if not ticks or pgid <= 1:
         return None, "its start time or process group cannot be read"
-    if not _listens(pid, holder.port):
+    if not listens(pid, holder.port):
         # Who holds a socket is read from every process's fds, and a process forked by a
         # launch holds all of its parent's for a moment before its exec closes them: a
         # neighbour GPU's server, found so, carries a launch id of this fleet (seen under load:

@@ -2,9 +2,12 @@
 
 A recorded server is the fleet's when, at its pid, runs a process with the same start in clock
 ticks since boot, in the same boot (``tui.control.procinfo``), whose environment carries the
-same launch id. Wall-clock start times (psutil's ``create_time``) are kept for display only: a
-step of the host's clock moves them for every process. A record of an older gpufleet (no start
-ticks) is verified by its launch id alone, and upgraded.
+same launch id. A server gpufleet adopted (``gpufleet adopt``: started by the operator's own
+script, it never had a launch id) is the fleet's when, at its pid, runs a process with the same
+start ticks in the same boot whose command line has the recorded digest. Wall-clock start times
+(psutil's ``create_time``) are kept for display only: a step of the host's clock moves them for
+every process. A record of an older gpufleet (no start ticks) is verified by its launch id
+alone, and upgraded.
 
 A process that cannot be verified (its environment may not be read: another user's) is never
 taken for the fleet's. A refusal says what did not match, never a guess about why.
@@ -17,7 +20,13 @@ from dataclasses import dataclass, replace
 
 import psutil
 
-from tui.servers.procinfo import LAUNCH_ID_ENV, boot_id, read_launch_id, start_ticks
+from tui.servers.procinfo import (
+    LAUNCH_ID_ENV,
+    boot_id,
+    read_cmdline_digest,
+    read_launch_id,
+    start_ticks,
+)
 from tui.state.fleet_state import ProcessRecord
 
 __all__ = [
@@ -126,6 +135,8 @@ def verify(record: ProcessRecord) -> Identity:
                 gone=True,
             )
     matched_ticks = bool(record.start_ticks)
+    if record.adopted:
+        return _verify_adopted(record, proc, refusing)
     if not record.launch_id:
         raise IdentityMismatch(
             f"{refusing}: the record has no launch id to verify it by", gone=False
@@ -158,6 +169,31 @@ def verify(record: ProcessRecord) -> Identity:
     if not matched_ticks:
         upgraded = replace(record, start_ticks=ticks, boot_id=boot)
     return Identity(True, proc, upgraded)
+
+
+def _verify_adopted(record: ProcessRecord, proc: psutil.Process, refusing: str) -> Identity:
+    """An adopted server (no launch id): its start ticks and boot matched (``verify``), its
+    command line must still have the recorded digest. Without start ticks it is never taken
+    for the fleet's: a command line alone names no process."""
+    if not record.start_ticks:
+        raise IdentityMismatch(
+            f"{refusing}: the adopted record has no start time to verify it by", gone=False
+        )
+    digest = read_cmdline_digest(record.pid)
+    if digest is None:
+        if not running(proc):
+            return Identity(False, None)
+        raise IdentityMismatch(
+            f"{refusing}: its command line may not be read, so it cannot be verified",
+            gone=False,
+        )
+    if digest != record.cmdline_digest:
+        # Same start ticks in the same boot: the adopted process itself, renamed since (a
+        # process may rewrite its own argv). Not verified: never signalled, the record kept.
+        raise IdentityMismatch(
+            f"{refusing}: its command line differs from the one adopted", gone=False
+        )
+    return Identity(True, proc)
 
 
 def group_members(pgid: int, not_before_ticks: int) -> list[psutil.Process]:

@@ -15,6 +15,9 @@ the wait covers every member of the group. A process is signalled only when its 
 verified: the recorded main pid (start ticks, boot, launch id: ``identity.verify``), its live
 descendants, or a group member that carries the launch's ``GPUFLEET_LAUNCH_ID`` in its
 environment (children inherit it; a stranger's group that reused the pgid does not have it).
+An adopted server (``gpufleet adopt``) has no launch id: its verified processes are its main pid
+(start ticks, boot, command line digest) and its live descendants, and its group is never
+signalled whole (one script's ``setsid`` may have started every server of the fleet in it).
 The group as a whole is signalled only when its recorded pgid is > 1, is the verified main
 process's own group at that moment, and is neither gpufleet's group nor its parent's
 (``group_to_signal``); otherwise each verified process is signalled on its own and the stop says
@@ -69,12 +72,17 @@ class StopResult:
     note: str = ""
     """What the operator should know besides (the record's process group was not the server's:
     its processes were signalled one by one); "" when nothing."""
+    whole_group: bool = True
+    """Its escalation went to its process group (False: to each verified process on its own,
+    ``group_to_signal`` said why in ``note``)."""
 
     def describe(self) -> str:
         """One line for the operator."""
         text = {
             "drained": "drained and exited after SIGTERM to its main pid",
-            "terminated": "stopped by SIGTERM to its process group",
+            "terminated": "stopped by SIGTERM to its process group"
+            if self.whole_group
+            else "stopped by SIGTERM to each of its verified processes",
             "killed": (
                 "killed with SIGKILL"
                 if self.mode == "kill"
@@ -180,6 +188,12 @@ def group_to_signal(record: ProcessRecord, leader: psutil.Process | None) -> tup
         actual = os.getpgid(leader.pid)
     except (ProcessLookupError, PermissionError):
         return None, ""
+    if record.adopted:
+        return None, (
+            "adopted, not launched by gpufleet: its process group may hold other processes of "
+            "the script that started it, so only its verified processes were signalled, each on "
+            "its own"
+        )
     if record.pgid <= 1 or record.pgid != actual:
         return None, (
             f"the record's process group {record.pgid} is not the server's own ({actual}): "
@@ -199,10 +213,14 @@ def _signal_all(
     leader: psutil.Process | None,
     sig: signal.Signals,
     notes: list[str],
-) -> None:
+) -> bool:
     """Signal every verified member: the group at once when ``group_to_signal`` allows it (and
     each member that left it), else each member on its own. A member that got the group's signal
-    is not signalled again: a second SIGTERM can re-enter a handler that is shutting down."""
+    is not signalled again: a second SIGTERM can re-enter a handler that is shutting down.
+
+    Returns:
+        Whether the group was signalled whole.
+    """
     group, why = group_to_signal(record, leader)
     if why and why not in notes:
         notes.append(why)
@@ -215,6 +233,7 @@ def _signal_all(
             continue
         if not in_group:
             signal_process(proc, sig)
+    return group is not None
 
 
 def stop(
@@ -252,6 +271,7 @@ def stop(
         return StopResult(record.gpu, record.pid, "already_exited", (), (), 0.0, mode)
     leader = next((p for p in members if p.pid == record.pid), None)
     notes: list[str] = []
+    whole = True
     outcome: StopOutcome
     alive = members
     if mode == "drain" and leader is not None:
@@ -268,7 +288,7 @@ def stop(
         # Children may have been forked meanwhile: look again before signalling the group.
         alive = _live(alive, record)
         if alive:
-            _signal_all(alive, record, leader, signal.SIGTERM, notes)
+            whole = _signal_all(alive, record, leader, signal.SIGTERM, notes)
             alive = _wait_gone(alive, term_deadline, tick)
     if alive or mode == "kill":
         alive = _live(alive, record)
@@ -292,6 +312,7 @@ def stop(
         time.monotonic() - started,
         mode,
         "; ".join(notes),
+        whole,
     )
 
 

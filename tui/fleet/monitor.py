@@ -63,6 +63,7 @@ class FleetMonitor:
         discovery_interval: float = 5.0,
         stuck_after_s: float = DEFAULT_FLOOR_S,
         clock: Callable[[], float] = time.time,
+        sampled_gpus: bool = True,
     ) -> None:
         """Args:
         spec: The fleet to watch.
@@ -84,6 +85,8 @@ class FleetMonitor:
         stuck_after_s: The liveness bound's floor (``tui.fleet.liveness``): a server with
             requests and no progress for this long (or five typical progress gaps) is STUCK.
         clock: Wall clock (tests pass a fake one).
+        sampled_gpus: Show every GPU the source samples, a panel without a server for those
+            the spec does not name (False: the spec's GPUs only, as ``status --ports`` asks).
         """
         self.spec = spec
         self.gpu_source = gpu_source
@@ -101,6 +104,7 @@ class FleetMonitor:
         self.ready_interval = ready_interval
         self.discovery_interval = discovery_interval
         self._clock = clock
+        self._sampled_gpus = sampled_gpus
         self._trackers = [
             Tracker(
                 s,
@@ -386,7 +390,8 @@ class FleetMonitor:
             t.spec.gpu_index: server_snapshot(t, now, self._profiles.get(t.spec.gpu_index))
             for t in self._trackers
         }
-        indices = sorted(set(self.spec.gpu_indices()) | set(by_gpu))
+        shown = set(by_gpu) if self._sampled_gpus else set()
+        indices = sorted(set(self.spec.gpu_indices()) | shown)
         panels = tuple(
             GpuPanel(
                 gpu_index=i,

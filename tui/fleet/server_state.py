@@ -151,4 +151,5 @@ def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> S
         throughput_age_s=throughput_age if live else None,
         cmdline=t.process.cmdline if t.process else (),
         start_ticks=t.process.start_ticks if t.process else None,
+        stranger=t.spec.is_local and t.known is None and t.process is not None and t.alive,
     )

@@ -112,6 +112,12 @@ class ServerSnapshot:
     start_ticks: int | None = None
     """The main process's start in clock ticks since boot, when known: a confirmation to stop
     an ``unknown`` server names this very process."""
+    stranger: bool = False
+    """A process of this host serves the port and the fleet state records nothing of this GPU
+    on it: gpufleet neither launched nor adopted it (a fleet watched with ``--ports``, or a
+    profile's console on servers started by the operator's own script). Nothing would verify
+    it as the fleet's: a stop names it and asks, as for ``unknown`` (``gpufleet adopt`` takes
+    it over instead)."""
 
 
 @dataclass(frozen=True, slots=True)

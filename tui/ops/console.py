@@ -14,9 +14,10 @@ from typing import Protocol
 
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
-from tui.control.stop_release import DrainProgress
+from tui.control.stop_release import DrainProgress, StopReleased
+from tui.ops.adoption import AdoptPlan, AdoptRequest
 from tui.ops.events import EventSink, OpEvent
-from tui.ops.service import FleetOps, OperationError
+from tui.ops.service import FleetOps
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult, GpuFailed, GpuPhase
 from tui.retune.preflight import Preflight
@@ -115,7 +116,7 @@ class ConsoleBackend:
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> None:
+    ) -> list[StopReleased]:
         """Stop the servers on ``gpus`` and wait for their GPU memory.
 
         Args:
@@ -124,22 +125,25 @@ class ConsoleBackend:
             confirmed: Servers the operator confirmed stopping although they are not verified
                 as the fleet's (``unknown``): their pid alone is signalled.
 
+        Returns:
+            Each GPU's outcome (what the console says: a GPU where nothing ran is not called
+            stopped).
+
         Raises:
             OperationError: naming each GPU whose stop was refused or failed.
         """
         for gpu in gpus:
             self._mark(gpu, True)
         try:
-            await self.ops.kill(
+            return await self.ops.kill(
                 gpus, self._sink(None), mode, confirmed={c.gpu: c for c in confirmed}
             )
-        except OperationError as error:
-            stopped = getattr(error, "outcomes", ())
-            done = {o.gpu for o in stopped if o.ok}
+        finally:
+            # The stop ended, either way: a server it stopped is gone (its panel says so at
+            # the next poll), one it did not is not stopping. A mark kept after a stop that
+            # acted on nothing read "stopping" for 70 s while the server kept serving.
             for gpu in gpus:
-                if gpu not in done:
-                    self._mark(gpu, False)
-            raise
+                self._mark(gpu, False)
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
@@ -238,3 +242,74 @@ class ConsoleBackend:
         the logs the console shows."""
         logs = self.logs() if self.logs is not None else None
         return await self.ops.preflight(profile, gpus, logs)
+
+    # --- adoption ---------------------------------------------------------------------------
+
+    def adoption_request(
+        self, ports: tuple[int, ...], gpus: tuple[int, ...], name: str
+    ) -> AdoptRequest:
+        """Adopting these servers, their logs where their stdout goes."""
+        return AdoptRequest(ports, name, gpus)
+
+    async def plan_adoption(self, request: AdoptRequest) -> AdoptPlan:
+        """What adopting ``request`` would write (reads only).
+
+        Raises:
+            AdoptError: bad input or a port that cannot be adopted (one line naming it).
+        """
+        return await self.ops.plan_adoption(request)
+
+    async def adopt(self, plan: AdoptPlan) -> None:
+        """Write ``plan``: its profile, and each server recorded as the fleet's (journalled)."""
+        await self.ops.adopt(plan)
+
+
+class WatchBackend(ConsoleBackend):
+    """The backend of a console that watches ports (``--ports/--gpus``, no profile).
+
+    Until its servers are adopted it offers only that (``A``): every other key is off, since
+    nothing would verify those servers as the fleet's. Once adopted, the console operates them
+    through the same door as a profile's console (``FleetOps`` with the adopted profile).
+
+    Args:
+        ops: The operations service (no profile yet).
+        marker: Shows GPUs as STOPPING during a stop (the monitor).
+        logs: The logs the console shows, by GPU (the preflight calibrates on them).
+        log_dir: The console's ``--log-dir``: where the servers log (None: their stdout files).
+        log_pattern: Their log file name in it.
+    """
+
+    def __init__(
+        self,
+        ops: FleetOps,
+        marker: StopMarker | None = None,
+        logs: Callable[[], Mapping[int, str]] | None = None,
+        *,
+        log_dir: str | None = None,
+        log_pattern: str = "sglang_gpu{gpu}.log",
+    ) -> None:
+        super().__init__(ops, marker, logs)
+        self.log_dir = log_dir
+        """Where the watched servers log."""
+        self.log_pattern = log_pattern
+        """Their log file name."""
+        self.adopted: str | None = None
+        """The profile the fleet was adopted as (None: not yet)."""
+
+    def supports(self, intent: str) -> bool:
+        """Adoption, and once adopted what a profile's console supports."""
+        if intent == "adopt":
+            return True
+        return self.adopted is not None and super().supports(intent)
+
+    def adoption_request(
+        self, ports: tuple[int, ...], gpus: tuple[int, ...], name: str
+    ) -> AdoptRequest:
+        """Adopting these servers, their logs in the console's ``--log-dir`` when it has one."""
+        return AdoptRequest(ports, name, gpus, self.log_dir, self.log_pattern)
+
+    async def adopt(self, plan: AdoptPlan) -> None:
+        """Write ``plan``; from then on the console operates the servers."""
+        await super().adopt(plan)
+        self.ops.base = plan.profile
+        self.adopted = plan.profile.name

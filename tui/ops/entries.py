@@ -36,7 +36,8 @@ def apply_entry(
         summary = "refused: " + "; ".join(result.refused)
     else:
         ready = len(result.reports) - len(failed)
-        summary = f"{ready}/{len(result.reports)} GPUs ready on {result.profile}"
+        # Out of the GPUs targeted: a walk that stopped at a failure never reached some.
+        summary = f"{ready}/{len(result.gpus)} GPUs ready on {result.profile}"
         if result.throughput.verdict != "not measured":
             summary += f"; throughput {result.throughput.describe()}"
         refused = [r.gpu for r in result.reports if r.status == "refused"]

@@ -112,6 +112,7 @@ class LifecycleOps(OpsBase):
 
         def one(gpu: int) -> StopReleased:
             entry = state.get(gpu)
+            port, host = self._address(entry, gpu)
             return stop_and_release(
                 gpu,
                 entry.server if entry is not None else None,
@@ -119,14 +120,25 @@ class LifecycleOps(OpsBase):
                 mode=mode,
                 timeouts=self.options.stop,
                 on_progress=progress,
-                port=entry.port if entry is not None else None,
-                host=entry.host if entry is not None else "127.0.0.1",
+                port=port,
+                host=host,
                 confirmed=confirmed.get(gpu),
             )
 
         return list(
             await asyncio.gather(*(in_stop_thread(functools.partial(one, g)) for g in gpus))
         )
+
+    def _address(self, entry: GpuState | None, gpu: int) -> tuple[int | None, str]:
+        """The GPU's port and host: the fleet state's, else the fleet's profile's (servers the
+        state records nothing of, started by the operator's own script: what holds that port is
+        named and stopped only as confirmed; a stop that looked at no port said 'done: no server
+        recorded' while the server kept serving)."""
+        if entry is not None and entry.port is not None:
+            return entry.port, entry.host
+        if self.base is not None and gpu in self.base.gpus:
+            return self.base.port_for(gpu), self.base.host
+        return None, "127.0.0.1"
 
     async def stop_fleet(
         self,

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
+from tui.ops.adopted_walk import adopted_gpus, walk
 from tui.ops.door import BAD_ARGUMENTS, OperationError, OpsBase, emit, gpus_text
 from tui.ops.entries import (
     apply_entry,
@@ -23,7 +24,6 @@ from tui.state.fleet_state import (
     GpuState,
     profile_of,
     read_fleet,
-    read_records,
 )
 
 
@@ -45,7 +45,9 @@ class RetuneOps(OpsBase):
 
         Stop (drain), release, launch, ready, verify report per GPU; with ``measure`` (default:
         the options') the throughput before and after, and what the apply cost the fleet. A GPU
-        whose new server exits on its arguments is relaunched with its previous profile.
+        whose new server exits on its arguments is relaunched with its previous profile. GPUs
+        running servers gpufleet adopted are walked one at a time, each verified before the
+        next stops (``tui.ops.adopted_walk``: their job keeps running on the others).
 
         Raises:
             ProfileError: the profile cannot be loaded (nothing is stopped).
@@ -56,11 +58,26 @@ class RetuneOps(OpsBase):
         what = f"apply {loaded.name} to GPUs {gpus_text(targets)}"
         measuring = self.options.apply.measure if measure is None else measure
         async with self._operation(what, targets, on_event):
-            runner = self._runner(replace(self.options.apply, measure=measuring))
-            fleet = sorted({*targets, *(await asyncio.to_thread(read_records))})
-            result, cost = await runner.run(
-                loaded, targets, measure=measuring, mode=mode, on_event=on_event, fleet_gpus=fleet
-            )
+            state = await asyncio.to_thread(read_fleet)
+            fleet = sorted({*targets, *(g for g, s in state.items() if s.server is not None)})
+            cost = None
+            if len(targets) > 1 and adopted_gpus(state, targets):
+                runner = self._runner(replace(self.options.apply, measure=False))
+
+                async def one(gpu: int, sink: EventSink) -> ApplyResult:
+                    return (await runner.run(loaded, [gpu], mode=mode, on_event=sink))[0]
+
+                result = await walk(loaded, targets, one, on_event)
+            else:
+                runner = self._runner(replace(self.options.apply, measure=measuring))
+                result, cost = await runner.run(
+                    loaded,
+                    targets,
+                    measure=measuring,
+                    mode=mode,
+                    on_event=on_event,
+                    fleet_gpus=fleet,
+                )
             restored = await self._restore_args_failures(result, on_event)
             entry = apply_entry(result, self.by, "apply", cost, restored)
             await self._journal(entry, on_event, what)
@@ -116,13 +133,17 @@ class RetuneOps(OpsBase):
                 entry = apply_entry(result, self.by, "relaunch")
                 await asyncio.to_thread(append, entry)
             failed = [r for res in results for r in res.reports if not r.ok]
+            refused = [why for res in results for why in res.refused]
             summary = (
                 f"relaunched GPUs {gpus_text(targets)}"
-                if not failed
-                else "; ".join(f"{r.status} on GPU {r.gpu}: {r.failure}" for r in failed)
+                if not failed and not refused
+                else "; ".join(
+                    [f"refused: {why}" for why in refused]
+                    + [f"{r.status} on GPU {r.gpu}: {r.failure}" for r in failed]
+                )
             )
-            emit(on_event, OperationFinished(what, not failed, summary))
-        if failed:
+            emit(on_event, OperationFinished(what, not failed and not refused, summary))
+        if failed or refused:
             raise OperationError(summary)
         return results
 

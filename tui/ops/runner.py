@@ -11,6 +11,7 @@ operation, around however many runs the operation needs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -21,6 +22,7 @@ from tui.control.adopt import ConfirmedServer
 from tui.control.release import GpuPids, nvml_gpu_pids, sim_gpu_pids
 from tui.control.stop import StopMode
 from tui.control.stop_release import DrainProgress, StopTimeouts
+from tui.control.takeover import stranger_on_port
 from tui.gpu.snapshot import GpuSource
 from tui.gpu.source import open_gpu_source
 from tui.ops.target import FleetTarget
@@ -33,6 +35,7 @@ from tui.rollout.cost import ApplyCostWatch, RetuneCost
 from tui.rollout.sampling import MetricsProbe, Sampler
 from tui.servers.keepalive import KeepAliveTransport
 from tui.state.fleet_state import FleetState, profile_of, read_fleet, record_outcome
+from tui.words import spans
 
 EventSink = Callable[[RetuneEvent | DrainProgress], None]
 """Receives a run's events on the event loop."""
@@ -88,6 +91,58 @@ def diff_lines(state: FleetState, profile: Profile, gpus: Sequence[int]) -> tupl
     return ()
 
 
+def strangers(
+    plan: Sequence[tuple[int, Profile]],
+    state: FleetState,
+    confirmed: Mapping[int, ConfirmedServer],
+) -> list[str]:
+    """Why a run (or a walk) must not begin: ports of the plan's GPUs held by processes
+    gpufleet neither launched nor adopted (``tui.control.takeover.stranger_on_port``), each
+    named, and how to take the SGLang servers among them over; empty when there are none.
+    Blocking (reads the process table).
+
+    Why before anything: an apply on a fleet started by the operator's script used to stop
+    nothing (each stop refused), fail every launch on its held port, print '0 of 4 GPUs ready'
+    and offer a rollback, while all four servers were untouched and serving.
+
+    Args:
+        plan: Each GPU with the (fitted) profile it is to run.
+        state: The fleet state.
+        confirmed: Holders the operator confirmed stopping, by GPU.
+    """
+    lines, held = [], []
+    for gpu, profile in plan:
+        if gpu not in profile.gpus:
+            continue  # the engine's validation names it
+        entry = state.get(gpu)
+        record = entry.server if entry is not None else None
+        port = profile.port_for(gpu)
+        found = stranger_on_port(gpu, port, profile.host, record, confirmed.get(gpu))
+        if found is not None:
+            lines.append(found[0])
+            if found[1]:  # an SGLang server: gpufleet adopt takes it over
+                held.append((gpu, port))
+    if held:
+        held.sort(key=lambda pair: pair[1])
+        ports, on = adopt_lists(held)
+        lines.append(
+            f"take them over first, signalling nothing: gpufleet adopt --ports {ports} --gpus "
+            f"{on} --name NAME (see docs/operating-a-running-fleet.md); or stop them yourself"
+        )
+    return lines
+
+
+def adopt_lists(pairs: Sequence[tuple[int, int]]) -> tuple[str, str]:
+    """(GPU, port) pairs, in port order, as ``gpufleet adopt``'s ``--ports`` and ``--gpus``:
+    ranges (``30000-30006``, ``0-6``) when both ascend together, else the lists in that order
+    (each port must keep its own GPU)."""
+    gpus = [gpu for gpu, _ in pairs]
+    ports = [port for _, port in pairs]
+    if gpus == sorted(gpus):
+        return spans(ports), spans(gpus)
+    return ",".join(map(str, ports)), ",".join(map(str, gpus))
+
+
 class EngineRunner:
     """Runs the retune engine on the real fleet.
 
@@ -136,6 +191,8 @@ class EngineRunner:
         """
         state = read_fleet()
         targets = tuple(sorted(set(gpus)))
+        plan = [(gpu, profile) for gpu in targets]
+        held = await asyncio.to_thread(strangers, plan, state, confirmed or {})
         measuring = measure and any(state.get(g) and state[g].server for g in targets)
         options = replace(self.options, measure=measuring)
         gpu_pids = self._gpu_pids or gpu_pids_for(profile)
@@ -159,6 +216,7 @@ class EngineRunner:
                 progress,
                 direct=direct,
                 confirmed=dict(confirmed or {}),
+                refusals=held,
             )
             ports = {g: profile.port_for(g) for g in targets if g in profile.gpus}
             probe = MetricsCounterProbe(ports, profile.host, client) if measuring else None

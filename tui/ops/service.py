@@ -18,6 +18,7 @@ Blocking work runs in threads: the coroutines never block the caller's event loo
 
 from __future__ import annotations
 
+from tui.ops.adopt_ops import AdoptOps
 from tui.ops.door import BAD_ARGUMENTS, OperationError, OpsOptions
 from tui.ops.form_ops import FormOps
 from tui.ops.lifecycle_ops import LifecycleOps
@@ -27,7 +28,7 @@ from tui.ops.trial_ops import TrialOps
 __all__ = ["BAD_ARGUMENTS", "FleetOps", "OperationError", "OpsOptions"]
 
 
-class FleetOps(RetuneOps, LifecycleOps, TrialOps, FormOps):
+class FleetOps(RetuneOps, LifecycleOps, TrialOps, FormOps, AdoptOps):
     """The operations core: every change of the fleet goes through one of these coroutines.
 
     Args:

@@ -145,6 +145,9 @@ class FleetTarget:
             (``ServerProbe``'s ``direct``), or None.
         confirmed: Per GPU, a process holding its port that the operator confirmed stopping
             although it is not verified as the fleet's (the console's ``unknown`` server).
+        refusals: Why the run must not begin although the profile is valid (ports held by
+            servers gpufleet neither launched nor adopted: ``tui.ops.runner.strangers``);
+            ``validate`` returns them, so nothing is stopped.
     """
 
     def __init__(
@@ -158,8 +161,10 @@ class FleetTarget:
         on_progress: ProgressSink | None = None,
         direct: KeepAliveTransport | None = None,
         confirmed: dict[int, ConfirmedServer] | None = None,
+        refusals: Sequence[str] = (),
     ) -> None:
         self.profile = profile
+        self._refusals = tuple(refusals)
         self._confirmed = confirmed or {}
         self.direct = direct
         self._gpu_pids = gpu_pids
@@ -171,7 +176,8 @@ class FleetTarget:
         self._cordoned: dict[int, str] = {}
 
     def validate(self, gpus: Sequence[int]) -> list[str]:
-        """GPUs outside the profile, argv that cannot be built, or that SGLang would refuse."""
+        """GPUs outside the profile, argv that cannot be built, or that SGLang would refuse;
+        then the run's ``refusals`` (ports held by servers that are not the fleet's)."""
         errors = []
         for gpu in gpus:
             if gpu not in self.profile.gpus:
@@ -187,7 +193,7 @@ class FleetTarget:
                 continue
             # Before anything is stopped: an argv SGLang refuses would leave the GPU empty.
             errors += [str(p) for p in launch_problems(self.profile, [gpu])]
-        return list(dict.fromkeys(errors))
+        return list(dict.fromkeys([*errors, *self._refusals]))
 
     def spec_for(self, gpu: int) -> GpuLaunchSpec:
         """The launch of one GPU, per-GPU override applied."""
@@ -247,6 +253,10 @@ class FleetTarget:
         entry = (await asyncio.to_thread(read_fleet)).get(gpu)
         record = entry.server if entry is not None else None
         port, host = (entry.port, entry.host) if entry is not None else (None, "127.0.0.1")
+        if port is None and gpu in self.profile.gpus:
+            # Nothing recorded: the port this launch takes is checked (a server the operator
+            # confirmed is stopped there; any other holder refuses the stop, named).
+            port, host = self.profile.port_for(gpu), self.profile.host
         stopped = await self.stop_record(gpu, record, on_stage=on_stage, port=port, host=host)
         if not stopped.ok:
             self.release_cordon(gpu)

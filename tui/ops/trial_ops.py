@@ -19,7 +19,7 @@ from tui.ops.entries import (
 )
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalEntry, append
-from tui.ops.runner import EngineRunner
+from tui.ops.runner import EngineRunner, strangers
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
@@ -35,6 +35,7 @@ from tui.rollout.rollout import (
     rollout_plan,
 )
 from tui.rollout.sampling import Sampler
+from tui.state.fleet_state import read_fleet
 
 
 class TrialOps(OpsBase):
@@ -174,6 +175,8 @@ class TrialOps(OpsBase):
             writes.append(asyncio.ensure_future(_after(previous, entry)))
 
         async with self._operation(what, gpus, sink):
+            state = await asyncio.to_thread(read_fleet)
+            held = await asyncio.to_thread(strangers, plan, state, {})
             async with httpx.AsyncClient() as client:
                 walk = Rollout(
                     plan,
@@ -185,6 +188,7 @@ class TrialOps(OpsBase):
                     skipped=skipped,
                     on_step=step,
                     on_measure=lambda progress: emit(sink, progress),
+                    refusals=held,
                 )
                 result = await walk.run()
             await asyncio.gather(*writes)

@@ -78,3 +78,39 @@ def log_dir_problem(template: str) -> str | None:
         if name != "state" or spec or conversion is not None:
             return "only the {state} placeholder is allowed"
     return None
+
+
+def _candidates(name: str, gpu: int, port: int) -> set[str]:
+    """The templates that expand to ``name`` for this GPU and port: one occurrence of the port
+    as ``{port}`` or of the GPU index as ``{gpu}``."""
+    found = set()
+    for value, field in ((str(port), "{port}"), (str(gpu), "{gpu}")):
+        start = name.find(value)
+        while start >= 0:
+            found.add(name[:start] + field + name[start + len(value) :])
+            start = name.find(value, start + 1)
+    return found
+
+
+def template_for(names: Sequence[tuple[int, int, str]]) -> str | None:
+    """The ``fleet.log_file`` that names each server's own log file (``gpufleet adopt``).
+
+    Args:
+        names: (GPU, port, file name) of each server.
+
+    Returns:
+        A template every server's name follows, valid for them (``log_file_problem``); a whole
+        port as ``{port}`` is preferred (in ``s-30001.log``, ``s-3000{gpu}.log`` fits GPU 1 on
+        port 30001 by chance); None when there is none.
+    """
+    common: set[str] | None = None
+    for gpu, port, name in names:
+        found = _candidates(name, gpu, port)
+        common = found if common is None else common & found
+    gpus = [gpu for gpu, _, _ in names]
+    ports = [port for _, port, _ in names]
+    usable = sorted(
+        (t for t in common or () if log_file_problem(t, gpus, ports) is None),
+        key=lambda t: ("{port}" not in t, t),
+    )
+    return usable[0] if usable else None

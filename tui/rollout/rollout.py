@@ -176,8 +176,12 @@ class Rollout:
         skipped: Sequence[int] = (),
         on_step: Callable[[RolloutStep], None] | None = None,
         on_measure: Callable[[MeasureProgress], None] | None = None,
+        refusals: Sequence[str] = (),
     ) -> None:
         self.plan = plan
+        self.refusals = tuple(refusals)
+        """Why it must not begin although its plan is valid (read by the caller: ports held by
+        servers that are not the fleet's): it is refused, nothing stopped."""
         self.fleet = fleet
         self.options = options or RolloutOptions()
         self.rollback = rollback
@@ -193,6 +197,7 @@ class Rollout:
         name = "" if self.rollback else self.fleet.name
         planned = tuple(g for g, _ in self.plan)
         errors = self.options.errors() + ([] if self.plan else ["gpus: nothing to restart"])
+        errors += self.refusals
         if errors:
             result = RolloutResult(
                 name,

@@ -188,9 +188,16 @@ class LiveCheck:
                 watch.close()
 
 
-def _describe(
+def describe_process(
     proc: psutil.Process, port: int, log_hint: str | None, found_by: str
 ) -> ServerProcess:
+    """What can be read of a server's main process: argv, children, CUDA_VISIBLE_DEVICES, log
+    (``log_hint``, else where its stdout points) and start ticks; an unreadable field is None
+    or empty, never an error.
+
+    Raises:
+        psutil.NoSuchProcess: it is gone.
+    """
     try:
         children = tuple(c.pid for c in proc.children(recursive=True))
     except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -266,14 +273,15 @@ def find_servers(
         inner = [p for p in procs if not _has_descendant_in(p, pids)] or procs
         proc = min(inner, key=lambda p: p.pid)
         try:
-            result[port] = _describe(proc, port, hints.get(port), "cmdline")
+            result[port] = describe_process(proc, port, hints.get(port), "cmdline")
         except psutil.NoSuchProcess:
             continue
     missing = wanted - set(result)
     if missing and use_listeners:
         for port, pid in _listeners(missing).items():
             try:
-                result[port] = _describe(psutil.Process(pid), port, hints.get(port), "listen")
+                proc = psutil.Process(pid)
+                result[port] = describe_process(proc, port, hints.get(port), "listen")
             except psutil.NoSuchProcess:
                 continue
     return result

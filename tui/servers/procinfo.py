@@ -1,5 +1,6 @@
 """What the kernel says about a process that no clock step can change: its start in clock ticks
-since boot, the boot it belongs to, and the launch id in its environment.
+since boot, the boot it belongs to, the launch id in its environment, and the digest of its
+command line (the identity of a server gpufleet adopted, which has no launch id).
 
 Why not psutil's ``create_time``: it is wall-clock (``/proc/stat``'s ``btime``, which the kernel
 moves with every clock step, plus the start ticks), so a step of the host's clock moves the
@@ -11,8 +12,10 @@ identity check, and gpufleet stopped managing them. The start ticks (``/proc/PID
 from __future__ import annotations
 
 import functools
+import hashlib
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -64,6 +67,34 @@ def boot_id() -> str:
             return handle.read().strip()
     except (OSError, UnicodeDecodeError):
         return ""
+
+
+DIGEST_PREFIX = "sha256:"
+"""How ``cmdline_digest`` names its hash (a record says which digest it holds)."""
+
+
+def cmdline_digest(argv: Sequence[str]) -> str:
+    """A digest of a command line, each argument NUL-terminated as the kernel keeps them (so
+    ``["a b"]`` and ``["a", "b"]`` differ).
+
+    Args:
+        argv: The command line, as ``psutil.Process.cmdline()`` gives it.
+
+    Returns:
+        ``sha256:<hex>``.
+    """
+    data = b"".join(arg.encode("utf-8", "surrogateescape") + b"\0" for arg in argv)
+    return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def read_cmdline_digest(pid: int) -> str | None:
+    """``cmdline_digest`` of ``pid``'s command line now; None when it is gone or may not be
+    read (another user's process), or has none (a zombie, a kernel thread)."""
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except (psutil.Error, OSError):
+        return None
+    return cmdline_digest(argv) if argv else None
 
 
 EnvRead = Literal["gone", "denied", "empty"]

@@ -1,12 +1,13 @@
 """What runs on each GPU: the one locked store the console, the CLI and every operation share.
 
 ``tui.paths.fleet_state_file()`` holds, per GPU: the identity of the server gpufleet launched
-there (pid, process group, start ticks since boot, boot id, launch id: enough never to signal a
-stranger; its wall-clock start time and command line for display), the launch ids of its last
-few launches (a server of the fleet that lost its record is known by them), the port the
-console and the pipeline use for that GPU (it outlives the server, so a relaunch keeps the GPU
-on it), and the profile document it runs now and ran before (a rollback relaunches exactly what
-ran, even if the profile file was edited since)::
+there (pid, process group, start ticks since boot, boot id, launch id; for a server it adopted,
+``gpufleet adopt``, the digest of its command line instead of the launch id it never had: enough
+never to signal a stranger; its wall-clock start time and command line for display), the launch
+ids of its last few launches (a server of the fleet that lost its record is known by them), the
+port the console and the pipeline use for that GPU (it outlives the server, so a relaunch keeps
+the GPU on it), and the profile document it runs now and ran before (a rollback relaunches
+exactly what ran, even if the profile file was edited since)::
 
     {"version": 2, "gpus": {"3": {"port": 30003, "host": "127.0.0.1",
                                   "server": {...} | null, "current": {...} | null,
@@ -46,7 +47,8 @@ ProfileDoc = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class ProcessRecord:
-    """Identity of one server process gpufleet started (enough to never signal a stranger)."""
+    """Identity of one server process gpufleet started or adopted (enough to never signal a
+    stranger)."""
 
     gpu: int
     """GPU index (``CUDA_VISIBLE_DEVICES``)."""
@@ -74,6 +76,16 @@ class ProcessRecord:
     gpufleet, upgraded once its launch id is checked)."""
     boot_id: str = ""
     """The boot it was started in (``/proc/sys/kernel/random/boot_id``)."""
+    cmdline_digest: str = ""
+    """For a server gpufleet adopted (``gpufleet adopt``: it never had a launch id), the digest
+    of its command line (``tui.control.takeover.cmdline_digest``): with its start ticks and boot
+    id, its identity. "" for a server gpufleet launched."""
+
+    @property
+    def adopted(self) -> bool:
+        """Whether gpufleet adopted this server rather than launched it (no launch id: its
+        identity is its main pid's start ticks, boot id and command line digest)."""
+        return not self.launch_id and bool(self.cmdline_digest)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -112,6 +124,7 @@ class ProcessRecord:
             launch_id=_str(data.get("launch_id", ""), f"{where}.launch_id"),
             start_ticks=ticks,
             boot_id=_str(data.get("boot_id", ""), f"{where}.boot_id"),
+            cmdline_digest=_str(data.get("cmdline_digest", ""), f"{where}.cmdline_digest"),
         )
 
 

@@ -19,11 +19,13 @@ from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
 from tui.ops.marks import mark_time
 from tui.ui.commands import BindingCommands
+from tui.ui.describe import stop_words
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.gate import why_key_is_off
 from tui.ui.help_screen import HelpScreen, help_sections
 from tui.ui.main_screen import MainScreen
 from tui.ui.messages import (
+    AdoptRequested,
     ApplyProfileRequested,
     FleetUpdated,
     KillRequested,
@@ -43,6 +45,7 @@ from tui.ui.rollout.canary_screen import CanaryScreen
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.rollout.rollout_screen import RolloutScreen
 from tui.ui.sources import (
+    Adopter,
     FleetActions,
     FleetPoller,
     Intent,
@@ -361,11 +364,32 @@ class FleetApp(OperationHost):
         self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
 
     def on_kill_requested(self, message: KillRequested) -> None:
-        """Stop servers (drain, terminate or kill, as chosen)."""
-        self._perform(
-            f"stopped GPU {_gpus(message.gpus)} ({message.mode})",
-            lambda: self.actions.kill(message.gpus, message.mode, message.confirmed),
-        )
+        """Stop servers (drain, terminate or kill, as chosen); the toast says what each GPU's
+        stop did (a refusal or a failure is the worker's error, ``on_worker_state_changed``)."""
+        asked = f"stop GPU {_gpus(message.gpus)} ({message.mode})"
+
+        async def run() -> None:
+            outcomes = await self.actions.kill(message.gpus, message.mode, message.confirmed)
+            title, text = stop_words(outcomes, asked)
+            self.notify(text, title=title)
+
+        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=asked)
+
+    def on_adopt_requested(self, message: AdoptRequested) -> None:
+        """Write the adoption the dialog showed; from then on the console operates them."""
+        adopter = self.actions
+        if not isinstance(adopter, Adopter):
+            return
+        plan = message.plan
+
+        async def run() -> None:
+            await adopter.adopt(plan)
+            self.main_screen.refresh_bindings()  # every key now operates the adopted servers
+            self.notify(
+                f"adopted {plan.summary()}; nothing was signalled ({plan.path})", title="Adopted"
+            )
+
+        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=f"adopt {plan.summary()}")
 
     def on_relaunch_requested(self, message: RelaunchRequested) -> None:
         """Relaunch servers."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from tui.control.adopt import ConfirmedServer
+from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, num
@@ -30,17 +31,20 @@ def describe_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> str:
             lines.append(f"GPU {gpu}: no server")
             continue
         pid = NA if server.pid is None else str(server.pid)
-        if server.state is ServerState.UNKNOWN:
+        if server.state is ServerState.UNKNOWN or server.stranger:
             command = " ".join(server.cmdline) or "command line unknown"
             reach = (
                 "if confirmed, only this pid is signalled, never its group"
                 if server.pid is not None and server.start_ticks
                 else "the kernel does not say which process it is: it cannot be stopped from here"
             )
-            lines.append(
-                f"GPU {gpu}: port {server.port}, pid {pid}, UNKNOWN (not the server the fleet "
-                f"records): {command}; {reach}"
+            what = (
+                f"{server.state.value}, NOT THE FLEET'S (gpufleet neither launched nor adopted "
+                "it; gpufleet adopt takes it over)"
+                if server.stranger
+                else "UNKNOWN (not the server the fleet records)"
             )
+            lines.append(f"GPU {gpu}: port {server.port}, pid {pid}, {what}: {command}; {reach}")
             continue
         lines.append(
             f"GPU {gpu}: port {server.port}, pid {pid}, {server.state.value}, "
@@ -49,9 +53,20 @@ def describe_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> str:
     return "\n".join(lines)
 
 
+def adoptable(fleet: FleetSnapshot) -> tuple[tuple[int, int], ...]:
+    """(GPU, port) of each server shown that runs while the fleet state records nothing of it
+    (``ServerSnapshot.stranger``): what the console's ``A`` offers to adopt."""
+    return tuple(
+        (panel.gpu_index, panel.server.port)
+        for panel in fleet.panels
+        if panel.server is not None and panel.server.stranger
+    )
+
+
 def unknown_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> tuple[ConfirmedServer, ...]:
-    """The ``unknown`` servers among ``gpus`` that a confirmation can name (pid and start
-    ticks known): what a confirmed stop or relaunch may signal, and nothing else.
+    """The servers among ``gpus`` that are not the fleet's (``unknown``, or a ``stranger`` the
+    fleet state records nothing of) and that a confirmation can name (pid and start ticks
+    known): what a confirmed stop or relaunch may signal, and nothing else.
 
     Args:
         fleet: The snapshot the confirmation showed.
@@ -67,7 +82,7 @@ def unknown_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> tuple[Confirme
         if (
             panel.gpu_index in wanted
             and server is not None
-            and server.state is ServerState.UNKNOWN
+            and (server.state is ServerState.UNKNOWN or server.stranger)
             and server.pid is not None
             and server.start_ticks
         ):
@@ -77,6 +92,26 @@ def unknown_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> tuple[Confirme
                 )
             )
     return tuple(out)
+
+
+def stop_words(outcomes: Sequence[StopReleased] | None, asked: str) -> tuple[str, str]:
+    """The title and text of the toast after a stop that was neither refused nor failed.
+
+    "Stopped" only when every GPU's server was stopped; a GPU where nothing ran says so in its
+    own words ("no server recorded; port 30000 is free"), never "stopped".
+
+    Args:
+        outcomes: Each GPU's outcome (None: the backend gives none, a many-node console's).
+        asked: What was asked, in words ("stop GPU 0 (drain)"), when there are no outcomes.
+    """
+    if not outcomes:
+        return "Done", asked
+    acted = [o for o in outcomes if o.result is not None and o.result.outcome != "already_exited"]
+    if len(acted) == len(outcomes):
+        title = "Stopped"
+    else:
+        title = "Nothing was running" if not acted else "Stopped what was running"
+    return title, "\n".join(o.message for o in outcomes)
 
 
 def describe_pipeline_stop(status: PipelineStatus) -> str:

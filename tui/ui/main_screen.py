@@ -13,11 +13,13 @@ from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
+from tui.ui.adopt_screen import open_adoption
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import (
+    adoptable,
     describe_fresh_job,
     describe_pipeline_stop,
     describe_servers,
@@ -36,6 +38,7 @@ from tui.ui.grid.node_keys import NODE_BINDINGS, NodeKeys
 from tui.ui.grid.scope import scope_words
 from tui.ui.journal.journal_screen import JournalScreen
 from tui.ui.messages import (
+    AdoptRequested,
     ApplyProfileRequested,
     KillRequested,
     PanelOpened,
@@ -52,6 +55,7 @@ from tui.ui.rollout.describe import compact_range
 from tui.ui.rollout.flows import choose_canary, choose_rollout
 from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.sources import (
+    Adopter,
     FleetActions,
     JournalReader,
     RunningReader,
@@ -97,6 +101,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         Binding("j", "journal", "Journal", id="fleet.journal"),
         Binding("c", "canary", "Canary", id="fleet.canary"),
         Binding("o", "rollout", "Roll out", id="fleet.rollout"),
+        Binding("A", "adopt", "Adopt", id="fleet.adopt", tooltip="Take over servers"),
         # The status strip says "w: report" while an operation runs: not in the Footer too.
         Binding("w", "operation_report", "Operation", id="grid.operation", show=False),
         # The search runs detached; the screen follows it (its own keys change the fleet).
@@ -183,6 +188,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         if indices and self.selected not in indices:
             self.selected = indices[0]
         self._bindings_may_change("fleet", bool(indices))
+        self._bindings_may_change("adoptable", bool(adoptable(fleet)))
 
     def record_pipeline(
         self, status: PipelineStatus | None, marks: tuple[OperationMark, ...]
@@ -426,6 +432,15 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         profile = await choose_rollout(self.app, self.actions, gpus, words)
         if profile is not None:
             self.post_message(RolloutRequested(profile, 1, scope))
+
+    def action_adopt(self) -> None:
+        """Take over the servers shown that the fleet state records nothing of (started by the
+        operator's own script), after a dialog showing what will be written."""
+        if self._busy() or not isinstance(self.actions, Adopter):
+            return
+        open_adoption(
+            self.app, self.actions, self.fleet, lambda p: self.post_message(AdoptRequested(p))
+        )
 
     def action_journal(self) -> None:
         """Show the journal."""

@@ -7,6 +7,7 @@ from textual.message import Message
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.adoption import AdoptPlan
 from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
 
@@ -86,6 +87,15 @@ class RelaunchRequested(Message):
         """GPU indices."""
         self.confirmed = confirmed
         """The ``unknown`` servers the confirmation named: their pid alone may be signalled."""
+        super().__init__()
+
+
+class AdoptRequested(Message):
+    """The user confirmed adopting what ``plan`` shows (its profile and servers)."""
+
+    def __init__(self, plan: AdoptPlan) -> None:
+        self.plan = plan
+        """The plan the dialog showed: what will be written."""
         super().__init__()
 
 

@@ -75,6 +75,7 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "fleet.journal": Intent.JOURNAL,
         "fleet.canary": Intent.CANARY,
         "fleet.rollout": Intent.ROLLOUT,
+        "fleet.adopt": Intent.ADOPT,
         "grid.autotune": None,  # opens the screen; its own keys start, pause, stop the search
         "nodes.relaunch": Intent.RELAUNCH,
         "nodes.stop": Intent.KILL,
@@ -132,6 +133,7 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "autotune.form.start": Intent.AUTOTUNE,
         # dialogs
         "confirm.yes": Intent.CONFIRM,
+        "adopt.cancel": None,
         "confirm.no": None,
         "dialog.left": None,  # the arrows move among a dialog's buttons
         "dialog.right": None,

@@ -6,14 +6,17 @@ tests implement them with fixed data and recording fakes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import NoReturn, Protocol
+from typing import NoReturn, Protocol, runtime_checkable
 
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
+from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot
 from tui.inputs import tail_lines
+from tui.ops.adoption import AdoptPlan, AdoptRequest
 from tui.ops.console import LookSink
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead, read_journal
@@ -85,6 +88,9 @@ class Intent(StrEnum):
     """Say yes in a dialog that asks before a change (every confirmation asks about one)."""
     AUTOTUNE = "autotune"
     """Start, pause, resume or stop the autotune search (it changes the fleet by itself)."""
+    ADOPT = "adopt"
+    """Take over servers gpufleet did not launch (``gpufleet adopt``): writes a profile and the
+    fleet state; signals nothing."""
 
 
 class FleetActions(Protocol):
@@ -104,9 +110,11 @@ class FleetActions(Protocol):
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> None:
+    ) -> Sequence[StopReleased] | None:
         """Stop the servers on ``gpus`` (drain: no in-flight request lost); ``confirmed``: the
-        ``unknown`` servers the operator confirmed stopping (their pid alone is signalled)."""
+        ``unknown`` servers the operator confirmed stopping (their pid alone is signalled).
+        Returns each GPU's outcome when the backend has them (what the console says), or None;
+        a refusal or a failure raises."""
         ...
 
     async def relaunch(
@@ -187,6 +195,26 @@ class FleetActions(Protocol):
         """Move every GPU of ``gpus`` (None: the fleet) not yet on ``profile_name`` to it,
         ``batch`` at a time, verified, stopping at the first failure; ``on_event`` gets every
         batch's retune events."""
+        ...
+
+
+@runtime_checkable
+class Adopter(Protocol):
+    """A backend that can take over servers gpufleet did not launch (the console's ``A``); the
+    others (a many-node console's, a read-only one) are not, and the key is off."""
+
+    def adoption_request(
+        self, ports: tuple[int, ...], gpus: tuple[int, ...], name: str
+    ) -> AdoptRequest:
+        """What adopting these servers asks (the console's own log directory and host)."""
+        ...
+
+    async def plan_adoption(self, request: AdoptRequest) -> AdoptPlan:
+        """What adopting would write (reads only; raises ``AdoptError`` naming the field)."""
+        ...
+
+    async def adopt(self, plan: AdoptPlan) -> None:
+        """Write the plan: the profile, and each server recorded as the fleet's."""
         ...
 
 

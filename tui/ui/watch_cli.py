@@ -1,5 +1,8 @@
 """The console without a profile: which fleet it watches, and the journal's markers on its chart.
 
+It only watches (every key that changes the fleet is off) until its servers are adopted with
+``A`` (``tui.ops.console.WatchBackend``); from then on it operates them.
+
 Given ``--ports/--gpus`` it watches those; given neither, the fleet the state records
 (``tui.fleet.recorded``: ``gpufleet demo --base-port 25000`` runs on 25000-25006), else the
 default ports 30000-30006 on GPUs 0-6. Either way the generation chart marks the journal's
@@ -88,7 +91,9 @@ def run_watch_console(
     from tui.fleet.monitor import FleetMonitor
     from tui.fleet.recorded import journal_gpus
     from tui.gpu.source import open_gpu_source
+    from tui.ops.console import WatchBackend
     from tui.ops.marks import JournalMarks
+    from tui.ops.service import FleetOps
     from tui.state.files import StateFileError
     from tui.ui.app import FleetApp
 
@@ -98,8 +103,18 @@ def run_watch_console(
     except (ValueError, KeyError, StateFileError) as error:
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
+    monitor = FleetMonitor(spec, open_gpu_source())
+    # It only watches until its servers are adopted (`A`); then it operates them.
+    backend = WatchBackend(
+        FleetOps(by="console"),
+        monitor,
+        monitor.log_paths,
+        log_dir=args.log_dir,
+        log_pattern=args.log_pattern,
+    )
     app = FleetApp(
-        FleetMonitor(spec, open_gpu_source()),
+        monitor,
+        actions=backend,
         retune_marks=JournalMarks(gpus=gpus),
         readonly=readonly,
     )

@@ -126,9 +126,13 @@ def print_result(result: ApplyResult) -> None:
         print("verify " + format_report({**asdict(report), "capped": report.capped}))
         if report.error_line:
             print(f"  log line: {report.error_line}")
+    reported = {r.gpu for r in result.reports}
+    for gpu in result.gpus:
+        if gpu not in reported:
+            print(f"GPU {gpu}: untouched (the walk stopped before it); it runs what it ran")
     print(f"throughput: {result.throughput.describe()}")
     ready = sum(r.ok for r in result.reports)
-    print(f"{ready}/{len(result.reports)} GPUs ready; profile {result.profile}")
+    print(f"{ready}/{len(result.gpus)} GPUs ready; profile {result.profile}")
 
 
 def print_walk(result: RolloutResult) -> int:

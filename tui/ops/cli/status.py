@@ -1,8 +1,9 @@
 """``gpufleet status [--json] [--watch S]``: the whole fleet and its job, for scripts and people.
 
 Per GPU: state, profile, requested and effective values, KV, Mamba, running, queued, tok/s and
-the age of each reading; then the job (the pipeline's status document). The fleet is the one the
-state directory records (else ``--ports/--gpus``, else ports 30000-30006 on GPUs 0-6).
+the age of each reading; then the job (the pipeline's status document). The fleet is
+``--ports/--gpus`` (exactly those rows), else the one the state directory records, else ports
+30000-30006 on GPUs 0-6.
 
 Exit status: 0 every server ready, 1 some not ready, 2 unreachable (no server of the fleet runs
 or answers), 3 bad input (an option, or a damaged state file). With ``--watch`` it polls every S
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from tui import paths
-from tui.cli_args import ArgumentParser, number
+from tui.cli_args import ArgumentParser, number, numbers_list
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.recorded import DEFAULT_PORTS, default_fleet
 from tui.fleet.spec import FleetSpec
@@ -43,25 +44,6 @@ class _Parser(ArgumentParser):
             super().error(message)
         except SystemExit:
             raise SystemExit(EXIT_BAD_INPUT) from None
-
-
-def _indices(text: str, option: str, low: int, high: int) -> tuple[int, ...]:
-    """'0,2,5' or '30000-30006' -> the numbers; raises ArgumentTypeError naming the option."""
-    values: list[int] = []
-    try:
-        for part in text.split(","):
-            first, _, last = part.partition("-")
-            a, b = int(first), int(last or first)
-            if b < a:
-                raise ValueError
-            values.extend(range(a, b + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{option}: {text!r} is not a list like 0,2,5 or a range like 0-6"
-        ) from None
-    if not values or any(not low <= v <= high for v in values):
-        raise argparse.ArgumentTypeError(f"{option}: {text!r}: allowed range {low}..{high}")
-    return tuple(values)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,7 +98,10 @@ def fleet_spec(ports: tuple[int, ...] | None, gpus: tuple[int, ...] | None) -> F
 
 
 async def _run(spec: FleetSpec, args: argparse.Namespace) -> int:
-    monitor = FleetMonitor(spec, open_gpu_source())
+    # Given --ports/--gpus, exactly those rows: the other GPUs the source samples (a demo's
+    # seven simulated ones) are no part of the fleet asked about.
+    explicit = args.ports is not None or args.gpus is not None
+    monitor = FleetMonitor(spec, open_gpu_source(), sampled_gpus=not explicit)
     status_path = args.status or paths.pipeline_status_file()
     polls = 0
     try:
@@ -144,8 +129,8 @@ def main(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv))
     try:
-        ports = _indices(args.ports, "--ports", 1, 65535) if args.ports else None
-        gpus = _indices(args.gpus, "--gpus", 0, 255) if args.gpus else None
+        ports = numbers_list(args.ports, "--ports", 1, 65535) if args.ports else None
+        gpus = numbers_list(args.gpus, "--gpus", 0, 255) if args.gpus else None
         if args.count is not None and args.watch is None:
             raise ValueError("--count: only with --watch S")
         spec = fleet_spec(ports, gpus)

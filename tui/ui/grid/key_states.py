@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tui.fleet.snapshot import FleetSnapshot
-from tui.ui.sources import FleetActions, Intent
+from tui.ui.describe import adoptable
+from tui.ui.sources import Adopter, FleetActions, Intent
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -62,6 +63,11 @@ class KeyStates:
         no_node = "the selected panel's node has no GPUs"
         if action == "mark_node":
             return (True, "") if self._node_gpus()[1] else (None, no_node)
+        if action == "adopt":  # shown only where there is something to adopt
+            if not isinstance(self.actions, Adopter):
+                return False, "this console's backend cannot adopt servers (gpufleet adopt can)"
+            if not adoptable(self.fleet):
+                return False, "nothing to adopt: no server shown runs outside the fleet's records"
         intent = self.intent_of(action, parameters)
         if intent is None:
             return True, ""

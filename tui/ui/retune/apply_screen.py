@@ -108,9 +108,15 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
 
     @property
     def rollback_offered(self) -> bool:
-        """A finished apply that failed on a GPU offers its rollback."""
+        """A finished apply that failed on a GPU it changed offers its rollback; a refused
+        apply, or one refused on every GPU (nothing signalled), changed nothing to roll back."""
         result = self.progress.result
-        return result is not None and not result.ok
+        return (
+            result is not None
+            and not result.ok
+            and not result.refused
+            and any(r.status != "refused" for r in result.reports)
+        )
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`b` appears only on a failed apply."""

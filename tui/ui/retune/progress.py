@@ -121,4 +121,9 @@ def finish(progress: ApplyProgress, result: ApplyResult) -> ApplyProgress:
     done = replace(progress, result=result, refused=result.refused or progress.refused)
     for report in result.reports:
         done = done._with_row(report.gpu, phase="ready" if report.ok else "failed", report=report)
+    if not result.refused:  # a walk that stopped at a failure never reached these GPUs
+        reported = {report.gpu for report in result.reports}
+        for gpu in result.gpus:
+            if gpu not in reported:
+                done = done._with_row(gpu, phase="untouched")
     return done
