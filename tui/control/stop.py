@@ -69,9 +69,17 @@ class StopResult:
     note: str = ""
     """What the operator should know besides (the record's process group was not the server's:
     its processes were signalled one by one); "" when nothing."""
+    drain_timed_out: bool = False
+    """A drain's deadline passed with the main process still running: the group was signalled
+    while it served (what it had in flight was dropped)."""
 
-    def describe(self) -> str:
-        """One line for the operator."""
+    def describe(self, drain: str = "", lost: str = "") -> str:
+        """One line for the operator.
+
+        Args:
+            drain: How the drain ended, when that is news (``drain timed out after 60 s: ...``).
+            lost: What the signals dropped (``16 in-flight requests lost``).
+        """
         text = {
             "drained": "drained and exited after SIGTERM to its main pid",
             "terminated": "stopped by SIGTERM to its process group",
@@ -84,7 +92,11 @@ class StopResult:
             "survived": f"processes {list(self.survivors)} survived SIGKILL",
         }[self.outcome]
         note = f" ({self.note})" if self.note else ""
-        return f"GPU {self.gpu} (pid {self.pid}): {text} in {self.elapsed_s:.1f}s{note}"
+        drain = f"{drain}; " if drain else ""
+        lost = f": {lost}" if lost else ""
+        return (
+            f"GPU {self.gpu} (pid {self.pid}): {drain}{text} in {self.elapsed_s:.1f}s{lost}{note}"
+        )
 
 
 def _wait_gone(
@@ -225,6 +237,7 @@ def stop(
     *,
     mode: StopMode = "drain",
     tick: Callable[[], None] | None = None,
+    on_deadline: Callable[[], None] | None = None,
 ) -> StopResult:
     """Stop the server of ``record`` and every verified process of its group.
 
@@ -236,6 +249,8 @@ def stop(
         forget: remove the entry from the fleet record once nothing of it runs.
         mode: "drain" (default), "terminate" or "kill" (see ``StopMode``).
         tick: called about every 0.1 s while waiting (e.g. to report a drain's progress).
+        on_deadline: called once when a drain's deadline passed with the main process still
+            running, just before its group is signalled (to count what is in flight then).
 
     Returns:
         What happened, with every pid seen (for ``wait_gpu_released``).
@@ -254,10 +269,16 @@ def stop(
     notes: list[str] = []
     outcome: StopOutcome
     alive = members
+    timed_out = False
     if mode == "drain" and leader is not None:
         outcome = "drained"
         signal_process(leader, signal.SIGTERM)
         alive = _wait_gone(alive, started + term_timeout, tick)
+        # Only a main process still serving makes it the drain's timeout; children that
+        # outlive a main process that exited (sglang #31645) hold nothing a client waits for.
+        timed_out = running(leader)
+        if timed_out and on_deadline is not None:
+            on_deadline()
         term_deadline = time.monotonic() + ESCALATE_TERM_S
     else:
         # No live main pid to drain through (only orphaned children are left), or the operator
@@ -292,6 +313,7 @@ def stop(
         time.monotonic() - started,
         mode,
         "; ".join(notes),
+        timed_out,
     )
 
 
@@ -313,6 +335,7 @@ def stop_unverified(
     mode: StopMode = "drain",
     gpu: int = -1,
     tick: Callable[[], None] | None = None,
+    on_deadline: Callable[[], None] | None = None,
 ) -> StopResult:
     """Stop one process the operator confirmed although the fleet cannot verify it as its own:
     its pid only (never a group), SIGTERM (unless ``mode`` is "kill"), SIGKILL after
@@ -325,6 +348,8 @@ def stop_unverified(
         mode: "kill" sends SIGKILL at once; "drain" and "terminate" begin with SIGTERM.
         gpu: The GPU whose port it held (for the result).
         tick: Called about every 0.1 s while waiting.
+        on_deadline: Called once when its SIGTERM's deadline passed with it still running,
+            just before its SIGKILL.
 
     Returns:
         What happened (its children, if any, were not signalled: they are not verified).
@@ -336,6 +361,9 @@ def stop_unverified(
     if mode != "kill":
         signal_process(proc, signal.SIGTERM)
         alive = _wait_gone(alive, started + term_timeout, tick)
+    timed_out = bool(alive) and mode != "kill"
+    if timed_out and on_deadline is not None:
+        on_deadline()
     if alive:
         outcome = "killed"
         signal_process(proc, signal.SIGKILL)
@@ -349,4 +377,5 @@ def stop_unverified(
         time.monotonic() - started,
         mode,
         "not the fleet's own, stopped as confirmed: its pid only, never its group",
+        timed_out,
     )
