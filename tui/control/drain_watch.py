@@ -193,8 +193,8 @@ class DrainWatch:
     def tick(self) -> None:
         """Report the drain's progress (a read at most every ``DRAIN_POLL_S``)."""
         now = time.monotonic()
-        if self.sink is None or now < self._next:
-            return
+        if self.sink is None or now < self._next or self.deadline_s is not None:
+            return  # past the deadline the drain is over: the group's signal is under way
         self._next = now + DRAIN_POLL_S
         reading = self._read()
         running = reading.running if reading else None

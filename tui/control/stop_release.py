@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import psutil
@@ -52,16 +52,37 @@ async def in_stop_thread(call: Callable[[], StopReleased]) -> StopReleased:
     return await asyncio.get_running_loop().run_in_executor(_STOPPERS, call)
 
 
+DEFAULT_DRAIN_S = 60.0
+"""A drain's deadline when neither the operator nor the profile (``[stop] drain_timeout_s``)
+says another."""
+
+
 @dataclass(frozen=True, slots=True)
 class StopTimeouts:
     """The deadlines of one stop."""
 
-    drain_s: float = 60.0
+    drain_s: float = DEFAULT_DRAIN_S
     """SIGTERM to the main pid -> the group is signalled (SGLang checks its drain every 5 s)."""
     kill_s: float = 10.0
     """SIGKILL -> giving up on survivors."""
     release_s: float = 120.0
     """Process gone -> GPU memory released (per the driver)."""
+    drain_pinned: bool = False
+    """``drain_s`` was given by the operator (``--drain-timeout``, the kill dialog): a
+    profile's ``[stop] drain_timeout_s`` does not change it."""
+
+    def pinned(self, drain_s: float | None) -> StopTimeouts:
+        """These deadlines with the operator's drain deadline, when given (None: unchanged)."""
+        if drain_s is None:
+            return self
+        return replace(self, drain_s=drain_s, drain_pinned=True)
+
+    def for_profile(self, drain_s: float | None) -> StopTimeouts:
+        """These deadlines with a profile's ``[stop] drain_timeout_s`` (None: it sets none),
+        unless the operator pinned one."""
+        if drain_s is None or self.drain_pinned:
+            return self
+        return replace(self, drain_s=drain_s)
 
 
 GpuStatus = Literal["done", "refused", "failed"]
@@ -101,6 +122,24 @@ class StopReleased:
     def drain_timed_out(self) -> bool:
         """A drain ran past its deadline and the server was signalled while it served."""
         return self.drain is not None and self.drain.timed_out
+
+    @property
+    def drain_note(self) -> str:
+        """What the stop did to the requests, when that is news: ``drain timed out after 60 s:
+        16 requests running, 864 arrived during the drain; stopped by SIGTERM to its process
+        group: 16 in-flight requests lost`` ("" when it drained, or lost nothing)."""
+        drain, result = self.drain, self.result
+        if drain is None or result is None or not (drain.timed_out or drain.lost_some):
+            return ""
+        how = {
+            "terminated": "stopped by SIGTERM to its process group",
+            "killed": "killed with SIGKILL",
+            "survived": "SIGKILL did not stop it",
+        }.get(result.outcome, result.outcome)
+        if result.note.startswith("not the fleet's own"):  # stop_unverified: its pid alone
+            how = "SIGKILL to its pid" if result.outcome == "killed" else "SIGTERM to its pid"
+        head = f"{drain.timeout_words()}; " if drain.timed_out else ""
+        return f"{head}{how}: {drain.lost_words()}"
 
     @property
     def lost_in_flight(self) -> int | None:

@@ -19,7 +19,14 @@ from tui.control.preflight import (
 )
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased, in_stop_thread, stop_and_release
-from tui.ops.door import OperationError, OpsBase, StopIncomplete, gpus_text, outcome_summary
+from tui.ops.door import (
+    OperationError,
+    OpsBase,
+    StopIncomplete,
+    gpus_text,
+    outcome_summary,
+    outcomes_lost,
+)
 from tui.ops.entries import (
     simple_entry,
 )
@@ -89,7 +96,9 @@ class LifecycleOps(OpsBase):
                     "mode": mode,
                     "outcomes": [o.message for o in outcomes],
                     "status": {str(o.gpu): o.status for o in outcomes},
+                    "drain_timed_out": [o.gpu for o in outcomes if o.drain_timed_out],
                 },
+                lost_in_flight=outcomes_lost(outcomes),
             )
             await self._journal(entry, on_event, what)
         if not_done:

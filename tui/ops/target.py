@@ -239,7 +239,14 @@ class FleetTarget:
                 confirmed=self._confirmed.get(gpu),
             )
         )
-        return Stopped(result.ok, result.message, refused=result.status == "refused")
+        return Stopped(
+            result.ok,
+            result.message,
+            refused=result.status == "refused",
+            drain_timed_out=result.drain_timed_out,
+            lost_in_flight=result.lost_in_flight,
+            drain_note=result.drain_note,
+        )
 
     async def stop_current(self, gpu: int, on_stage: Callable[[str], None]) -> Stopped:
         """Stop the fleet's recorded server on this GPU (identity-checked) and wait for its
