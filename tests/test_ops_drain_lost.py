@@ -33,7 +33,7 @@ FAST = [a for a in FAST_APPLY if a not in ("--term-timeout", "5")]
 """The fast apply's flags without its drain deadline (each test names its own)."""
 
 
-def profile_0517(name: str, port: int, logs: Path, knobs: str) -> str:
+def profile_0517(name: str, port: int, logs: Path, knobs: str, stop: str = "") -> str:
     """One simulated GPU serving the recorded tiny model as SGLang 0.5.17 does."""
     return f"""
 name = "{name}"
@@ -54,12 +54,13 @@ model_path = "/tmp/tiny"
 enable_metrics = true
 load_format = "dummy"
 sim_build = "0.5.17"
-"""
+{stop}"""
 
 
 @pytest.fixture()
 def fleet(tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
-    """GPU 0 on the seed's first knobs (0.30, 80, 0.4, auto); the retune's profile beside."""
+    """GPU 0 on the seed's first knobs (0.30, 80, 0.4, auto), drained for at most 3 s
+    (``[stop] drain_timeout_s``); the retune's profile, (0.45, 200, 0.6, 64), beside."""
     port = free_ports(1)[0]
     logs = tmp_path / "logs"
     before = tmp_path / "before.toml"
@@ -71,6 +72,8 @@ def fleet(tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
             logs,
             "mem_fraction_static = 0.30\nmax_mamba_cache_size = 80\n"
             "mamba_full_memory_ratio = 0.4\n",
+            # How long its servers may drain: the running server's profile says it.
+            "[stop]\ndrain_timeout_s = 3\n",
         )
     )
     after.write_text(
@@ -109,7 +112,7 @@ def test_a_drain_under_a_client_that_never_stops_says_what_it_lost(
     try:
         assert wait_until(lambda: _active(port) == 16, 30), "the client never had 16 in flight"
         capsys.readouterr()
-        status = cli.main([str(after), *FAST, "--drain-timeout", "3"])
+        status = cli.main([str(after), *FAST])  # the running profile's [stop]: 3 s
         printed = capsys.readouterr().out
         assert client.wait(60) == 0
     finally:

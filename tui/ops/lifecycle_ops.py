@@ -119,14 +119,21 @@ class LifecycleOps(OpsBase):
             if sink is not None:
                 loop.call_soon_threadsafe(sink, event)
 
+        fleet_drain_s = self.base.stop.drain_timeout_s if self.base is not None else None
+
         def one(gpu: int) -> StopReleased:
             entry = state.get(gpu)
+            # The profile its server runs says how long it may drain, else the fleet's profile;
+            # the operator's --drain-timeout (or the kill dialog's) wins over both.
+            drain_s = entry.drain_timeout_s if entry is not None else None
             return stop_and_release(
                 gpu,
                 entry.server if entry is not None else None,
                 self._pids_for_gpu(gpu),
                 mode=mode,
-                timeouts=self.options.stop,
+                timeouts=self.options.stop.for_profile(
+                    drain_s if drain_s is not None else fleet_drain_s
+                ),
                 on_progress=progress,
                 port=entry.port if entry is not None else None,
                 host=entry.host if entry is not None else "127.0.0.1",

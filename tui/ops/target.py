@@ -207,10 +207,13 @@ class FleetTarget:
         on_stage: Callable[[str], None] | None = None,
         port: int | None = None,
         host: str = "127.0.0.1",
+        drain_s: float | None = None,
     ) -> Stopped:
         """The one stop-and-release, in a thread; progress forwarded on the event loop.
 
         ``port`` and ``host``: the GPU's, when nothing is recorded (its port is still checked).
+        ``drain_s``: the ``[stop] drain_timeout_s`` of the profile its server runs (the
+        operator's ``--drain-timeout`` wins), else this run's profile's.
         """
         loop = asyncio.get_running_loop()
 
@@ -231,7 +234,9 @@ class FleetTarget:
                 record,
                 self._gpu_pids,
                 mode=mode or self._mode,
-                timeouts=self._timeouts,
+                timeouts=self._timeouts.for_profile(
+                    drain_s if drain_s is not None else self.profile.stop.drain_timeout_s
+                ),
                 keep_cordon=True,
                 on_progress=progress,
                 port=port,
@@ -254,7 +259,10 @@ class FleetTarget:
         entry = (await asyncio.to_thread(read_fleet)).get(gpu)
         record = entry.server if entry is not None else None
         port, host = (entry.port, entry.host) if entry is not None else (None, "127.0.0.1")
-        stopped = await self.stop_record(gpu, record, on_stage=on_stage, port=port, host=host)
+        drain_s = entry.drain_timeout_s if entry is not None else None
+        stopped = await self.stop_record(
+            gpu, record, on_stage=on_stage, port=port, host=host, drain_s=drain_s
+        )
         if not stopped.ok:
             self.release_cordon(gpu)
         return stopped
