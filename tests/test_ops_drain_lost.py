@@ -156,3 +156,8 @@ def test_the_same_retune_under_gpufleet_generate_loses_nothing(
     report = entry.detail["reports"][0]
     assert report["ok"] and not report["drain_timed_out"] and report["lost_in_flight"] == 0
     assert "lost" not in printed and "timed out" not in printed
+    # Cordoned first, and the job said it stopped sending before the SIGTERM.
+    assert f"GPU 0: cordoned: gpufleet generate (pid {job.proc.pid}) stopped sending to it" in (
+        printed
+    )
+    assert "a client is still sending" not in printed

@@ -43,8 +43,8 @@ class DrainProgress:
     gpu: int
     """GPU index."""
     stage: str
-    """'waiting for the job to stop sending', 'draining', 'drain timed out', 'waiting for GPU
-    memory release'."""
+    """'cordoned' (the jobs that honour cordons said whether they stopped sending), 'draining',
+    'drain timed out', 'waiting for GPU memory release'."""
     elapsed_s: float
     """Seconds since the stop began."""
     running: int | None = None
@@ -61,6 +61,8 @@ class DrainProgress:
     def describe(self) -> str:
         """One line: ``GPU 0: draining 12 s: 16 running, 0 queued; 230 arrived since the
         SIGTERM: a client is still sending``."""
+        if self.stage == "cordoned":
+            return f"GPU {self.gpu}: cordoned: {self.note} ({self.elapsed_s:.1f} s)"
         load = "" if self.running is None else f": {self.running} running, {self.queued} queued"
         text = f"GPU {self.gpu}: {self.stage} {self.elapsed_s:.0f} s{load}"
         if self.arrived:

@@ -31,6 +31,7 @@ from tui.control.drain_watch import DrainAccount, DrainProgress, DrainWatch, Pro
 from tui.control.identity import IdentityMismatch
 from tui.control.release import GpuPids, wait_gpu_released
 from tui.control.stop import StopMode, StopResult, stop, stop_unverified
+from tui.state.cordon_acks import wait_acknowledged
 from tui.state.cordons import address_of, cordon, uncordon
 from tui.state.fleet_state import ProcessRecord, remove_record
 
@@ -279,8 +280,10 @@ def stop_and_release(
                     gpu, "done", f"GPU {gpu}: no server recorded; port {port} is free"
                 )
             if held.adopted is None:
+                _senders_stopped(gpu, address, mode, on_progress, started)
                 return _stop_confirmed(gpu, port, held, confirmed, mode, limits, gpu_pids, watch)
             record = held.adopted  # the fleet's own, without a record: stopped like any other
+        _senders_stopped(gpu, address, mode, on_progress, started)
         watch.begin()
         try:
             result = stop(
@@ -318,6 +321,19 @@ def stop_and_release(
         watch.close()
         if not keep_cordon:
             uncordon([address])
+
+
+def _senders_stopped(
+    gpu: int, address: str, mode: StopMode, sink: ProgressSink | None, started: float
+) -> None:
+    """Before a drain's SIGTERM: wait (``ACK_WAIT_S`` at most) until every job that honours
+    cordons and sends to ``address`` says it sends nothing new there; its progress says who
+    did (and who did not). A drain that begins while a job still sends never ends."""
+    if mode != "drain":
+        return  # the group is signalled at once: what is in flight is lost either way
+    wait = wait_acknowledged(address)  # at once when no such job sends to it
+    if sink is not None and (wait.acknowledged or wait.silent):
+        sink(DrainProgress(gpu, "cordoned", time.monotonic() - started, note=wait.describe()))
 
 
 def _holder(gpu: int, port: int, host: str) -> Holder | None:

@@ -107,7 +107,11 @@ def print_event(event: OpEvent) -> None:
     elif isinstance(event, ApplyRefused):
         for error in event.errors:
             print(f"refused: {error}", file=sys.stderr, flush=True)
-    elif isinstance(event, DrainProgress) and event.stage in ("draining", "drain timed out"):
+    elif isinstance(event, DrainProgress) and event.stage in (
+        "cordoned",
+        "draining",
+        "drain timed out",
+    ):
         print(event.describe(), flush=True)
     elif isinstance(event, CanaryLook):
         print(f"look at {event.intervals} intervals: {event.verdict} ({event.reason})", flush=True)
