@@ -13,6 +13,7 @@ import pytest
 
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
+from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
 from tui.ops.events import OpEvent
@@ -303,6 +304,8 @@ class RecordingActions:
     """Stopping the fleet raises the first of these (then the next, ...): servers it left."""
     starts_fresh_job: bool = False
     """A start after the job finished starts it afresh (the demo's backend)."""
+    kill_outcomes: tuple[StopReleased, ...] = ()
+    """What a kill returns (each GPU's outcome)."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""
@@ -313,9 +316,12 @@ class RecordingActions:
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> None:
+        drain_s: float | None = None,
+    ) -> tuple[StopReleased, ...]:
         args: tuple[object, ...] = (gpus,) if mode == "drain" else (gpus, mode)
-        self.calls.append(("kill", args + ((confirmed,) if confirmed else ())))
+        args += (confirmed,) if confirmed else ()
+        self.calls.append(("kill", args + ((("drain_s", drain_s),) if drain_s else ())))
+        return self.kill_outcomes
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()

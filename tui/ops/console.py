@@ -14,7 +14,7 @@ from typing import Protocol
 
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
-from tui.control.stop_release import DrainProgress
+from tui.control.stop_release import DrainProgress, StopReleased
 from tui.ops.events import EventSink, OpEvent
 from tui.ops.service import FleetOps, OperationError
 from tui.profiles import Profile
@@ -106,7 +106,8 @@ class ConsoleBackend:
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> None:
+        drain_s: float | None = None,
+    ) -> tuple[StopReleased, ...]:
         """Stop the servers on ``gpus`` and wait for their GPU memory.
 
         Args:
@@ -114,6 +115,10 @@ class ConsoleBackend:
             mode: drain, terminate or kill.
             confirmed: Servers the operator confirmed stopping although they are not verified
                 as the fleet's (``unknown``): their pid alone is signalled.
+            drain_s: The drain's deadline the operator gave (None: the profiles', else 60 s).
+
+        Returns:
+            Each GPU's outcome (a drain that timed out says what it lost).
 
         Raises:
             OperationError: naming each GPU whose stop was refused or failed.
@@ -121,8 +126,14 @@ class ConsoleBackend:
         for gpu in gpus:
             self._mark(gpu, True)
         try:
-            await self.ops.kill(
-                gpus, self._sink(None), mode, confirmed={c.gpu: c for c in confirmed}
+            return tuple(
+                await self.ops.kill(
+                    gpus,
+                    self._sink(None),
+                    mode,
+                    confirmed={c.gpu: c for c in confirmed},
+                    drain_s=drain_s,
+                )
             )
         except OperationError as error:
             stopped = getattr(error, "outcomes", ())

@@ -56,6 +56,7 @@ class LifecycleOps(OpsBase):
         mode: StopMode = "drain",
         *,
         confirmed: Mapping[int, ConfirmedServer] | None = None,
+        drain_s: float | None = None,
     ) -> list[StopReleased]:
         """Stop the servers on ``gpus`` and wait until their GPU memory is released and their
         ports are free.
@@ -68,9 +69,12 @@ class LifecycleOps(OpsBase):
             confirmed: Per GPU, a process holding its port that the operator confirmed
                 stopping although it is not verified as the fleet's (its pid alone is
                 signalled, and only while it is still the process confirmed).
+            drain_s: The drain's deadline the operator gave (the kill dialog), over the
+                profiles' ``[stop] drain_timeout_s`` (None: theirs, else the options').
 
         Returns:
-            Each GPU's outcome (done, refused or failed), in GPU order.
+            Each GPU's outcome (done, refused or failed), in GPU order; a drain that timed
+            out is done, with ``drain`` saying what it lost.
 
         Raises:
             OperationBusy: another operation holds the fleet.
@@ -81,7 +85,7 @@ class LifecycleOps(OpsBase):
         what = f"stop GPUs {gpus_text(targets)} ({mode})"
         async with self._operation(what, targets, on_event):
             started = time.time()
-            outcomes = await self._stop_each(targets, mode, on_event, confirmed or {})
+            outcomes = await self._stop_each(targets, mode, on_event, confirmed or {}, drain_s)
             not_done = [o for o in outcomes if not o.ok]
             entry = simple_entry(
                 "kill",
@@ -111,8 +115,10 @@ class LifecycleOps(OpsBase):
         mode: StopMode,
         sink: EventSink | None,
         confirmed: Mapping[int, ConfirmedServer],
+        drain_s: float | None = None,
     ) -> list[StopReleased]:
         loop = asyncio.get_running_loop()
+        timeouts = self.options.stop.pinned(drain_s)
         state = await asyncio.to_thread(read_fleet)
 
         def progress(event: OpEvent) -> None:
@@ -125,15 +131,13 @@ class LifecycleOps(OpsBase):
             entry = state.get(gpu)
             # The profile its server runs says how long it may drain, else the fleet's profile;
             # the operator's --drain-timeout (or the kill dialog's) wins over both.
-            drain_s = entry.drain_timeout_s if entry is not None else None
+            recorded = entry.drain_timeout_s if entry is not None else None
             return stop_and_release(
                 gpu,
                 entry.server if entry is not None else None,
                 self._pids_for_gpu(gpu),
                 mode=mode,
-                timeouts=self.options.stop.for_profile(
-                    drain_s if drain_s is not None else fleet_drain_s
-                ),
+                timeouts=timeouts.for_profile(recorded if recorded is not None else fleet_drain_s),
                 on_progress=progress,
                 port=entry.port if entry is not None else None,
                 host=entry.host if entry is not None else "127.0.0.1",
@@ -150,6 +154,7 @@ class LifecycleOps(OpsBase):
         mode: StopMode = "drain",
         *,
         confirmed: Mapping[int, ConfirmedServer] | None = None,
+        drain_s: float | None = None,
     ) -> list[StopReleased]:
         """Stop every server of the fleet (and the pipeline first, when configured so): every
         recorded one, and whatever holds a port the fleet state keeps (the fleet's own servers
@@ -164,7 +169,7 @@ class LifecycleOps(OpsBase):
             await self.stop_pipeline()
         state = await asyncio.to_thread(read_fleet)
         gpus = sorted(g for g, s in state.items() if s.server is not None or s.port is not None)
-        return await self.kill(gpus, on_event, mode, confirmed=confirmed)
+        return await self.kill(gpus, on_event, mode, confirmed=confirmed, drain_s=drain_s)
 
     # --- start a fleet ----------------------------------------------------------------------------
 

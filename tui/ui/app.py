@@ -361,11 +361,22 @@ class FleetApp(OperationHost):
         self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
 
     def on_kill_requested(self, message: KillRequested) -> None:
-        """Stop servers (drain, terminate or kill, as chosen)."""
-        self._perform(
-            f"stopped GPU {_gpus(message.gpus)} ({message.mode})",
-            lambda: self.actions.kill(message.gpus, message.mode, message.confirmed),
-        )
+        """Stop servers (drain, terminate or kill, as chosen); the toast says what a stop lost
+        (a drain that timed out while a client kept sending is never "Done")."""
+        what = f"stopped GPU {_gpus(message.gpus)} ({message.mode})"
+
+        async def run() -> None:
+            outcomes = await self.actions.kill(
+                message.gpus, message.mode, message.confirmed, message.drain_s
+            )
+            lost = [f"GPU {o.gpu}: {o.drain_note}" for o in outcomes if o.drain_note]
+            if any(o.drain_timed_out for o in outcomes):
+                title = "Stopped: the drain timed out, requests lost"
+                self.notify("\n".join(lost), title=title, severity="error", timeout=30)
+            else:
+                self.notify("\n".join([what, *lost]), title="Done")
+
+        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
 
     def on_relaunch_requested(self, message: RelaunchRequested) -> None:
         """Relaunch servers."""

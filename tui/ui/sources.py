@@ -6,12 +6,14 @@ tests implement them with fixed data and recording fakes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import NoReturn, Protocol
 
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
+from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot
 from tui.inputs import tail_lines
 from tui.ops.console import LookSink
@@ -104,9 +106,12 @@ class FleetActions(Protocol):
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> None:
-        """Stop the servers on ``gpus`` (drain: no in-flight request lost); ``confirmed``: the
-        ``unknown`` servers the operator confirmed stopping (their pid alone is signalled)."""
+        drain_s: float | None = None,
+    ) -> Sequence[StopReleased]:
+        """Stop the servers on ``gpus`` (drain: no in-flight request lost, unless a client
+        keeps sending past the drain's deadline, ``drain_s`` when the operator gave one);
+        ``confirmed``: the ``unknown`` servers the operator confirmed stopping (their pid
+        alone is signalled). Returns each GPU's outcome."""
         ...
 
     async def relaunch(
@@ -207,7 +212,8 @@ class NoActions:
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> None:
+        drain_s: float | None = None,
+    ) -> Sequence[StopReleased]:
         """Refused (``refuse``)."""
         self.refuse("kill")
 
