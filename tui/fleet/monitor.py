@@ -44,6 +44,8 @@ from tui.servers.batch_fetch import BatchFetcher
 from tui.servers.discovery import find_servers
 from tui.servers.keepalive import Answer, KeepAliveTransport
 from tui.servers.probe import ProbeStatus, Readiness, ServerLoad, ServerProbe
+from tui.servers.procinfo import exit_status
+from tui.state.cordons import CordonWatch, address_of
 from tui.state.fleet_state import FleetState
 
 
@@ -113,6 +115,8 @@ class FleetMonitor:
         self._profiles: dict[int, RunningProfile] = {}
         self._state: FleetState = {}
         self._profiles_key: tuple[int, int, int] | None = None
+        self._cordons = CordonWatch()
+        """The cordons: a server gone while its address is cordoned was stopped by gpufleet."""
 
     def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
         """Show the server on ``gpu`` as STOPPING until its process is gone or replaced.
@@ -130,6 +134,7 @@ class FleetMonitor:
             raise ValueError(f"gpu={gpu} has no server in the fleet; allowed {known}")
         tracker.stopping = stopping
         tracker.stop_pid = tracker.process.pid if stopping and tracker.process else None
+        tracker.stop_asked = stopping
 
     async def aclose(self) -> None:
         """Stop the generating probes, close log files (and the HTTP client if the monitor's)."""
@@ -218,12 +223,18 @@ class FleetMonitor:
         self._read_profiles()
         now = time.monotonic()
         unknown = []
+        cordoned = self._cordons.current()
         for tracker in self._trackers:
             if not tracker.spec.is_local:
                 continue
+            tracker.cordoned = address_of(tracker.spec.host, tracker.spec.port) in cordoned
             if tracker.alive_check is not None and tracker.alive_check():
                 tracker.alive = True
                 continue
+            if tracker.alive and tracker.process is not None:
+                # Gone since the last look: how it ended, while the kernel still says.
+                gone = tracker.process
+                tracker.exit_status = exit_status(gone.pid, gone.start_ticks)
             tracker.alive = False
             unknown.append(tracker)
         if unknown:
@@ -248,7 +259,15 @@ class FleetMonitor:
                     tracker.new_process(process)
                     tracker.alive = True
         for tracker in self._trackers:
-            judge_known(tracker, self._state.get(tracker.spec.gpu_index))
+            entry = self._state.get(tracker.spec.gpu_index)
+            judge_known(tracker, entry)
+            here = entry is not None and entry.port == tracker.spec.port
+            tracker.record = record = entry.server if here and entry is not None else None
+            if record and record.start_ticks and not (tracker.process or tracker.exit_status):
+                # Recorded, never seen running: how it ended, if it is a zombie still.
+                tracker.exit_status = exit_status(record.pid, record.start_ticks)
+            if tracker.alive and tracker.known:
+                tracker.recorded_alive = True
         for tracker in self._trackers:
             process_log = tracker.process.log_path if tracker.process else None
             path = process_log or tracker.spec.log_path

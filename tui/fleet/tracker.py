@@ -85,6 +85,18 @@ class Tracker:
     """(decode lines, the throughput gauge) at the last poll: a change is a new Decode line."""
     decode_at: float | None = None
     """When the last Decode line (or gauge change) was seen (None: none since launch)."""
+    stop_asked: bool = False
+    """A stop of this process was asked (``FleetMonitor.mark_stopping``): gone, it stopped."""
+    record: ProcessRecord | None = None
+    """The server the fleet state records for this GPU on this port (None: none)."""
+    recorded_alive: bool = False
+    """The fleet state recorded this very process while it ran: gone, with its record dropped
+    or replaced since, gpufleet stopped it (or relaunched the GPU)."""
+    cordoned: bool = False
+    """Its address is cordoned now: an operation of gpufleet is stopping it."""
+    exit_status: str | None = None
+    """How its process ended, read from the kernel when it was first seen gone (None: not
+    gone, or not known)."""
 
     def new_process(self, process: ServerProcess) -> None:
         """A different process now serves the port: forget the previous launch."""
@@ -106,6 +118,9 @@ class Tracker:
         self.load_at = None
         self.decode_mark = None
         self.decode_at = None
+        self.stop_asked = False
+        self.recorded_alive = False
+        self.exit_status = None
         self.probe.reset()
 
     def cancel_health(self) -> None:

@@ -18,7 +18,13 @@ from tui.ui.detail.log_panel import LogPanel
 from tui.ui.footer import FleetFooter
 from tui.ui.format import NA, gib, num, pct
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.grid.panel_lines import error_line, max_running, pressure_line, state_line
+from tui.ui.grid.panel_lines import (
+    crash_line,
+    error_line,
+    max_running,
+    pressure_line,
+    state_line,
+)
 from tui.ui.messages import KillRequested, RelaunchRequested
 from tui.ui.sources import FleetActions, Intent, LogTail
 from tui.ui.stop_screen import StopChoice, StopScreen
@@ -77,7 +83,7 @@ def numbers_text(panel: GpuPanel) -> Content:
                     "bold $error",
                 )
             )
-    for extra in (pressure_line(server), error_line(server)):
+    for extra in (crash_line(server), pressure_line(server), error_line(server)):
         if extra is not None:
             lines.append(extra)
     return Content("\n").join(lines)
