@@ -116,3 +116,42 @@ async def test_the_apply_report_says_what_a_timed_out_drain_lost() -> None:
         strip = app.main_screen.query_one(OperationStrip)
         strip.refresh_line()
         assert "drain timed out on GPU 1: 16 in-flight requests lost" in str(strip.render())
+
+
+async def test_a_relaunch_whose_drain_timed_out_is_a_loss_in_the_toast() -> None:
+    from dataclasses import replace
+
+    from ui_helpers import verify_report
+
+    from tui.retune.events import ApplyResult, ThroughputComparison
+    from tui.ui.confirm import ConfirmScreen
+    from tui.ui.retune.profile_picker import ProfilePickerScreen
+
+    note = (
+        "drain timed out after 60 s: 3 requests running; "
+        "killed with SIGKILL: 3 in-flight requests lost"
+    )
+    report = replace(
+        verify_report(2, "sim-baseline"), drain_timed_out=True, lost_in_flight=3, drain_note=note
+    )
+    result = ApplyResult(
+        "sim-baseline",
+        {2: "sim-baseline"},
+        (2,),
+        (report,),
+        ThroughputComparison((), (), "not measured"),
+        0.0,
+        1.0,
+    )
+    actions = RecordingActions(relaunch_results=(result,))
+    async with settled_app(actions=actions) as (app, pilot):
+        await press_until(pilot, ("2", "r"), ProfilePickerScreen)
+        await pilot.press("enter")  # the running profile: a relaunch
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+        await pilot.press("y")
+        await finish_actions(pilot, app)
+        await wait_for(pilot, lambda: bool(app._notifications), "a toast")
+        toasts = list(app._notifications)
+    assert [t.severity for t in toasts] == ["error"]
+    assert "a drain timed out: requests lost" in str(toasts[0].title)
+    assert f"GPU 2: {note}" in str(toasts[0].message)

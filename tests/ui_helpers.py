@@ -306,6 +306,8 @@ class RecordingActions:
     """A start after the job finished starts it afresh (the demo's backend)."""
     kill_outcomes: tuple[StopReleased, ...] = ()
     """What a kill returns (each GPU's outcome)."""
+    relaunch_results: tuple[ApplyResult, ...] = ()
+    """What a relaunch returns (each run's result)."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""
@@ -325,8 +327,9 @@ class RecordingActions:
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> None:
+    ) -> tuple[ApplyResult, ...]:
         self.calls.append(("relaunch", (gpus, confirmed) if confirmed else (gpus,)))
+        return self.relaunch_results
 
     async def apply_profile(
         self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None

@@ -256,8 +256,9 @@ class Nodes:
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> None:
-        """Relaunch each GPU's own profile on its node, verified.
+    ) -> tuple[ApplyResult, ...]:
+        """Relaunch each GPU's own profile on its node, verified (each run's result, its GPUs
+        numbered as the console numbers them).
 
         Raises:
             AgentError: naming each node that failed, and why.
@@ -267,9 +268,12 @@ class Nodes:
 
         async def one(position: int, local: list[int]) -> Any:
             request = {"kind": "relaunch", "gpus": local}
-            return await self._client(position).run(request, list[ApplyResult])
+            return await self._client(position).run(
+                request, list[ApplyResult], None, self._remap(position)
+            )
 
-        await self._each(self._split(gpus), one)
+        found = await self._each(self._split(gpus), one)
+        return tuple(r for results in found for r in results if isinstance(r, ApplyResult))
 
     async def apply_profile(
         self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None

@@ -145,8 +145,8 @@ class ConsoleBackend:
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> None:
-        """Stop and start each GPU's own profile again, verified.
+    ) -> tuple[ApplyResult, ...]:
+        """Stop and start each GPU's own profile again, verified; each run's result.
 
         Args:
             gpus: The GPUs.
@@ -156,7 +156,8 @@ class ConsoleBackend:
         Raises:
             OperationError: naming each GPU that failed.
         """
-        await self.ops.relaunch(gpus, self._sink(None), confirmed={c.gpu: c for c in confirmed})
+        confirmed_by_gpu = {c.gpu: c for c in confirmed}
+        return tuple(await self.ops.relaunch(gpus, self._sink(None), confirmed=confirmed_by_gpu))
 
     async def apply_profile(
         self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None

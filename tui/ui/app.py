@@ -379,11 +379,20 @@ class FleetApp(OperationHost):
         self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
 
     def on_relaunch_requested(self, message: RelaunchRequested) -> None:
-        """Relaunch servers."""
-        self._perform(
-            f"relaunched GPU {_gpus(message.gpus)}",
-            lambda: self.actions.relaunch(message.gpus, message.confirmed),
-        )
+        """Relaunch servers; a relaunch whose drain timed out says what it lost, not "Done"."""
+        what = f"relaunched GPU {_gpus(message.gpus)}"
+
+        async def run() -> None:
+            results = await self.actions.relaunch(message.gpus, message.confirmed)
+            reports = [r for result in results for r in result.reports]
+            lost = [f"GPU {r.gpu}: {r.drain_note}" for r in reports if r.drain_note]
+            if any(r.lost_requests for r in reports):
+                title = f"{what}, but a drain timed out: requests lost"
+                self.notify("\n".join(lost), title=title, severity="error", timeout=30)
+            else:
+                self.notify(what, title="Done")
+
+        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
 
     async def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:
         """Retune with a profile, in the background, its report shown (live phases, verify

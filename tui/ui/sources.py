@@ -116,9 +116,9 @@ class FleetActions(Protocol):
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> None:
+    ) -> Sequence[ApplyResult]:
         """Stop (if running) and start the servers on ``gpus`` with the current profile;
-        ``confirmed`` as for ``kill``."""
+        ``confirmed`` as for ``kill``. Returns each run's result."""
         ...
 
     async def apply_profile(
@@ -219,7 +219,7 @@ class NoActions:
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> None:
+    ) -> Sequence[ApplyResult]:
         """Refused (``refuse``)."""
         self.refuse("relaunch")
 
