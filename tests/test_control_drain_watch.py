@@ -180,3 +180,28 @@ def test_a_drain_that_ended_lost_nothing_and_an_unreadable_server_is_not_guessed
     dead.close()
     assert unknown.timed_out and unknown.lost_in_flight is None and unknown.lost_some
     assert "how many is unknown" in unknown.lost_words()
+
+
+def test_what_a_server_accepts_as_it_goes_down_is_lost_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After the group's signal uvicorn may accept a few more requests for the moment the main
+    process takes to die; those are dropped too, and counted (seen: 19 lost, 16 in flight)."""
+    monkeypatch.setattr("tui.control.drain_watch.LATE_POLL_S", 0.0)
+    plain = "text/plain; version=0.0.4"
+    replies = [
+        (200, plain, _exposition(10, 4, 4)),
+        (200, plain, _exposition(874, 16, 16)),
+        (200, plain, _exposition(877, 19, 0)),
+    ]
+    with canned_server({"/metrics": replies}) as server:
+        watch = DrainWatch(0, "127.0.0.1", server.port, None, time.monotonic())
+        try:
+            watch.begin()
+            watch.deadline(60.0)
+            watch.tick()  # the group is signalled: it is going down
+            account = watch.account(drained=False, signalled_in_flight=True)
+        finally:
+            watch.close()
+    assert account.in_flight_at_deadline == 16 and account.lost_in_flight == 19
+    assert account.timeout_words().startswith("drain timed out after 60 s: 16 requests running")

@@ -126,8 +126,10 @@ def test_a_drain_under_a_client_that_never_stops_says_what_it_lost(
     entry = read_journal().entries[-1]
     assert entry.type == "apply" and entry.ok  # the new server is ready: the apply happened
     assert entry.lost_in_flight is not None
-    # Counted just before the group's signal; a request may end or begin in that instant.
-    assert abs(entry.lost_in_flight - seen["lost"]) <= 2, (entry.lost_in_flight, seen)
+    # The 16 the server held at the deadline (one may end or begin in that instant), and what
+    # it accepted as it went down. The client may lose more: a connection it opens to a dying
+    # server sits in the kernel's backlog and is reset, a request the server never saw.
+    assert 14 <= entry.lost_in_flight <= seen["lost"], (entry.lost_in_flight, seen)
     assert "a client is still sending" in printed
     assert "drain timed out after 3 s: " in printed
     assert f"{entry.lost_in_flight} in-flight requests lost" in printed

@@ -29,7 +29,7 @@ def text_of(screen: object, selector: str) -> str:
 
 def _timed_out(gpu: int) -> StopReleased:
     result = StopResult(gpu, 4242, "terminated", (4242,), (), 65.3, "drain", "", True)
-    drain = DrainAccount(timed_out=True, deadline_s=60.0, arrived=864, lost_in_flight=16)
+    drain = DrainAccount(True, 60.0, 864, lost_in_flight=16, in_flight_at_deadline=16)
     return StopReleased(gpu, "done", f"GPU {gpu} (pid 4242): ...", result, drain=drain)
 
 

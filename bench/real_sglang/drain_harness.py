@@ -40,7 +40,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.real_sglang.harness import COMMON_FLAGS, PORT, http, job_status, output_ids
+from bench.real_sglang.harness import (
+    COMMON_FLAGS,
+    PORT,
+    Harness,
+    http,
+    job_status,
+    output_ids,
+)
 from bench.real_sglang.harness import pipeline_job as start_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,38 +66,15 @@ CRASHED = re.compile(rf"crashed\s+:{PORT}\b")
 """GPU 0's panel, first row, once it says crashed."""
 
 
-class Run:
-    """One run: the state directory, the profiles, the records."""
+class Run(Harness):
+    """One run: ``Harness``'s state directory and commands, this harness's records."""
 
     def __init__(self, out: Path, model: str, engine: str, drain_s: float) -> None:
-        self.out, self.model, self.engine, self.drain_s = out, model, engine, drain_s
-        self.state = out / "state"
-        self.state.mkdir(parents=True, exist_ok=True)
-        self.env = dict(os.environ, GPUFLEET_STATE_DIR=str(self.state), PYTHONUNBUFFERED="1")
-        self.records: dict[str, Any] = {"engine": engine, "drain_s": drain_s}
-        self.t0 = time.monotonic()
+        super().__init__(out, model, "0.5.17")
+        self.engine, self.drain_s = engine, drain_s
+        self.records.update(engine=engine, drain_s=drain_s)
 
-    def gpufleet(self, *args: str, timeout: float = 420.0) -> dict[str, Any]:
-        started = time.monotonic()
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "tui", *args],
-                env=self.env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-            rc, out, err = done.returncode, done.stdout, done.stderr
-        except subprocess.TimeoutExpired as exc:
-            rc, out, err = None, str(exc.stdout or ""), f"timed out after {timeout} s"
-        seconds = round(time.monotonic() - started, 2)
-        print(
-            f"[{time.monotonic() - self.t0:6.1f}] gpufleet {' '.join(args)} -> {rc} ({seconds} s)"
-        )
-        return {"rc": rc, "seconds": seconds, "stdout": out, "stderr": err[-2000:]}
-
-    def profile(self, name: str, knobs: dict[str, Any]) -> Path:
+    def drain_profile(self, name: str, knobs: dict[str, Any]) -> Path:
         """The profile of one knob setting, on this run's engine."""
         if self.engine == "sim":
             engine = ["[engine]", 'kind = "sim"', 'sim_gpu = "h100"']
@@ -114,18 +98,30 @@ class Run:
         lines.append("[server.extra_flags]")
         lines += [f"{key} = {json.dumps(value)}" for key, value in extra.items()]
         lines += ["[stop]", f"drain_timeout_s = {self.drain_s}"]
-        path = self.out / f"{name}.toml"
+        path = self.profiles / f"{name}.toml"
         path.write_text("\n".join(lines) + "\n")
         return path
 
     def journal_last(self) -> dict[str, Any]:
-        rec = self.gpufleet("journal", "--json", "--last", "1", timeout=60)
+        rec = self.gpufleet("journal", "--json", "--last", "1", timeout=60, full=True)
         with contextlib.suppress(ValueError, IndexError):
             return dict(json.loads(rec["stdout"].splitlines()[-1]))
         return {}
 
     def save(self) -> None:
+        """Write what is recorded so far (a deadline may end the run before its end)."""
         (self.out / "drain.json").write_text(json.dumps(self.records, indent=1, default=str))
+
+    def retuned(self, apply: dict[str, Any]) -> dict[str, Any]:
+        """What an apply said of its drain, and what the journal kept of it."""
+        entry = self.journal_last()
+        return {
+            "apply_rc": apply["rc"],
+            "apply_s": apply["seconds"],
+            "said": said(apply["stdout"]),
+            "journal_lost_in_flight": entry.get("lost_in_flight"),
+            "journal_summary": entry.get("summary"),
+        }
 
 
 def active_generate() -> int:
@@ -160,7 +156,7 @@ def never_stopping_client(run: Run, after: Path) -> None:
     client = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     try:
         busy = wait(lambda: active_generate() >= 16, 60)
-        apply = run.gpufleet("apply", str(after), "--no-measure")
+        apply = run.gpufleet("apply", str(after), "--no-measure", full=True)
         client.wait(120)
     finally:
         stop.touch()
@@ -170,14 +166,9 @@ def never_stopping_client(run: Run, after: Path) -> None:
     seen: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         seen = json.loads(out.read_text())
-    entry = run.journal_last()
     run.records["client"] = {
         "sixteen_in_flight_before": busy,
-        "apply_rc": apply["rc"],
-        "apply_s": apply["seconds"],
-        "said": said(apply["stdout"]),
-        "journal_lost_in_flight": entry.get("lost_in_flight"),
-        "journal_summary": entry.get("summary"),
+        **run.retuned(apply),
         "client": {k: seen.get(k) for k in ("ok", "lost", "s503", "refused", "seconds", "tok_s")},
     }
     run.save()
@@ -185,10 +176,10 @@ def never_stopping_client(run: Run, after: Path) -> None:
 
 def under_the_job(run: Run, before: Path) -> None:
     """Step 3: the retune back while ``gpufleet generate`` sends."""
-    proc, job = start_job(run, prompts=2000, max_tokens=400)  # type: ignore[arg-type]
+    proc, job = start_job(run, prompts=2000, max_tokens=400)
     try:
         sending = wait(lambda: job_status(job).get("done", 0) >= 20, 120)
-        apply = run.gpufleet("apply", str(before), "--no-measure")
+        apply = run.gpufleet("apply", str(before), "--no-measure", full=True)
         done_after = job_status(job).get("done")
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -196,15 +187,11 @@ def under_the_job(run: Run, before: Path) -> None:
             proc.wait(60)
         if proc.poll() is None:
             proc.kill()
-    entry = run.journal_last()
     ids = output_ids(job)
     final = job_status(job)
     run.records["job"] = {
         "sending_before": sending,
-        "apply_rc": apply["rc"],
-        "apply_s": apply["seconds"],
-        "said": said(apply["stdout"]),
-        "journal_lost_in_flight": entry.get("lost_in_flight"),
+        **run.retuned(apply),
         "done_after_apply": done_after,
         "job": {k: final.get(k) for k in ("state", "done", "failed", "total")},
         "outputs": len(ids),
@@ -238,7 +225,7 @@ def crash(run: Run, profile: Path) -> None:
         row["panel_gen"] = [line for line in rows if "gen " in line][:2]
     finally:
         row["console"] = {"screens": console.stop()["screens"]}
-    status = run.gpufleet("status", "--json", timeout=120)
+    status = run.gpufleet("status", "--json", timeout=120, full=True)
     with contextlib.suppress(ValueError, KeyError, IndexError):
         gpu = json.loads(status["stdout"])["gpus"][0]
         row["status"] = {k: gpu.get(k) for k in ("state", "pid", "exit_status", "error")}
@@ -282,7 +269,8 @@ def main() -> int:
         drain_s = float(args[args.index("--drain-s") + 1])
     out.mkdir(parents=True, exist_ok=True)
     run = Run(out, model, engine, drain_s)
-    before, after = run.profile("drain-before", BEFORE), run.profile("drain-after", AFTER)
+    before = run.drain_profile("drain-before", BEFORE)
+    after = run.drain_profile("drain-after", AFTER)
     try:
         start = run.gpufleet("apply", str(before), "--no-measure")
         run.records["start"] = {"rc": start["rc"], "seconds": start["seconds"]}

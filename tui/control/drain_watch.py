@@ -10,8 +10,11 @@ every request in flight (measured on a real 0.5.17: 16 of 16 lost, 864 answered 
 requests arrived so far, and those in flight), about once a second while it drains (running,
 queued, and how many arrived since the SIGTERM: a client still sending), and once more when the
 deadline passes, just before the group is signalled (the requests in flight then are the ones
-lost). ``DrainAccount`` is the result: the drain's own outcome, told in the stop's line, the
-operation's output, the journal (``lost_in_flight``) and the exit status.
+lost), and a few times a second after that signal while the server goes down (what it still
+accepts then is lost too). ``DrainAccount`` is the result: the drain's own outcome, told in the
+stop's line, the operation's output, the journal (``lost_in_flight``) and the exit status. A
+client may see more lost than that: a connection it opens to a dying server can sit in the
+kernel's backlog and be reset, a request the server never saw and no counter of its holds.
 
 Each read is on a connection of its own (``Connection: close``): uvicorn's shutdown waits for
 every connection it accepted, and one accepted as the shutdown began is never told to close, so
@@ -31,6 +34,10 @@ from tui.words import counted
 
 DRAIN_POLL_S = 1.0
 """How often a drain's progress is read from the server's ``/metrics``."""
+
+LATE_POLL_S = 0.1
+"""Once its group is signalled, how often a server going down is read (what it still accepts
+until it stops listening is lost too)."""
 
 READ_TIMEOUT_S = 0.5
 """One ``/metrics`` read's limit (a server on its way out stops answering)."""
@@ -88,9 +95,11 @@ class DrainAccount:
     arrived: int | None = None
     """Generation requests that arrived after the SIGTERM (None: not counted)."""
     lost_in_flight: int | None = 0
-    """Requests in flight when the group (or the process) was signalled, all dropped by it;
-    0 when the server drained or had none; None when some were lost but how many is unknown
-    (its ``/metrics`` did not answer)."""
+    """Requests in flight when the group (or the process) was signalled, all dropped by it, and
+    those it still accepted as it went down; 0 when the server drained or had none; None when
+    some were lost but how many is unknown (its ``/metrics`` did not answer)."""
+    in_flight_at_deadline: int | None = None
+    """Requests in flight when a drain's deadline passed (None: not timed out, or unknown)."""
 
     @property
     def lost_some(self) -> bool:
@@ -108,8 +117,8 @@ class DrainAccount:
     def timeout_words(self) -> str:
         """``drain timed out after 60 s: 16 requests running, 864 arrived during the drain``."""
         parts = []
-        if self.lost_in_flight is not None:
-            parts.append(f"{counted(self.lost_in_flight, 'request')} running")
+        if self.in_flight_at_deadline is not None:
+            parts.append(f"{counted(self.in_flight_at_deadline, 'request')} running")
         if self.arrived is not None:
             parts.append(f"{self.arrived} arrived during the drain")
         after = f" after {self.deadline_s:g} s" if self.deadline_s is not None else ""
@@ -161,6 +170,8 @@ class DrainWatch:
         self._baseline: _Reading | None = None
         self._at_deadline: _Reading | None = None
         self._last_arrived: int | None = None
+        self._signalled = False
+        self._late: _Reading | None = None
         self.deadline_s: float | None = None
         """The drain's deadline, set when it passed."""
 
@@ -192,11 +203,23 @@ class DrainWatch:
         """Read the server once before its first signal: what had arrived, what is in flight."""
         self._baseline = self._read()
 
+    def signalled(self) -> None:
+        """Its group (or the process) was signalled while it served: what it has in flight is
+        lost, and so is whatever it still accepts until it stops listening."""
+        self._signalled = True
+        self._next = 0.0
+
     def tick(self) -> None:
-        """Report the drain's progress (a read at most every ``DRAIN_POLL_S``)."""
+        """Report the drain's progress (a read at most every ``DRAIN_POLL_S``); once the group
+        is signalled, keep reading what still arrives as it goes down (lost too)."""
         now = time.monotonic()
-        if self.sink is None or now < self._next or self.deadline_s is not None:
-            return  # past the deadline the drain is over: the group's signal is under way
+        if self._signalled:
+            if now >= self._next:
+                self._next = now + LATE_POLL_S
+                self._late = self._read() or self._late
+            return
+        if self.sink is None or now < self._next:
+            return
         self._next = now + DRAIN_POLL_S
         reading = self._read()
         running = reading.running if reading else None
@@ -209,6 +232,7 @@ class DrainWatch:
         just before the group is signalled (those requests are what the signal drops)."""
         self.deadline_s = deadline_s
         self._at_deadline = reading = self._read()
+        self.signalled()
         if self.sink is not None:
             self.sink(
                 DrainProgress(
@@ -236,13 +260,22 @@ class DrainWatch:
                 timed_out=True,
                 deadline_s=self.deadline_s,
                 arrived=self._arrived(reading),
-                lost_in_flight=reading.in_flight if reading is not None else None,
+                lost_in_flight=self._lost(reading),
+                in_flight_at_deadline=reading.in_flight if reading is not None else None,
             )
         arrived = self._last_arrived
         if drained or not signalled_in_flight:
             return DrainAccount(arrived=arrived)
-        base = self._baseline
-        return DrainAccount(arrived=arrived, lost_in_flight=base.in_flight if base else None)
+        return DrainAccount(arrived=arrived, lost_in_flight=self._lost(self._baseline))
+
+    def _lost(self, at_signal: _Reading | None) -> int | None:
+        """In flight when it was signalled, plus what it accepted after, as it went down."""
+        if at_signal is None or at_signal.in_flight is None:
+            return None
+        late = self._late
+        if late is None or late.arrived_total is None or at_signal.arrived_total is None:
+            return at_signal.in_flight
+        return at_signal.in_flight + max(late.arrived_total - at_signal.arrived_total, 0)
 
     def close(self) -> None:
         """Close the HTTP client (idempotent)."""

@@ -202,6 +202,8 @@ def _stop_confirmed(
     except psutil.NoSuchProcess:
         return StopReleased(gpu, "done", f"GPU {gpu}: pid {pid} exited before it was signalled")
     watch.begin()
+    if mode == "kill":
+        watch.signalled()  # its pid's SIGKILL at once: what it has in flight is lost
     result = stop_unverified(
         proc,
         limits.drain_s,
@@ -285,6 +287,8 @@ def stop_and_release(
             record = held.adopted  # the fleet's own, without a record: stopped like any other
         _senders_stopped(gpu, address, mode, on_progress, started)
         watch.begin()
+        if mode != "drain":
+            watch.signalled()  # the group at once: what it has in flight is lost
         try:
             result = stop(
                 record,
