@@ -37,6 +37,7 @@ from tui.fleet.spec import FleetSpec
 from tui.fleet.tracker import (
     Tracker,
     judge_known,
+    judge_recorded,
     recorded_process,
 )
 from tui.gpu.snapshot import GpuSnapshot, GpuSource
@@ -44,7 +45,6 @@ from tui.servers.batch_fetch import BatchFetcher
 from tui.servers.discovery import find_servers
 from tui.servers.keepalive import Answer, KeepAliveTransport
 from tui.servers.probe import ProbeStatus, Readiness, ServerLoad, ServerProbe
-from tui.servers.procinfo import exit_status
 from tui.state.cordons import CordonWatch, address_of
 from tui.state.fleet_state import FleetState
 
@@ -231,10 +231,8 @@ class FleetMonitor:
             if tracker.alive_check is not None and tracker.alive_check():
                 tracker.alive = True
                 continue
-            if tracker.alive and tracker.process is not None:
-                # Gone since the last look: how it ended, while the kernel still says.
-                gone = tracker.process
-                tracker.exit_status = exit_status(gone.pid, gone.start_ticks)
+            if tracker.alive:
+                tracker.went_away()
             tracker.alive = False
             unknown.append(tracker)
         if unknown:
@@ -261,13 +259,7 @@ class FleetMonitor:
         for tracker in self._trackers:
             entry = self._state.get(tracker.spec.gpu_index)
             judge_known(tracker, entry)
-            here = entry is not None and entry.port == tracker.spec.port
-            tracker.record = record = entry.server if here and entry is not None else None
-            if record and record.start_ticks and not (tracker.process or tracker.exit_status):
-                # Recorded, never seen running: how it ended, if it is a zombie still.
-                tracker.exit_status = exit_status(record.pid, record.start_ticks)
-            if tracker.alive and tracker.known:
-                tracker.recorded_alive = True
+            judge_recorded(tracker, entry)
         for tracker in self._trackers:
             process_log = tracker.process.log_path if tracker.process else None
             path = process_log or tracker.spec.log_path

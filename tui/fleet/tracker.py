@@ -20,7 +20,7 @@ from tui.fleet.spec import ServerSpec
 from tui.logs.state import LogView
 from tui.servers.discovery import LiveCheck, ServerProcess, is_alive
 from tui.servers.probe import Readiness, ServerInfo, ServerLoad, ServerProbe
-from tui.servers.procinfo import boot_id, start_ticks
+from tui.servers.procinfo import boot_id, exit_status, start_ticks
 from tui.state.fleet_state import GpuState, ProcessRecord
 
 _N = TypeVar("_N", int, float)
@@ -123,6 +123,12 @@ class Tracker:
         self.exit_status = None
         self.probe.reset()
 
+    def went_away(self) -> None:
+        """Its process is gone since the last look: keep how it ended, while the kernel still
+        says (a zombie not yet reaped)."""
+        if self.process is not None:
+            self.exit_status = exit_status(self.process.pid, self.process.start_ticks)
+
     def cancel_health(self) -> None:
         """Drop the generating probe in flight (its server is gone or replaced)."""
         if self.health_task is not None:
@@ -175,6 +181,18 @@ def judge_known(tracker: Tracker, entry: GpuState | None) -> None:
         and process.pid == record.pid
         and (not record.start_ticks or process.start_ticks in (None, record.start_ticks))
     )
+
+
+def judge_recorded(tracker: Tracker, entry: GpuState | None) -> None:
+    """Note what the fleet state records for the tracker's GPU (the record of gpufleet's intent:
+    a server it stopped loses its record), and whether it recorded the running process."""
+    here = entry is not None and entry.port == tracker.spec.port
+    tracker.record = record = entry.server if here and entry is not None else None
+    if record and record.start_ticks and not (tracker.process or tracker.exit_status):
+        # Recorded, never seen running: how it ended, if it is a zombie still.
+        tracker.exit_status = exit_status(record.pid, record.start_ticks)
+    if tracker.alive and tracker.known:
+        tracker.recorded_alive = True
 
 
 def pressure_words(log: LogView) -> str | None:

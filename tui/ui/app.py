@@ -22,6 +22,7 @@ from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.gate import why_key_is_off
 from tui.ui.help_screen import HelpScreen, help_sections
+from tui.ui.loss_toasts import Toast, relaunch_and_say, stop_and_say
 from tui.ui.main_screen import MainScreen
 from tui.ui.messages import (
     ApplyProfileRequested,
@@ -353,46 +354,26 @@ class FleetApp(OperationHost):
 
     # --- intents from the screens, performed by the backend ---------------------------------------
 
-    def _perform(self, what: str, operation: Callable[[], Awaitable[None]]) -> None:
+    def _perform(self, what: str, operation: Callable[[], Awaitable[Toast | None]]) -> None:
         async def run() -> None:
-            await operation()
-            self.notify(what, title="Done")
+            toast = await operation() or Toast(what)  # a loss is never "Done" (loss_toasts)
+            self.notify(
+                toast.message, title=toast.title, severity=toast.severity, timeout=toast.timeout
+            )
 
         self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
 
     def on_kill_requested(self, message: KillRequested) -> None:
-        """Stop servers (drain, terminate or kill, as chosen); the toast says what a stop lost
-        (a drain that timed out while a client kept sending is never "Done")."""
-        what = f"stopped GPU {_gpus(message.gpus)} ({message.mode})"
-
-        async def run() -> None:
-            outcomes = await self.actions.kill(
-                message.gpus, message.mode, message.confirmed, message.drain_s
-            )
-            lost = [f"GPU {o.gpu}: {o.drain_note}" for o in outcomes if o.drain_note]
-            if any(o.drain_timed_out for o in outcomes):
-                title = "Stopped: the drain timed out, requests lost"
-                self.notify("\n".join(lost), title=title, severity="error", timeout=30)
-            else:
-                self.notify("\n".join([what, *lost]), title="Done")
-
-        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
+        """Stop servers (drain, terminate or kill, as chosen)."""
+        self._perform(
+            f"stop GPU {_gpus(message.gpus)}", lambda: stop_and_say(self.actions, message)
+        )
 
     def on_relaunch_requested(self, message: RelaunchRequested) -> None:
-        """Relaunch servers; a relaunch whose drain timed out says what it lost, not "Done"."""
-        what = f"relaunched GPU {_gpus(message.gpus)}"
-
-        async def run() -> None:
-            results = await self.actions.relaunch(message.gpus, message.confirmed)
-            reports = [r for result in results for r in result.reports]
-            lost = [f"GPU {r.gpu}: {r.drain_note}" for r in reports if r.drain_note]
-            if any(r.lost_requests for r in reports):
-                title = f"{what}, but a drain timed out: requests lost"
-                self.notify("\n".join(lost), title=title, severity="error", timeout=30)
-            else:
-                self.notify(what, title="Done")
-
-        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
+        """Relaunch servers."""
+        self._perform(
+            f"relaunch GPU {_gpus(message.gpus)}", lambda: relaunch_and_say(self.actions, message)
+        )
 
     async def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:
         """Retune with a profile, in the background, its report shown (live phases, verify
