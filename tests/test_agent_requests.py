@@ -18,5 +18,17 @@ def test_a_rollback_may_carry_the_profile_it_expects_and_nothing_else_may() -> N
         parse_request({"kind": "apply", "profile": "p", "expect": "p"})
     with pytest.raises(BadRequest, match=r"^expect: 7 must be a profile name: "):
         parse_request({"kind": "rollback", "expect": 7})
-    with pytest.raises(BadRequest, match=r"^colour: unknown field \(allowed: kind, .*expect\)$"):
+    unknown = r"^colour: unknown field \(allowed: kind, .*expect, drain_s\)$"
+    with pytest.raises(BadRequest, match=unknown):
         parse_request({"kind": "rollback", "colour": "red"})
+
+
+def test_a_kill_may_carry_the_operator_s_drain_deadline_and_nothing_else_may() -> None:
+    kill = parse_request({"kind": "kill", "gpus": [1], "drain_s": 90})
+    assert kill.drain_s == 90.0 and kill.args()["drain_s"] == 90.0
+    assert parse_request({"kind": "kill", "gpus": [1]}).drain_s is None
+    for bad in (0, -1, 2e6, True, "60"):
+        with pytest.raises(BadRequest, match=r"^drain_s: .* must be seconds in \(0, 1000000\]$"):
+            parse_request({"kind": "kill", "gpus": [1], "drain_s": bad})
+    with pytest.raises(BadRequest, match=r"^drain_s: only a kill takes it, not apply$"):
+        parse_request({"kind": "apply", "profile": "p", "drain_s": 5})

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from servers_helpers import canned_server
 
-from tui.control.stop_release import DrainProgress, _DrainWatch
+from tui.control.drain_watch import DrainProgress, DrainWatch
 from tui.state.fleet_state import ProcessRecord
 
 
@@ -35,7 +35,7 @@ def test_the_drain_watch_reads_running_and_queued_without_loading_a_ca_bundle(
             cmdline=(),
             log_path="",
         )
-        watch = _DrainWatch(record.gpu, record.host, record.port, seen.append, time.monotonic())
+        watch = DrainWatch(record.gpu, record.host, record.port, seen.append, time.monotonic())
         try:
             watch.tick()
             watch.tick()  # within DRAIN_POLL_S: no second read
@@ -76,7 +76,7 @@ def test_the_drain_watch_keeps_no_connection_to_the_server_it_stops(
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    monkeypatch.setattr("tui.control.stop_release.DRAIN_POLL_S", 0.0)
+    monkeypatch.setattr("tui.control.drain_watch.DRAIN_POLL_S", 0.0)
     seen: list[tuple[int, str]] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -100,7 +100,7 @@ def test_the_drain_watch_keeps_no_connection_to_the_server_it_stops(
         gpu=0, port=httpd.server_address[1], pid=1, pgid=1, create_time=0.0, cmdline=(), log_path=""
     )
     progress: list[DrainProgress] = []
-    watch = _DrainWatch(record.gpu, record.host, record.port, progress.append, time.monotonic())
+    watch = DrainWatch(record.gpu, record.host, record.port, progress.append, time.monotonic())
     try:
         for _ in range(3):
             watch.tick()
@@ -111,3 +111,97 @@ def test_the_drain_watch_keeps_no_connection_to_the_server_it_stops(
     assert [p.running for p in progress] == [1, 1, 1]
     assert [header.lower() for _, header in seen] == ["close"] * 3
     assert len({port for port, _ in seen}) == 3  # three connections, none kept
+
+
+def _exposition(arrived: int, active: int, running: int) -> str:
+    """SGLang 0.5.17's families a drain reads: the scheduler's gauges and the HTTP counters
+    (the /metrics read itself is counted too, under its own endpoint)."""
+    return (
+        f'sglang:num_running_reqs{{tp_rank="0"}} {running}\n'
+        'sglang:num_queue_reqs{tp_rank="0"} 0\n'
+        f'sglang:http_requests_total{{endpoint="/generate",method="POST"}} {arrived}\n'
+        'sglang:http_requests_total{endpoint="/metrics",method="GET"} 99\n'
+        f'sglang:http_requests_active{{endpoint="/generate",method="POST"}} {active}\n'
+        'sglang:http_requests_active{endpoint="/metrics",method="GET"} 1\n'
+    )
+
+
+def test_a_drain_that_times_out_counts_the_arrivals_and_what_the_signal_drops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before the SIGTERM 10 requests had arrived; a client kept sending (30, then 874): the
+    progress says so, and at the deadline the 16 in flight are the ones the group's signal
+    drops."""
+    monkeypatch.setattr("tui.control.drain_watch.DRAIN_POLL_S", 0.0)
+    plain = "text/plain; version=0.0.4"
+    replies = [
+        (200, plain, _exposition(10, 4, 4)),
+        (200, plain, _exposition(30, 16, 16)),
+        (200, plain, _exposition(874, 16, 16)),
+    ]
+    seen: list[DrainProgress] = []
+    with canned_server({"/metrics": replies}) as server:
+        watch = DrainWatch(0, "127.0.0.1", server.port, seen.append, time.monotonic())
+        try:
+            watch.begin()
+            watch.tick()
+            watch.deadline(60.0)
+            account = watch.account(drained=False, signalled_in_flight=True)
+        finally:
+            watch.close()
+    assert [(p.stage, p.arrived, p.running) for p in seen] == [
+        ("draining", 20, 16),
+        ("drain timed out", 864, 16),
+    ]
+    assert "a client is still sending" in seen[0].describe()
+    assert account.timed_out and account.arrived == 864 and account.lost_in_flight == 16
+    assert account.timeout_words() == (
+        "drain timed out after 60 s: 16 requests running, 864 arrived during the drain"
+    )
+    assert account.lost_words() == "16 in-flight requests lost"
+
+
+def test_a_drain_that_ended_lost_nothing_and_an_unreadable_server_is_not_guessed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plain = "text/plain; version=0.0.4"
+    with canned_server({"/metrics": (200, plain, _exposition(10, 4, 4))}) as server:
+        watch = DrainWatch(0, "127.0.0.1", server.port, None, time.monotonic())
+        watch.begin()
+        drained = watch.account(drained=True, signalled_in_flight=False)
+        terminated = watch.account(drained=False, signalled_in_flight=True)
+        watch.close()
+    assert drained.lost_in_flight == 0 and not drained.lost_some
+    assert terminated.lost_in_flight == 4  # the group's SIGTERM at once: the 4 in flight
+    dead = DrainWatch(0, "127.0.0.1", 9, None, time.monotonic())  # nothing listens on port 9
+    dead.begin()
+    dead.deadline(5.0)
+    unknown = dead.account(drained=False, signalled_in_flight=True)
+    dead.close()
+    assert unknown.timed_out and unknown.lost_in_flight is None and unknown.lost_some
+    assert "how many is unknown" in unknown.lost_words()
+
+
+def test_what_a_server_accepts_as_it_goes_down_is_lost_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After the group's signal uvicorn may accept a few more requests for the moment the main
+    process takes to die; those are dropped too, and counted (seen: 19 lost, 16 in flight)."""
+    monkeypatch.setattr("tui.control.drain_watch.LATE_POLL_S", 0.0)
+    plain = "text/plain; version=0.0.4"
+    replies = [
+        (200, plain, _exposition(10, 4, 4)),
+        (200, plain, _exposition(874, 16, 16)),
+        (200, plain, _exposition(877, 19, 0)),
+    ]
+    with canned_server({"/metrics": replies}) as server:
+        watch = DrainWatch(0, "127.0.0.1", server.port, None, time.monotonic())
+        try:
+            watch.begin()
+            watch.deadline(60.0)
+            watch.tick()  # the group is signalled: it is going down
+            account = watch.account(drained=False, signalled_in_flight=True)
+        finally:
+            watch.close()
+    assert account.in_flight_at_deadline == 16 and account.lost_in_flight == 19
+    assert account.timeout_words().startswith("drain timed out after 60 s: 16 requests running")

@@ -125,7 +125,8 @@ async def test_starting_ready_then_sigkill_stopped(fleet: FakeFleet) -> None:
 
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        snap = await _poll_until(monitor, lambda s: s.panels[0].server.state is ServerState.STOPPED)
+        # SIGKILLed behind the monitor's back: a crash, never the word of an orderly stop
+        snap = await _poll_until(monitor, lambda s: s.panels[0].server.state is ServerState.CRASHED)
         assert snap.panels[0].gpu.memory_used == DRIVER_RESERVED_BYTES
         assert snap.panels[0].gpu.processes == ()
         assert snap.panels[0].server.running is None

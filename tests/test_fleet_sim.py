@@ -82,7 +82,7 @@ async def test_sim_server_starting_ready_killed(
         snap = await poll_until(
             monitor,
             lambda s: (
-                first_state(s) is ServerState.STOPPED
+                first_state(s) is ServerState.CRASHED  # killed, not stopped
                 and s.panels[0].gpu is not None
                 and s.panels[0].gpu.memory_used == DRIVER_RESERVED_BYTES
             ),

@@ -151,7 +151,7 @@ def test_a_running_job_shows_its_rates_and_eta() -> None:
     assert "(1m)" in text and "ETA –" not in text
 
 
-@pytest.mark.parametrize("state", [ServerState.STOPPED, ServerState.FAILED])
+@pytest.mark.parametrize("state", [ServerState.STOPPED, ServerState.CRASHED, ServerState.FAILED])
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_a_stopped_or_failed_panel_blanks_its_servers_numbers(
     state: ServerState, size: tuple[int, int]

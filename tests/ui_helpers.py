@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -304,8 +304,10 @@ class RecordingActions:
     """Stopping the fleet raises the first of these (then the next, ...): servers it left."""
     starts_fresh_job: bool = False
     """A start after the job finished starts it afresh (the demo's backend)."""
-    kill_outcomes: list[StopReleased] | None = None
-    """What a stop returns (each GPU's outcome; None: nothing, as a many-node backend)."""
+    kill_outcomes: Sequence[StopReleased] = ()
+    """What a stop returns (each GPU's outcome)."""
+    relaunch_results: tuple[ApplyResult, ...] = ()
+    """What a relaunch returns (each run's result)."""
 
     def supports(self, intent: Intent) -> bool:
         """Whether ``intent`` is in ``supported``."""
@@ -316,15 +318,18 @@ class RecordingActions:
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> list[StopReleased] | None:
+        drain_s: float | None = None,
+    ) -> Sequence[StopReleased]:
         args: tuple[object, ...] = (gpus,) if mode == "drain" else (gpus, mode)
-        self.calls.append(("kill", args + ((confirmed,) if confirmed else ())))
+        args += (confirmed,) if confirmed else ()
+        self.calls.append(("kill", args + ((("drain_s", drain_s),) if drain_s else ())))
         return self.kill_outcomes
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> None:
+    ) -> tuple[ApplyResult, ...]:
         self.calls.append(("relaunch", (gpus, confirmed) if confirmed else (gpus,)))
+        return self.relaunch_results
 
     async def apply_profile(
         self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None

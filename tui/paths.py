@@ -118,6 +118,12 @@ def cordon_file() -> Path:
     return state_dir() / "cordons.json"
 
 
+def cordon_ack_dir() -> Path:
+    """One file per job that honours cordons, saying which servers it has stopped sending to
+    (``tui.state.cordon_acks``)."""
+    return state_dir() / "cordon-acks"
+
+
 def sglang_reference_dir() -> Path:
     """Where SGLang's own releases are kept (their wheels, ``tui.sglang.flagtable.reference``)
     to generate and check the flag tables.

@@ -17,7 +17,8 @@ fi
 LEFT=$(( DEADLINE - ($(date +%s) - T0) ))
 ARGS=(); [ "$SETTINGS" = all ] || ARGS=(--settings "$SETTINGS")
 [ "$BUDGET" -gt $(( LEFT - 120 )) ] && BUDGET=$(( LEFT - 120 ))
-timeout -s INT "$LEFT" "$PY" -m bench.real_sglang.harness /tmp/hout "$MODEL" "${ARGS[@]}" --budget "$BUDGET"
+# HARNESS: which harness runs (bench.real_sglang.drain_harness: the drain and crash of issue 35)
+timeout -s INT "$LEFT" "$PY" -m "${HARNESS:-bench.real_sglang.harness}" /tmp/hout "$MODEL" "${ARGS[@]}" --budget "$BUDGET"
 echo "harness rc=$? (budget $BUDGET s of $LEFT s left)"
 tar -C /tmp -cJf "$OUT/harness.tar.xz" --exclude='*.sqlite3*' hout
-cp /tmp/hout/results.md /tmp/hout/pytest-gpu.txt "$OUT/" 2>/dev/null; ls -la "$OUT"
+cp /tmp/hout/results.md /tmp/hout/drain.md /tmp/hout/drain.json /tmp/hout/pytest-gpu.txt "$OUT/" 2>/dev/null; ls -la "$OUT"

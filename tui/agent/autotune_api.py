@@ -55,6 +55,7 @@ OPTIONS: dict[str, str] = {
     "timeout": "--timeout",
     "release_timeout": "--release-timeout",
     "term_timeout": "--term-timeout",
+    "drain_timeout": "--drain-timeout",
 }
 """A start's options (JSON names) and the ``gpufleet autotune start`` flags they become."""
 

@@ -230,8 +230,12 @@ class Nodes:
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> None:
+        drain_s: float | None = None,
+    ) -> tuple[StopReleased, ...]:
         """Stop the servers on ``gpus`` through their nodes' agents.
+
+        Returns:
+            Each GPU's outcome (its GPU numbered as the console numbers it).
 
         Raises:
             AgentError: naming each node whose stop failed, and why.
@@ -240,15 +244,21 @@ class Nodes:
         _local_only(confirmed)
 
         async def one(position: int, local: list[int]) -> Any:
-            request = {"kind": "kill", "gpus": local, "mode": mode}
-            return await self._client(position).run(request, list[StopReleased])
+            request: dict[str, Any] = {"kind": "kill", "gpus": local, "mode": mode}
+            if drain_s is not None:
+                request["drain_s"] = drain_s
+            return await self._client(position).run(
+                request, list[StopReleased], None, self._remap(position)
+            )
 
-        await self._each(self._split(gpus), one)
+        found = await self._each(self._split(gpus), one)
+        return tuple(o for outcomes in found for o in outcomes if isinstance(o, StopReleased))
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> None:
-        """Relaunch each GPU's own profile on its node, verified.
+    ) -> tuple[ApplyResult, ...]:
+        """Relaunch each GPU's own profile on its node, verified (each run's result, its GPUs
+        numbered as the console numbers them).
 
         Raises:
             AgentError: naming each node that failed, and why.
@@ -258,9 +268,12 @@ class Nodes:
 
         async def one(position: int, local: list[int]) -> Any:
             request = {"kind": "relaunch", "gpus": local}
-            return await self._client(position).run(request, list[ApplyResult])
+            return await self._client(position).run(
+                request, list[ApplyResult], None, self._remap(position)
+            )
 
-        await self._each(self._split(gpus), one)
+        found = await self._each(self._split(gpus), one)
+        return tuple(r for results in found for r in results if isinstance(r, ApplyResult))
 
     async def apply_profile(
         self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None

@@ -20,7 +20,7 @@ KINDS = ("apply", "relaunch", "kill", "rollback", "canary", "rollout", "rollout_
 """Every operation the API runs."""
 MODES: tuple[str, ...] = get_args(StopMode)
 """How a server may be stopped."""
-FIELDS = ("kind", "profile", "gpus", "gpu", "mode", "batch", "measure", "expect")
+FIELDS = ("kind", "profile", "gpus", "gpu", "mode", "batch", "measure", "expect", "drain_s")
 """Every field a request may have."""
 MAX_GPU = 255
 """Largest GPU index accepted."""
@@ -111,6 +111,8 @@ class OperationRequest:
     """Whether an apply measures throughput (None: the agent's default)."""
     expect: str | None = None
     """A rollback's guard: only if every GPU still runs this profile (``FleetOps.rollback``)."""
+    drain_s: float | None = None
+    """A kill's drain deadline, the operator's (None: the profiles' ``[stop]``, else 60 s)."""
 
     def args(self) -> dict[str, Any]:
         """The request as sent back in the operation's status."""
@@ -125,6 +127,8 @@ class OperationRequest:
             out["batch"] = self.batch
         if self.expect is not None:
             out["expect"] = self.expect
+        if self.drain_s is not None:
+            out["drain_s"] = self.drain_s
         return out
 
 
@@ -189,6 +193,14 @@ def parse_request(body: Any) -> OperationRequest:
         raise BadRequest(f"expect: only a rollback takes it, not {kind}")
     if kind in ("relaunch", "kill") and gpus is None:
         raise BadRequest(f"gpus: {kind} needs a non-empty list of GPU indices")
+    drain_s = body.get("drain_s")
+    if drain_s is not None:
+        if kind != "kill":
+            raise BadRequest(f"drain_s: only a kill takes it, not {kind}")
+        if isinstance(drain_s, bool) or not isinstance(drain_s, int | float):
+            raise BadRequest(f"drain_s: {drain_s!r} must be seconds in (0, 1000000]")
+        if not 0 < drain_s <= 10**6:
+            raise BadRequest(f"drain_s: {drain_s!r} must be seconds in (0, 1000000]")
     return OperationRequest(
         kind=kind,
         profile=_profile(body.get("profile"), needs_profile),
@@ -198,4 +210,5 @@ def parse_request(body: Any) -> OperationRequest:
         batch=batch,
         measure=measure,
         expect=expect,
+        drain_s=None if drain_s is None else float(drain_s),
     )

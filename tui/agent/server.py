@@ -197,7 +197,7 @@ class Agent:
             if r.kind == "kill":
                 for gpu in r.gpus or ():
                     backend.mark(gpu, True)
-                return await ops.kill(r.gpus or (), marked, r.mode)
+                return await ops.kill(r.gpus or (), marked, r.mode, drain_s=r.drain_s)
             if r.kind == "rollback":
                 return await ops.rollback(r.gpus, marked, expect=r.expect)
             if r.kind == "canary":

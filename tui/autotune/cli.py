@@ -37,8 +37,7 @@ from tui.autotune.search import Autotuner
 from tui.autotune.space import SearchSpace
 from tui.autotune.status import describe_status, holder_alive, read_status, request
 from tui.cli_args import GPU_INDEX, SECONDS, SECONDS_OR_ZERO, ArgumentParser, number
-from tui.control.stop_release import StopTimeouts
-from tui.ops.cli.common import REFUSALS, print_event
+from tui.ops.cli.common import REFUSALS, add_drain_timeout, print_event, stop_timeouts
 from tui.ops.service import FleetOps, OpsOptions
 from tui.retune.options import ApplyOptions
 from tui.rollout.canary import CanaryOptions
@@ -94,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--settle", type=SECONDS_OR_ZERO, default=30.0, help="cost: seconds after ready")
     s.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds to ready per launch")
     s.add_argument("--release-timeout", type=SECONDS, default=120.0, help="GPU release wait")
-    s.add_argument("--term-timeout", type=SECONDS, default=60.0, help="drain seconds")
+    add_drain_timeout(s, "--term-timeout")
     s.add_argument(
         "--lock-wait",
         type=SECONDS,
@@ -158,7 +157,7 @@ def options_from(args: argparse.Namespace) -> tuple[AutotuneOptions, OpsOptions]
             verdict=VerdictWindows(canary.window_s, canary.warmup_s, canary.interval_s),
         ),
     )
-    stop = StopTimeouts(drain_s=args.term_timeout, release_s=args.release_timeout)
+    stop = stop_timeouts(args, args.release_timeout)
     return options, OpsOptions(apply=apply, stop=stop, canary=canary)
 
 

@@ -75,9 +75,17 @@ class StopResult:
     whole_group: bool = True
     """Its escalation went to its process group (False: to each verified process on its own,
     ``group_to_signal`` said why in ``note``)."""
+    drain_timed_out: bool = False
+    """A drain's deadline passed with the main process still running: the group was signalled
+    while it served (what it had in flight was dropped)."""
 
-    def describe(self) -> str:
-        """One line for the operator."""
+    def describe(self, drain: str = "", lost: str = "") -> str:
+        """One line for the operator.
+
+        Args:
+            drain: How the drain ended, when that is news (``drain timed out after 60 s: ...``).
+            lost: What the signals dropped (``16 in-flight requests lost``).
+        """
         text = {
             "drained": "drained and exited after SIGTERM to its main pid",
             "terminated": "stopped by SIGTERM to its process group"
@@ -92,7 +100,11 @@ class StopResult:
             "survived": f"processes {list(self.survivors)} survived SIGKILL",
         }[self.outcome]
         note = f" ({self.note})" if self.note else ""
-        return f"GPU {self.gpu} (pid {self.pid}): {text} in {self.elapsed_s:.1f}s{note}"
+        drain = f"{drain}; " if drain else ""
+        lost = f": {lost}" if lost else ""
+        return (
+            f"GPU {self.gpu} (pid {self.pid}): {drain}{text} in {self.elapsed_s:.1f}s{lost}{note}"
+        )
 
 
 def _wait_gone(
@@ -244,6 +256,7 @@ def stop(
     *,
     mode: StopMode = "drain",
     tick: Callable[[], None] | None = None,
+    on_deadline: Callable[[], None] | None = None,
 ) -> StopResult:
     """Stop the server of ``record`` and every verified process of its group.
 
@@ -255,6 +268,8 @@ def stop(
         forget: remove the entry from the fleet record once nothing of it runs.
         mode: "drain" (default), "terminate" or "kill" (see ``StopMode``).
         tick: called about every 0.1 s while waiting (e.g. to report a drain's progress).
+        on_deadline: called once when a drain's deadline passed with the main process still
+            running, just before its group is signalled (to count what is in flight then).
 
     Returns:
         What happened, with every pid seen (for ``wait_gpu_released``).
@@ -274,10 +289,16 @@ def stop(
     whole = True
     outcome: StopOutcome
     alive = members
+    timed_out = False
     if mode == "drain" and leader is not None:
         outcome = "drained"
         signal_process(leader, signal.SIGTERM)
         alive = _wait_gone(alive, started + term_timeout, tick)
+        # Only a main process still serving makes it the drain's timeout; children that
+        # outlive a main process that exited (sglang #31645) hold nothing a client waits for.
+        timed_out = running(leader)
+        if timed_out and on_deadline is not None:
+            on_deadline()
         term_deadline = time.monotonic() + ESCALATE_TERM_S
     else:
         # No live main pid to drain through (only orphaned children are left), or the operator
@@ -313,6 +334,7 @@ def stop(
         mode,
         "; ".join(notes),
         whole,
+        timed_out,
     )
 
 
@@ -334,6 +356,7 @@ def stop_unverified(
     mode: StopMode = "drain",
     gpu: int = -1,
     tick: Callable[[], None] | None = None,
+    on_deadline: Callable[[], None] | None = None,
 ) -> StopResult:
     """Stop one process the operator confirmed although the fleet cannot verify it as its own:
     its pid only (never a group), SIGTERM (unless ``mode`` is "kill"), SIGKILL after
@@ -346,6 +369,8 @@ def stop_unverified(
         mode: "kill" sends SIGKILL at once; "drain" and "terminate" begin with SIGTERM.
         gpu: The GPU whose port it held (for the result).
         tick: Called about every 0.1 s while waiting.
+        on_deadline: Called once when its SIGTERM's deadline passed with it still running,
+            just before its SIGKILL.
 
     Returns:
         What happened (its children, if any, were not signalled: they are not verified).
@@ -357,6 +382,9 @@ def stop_unverified(
     if mode != "kill":
         signal_process(proc, signal.SIGTERM)
         alive = _wait_gone(alive, started + term_timeout, tick)
+    timed_out = bool(alive) and mode != "kill"
+    if timed_out and on_deadline is not None:
+        on_deadline()
     if alive:
         outcome = "killed"
         signal_process(proc, signal.SIGKILL)
@@ -370,4 +398,5 @@ def stop_unverified(
         time.monotonic() - started,
         mode,
         "not the fleet's own, stopped as confirmed: its pid only, never its group",
+        timed_out,
     )

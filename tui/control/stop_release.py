@@ -21,22 +21,19 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
-import httpx
 import psutil
 
 from tui.control.adopt import ConfirmedServer, Holder, port_holder_adopting
+from tui.control.drain_watch import DrainAccount, DrainProgress, DrainWatch, ProgressSink
 from tui.control.identity import IdentityMismatch
 from tui.control.release import GpuPids, wait_gpu_released
 from tui.control.stop import StopMode, StopResult, stop, stop_unverified
-from tui.servers.probe import parse_metrics
+from tui.state.cordon_acks import wait_acknowledged
 from tui.state.cordons import address_of, cordon, uncordon
 from tui.state.fleet_state import ProcessRecord, remove_record
-
-DRAIN_POLL_S = 1.0
-"""How often a drain's progress is read from the server's ``/metrics``."""
 
 _STOPPERS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="gpufleet-stop")
 """Threads for stops only (made as needed, reused). Why not asyncio's default pool: a stop
@@ -56,32 +53,37 @@ async def in_stop_thread(call: Callable[[], StopReleased]) -> StopReleased:
     return await asyncio.get_running_loop().run_in_executor(_STOPPERS, call)
 
 
+DEFAULT_DRAIN_S = 60.0
+"""A drain's deadline when neither the operator nor the profile (``[stop] drain_timeout_s``)
+says another."""
+
+
 @dataclass(frozen=True, slots=True)
 class StopTimeouts:
     """The deadlines of one stop."""
 
-    drain_s: float = 60.0
+    drain_s: float = DEFAULT_DRAIN_S
     """SIGTERM to the main pid -> the group is signalled (SGLang checks its drain every 5 s)."""
     kill_s: float = 10.0
     """SIGKILL -> giving up on survivors."""
     release_s: float = 120.0
     """Process gone -> GPU memory released (per the driver)."""
+    drain_pinned: bool = False
+    """``drain_s`` was given by the operator (``--drain-timeout``, the kill dialog): a
+    profile's ``[stop] drain_timeout_s`` does not change it."""
 
+    def pinned(self, drain_s: float | None) -> StopTimeouts:
+        """These deadlines with the operator's drain deadline, when given (None: unchanged)."""
+        if drain_s is None:
+            return self
+        return replace(self, drain_s=drain_s, drain_pinned=True)
 
-@dataclass(frozen=True, slots=True)
-class DrainProgress:
-    """How a stop is going, reported about once a second while it waits."""
-
-    gpu: int
-    """GPU index."""
-    stage: str
-    """'draining', 'waiting for GPU memory release'."""
-    elapsed_s: float
-    """Seconds since the stop began."""
-    running: int | None = None
-    """Requests the server still runs (from its /metrics; None when it did not answer)."""
-    queued: int | None = None
-    """Requests still queued."""
+    def for_profile(self, drain_s: float | None) -> StopTimeouts:
+        """These deadlines with a profile's ``[stop] drain_timeout_s`` (None: it sets none),
+        unless the operator pinned one."""
+        if drain_s is None or self.drain_pinned:
+            return self
+        return replace(self, drain_s=drain_s)
 
 
 GpuStatus = Literal["done", "refused", "failed"]
@@ -108,58 +110,43 @@ class StopReleased:
     adopted_pid: int | None = None
     """A server of the fleet found holding the GPU's port without a record, now recorded as
     its server (its pid)."""
+    drain: DrainAccount | None = None
+    """What the stop did to the requests the server had (None: nothing was signalled): a drain
+    that timed out, those that arrived during it, those lost in flight."""
 
     @property
     def ok(self) -> bool:
         """The stop did everything it set out to do."""
         return self.status == "done"
 
+    @property
+    def drain_timed_out(self) -> bool:
+        """A drain ran past its deadline and the server was signalled while it served."""
+        return self.drain is not None and self.drain.timed_out
 
-ProgressSink = Callable[[DrainProgress], None]
-"""Receives a stop's progress, from the stopping thread."""
+    @property
+    def drain_note(self) -> str:
+        """What the stop did to the requests, when that is news: ``drain timed out after 60 s:
+        16 requests running, 864 arrived during the drain; stopped by SIGTERM to its process
+        group: 16 in-flight requests lost`` ("" when it drained, or lost nothing)."""
+        drain, result = self.drain, self.result
+        if drain is None or result is None or not (drain.timed_out or drain.lost_some):
+            return ""
+        how = {
+            "terminated": "stopped by SIGTERM to its process group",
+            "killed": "killed with SIGKILL",
+            "survived": "SIGKILL did not stop it",
+        }.get(result.outcome, result.outcome)
+        if result.note.startswith("not the fleet's own"):  # stop_unverified: its pid alone
+            how = "SIGKILL to its pid" if result.outcome == "killed" else "SIGTERM to its pid"
+        head = f"{drain.timeout_words()}; " if drain.timed_out else ""
+        return f"{head}{how}: {drain.lost_words()}"
 
-
-def _metrics_url(host: str, port: int) -> str:
-    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    return f"http://{host}:{port}/metrics"
-
-
-class _DrainWatch:
-    """Reads running/queued from the server's /metrics at most once a second while it drains."""
-
-    def __init__(
-        self, gpu: int, host: str, port: int, sink: ProgressSink | None, started: float
-    ) -> None:
-        self.gpu, self.url, self.sink, self.started = gpu, _metrics_url(host, port), sink, started
-        self._next = 0.0
-        self._client: httpx.Client | None = None
-
-    def tick(self) -> None:
-        now = time.monotonic()
-        if self.sink is None or now < self._next:
-            return
-        self._next = now + DRAIN_POLL_S
-        running = queued = None
-        try:
-            if self._client is None:
-                # Plain http to the server itself: no TLS, so no CA bundle (loading it took
-                # ~0.2 s of CPU per client, seven at once under the GIL at a fleet's stop,
-                # delaying each drain's signal and exit check by up to a second).
-                # "Connection: close": a connection kept to a server in shutdown holds it up
-                # (uvicorn waits for every connection it accepted to close; one accepted as its
-                # shutdown began is never told to, and a read a second keeps it busy).
-                self._client = httpx.Client(
-                    timeout=0.5, verify=False, headers={"Connection": "close"}
-                )
-            load = parse_metrics(self._client.get(self.url).text)
-            running, queued = load.running, load.queued
-        except (httpx.HTTPError, ValueError):
-            pass  # a server on its way out stops answering; the process table is the truth
-        self.sink(DrainProgress(self.gpu, "draining", now - self.started, running, queued))
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+    @property
+    def lost_in_flight(self) -> int | None:
+        """Requests dropped in flight by the signals (0: none; None: some, how many unknown,
+        or nothing was signalled)."""
+        return self.drain.lost_in_flight if self.drain is not None else None
 
 
 def _refused_unverified(gpu: int, port: int, held: Holder) -> str:
@@ -167,6 +154,25 @@ def _refused_unverified(gpu: int, port: int, held: Holder) -> str:
         f"GPU {gpu}: port {port} is held by {held.describe()}, which is not verified as the "
         f"fleet's ({held.why_not}); nothing was signalled"
     )
+
+
+def _said(result: StopResult, watch: DrainWatch) -> tuple[str, DrainAccount | None]:
+    """The stop's line with its drain's outcome in it, and that outcome (None: nothing was
+    signalled)."""
+    if result.outcome == "already_exited":
+        return result.describe(), None
+    mid_service = result.drain_timed_out or (
+        result.mode != "drain" and result.outcome in ("terminated", "killed", "survived")
+    )
+    account = watch.account(result.outcome == "drained", mid_service)
+    drain = account.timeout_words() if account.timed_out else ""
+    if mid_service and account.lost_some:
+        lost = account.lost_words()
+    elif account.arrived:
+        lost = f"{account.arrived} requests arrived during the drain"
+    else:
+        lost = ""
+    return result.describe(drain, lost), account
 
 
 def _stop_confirmed(
@@ -177,7 +183,7 @@ def _stop_confirmed(
     mode: StopMode,
     limits: StopTimeouts,
     gpu_pids: GpuPids,
-    tick: Callable[[], None],
+    watch: DrainWatch,
 ) -> StopReleased:
     """Stop the unverified holder of ``port`` when the operator confirmed this very process
     (pid and start ticks); refuse otherwise."""
@@ -195,19 +201,32 @@ def _stop_confirmed(
         proc = psutil.Process(pid)
     except psutil.NoSuchProcess:
         return StopReleased(gpu, "done", f"GPU {gpu}: pid {pid} exited before it was signalled")
-    result = stop_unverified(proc, limits.drain_s, limits.kill_s, mode=mode, gpu=gpu, tick=tick)
+    watch.begin()
+    if mode == "kill":
+        watch.signalled()  # its pid's SIGKILL at once: what it has in flight is lost
+    result = stop_unverified(
+        proc,
+        limits.drain_s,
+        limits.kill_s,
+        mode=mode,
+        gpu=gpu,
+        tick=watch.tick,
+        on_deadline=lambda: watch.deadline(limits.drain_s),
+    )
+    text, drain = _said(result, watch)
     if result.survivors:
-        return StopReleased(gpu, "failed", result.describe(), result)
+        return StopReleased(gpu, "failed", text, result, drain=drain)
     holding = wait_gpu_released(gpu, result.pids, gpu_pids, time.monotonic() + limits.release_s)
     if holding:
         return StopReleased(
             gpu,
             "failed",
-            f"{result.describe()}; GPU memory still held by {sorted(holding)}",
+            f"{text}; GPU memory still held by {sorted(holding)}",
             result,
             tuple(sorted(holding)),
+            drain=drain,
         )
-    return StopReleased(gpu, "done", result.describe(), result)
+    return StopReleased(gpu, "done", text, result, drain=drain)
 
 
 def stop_and_release(
@@ -254,7 +273,7 @@ def stop_and_release(
         return StopReleased(gpu, "done", f"GPU {gpu}: no server recorded")
     address = address_of(host, port)
     cordon([address], f"stopping GPU {gpu} ({mode})")
-    watch = _DrainWatch(gpu, host, port, on_progress, started)
+    watch = DrainWatch(gpu, host, port, on_progress, started)
     try:
         if record is None:
             held = _holder(gpu, port, host)
@@ -263,16 +282,27 @@ def stop_and_release(
                     gpu, "done", f"GPU {gpu}: no server recorded; port {port} is free"
                 )
             if held.adopted is None:
-                return _stop_confirmed(
-                    gpu, port, held, confirmed, mode, limits, gpu_pids, watch.tick
-                )
+                _senders_stopped(gpu, address, mode, on_progress, started)
+                return _stop_confirmed(gpu, port, held, confirmed, mode, limits, gpu_pids, watch)
             record = held.adopted  # the fleet's own, without a record: stopped like any other
+        _senders_stopped(gpu, address, mode, on_progress, started)
+        watch.begin()
+        if mode != "drain":
+            watch.signalled()  # the group at once: what it has in flight is lost
         try:
-            result = stop(record, limits.drain_s, limits.kill_s, mode=mode, tick=watch.tick)
+            result = stop(
+                record,
+                limits.drain_s,
+                limits.kill_s,
+                mode=mode,
+                tick=watch.tick,
+                on_deadline=lambda: watch.deadline(limits.drain_s),
+            )
         except IdentityMismatch as exc:
             return _refused(record, exc)
+        text, drain = _said(result, watch)
         if result.survivors:
-            return StopReleased(gpu, "failed", result.describe(), result)
+            return StopReleased(gpu, "failed", text, result, drain=drain)
         if on_progress is not None:
             on_progress(
                 DrainProgress(gpu, "waiting for GPU memory release", time.monotonic() - started)
@@ -283,16 +313,31 @@ def stop_and_release(
             return StopReleased(
                 gpu,
                 "failed",
-                f"{result.describe()}; GPU memory still held by {sorted(holding)} after "
-                f"{limits.release_s:.0f}s",
+                f"{text}; GPU memory still held by {sorted(holding)} after {limits.release_s:.0f}s",
                 result,
                 tuple(sorted(holding)),
+                drain=drain,
             )
-        return _port_after(gpu, port, host, result, confirmed, mode, limits, gpu_pids, watch.tick)
+        return _port_after(
+            gpu, port, host, (text, result, drain), confirmed, mode, limits, gpu_pids, watch
+        )
     finally:
         watch.close()
         if not keep_cordon:
             uncordon([address])
+
+
+def _senders_stopped(
+    gpu: int, address: str, mode: StopMode, sink: ProgressSink | None, started: float
+) -> None:
+    """Before a drain's SIGTERM: wait (``ACK_WAIT_S`` at most) until every job that honours
+    cordons and sends to ``address`` says it sends nothing new there; its progress says who
+    did (and who did not). A drain that begins while a job still sends never ends."""
+    if mode != "drain":
+        return  # the group is signalled at once: what is in flight is lost either way
+    wait = wait_acknowledged(address)  # at once when no such job sends to it
+    if sink is not None and (wait.acknowledged or wait.silent):
+        sink(DrainProgress(gpu, "cordoned", time.monotonic() - started, note=wait.describe()))
 
 
 def _holder(gpu: int, port: int, host: str) -> Holder | None:
@@ -319,19 +364,20 @@ def _port_after(
     gpu: int,
     port: int,
     host: str,
-    result: StopResult,
+    stopped: tuple[str, StopResult, DrainAccount | None],
     confirmed: ConfirmedServer | None,
     mode: StopMode,
     limits: StopTimeouts,
     gpu_pids: GpuPids,
-    tick: Callable[[], None],
+    watch: DrainWatch,
 ) -> StopReleased:
     """The stop's last check: its port is free (else something still serves the GPU's address:
-    the stop is not done)."""
-    done = f"{result.describe()}; GPU memory released"
+    the stop is not done). ``stopped``: the stop's line, its result and its drain's outcome."""
+    text, result, drain = stopped
+    done = f"{text}; GPU memory released"
     held = _holder(gpu, port, host)
     if held is None:
-        return StopReleased(gpu, "done", done, result)
+        return StopReleased(gpu, "done", done, result, drain=drain)
     if held.adopted is not None:
         return StopReleased(
             gpu,
@@ -340,6 +386,7 @@ def _port_after(
             "fleet that had no record: adopted as the GPU's server, stop it again",
             result,
             adopted_pid=held.adopted.pid,
+            drain=drain,
         )
-    other = _stop_confirmed(gpu, port, held, confirmed, mode, limits, gpu_pids, tick)
-    return StopReleased(gpu, other.status, f"{done}; then {other.message}", result)
+    other = _stop_confirmed(gpu, port, held, confirmed, mode, limits, gpu_pids, watch)
+    return StopReleased(gpu, other.status, f"{done}; then {other.message}", result, drain=drain)

@@ -37,6 +37,7 @@ from tui.fleet.spec import FleetSpec
 from tui.fleet.tracker import (
     Tracker,
     judge_known,
+    judge_recorded,
     recorded_process,
 )
 from tui.gpu.snapshot import GpuSnapshot, GpuSource
@@ -44,6 +45,7 @@ from tui.servers.batch_fetch import BatchFetcher
 from tui.servers.discovery import find_servers
 from tui.servers.keepalive import Answer, KeepAliveTransport
 from tui.servers.probe import ProbeStatus, Readiness, ServerLoad, ServerProbe
+from tui.state.cordons import CordonWatch, address_of
 from tui.state.fleet_state import FleetState
 
 
@@ -117,6 +119,8 @@ class FleetMonitor:
         self._profiles: dict[int, RunningProfile] = {}
         self._state: FleetState = {}
         self._profiles_key: tuple[int, int, int] | None = None
+        self._cordons = CordonWatch()
+        """The cordons: a server gone while its address is cordoned was stopped by gpufleet."""
 
     def log_paths(self) -> dict[int, str]:
         """The log each GPU's server is followed in: what the console shows, and what the tuning
@@ -144,6 +148,7 @@ class FleetMonitor:
             raise ValueError(f"gpu={gpu} has no server in the fleet; allowed {known}")
         tracker.stopping = stopping
         tracker.stop_pid = tracker.process.pid if stopping and tracker.process else None
+        tracker.stop_asked = stopping
 
     async def aclose(self) -> None:
         """Stop the generating probes, close log files (and the HTTP client if the monitor's)."""
@@ -232,12 +237,16 @@ class FleetMonitor:
         self._read_profiles()
         now = time.monotonic()
         unknown = []
+        cordoned = self._cordons.current()
         for tracker in self._trackers:
             if not tracker.spec.is_local:
                 continue
+            tracker.cordoned = address_of(tracker.spec.host, tracker.spec.port) in cordoned
             if tracker.alive_check is not None and tracker.alive_check():
                 tracker.alive = True
                 continue
+            if tracker.alive:
+                tracker.went_away()
             tracker.alive = False
             unknown.append(tracker)
         if unknown:
@@ -262,7 +271,9 @@ class FleetMonitor:
                     tracker.new_process(process)
                     tracker.alive = True
         for tracker in self._trackers:
-            judge_known(tracker, self._state.get(tracker.spec.gpu_index))
+            entry = self._state.get(tracker.spec.gpu_index)
+            judge_known(tracker, entry)
+            judge_recorded(tracker, entry)
         for tracker in self._trackers:
             process_log = tracker.process.log_path if tracker.process else None
             path = process_log or tracker.spec.log_path

@@ -15,8 +15,16 @@ State rules, per server (the current launch only; see ``tui.fleet.server_log``):
 * process alive and the log shows a fatal error since the launch -> FAILED (with the error line);
 * process alive, probes time out -> STALE (busy or hung, not known dead);
 * process alive otherwise -> STARTING, with the log's phase;
-* process gone after it was ready -> STOPPED; gone while starting with an error -> FAILED;
-  gone while starting without one -> STOPPED; never seen -> ABSENT.
+* process gone while starting with an error in its log -> FAILED;
+* process gone, and it was stopped on purpose -> STOPPED: the console asked
+  (``mark_stopping``), its address is cordoned (an operation of gpufleet is stopping it), its log
+  says a SIGTERM drain began (whoever sent it), or the fleet state recorded it while it ran and
+  no longer does (gpufleet stopped it and dropped its record, or relaunched the GPU);
+* process gone otherwise -> CRASHED, with how it ended when the kernel still said
+  (``killed by SIGKILL``: it was a zombie when seen gone) or ``exit status unknown``;
+* never seen running, while the fleet state records a server for it that does not run ->
+  CRASHED too (``gpufleet status`` after the fact: nobody stopped it), or FAILED when its log
+  ends in a startup error; never seen and not recorded -> ABSENT.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from tui.fleet.running_profiles import RunningProfile
 from tui.fleet.snapshot import ServerSnapshot, ServerState
 from tui.fleet.tracker import Tracker, live_number, note_decode, pressure_words, stamp_age
 from tui.servers.probe import HEALTH_PATHS, ProbeStatus
+from tui.servers.procinfo import boot_id
 
 
 def _either(first: object, second: object) -> object:
@@ -87,11 +96,34 @@ def _state(t: Tracker, stuck: bool = False) -> ServerState:
             return ServerState.STALE
         return ServerState.STARTING
     launched = t.follower is not None and t.follower.launches > 0
+    started = t.ever_ready or t.log.ready
     if t.process is None:
+        if t.record is not None and t.spec.is_local and not t.cordoned:
+            # Recorded, not running, and no stop of gpufleet's dropped its record: it died.
+            return ServerState.FAILED if t.log.failed and not started else ServerState.CRASHED
         return ServerState.FAILED if t.log.failed and launched else ServerState.ABSENT
-    if t.ever_ready or t.log.ready:
-        return ServerState.STOPPED
-    return ServerState.FAILED if t.log.failed else ServerState.STOPPED
+    if t.log.failed and not started:
+        return ServerState.FAILED
+    return ServerState.STOPPED if _stopped_on_purpose(t) else ServerState.CRASHED
+
+
+def _stopped_on_purpose(t: Tracker) -> bool:
+    """Whether the gone process was stopped (by gpufleet, or drained by anyone's SIGTERM)."""
+    if t.stop_asked or t.log.stopping or t.cordoned:
+        return True
+    record, process = t.record, t.process
+    still_recorded = record is not None and process is not None and record.pid == process.pid
+    return t.recorded_alive and not still_recorded
+
+
+def _crash_words(t: Tracker) -> str:
+    """How a crashed server ended, as far as anyone can know."""
+    if t.exit_status:
+        return t.exit_status
+    record = t.record
+    if t.process is None and record is not None and record.boot_id and record.boot_id != boot_id():
+        return "exit status unknown: the machine restarted since it was launched"
+    return "exit status unknown"
 
 
 def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> ServerSnapshot:
@@ -116,10 +148,13 @@ def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> S
     )
     kv = _either(info.max_total_num_tokens if info else None, log.kv_tokens)
     mamba = _either(info.max_mamba_cache_size if info else None, log.mamba_slots)
+    pid = t.process.pid if t.process else None
+    if state is ServerState.CRASHED and pid is None and t.record is not None:
+        pid = t.record.pid  # the recorded server that died
     return ServerSnapshot(
         port=t.spec.port,
         state=state,
-        pid=t.process.pid if t.process else None,
+        pid=pid,
         phase=log.phase if state is ServerState.STARTING else "",
         log_path=str(t.follower.path) if t.follower else None,
         kv_tokens=kv if isinstance(kv, int) else None,
@@ -152,4 +187,5 @@ def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> S
         cmdline=t.process.cmdline if t.process else (),
         start_ticks=t.process.start_ticks if t.process else None,
         stranger=t.spec.is_local and t.known is None and t.process is not None and t.alive,
+        exit_status=_crash_words(t) if state is ServerState.CRASHED else None,
     )

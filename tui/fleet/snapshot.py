@@ -25,7 +25,13 @@ class ServerState(StrEnum):
     FAILED = "failed"
     """The log showed an OOM or crash, or the process exited while starting."""
     STOPPED = "stopped"
-    """The process exited (or was stopped) after having been ready."""
+    """The process exited because it was stopped: gpufleet stopped it (the fleet state dropped
+    its record, its address was cordoned, the console asked) or it drained on a SIGTERM (its log
+    says so, whoever sent it)."""
+    CRASHED = "crashed"
+    """The process died without being stopped (killed, OOM, a segfault, an exit nobody asked
+    for): ``exit_status`` says how when the kernel still knew, ``last_error`` what the log said
+    last. Also a server the fleet state records that no longer runs (it was never stopped)."""
     STALE = "stale"
     """The process is alive but probes time out: not dead, not known to be healthy."""
     STUCK = "stuck"
@@ -118,6 +124,10 @@ class ServerSnapshot:
     profile's console on servers started by the operator's own script). Nothing would verify
     it as the fleet's: a stop names it and asks, as for ``unknown`` (``gpufleet adopt`` takes
     it over instead)."""
+    exit_status: str | None = None
+    """How a crashed server ended: ``killed by SIGKILL``, ``exit code 1``, or ``exit status
+    unknown`` (the kernel keeps it only until the process's parent reaps it, and gpufleet is
+    rarely that parent); None unless ``state`` is crashed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from tui.fleet.spec import ServerSpec
 from tui.logs.state import LogView
 from tui.servers.discovery import LiveCheck, ServerProcess, is_alive
 from tui.servers.probe import Readiness, ServerInfo, ServerLoad, ServerProbe
-from tui.servers.procinfo import boot_id, start_ticks
+from tui.servers.procinfo import boot_id, exit_status, start_ticks
 from tui.state.fleet_state import GpuState, ProcessRecord
 
 _N = TypeVar("_N", int, float)
@@ -85,6 +85,18 @@ class Tracker:
     """(decode lines, the throughput gauge) at the last poll: a change is a new Decode line."""
     decode_at: float | None = None
     """When the last Decode line (or gauge change) was seen (None: none since launch)."""
+    stop_asked: bool = False
+    """A stop of this process was asked (``FleetMonitor.mark_stopping``): gone, it stopped."""
+    record: ProcessRecord | None = None
+    """The server the fleet state records for this GPU on this port (None: none)."""
+    recorded_alive: bool = False
+    """The fleet state recorded this very process while it ran: gone, with its record dropped
+    or replaced since, gpufleet stopped it (or relaunched the GPU)."""
+    cordoned: bool = False
+    """Its address is cordoned now: an operation of gpufleet is stopping it."""
+    exit_status: str | None = None
+    """How its process ended, read from the kernel when it was first seen gone (None: not
+    gone, or not known)."""
 
     def new_process(self, process: ServerProcess) -> None:
         """A different process now serves the port: forget the previous launch."""
@@ -106,7 +118,16 @@ class Tracker:
         self.load_at = None
         self.decode_mark = None
         self.decode_at = None
+        self.stop_asked = False
+        self.recorded_alive = False
+        self.exit_status = None
         self.probe.reset()
+
+    def went_away(self) -> None:
+        """Its process is gone since the last look: keep how it ended, while the kernel still
+        says (a zombie not yet reaped)."""
+        if self.process is not None:
+            self.exit_status = exit_status(self.process.pid, self.process.start_ticks)
 
     def cancel_health(self) -> None:
         """Drop the generating probe in flight (its server is gone or replaced)."""
@@ -160,6 +181,18 @@ def judge_known(tracker: Tracker, entry: GpuState | None) -> None:
         and process.pid == record.pid
         and (not record.start_ticks or process.start_ticks in (None, record.start_ticks))
     )
+
+
+def judge_recorded(tracker: Tracker, entry: GpuState | None) -> None:
+    """Note what the fleet state records for the tracker's GPU (the record of gpufleet's intent:
+    a server it stopped loses its record), and whether it recorded the running process."""
+    here = entry is not None and entry.port == tracker.spec.port
+    tracker.record = record = entry.server if here and entry is not None else None
+    if record and record.start_ticks and not (tracker.process or tracker.exit_status):
+        # Recorded, never seen running: how it ended, if it is a zombie still.
+        tracker.exit_status = exit_status(record.pid, record.start_ticks)
+    if tracker.alive and tracker.known:
+        tracker.recorded_alive = True
 
 
 def pressure_words(log: LogView) -> str | None:

@@ -116,7 +116,8 @@ class ConsoleBackend:
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> list[StopReleased]:
+        drain_s: float | None = None,
+    ) -> tuple[StopReleased, ...]:
         """Stop the servers on ``gpus`` and wait for their GPU memory.
 
         Args:
@@ -124,10 +125,11 @@ class ConsoleBackend:
             mode: drain, terminate or kill.
             confirmed: Servers the operator confirmed stopping although they are not verified
                 as the fleet's (``unknown``): their pid alone is signalled.
+            drain_s: The drain's deadline the operator gave (None: the profiles', else 60 s).
 
         Returns:
             Each GPU's outcome (what the console says: a GPU where nothing ran is not called
-            stopped).
+            stopped; a drain that timed out says what it lost).
 
         Raises:
             OperationError: naming each GPU whose stop was refused or failed.
@@ -135,8 +137,14 @@ class ConsoleBackend:
         for gpu in gpus:
             self._mark(gpu, True)
         try:
-            return await self.ops.kill(
-                gpus, self._sink(None), mode, confirmed={c.gpu: c for c in confirmed}
+            return tuple(
+                await self.ops.kill(
+                    gpus,
+                    self._sink(None),
+                    mode,
+                    confirmed={c.gpu: c for c in confirmed},
+                    drain_s=drain_s,
+                )
             )
         finally:
             # The stop ended, either way: a server it stopped is gone (its panel says so at
@@ -147,8 +155,8 @@ class ConsoleBackend:
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> None:
-        """Stop and start each GPU's own profile again, verified.
+    ) -> tuple[ApplyResult, ...]:
+        """Stop and start each GPU's own profile again, verified; each run's result.
 
         Args:
             gpus: The GPUs.
@@ -158,7 +166,8 @@ class ConsoleBackend:
         Raises:
             OperationError: naming each GPU that failed.
         """
-        await self.ops.relaunch(gpus, self._sink(None), confirmed={c.gpu: c for c in confirmed})
+        confirmed_by_gpu = {c.gpu: c for c in confirmed}
+        return tuple(await self.ops.relaunch(gpus, self._sink(None), confirmed=confirmed_by_gpu))
 
     async def apply_profile(
         self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None

@@ -72,6 +72,16 @@ def outcome_summary(outcomes: Sequence[StopReleased]) -> str:
     return "; ".join(o.message for o in outcomes) or "nothing ran"
 
 
+def outcomes_lost(outcomes: Sequence[StopReleased]) -> int | None:
+    """The requests the stops dropped in flight (None: nothing was signalled, or some loss has
+    no count)."""
+    drains = [o.drain for o in outcomes if o.drain is not None]
+    counts = [d.lost_in_flight for d in drains]
+    if not drains or any(c is None for c in counts):
+        return None
+    return sum(c for c in counts if c is not None)
+
+
 @dataclass(frozen=True, slots=True)
 class OpsOptions:
     """How the operations run."""

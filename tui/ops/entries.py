@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from tui.ops.journal import JournalEntry
-from tui.retune.events import ApplyResult, VerifyReport
+from tui.retune.events import ApplyResult, VerifyReport, lost_summary, total_lost
 from tui.rollout.canary_result import CanaryResult
 from tui.rollout.cost import RetuneCost
 from tui.rollout.fleet_verdict import fleet_line
@@ -48,6 +48,9 @@ def apply_entry(
             )
         if restored:
             summary += f"; restored the previous profile on GPUs {list(restored)}"
+        lost = lost_summary(result.reports)
+        if lost:
+            summary += f"; {lost}"
     return JournalEntry(
         type=kind,
         started_at=result.started_at,
@@ -62,6 +65,7 @@ def apply_entry(
         refused=result.refused,
         failed=failed,
         lost_gpu_seconds=cost.lost_gpu_seconds if cost else None,
+        lost_in_flight=result.lost_in_flight,
         detail={
             "previous_profiles": {str(k): v for k, v in result.previous_profiles.items()},
             "diff": list(result.diff),
@@ -93,6 +97,7 @@ def canary_entry(result: CanaryResult, by: str) -> JournalEntry:
         refused=result.refused,
         failed=() if result.report is None or result.report.ok else (result.gpu,),
         lost_gpu_seconds=result.cost.lost_gpu_seconds if result.cost else None,
+        lost_in_flight=total_lost(() if result.report is None else (result.report,)),
         detail=data,
     )
 
@@ -109,8 +114,10 @@ def rollout_step_entry(step: RolloutStep, profile: str, rollback: bool, by: str)
         target=profile or ", ".join(sorted(set(step.profiles.values()))),
         by=by,
         summary=f"batch {step.index}: GPUs {list(step.gpus)} "
-        + ("ready" if step.ok else f"failed on {list(failed)}"),
+        + ("ready" if step.ok else f"failed on {list(failed)}")
+        + (f"; {lost}" if (lost := lost_summary(step.reports)) else ""),
         failed=failed,
+        lost_in_flight=total_lost(step.reports),
         detail={
             "index": step.index,
             "profiles": {str(k): v for k, v in step.profiles.items()},
@@ -129,6 +136,10 @@ def rollout_entry(result: RolloutResult, by: str) -> JournalEntry:
     data.pop("steps")
     data["cost"] = result.cost.to_json() if result.cost else None
     summary = result.describe().splitlines()[0]
+    reports = [r for step in result.steps for r in step.reports]
+    lost = lost_summary(reports)
+    if lost:
+        summary += f"; {lost}"
     if not result.refused:
         summary += "; " + fleet_line(result.verdict)
         data["verdict_summary"] = fleet_line(result.verdict)
@@ -148,6 +159,7 @@ def rollout_entry(result: RolloutResult, by: str) -> JournalEntry:
         refused=result.refused,
         failed=result.failed,
         lost_gpu_seconds=result.cost.lost_gpu_seconds if result.cost else None,
+        lost_in_flight=total_lost(reports),
         detail={**data, "steps": len(result.steps)},
     )
 
@@ -166,6 +178,7 @@ def simple_entry(
     failed: tuple[int, ...] = (),
     refused: tuple[str, ...] = (),
     detail: dict[str, Any] | None = None,
+    lost_in_flight: int | None = None,
 ) -> JournalEntry:
     """The entry of a kill, a stop of the fleet, a start, or a pipeline start/stop."""
     return JournalEntry(
@@ -180,5 +193,6 @@ def simple_entry(
         summary=summary,
         refused=refused,
         failed=failed,
+        lost_in_flight=lost_in_flight,
         detail=detail or {},
     )

@@ -21,7 +21,7 @@ profile types it (``80``, ``0.88``, ``true``), no longer as a string (``"80"``).
 EXIT_READY = 0
 """Every server of the fleet is ready."""
 EXIT_NOT_READY = 1
-"""Some server is not ready (starting, failed, stuck, stopped, ...)."""
+"""Some server is not ready (starting, failed, stuck, stopped, crashed, ...)."""
 EXIT_UNREACHABLE = 2
 """No fleet is known, or no server of it runs or answers."""
 EXIT_BAD_INPUT = 3
@@ -95,6 +95,7 @@ def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
         },
         error=server.last_error if server.error_fatal else None,
         stuck_for_s=_round(server.stuck_for_s),
+        exit_status=server.exit_status,
     )
     return doc
 
@@ -227,6 +228,8 @@ def format_text(doc: dict[str, Any], width: int = DEFAULT_WIDTH) -> list[str]:
             lines += textwrap.wrap(
                 knobs, width, initial_indent=" " * 20, subsequent_indent=" " * 21
             )
+        if gpu.get("exit_status"):
+            lines.append(f"    crashed: {gpu['exit_status']}")
         if gpu.get("error"):
             lines += textwrap.wrap(
                 f"error: {gpu['error']}", width, initial_indent="    ", subsequent_indent="      "

@@ -60,6 +60,10 @@ class JournalEntry:
     """GPUs on which it failed."""
     lost_gpu_seconds: float | None = None
     """Throughput it cost the fleet, when measured."""
+    lost_in_flight: int | None = None
+    """Requests its stops dropped in flight (a drain that ran past its deadline, or a
+    terminate/kill): 0 when every stop drained; None when it stopped nothing, or when requests
+    were lost and how many is unknown (the summary says which)."""
     detail: Mapping[str, Any] = field(default_factory=dict)
     """Operation-specific record (read defensively: older or damaged entries may lack keys)."""
 
@@ -80,6 +84,7 @@ class JournalEntry:
             "refused": list(self.refused),
             "failed": list(self.failed),
             "lost_gpu_seconds": self.lost_gpu_seconds,
+            "lost_in_flight": self.lost_in_flight,
             "detail": dict(self.detail),
         }
 
@@ -124,6 +129,7 @@ class JournalEntry:
                 if data.get("lost_gpu_seconds") is None
                 else _number(data["lost_gpu_seconds"], "lost_gpu_seconds")
             ),
+            lost_in_flight=_count(data.get("lost_in_flight"), "lost_in_flight"),
             detail=detail if isinstance(detail, dict) else {},
         )
 
@@ -143,6 +149,7 @@ _HEADER = {
     "refused",
     "failed",
     "lost_gpu_seconds",
+    "lost_in_flight",
 }
 
 
@@ -150,6 +157,14 @@ def _number(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} is not a number")
     return float(value)
+
+
+def _count(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} is not a count")
+    return value
 
 
 def _list(value: Any, name: str) -> Sequence[Any]:

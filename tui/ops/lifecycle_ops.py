@@ -19,7 +19,14 @@ from tui.control.preflight import (
 )
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased, in_stop_thread, stop_and_release
-from tui.ops.door import OperationError, OpsBase, StopIncomplete, gpus_text, outcome_summary
+from tui.ops.door import (
+    OperationError,
+    OpsBase,
+    StopIncomplete,
+    gpus_text,
+    outcome_summary,
+    outcomes_lost,
+)
 from tui.ops.entries import (
     simple_entry,
 )
@@ -49,6 +56,7 @@ class LifecycleOps(OpsBase):
         mode: StopMode = "drain",
         *,
         confirmed: Mapping[int, ConfirmedServer] | None = None,
+        drain_s: float | None = None,
     ) -> list[StopReleased]:
         """Stop the servers on ``gpus`` and wait until their GPU memory is released and their
         ports are free.
@@ -61,9 +69,12 @@ class LifecycleOps(OpsBase):
             confirmed: Per GPU, a process holding its port that the operator confirmed
                 stopping although it is not verified as the fleet's (its pid alone is
                 signalled, and only while it is still the process confirmed).
+            drain_s: The drain's deadline the operator gave (the kill dialog), over the
+                profiles' ``[stop] drain_timeout_s`` (None: theirs, else the options').
 
         Returns:
-            Each GPU's outcome (done, refused or failed), in GPU order.
+            Each GPU's outcome (done, refused or failed), in GPU order; a drain that timed
+            out is done, with ``drain`` saying what it lost.
 
         Raises:
             OperationBusy: another operation holds the fleet.
@@ -74,7 +85,7 @@ class LifecycleOps(OpsBase):
         what = f"stop GPUs {gpus_text(targets)} ({mode})"
         async with self._operation(what, targets, on_event):
             started = time.time()
-            outcomes = await self._stop_each(targets, mode, on_event, confirmed or {})
+            outcomes = await self._stop_each(targets, mode, on_event, confirmed or {}, drain_s)
             not_done = [o for o in outcomes if not o.ok]
             entry = simple_entry(
                 "kill",
@@ -89,7 +100,9 @@ class LifecycleOps(OpsBase):
                     "mode": mode,
                     "outcomes": [o.message for o in outcomes],
                     "status": {str(o.gpu): o.status for o in outcomes},
+                    "drain_timed_out": [o.gpu for o in outcomes if o.drain_timed_out],
                 },
+                lost_in_flight=outcomes_lost(outcomes),
             )
             await self._journal(entry, on_event, what)
         if not_done:
@@ -102,23 +115,30 @@ class LifecycleOps(OpsBase):
         mode: StopMode,
         sink: EventSink | None,
         confirmed: Mapping[int, ConfirmedServer],
+        drain_s: float | None = None,
     ) -> list[StopReleased]:
         loop = asyncio.get_running_loop()
+        timeouts = self.options.stop.pinned(drain_s)
         state = await asyncio.to_thread(read_fleet)
 
         def progress(event: OpEvent) -> None:
             if sink is not None:
                 loop.call_soon_threadsafe(sink, event)
 
+        fleet_drain_s = self.base.stop.drain_timeout_s if self.base is not None else None
+
         def one(gpu: int) -> StopReleased:
             entry = state.get(gpu)
             port, host = self._address(entry, gpu)
+            # The profile its server runs says how long it may drain, else the fleet's profile;
+            # the operator's --drain-timeout (or the kill dialog's) wins over both.
+            recorded = entry.drain_timeout_s if entry is not None else None
             return stop_and_release(
                 gpu,
                 entry.server if entry is not None else None,
                 self._pids_for_gpu(gpu),
                 mode=mode,
-                timeouts=self.options.stop,
+                timeouts=timeouts.for_profile(recorded if recorded is not None else fleet_drain_s),
                 on_progress=progress,
                 port=port,
                 host=host,
@@ -146,6 +166,7 @@ class LifecycleOps(OpsBase):
         mode: StopMode = "drain",
         *,
         confirmed: Mapping[int, ConfirmedServer] | None = None,
+        drain_s: float | None = None,
     ) -> list[StopReleased]:
         """Stop every server of the fleet (and the pipeline first, when configured so): every
         recorded one, and whatever holds a port the fleet state keeps (the fleet's own servers
@@ -160,7 +181,7 @@ class LifecycleOps(OpsBase):
             await self.stop_pipeline()
         state = await asyncio.to_thread(read_fleet)
         gpus = sorted(g for g, s in state.items() if s.server is not None or s.port is not None)
-        return await self.kill(gpus, on_event, mode, confirmed=confirmed)
+        return await self.kill(gpus, on_event, mode, confirmed=confirmed, drain_s=drain_s)
 
     # --- start a fleet ----------------------------------------------------------------------------
 

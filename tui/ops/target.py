@@ -213,10 +213,13 @@ class FleetTarget:
         on_stage: Callable[[str], None] | None = None,
         port: int | None = None,
         host: str = "127.0.0.1",
+        drain_s: float | None = None,
     ) -> Stopped:
         """The one stop-and-release, in a thread; progress forwarded on the event loop.
 
         ``port`` and ``host``: the GPU's, when nothing is recorded (its port is still checked).
+        ``drain_s``: the ``[stop] drain_timeout_s`` of the profile its server runs (the
+        operator's ``--drain-timeout`` wins), else this run's profile's.
         """
         loop = asyncio.get_running_loop()
 
@@ -237,7 +240,9 @@ class FleetTarget:
                 record,
                 self._gpu_pids,
                 mode=mode or self._mode,
-                timeouts=self._timeouts,
+                timeouts=self._timeouts.for_profile(
+                    drain_s if drain_s is not None else self.profile.stop.drain_timeout_s
+                ),
                 keep_cordon=True,
                 on_progress=progress,
                 port=port,
@@ -245,7 +250,14 @@ class FleetTarget:
                 confirmed=self._confirmed.get(gpu),
             )
         )
-        return Stopped(result.ok, result.message, refused=result.status == "refused")
+        return Stopped(
+            result.ok,
+            result.message,
+            refused=result.status == "refused",
+            drain_timed_out=result.drain_timed_out,
+            lost_in_flight=result.lost_in_flight,
+            drain_note=result.drain_note,
+        )
 
     async def stop_current(self, gpu: int, on_stage: Callable[[str], None]) -> Stopped:
         """Stop the fleet's recorded server on this GPU (identity-checked) and wait for its
@@ -257,7 +269,10 @@ class FleetTarget:
             # Nothing recorded: the port this launch takes is checked (a server the operator
             # confirmed is stopped there; any other holder refuses the stop, named).
             port, host = self.profile.port_for(gpu), self.profile.host
-        stopped = await self.stop_record(gpu, record, on_stage=on_stage, port=port, host=host)
+        drain_s = entry.drain_timeout_s if entry is not None else None
+        stopped = await self.stop_record(
+            gpu, record, on_stage=on_stage, port=port, host=host, drain_s=drain_s
+        )
         if not stopped.ok:
             self.release_cordon(gpu)
         return stopped

@@ -159,6 +159,9 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._stopping = False
         self._delayed: set[asyncio.TimerHandle] = set()
+        self.on_closed: Callable[[frozenset[str]], None] | None = None
+        """Told, at each read of the cordons, which servers get nothing new now (the job's
+        acknowledgement of a cordon, ``tui.state.cordon_acks``)."""
 
     @property
     def in_flight(self) -> int:
@@ -243,6 +246,8 @@ class Dispatcher:
                 server.healthy = False
                 self._ensure_probe(server)
             server.cordoned = now
+        if self.on_closed is not None:
+            self.on_closed(frozenset(s.address for s in self.servers if s.cordoned))
 
     def _pick(self) -> ServerState | None:
         self.refresh_cordons()

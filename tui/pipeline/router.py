@@ -19,7 +19,6 @@ router spreads and retries requests, the pipeline still commits each id once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -34,6 +33,8 @@ from tui.state.cordons import CordonWatch, address_of
 
 SYNC_INTERVAL_S = 1.0
 """Seconds between two reconciliations of the router's workers."""
+CORDON_LOOK_S = 0.1
+"""Between reconciliations, how often the cordon file is looked at (a stat)."""
 REGISTER_WAIT_S = 15.0
 """A queued registration not listed after this long is asked for again."""
 
@@ -140,6 +141,9 @@ class WorkerSync:
     source: Source
     client: httpx.AsyncClient
     on_change: Callable[[int], None] = lambda count: None
+    on_synced: Callable[[frozenset[str]], None] = lambda urls: None
+    """Told, after each reconciliation, the workers the router has or is registering: every
+    other server gets nothing new through it (the job's acknowledgement of a cordon)."""
     pending: dict[str, float] = field(default_factory=dict)
     """Worker URL -> when its registration was queued (the router adds it in the background)."""
     registered: dict[str, str] = field(default_factory=dict)
@@ -184,10 +188,15 @@ class WorkerSync:
                 response.raise_for_status()
         self.registered = await self.workers()
         self.on_change(len(self.registered))
+        self.on_synced(frozenset(self.registered) | frozenset(self.pending))
 
     async def run(self, interval_s: float = SYNC_INTERVAL_S) -> None:
-        """Reconcile every ``interval_s`` until cancelled; a failed round is retried next time."""
+        """Reconcile every ``interval_s`` until cancelled, and at once when the cordons change
+        (a stop waits for the cordoned worker to leave the router); a failed round is retried
+        next time."""
+        cordons = CordonWatch()
         while True:
+            closed = cordons.current()  # before: a cordon written during the round is seen
             try:
                 await self.reconcile()
                 if self.last_error:
@@ -198,7 +207,11 @@ class WorkerSync:
                 if reason != self.last_error:
                     print(f"gpufleet generate: {reason}", file=sys.stderr, flush=True)
                 self.last_error = reason
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.sleep(interval_s)
-                continue
-            return
+            due = time.monotonic() + interval_s
+            try:
+                # A poll of a file other processes write, a stat per look: not a stand-in for
+                # an event (there is none to wait for across processes).
+                while time.monotonic() < due and cordons.current() == closed:
+                    await asyncio.sleep(CORDON_LOOK_S)
+            except asyncio.CancelledError:
+                return

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 import httpx
 
 from tui.pipeline.batch_output import error_record, output_record
-from tui.pipeline.dispatch import Answer, Dispatcher
+from tui.pipeline.dispatch import CORDON_RECHECK_S, Answer, Dispatcher, server_address
 from tui.pipeline.job import Job, JobRefused, open_job
 from tui.pipeline.prompts import PromptFile, PromptFileError
 from tui.pipeline.rates import RateMeter, eta_seconds
 from tui.pipeline.status import SCHEMA_VERSION, PipelineStatus, ServerShare, write_status
+from tui.state.cordon_acks import AckWriter
 
 if TYPE_CHECKING:  # boto3 is imported only by runs that upload (it costs 0.1 s at start)
     from tui.pipeline.s3_sink import S3Sink
@@ -196,8 +197,12 @@ class Pipeline:
             asyncio.create_task(self._writer()),
             asyncio.create_task(self._status_loop()),
         ]
+        # A stop waits for this job to say it sends nothing new to the server it cordoned.
+        acks = AckWriter((server_address(u) for u in config.servers), "gpufleet generate")
         if config.router is not None:
-            workers.append(asyncio.create_task(self._sync_router(config.router)))
+            workers.append(asyncio.create_task(self._sync_router(config.router, acks)))
+        else:
+            workers.append(asyncio.create_task(self._watch_cordons(acks)))
         try:
             if todo:
                 self._dispatcher.start_probes()
@@ -230,10 +235,19 @@ class Pipeline:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+            acks.close()
             self._write_status()
             _log(f"{self._state}: {self._message}")
 
-    async def _sync_router(self, router: str) -> None:
+    async def _watch_cordons(self, acks: AckWriter) -> None:
+        """Read the cordons a few times a second, and say which servers get nothing new: the
+        dispatcher reads them before each dispatch, but not while every server is busy."""
+        self._dispatcher.on_closed = acks.acknowledge
+        while True:
+            self._dispatcher.refresh_cordons()
+            await asyncio.sleep(CORDON_RECHECK_S)
+
+    async def _sync_router(self, router: str, acks: AckWriter) -> None:
         """Keep the router's workers equal to the fleet's ready servers (until cancelled)."""
         from tui.pipeline.router import WorkerSync, agents_source, servers_source
 
@@ -249,7 +263,13 @@ class Pipeline:
                 if config.router_agents
                 else servers_source(list(config.servers), client)
             )
-            await WorkerSync(router.rstrip("/"), source, client, capacity).run()
+            workers = {server_address(u) for u in config.servers}
+
+            def synced(routed: frozenset[str]) -> None:
+                # Through the router, a server gets nothing new once it is off its list.
+                acks.acknowledge(workers - {server_address(u) for u in routed})
+
+            await WorkerSync(router.rstrip("/"), source, client, capacity, synced).run()
 
     def stop(self) -> None:
         """Stop gracefully: no new requests, completed results made durable, status 'stopped'."""

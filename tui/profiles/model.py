@@ -97,6 +97,20 @@ class Engine:
     """Simulated model (sim engine only; None = the simulator's default)."""
 
 
+DRAIN_TIMEOUT_MAX_S = 10.0**6
+"""The longest drain deadline a profile (or ``--drain-timeout``) may set, in seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class StopSettings:
+    """How the fleet's servers are stopped (``[stop]`` in the TOML)."""
+
+    drain_timeout_s: float | None = None
+    """Seconds a server may drain (SIGTERM to its main pid) before its process group is
+    signalled and what it has in flight is lost, in (0, 10^6]; None: gpufleet's default (60).
+    A client that never stops sending keeps a SGLang drain going until this deadline."""
+
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     """A complete, validated fleet launch description."""
@@ -123,6 +137,8 @@ class Profile:
     """Flags shared by every GPU."""
     overrides: tuple[GpuOverride, ...] = ()
     """Per-GPU overrides, by GPU index."""
+    stop: StopSettings = field(default_factory=StopSettings)
+    """How its servers are stopped (the drain's deadline)."""
 
     def port_for(self, gpu: int) -> int:
         """The port of GPU ``gpu``'s server.

@@ -31,12 +31,14 @@ from tui.profiles.errors import Problem, ProfileError
 from tui.profiles.flag_check import launch_problems
 from tui.profiles.model import (
     AUTO,
+    DRAIN_TIMEOUT_MAX_S,
     SERVER_FIELDS,
     Engine,
     FlagValue,
     GpuOverride,
     Profile,
     ServerFlags,
+    StopSettings,
 )
 from tui.profiles.sglang_release import AUTO_RELEASE
 from tui.profiles.templates import log_dir_problem, log_file_problem
@@ -48,7 +50,8 @@ _FLAG_NAME = re.compile(r"^[a-z][a-z0-9]*(?:[_-][a-z0-9]+)*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
-TOP_KEYS = ("name", "note", "engine", "fleet", "env", "server", "gpu")
+TOP_KEYS = ("name", "note", "engine", "fleet", "env", "server", "gpu", "stop")
+STOP_KEYS = ("drain_timeout_s",)
 ENGINE_KEYS = (
     "kind",
     "sglang_version",
@@ -332,6 +335,21 @@ def _env(c: _Collector, raw: object) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _stop(c: _Collector, raw: object) -> StopSettings:
+    data = c.table("stop", raw)
+    c.unknown("stop.", data, STOP_KEYS)
+    if "drain_timeout_s" not in data:
+        return StopSettings()
+    value = data["drain_timeout_s"]
+    typed = c.typed("stop.drain_timeout_s", value, "float")
+    if typed is None:
+        return StopSettings()
+    if not (0 < typed <= DRAIN_TIMEOUT_MAX_S) or typed != typed:
+        c.add("stop.drain_timeout_s", value, f"must be seconds in (0, {DRAIN_TIMEOUT_MAX_S:.0f}]")
+        return StopSettings()
+    return StopSettings(drain_timeout_s=typed)
+
+
 def profile_from_dict(
     data: Mapping[str, Any], default_name: str, source: str = "profile"
 ) -> Profile:
@@ -364,10 +382,18 @@ def profile_from_dict(
     # to 0.5.19 take the old name as an alias of the flag that has that choice (and use it:
     # srt/server_args.py), 0.5.20 on refuse the old name itself.
     env = _env(c, data.get("env"))
+    stop = _stop(c, data.get("stop"))
     if c.problems:
         raise ProfileError(c.problems, source)
     profile = Profile(
-        name=name, note=note, engine=engine, env=env, server=server, overrides=overrides, **fleet
+        name=name,
+        note=note,
+        engine=engine,
+        env=env,
+        server=server,
+        overrides=overrides,
+        stop=stop,
+        **fleet,
     )
     problems = launch_problems(profile)
     if problems:

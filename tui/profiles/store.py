@@ -112,6 +112,8 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
         gpu[str(o.gpu)] = table
     if gpu:
         doc["gpu"] = gpu
+    if profile.stop.drain_timeout_s is not None:
+        doc["stop"] = {"drain_timeout_s": profile.stop.drain_timeout_s}
     return doc
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -89,6 +90,15 @@ class VerifyReport:
     """Seconds the GPU's old server took to stop (its drain, then its memory released) before
     this launch; None when nothing was stopped. A GPU was out of service for ``stop_s`` plus
     ``time_to_ready_s``: 'ready in 2s' alone left out a 20 s drain."""
+    drain_timed_out: bool = False
+    """The old server's drain ran past its deadline and it was signalled while it served."""
+    lost_in_flight: int | None = None
+    """Requests the old server's stop dropped in flight (0: none; None: nothing was stopped,
+    or requests were lost and how many is unknown: see ``drain_timed_out``)."""
+    drain_note: str | None = None
+    """What the old server's stop did to its requests, when that is news (``drain timed out
+    after 60 s: 16 requests running, 864 arrived during the drain; stopped by SIGTERM to its
+    process group: 16 in-flight requests lost``)."""
 
     @property
     def status(self) -> str:
@@ -96,6 +106,12 @@ class VerifyReport:
         if self.ok:
             return "done"
         return "refused" if self.error_reason == "refused" else "failed"
+
+    @property
+    def lost_requests(self) -> bool:
+        """The old server's stop dropped requests in flight (or may have: a timed-out drain
+        whose count is unknown)."""
+        return self.drain_timed_out or bool(self.lost_in_flight)
 
     @property
     def capped(self) -> bool:
@@ -175,6 +191,41 @@ class ApplyResult:
     def ok(self) -> bool:
         """True when nothing was refused and every targeted GPU reached ready."""
         return not self.refused and bool(self.reports) and all(r.ok for r in self.reports)
+
+    @property
+    def lost_in_flight(self) -> int | None:
+        """Requests the stops dropped in flight, over every GPU (None: nothing was stopped, or
+        a loss whose count is unknown)."""
+        return total_lost(self.reports)
+
+    @property
+    def lost_requests(self) -> bool:
+        """Some GPU's stop dropped requests in flight (a drain that timed out)."""
+        return any(r.lost_requests for r in self.reports)
+
+
+def lost_summary(reports: Iterable[VerifyReport]) -> str:
+    """``drain timed out on GPU 0: 16 in-flight requests lost`` ("" when no stop lost any)."""
+    lossy = [r for r in reports if r.lost_requests]
+    if not lossy:
+        return ""
+    gpus = ", ".join(str(r.gpu) for r in lossy)
+    where = f"GPU {gpus}" if len(lossy) == 1 else f"GPUs {gpus}"
+    timed_out = "drain timed out" if any(r.drain_timed_out for r in lossy) else "stopped"
+    lost = total_lost(lossy)
+    if lost is None:
+        return f"{timed_out} on {where}: in-flight requests lost (how many is unknown)"
+    return f"{timed_out} on {where}: {lost} in-flight request{'s' if lost != 1 else ''} lost"
+
+
+def total_lost(reports: Iterable[VerifyReport]) -> int | None:
+    """The requests lost in flight over ``reports`` (None when none was stopped, or when a
+    loss has no count)."""
+    counts = [r.lost_in_flight for r in reports if r.stop_s is not None or r.drain_timed_out]
+    if any(r.drain_timed_out and r.lost_in_flight is None for r in reports):
+        return None
+    known = [c for c in counts if c is not None]
+    return sum(known) if known else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from tui.retune.events import (
     EffectiveValues,
@@ -20,6 +21,7 @@ from tui.retune.ports import (
     LaunchedServer,
     LaunchError,
     ServerSignal,
+    Stopped,
 )
 
 LOG_POLL_S = 0.05
@@ -58,6 +60,7 @@ class GpuRun:
         self._spec: GpuLaunchSpec | None = None
         self._server: LaunchedServer | None = None
         self._stopped = False
+        self._old: Stopped | None = None
         self._last_stage = ""
 
     def _now(self) -> float:
@@ -92,7 +95,7 @@ class GpuRun:
     async def _steps(self) -> VerifyReport:
         self._spec = self._target.spec_for(self.gpu)
         self._phase("stopping")
-        stopped = await self._target.stop_current(self.gpu, self._stage)
+        stopped = self._old = await self._target.stop_current(self.gpu, self._stage)
         if not stopped.ok:
             if stopped.refused:
                 return self._failed(f"refused to stop the old server: {stopped.message}", "refused")
@@ -190,6 +193,7 @@ class GpuRun:
             pid=server.pid,
             log_path=server.log_path,
             stop_s=self._stop_s,
+            **self._drain_fields(),
         )
 
     async def _cleanup(self) -> None:
@@ -220,7 +224,19 @@ class GpuRun:
             log_path=server.log_path if server is not None else (spec.log_path if spec else None),
             free_memory_bytes=self._target.free_memory(self.gpu),
             stop_s=self._stop_s,
+            **self._drain_fields(),
         )
+
+    def _drain_fields(self) -> dict[str, Any]:
+        """What the old server's stop did to its requests, for the report."""
+        old = self._old
+        if old is None:
+            return {}
+        return {
+            "drain_timed_out": old.drain_timed_out,
+            "lost_in_flight": old.lost_in_flight,
+            "drain_note": old.drain_note or None,
+        }
 
 
 def _empty_requested() -> RequestedValues:

@@ -61,6 +61,14 @@ class Stopped:
     """One line for the operator."""
     refused: bool = False
     """Nothing was signalled: what runs there is not verified as the fleet's server."""
+    drain_timed_out: bool = False
+    """The old server's drain ran past its deadline: it was signalled while it served."""
+    lost_in_flight: int | None = None
+    """Requests the stop dropped in flight (0: none; None: nothing was signalled, or some were
+    and how many is unknown)."""
+    drain_note: str = ""
+    """What the stop did to the requests, when that is news (``drain timed out after 60 s: ...;
+    ...: 16 in-flight requests lost``); "" when it drained."""
 
 
 class LaunchedServer(Protocol):

@@ -158,6 +158,55 @@ def parse_metrics(body: str | bytes) -> ServerLoad:
     )
 
 
+GENERATION_ENDPOINTS = ("/generate", "/v1/completions", "/v1/chat/completions")
+"""The endpoints whose requests run on the scheduler (what a drain waits for)."""
+
+_REQUEST_SAMPLES = re.compile(
+    rb"^sglang:http_requests_(total|active)\{([^}\n]*)\}[ \t]+([^ \t\r\n]+)", re.M
+)
+_ENDPOINT = re.compile(rb'(?:^|,)endpoint="([^"]*)"')
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCounts:
+    """The generation requests a server has seen (``--enable-metrics``' HTTP middleware)."""
+
+    arrived: int | None = None
+    """``sglang:http_requests_total`` of the generation endpoints: requests that reached the
+    server since it started, counted on arrival (None: the server exports no such counter)."""
+    active: int | None = None
+    """``sglang:http_requests_active`` of the same endpoints: arrived and not yet answered."""
+
+
+def parse_request_counts(body: str | bytes) -> RequestCounts:
+    """The generation endpoints' HTTP request counters of a ``/metrics`` body.
+
+    SGLang 0.5.17 and 0.5.23 both export them when metrics are enabled (the request counted
+    before its handler runs), a draining server's included: a drain watches them to tell whether
+    a client is still sending.
+
+    Args:
+        body: The ``/metrics`` body.
+
+    Returns:
+        The counts (None where the family is absent).
+
+    Raises:
+        ValueError: a sample's value is not a number.
+    """
+    data = body.encode() if isinstance(body, str) else body
+    found: dict[bytes, float] = {}
+    for kind, labels, value in _REQUEST_SAMPLES.findall(data):
+        endpoint = _ENDPOINT.search(labels)
+        found.setdefault(kind, 0.0)
+        if endpoint is not None and endpoint.group(1).decode() in GENERATION_ENDPOINTS:
+            found[kind] += float(value)
+    arrived, active = found.get(b"total"), found.get(b"active")
+    return RequestCounts(
+        None if arrived is None else round(arrived), None if active is None else round(active)
+    )
+
+
 def _rank_rows(payload: Any) -> list[Mapping[str, Any]]:
     if isinstance(payload, Mapping):
         for key in ("loads", "data", "dp_loads"):

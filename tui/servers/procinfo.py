@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -57,6 +58,48 @@ def start_ticks(pid: int) -> int | None:
             return parse_start_ticks(handle.read())
     except (OSError, ValueError):
         return None
+
+
+_EXIT_FIELD = 52
+"""``exit_code`` in proc(5)'s numbering of ``/proc/PID/stat``: the status ``waitpid`` would
+return, readable while the process is a zombie (Linux 3.5+)."""
+
+
+def parse_exit_status(stat: str) -> str | None:
+    """How a zombie died, from its ``/proc/PID/stat``: ``killed by SIGKILL``, ``exit code 1``
+    (None when the process is not a zombie, or the line has no such field)."""
+    close = stat.rfind(")")
+    rest = stat[close + 1 :].split() if close >= 0 else []
+    index = _EXIT_FIELD - 3
+    if not rest or rest[0] != "Z" or len(rest) <= index or not rest[index].isdigit():
+        return None
+    status = int(rest[index])
+    if status & 0x7F:
+        number = status & 0x7F
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return f"killed by {name}"
+    return f"exit code {(status >> 8) & 0xFF}"
+
+
+def exit_status(pid: int, ticks: int | None) -> str | None:
+    """How ``pid`` died, while it is a zombie (its parent has not reaped it yet) and is still
+    the process that started at ``ticks``; None when that cannot be known: once reaped (a
+    process gpufleet did not parent is reaped by its own parent, or by init), the kernel keeps
+    nothing of its end."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    try:
+        if ticks is not None and parse_start_ticks(stat) != ticks:
+            return None
+    except ValueError:
+        return None
+    return parse_exit_status(stat)
 
 
 @functools.cache

@@ -18,6 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -25,6 +26,7 @@ from starlette.routing import Route
 from tui.sglang.builds import SGLANG_0_5_17
 from tui.sim import shapes
 from tui.sim.health import HealthEnv, health_generate
+from tui.sim.http_metrics import CountRequests
 from tui.sim.metrics import build_registry, render
 from tui.sim.requests import SimRequest
 from tui.sim.state import SimState
@@ -268,9 +270,12 @@ def build_app(
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
     ]
+    middleware = []
     if state.enable_metrics:
         routes.append(Route("/metrics", metrics))
-    return Starlette(routes=routes, lifespan=lifespan)
+        # SGLang counts every request when it arrives, a draining server's included.
+        middleware.append(Middleware(CountRequests, counts=state.http))
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
 def _answer(

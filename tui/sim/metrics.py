@@ -179,6 +179,16 @@ class _SchedulerCollector(Collector):
             )
 
 
+class _HttpCollector(Collector):
+    """The HTTP middleware's counters (``tui.sim.http_metrics``), read at scrape time."""
+
+    def __init__(self, state: SimState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.state.http.families()
+
+
 _TOKENIZER_COUNTERS = frozenset({"prompt_tokens", "generation_tokens", "num_requests"})
 """Counters the tokenizer manager keeps (its own labels in 0.5.17)."""
 
@@ -194,6 +204,7 @@ def build_registry(state: SimState) -> CollectorRegistry:
     """
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_SchedulerCollector(state))
+    registry.register(_HttpCollector(state))
     return registry
 
 

@@ -16,6 +16,7 @@ from enum import StrEnum
 from tui.sglang.builds import SGLANG_0_5_17
 from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
+from tui.sim.http_metrics import HttpCounts
 from tui.sim.scheduler import SimScheduler
 
 SGLANG_VERSION = "0.5.23"
@@ -76,6 +77,8 @@ class SimState:
     """The engine's startup timings (``/server_info``)."""
     counters: dict[str, int] = field(default_factory=dict)
     """Request counters by outcome (aborted, ...)."""
+    http: HttpCounts = field(default_factory=HttpCounts)
+    """Every HTTP request by endpoint (``--enable-metrics``: ``tui.sim.http_metrics``)."""
     on_first_request: Callable[[], None] | None = None
     """``auto_create_handle_loop``: installs the running-phase signal handlers, once."""
 

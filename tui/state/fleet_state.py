@@ -158,6 +158,16 @@ class GpuState:
         """Name of the previous profile."""
         return str(self.previous.get("name")) if self.previous else None
 
+    @property
+    def drain_timeout_s(self) -> float | None:
+        """The running profile's ``[stop] drain_timeout_s`` (None: it sets none, or nothing
+        runs): the drain deadline its server was launched to be stopped with."""
+        stop = self.current.get("stop") if self.current else None
+        value = stop.get("drain_timeout_s") if isinstance(stop, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            return None
+        return float(value)
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (the GPU index is the key, not a field)."""
         return {

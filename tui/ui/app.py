@@ -19,10 +19,10 @@ from tui.history import HistoryRecorder
 from tui.ops.events import OpEvent
 from tui.ops.marks import mark_time
 from tui.ui.commands import BindingCommands
-from tui.ui.describe import stop_words
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.gate import why_key_is_off
 from tui.ui.help_screen import HelpScreen, help_sections
+from tui.ui.loss_toasts import Toast, relaunch_and_say, stop_and_say
 from tui.ui.main_screen import MainScreen
 from tui.ui.messages import (
     AdoptRequested,
@@ -356,24 +356,22 @@ class FleetApp(OperationHost):
 
     # --- intents from the screens, performed by the backend ---------------------------------------
 
-    def _perform(self, what: str, operation: Callable[[], Awaitable[None]]) -> None:
+    def _perform(self, what: str, operation: Callable[[], Awaitable[Toast | None]]) -> None:
         async def run() -> None:
-            await operation()
-            self.notify(what, title="Done")
+            toast = await operation() or Toast(what)  # a loss is never "Done" (loss_toasts)
+            self.notify(
+                toast.message, title=toast.title, severity=toast.severity, timeout=toast.timeout
+            )
 
         self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
 
     def on_kill_requested(self, message: KillRequested) -> None:
         """Stop servers (drain, terminate or kill, as chosen); the toast says what each GPU's
-        stop did (a refusal or a failure is the worker's error, ``on_worker_state_changed``)."""
-        asked = f"stop GPU {_gpus(message.gpus)} ({message.mode})"
-
-        async def run() -> None:
-            outcomes = await self.actions.kill(message.gpus, message.mode, message.confirmed)
-            title, text = stop_words(outcomes, asked)
-            self.notify(text, title=title)
-
-        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=asked)
+        stop did, a drain that timed out as an error naming its loss (a refusal or a failure is
+        the worker's error, ``on_worker_state_changed``)."""
+        self._perform(
+            f"stop GPU {_gpus(message.gpus)}", lambda: stop_and_say(self.actions, message)
+        )
 
     def on_adopt_requested(self, message: AdoptRequested) -> None:
         """Write the adoption the dialog showed; from then on the console operates them."""
@@ -394,8 +392,7 @@ class FleetApp(OperationHost):
     def on_relaunch_requested(self, message: RelaunchRequested) -> None:
         """Relaunch servers."""
         self._perform(
-            f"relaunched GPU {_gpus(message.gpus)}",
-            lambda: self.actions.relaunch(message.gpus, message.confirmed),
+            f"relaunch GPU {_gpus(message.gpus)}", lambda: relaunch_and_say(self.actions, message)
         )
 
     async def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:

@@ -94,18 +94,18 @@ def unknown_servers(fleet: FleetSnapshot, gpus: Iterable[int]) -> tuple[Confirme
     return tuple(out)
 
 
-def stop_words(outcomes: Sequence[StopReleased] | None, asked: str) -> tuple[str, str]:
+def stop_words(outcomes: Sequence[StopReleased], asked: str) -> tuple[str, str]:
     """The title and text of the toast after a stop that was neither refused nor failed.
 
     "Stopped" only when every GPU's server was stopped; a GPU where nothing ran says so in its
     own words ("no server recorded; port 30000 is free"), never "stopped".
 
     Args:
-        outcomes: Each GPU's outcome (None: the backend gives none, a many-node console's).
+        outcomes: Each GPU's outcome (every backend reports them, the many-node one too).
         asked: What was asked, in words ("stop GPU 0 (drain)"), when there are no outcomes.
     """
     if not outcomes:
-        return "Done", asked
+        return "Nothing reported", asked
     acted = [o for o in outcomes if o.result is not None and o.result.outcome != "already_exited"]
     if len(acted) == len(outcomes):
         title = "Stopped"

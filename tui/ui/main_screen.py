@@ -9,7 +9,6 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Header
 
-from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
@@ -62,7 +61,7 @@ from tui.ui.sources import (
     read_default_journal,
     read_default_running,
 )
-from tui.ui.stop_screen import StopScreen
+from tui.ui.stop_screen import StopChoice, StopScreen
 from tui.ui.tuning.form_screen import open_tuning
 
 
@@ -309,9 +308,10 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
 
         shown = self.fleet  # what the confirmation names is what may be signalled
 
-        def done(mode: StopMode | None) -> None:
-            if mode is not None:
-                self.post_message(KillRequested(gpus, mode, unknown_servers(shown, gpus)))
+        def done(choice: StopChoice | None) -> None:
+            if choice is not None:
+                unknown = unknown_servers(shown, gpus)
+                self.post_message(KillRequested(gpus, choice.mode, unknown, choice.drain_s))
 
         self.app.push_screen(StopScreen(title, describe_servers(shown, gpus)), done)
 

@@ -68,6 +68,7 @@ class KillRequested(Message):
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
+        drain_s: float | None = None,
     ) -> None:
         self.gpus = gpus
         """GPU indices."""
@@ -76,6 +77,8 @@ class KillRequested(Message):
         self.confirmed = confirmed
         """The ``unknown`` servers the confirmation named (pid, command line): their pid alone
         may be signalled."""
+        self.drain_s = drain_s
+        """The drain's deadline the operator typed (None: the profiles', else 60 s)."""
         super().__init__()
 
 

@@ -110,18 +110,20 @@ class FleetActions(Protocol):
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> Sequence[StopReleased] | None:
-        """Stop the servers on ``gpus`` (drain: no in-flight request lost); ``confirmed``: the
-        ``unknown`` servers the operator confirmed stopping (their pid alone is signalled).
-        Returns each GPU's outcome when the backend has them (what the console says), or None;
-        a refusal or a failure raises."""
+        drain_s: float | None = None,
+    ) -> Sequence[StopReleased]:
+        """Stop the servers on ``gpus`` (drain: no in-flight request lost, unless a client
+        keeps sending past the drain's deadline, ``drain_s`` when the operator gave one);
+        ``confirmed``: the ``unknown`` servers the operator confirmed stopping (their pid
+        alone is signalled). Returns each GPU's outcome (what the console says); a refusal or
+        a failure raises."""
         ...
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> None:
+    ) -> Sequence[ApplyResult]:
         """Stop (if running) and start the servers on ``gpus`` with the current profile;
-        ``confirmed`` as for ``kill``."""
+        ``confirmed`` as for ``kill``. Returns each run's result."""
         ...
 
     async def apply_profile(
@@ -235,13 +237,14 @@ class NoActions:
         gpus: tuple[int, ...],
         mode: StopMode = "drain",
         confirmed: tuple[ConfirmedServer, ...] = (),
-    ) -> None:
+        drain_s: float | None = None,
+    ) -> Sequence[StopReleased]:
         """Refused (``refuse``)."""
         self.refuse("kill")
 
     async def relaunch(
         self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> None:
+    ) -> Sequence[ApplyResult]:
         """Refused (``refuse``)."""
         self.refuse("relaunch")
 

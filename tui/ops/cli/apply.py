@@ -25,13 +25,22 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from tui.cli_args import SECONDS, SECONDS_OR_ZERO, ArgumentParser
-from tui.control.stop_release import StopTimeouts
 from tui.fleet.log_paths import server_logs
 from tui.gpu.cards import add_card_options, card_bytes
-from tui.ops.cli.common import UsageError, format_report, parse_gpus, print_event, run_refusing
+from tui.ops.cli.common import (
+    EXIT_LOST,
+    UsageError,
+    add_drain_timeout,
+    exit_status,
+    format_report,
+    parse_gpus,
+    print_event,
+    run_refusing,
+    stop_timeouts,
+)
 from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import Profile
-from tui.retune.events import ApplyResult
+from tui.retune.events import ApplyResult, lost_summary
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import Preflight, calibration_from_log, planned_for_lines, preflight
 from tui.rollout.fleet_verdict import VerdictWindows
@@ -51,12 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", help="comma-separated GPU indices (default: every GPU of the profile)")
     p.add_argument("--timeout", type=SECONDS, default=600.0, help="per-GPU seconds to ready")
     p.add_argument("--release-timeout", type=SECONDS, default=120.0, help="per-GPU release wait")
-    p.add_argument(
-        "--term-timeout",
-        type=SECONDS,
-        default=60.0,
-        help="seconds an old server may drain before its process group is signalled",
-    )
+    add_drain_timeout(p, "--term-timeout")
     p.add_argument(
         "--stop-mode",
         choices=("drain", "terminate", "kill"),
@@ -124,6 +128,8 @@ def print_result(result: ApplyResult) -> None:
         print(f"diff: {line}")
     for report in result.reports:
         print("verify " + format_report({**asdict(report), "capped": report.capped}))
+        if report.drain_note:
+            print(f"  old server: {report.drain_note}")
         if report.error_line:
             print(f"  log line: {report.error_line}")
     reported = {r.gpu for r in result.reports}
@@ -132,7 +138,11 @@ def print_result(result: ApplyResult) -> None:
             print(f"GPU {gpu}: untouched (the walk stopped before it); it runs what it ran")
     print(f"throughput: {result.throughput.describe()}")
     ready = sum(r.ok for r in result.reports)
-    print(f"{ready}/{len(result.gpus)} GPUs ready; profile {result.profile}")
+    lost = lost_summary(result.reports)
+    print(
+        f"{ready}/{len(result.gpus)} GPUs ready; profile {result.profile}"
+        + (f"; {lost} (exit {EXIT_LOST})" if lost else "")
+    )
 
 
 def print_walk(result: RolloutResult) -> int:
@@ -141,11 +151,16 @@ def print_walk(result: RolloutResult) -> int:
         for error in result.refused:
             print(f"gpufleet apply: refused: {error}", file=sys.stderr)
         return 2
-    for step in result.steps:
-        for report in step.reports:
-            print("verify " + format_report({**asdict(report), "capped": report.capped}))
+    reports = [report for step in result.steps for report in step.reports]
+    for report in reports:
+        print("verify " + format_report({**asdict(report), "capped": report.capped}))
+        if report.drain_note:
+            print(f"  old server: {report.drain_note}")
     print(result.describe())
-    return 0 if result.ok else 1
+    lost = lost_summary(reports)
+    if lost:
+        print(f"{lost} (exit {EXIT_LOST})")
+    return exit_status(result.ok, any(r.lost_requests for r in reports))
 
 
 def rollback_options(args: argparse.Namespace) -> RolloutOptions:
@@ -173,12 +188,10 @@ def operations(args: argparse.Namespace) -> FleetOps:
         warmup_s=args.warmup,
         interval_s=args.interval,
     )
-    errors = apply.errors() + (
-        [f"--term-timeout={args.term_timeout!r}: must be > 0"] if not args.term_timeout > 0 else []
-    )
+    errors = apply.errors()
     if errors:
         raise UsageError("; ".join(errors))
-    stop = StopTimeouts(drain_s=args.term_timeout, release_s=args.release_timeout)
+    stop = stop_timeouts(args, args.release_timeout)
     return FleetOps(options=OpsOptions(apply=apply, stop=stop), by="cli")
 
 
@@ -236,4 +249,4 @@ def main(argv: Sequence[str]) -> int:
             print(f"gpufleet apply: refused: {error}", file=sys.stderr)
         return 2
     print_result(result)
-    return 0 if result.ok else 1
+    return exit_status(result.ok, result.lost_requests)

@@ -13,8 +13,15 @@ import sys
 from collections.abc import Sequence
 
 from tui.cli_args import GPU_INDEX, SECONDS, SECONDS_OR_ZERO, ArgumentParser, number
-from tui.control.stop_release import StopTimeouts
-from tui.ops.cli.common import parse_gpus, print_event, run_refusing
+from tui.ops.cli.common import (
+    EXIT_LOST,
+    add_drain_timeout,
+    exit_status,
+    parse_gpus,
+    print_event,
+    run_refusing,
+    stop_timeouts,
+)
 from tui.ops.service import FleetOps, OpsOptions
 from tui.retune.options import ApplyOptions
 from tui.rollout.canary import CanaryOptions
@@ -57,9 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--settle", type=SECONDS_OR_ZERO, default=30.0, help="cost: seconds after ready")
     p.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds to ready")
     p.add_argument("--release-timeout", type=SECONDS, default=120.0, help="GPU release wait")
-    p.add_argument(
-        "--term-timeout", type=SECONDS, default=60.0, help="drain seconds before SIGTERM"
-    )
+    add_drain_timeout(p, "--term-timeout")
     return p
 
 
@@ -85,7 +90,7 @@ def main(argv: Sequence[str]) -> int:
     """Run ``gpufleet canary``; returns the exit status."""
     args = build_parser().parse_args(list(argv))
     opts = options_from(args)
-    stop = StopTimeouts(drain_s=args.term_timeout, release_s=args.release_timeout)
+    stop = stop_timeouts(args, args.release_timeout)
     ops = FleetOps(options=OpsOptions(stop=stop, canary=opts), by="cli")
 
     def run() -> CanaryResult:
@@ -100,4 +105,7 @@ def main(argv: Sequence[str]) -> int:
             print(f"gpufleet canary: refused: {error}", file=sys.stderr)
         return 2
     print(result.describe())
-    return 0 if result.ok else 1
+    report = result.report
+    if report is not None and report.drain_note:
+        print(f"GPU {report.gpu}: old server: {report.drain_note} (exit {EXIT_LOST})")
+    return exit_status(result.ok, report is not None and report.lost_requests)

@@ -3,16 +3,19 @@
 Exit codes: 0 done (on every GPU), 1 an operation was refused or failed on a GPU (what runs there
 is not verified as the fleet's, or it did not get there: the GPU is named), 2 refused before
 anything was stopped (bad input, an invalid profile, another operation holding the fleet, a
-damaged state file, a state lock held past its deadline, a journal that cannot be written).
+damaged state file, a state lock held past its deadline, a journal that cannot be written),
+3 done, but a drain ran past its deadline and requests in flight were lost (``EXIT_LOST``).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from tui.control.stop_release import DrainProgress
+from tui.cli_args import SECONDS
+from tui.control.stop_release import DEFAULT_DRAIN_S, DrainProgress, StopTimeouts
 from tui.inputs import InputError
 from tui.ops.events import OperationFinished, OperationStarted, OpEvent
 from tui.ops.journal import JournalError
@@ -26,6 +29,45 @@ from tui.state.files import StateFileError
 REFUSALS = (ProfileError, OperationBusy, StateFileError, OperationError, JournalError, InputError)
 """Errors that mean nothing was changed: reported in one line, exit 2 (a state lock held past
 its deadline is a ``StateFileError``: ``tui.state.locks.LockBusy``)."""
+
+
+EXIT_LOST = 3
+"""Every GPU done, but a stop dropped requests in flight: a drain ran past its deadline (a
+client kept sending). The count is on the GPU's line and in the journal's ``lost_in_flight``."""
+
+
+def exit_status(ok: bool, lost: bool) -> int:
+    """0 done, 1 refused or failed on a GPU (it wins: the GPU is named), else 3 when a drain
+    timed out and requests were lost."""
+    if not ok:
+        return 1
+    return EXIT_LOST if lost else 0
+
+
+def add_drain_timeout(parser: argparse.ArgumentParser, *aliases: str) -> None:
+    """``--drain-timeout S``: how long an old server may drain before its group is signalled.
+
+    Args:
+        parser: The command's parser.
+        aliases: Older spellings still taken (``--term-timeout``).
+    """
+    parser.add_argument(
+        "--drain-timeout",
+        *aliases,
+        dest="drain_timeout",
+        type=SECONDS,
+        default=None,
+        metavar="S",
+        help="seconds an old server may drain (SIGTERM to its main pid) before its process "
+        "group is signalled and what it has in flight is lost (default: the profile's "
+        f"[stop] drain_timeout_s, else {DEFAULT_DRAIN_S:g})",
+    )
+
+
+def stop_timeouts(args: argparse.Namespace, release_s: float | None = None) -> StopTimeouts:
+    """The stop's deadlines from ``add_drain_timeout``'s option (and a release wait)."""
+    base = StopTimeouts() if release_s is None else StopTimeouts(release_s=release_s)
+    return base.pinned(args.drain_timeout)
 
 
 class UsageError(ValueError):
@@ -51,9 +93,13 @@ def print_event(event: OpEvent) -> None:
         report = event.report
         ready = ready_words(report.time_to_ready_s, report.stop_s)
         print(f"GPU {event.gpu}: READY {ready}", flush=True)
+        if report.drain_note:
+            print(f"  old server: {report.drain_note}", flush=True)
     elif isinstance(event, GpuFailed):
         word = "REFUSED" if event.report.status == "refused" else "FAILED"
         print(f"GPU {event.gpu}: {word} {event.report.failure}", flush=True)
+        if event.report.drain_note:
+            print(f"  old server: {event.report.drain_note}", flush=True)
         if event.report.error_line:
             print(f"  log line: {event.report.error_line}", flush=True)
     elif isinstance(event, MeasureProgress) and event.samples == 0:
@@ -61,9 +107,12 @@ def print_event(event: OpEvent) -> None:
     elif isinstance(event, ApplyRefused):
         for error in event.errors:
             print(f"refused: {error}", file=sys.stderr, flush=True)
-    elif isinstance(event, DrainProgress) and event.stage == "draining":
-        load = "" if event.running is None else f": {event.running} running, {event.queued} queued"
-        print(f"GPU {event.gpu}: draining {event.elapsed_s:.0f} s{load}", flush=True)
+    elif isinstance(event, DrainProgress) and event.stage in (
+        "cordoned",
+        "draining",
+        "drain timed out",
+    ):
+        print(event.describe(), flush=True)
     elif isinstance(event, CanaryLook):
         print(f"look at {event.intervals} intervals: {event.verdict} ({event.reason})", flush=True)
     elif isinstance(event, OperationStarted | OperationFinished):

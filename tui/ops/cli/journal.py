@@ -12,6 +12,7 @@ from tui import paths
 from tui.cli_args import ArgumentParser
 from tui.ops.cli.common import format_report
 from tui.ops.journal import JournalEntry, read_journal
+from tui.words import counted
 
 
 def _when(ts: float) -> str:
@@ -21,6 +22,8 @@ def _when(ts: float) -> str:
 def format_entry(entry: JournalEntry) -> list[str]:
     """Readable lines of one journal entry (the detail read defensively)."""
     status = "ok" if entry.ok else ("REFUSED" if entry.refused else "FAILED")
+    if entry.lost_in_flight:
+        status += f", {counted(entry.lost_in_flight, 'in-flight request')} LOST"
     took = f" in {entry.finished_at - entry.started_at:.0f} s"
     gpus = f" on GPUs {','.join(str(g) for g in entry.gpus)}" if entry.gpus else ""
     if entry.target is None:

@@ -17,11 +17,20 @@ import sys
 from collections.abc import Sequence
 
 from tui.cli_args import SECONDS, SECONDS_OR_ZERO, ArgumentParser, number
-from tui.control.stop_release import StopTimeouts
-from tui.ops.cli.common import UsageError, parse_gpus, print_event, run_refusing
+from tui.ops.cli.common import (
+    EXIT_LOST,
+    UsageError,
+    add_drain_timeout,
+    exit_status,
+    parse_gpus,
+    print_event,
+    run_refusing,
+    stop_timeouts,
+)
 from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import Profile
+from tui.retune.events import lost_summary
 from tui.retune.options import ApplyOptions
 from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions, RolloutResult
@@ -50,9 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-restore", action="store_true", help="leave a failed GPU stopped")
     p.add_argument("--timeout", type=SECONDS, default=600.0, help="per-GPU seconds to ready")
     p.add_argument("--release-timeout", type=SECONDS, default=120.0, help="GPU release wait")
-    p.add_argument(
-        "--term-timeout", type=SECONDS, default=60.0, help="drain seconds before SIGTERM"
-    )
+    add_drain_timeout(p, "--term-timeout")
     p.add_argument(
         "--no-measure",
         "--no-cost",
@@ -106,7 +113,7 @@ def main(argv: Sequence[str]) -> int:
         settle_s=args.settle,
         verdict=VerdictWindows(args.window, args.warmup, args.interval),
     )
-    stop = StopTimeouts(drain_s=args.term_timeout, release_s=args.release_timeout)
+    stop = stop_timeouts(args, args.release_timeout)
     ops = FleetOps(options=OpsOptions(stop=stop, rollout=options), by="cli")
 
     def run() -> RolloutResult:
@@ -140,4 +147,8 @@ def main(argv: Sequence[str]) -> int:
             print(f"gpufleet rollout: refused: {error}", file=sys.stderr)
         return 2
     print(result.describe())
-    return 0 if result.ok else 1
+    reports = [report for step in result.steps for report in step.reports]
+    lost = lost_summary(reports)
+    if lost:
+        print(f"{lost} (exit {EXIT_LOST})")
+    return exit_status(result.ok, any(r.lost_requests for r in reports))

@@ -14,11 +14,10 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from tui.cli_args import SECONDS, SECONDS_OR_ZERO, ArgumentParser
+from tui.cli_args import SECONDS_OR_ZERO, ArgumentParser
 from tui.control.identity import IdentityMismatch, verify
-from tui.control.stop_release import StopTimeouts
 from tui.ops import simfleet as fleet
-from tui.ops.cli.common import run_refusing
+from tui.ops.cli.common import add_drain_timeout, exit_status, run_refusing, stop_timeouts
 from tui.ops.door import StopIncomplete
 from tui.ops.service import FleetOps, OpsOptions
 from tui.state.fleet_state import read_fleet, read_records
@@ -50,9 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     stop = sub.add_parser("stop", help="stop the recorded servers and wait for GPU release")
     stop.add_argument("--gpus", type=_gpus)
-    stop.add_argument(
-        "--timeout", type=SECONDS, default=60.0, help="drain deadline before the group's SIGTERM"
-    )
+    add_drain_timeout(stop, "--timeout")
     stop.add_argument(
         "--mode", choices=("drain", "terminate", "kill"), default="drain", help="how to stop"
     )
@@ -94,14 +91,14 @@ def _stop(args: argparse.Namespace) -> int:
     if not gpus:
         print("no recorded simulated servers")
         return 0
-    ops = FleetOps(options=OpsOptions(stop=StopTimeouts(drain_s=args.timeout)), by="cli")
+    ops = FleetOps(options=OpsOptions(stop=stop_timeouts(args)), by="cli")
     try:
         outcomes = asyncio.run(ops.kill(gpus, mode=args.mode))
     except StopIncomplete as incomplete:
         outcomes = list(incomplete.outcomes)
     for outcome in outcomes:
         print(f"{STATUS_WORD[outcome.status]} {outcome.message}")
-    return 0 if all(o.ok for o in outcomes) else 1
+    return exit_status(all(o.ok for o in outcomes), any(o.drain_timed_out for o in outcomes))
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -11,7 +11,6 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Header, Static
 
-from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_servers
@@ -19,10 +18,16 @@ from tui.ui.detail.log_panel import LogPanel
 from tui.ui.footer import FleetFooter
 from tui.ui.format import NA, gib, num, pct
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.grid.panel_lines import error_line, max_running, pressure_line, state_line
+from tui.ui.grid.panel_lines import (
+    crash_line,
+    error_line,
+    max_running,
+    pressure_line,
+    state_line,
+)
 from tui.ui.messages import KillRequested, RelaunchRequested
 from tui.ui.sources import FleetActions, Intent, LogTail
-from tui.ui.stop_screen import StopScreen
+from tui.ui.stop_screen import StopChoice, StopScreen
 
 
 def numbers_text(panel: GpuPanel) -> Content:
@@ -78,7 +83,7 @@ def numbers_text(panel: GpuPanel) -> Content:
                     "bold $error",
                 )
             )
-    for extra in (pressure_line(server), error_line(server)):
+    for extra in (crash_line(server), pressure_line(server), error_line(server)):
         if extra is not None:
             lines.append(extra)
     return Content("\n").join(lines)
@@ -226,9 +231,9 @@ class DetailScreen(ReadOnlyGate[None]):
     def action_kill(self) -> None:
         """Stop this GPU's server, the way the operator chooses (drain, terminate, kill)."""
 
-        def done(mode: StopMode | None) -> None:
-            if mode is not None:
-                self.post_message(KillRequested((self.gpu,), mode))
+        def done(choice: StopChoice | None) -> None:
+            if choice is not None:
+                self.post_message(KillRequested((self.gpu,), choice.mode, (), choice.drain_s))
 
         affected = describe_servers(self.fleet, (self.gpu,))
         self.app.push_screen(StopScreen(f"Stop the server on GPU {self.gpu}?", affected), done)

@@ -49,7 +49,7 @@ def gen_age(server: ServerSnapshot, late_s: float) -> float | None:
     return None
 
 
-GONE = frozenset({ServerState.STOPPED, ServerState.FAILED, ServerState.ABSENT})
+GONE = frozenset({ServerState.STOPPED, ServerState.CRASHED, ServerState.FAILED, ServerState.ABSENT})
 """States of a server that does not run: what it last read is not what the GPU serves now."""
 
 

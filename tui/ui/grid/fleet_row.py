@@ -75,7 +75,7 @@ def fleet_totals(fleet: FleetSnapshot) -> FleetTotals:
             continue
         servers += 1
         ready += server.state is ServerState.READY
-        failed += server.state in (ServerState.FAILED, ServerState.STUCK)
+        failed += server.state in (ServerState.FAILED, ServerState.CRASHED, ServerState.STUCK)
         shown = blanked(server, load_age(server, 0.0))
         if shown.gen_throughput is not None:
             gen.append(shown.gen_throughput)

@@ -31,6 +31,11 @@ from tui.ui.grid.screen_refresh import ScreenRefresh
 from tui.ui.grid.spark_hold import SparkHold
 from tui.ui.messages import PanelOpened, PanelSelected
 
+ALARMING = frozenset(
+    {ServerState.FAILED, ServerState.CRASHED, ServerState.STUCK, ServerState.UNKNOWN}
+)
+"""States whose panel's border turns to the error colour."""
+
 
 def _is_error_prose(line: Content) -> bool:
     """A line of ``error_line``'s text (all of it in $error), continued on the next lines."""
@@ -207,11 +212,7 @@ class GpuPanelView(ScreenRefresh):
         if profile != self._profile:
             self._profile = profile
             self.border_subtitle = profile
-        failed = (
-            panel is not None
-            and panel.server is not None
-            and panel.server.state in (ServerState.FAILED, ServerState.STUCK, ServerState.UNKNOWN)
-        )
+        failed = panel is not None and panel.server is not None and panel.server.state in ALARMING
         if failed != self.has_class("-failed"):  # set_class checks the name at every call
             self.set_class(failed, "-failed")
         self._repaint_changes()

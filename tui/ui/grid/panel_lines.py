@@ -20,6 +20,7 @@ STATE_STYLE: dict[ServerState, str] = {
     ServerState.READY: "$success",
     ServerState.FAILED: "bold $error",
     ServerState.STOPPED: "$text-muted",
+    ServerState.CRASHED: "bold $error",
     ServerState.STALE: "$warning",
     ServerState.STUCK: "bold $error",
     ServerState.STOPPING: "$warning",
@@ -128,6 +129,13 @@ def error_line(server: ServerSnapshot | None) -> Content | None:
     return line((f"{reason}{server.last_error}", style))
 
 
+def crash_line(server: ServerSnapshot | None) -> Content | None:
+    """How a crashed server ended (``crashed: killed by SIGKILL``), in $error; None otherwise."""
+    if server is None or server.state is not ServerState.CRASHED:
+        return None
+    return line((f"crashed: {server.exit_status or 'exit status unknown'}", "bold $error"))
+
+
 def pressure_line(server: ServerSnapshot | None) -> Content | None:
     """The last memory-pressure event, e.g. ``retracted 3 (12s ago)``, in $warning."""
     if server is None or not server.pressure:
@@ -234,7 +242,7 @@ def full_lines(
                 always=True,
             ),
         ]
-    for extra in (pressure_line(server), error_line(server)):
+    for extra in (crash_line(server), pressure_line(server), error_line(server)):
         if extra is not None:
             lines.append(extra)
     return lines
@@ -259,9 +267,9 @@ def compact_lines(
     server = panel.server
     age = load_age(server, late_s) if server is not None else None
     shown = blanked(server, age) if server is not None else None
-    pressure = pressure_line(server)
-    if pressure is not None:
-        lines.append(pressure)
+    for extra in (crash_line(server), pressure_line(server)):
+        if extra is not None:
+            lines.append(extra)
     error = error_line(server)
     if error is not None:
         lines.append(error)

@@ -11,7 +11,7 @@ from textual import work
 from textual.binding import Binding
 from textual.content import Content
 
-from tui.retune.events import ApplyResult
+from tui.retune.events import ApplyResult, lost_summary
 from tui.ui.background import close_report, rows_phrase, strip_content
 from tui.ui.format import duration
 from tui.ui.gate import ReadOnlyGate
@@ -149,7 +149,9 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
                 body += f"; {result.throughput.describe()}"
             elif self.progress.measure is not None and result is None:
                 body += f"; measuring {self.progress.measure.stage}"
-        ok = result is not None and result.ok and self.error is None
+        if result is not None and (lost := lost_summary(result.reports)):
+            body += f"; {lost}"
+        ok = result is not None and result.ok and not result.lost_requests and self.error is None
         return strip_content(head, body, self.clock, self.finished, ok)
 
     # --- drawing -----------------------------------------------------------------------------
@@ -205,8 +207,11 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
             text += "; failed: " + ", ".join(
                 f"GPU {r.gpu} ({r.error_reason or 'failed'})" for r in failed
             )
+        lost = lost_summary(result.reports)
+        if lost:
+            text += f"; {lost}"
         text += f"; took {duration(result.finished_at - result.started_at)}"
-        style = "bold $success" if result.ok else "bold $error"
+        style = "bold $success" if result.ok and not lost else "bold $error"
         lines = [Content.styled(text, style)]
         if self.journal_note:
             lines.append(Content(f"journal: {self.journal_note}"))

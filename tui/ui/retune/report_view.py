@@ -68,9 +68,14 @@ def ready_in(report: VerifyReport | None) -> str:
 
 
 def failure_lines(reports: Sequence[VerifyReport]) -> list[Content]:
-    """For each failed GPU, why, with its OOM or crash line from the log."""
+    """For each failed GPU, why, with its OOM or crash line from the log; for each GPU whose
+    old server's stop lost requests (a drain that timed out), what it lost."""
     lines = []
     for report in reports:
+        if report.drain_note:
+            lines.append(
+                Content.styled(f"GPU {report.gpu}: old server: {report.drain_note}", "bold $error")
+            )
         if report.ok:
             continue
         why = report.failure or report.error_reason or "failed"
@@ -133,6 +138,9 @@ def report_from_dict(data: Mapping[str, Any]) -> VerifyReport:
         pid=data.get("pid"),
         log_path=data.get("log_path"),
         stop_s=data.get("stop_s"),
+        drain_timed_out=bool(data.get("drain_timed_out")),
+        lost_in_flight=data.get("lost_in_flight"),
+        drain_note=data.get("drain_note"),
     )
 
 
