@@ -17,9 +17,9 @@ from sim_helpers import running_sim, wait_until
 from tui.servers.payloads import parse_request_counts
 
 
-def _long_request(url: str, outcomes: list[int | str]) -> threading.Thread:
+def _long_request(url: str, outcomes: list[int | str], tokens: int = 400) -> threading.Thread:
     def one() -> None:
-        body = {"text": "x", "sampling_params": {"max_new_tokens": 400, "ignore_eos": True}}
+        body = {"text": "x", "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}
         try:
             outcomes.append(httpx.post(url + "/generate", json=body, timeout=60).status_code)
         except httpx.HTTPError as exc:
@@ -58,7 +58,10 @@ def test_requests_arriving_during_a_drain_are_accepted_and_counted(
     with context as sim:
         assert wait_until(lambda: _health(sim.url) == 200, 60), sim.log()[-2000:]
         before = parse_request_counts(httpx.get(sim.url + "/metrics").text)
-        first = _long_request(sim.url, outcomes)
+        # ~10 s at speed 5 (400 tokens took 1.4 s): it must still run when the late one
+        # arrives, however slow the loaded machine is between the SIGTERM and that request
+        # (0.5.17's watchdog ends a drain with nothing in flight at its next look)
+        first = _long_request(sim.url, outcomes, tokens=3000)
         assert wait_until(
             lambda: parse_request_counts(httpx.get(sim.url + "/metrics").text).active == 1, 20
         )
