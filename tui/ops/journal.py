@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tui import paths
-from tui.inputs import JOURNAL_LIMIT, InputError, kind_of, parse_json, read_bytes
+from tui.inputs import JOURNAL_LIMIT, InputError, parse_json, read_bytes
+from tui.outputs import UnsafePath, append_record, open_writable, write_reason
 from tui.state.private import ensure_private_dir
 
 SCHEMA = 2
@@ -193,23 +193,23 @@ class JournalError(RuntimeError):
 
 
 def _open_for_append(target: Path) -> int:
-    """The journal opened to append (created 0600): never a FIFO, device or directory.
+    """The journal opened to append (created 0600, ``tui.outputs.open_writable``): never a
+    link, a FIFO, a device or a directory.
 
     Raises:
         JournalError: it cannot be opened, or is not a regular file (naming it).
     """
-    ensure_private_dir(target.parent)
-    # Read-write: the last byte is read (pread) to tell whether the previous line was torn.
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(target, flags, 0o600)
+        ensure_private_dir(target.parent)
+        # Read-write: the last byte is read (pread) to tell whether the previous line was torn.
+        return open_writable(target, append=True)
+    except UnsafePath as exc:
+        if exc.path == target and "not a regular file" in exc.problem:
+            kind = exc.problem.split(",", 1)[0].removeprefix("is ")
+            raise JournalError(f"{target}: is {kind}, not a journal") from None
+        raise JournalError(f"{target}: cannot be written ({exc.problem})") from None
     except OSError as exc:
-        raise JournalError(f"{target}: cannot be written ({exc.strerror or exc})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise JournalError(f"{target}: is {kind_of(st.st_mode)}, not a journal")
-    return fd
+        raise JournalError(f"{target}: cannot be written ({write_reason(exc)})") from None
 
 
 def check_journal(path: Path | None = None) -> None:
@@ -245,8 +245,10 @@ def append(entry: JournalEntry, path: Path | None = None) -> Path:
         size = os.fstat(fd).st_size
         if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        os.write(fd, data)
+        append_record(fd, data)
         os.fsync(fd)
+    except OSError as exc:
+        raise JournalError(f"{target}: cannot be written ({write_reason(exc)})") from None
     finally:
         os.close(fd)
     return target

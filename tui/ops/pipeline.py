@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 
+from tui.outputs import make_dir
 from tui.pipeline.detach import start_detached
 from tui.pipeline.status import read_status
 
@@ -120,8 +121,8 @@ def start_pipeline(config: PipelineConfig) -> int:
     running = find_pipelines(config.status_path)
     if running:
         return running[0].pid
-    config.out_dir.mkdir(parents=True, exist_ok=True)
-    config.status_path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(config.out_dir)
+    make_dir(config.status_path.parent)
     return start_detached(config.argv(), config.log_path)
 
 

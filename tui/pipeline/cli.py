@@ -4,10 +4,11 @@ Reads OpenAI Batch JSONL (``custom_id``, ``method``, ``url``, ``body``; the olde
 ``{"messages": ...}`` / ``{"prompt": ...}`` lines too) and writes OpenAI Batch output records.
 
 Exit status: 0 every prompt done (and uploaded with --s3-bucket); 1 the run failed (no server
-answered in time, or S3 unreachable for --s3-wait); 2 bad input, checked before anything is
-generated (a missing or unusable prompts file, no valid prompt, bad lines refused, a bad option,
-URL, bucket name or path, the output directory held by another pipeline, a prompts file whose
-ids changed without --resume-by-id, a missing bucket); 3 finished but some prompts failed after
+answered in time, S3 unreachable for --s3-wait, a write failed: a full disk); 2 bad input,
+checked before anything is generated (a missing or unusable prompts file, no valid prompt, bad
+lines refused, a bad option, URL, bucket name or path, an output directory another user could
+write or held by another pipeline or without room to start, a prompts file whose ids changed
+without --resume-by-id, a missing bucket); 3 finished but some prompts failed after
 their retries (rerun to retry them); 143 stopped by SIGTERM/SIGINT (durable shards kept; run
 again to resume).
 """

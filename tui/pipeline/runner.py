@@ -6,7 +6,12 @@ At start the output directory is locked and the prompts file matched to the job'
 buffer (or one older than ``flush_interval_s``) becomes the next numbered shard, written and
 committed to the done record by one writer task in a thread; committed shards queue for upload;
 after each upload the manifest is rewritten. A kill at any moment loses only the in-memory
-buffer and requests in flight.
+buffer and requests in flight. Failure records take the same writer (appended whole, fsynced,
+then counted: ``tui.pipeline.failures``).
+
+A write that fails (a full disk, a quota) stops the job cleanly: nothing more is written or
+sent, the status document says ``failed: no space left on PATH``, one line says so on stderr and
+the exit status is 1; what was committed stays, and a resume goes on from it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from tui.outputs import WriteFailed
 from tui.pipeline.batch_output import error_record, output_record
 from tui.pipeline.dispatch import Answer, Dispatcher
 from tui.pipeline.job import Job, JobRefused, open_job
@@ -89,6 +95,22 @@ def _log(message: str) -> None:
     print(f"gpufleet generate: {message}", file=sys.stderr, flush=True)
 
 
+@dataclass(frozen=True, slots=True)
+class _Shard:
+    """A full buffer for the writer: shard ``number`` holding ``indices``."""
+
+    number: int
+    indices: list[int]
+    lines: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class _Failures:
+    """Failure records for the writer."""
+
+    records: list[bytes]
+
+
 class Pipeline:
     """Runs one generation job to completion, to a graceful stop, or to a clear failure."""
 
@@ -117,7 +139,8 @@ class Pipeline:
         self._buffer_since = 0.0
         self._unwritten: set[int] = set()
         self._next_shard = 1
-        self._write_queue: asyncio.Queue[tuple[int, list[int], list[bytes]]] = asyncio.Queue()
+        self._write_queue: asyncio.Queue[_Shard | _Failures] = asyncio.Queue()
+        self._failure_buffer: list[bytes] = []
         self._uploads: Uploads | None = None
         self._job: Job | None = None
         self._done_in_file = 0
@@ -129,6 +152,7 @@ class Pipeline:
         self._started_at = time.time()
         self._no_server_since: float | None = None
         self._stopping = False
+        self._status_problem = ""
 
     async def run(self) -> int:
         """Run the job; returns the process exit status."""
@@ -143,6 +167,7 @@ class Pipeline:
             try:
                 return await self._run(self._job)
             finally:
+                self._job.failures.close()
                 self._job.lock.release()
         finally:
             await self._dispatcher.aclose()
@@ -173,6 +198,9 @@ class Pipeline:
             )
         self._next_shard = self._store.next_number(self._done)
         workers: list[asyncio.Task[None]] = []
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # before anything that can take time
+            loop.add_signal_handler(sig, self.stop)
         if self._uploads is not None:
             from tui.pipeline.s3_sink import S3Error
 
@@ -186,9 +214,6 @@ class Pipeline:
             workers.append(asyncio.create_task(self._uploads.run()))
             if retrying is not None:
                 workers.append(retrying)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop)
         todo = len(config.prompts) - self._done_in_file
         pending = self._uploads.pending if self._uploads is not None else 0
         _log(f"{self._done_in_file} done, {todo} to generate, {pending} to upload")
@@ -211,12 +236,13 @@ class Pipeline:
                 workers.append(asyncio.create_task(self._flush_timer()))
                 await self._dispatcher.run(self._pending(), todo)
             self._flush()
+            self._flush_failures()
             await self._write_queue.join()
             if self._fatal is None and not self._stopping and self._uploads is not None:
                 await self._uploads.drain(lambda: self._stopping)
             if self._fatal is not None:
                 return self._fail(*self._fatal)
-            if self._stopping:
+            if self._stopping:  # a signal (a failure sets _fatal first)
                 self._state = "stopped"
                 self._message = "stopped by signal; durable shards kept, resume to continue"
                 return EXIT_STOPPED
@@ -297,23 +323,38 @@ class Pipeline:
         return tokens
 
     def _on_failed(self, position: int, reason: str, attempts: int) -> None:
-        self._failed += 1
         try:
             custom_id = self.config.prompts.read(position).custom_id
         except PromptFileError:
             custom_id = ""  # the file changed under the run: the reason says so
         self._message = f"prompt {custom_id!r} failed after {attempts} attempt(s): {reason}"
         record = error_record(custom_id, self._serial_of(position), reason, attempts)
-        with open(self._store.failures_path, "ab") as handle:
-            handle.write(record)
+        self._failure_buffer.append(record)  # written with the next flush, then counted
+
+    def _write_failed(self, exc: Exception) -> None:
+        """A write failed: stop the job; nothing more is written (the first failure is told)."""
+        if self._fatal is None:
+            what = str(exc) if isinstance(exc, WriteFailed) else f"{type(exc).__name__}: {exc}"
+            self._fatal = (
+                f"{what}; the committed shards are kept: run again to resume once it can be "
+                "written",
+                EXIT_FAILED_RUN,
+            )
+        self.stop()
 
     def _flush(self) -> None:
+        self._flush_failures()
         if not self._buffer:
             return
         number = self._next_shard
         self._next_shard += 1
-        self._write_queue.put_nowait((number, self._buffer_indices, self._buffer))
+        self._write_queue.put_nowait(_Shard(number, self._buffer_indices, self._buffer))
         self._buffer, self._buffer_indices = [], []
+
+    def _flush_failures(self) -> None:
+        if self._failure_buffer:
+            self._write_queue.put_nowait(_Failures(self._failure_buffer))
+            self._failure_buffer = []
 
     async def _flush_timer(self) -> None:
         while True:
@@ -321,16 +362,33 @@ class Pipeline:
             age = time.monotonic() - self._buffer_since
             if self._buffer and age >= self.config.flush_interval_s:
                 self._flush()
+            self._flush_failures()
 
     async def _writer(self) -> None:
+        """Write what the queue holds, in order, until cancelled; after a failed write nothing
+        more (a committed shard after a lost one would be fine, but the disk is full)."""
+        assert self._job is not None
+        failures = self._job.failures
         while True:
-            number, indices, lines = await self._write_queue.get()
+            job = await self._write_queue.get()
             try:
-                await asyncio.to_thread(self._store.commit, self._done, number, indices, lines)
-                self._unwritten.difference_update(indices)
-                self._done_in_file += len(indices)
+                if self._fatal is not None:
+                    continue
+                if isinstance(job, _Failures):
+                    try:
+                        await asyncio.to_thread(failures.append, job.records)
+                    finally:
+                        self._failed = failures.count  # what the file holds, whole
+                    continue
+                await asyncio.to_thread(
+                    self._store.commit, self._done, job.number, job.indices, job.lines
+                )
+                self._unwritten.difference_update(job.indices)
+                self._done_in_file += len(job.indices)
                 if self._uploads is not None:
-                    self._uploads.committed(number)
+                    self._uploads.committed(job.number)
+            except Exception as exc:  # the writer never dies: a join on it would hang for ever
+                self._write_failed(exc)
             finally:
                 self._write_queue.task_done()
 
@@ -380,4 +438,9 @@ class Pipeline:
         try:
             write_status(self.config.status_path, status)
         except OSError as exc:
-            _log(f"cannot write status {self.config.status_path}: {exc}")
+            problem = f"status document not written: {exc}"
+            if problem != self._status_problem:  # once, not every second
+                _log(problem)
+            self._status_problem = problem
+        else:
+            self._status_problem = ""
