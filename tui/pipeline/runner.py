@@ -11,7 +11,9 @@ then counted: ``tui.pipeline.failures``).
 
 A write that fails (a full disk, a quota) stops the job cleanly: nothing more is written or
 sent, the status document says ``failed: no space left on PATH``, one line says so on stderr and
-the exit status is 1; what was committed stays, and a resume goes on from it.
+the exit status is 1; what was committed stays, and a resume goes on from it. So does a prompts
+file rewritten while the job runs (checked every second, and whenever a prompt read back is not
+the one scanned): nothing is recorded as failed for it.
 """
 
 from __future__ import annotations
@@ -132,6 +134,7 @@ class Pipeline:
             max_retries=config.max_retries,
             on_result=self._on_result,
             on_failed=self._on_failed,
+            on_input_changed=self._input_changed,
             request_timeout=config.request_timeout_s,
         )
         self._buffer: list[bytes] = []
@@ -325,11 +328,22 @@ class Pipeline:
     def _on_failed(self, position: int, reason: str, attempts: int) -> None:
         try:
             custom_id = self.config.prompts.read(position).custom_id
-        except PromptFileError:
-            custom_id = ""  # the file changed under the run: the reason says so
+        except PromptFileError as exc:
+            self._input_changed(str(exc))  # not the prompt's failure: the file's change
+            return
         self._message = f"prompt {custom_id!r} failed after {attempts} attempt(s): {reason}"
         record = error_record(custom_id, self._serial_of(position), reason, attempts)
         self._failure_buffer.append(record)  # written with the next flush, then counted
+
+    def _input_changed(self, problem: str) -> None:
+        """The prompts file changed under the run: stop, recording nothing as failed."""
+        if self._fatal is None:
+            self._fatal = (
+                f"{problem}: stopped; the done outputs are kept (run again to resume, with "
+                "--resume-by-id if its ids changed)",
+                EXIT_FAILED_RUN,
+            )
+        self.stop()
 
     def _write_failed(self, exc: Exception) -> None:
         """A write failed: stop the job; nothing more is written (the first failure is told)."""
@@ -394,6 +408,9 @@ class Pipeline:
 
     async def _status_loop(self) -> None:
         while True:
+            changed = self.config.prompts.changed()
+            if changed is not None:
+                self._input_changed(changed)
             self._write_status()
             await asyncio.sleep(1.0)
 
