@@ -11,6 +11,7 @@ skipped and counted, so neither the CLI nor the console can be brought down by t
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -19,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from tui import paths
-from tui.inputs import JOURNAL_LIMIT, InputError, parse_json, read_bytes
+from tui.inputs import JOURNAL_LIMIT, InputError, parse_json, read_tail
 from tui.outputs import UnsafePath, append_record, open_writable, write_reason
 from tui.state.private import ensure_private_dir
 
 SCHEMA = 2
 
+ROTATE_BYTES = 128 << 20
+"""A journal this large is moved aside (``journal.jsonl.1``) before the next append, so every
+reader reads it whole (``JOURNAL_LIMIT`` is 256 MiB): ~500 weeks of a 41-hour job's entries."""
 MAX_JOURNAL_LINE = 4 << 20
 """A line longer than this is damage, not an entry (a 7-GPU apply is a few KB)."""
 
@@ -185,6 +189,9 @@ class JournalRead:
     """The first skipped line's number and why (empty when none was skipped)."""
     unreadable: str = ""
     """Why the journal itself could not be read (not a regular file, no permission): ''."""
+    partial: str = ""
+    """What was left unread of a journal over ``JOURNAL_LIMIT`` (its newest entries were read),
+    in words: ''."""
 
 
 class JournalError(RuntimeError):
@@ -210,6 +217,35 @@ def _open_for_append(target: Path) -> int:
         raise JournalError(f"{target}: cannot be written ({exc.problem})") from None
     except OSError as exc:
         raise JournalError(f"{target}: cannot be written ({write_reason(exc)})") from None
+
+
+def rotated(path: Path) -> Path:
+    """Where a journal grown past ``ROTATE_BYTES`` is kept: ``journal.jsonl.1``."""
+    return path.with_name(path.name + ".1")
+
+
+def _rotate_if_large(fd: int, target: Path) -> int:
+    """Move a journal past ``ROTATE_BYTES`` aside (``journal.jsonl.1``, replacing an older one)
+    and open a new one; returns the descriptor to append to (``fd`` itself, or a new one with
+    ``fd`` closed).
+
+    Under an ``flock`` of the old file, and only while its name still names it: two appenders
+    never rotate twice (the second would put a fresh journal over the kept one). A journal that
+    cannot be moved keeps growing; readers read its newest entries.
+    """
+    if os.fstat(fd).st_size < ROTATE_BYTES:
+        return fd
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        if os.fstat(fd).st_ino == os.stat(target).st_ino:
+            os.replace(target, rotated(target))
+    except OSError:
+        return fd
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    fresh = _open_for_append(target)  # raises with ``fd`` still open: the caller closes it
+    os.close(fd)
+    return fresh
 
 
 def check_journal(path: Path | None = None) -> None:
@@ -241,6 +277,7 @@ def append(entry: JournalEntry, path: Path | None = None) -> Path:
     data = (json.dumps(entry.to_json(), default=str) + "\n").encode()
     fd = _open_for_append(target)
     try:
+        fd = _rotate_if_large(fd, target)
         # A torn previous line (crash mid-write) must not swallow this entry: start on a new line.
         size = os.fstat(fd).st_size
         if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
@@ -265,7 +302,7 @@ def read_journal(path: Path | None = None) -> JournalRead:
     """
     target = path or paths.journal_file()
     try:
-        raw = read_bytes(target, JOURNAL_LIMIT, "a journal")
+        raw, size = read_tail(target, JOURNAL_LIMIT, "a journal")
     except FileNotFoundError:
         return JournalRead((), 0)
     except InputError as exc:
@@ -273,6 +310,13 @@ def read_journal(path: Path | None = None) -> JournalRead:
         if problem.startswith("is ") and "not a journal" in problem:
             problem = f"not a regular file, not a journal ({problem})"
         return JournalRead((), 0, unreadable=f"{target}: {problem}")
+    partial = ""
+    if size > JOURNAL_LIMIT:
+        partial = (
+            f"{target} is {size / (1 << 20):.0f} MiB: its newest {JOURNAL_LIMIT >> 20} MiB were "
+            f"read, older entries left out (gpufleet now moves it to {rotated(target).name} past "
+            f"{ROTATE_BYTES >> 20} MiB)"
+        )
     entries: list[JournalEntry] = []
     skipped = 0
     problem = ""
@@ -286,4 +330,4 @@ def read_journal(path: Path | None = None) -> JournalRead:
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             skipped += 1
             problem = problem or f"{target}:{number}: {exc}"
-    return JournalRead(tuple(entries), skipped, problem)
+    return JournalRead(tuple(entries), skipped, problem, partial=partial)
