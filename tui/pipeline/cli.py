@@ -36,7 +36,13 @@ from tui.pipeline.prompts import (
     PromptFile,
     PromptFileError,
 )
-from tui.pipeline.runner import EXIT_BAD_INPUT, GenerateConfig, Pipeline
+from tui.pipeline.runner import (
+    EXIT_BAD_INPUT,
+    S3_LEASE_TTL_RANGE,
+    S3_LEASE_TTL_S,
+    GenerateConfig,
+    Pipeline,
+)
 from tui.profiles import ProfileError, load_named
 
 _SECONDS = 10.0**6
@@ -89,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=number(float, 0, _SECONDS, low_open=True),
         default=3600.0,
         help="seconds to keep retrying an unreachable S3 at start while generating (exit 1 after)",
+    )
+    parser.add_argument(
+        "--s3-lease-ttl",
+        type=number(float, *S3_LEASE_TTL_RANGE),
+        default=S3_LEASE_TTL_S,
+        help="seconds the prefix's lease lasts unless renewed (renewed every quarter of it); "
+        "another job may take the prefix once it has run out",
     )
     parser.add_argument("--per-server-inflight", type=number(int, 1, 4096), default=48)
     parser.add_argument("--shard-size", type=number(int, 1, 10**7), default=1000)
@@ -254,6 +267,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         request_timeout_s=args.request_timeout,
         flush_interval_s=args.flush_interval,
         s3_wait_s=args.s3_wait,
+        s3_lease_ttl_s=args.s3_lease_ttl,
         by_id=args.resume_by_id,
         router=args.router.rstrip("/") if args.router else None,
         router_agents=agents,

@@ -47,6 +47,10 @@ EXIT_FAILED_RUN = 1
 EXIT_BAD_INPUT = 2
 EXIT_SOME_FAILED = 3
 EXIT_STOPPED = 143
+S3_LEASE_TTL_S = 120.0
+"""How long an S3 prefix's lease lasts after each renewal, by default (renewed every 30 s)."""
+S3_LEASE_TTL_RANGE = (5.0, 86400.0)
+"""Allowed ``--s3-lease-ttl``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,8 @@ class GenerateConfig:
     """A partial shard older than this is written anyway, bounding what a kill can lose."""
     s3_wait_s: float = 3600.0
     """How long to keep retrying an S3 that cannot be reached at start (generation goes on)."""
+    s3_lease_ttl_s: float = S3_LEASE_TTL_S
+    """How long the prefix's lease lasts after each renewal (``tui.pipeline.s3_lease``)."""
     by_id: bool = False
     """Accept a prompts file whose ids changed since the job started (``--resume-by-id``)."""
     router: str | None = None
@@ -192,6 +198,7 @@ class Pipeline:
                 wait_s=config.s3_wait_s,
                 notify=self._notify,
                 fatal=self._s3_fatal,
+                lease_ttl_s=config.s3_lease_ttl_s,
             )
         found = self._store.reconcile(self._done)
         if found.removed_temporary or found.removed_uncommitted:
@@ -215,6 +222,7 @@ class Pipeline:
                 _log(str(exc))
                 return EXIT_BAD_INPUT
             workers.append(asyncio.create_task(self._uploads.run()))
+            workers.append(asyncio.create_task(self._uploads.keep_lease()))
             if retrying is not None:
                 workers.append(retrying)
         todo = len(config.prompts) - self._done_in_file
@@ -259,6 +267,8 @@ class Pipeline:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+            if self._uploads is not None:
+                await self._uploads.release()
             self._write_status()
             _log(f"{self._state}: {self._message}")
 
