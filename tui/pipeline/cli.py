@@ -36,13 +36,8 @@ from tui.pipeline.prompts import (
     PromptFile,
     PromptFileError,
 )
-from tui.pipeline.runner import (
-    EXIT_BAD_INPUT,
-    S3_LEASE_TTL_RANGE,
-    S3_LEASE_TTL_S,
-    GenerateConfig,
-    Pipeline,
-)
+from tui.pipeline.run_config import S3_LEASE_TTL_RANGE, S3_LEASE_TTL_S, GenerateConfig
+from tui.pipeline.runner import EXIT_BAD_INPUT, Pipeline
 from tui.profiles import ProfileError, load_named
 
 _SECONDS = 10.0**6

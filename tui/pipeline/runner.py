@@ -24,8 +24,6 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
@@ -34,89 +32,26 @@ from tui.outputs import WriteFailed
 from tui.pipeline.batch_output import error_record, output_record
 from tui.pipeline.dispatch import Answer, Dispatcher
 from tui.pipeline.job import Job, JobRefused, open_job
-from tui.pipeline.prompts import PromptFile, PromptFileError
+from tui.pipeline.prompts import PromptFileError
 from tui.pipeline.rates import RateMeter, eta_seconds
+from tui.pipeline.run_config import GenerateConfig
 from tui.pipeline.status import SCHEMA_VERSION, PipelineStatus, ServerShare, write_status
+from tui.pipeline.writer import OutputWriter
 
 if TYPE_CHECKING:  # boto3 is imported only by runs that upload (it costs 0.1 s at start)
-    from tui.pipeline.s3_sink import S3Sink
     from tui.pipeline.uploads import Uploads
+
+__all__ = ["GenerateConfig", "Pipeline"]  # GenerateConfig: where bench_dispatch imports it
 
 EXIT_DONE = 0
 EXIT_FAILED_RUN = 1
 EXIT_BAD_INPUT = 2
 EXIT_SOME_FAILED = 3
 EXIT_STOPPED = 143
-S3_LEASE_TTL_S = 120.0
-"""How long an S3 prefix's lease lasts after each renewal, by default (renewed every 30 s)."""
-S3_LEASE_TTL_RANGE = (5.0, 86400.0)
-"""Allowed ``--s3-lease-ttl``."""
-
-
-@dataclass(frozen=True, slots=True)
-class GenerateConfig:
-    """Everything one run needs (built by the command line)."""
-
-    prompts: PromptFile
-    """The opened, validated prompt file."""
-    out_dir: Path
-    """Local output directory (shards, done record, failures)."""
-    servers: tuple[str, ...]
-    """Base URLs of the OpenAI-compatible servers."""
-    status_path: Path
-    """Where the status document is written."""
-    s3: S3Sink | None = None
-    """Upload target, or None for local output only."""
-    per_server_inflight: int = 48
-    """Most requests in flight per server."""
-    shard_size: int = 1000
-    """Records per shard."""
-    max_tokens: int = 2048
-    """Completion length limit per request."""
-    model: str = "default"
-    """Model name sent in each request."""
-    max_retries: int = 3
-    """Retries of one prompt after errors that may be its own, before it is recorded failed."""
-    fleet_timeout_s: float = 60.0
-    """How long to wait at start for any server to answer /health."""
-    request_timeout_s: float = 600.0
-    """Read timeout of one request."""
-    flush_interval_s: float = 60.0
-    """A partial shard older than this is written anyway, bounding what a kill can lose."""
-    s3_wait_s: float = 3600.0
-    """How long to keep retrying an S3 that cannot be reached at start (generation goes on)."""
-    s3_lease_ttl_s: float = S3_LEASE_TTL_S
-    """How long the prefix's lease lasts after each renewal (``tui.pipeline.s3_lease``)."""
-    by_id: bool = False
-    """Accept a prompts file whose ids changed since the job started (``--resume-by-id``)."""
-    router: str | None = None
-    """Send every request to this router (``sglang-router``); ``servers`` are then its workers,
-    kept registered by ``tui.pipeline.router``."""
-    router_agents: tuple[tuple[str, str], ...] = ()
-    """With a router: the nodes' agents (base URL, the host of its servers) to take the
-    workers from, instead of probing ``servers``."""
-    agent_token: str = ""
-    """The agents' bearer token."""
 
 
 def _log(message: str) -> None:
     print(f"gpufleet generate: {message}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True, slots=True)
-class _Shard:
-    """A full buffer for the writer: shard ``number`` holding ``indices``."""
-
-    number: int
-    indices: list[int]
-    lines: list[bytes]
-
-
-@dataclass(frozen=True, slots=True)
-class _Failures:
-    """Failure records for the writer."""
-
-    records: list[bytes]
 
 
 class Pipeline:
@@ -148,14 +83,12 @@ class Pipeline:
         self._buffer_since = 0.0
         self._unwritten: set[int] = set()
         self._next_shard = 1
-        self._write_queue: asyncio.Queue[_Shard | _Failures] = asyncio.Queue()
-        self._failure_buffer: list[bytes] = []
+        self._writer: OutputWriter | None = None
         self._uploads: Uploads | None = None
         self._job: Job | None = None
         self._done_in_file = 0
         self._cordon_error: str | None = None
         self._fatal: tuple[str, int] | None = None
-        self._failed = 0
         self._state = "running"
         self._message = ""
         self._started_at = time.time()
@@ -187,6 +120,13 @@ class Pipeline:
         for note in job.notes:
             _log(note)
         self._store, self._done, self._done_in_file = job.store, job.done, job.done_in_file
+        self._writer = writer = OutputWriter(
+            job.store,
+            job.done,
+            job.failures,
+            on_committed=self._committed,
+            on_broken=self._write_failed,
+        )
         if config.s3 is not None:
             from tui.pipeline.uploads import Uploads
 
@@ -229,7 +169,7 @@ class Pipeline:
         pending = self._uploads.pending if self._uploads is not None else 0
         _log(f"{self._done_in_file} done, {todo} to generate, {pending} to upload")
         workers += [
-            asyncio.create_task(self._writer()),
+            asyncio.create_task(writer.run()),
             asyncio.create_task(self._status_loop()),
         ]
         if config.router is not None:
@@ -247,8 +187,7 @@ class Pipeline:
                 workers.append(asyncio.create_task(self._flush_timer()))
                 await self._dispatcher.run(self._pending(), todo)
             self._flush()
-            self._flush_failures()
-            await self._write_queue.join()
+            await writer.join()
             if self._fatal is None and not self._stopping and self._uploads is not None:
                 await self._uploads.drain(lambda: self._stopping)
             if self._fatal is not None:
@@ -258,8 +197,8 @@ class Pipeline:
                 self._message = "stopped by signal; durable shards kept, resume to continue"
                 return EXIT_STOPPED
             self._state = "finished"
-            if self._failed:
-                self._message = f"{self._failed} prompt(s) failed; see {self._store.failures_path}"
+            if writer.failed:
+                self._message = f"{writer.failed} prompt(s) failed; see {self._store.failures_path}"
                 return EXIT_SOME_FAILED
             self._message = "all prompts done" + (" and uploaded" if config.s3 else "")
             return EXIT_DONE
@@ -300,9 +239,11 @@ class Pipeline:
         self._message = message
 
     def _s3_fatal(self, message: str, bad_input: bool) -> None:
-        """S3 cannot be used after all (found once it answered, or never answered): stop."""
-        _log(message)
-        self._fatal = (message, EXIT_BAD_INPUT if bad_input else EXIT_FAILED_RUN)
+        """S3 cannot be used after all (found once it answered, or never answered): stop. The
+        first cause is the one told (a lease lost makes the uploads fail next), in the run's
+        last line."""
+        if self._fatal is None:
+            self._fatal = (message, EXIT_BAD_INPUT if bad_input else EXIT_FAILED_RUN)
         self.stop()
 
     def _fail(self, message: str, code: int) -> int:
@@ -343,7 +284,8 @@ class Pipeline:
             return
         self._message = f"prompt {custom_id!r} failed after {attempts} attempt(s): {reason}"
         record = error_record(custom_id, self._serial_of(position), reason, attempts)
-        self._failure_buffer.append(record)  # written with the next flush, then counted
+        assert self._writer is not None
+        self._writer.failure(record)  # written with the next flush, then counted
 
     def _input_changed(self, problem: str) -> None:
         """The prompts file changed under the run: stop, recording nothing as failed."""
@@ -367,54 +309,29 @@ class Pipeline:
         self.stop()
 
     def _flush(self) -> None:
-        self._flush_failures()
+        assert self._writer is not None
         if not self._buffer:
+            self._writer.flush_failures()
             return
         number = self._next_shard
         self._next_shard += 1
-        self._write_queue.put_nowait(_Shard(number, self._buffer_indices, self._buffer))
+        self._writer.shard(number, self._buffer_indices, self._buffer)
         self._buffer, self._buffer_indices = [], []
 
-    def _flush_failures(self) -> None:
-        if self._failure_buffer:
-            self._write_queue.put_nowait(_Failures(self._failure_buffer))
-            self._failure_buffer = []
-
     async def _flush_timer(self) -> None:
+        assert self._writer is not None
         while True:
             await asyncio.sleep(1.0)
             age = time.monotonic() - self._buffer_since
             if self._buffer and age >= self.config.flush_interval_s:
                 self._flush()
-            self._flush_failures()
+            self._writer.flush_failures()
 
-    async def _writer(self) -> None:
-        """Write what the queue holds, in order, until cancelled; after a failed write nothing
-        more (a committed shard after a lost one would be fine, but the disk is full)."""
-        assert self._job is not None
-        failures = self._job.failures
-        while True:
-            job = await self._write_queue.get()
-            try:
-                if self._fatal is not None:
-                    continue
-                if isinstance(job, _Failures):
-                    try:
-                        await asyncio.to_thread(failures.append, job.records)
-                    finally:
-                        self._failed = failures.count  # what the file holds, whole
-                    continue
-                await asyncio.to_thread(
-                    self._store.commit, self._done, job.number, job.indices, job.lines
-                )
-                self._unwritten.difference_update(job.indices)
-                self._done_in_file += len(job.indices)
-                if self._uploads is not None:
-                    self._uploads.committed(job.number)
-            except Exception as exc:  # the writer never dies: a join on it would hang for ever
-                self._write_failed(exc)
-            finally:
-                self._write_queue.task_done()
+    def _committed(self, number: int, indices: list[int]) -> None:
+        self._unwritten.difference_update(indices)
+        self._done_in_file += len(indices)
+        if self._uploads is not None:
+            self._uploads.committed(number)
 
     async def _status_loop(self) -> None:
         while True:
@@ -437,7 +354,8 @@ class Pipeline:
             self._message = f"cordon file unreadable, keeping the last cordons read: {error}"
         self._cordon_error = error
         total = self.config.prompts.valid_count
-        remaining = max(total - self._done_in_file - self._failed, 0)
+        failed = self._writer.failed if self._writer is not None else 0
+        remaining = max(total - self._done_in_file - failed, 0)
         status = PipelineStatus(
             schema=SCHEMA_VERSION,
             state=self._state,
@@ -446,7 +364,7 @@ class Pipeline:
             updated_at=time.time(),
             total=total,
             done=self._done_in_file,
-            failed=self._failed,
+            failed=failed,
             in_flight=self._dispatcher.in_flight,
             rate_1m=rate_1m,
             rate_10m=rate_10m,
