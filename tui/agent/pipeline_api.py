@@ -55,7 +55,7 @@ def _command(proc: psutil.Process, status_path: Path) -> JobCommand | None:
         cwd = proc.cwd()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
-    if not is_pipeline_of(line, status_path):
+    if not is_pipeline_of(line, status_path, cwd):
         return None
     return JobCommand(tuple(line[line.index("generate") + 1 :]), cwd)
 
