@@ -14,7 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -320,14 +320,26 @@ def read_journal(path: Path | None = None) -> JournalRead:
     entries: list[JournalEntry] = []
     skipped = 0
     problem = ""
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
-            continue
+    for number, (start, end) in enumerate(_line_spans(raw), start=1):
         try:
-            if len(line) > MAX_JOURNAL_LINE:
-                raise ValueError("line too long")
+            if end - start > MAX_JOURNAL_LINE:  # measured, never copied: damage can be huge
+                raise ValueError(f"line too long ({end - start} bytes)")
+            line = raw[start:end]
+            if not line.strip():
+                continue
             entries.append(JournalEntry.from_json(parse_json(line, finite=False)))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             skipped += 1
             problem = problem or f"{target}:{number}: {exc}"
     return JournalRead(tuple(entries), skipped, problem, partial=partial)
+
+
+def _line_spans(raw: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``raw``, without its newline."""
+    start = 0
+    while start < len(raw):
+        end = raw.find(b"\n", start)
+        if end < 0:
+            end = len(raw)
+        yield start, end
+        start = end + 1
