@@ -4,7 +4,7 @@ The red team's run: ``--out`` on a 300 KiB tmpfs; shard 3 hit ENOSPC, the writer
 status said ``running, done 200/2000`` every second for ever and SIGTERM was ignored; ENOSPC on
 ``failures.jsonl`` gave 1,843 tracebacks, a status of 2,000 failed over a file of 157 lines and a
 half, and the next run appended to the half line. Here the same runs, on a real tmpfs in a mount
-namespace of the test's own (``tests/in_tmpfs.py``; skipped where mounting is not permitted) and,
+namespace of the test's own (``bench/in_tmpfs.py``; skipped where mounting is not permitted) and,
 needing no root, under ``RLIMIT_FSIZE`` (the file size limit fails a write as a full disk does):
 the job stops by itself, ``failed`` with one line naming the file, exit 1; what it counted is
 what the files hold, whole lines only; a resume on a disk with room finishes every prompt once.
@@ -20,14 +20,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pipeline_helpers import (
-    HERE,
     REPO,
     S3_ENV,
     ProcessServer,
@@ -39,6 +37,7 @@ from pipeline_helpers import (
     write_batch,
 )
 
+from bench import in_tmpfs
 from tui.pipeline.done_record import DoneRecord
 from tui.pipeline.status import read_status
 
@@ -49,22 +48,8 @@ IDS = [f"q-{i}-{'x' * 40}" for i in range(PROMPTS)]
 """Ids long enough that a shard of 200 is ~150 KB: the 300 KiB tmpfs fills at shard 2 or 3."""
 
 
-@functools.cache
-def tmpfs_permitted() -> bool:
-    """Whether this user may mount a tmpfs in a mount namespace of its own."""
-    if shutil.which("unshare") is None or shutil.which("mount") is None:
-        return False
-    with tempfile.TemporaryDirectory() as probe:
-        argv = ["unshare", "-m", "--propagation", "private", "--"]
-        argv += ["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", probe]
-        try:
-            return subprocess.run(argv, capture_output=True, timeout=20).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-
-
 needs_tmpfs = pytest.mark.skipif(
-    not tmpfs_permitted(), reason="mounting a tmpfs in a mount namespace is not permitted here"
+    not in_tmpfs.permitted(), reason="mounting a tmpfs in a mount namespace is not permitted here"
 )
 
 
@@ -88,11 +73,14 @@ def _in_tmpfs(
     """Run ``argv`` with a tmpfs of ``size`` on ``out``; its files come back in ``out``."""
     out.mkdir(exist_ok=True)
     copy = tmp_path / "copied"
-    wrapper = ["unshare", "-m", "--propagation", "private", "--", sys.executable]
-    wrapper += [str(HERE / "in_tmpfs.py"), size, str(out), str(copy), "--"]
     env = {**os.environ, **S3_ENV}
     done = subprocess.run(
-        [*wrapper, *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        [*in_tmpfs.wrapper(size, out, copy), *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     shutil.copytree(copy, out, dirs_exist_ok=True)
     return done

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 from operator_helpers import cleaned, leftovers, write_profiles
-from pipeline_helpers import HERE, REPO
+from pipeline_helpers import REPO
 from test_pipeline_full_disk import needs_tmpfs
 
+from bench import in_tmpfs
 from tui import paths
 from tui.ops.cli import apply as apply_cli
 from tui.ops.cli import sim_fleet as sim_fleet_cli
@@ -49,9 +50,8 @@ def test_a_full_state_tmpfs_is_refused_in_one_line(
 ) -> None:
     state = paths.state_dir()
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
-    wrapper = ["unshare", "-m", "--propagation", "private", "--", sys.executable]
-    wrapper += [str(HERE / "in_tmpfs.py"), "256k", str(state), str(tmp_path / "copied"), "--full"]
-    argv = [*wrapper, "--", sys.executable, "-m", "tui", *COMMANDS[command]]
+    wrapper = in_tmpfs.wrapper("256k", state, tmp_path / "copied", full=True)
+    argv = [*wrapper, sys.executable, "-m", "tui", *COMMANDS[command]]
     done = subprocess.run(
         argv, cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=90
     )

@@ -1,7 +1,8 @@
 """Run a command with a small tmpfs on a directory, in a mount namespace of its own: a real full
 disk for one test, seen by nobody else and gone when the command ends.
 
-``unshare -m --propagation private -- python tests/in_tmpfs.py SIZE DIR COPY [--full] -- ARGV...``
+``unshare -m --propagation private -- python bench/in_tmpfs.py SIZE DIR COPY [--full] -- ARGV...``
+(``wrapper`` builds that prefix; ``permitted`` says whether this user may mount one at all)
 mounts a tmpfs of SIZE (e.g. ``300k``) on DIR (copying in what DIR held), with ``--full`` fills it
 to the last byte (a file ``.filler``), runs ARGV to its end, copies what DIR holds to COPY
 (outside the namespace the tmpfs cannot be seen) and exits with ARGV's status. The command
@@ -13,11 +14,35 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+
+@functools.cache
+def permitted() -> bool:
+    """Whether this user may mount a tmpfs in a mount namespace of its own (root, or a user
+    namespace that allows it); tests and attack rows that need one are skipped otherwise."""
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return False
+    with tempfile.TemporaryDirectory() as probe:
+        argv = ["unshare", "-m", "--propagation", "private", "--"]
+        argv += ["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", probe]
+        try:
+            return subprocess.run(argv, capture_output=True, timeout=20).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+
+
+def wrapper(size: str, directory: Path, copy: Path, *, full: bool = False) -> list[str]:
+    """The argv prefix that runs a command (appended after it) with a ``size`` tmpfs on
+    ``directory``, filled first when ``full``; its files come back in ``copy``."""
+    argv = ["unshare", "-m", "--propagation", "private", "--", sys.executable, __file__]
+    return [*argv, size, str(directory), str(copy), *(["--full"] if full else []), "--"]
 
 
 def _fill(directory: str) -> None:
