@@ -116,6 +116,13 @@ def _trusted(path: str, st: os.stat_result) -> str | None:
     return None
 
 
+_TRUSTED: set[str] = set()
+"""Directories found trusted by this process, with every directory above them. Kept: once they
+are, only this user or root could make them otherwise (an attacker would need to own or write
+one of them already), so a write every second (the status document) walks them once."""
+_TRUSTED_MOST = 4096
+
+
 def check_dir(directory: str | Path) -> None:
     """Refuse a directory where another user could put a link in gpufleet's way.
 
@@ -125,10 +132,15 @@ def check_dir(directory: str | Path) -> None:
         UnsafePath: it, or a directory above it, is owned by another user (not root) or is
             writable by group or others without the sticky bit; or it is not a directory.
     """
+    key = os.path.abspath(directory)
+    if key in _TRUSTED:
+        return
+    complete = True
     for path in _directories(directory):
         try:
             st = os.stat(path)
         except FileNotFoundError:
+            complete = False  # made later: checked again then
             continue
         except OSError as exc:
             raise UnsafePath(path, f"cannot be checked ({exc.strerror or exc})") from None
@@ -141,6 +153,8 @@ def check_dir(directory: str | Path) -> None:
                 f"{problem}: another user could swap the files gpufleet writes there; refused "
                 "(write elsewhere, or make it the user's own and not group/world-writable)",
             )
+    if complete and len(_TRUSTED) < _TRUSTED_MOST:
+        _TRUSTED.add(key)
 
 
 def make_dir(directory: str | Path, mode: int = 0o755) -> Path:

@@ -81,7 +81,8 @@ def gpu_dir(root: Path, index: int) -> Path:
 
 def _atomic_write_json(path: Path, payload: dict[str, object]) -> None:
     # Telemetry, rewritten many times a second: atomic, not fsynced (a reboot ends the sim).
-    make_dir(path.parent)
+    if not path.parent.is_dir():
+        make_dir(path.parent)
     replace_file(path, json.dumps(payload).encode(), durable=False)
 
 
