@@ -147,15 +147,19 @@ def test_a_dangling_link_never_creates_its_target(tmp_path: Path) -> None:
     assert not planted.exists() and not (tmp_path / "planted-db").exists()
 
 
-def test_generate_refuses_a_linked_lock_in_one_line(tmp_path: Path, victim: Path) -> None:
-    """The red team's reproduction, as the command runs it: exit 2, one line, the root 0600 file
-    whole (it used to be emptied)."""
+@pytest.mark.parametrize("detach", [False, True], ids=["run", "--detach"])
+def test_generate_refuses_a_linked_lock_in_one_line(
+    tmp_path: Path, victim: Path, detach: bool
+) -> None:
+    """The red team's reproduction, as the command runs it (and as --detach checks it before
+    starting the job): exit 2, one line, the root 0600 file whole (it used to be emptied)."""
     out = tmp_path / "out"
     out.mkdir()
     (out / ".gpufleet-generate.lock").symlink_to(victim)
     prompts = write_batch(tmp_path / "prompts.jsonl", ["a", "b"])
     argv = [sys.executable, "-m", "tui", "generate", "--prompts", str(prompts), "--out", str(out)]
     argv += ["--status", str(tmp_path / "status.json"), "--server", "http://127.0.0.1:9"]
+    argv += ["--detach", "--log", str(tmp_path / "job.log")] if detach else []
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()

@@ -24,12 +24,13 @@ from urllib.parse import urlsplit
 
 from tui import paths
 from tui.cli_args import ArgumentParser, number
+from tui.outputs import write_problem
 from tui.pipeline import inputs
 from tui.pipeline.detach import start_detached
 from tui.pipeline.fleet_urls import connect_host, server_urls
 from tui.pipeline.inputs import InputError
 from tui.pipeline.job import JobRefused
-from tui.pipeline.out_lock import OutDirBusy, OutDirLock
+from tui.pipeline.out_lock import LOCK_NAME, OutDirBusy, OutDirLock
 from tui.pipeline.prompts import (
     DEFAULT_MAX_LINE_BYTES,
     MAX_LINE_BYTES_RANGE,
@@ -226,6 +227,8 @@ def _detach(args: argparse.Namespace, argv: Sequence[str]) -> int:
         OutDirLock.acquire(args.out).release()
     except OutDirBusy as exc:
         raise InputError(f"--out={args.out}: {exc}") from None
+    except OSError as exc:  # a link in the lock's place, a full disk
+        raise InputError(f"--out={args.out}: {write_problem(args.out / LOCK_NAME, exc)}") from None
     pid = start_detached([a for a in argv if a != "--detach"], log)
     print(pid)
     return 0
