@@ -161,12 +161,19 @@ class Workspace:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
         return env
 
-    def cli(self, args: list[str], timeout: float = 60.0, profiles: Path | None = None) -> Run:
+    def cli(
+        self,
+        args: list[str],
+        timeout: float = 60.0,
+        profiles: Path | None = None,
+        wrap: list[str] | None = None,
+    ) -> Run:
         """``gpufleet ARGS`` in its own session, bounded by ``timeout`` and the address-space
-        limit; a command that outlives the deadline is killed with its session (it is ours)."""
+        limit; a command that outlives the deadline is killed with its session (it is ours).
+        ``wrap``: a command that runs it (``bench.in_tmpfs.wrapper``: on a small tmpfs)."""
         start = time.monotonic()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tui", *args],
+            [*(wrap or []), sys.executable, "-m", "tui", *args],
             cwd=ROOT,
             env=self.env(profiles),
             stdin=subprocess.DEVNULL,
@@ -184,6 +191,11 @@ class Workspace:
                 os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate(timeout=10)
             rc = None
+        return self.run_of(args, rc, out, err, start)
+
+    def run_of(self, args: list[str], rc: int | None, out: str, err: str, start: float) -> Run:
+        """The ``Run`` of ``gpufleet ARGS`` started at ``start`` (monotonic), the workspace's
+        paths shown as ``$WS``."""
         here = str(self.root)  # the table names the workspace $WS
         shown = ["gpufleet", *(a.replace(here, "$WS") for a in args)]
         return Run(

@@ -7,7 +7,10 @@ truly foreign process recorded: refused, non-zero, journalled; the console's Sto
 tmux test), ``locks`` (another process, and another uid, holding a state file's lock),
 ``state`` (version 99, an invalid current profile, the journal a directory), ``agent`` (paths,
 loader variables, scopes, a 400 MiB body), ``inputs`` (a FIFO and /dev/zero for every file
-input and as the fleet state) and ``damaged`` (the agent on a damaged fleet state).
+input and as the fleet state), ``damaged`` (the agent on a damaged fleet state) and ``files``
+(issue 36's, ``bench.attacks_files``: links where gpufleet writes, a directory anyone can write,
+a full disk, two jobs on one S3 prefix, a prompts file rewritten under a job, a 300 MiB journal,
+a GPU that left the fleet, a job started with a relative ``--status``).
 
 Every command runs under a deadline (a hang is a row saying HUNG), every fleet and helper process
 is stopped at the end, also on error, and nothing but 127.0.0.1 is ever addressed. pgid 1 is
@@ -43,6 +46,7 @@ from bench.attack_kit import (
     started,
     table,
 )
+from bench.attacks_files import files_rows
 from bench.simfleet import FAST_APPLY
 
 ROLLOUT = ["--no-measure", "--timeout", "60", "--term-timeout", "5", "--release-timeout", "20"]
@@ -327,7 +331,7 @@ def state_rows(ws: Workspace) -> list[Row]:
     return rows
 
 
-PARTS = ("pgid", "clock", "locks", "state", "agent", "inputs", "damaged")
+PARTS = ("pgid", "clock", "locks", "state", "agent", "inputs", "damaged", "files")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -360,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             "agent": lambda: agent_rows(space("agent", 1)),
             "inputs": lambda: input_rows(work / "inputs"),
             "damaged": lambda: damaged_rows(work / "damaged"),
+            "files": lambda: files_rows(work),
         }
         for part in args.only:
             t0 = time.monotonic()

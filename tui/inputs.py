@@ -140,6 +140,32 @@ def read_bytes(path: str | Path, limit: int, what: str) -> bytes:
     return raw
 
 
+def read_tail(path: str | Path, limit: int, what: str) -> tuple[bytes, int]:
+    """The newest whole lines of a regular file, at most ``limit`` bytes of them: all of it
+    when it is no larger, else its last ``limit`` bytes from their first newline on (an
+    append-only record grown past its bound is read by its end, never refused).
+
+    Returns:
+        (the bytes, the file's size): the caller says what was left unread.
+
+    Raises:
+        FileNotFoundError: it does not exist.
+        InputError: not a regular file, or unreadable.
+    """
+    fd = open_regular(path, what)
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        try:
+            size = os.fstat(fd).st_size
+            if size <= limit:
+                return _read_upto(handle, size, limit), size
+            handle.seek(size - limit)
+            raw = _read_upto(handle, limit, limit)
+        except OSError as exc:
+            raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
+    cut = raw.find(b"\n")
+    return (raw[cut + 1 :] if cut >= 0 else b""), size
+
+
 def _read_upto(handle: io.RawIOBase, size: int, most: int) -> bytes:
     """At most ``most`` bytes of ``handle``, asking for what ``size`` (its fstat) says is there.
 

@@ -12,6 +12,7 @@ why in one line. Every step holds the pid file's lock, so two starts at once sta
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import time
@@ -33,6 +34,7 @@ from tui.agent.pidfile import (
     write_record,
 )
 from tui.inputs import InputError, open_stream
+from tui.outputs import make_dir, open_log
 from tui.state.files import StateFileError
 from tui.state.locks import locked
 
@@ -109,9 +111,9 @@ def start(launch: Launch) -> Outcome:
 
 def _start(launch: Launch, path: Path) -> Outcome:
     log = log_file()
-    log.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(log.parent)
     offset = log.stat().st_size if log.exists() else 0
-    with open(log, "ab") as out:
+    with os.fdopen(open_log(log), "ab") as out:
         child = subprocess.Popen(
             launch.argv,
             stdin=subprocess.DEVNULL,

@@ -18,6 +18,7 @@ says so in one line and what to run instead. Both are journalled on the node.
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -34,6 +35,7 @@ from tui.agent.requests import BadRequest, json_body
 from tui.ops.entries import simple_entry
 from tui.ops.journal import append
 from tui.ops.pipeline import find_pipelines, is_pipeline_of, stop_pipelines
+from tui.outputs import make_dir, open_log
 from tui.paths import pipeline_status_file
 
 
@@ -53,15 +55,15 @@ def _command(proc: psutil.Process, status_path: Path) -> JobCommand | None:
         cwd = proc.cwd()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
-    if not is_pipeline_of(line, status_path):
+    if not is_pipeline_of(line, status_path, cwd):
         return None
     return JobCommand(tuple(line[line.index("generate") + 1 :]), cwd)
 
 
 def _start(command: JobCommand, log_path: Path) -> subprocess.Popen[bytes]:
     """Run the job's command again in its own session (like ``generate --detach``)."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    make_dir(log_path.parent)
+    with os.fdopen(open_log(log_path), "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "tui", "generate", *command.options],
             cwd=command.cwd,

@@ -127,6 +127,7 @@ def read_routes(agent: Agent, guarded: Callable[..., Any]) -> list[Route]:
                     "entries": [encode(e) for e in read.entries[-last:]],
                     "skipped": read.skipped,
                     "unreadable": read.unreadable,
+                    "partial": read.partial,
                 }
             )
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from tui import paths
+from tui.outputs import make_dir, open_log
 
 
 def search_log() -> Path:
@@ -28,8 +30,8 @@ def start_detached(argv: Sequence[str]) -> subprocess.Popen[bytes]:
         The started process (its output appended to ``search_log()``).
     """
     log = search_log()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    make_dir(log.parent)
+    with os.fdopen(open_log(log), "ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "tui", "autotune", "start", *argv],
             stdin=subprocess.DEVNULL,

@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 
 from tui.inputs import InputError, open_stream
+from tui.outputs import create_new, make_dir, write_problem
 from tui.servers.procinfo import LAUNCH_ID_ENV, boot_id, start_ticks
 from tui.state.fleet_state import ProcessRecord, put_record, remove_record
 
@@ -30,7 +31,8 @@ def rotate_log(path: Path, keep: int = LOG_KEEP) -> None:
         path: the log about to be reused.
         keep: how many old logs to keep (0 keeps none).
     """
-    if not path.exists():
+    # lexists, rename and unlink act on a link itself, never on what it points to.
+    if not os.path.lexists(path):
         return
     if keep <= 0:
         path.unlink()
@@ -39,7 +41,7 @@ def rotate_log(path: Path, keep: int = LOG_KEEP) -> None:
     oldest.unlink(missing_ok=True)
     for n in range(keep - 1, 0, -1):
         older = path.with_name(f"{path.name}.{n}")
-        if older.exists():
+        if os.path.lexists(older):
             older.rename(path.with_name(f"{path.name}.{n + 1}"))
     path.rename(path.with_name(f"{path.name}.1"))
 
@@ -104,10 +106,17 @@ def launch(
     """
     if not argv:
         raise LaunchError("empty argv: nothing to launch")
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    rotate_log(log_path)
+    try:
+        make_dir(log_path.parent)
+        rotate_log(log_path)
+        # O_EXCL on the name the rotation freed: a link put there since is refused, not followed.
+        fd = create_new(log_path, 0o644)
+    except OSError as exc:
+        raise LaunchError(
+            f"GPU {gpu}: cannot start its log: {write_problem(log_path, exc)}"
+        ) from None
     launch_id = uuid.uuid4().hex
-    with open(log_path, "wb") as log:
+    with os.fdopen(fd, "wb") as log:
         try:
             popen = subprocess.Popen(
                 list(argv),

@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tui.inputs import read_json
+from tui.outputs import make_dir, replace_file
 
 GIB = 1024**3
 
@@ -80,15 +80,10 @@ def gpu_dir(root: Path, index: int) -> Path:
 
 
 def _atomic_write_json(path: Path, payload: dict[str, object]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(payload, handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # Telemetry, rewritten many times a second: atomic, not fsynced (a reboot ends the sim).
+    if not path.parent.is_dir():
+        make_dir(path.parent)
+    replace_file(path, json.dumps(payload).encode(), durable=False)
 
 
 def ensure_device(root: Path, index: int, kind: str) -> SimDevice:

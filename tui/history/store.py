@@ -23,13 +23,18 @@ Blocking: call from threads (one connection, shared under a lock).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from tui.outputs import UnsafePath, make_dir, write_reason
 
 SCHEMA_VERSION = 1
 """Written in the file's ``user_version``; another version is refused, not migrated blindly."""
@@ -112,9 +117,17 @@ class HistoryStore:
         self._series: dict[tuple[int, str], int] = {}
         try:
             if isinstance(path, Path):
-                path.parent.mkdir(parents=True, exist_ok=True)
+                # SQLite opens what the name points to: a link, or another user's file, is
+                # refused here first (the directory checked: nobody else can put one there).
+                make_dir(path.parent)
+                with contextlib.suppress(FileNotFoundError):
+                    st = os.lstat(path)
+                    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                        raise UnsafePath(path, "is not a regular file of this user: refused")
             self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=10.0)
             self._open()
+        except OSError as error:
+            raise HistoryError(f"{path}: cannot be used ({write_reason(error)})") from None
         except sqlite3.Error as error:
             raise HistoryError(f"{path}: not a usable history database ({error})") from None
 

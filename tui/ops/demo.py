@@ -8,15 +8,14 @@ console with "keep" and opening it again shows the same processes.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from tui import paths
 from tui.fleet.spec import FleetSpec
 from tui.ops.pipeline import PipelineConfig, find_pipelines
+from tui.outputs import make_dir, replace_file
 from tui.pipeline.fleet_urls import server_urls
 from tui.pipeline.status import read_status
 from tui.profiles import Profile, log_path_for
@@ -140,19 +139,13 @@ def ensure_prompts(path: Path, count: int = DEMO_PROMPTS) -> bool:
     """
     if path.exists():
         return False
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent)
     lines = []
     for i in range(count):
         text = f"Prompt {i}: explain {TOPICS[i % len(TOPICS)]} in {3 + i % 5} paragraphs."
         lines.append(json.dumps({"messages": [{"role": "user", "content": text}]}))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write("\n".join(lines) + "\n")
-        os.replace(tmp, path)  # a half-written set is never seen as the demo's prompts
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # Replaced whole: a half-written set is never seen as the demo's prompts.
+    replace_file(path, ("\n".join(lines) + "\n").encode(), mode=0o644)
     return True
 
 

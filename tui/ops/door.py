@@ -33,6 +33,7 @@ from tui.rollout.canary import (
 from tui.rollout.rollout import (
     RolloutOptions,
 )
+from tui.state.files import check_room
 from tui.state.fleet_state import (
     profile_of,
     read_fleet,
@@ -220,8 +221,10 @@ class OpsBase:
         """Before anything is stopped: the journal must be writable, and the fleet state's and
         the cordons' locks are taken (in that order, after the operation lock) and kept until
         the operation ends. A holder that never lets go then costs a refusal naming it, never a
-        server stopped and left cordoned while its record waits on a lock for ever."""
+        server stopped and left cordoned while its record waits on a lock for ever. A full state
+        directory is a refusal too, for the same reason."""
         check_journal()
+        check_room(paths.state_dir())
         locks = (paths.fleet_state_file(), paths.cordon_file())
         held.enter_context(hold(locks, self.options.state_lock_s))
 

@@ -11,20 +11,24 @@ skipped and counted, so neither the CLI nor the console can be brought down by t
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tui import paths
-from tui.inputs import JOURNAL_LIMIT, InputError, kind_of, parse_json, read_bytes
+from tui.inputs import JOURNAL_LIMIT, InputError, parse_json, read_tail
+from tui.outputs import UnsafePath, append_record, open_writable, write_reason
 from tui.state.private import ensure_private_dir
 
 SCHEMA = 2
 
+ROTATE_BYTES = 128 << 20
+"""A journal this large is moved aside (``journal.jsonl.1``) before the next append, so every
+reader reads it whole (``JOURNAL_LIMIT`` is 256 MiB): ~500 weeks of a 41-hour job's entries."""
 MAX_JOURNAL_LINE = 4 << 20
 """A line longer than this is damage, not an entry (a 7-GPU apply is a few KB)."""
 
@@ -200,6 +204,9 @@ class JournalRead:
     """The first skipped line's number and why (empty when none was skipped)."""
     unreadable: str = ""
     """Why the journal itself could not be read (not a regular file, no permission): ''."""
+    partial: str = ""
+    """What was left unread of a journal over ``JOURNAL_LIMIT`` (its newest entries were read),
+    in words: ''."""
 
 
 class JournalError(RuntimeError):
@@ -208,23 +215,52 @@ class JournalError(RuntimeError):
 
 
 def _open_for_append(target: Path) -> int:
-    """The journal opened to append (created 0600): never a FIFO, device or directory.
+    """The journal opened to append (created 0600, ``tui.outputs.open_writable``): never a
+    link, a FIFO, a device or a directory.
 
     Raises:
         JournalError: it cannot be opened, or is not a regular file (naming it).
     """
-    ensure_private_dir(target.parent)
-    # Read-write: the last byte is read (pread) to tell whether the previous line was torn.
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(target, flags, 0o600)
+        ensure_private_dir(target.parent)
+        # Read-write: the last byte is read (pread) to tell whether the previous line was torn.
+        return open_writable(target, append=True)
+    except UnsafePath as exc:
+        if exc.path == target and "not a regular file" in exc.problem:
+            kind = exc.problem.split(",", 1)[0].removeprefix("is ")
+            raise JournalError(f"{target}: is {kind}, not a journal") from None
+        raise JournalError(f"{target}: cannot be written ({exc.problem})") from None
     except OSError as exc:
-        raise JournalError(f"{target}: cannot be written ({exc.strerror or exc})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise JournalError(f"{target}: is {kind_of(st.st_mode)}, not a journal")
-    return fd
+        raise JournalError(f"{target}: cannot be written ({write_reason(exc)})") from None
+
+
+def rotated(path: Path) -> Path:
+    """Where a journal grown past ``ROTATE_BYTES`` is kept: ``journal.jsonl.1``."""
+    return path.with_name(path.name + ".1")
+
+
+def _rotate_if_large(fd: int, target: Path) -> int:
+    """Move a journal past ``ROTATE_BYTES`` aside (``journal.jsonl.1``, replacing an older one)
+    and open a new one; returns the descriptor to append to (``fd`` itself, or a new one with
+    ``fd`` closed).
+
+    Under an ``flock`` of the old file, and only while its name still names it: two appenders
+    never rotate twice (the second would put a fresh journal over the kept one). A journal that
+    cannot be moved keeps growing; readers read its newest entries.
+    """
+    if os.fstat(fd).st_size < ROTATE_BYTES:
+        return fd
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        if os.fstat(fd).st_ino == os.stat(target).st_ino:
+            os.replace(target, rotated(target))
+    except OSError:
+        return fd
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    fresh = _open_for_append(target)  # raises with ``fd`` still open: the caller closes it
+    os.close(fd)
+    return fresh
 
 
 def check_journal(path: Path | None = None) -> None:
@@ -256,12 +292,15 @@ def append(entry: JournalEntry, path: Path | None = None) -> Path:
     data = (json.dumps(entry.to_json(), default=str) + "\n").encode()
     fd = _open_for_append(target)
     try:
+        fd = _rotate_if_large(fd, target)
         # A torn previous line (crash mid-write) must not swallow this entry: start on a new line.
         size = os.fstat(fd).st_size
         if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        os.write(fd, data)
+        append_record(fd, data)
         os.fsync(fd)
+    except OSError as exc:
+        raise JournalError(f"{target}: cannot be written ({write_reason(exc)})") from None
     finally:
         os.close(fd)
     return target
@@ -278,7 +317,7 @@ def read_journal(path: Path | None = None) -> JournalRead:
     """
     target = path or paths.journal_file()
     try:
-        raw = read_bytes(target, JOURNAL_LIMIT, "a journal")
+        raw, size = read_tail(target, JOURNAL_LIMIT, "a journal")
     except FileNotFoundError:
         return JournalRead((), 0)
     except InputError as exc:
@@ -286,17 +325,36 @@ def read_journal(path: Path | None = None) -> JournalRead:
         if problem.startswith("is ") and "not a journal" in problem:
             problem = f"not a regular file, not a journal ({problem})"
         return JournalRead((), 0, unreadable=f"{target}: {problem}")
+    partial = ""
+    if size > JOURNAL_LIMIT:
+        partial = (
+            f"{target} is {size / (1 << 20):.0f} MiB: its newest {JOURNAL_LIMIT >> 20} MiB were "
+            f"read, older entries left out (gpufleet now moves it to {rotated(target).name} past "
+            f"{ROTATE_BYTES >> 20} MiB)"
+        )
     entries: list[JournalEntry] = []
     skipped = 0
     problem = ""
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
-            continue
+    for number, (start, end) in enumerate(_line_spans(raw), start=1):
         try:
-            if len(line) > MAX_JOURNAL_LINE:
-                raise ValueError("line too long")
+            if end - start > MAX_JOURNAL_LINE:  # measured, never copied: damage can be huge
+                raise ValueError(f"line too long ({end - start} bytes)")
+            line = raw[start:end]
+            if not line.strip():
+                continue
             entries.append(JournalEntry.from_json(parse_json(line, finite=False)))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             skipped += 1
             problem = problem or f"{target}:{number}: {exc}"
-    return JournalRead(tuple(entries), skipped, problem)
+    return JournalRead(tuple(entries), skipped, problem, partial=partial)
+
+
+def _line_spans(raw: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``raw``, without its newline."""
+    start = 0
+    while start < len(raw):
+        end = raw.find(b"\n", start)
+        if end < 0:
+            end = len(raw)
+        yield start, end
+        start = end + 1

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tui.control.adopt import ConfirmedServer, check_port_adopting
+from tui.control.identity import IdentityMismatch, verify
 from tui.control.launch import LaunchError, check_started, launch
 from tui.control.preflight import (
     PreflightError,
@@ -35,13 +36,34 @@ from tui.ops.journal import append
 from tui.ops.target import launch_spec
 from tui.profiles import Profile, load_named
 from tui.state.fleet_state import (
+    FleetState,
     GpuState,
+    forget_gpus,
     read_fleet,
     record_outcome,
 )
 
 if TYPE_CHECKING:
     from tui.ops.pipeline import PipelineConfig
+
+
+def _verified_servers(state: FleetState, gpus: Sequence[int]) -> list[str]:
+    """'GPU 3: pid 4242 on port 30003 runs' for each of ``gpus`` whose recorded server runs and
+    is verified as the one launched (a stranger at its pid is a stale record: forgettable)."""
+    running = []
+    for gpu in gpus:
+        server = state[gpu].server
+        if server is None:
+            continue
+        try:
+            alive = verify(server).alive
+        except IdentityMismatch:
+            alive = False
+        if alive:
+            running.append(
+                f"GPU {gpu}: the fleet's server pid {server.pid} on port {server.port} runs"
+            )
+    return running
 
 
 class LifecycleOps(OpsBase):
@@ -182,6 +204,41 @@ class LifecycleOps(OpsBase):
         state = await asyncio.to_thread(read_fleet)
         gpus = sorted(g for g, s in state.items() if s.server is not None or s.port is not None)
         return await self.kill(gpus, on_event, mode, confirmed=confirmed, drain_s=drain_s)
+
+    # --- forget a GPU -----------------------------------------------------------------------------
+
+    async def forget(self, gpus: Sequence[int]) -> None:
+        """Remove ``gpus`` from the fleet state (their port, profiles, launches and record): a
+        GPU gone from the machine or from the fleet no longer counts as down for ever.
+
+        Raises:
+            OperationBusy: another operation holds the fleet.
+            OperationError: a GPU is not in the fleet state, or a verified server of the fleet
+                runs on it (it must be stopped first: forgetting it would leave it unmanaged);
+                nothing was changed.
+        """
+        targets = tuple(sorted(set(gpus)))
+        what = f"forget GPUs {gpus_text(targets)}"
+        async with self._operation(what, targets, None):
+            started = time.time()
+            state = await asyncio.to_thread(read_fleet)
+            unknown = [gpu for gpu in targets if gpu not in state]
+            if unknown:
+                known = gpus_text(sorted(state)) if state else "none"
+                raise OperationError(
+                    f"GPU {gpus_text(unknown)}: not in the fleet state (its GPUs: {known})"
+                )
+            running = await asyncio.to_thread(_verified_servers, state, targets)
+            if running:
+                raise OperationError(
+                    f"refused: {'; '.join(running)}: stop it first "
+                    f"(gpufleet sim-fleet stop --gpus {','.join(str(g) for g in targets)}); "
+                    "nothing was forgotten"
+                )
+            await asyncio.to_thread(forget_gpus, targets)
+            summary = f"forgot GPU {gpus_text(targets)}: no longer part of the fleet"
+            entry = simple_entry("forget", started, time.time(), True, targets, self.by, summary)
+            await self._journal(entry, None, what)
 
     # --- start a fleet ----------------------------------------------------------------------------
 

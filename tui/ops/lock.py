@@ -14,7 +14,6 @@ import contextlib
 import fcntl
 import json
 import os
-import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import psutil
 
 from tui import paths
 from tui.inputs import HOLDER_LIMIT, kind_of, parse_json
+from tui.outputs import UnsafePath, clear_holder, open_writable, write_holder, write_reason
 from tui.state.private import ensure_private_dir
 
 
@@ -75,30 +75,32 @@ def _me() -> tuple[int, float]:
 
 
 def _open(target: Path, create: bool) -> int:
-    """The lock file, 0600 in the private state directory; a FIFO or device in its place is
-    refused (reading its holder would block for ever).
+    """The lock file, 0600 in the private state directory (``tui.outputs.open_lock``: a link
+    in its place is refused, never followed; the file is never truncated); a FIFO or device in
+    its place is refused (reading its holder would block for ever).
 
     Raises:
         FileNotFoundError: it does not exist and ``create`` is False.
         OperationBusy: it cannot be used as a lock file (naming it).
     """
-    if create:
-        ensure_private_dir(target.parent)
-    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_CREAT if create else 0)
     try:
-        handle = os.open(target, flags, 0o600)
+        if create:
+            ensure_private_dir(target.parent)
+        handle = open_writable(target, create=create)
     except FileNotFoundError:
         raise
+    except UnsafePath as exc:
+        if exc.path == target and exc.problem.startswith("is not a regular file"):
+            try:
+                mode = os.stat(target).st_mode
+            except OSError:
+                mode = 0
+            raise OperationBusy(f"{target}: is {kind_of(mode)}, not a lock file: refused") from None
+        raise OperationBusy(f"{target}: cannot be used as the lock ({exc.problem})") from None
     except OSError as exc:
-        raise OperationBusy(
-            f"{target}: cannot be used as the lock ({exc.strerror or exc})"
-        ) from None
-    st = os.fstat(handle)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(handle)
-        raise OperationBusy(f"{target}: is {kind_of(st.st_mode)}, not a lock file: refused")
+        raise OperationBusy(f"{target}: cannot be used as the lock ({write_reason(exc)})") from None
     with contextlib.suppress(OSError):  # made 0644 by an earlier version
-        if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+        if os.fstat(handle).st_mode & 0o077:
             os.fchmod(handle, 0o600)
     return handle
 
@@ -141,19 +143,20 @@ def operation_lock(operation: str, path: Path | None = None) -> Iterator[Acquire
         previous = _read_holder(handle)
         pid, create_time = _me()
         me = Holder(operation, pid, create_time, time.time())
-        os.ftruncate(handle, 0)
-        os.lseek(handle, 0, os.SEEK_SET)
-        os.write(
-            handle,
-            json.dumps(
-                {"operation": operation, "pid": pid, "create_time": create_time, "since": me.since}
-            ).encode(),
-        )
+        record = {"operation": operation, "pid": pid, "create_time": create_time, "since": me.since}
+        try:
+            write_holder(handle, json.dumps(record).encode())
+        except OSError as exc:  # a full state disk: refused before anything is stopped
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            raise OperationBusy(
+                f"{target}: cannot record the operation's holder ({write_reason(exc)}): refused"
+            ) from None
         stale = previous if previous is not None and not previous.alive() else None
         try:
             yield Acquired(me, stale)
         finally:
-            os.ftruncate(handle, 0)
+            with contextlib.suppress(OSError):
+                clear_holder(handle)
             fcntl.flock(handle, fcntl.LOCK_UN)
     finally:
         os.close(handle)

@@ -9,6 +9,7 @@ scanned too, since the document does not exist until the pipeline's first write.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import psutil
 
+from tui.outputs import make_dir
 from tui.pipeline.detach import start_detached
 from tui.pipeline.status import read_status
 
@@ -53,15 +55,18 @@ class PipelineConfig:
         return out + list(self.extra_args)
 
 
-def is_pipeline_of(cmdline: Sequence[str], status_path: Path) -> bool:
+def is_pipeline_of(cmdline: Sequence[str], status_path: Path, cwd: str | None = None) -> bool:
     """Whether ``cmdline`` is a ``gpufleet generate`` run writing ``status_path``.
 
     Args:
         cmdline: A process's command line.
-        status_path: The status document the console watches.
+        status_path: The status document the console watches (absolute).
+        cwd: The process's working directory: a relative ``--status`` is relative to it (a job
+            started as ``generate --status status.json`` writes the same file).
 
     Returns:
-        True for ``... tui generate ... --status STATUS`` (or the ``gpufleet`` entry point).
+        True for ``... tui generate ... --status STATUS`` (or ``--status=STATUS``, or the
+        ``gpufleet`` entry point).
     """
     args = list(cmdline)
     if "generate" not in args or "--detach" in args:
@@ -69,19 +74,41 @@ def is_pipeline_of(cmdline: Sequence[str], status_path: Path) -> bool:
     head = args[: args.index("generate")]
     if not any(a == "tui" or Path(a).name == "gpufleet" for a in head):
         return False
-    try:
-        return Path(args[args.index("--status") + 1]) == status_path
-    except (ValueError, IndexError):
+    given = _status_option(args[args.index("generate") + 1 :])
+    if given is None:
         return False
+    path = Path(given)
+    if not path.is_absolute():
+        if cwd is None:
+            return path == status_path
+        path = Path(cwd) / path
+    return os.path.normpath(path) == os.path.normpath(status_path.absolute())
 
 
-def _cmdline(proc: psutil.Process) -> list[str] | None:
+def _status_option(options: Sequence[str]) -> str | None:
+    """The value of the last ``--status`` in ``options`` (argparse's rule), or None."""
+    found = None
+    for index, arg in enumerate(options):
+        if arg == "--status" and index + 1 < len(options):
+            found = options[index + 1]
+        elif arg.startswith("--status="):
+            found = arg.removeprefix("--status=")
+    return found
+
+
+def _cmdline(proc: psutil.Process) -> tuple[list[str], str | None] | None:
+    """A live process's command line and working directory (None: gone, a zombie, or not
+    readable; the directory is None when only it cannot be read)."""
     try:
         if proc.status() == psutil.STATUS_ZOMBIE:
             return None
-        return proc.cmdline()
+        line = proc.cmdline()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
+    try:
+        return line, proc.cwd()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return line, None
 
 
 def find_pipelines(status_path: Path) -> list[psutil.Process]:
@@ -98,12 +125,14 @@ def find_pipelines(status_path: Path) -> list[psutil.Process]:
     if status is not None:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc = psutil.Process(status.pid)
-            line = _cmdline(proc)
-            if line is not None and is_pipeline_of(line, status_path):
+            seen = _cmdline(proc)
+            if seen is not None and is_pipeline_of(seen[0], status_path, seen[1]):
                 found[proc.pid] = proc
     for proc in psutil.process_iter():
-        line = _cmdline(proc)
-        if proc.pid not in found and line is not None and is_pipeline_of(line, status_path):
+        if proc.pid in found:
+            continue
+        seen = _cmdline(proc)
+        if seen is not None and is_pipeline_of(seen[0], status_path, seen[1]):
             found[proc.pid] = proc
     return list(found.values())
 
@@ -120,8 +149,8 @@ def start_pipeline(config: PipelineConfig) -> int:
     running = find_pipelines(config.status_path)
     if running:
         return running[0].pid
-    config.out_dir.mkdir(parents=True, exist_ok=True)
-    config.status_path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(config.out_dir)
+    make_dir(config.status_path.parent)
     return start_detached(config.argv(), config.log_path)
 
 

@@ -4,10 +4,11 @@ Reads OpenAI Batch JSONL (``custom_id``, ``method``, ``url``, ``body``; the olde
 ``{"messages": ...}`` / ``{"prompt": ...}`` lines too) and writes OpenAI Batch output records.
 
 Exit status: 0 every prompt done (and uploaded with --s3-bucket); 1 the run failed (no server
-answered in time, or S3 unreachable for --s3-wait); 2 bad input, checked before anything is
-generated (a missing or unusable prompts file, no valid prompt, bad lines refused, a bad option,
-URL, bucket name or path, the output directory held by another pipeline, a prompts file whose
-ids changed without --resume-by-id, a missing bucket); 3 finished but some prompts failed after
+answered in time, S3 unreachable for --s3-wait, a write failed: a full disk); 2 bad input,
+checked before anything is generated (a missing or unusable prompts file, no valid prompt, bad
+lines refused, a bad option, URL, bucket name or path, an output directory another user could
+write or held by another pipeline or without room to start, a prompts file whose ids changed
+without --resume-by-id, a missing bucket); 3 finished but some prompts failed after
 their retries (rerun to retry them); 143 stopped by SIGTERM/SIGINT (durable shards kept; run
 again to resume).
 """
@@ -23,19 +24,21 @@ from urllib.parse import urlsplit
 
 from tui import paths
 from tui.cli_args import ArgumentParser, number
+from tui.outputs import write_problem
 from tui.pipeline import inputs
 from tui.pipeline.detach import start_detached
 from tui.pipeline.fleet_urls import connect_host, server_urls
 from tui.pipeline.inputs import InputError
 from tui.pipeline.job import JobRefused
-from tui.pipeline.out_lock import OutDirBusy, OutDirLock
+from tui.pipeline.out_lock import LOCK_NAME, OutDirBusy, OutDirLock
 from tui.pipeline.prompts import (
     DEFAULT_MAX_LINE_BYTES,
     MAX_LINE_BYTES_RANGE,
     PromptFile,
     PromptFileError,
 )
-from tui.pipeline.runner import EXIT_BAD_INPUT, GenerateConfig, Pipeline
+from tui.pipeline.run_config import S3_LEASE_TTL_RANGE, S3_LEASE_TTL_S, GenerateConfig
+from tui.pipeline.runner import EXIT_BAD_INPUT, Pipeline
 from tui.profiles import ProfileError, load_named
 
 _SECONDS = 10.0**6
@@ -88,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=number(float, 0, _SECONDS, low_open=True),
         default=3600.0,
         help="seconds to keep retrying an unreachable S3 at start while generating (exit 1 after)",
+    )
+    parser.add_argument(
+        "--s3-lease-ttl",
+        type=number(float, *S3_LEASE_TTL_RANGE),
+        default=S3_LEASE_TTL_S,
+        help="seconds the prefix's lease lasts unless renewed (renewed every quarter of it); "
+        "another job may take the prefix once it has run out",
     )
     parser.add_argument("--per-server-inflight", type=number(int, 1, 4096), default=48)
     parser.add_argument("--shard-size", type=number(int, 1, 10**7), default=1000)
@@ -217,6 +227,8 @@ def _detach(args: argparse.Namespace, argv: Sequence[str]) -> int:
         OutDirLock.acquire(args.out).release()
     except OutDirBusy as exc:
         raise InputError(f"--out={args.out}: {exc}") from None
+    except OSError as exc:  # a link in the lock's place, a full disk
+        raise InputError(f"--out={args.out}: {write_problem(args.out / LOCK_NAME, exc)}") from None
     pid = start_detached([a for a in argv if a != "--detach"], log)
     print(pid)
     return 0
@@ -253,6 +265,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         request_timeout_s=args.request_timeout,
         flush_interval_s=args.flush_interval,
         s3_wait_s=args.s3_wait,
+        s3_lease_ttl_s=args.s3_lease_ttl,
         by_id=args.resume_by_id,
         router=args.router.rstrip("/") if args.router else None,
         router_agents=agents,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from tui.outputs import make_dir, open_log
 
 
 def generate_argv(argv: Sequence[str]) -> list[str]:
@@ -26,8 +29,8 @@ def start_detached(argv: Sequence[str], log_path: Path) -> int:
     Returns:
         The pipeline's pid.
     """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    make_dir(log_path.parent)
+    with os.fdopen(open_log(log_path), "ab") as log:
         process = subprocess.Popen(
             generate_argv(argv),
             stdin=subprocess.DEVNULL,

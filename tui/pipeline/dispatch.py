@@ -69,6 +69,8 @@ ResultSink = Callable[[Answer], int]
 the answer is not a completion (the attempt then counts as failed)."""
 FailureSink = Callable[[int, str, int], None]
 """on_failed(position, reason, attempts)."""
+ChangeSink = Callable[[str], None]
+"""on_input_changed(problem): a prompt read back is not the one scanned (the file changed)."""
 
 
 def server_address(url: str) -> str:
@@ -124,6 +126,7 @@ class Dispatcher:
         max_retries: int,
         on_result: ResultSink,
         on_failed: FailureSink,
+        on_input_changed: ChangeSink | None = None,
         request_timeout: float = 600.0,
         cordons: CordonWatch | None = None,
         gateway: bool = False,
@@ -132,7 +135,9 @@ class Dispatcher:
         cordons: the cordon file to honour (default ``tui.paths.cordon_file()``);
         gateway: the one URL is a router (``sglang-router``): its 502/503/504 mean a worker
         behind it failed, so the prompt is sent again without using up its retries and the
-        router is not marked down (its other requests go on)."""
+        router is not marked down (its other requests go on);
+        on_input_changed: told when a prompt read back is not the one scanned (the prompts file
+        changed): that is no failure of the prompt (None: it is recorded as one)."""
         self.servers = [
             ServerState(
                 url.rstrip("/"), per_server_inflight, server_address(url), route=lean_route(url)
@@ -148,6 +153,7 @@ class Dispatcher:
         self._max_retries = max_retries
         self._on_result = on_result
         self._on_failed = on_failed
+        self._on_input_changed = on_input_changed
         unrouted = sum(s.route is None for s in self.servers)
         self._sender = Sender(unrouted, per_server_inflight, request_timeout)
         self._retry: collections.deque[int] = collections.deque()
@@ -287,7 +293,10 @@ class Dispatcher:
                 prompt = self._prompts.read(index)
             except PromptFileError as exc:
                 self._unresolved -= 1
-                self._on_failed(index, str(exc), 1)
+                if self._on_input_changed is not None:
+                    self._on_input_changed(str(exc))
+                else:
+                    self._on_failed(index, str(exc), 1)
                 return
             path, body = request_for(prompt, self._model, self._max_tokens)
             started_at = time.time()

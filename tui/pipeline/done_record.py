@@ -23,6 +23,7 @@ ignored on load and cut off before the next append, and its shard counts as not 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import zlib
@@ -30,6 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tui.inputs import JOB_RECORD_LIMIT, read_bytes
+from tui.outputs import fsync_dir, open_writable, write_all, writing
 
 HEADER = b"GFDONE2\n"
 _BATCH = struct.Struct("<IIIII")
@@ -137,33 +139,36 @@ class DoneRecord:
         Args:
             shard: the shard number whose file is already durable.
             indices: the indices it holds.
+
+        Raises:
+            WriteFailed: it could not be written (the record is as it was: the batch is not in
+                it, in memory or on disk).
         """
         first_byte, piece = _slice_of(indices)
         head = struct.pack("<III", shard, first_byte, len(piece))
         crc = zlib.crc32(piece, zlib.crc32(head))
         batch = struct.pack("<I", _BATCH_MAGIC) + head + struct.pack("<I", crc) + piece
         new_file = self._valid_bytes == 0
-        with open(self.path, "r+b" if self.path.exists() else "wb") as handle:
-            # Cut off a torn tail left by an earlier kill before appending after it.
-            handle.truncate(self._valid_bytes)
-            handle.seek(self._valid_bytes)
+        data = (HEADER if new_file else b"") + batch
+        with writing(self.path):
+            fd = open_writable(self.path, mode=0o644)
+            try:
+                # Cut off a torn tail left by an earlier kill before appending after it.
+                os.ftruncate(fd, self._valid_bytes)
+                os.lseek(fd, self._valid_bytes, os.SEEK_SET)
+                try:
+                    write_all(fd, data)
+                    os.fsync(fd)
+                except OSError:
+                    # Whole or not at all: a batch cut short (a full disk) is cut off again.
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, self._valid_bytes)
+                    raise
+            finally:
+                os.close(fd)
             if new_file:
-                handle.write(HEADER)
-            handle.write(batch)
-            handle.flush()
-            os.fsync(handle.fileno())
-            self._valid_bytes = handle.tell()
-        if new_file:
-            fsync_dir(self.path.parent)
+                fsync_dir(self.path.parent)
+        self._valid_bytes += len(data)
         _or_into(self._bitmap, first_byte, piece)
         self.shards.add(shard)
         self._count = int.from_bytes(self._bitmap, "little").bit_count()
-
-
-def fsync_dir(directory: Path) -> None:
-    """fsync a directory so a new or renamed entry in it survives a power loss."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tui.outputs import UnsafePath, make_dir
+
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -94,19 +96,28 @@ def _reason(exc: OSError) -> str:
 
 
 def output_dir(path: Path) -> Path:
-    """Create the output directory if needed and check that files can be created in it.
+    """Create the output directory if needed and check that files can be created in it, and
+    that nobody else can swap them (``tui.outputs.check_dir``).
 
     Raises:
-        InputError: it is not a directory, or cannot be created or written (naming ``--out``).
+        InputError: it is not a directory, cannot be created or written, or another user could
+            write it (naming ``--out``).
     """
     if path.exists() and not path.is_dir():
         raise InputError(f"--out={path}: exists and is not a directory")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        make_dir(path)
+    except UnsafePath as exc:
+        raise InputError(f"--out={path}: {_where(path, exc)}") from None
     except OSError as exc:
         raise InputError(f"--out={path}: cannot create it ({_reason(exc)})") from None
     writable_dir("--out", path)
     return path
+
+
+def _where(path: Path, exc: UnsafePath) -> str:
+    """An ``UnsafePath``'s words, naming the directory refused when it is not ``path``."""
+    return exc.problem if exc.path == path else str(exc)
 
 
 def writable_dir(field: str, directory: Path) -> None:
@@ -135,14 +146,21 @@ def output_file(field: str, path: Path) -> Path:
     try:
         if path.is_dir():
             raise InputError(f"{field}={path}: is a directory, not a file")
+        if os.path.islink(path):
+            raise InputError(
+                f"{field}={path}: is a symbolic link: gpufleet never writes through one"
+            )
         if path.exists() and not path.is_file():
             raise InputError(f"{field}={path}: exists and is not a regular file")
         missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
     except OSError as exc:
         raise InputError(f"{field}={path}: cannot be checked ({_reason(exc)})") from None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(path.parent)
         writable_dir(field, path.parent)
+    except UnsafePath as exc:
+        _remove(missing)
+        raise InputError(f"{field}={path}: {_where(path.parent, exc)}") from None
     except OSError as exc:
         _remove(missing)
         raise InputError(f"{field}={path}: cannot create its directory ({_reason(exc)})") from None

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tui.outputs import UnsafePath, write_reason
 from tui.pipeline import job_index
 from tui.pipeline.done_record import DoneRecord
+from tui.pipeline.failures import FailureLog
 from tui.pipeline.inputs import InputError, output_dir
 from tui.pipeline.job_id import job_id
 from tui.pipeline.job_index import JobIndex, JobIndexDamaged, JobIndexError
@@ -40,6 +42,8 @@ class Job:
     """Prompts of the current file that are done (ids removed from it are not counted)."""
     job_id: str
     """The directory's job id (``tui.pipeline.job_id``): the bucket's manifest carries it."""
+    failures: FailureLog
+    """``failures.jsonl``, open to append (a torn last line already cut off)."""
     notes: list[str] = field(default_factory=list)
     """What the run should tell the user at start (a lock taken over, a change accepted)."""
 
@@ -113,8 +117,10 @@ def open_job(out: Path, prompts: PromptFile, *, by_id: bool) -> Job:
         raise JobRefused(str(exc)) from None
     except OutDirBusy as exc:
         raise JobRefused(f"--out={out}: {exc}") from None
+    except UnsafePath as exc:
+        raise JobRefused(f"--out={out}: {exc}") from None
     except OSError as exc:
-        raise JobRefused(f"--out={out}: cannot create its lock ({exc.strerror or exc})") from None
+        raise JobRefused(f"--out={out}: cannot create its lock ({write_reason(exc)})") from None
     try:
         store = ShardStore(out)
         try:
@@ -125,7 +131,10 @@ def open_job(out: Path, prompts: PromptFile, *, by_id: bool) -> Job:
             identity = job_id(out)
         except (ValueError, OSError) as exc:
             raise JobRefused(f"--out={out}: {exc}") from None
-        index, note = _index(out, prompts, done, by_id)
+        try:
+            index, note = _index(out, prompts, done, by_id)
+        except OSError as exc:  # a full disk at start: refused, nothing generated
+            raise JobRefused(f"--out={out}: {exc}") from None
         if done.highest() >= index.serials:
             raise JobRefused(
                 f"--out={out}: its done record names prompt {done.highest()} but its job index "
@@ -135,10 +144,19 @@ def open_job(out: Path, prompts: PromptFile, *, by_id: bool) -> Job:
             done_in_file = done.count_below(len(prompts))
         else:  # every done serial is in the file but the removed ones (new ids are not done)
             done_in_file = len(done) - index.change.removed_done
+        try:
+            failures = FailureLog.open(store.failures_path)
+        except OSError as exc:
+            raise JobRefused(f"--out={out}: {exc}") from None
     except BaseException:
         lock.release()
         raise
     notes = [note] if note else []
+    if failures.repaired:
+        notes.append(
+            f"{failures.path}: cut off a torn last line ({failures.repaired} bytes, written "
+            "by a run that was killed or ran out of space)"
+        )
     if lock.took_over is not None:
         notes.insert(0, f"took over the lock of {lock.took_over.describe()}: it is not running")
-    return Job(store, done, index, lock, done_in_file, identity, notes)
+    return Job(store, done, index, lock, done_in_file, identity, failures, notes)

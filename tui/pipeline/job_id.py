@@ -8,12 +8,11 @@ one on its next run; a manifest without one is adopted and stamped.
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
 from tui.inputs import HOLDER_LIMIT, read_text
-from tui.pipeline.done_record import fsync_dir
+from tui.outputs import replace_file, writing
 
 JOB_ID_NAME = "job_id"
 """The file in the output directory."""
@@ -38,13 +37,8 @@ def job_id(out: Path) -> str:
         text = read_text(path, HOLDER_LIMIT, "a job id file").strip()
     except FileNotFoundError:
         made = uuid.uuid4().hex
-        temporary = path.with_name(f".{JOB_ID_NAME}.tmp")
-        with open(temporary, "w", encoding="ascii") as handle:
-            handle.write(made + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-        fsync_dir(out)
+        with writing(path):
+            replace_file(path, (made + "\n").encode(), mode=0o644)
         return made
     except UnicodeDecodeError:
         text = ""

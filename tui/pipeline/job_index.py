@@ -22,6 +22,7 @@ cut off, like the done record's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import zlib
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.inputs import JOB_RECORD_LIMIT, InputError, open_stream, read_bytes
-from tui.pipeline.done_record import DoneRecord, fsync_dir
+from tui.outputs import open_writable, replace_file, write_all, writing
+from tui.pipeline.done_record import DoneRecord
 from tui.pipeline.id_align import NEW, Run, SerialMap, align, runs_of, table
 
 HEADER = b"GFIDS01\n"
@@ -161,13 +163,8 @@ def create(out_dir: Path, ids: array[int], digest: bytes) -> JobIndex:
         The identity index.
     """
     path = out_dir / REGISTRY_NAME
-    temporary = out_dir / f".{REGISTRY_NAME}.tmp"
-    with open(temporary, "wb") as handle:
-        handle.write(HEADER + _batch(ids, digest))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    fsync_dir(out_dir)
+    with writing(path):
+        replace_file(path, HEADER + _batch(ids, digest), mode=0o644)
     return JobIndex(len(ids), None)
 
 
@@ -268,11 +265,19 @@ def resolve(
             raise JobIndexError(
                 f"its prompts changed since this output was started ({change.describe()})"
             )
-        with open(path, "r+b") as handle:
-            handle.truncate(registry.valid_bytes)  # a torn earlier append
-            handle.seek(registry.valid_bytes)
-            handle.write(_batch(new, digest))
-            handle.flush()
-            os.fsync(handle.fileno())
+        with writing(path):
+            fd = open_writable(path, create=False)
+            try:
+                os.ftruncate(fd, registry.valid_bytes)  # a torn earlier append
+                os.lseek(fd, registry.valid_bytes, os.SEEK_SET)
+                try:
+                    write_all(fd, _batch(new, digest))
+                    os.fsync(fd)
+                except OSError:  # whole or not at all: cut back off
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, registry.valid_bytes)
+                    raise
+            finally:
+                os.close(fd)
     identity = mapping.is_identity()
     return JobIndex(registry.total + len(new), None if identity else mapping, change)

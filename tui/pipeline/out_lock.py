@@ -11,7 +11,11 @@ bucket. So a pipeline holds ``OUT/.gpufleet-generate.lock`` for its whole run:
   who holds the directory, and so a holder that does not hold the ``flock`` (a file system
   without locks, another host) is still respected while it runs. It is "running" only when a
   process with that pid exists *and* started at the recorded time: a recycled pid is not the
-  holder.
+  holder;
+* the output directory may be writable by someone else: the lock file is opened through the one
+  door for writes (``tui.outputs.open_lock``): a link in its place (``ln -s /etc/x
+  OUT/.gpufleet-generate.lock``) is refused, never followed, and the file is never truncated:
+  the holder record is written over in place, padded, and blanked on release.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psutil
+
+from tui.outputs import clear_holder, open_lock, write_holder
 
 LOCK_NAME = ".gpufleet-generate.lock"
 _START_TOLERANCE_S = 0.05
@@ -73,7 +79,7 @@ def is_running(holder: Holder) -> bool:
 
 def _read_holder(fd: int) -> Holder | None:
     try:
-        data = json.loads(os.pread(fd, 4096, 0) or b"null")
+        data = json.loads(os.pread(fd, 4096, 0).strip() or b"null")
         return Holder(
             int(data["pid"]), float(data["start_time"]), str(data["host"]), float(data["since"])
         )
@@ -104,10 +110,11 @@ class OutDirLock:
 
         Raises:
             OutDirBusy: another running pipeline holds it.
-            OSError: the lock file cannot be created (an unwritable directory).
+            OSError: the lock file cannot be created (an unwritable directory), or is refused
+                (``tui.outputs.UnsafePath``: a link, another user's file, an unsafe directory).
         """
         path = out_dir / LOCK_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = open_lock(path, 0o644)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -125,8 +132,7 @@ class OutDirLock:
                 raise OutDirBusy(f"in use by the pipeline {previous.describe()}")
             me = psutil.Process()
             holder = Holder(me.pid, me.create_time(), socket.gethostname(), time.time())
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(asdict(holder)).encode(), 0)
+            write_holder(fd, json.dumps(asdict(holder)).encode())
             os.fsync(fd)
         except BaseException:
             os.close(fd)  # closing drops the flock too
@@ -134,10 +140,10 @@ class OutDirLock:
         return cls(path, fd, previous)
 
     def release(self) -> None:
-        """Give the directory up (the file stays, emptied: nobody holds it)."""
+        """Give the directory up (the file stays, blanked: nobody holds it)."""
         if self._fd is None:
             return
         with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, 0)
+            clear_holder(self._fd)
         os.close(self._fd)
         self._fd = None

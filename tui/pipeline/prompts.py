@@ -161,6 +161,8 @@ class PromptFile:
         self._sizes = scan.sizes
         self._repeats = scan.repeats
         self._fd = fd
+        st = os.fstat(fd)
+        self._scanned = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     @classmethod
     def open(
@@ -229,10 +231,32 @@ class PromptFile:
                 parsed = Prompt(custom_id, parsed.url, parsed.body, derived=True)
         if isinstance(parsed, str) or id_hash(parsed.custom_id) != self.ids[position]:
             raise PromptFileError(
-                f"--prompts={self.path} changed while the pipeline ran: prompt {position + 1} "
-                "is no longer where it was; run again to resume"
+                f"--prompts={self.path} changed while the job ran: prompt {position + 1} is no "
+                "longer where it was"
             )
         return parsed
+
+    def changed(self) -> str | None:
+        """Whether the file is no longer the one scanned, in words (None: it is the same).
+
+        Rewritten in place (its size or modification time moved: the lines read back now are
+        not the ones scanned), or its name now names another file (replaced: a resume will
+        read that one). Two ``stat`` calls: cheap enough for once a second.
+        """
+        dev, ino, size, mtime = self._scanned
+        now = os.fstat(self._fd)
+        if (now.st_size, now.st_mtime_ns) != (size, mtime):
+            return (
+                f"--prompts={self.path} was rewritten while the job ran (size {size} -> "
+                f"{now.st_size} bytes)"
+            )
+        try:
+            named = os.stat(self.path)
+        except OSError as exc:
+            return f"--prompts={self.path} is gone while the job ran ({exc.strerror or exc})"
+        if (named.st_dev, named.st_ino) != (dev, ino):
+            return f"--prompts={self.path} was replaced by another file while the job ran"
+        return None
 
     def close(self) -> None:
         """Close the file descriptor."""

@@ -6,7 +6,14 @@ At start the output directory is locked and the prompts file matched to the job'
 buffer (or one older than ``flush_interval_s``) becomes the next numbered shard, written and
 committed to the done record by one writer task in a thread; committed shards queue for upload;
 after each upload the manifest is rewritten. A kill at any moment loses only the in-memory
-buffer and requests in flight.
+buffer and requests in flight. Failure records take the same writer (appended whole, fsynced,
+then counted: ``tui.pipeline.failures``).
+
+A write that fails (a full disk, a quota) stops the job cleanly: nothing more is written or
+sent, the status document says ``failed: no space left on PATH``, one line says so on stderr and
+the exit status is 1; what was committed stays, and a resume goes on from it. So does a prompts
+file rewritten while the job runs (checked every second, and whenever a prompt read back is not
+the one scanned): nothing is recorded as failed for it.
 """
 
 from __future__ import annotations
@@ -17,73 +24,31 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
 
+from tui.outputs import WriteFailed
 from tui.pipeline.batch_output import error_record, output_record
 from tui.pipeline.dispatch import CORDON_RECHECK_S, Answer, Dispatcher, server_address
 from tui.pipeline.job import Job, JobRefused, open_job
-from tui.pipeline.prompts import PromptFile, PromptFileError
+from tui.pipeline.prompts import PromptFileError
 from tui.pipeline.rates import RateMeter, eta_seconds
+from tui.pipeline.run_config import GenerateConfig
 from tui.pipeline.status import SCHEMA_VERSION, PipelineStatus, ServerShare, write_status
 from tui.state.cordon_acks import AckWriter
+from tui.pipeline.writer import OutputWriter
 
 if TYPE_CHECKING:  # boto3 is imported only by runs that upload (it costs 0.1 s at start)
-    from tui.pipeline.s3_sink import S3Sink
     from tui.pipeline.uploads import Uploads
+
+__all__ = ["GenerateConfig", "Pipeline"]  # GenerateConfig: where bench_dispatch imports it
 
 EXIT_DONE = 0
 EXIT_FAILED_RUN = 1
 EXIT_BAD_INPUT = 2
 EXIT_SOME_FAILED = 3
 EXIT_STOPPED = 143
-
-
-@dataclass(frozen=True, slots=True)
-class GenerateConfig:
-    """Everything one run needs (built by the command line)."""
-
-    prompts: PromptFile
-    """The opened, validated prompt file."""
-    out_dir: Path
-    """Local output directory (shards, done record, failures)."""
-    servers: tuple[str, ...]
-    """Base URLs of the OpenAI-compatible servers."""
-    status_path: Path
-    """Where the status document is written."""
-    s3: S3Sink | None = None
-    """Upload target, or None for local output only."""
-    per_server_inflight: int = 48
-    """Most requests in flight per server."""
-    shard_size: int = 1000
-    """Records per shard."""
-    max_tokens: int = 2048
-    """Completion length limit per request."""
-    model: str = "default"
-    """Model name sent in each request."""
-    max_retries: int = 3
-    """Retries of one prompt after errors that may be its own, before it is recorded failed."""
-    fleet_timeout_s: float = 60.0
-    """How long to wait at start for any server to answer /health."""
-    request_timeout_s: float = 600.0
-    """Read timeout of one request."""
-    flush_interval_s: float = 60.0
-    """A partial shard older than this is written anyway, bounding what a kill can lose."""
-    s3_wait_s: float = 3600.0
-    """How long to keep retrying an S3 that cannot be reached at start (generation goes on)."""
-    by_id: bool = False
-    """Accept a prompts file whose ids changed since the job started (``--resume-by-id``)."""
-    router: str | None = None
-    """Send every request to this router (``sglang-router``); ``servers`` are then its workers,
-    kept registered by ``tui.pipeline.router``."""
-    router_agents: tuple[tuple[str, str], ...] = ()
-    """With a router: the nodes' agents (base URL, the host of its servers) to take the
-    workers from, instead of probing ``servers``."""
-    agent_token: str = ""
-    """The agents' bearer token."""
 
 
 def _log(message: str) -> None:
@@ -111,6 +76,7 @@ class Pipeline:
             max_retries=config.max_retries,
             on_result=self._on_result,
             on_failed=self._on_failed,
+            on_input_changed=self._input_changed,
             request_timeout=config.request_timeout_s,
         )
         self._buffer: list[bytes] = []
@@ -118,18 +84,18 @@ class Pipeline:
         self._buffer_since = 0.0
         self._unwritten: set[int] = set()
         self._next_shard = 1
-        self._write_queue: asyncio.Queue[tuple[int, list[int], list[bytes]]] = asyncio.Queue()
+        self._writer: OutputWriter | None = None
         self._uploads: Uploads | None = None
         self._job: Job | None = None
         self._done_in_file = 0
         self._cordon_error: str | None = None
         self._fatal: tuple[str, int] | None = None
-        self._failed = 0
         self._state = "running"
         self._message = ""
         self._started_at = time.time()
         self._no_server_since: float | None = None
         self._stopping = False
+        self._status_problem = ""
 
     async def run(self) -> int:
         """Run the job; returns the process exit status."""
@@ -144,6 +110,7 @@ class Pipeline:
             try:
                 return await self._run(self._job)
             finally:
+                self._job.failures.close()
                 self._job.lock.release()
         finally:
             await self._dispatcher.aclose()
@@ -154,6 +121,13 @@ class Pipeline:
         for note in job.notes:
             _log(note)
         self._store, self._done, self._done_in_file = job.store, job.done, job.done_in_file
+        self._writer = writer = OutputWriter(
+            job.store,
+            job.done,
+            job.failures,
+            on_committed=self._committed,
+            on_broken=self._write_failed,
+        )
         if config.s3 is not None:
             from tui.pipeline.uploads import Uploads
 
@@ -165,6 +139,7 @@ class Pipeline:
                 wait_s=config.s3_wait_s,
                 notify=self._notify,
                 fatal=self._s3_fatal,
+                lease_ttl_s=config.s3_lease_ttl_s,
             )
         found = self._store.reconcile(self._done)
         if found.removed_temporary or found.removed_uncommitted:
@@ -174,6 +149,9 @@ class Pipeline:
             )
         self._next_shard = self._store.next_number(self._done)
         workers: list[asyncio.Task[None]] = []
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # before anything that can take time
+            loop.add_signal_handler(sig, self.stop)
         if self._uploads is not None:
             from tui.pipeline.s3_sink import S3Error
 
@@ -185,16 +163,14 @@ class Pipeline:
                 _log(str(exc))
                 return EXIT_BAD_INPUT
             workers.append(asyncio.create_task(self._uploads.run()))
+            workers.append(asyncio.create_task(self._uploads.keep_lease()))
             if retrying is not None:
                 workers.append(retrying)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop)
         todo = len(config.prompts) - self._done_in_file
         pending = self._uploads.pending if self._uploads is not None else 0
         _log(f"{self._done_in_file} done, {todo} to generate, {pending} to upload")
         workers += [
-            asyncio.create_task(self._writer()),
+            asyncio.create_task(writer.run()),
             asyncio.create_task(self._status_loop()),
         ]
         # A stop waits for this job to say it sends nothing new to the server it cordoned.
@@ -216,18 +192,18 @@ class Pipeline:
                 workers.append(asyncio.create_task(self._flush_timer()))
                 await self._dispatcher.run(self._pending(), todo)
             self._flush()
-            await self._write_queue.join()
+            await writer.join()
             if self._fatal is None and not self._stopping and self._uploads is not None:
                 await self._uploads.drain(lambda: self._stopping)
             if self._fatal is not None:
                 return self._fail(*self._fatal)
-            if self._stopping:
+            if self._stopping:  # a signal (a failure sets _fatal first)
                 self._state = "stopped"
                 self._message = "stopped by signal; durable shards kept, resume to continue"
                 return EXIT_STOPPED
             self._state = "finished"
-            if self._failed:
-                self._message = f"{self._failed} prompt(s) failed; see {self._store.failures_path}"
+            if writer.failed:
+                self._message = f"{writer.failed} prompt(s) failed; see {self._store.failures_path}"
                 return EXIT_SOME_FAILED
             self._message = "all prompts done" + (" and uploaded" if config.s3 else "")
             return EXIT_DONE
@@ -236,6 +212,8 @@ class Pipeline:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             acks.close()
+            if self._uploads is not None:
+                await self._uploads.release()
             self._write_status()
             _log(f"{self._state}: {self._message}")
 
@@ -281,9 +259,11 @@ class Pipeline:
         self._message = message
 
     def _s3_fatal(self, message: str, bad_input: bool) -> None:
-        """S3 cannot be used after all (found once it answered, or never answered): stop."""
-        _log(message)
-        self._fatal = (message, EXIT_BAD_INPUT if bad_input else EXIT_FAILED_RUN)
+        """S3 cannot be used after all (found once it answered, or never answered): stop. The
+        first cause is the one told (a lease lost makes the uploads fail next), in the run's
+        last line."""
+        if self._fatal is None:
+            self._fatal = (message, EXIT_BAD_INPUT if bad_input else EXIT_FAILED_RUN)
         self.stop()
 
     def _fail(self, message: str, code: int) -> int:
@@ -317,45 +297,67 @@ class Pipeline:
         return tokens
 
     def _on_failed(self, position: int, reason: str, attempts: int) -> None:
-        self._failed += 1
         try:
             custom_id = self.config.prompts.read(position).custom_id
-        except PromptFileError:
-            custom_id = ""  # the file changed under the run: the reason says so
+        except PromptFileError as exc:
+            self._input_changed(str(exc))  # not the prompt's failure: the file's change
+            return
         self._message = f"prompt {custom_id!r} failed after {attempts} attempt(s): {reason}"
         record = error_record(custom_id, self._serial_of(position), reason, attempts)
-        with open(self._store.failures_path, "ab") as handle:
-            handle.write(record)
+        assert self._writer is not None
+        self._writer.failure(record)  # written with the next flush, then counted
+
+    def _input_changed(self, problem: str) -> None:
+        """The prompts file changed under the run: stop, recording nothing as failed."""
+        if self._fatal is None:
+            self._fatal = (
+                f"{problem}: stopped; the done outputs are kept (run again to resume, with "
+                "--resume-by-id if its ids changed)",
+                EXIT_FAILED_RUN,
+            )
+        self.stop()
+
+    def _write_failed(self, exc: Exception) -> None:
+        """A write failed: stop the job; nothing more is written (the first failure is told)."""
+        if self._fatal is None:
+            what = str(exc) if isinstance(exc, WriteFailed) else f"{type(exc).__name__}: {exc}"
+            self._fatal = (
+                f"{what}; the committed shards are kept: run again to resume once it can be "
+                "written",
+                EXIT_FAILED_RUN,
+            )
+        self.stop()
 
     def _flush(self) -> None:
+        assert self._writer is not None
         if not self._buffer:
+            self._writer.flush_failures()
             return
         number = self._next_shard
         self._next_shard += 1
-        self._write_queue.put_nowait((number, self._buffer_indices, self._buffer))
+        self._writer.shard(number, self._buffer_indices, self._buffer)
         self._buffer, self._buffer_indices = [], []
 
     async def _flush_timer(self) -> None:
+        assert self._writer is not None
         while True:
             await asyncio.sleep(1.0)
             age = time.monotonic() - self._buffer_since
             if self._buffer and age >= self.config.flush_interval_s:
                 self._flush()
+            self._writer.flush_failures()
 
-    async def _writer(self) -> None:
-        while True:
-            number, indices, lines = await self._write_queue.get()
-            try:
-                await asyncio.to_thread(self._store.commit, self._done, number, indices, lines)
-                self._unwritten.difference_update(indices)
-                self._done_in_file += len(indices)
-                if self._uploads is not None:
-                    self._uploads.committed(number)
-            finally:
-                self._write_queue.task_done()
+    def _committed(self, number: int, indices: list[int]) -> None:
+        self._unwritten.difference_update(indices)
+        self._done_in_file += len(indices)
+        if self._uploads is not None:
+            self._uploads.committed(number)
 
     async def _status_loop(self) -> None:
         while True:
+            changed = self.config.prompts.changed()
+            if changed is not None:
+                self._input_changed(changed)
             self._write_status()
             await asyncio.sleep(1.0)
 
@@ -372,7 +374,8 @@ class Pipeline:
             self._message = f"cordon file unreadable, keeping the last cordons read: {error}"
         self._cordon_error = error
         total = self.config.prompts.valid_count
-        remaining = max(total - self._done_in_file - self._failed, 0)
+        failed = self._writer.failed if self._writer is not None else 0
+        remaining = max(total - self._done_in_file - failed, 0)
         status = PipelineStatus(
             schema=SCHEMA_VERSION,
             state=self._state,
@@ -381,7 +384,7 @@ class Pipeline:
             updated_at=time.time(),
             total=total,
             done=self._done_in_file,
-            failed=self._failed,
+            failed=failed,
             in_flight=self._dispatcher.in_flight,
             rate_1m=rate_1m,
             rate_10m=rate_10m,
@@ -400,4 +403,9 @@ class Pipeline:
         try:
             write_status(self.config.status_path, status)
         except OSError as exc:
-            _log(f"cannot write status {self.config.status_path}: {exc}")
+            problem = f"status document not written: {exc}"
+            if problem != self._status_problem:  # once, not every second
+                _log(problem)
+            self._status_problem = problem
+        else:
+            self._status_problem = ""

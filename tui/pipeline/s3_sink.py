@@ -1,9 +1,10 @@
 """S3 side of the pipeline: shard uploads with boto3's managed transfer, and the manifest.
 
-Objects: ``PREFIX/shards/shard-NNNNNN.jsonl`` and ``PREFIX/manifest.json``. The manifest lists
-every uploaded shard with its key, record count, first/last index, size and sha256; it is
-rewritten after each upload, so an object missing from it is re-uploaded on resume and an entry
-whose object is gone is re-uploaded from the local shard. Every method blocks (boto3): the
+Objects: ``PREFIX/shards/shard-NNNNNN.jsonl``, ``PREFIX/manifest.json`` and ``PREFIX/lease.json``
+(``tui.pipeline.s3_lease``). The manifest lists every uploaded shard with its key, record count,
+first/last index, size, sha256 and the ETag the store gave it; it is rewritten after each upload,
+so an object missing from it is re-uploaded on resume and an entry whose object is gone is
+re-uploaded from the local shard. Every method blocks (boto3): the
 pipeline calls them with ``asyncio.to_thread``.
 
 Each manifest carries a ``generation`` (one more than the manifest it replaces, across runs) and
@@ -19,6 +20,7 @@ import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +42,50 @@ class S3Unreachable(S3Error):
     """S3 cannot be reached now (connection refused, timeout, 5xx): worth retrying."""
 
 
-class ManifestConflict(Exception):
+class ObjectChanged(Exception):
+    """A conditional write found the object changed since the writer last saw it (or present
+    where it expected none); nothing was written."""
+
+
+class ManifestConflict(ObjectChanged):
     """The manifest changed since the writer last read or wrote it; nothing was written."""
+
+
+class NoConditionalWrites(S3Error):
+    """The store does not implement conditional writes (``If-None-Match``/``If-Match``)."""
+
+
+def _failed_precondition(exc: ClientError) -> bool:
+    """Whether a conditional write was refused because the object is not the one expected."""
+    code = exc.response.get("Error", {}).get("Code", "")
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
+
+
+def _server_time(response: Any) -> float:
+    """The store's clock from a response's ``Date`` header (this host's when it has none)."""
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    try:
+        return parsedate_to_datetime(date).timestamp() if date else time.time()
+    except (TypeError, ValueError):
+        return time.time()
+
+
+def bare_etag(etag: str | None) -> str:
+    """An ETag without its quotes (stores differ in whether they send them)."""
+    return (etag or "").strip('"')
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    """A small object as read, with what a conditional write of it needs."""
+
+    body: bytes
+    """Its bytes."""
+    etag: str
+    """Its ETag (for ``If-Match``)."""
+    server_time: float
+    """The store's clock when it answered (its ``Date`` header)."""
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -72,6 +116,9 @@ class ManifestEntry:
     """Object size."""
     sha256: str
     """Hex sha256 of the object's bytes."""
+    etag: str = ""
+    """The object's ETag when it was uploaded ("": listed by an older gpufleet). Any rewrite of
+    the object changes it; S3 lists it with every object, so resume compares it for free."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,9 +270,8 @@ class S3Sink:
             )
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
-                raise ManifestConflict(f"{self.manifest_key} changed ({code or status})") from None
+            if _failed_precondition(exc):
+                raise ManifestConflict(f"{self.manifest_key} changed ({code})") from None
             if code in ("NoSuchKey", "NotImplemented") and condition:
                 # A store without conditional writes (or If-Match on a vanished object): plain
                 # PUTs from now on; the final check still repairs a stale manifest.
@@ -237,17 +283,58 @@ class S3Sink:
         etag: str | None = response.get("ETag")
         return etag
 
-    def list_shard_keys(self) -> dict[str, int]:
-        """Shard objects in the bucket: key -> size."""
-        found: dict[str, int] = {}
+    @property
+    def lease_key(self) -> str:
+        """Object key of the prefix's lease (``tui.pipeline.s3_lease``)."""
+        return f"{self.prefix}/lease.json" if self.prefix else "lease.json"
+
+    def read_object(self, key: str) -> tuple[StoredObject | None, float]:
+        """A small object and the store's clock, or (None, the clock) when there is none."""
+        try:
+            response = self._client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None, _server_time(exc.response)
+            raise
+        when = _server_time(response)
+        return StoredObject(response["Body"].read(), bare_etag(response.get("ETag")), when), when
+
+    def put_if(self, key: str, body: bytes, etag: str | None) -> tuple[str, float]:
+        """PUT ``body`` only if the object is still ``etag`` (None: only if there is none).
+
+        Returns:
+            The new ETag and the store's clock.
+
+        Raises:
+            ObjectChanged: it is not (nothing written).
+            NoConditionalWrites: the store does not implement conditional writes.
+        """
+        condition = {"IfMatch": f'"{etag}"'} if etag else {"IfNoneMatch": "*"}
+        try:
+            response = self._client.put_object(
+                Bucket=self.bucket, Key=key, Body=body, ContentType="application/json", **condition
+            )
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if _failed_precondition(exc) or code == "NoSuchKey":
+                raise ObjectChanged(f"{key} changed ({code})") from None
+            if code == "NotImplemented":
+                raise NoConditionalWrites(f"{key}: the store has no conditional writes") from None
+            raise
+        return bare_etag(response.get("ETag")), _server_time(response)
+
+    def list_shard_keys(self) -> dict[str, tuple[int, str]]:
+        """Shard objects in the bucket: key -> (size, ETag)."""
+        found: dict[str, tuple[int, str]] = {}
         paginator = self._client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key("")):
             for item in page.get("Contents", []):
-                found[item["Key"]] = item["Size"]
+                found[item["Key"]] = (item["Size"], bare_etag(item.get("ETag")))
         return found
 
     def upload(self, path: Path) -> ManifestEntry:
-        """Upload one local shard with the managed transfer; returns its manifest entry."""
+        """Upload one local shard with the managed transfer; returns its manifest entry, with
+        the ETag the store gave the object (checked to be the bytes uploaded: its sha256)."""
         count, first, last, size, sha = describe_shard(path)
         key = self.key(path.name)
         self._client.upload_file(
@@ -257,7 +344,15 @@ class S3Sink:
             ExtraArgs={"Metadata": {"sha256": sha}},
             Config=self._transfer,
         )
-        return ManifestEntry(path.name, key, count, first, last, size, sha)
+        etag, stored = self.stored_sha256(key)
+        if stored != sha:
+            raise S3Unreachable(f"{key}: changed while it was uploaded (sha256 {stored[:12]})")
+        return ManifestEntry(path.name, key, count, first, last, size, sha, etag)
+
+    def stored_sha256(self, key: str) -> tuple[str, str]:
+        """An object's ETag and the sha256 its uploader recorded ("" when none)."""
+        head = self._client.head_object(Bucket=self.bucket, Key=key)
+        return bare_etag(head.get("ETag")), str(head.get("Metadata", {}).get("sha256", ""))
 
     def get_bytes(self, key: str) -> bytes:
         """An object's bytes (used by checks and tests)."""

@@ -10,6 +10,11 @@ record. The crash windows and how :meth:`ShardStore.reconcile` closes them on re
   shard's number is not among the record's committed shards, so the file is deleted and its
   indices are generated again into a new shard, never written twice;
 * killed after the append: the shard is committed; only its upload may be outstanding.
+
+A write that fails (a full disk) raises ``tui.outputs.WriteFailed`` naming the file; the partial
+temporary file is removed at once (it would only hold the space the run needs), and nothing is
+committed: the run stops, and a resume redoes the shard. Every file here is written through the
+one door for writes (``tui.outputs``): a link planted in the output directory is never followed.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tui.pipeline.done_record import DoneRecord, fsync_dir
+from tui.outputs import create_new, fsync_dir, make_dir, write_all, writing
+from tui.pipeline.done_record import DoneRecord
 
 _SHARD_RE = re.compile(r"^shard-(\d{6,})\.jsonl$")
 
@@ -46,7 +52,7 @@ class ShardStore:
 
     def __init__(self, out_dir: Path) -> None:
         """Args: out_dir: the output directory (created if missing)."""
-        out_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(out_dir)
         self.out_dir = out_dir
         """The output directory."""
 
@@ -111,15 +117,26 @@ class ShardStore:
 
         Returns:
             The final path.
+
+        Raises:
+            WriteFailed: it could not be written (naming the shard; nothing is left of it).
         """
         final = self.path(number)
         temporary = self.out_dir / f".{final.name}.tmp"
-        with open(temporary, "wb") as handle:
-            handle.writelines(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, final)
-        fsync_dir(self.out_dir)
+        with writing(temporary):  # O_EXCL: a name planted there is refused, never followed
+            fd = create_new(temporary, 0o644)
+        with writing(final):
+            try:
+                try:
+                    write_all(fd, b"".join(lines))
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(temporary, final)
+            except BaseException:
+                temporary.unlink(missing_ok=True)
+                raise
+            fsync_dir(self.out_dir)
         return final
 
     def commit(self, done: DoneRecord, number: int, indices: list[int], lines: list[bytes]) -> Path:
@@ -133,6 +150,9 @@ class ShardStore:
 
         Returns:
             The shard's path.
+
+        Raises:
+            WriteFailed: the shard or the done record could not be written (naming it).
         """
         path = self.write(number, lines)
         done.append(number, indices)

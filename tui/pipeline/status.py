@@ -7,13 +7,12 @@ schema is documented in docs/pipeline.md ("Pipeline status document").
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tui.inputs import STATUS_LIMIT, read_bytes, read_json
+from tui.outputs import make_dir, replace_file, writing
 
 SCHEMA_VERSION = 1
 
@@ -105,16 +104,16 @@ class PipelineStatus:
 
 
 def write_status(path: Path, status: PipelineStatus) -> None:
-    """Atomically replace the status document (write a temporary file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".status.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(status.to_json(), handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Atomically replace the status document (``tui.outputs.replace_file``: a temporary file,
+    renamed; never through a link). Rewritten every second, so not fsynced: a reader on this
+    host never sees half of one, and the next second's replaces a lost one.
+
+    Raises:
+        WriteFailed: it could not be written (naming it; the old document stays).
+    """
+    with writing(path):
+        make_dir(path.parent)
+        replace_file(path, json.dumps(status.to_json()).encode(), durable=False)
 
 
 def read_status(path: Path) -> PipelineStatus | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import tomli_w
 
 from tui.inputs import PROFILE_LIMIT, InputError, read_text, too_deep
+from tui.outputs import make_dir, replace_file
 from tui.paths import profiles_dir, user_profiles_dir
 from tui.profiles.errors import Problem, ProfileError
 from tui.profiles.model import AUTO, SERVER_FIELDS, Profile, ServerFlags
@@ -118,7 +118,8 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
 
 
 def save_profile(profile: Profile, path: str | Path) -> Path:
-    """Write a profile as TOML, atomically (write a temporary file, then rename).
+    """Write a profile as TOML, atomically (``tui.outputs.replace_file``: a temporary file,
+    fsynced, renamed; never through a link).
 
     Args:
         profile: the profile.
@@ -126,17 +127,14 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
 
     Returns:
         The path written.
+
+    Raises:
+        OSError: it cannot be written (``tui.outputs.UnsafePath``: a directory another user
+            could write).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            tomli_w.dump(profile_to_dict(profile), handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    make_dir(path.parent)
+    replace_file(path, tomli_w.dumps(profile_to_dict(profile)).encode())
     return path
 
 

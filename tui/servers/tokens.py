@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from tui.inputs import TOKEN_LIMIT, InputError, read_text
+from tui.outputs import append_record, create_new, make_dir, open_writable, write_all, write_reason
 
 Scope = Literal["read", "operate", "admin"]
 """What a token may do: read < operate < admin."""
@@ -141,15 +142,24 @@ def load_or_create(path: Path, scope: Scope = "admin") -> tuple[AgentToken, ...]
     if os.path.lexists(path):
         return read_tokens(path)
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # made private when made
+        make_dir(path.parent, 0o700)  # made private when made
         # O_EXCL: two agents starting at once never overwrite each other's token.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fd = create_new(path)
     except FileExistsError:
         return read_tokens(path)
     except OSError as error:
-        raise TokenError(f"--token-file={path}: cannot be created ({error})") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(_new_line(scope)[1])
+        raise TokenError(
+            f"--token-file={path}: cannot be created ({write_reason(error)})"
+        ) from None
+    try:
+        write_all(fd, _new_line(scope)[1].encode())
+    except OSError as error:
+        os.unlink(path)  # ours (O_EXCL): a half token must not be read as one
+        raise TokenError(
+            f"--token-file={path}: cannot be written ({write_reason(error)})"
+        ) from None
+    finally:
+        os.close(fd)
     return read_tokens(path)
 
 
@@ -170,13 +180,16 @@ def add_token(path: Path, scope: Scope) -> str:
         line = f"admin {token}\n"  # explicit once the file holds more than one
     prefix = "\n" if existing and not existing.endswith("\n") else ""
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-        fd = os.open(path, flags, 0o600)
+        make_dir(path.parent, 0o700)
+        fd = open_writable(path, append=True)
+        try:
+            append_record(fd, (prefix + line).encode())
+        finally:
+            os.close(fd)
     except OSError as error:
-        raise TokenError(f"--token-file={path}: cannot be written ({error})") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(prefix + line)
+        raise TokenError(
+            f"--token-file={path}: cannot be written ({write_reason(error)})"
+        ) from None
     return token
 
 

@@ -2,8 +2,9 @@
 
 Every writer takes the file's writer lock (``tui.state.locks.locked``: an exclusive ``flock`` on a
 side file ``<name>.lock``, with a deadline) for its whole read-modify-write and replaces the
-document atomically (temporary file 0600, fsync, rename), so concurrent writers never lose each
-other's changes and a reader never sees half a file. Reads go through the one door for files
+document atomically through the one door for writes (``tui.outputs.replace_file``: a temporary
+file 0600, fsync, rename; never through a link), so concurrent writers never lose each other's
+changes and a reader never sees half a file. Reads go through the one door for files
 (``tui.inputs``): a FIFO, a device or a directory in a state file's place is refused without
 blocking, and at most ``MAX_STATE_BYTES`` are read. A file that exists but cannot be read as its
 document (truncated, garbage, wrong shape, not UTF-8, NaN or 1e999, nested too deep, an unknown
@@ -14,19 +15,21 @@ would let servers run on unmanaged.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tui.inputs import STATE_LIMIT, InputError, parse_json, read_bytes
+from tui.outputs import check_space, replace_file, write_reason
 from tui.state.private import ensure_private_dir
 
 T = TypeVar("T")
 
 MAX_STATE_BYTES = STATE_LIMIT
 """A state file larger than this is damage (the fleet state of 16 GPUs is a few hundred KB)."""
+ROOM_BYTES = 1 << 20
+"""What an operation may write into the state directory (the fleet state a few times over, the
+cordons, its journal entry): checked free before it stops anything."""
 
 
 class StateFileError(RuntimeError):
@@ -95,18 +98,36 @@ def _reason(exc: BaseException) -> str:
 
 
 def write_document(path: Path, doc: Any) -> None:
-    """Replace ``path`` with ``doc`` as JSON, atomically and durably (call it under ``locked``)."""
-    ensure_private_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Replace ``path`` with ``doc`` as JSON, atomically and durably (call it under ``locked``).
+
+    Raises:
+        StateFileError: it cannot be written (a full disk, a directory another user could
+            write): one line naming the file and why; the old document stays whole.
+    """
+    data = json.dumps(doc, indent=1, default=str).encode()
     try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(doc, handle, indent=1, default=str)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        ensure_private_dir(path.parent)
+        replace_file(path, data)
+    except OSError as exc:
+        raise StateFileError(path, f"cannot be written ({write_reason(exc)})") from None
+
+
+def check_room(directory: Path, need: int = ROOM_BYTES) -> None:
+    """Refuse now, before anything is stopped, a state directory that cannot take ``need`` more
+    bytes (a full disk: a server stopped whose record then cannot be written is a server lost).
+
+    Raises:
+        StateFileError: naming the directory and why (one line).
+    """
+    try:
+        ensure_private_dir(directory)
+        check_space(directory, need)
+    except OSError as exc:
+        raise StateFileError(
+            directory,
+            f"has no room for the fleet's state ({write_reason(exc)}): refused before anything "
+            "was stopped",
+        ) from None
 
 
 def expect(condition: bool, what: str) -> None:

@@ -410,6 +410,17 @@ def remove_record(gpu: int, pid: int | None = None, path: Path | None = None) ->
     update_fleet(change, path)
 
 
+def forget_gpus(gpus: Iterable[int], path: Path | None = None) -> None:
+    """Remove ``gpus`` from the fleet state altogether: port, profiles, launches, record (a GPU
+    taken out of the machine or out of the fleet; ``gpufleet fleet forget``)."""
+    gone = set(gpus)
+
+    def change(state: FleetState) -> FleetState:
+        return {gpu: entry for gpu, entry in state.items() if gpu not in gone}
+
+    update_fleet(change, path)
+
+
 def record_outcome(
     profile: Profile, ready: Iterable[int], failed: Iterable[int], path: Path | None = None
 ) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 import psutil
 
 from tui.inputs import HOLDER_LIMIT, parse_json
+from tui.outputs import clear_holder, open_lock, write_holder, write_reason
 from tui.state.files import StateFileError
 from tui.state.private import ensure_private_dir
 
@@ -61,8 +62,16 @@ _REGISTRY = threading.Lock()
 
 
 def _open(lock: Path) -> int:
-    ensure_private_dir(lock.parent)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    """The lock file (``tui.outputs.open_lock``: no link followed, never truncated).
+
+    Raises:
+        StateFileError: it cannot be opened or is refused (naming it).
+    """
+    try:
+        ensure_private_dir(lock.parent)
+        fd = open_lock(lock)
+    except OSError as exc:
+        raise StateFileError(lock, f"cannot be used as a lock ({write_reason(exc)})") from None
     with contextlib.suppress(OSError):  # a lock file of an earlier version, made 0644
         if os.fstat(fd).st_mode & 0o077:
             os.fchmod(fd, 0o600)
@@ -128,9 +137,10 @@ def _acquire(lock: Path, timeout_s: float | None) -> int:
                     ) from None
                 time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 pause = min(pause * 2, POLL_S[1])
-        # Who holds it, for a refused writer on a system where /proc/locks is not readable.
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": time.time()}).encode(), 0)
+        # Who holds it, for a refused writer on a system where /proc/locks is not readable
+        # (best effort: a full disk must not stop a lock from being taken; the flock is it).
+        with contextlib.suppress(OSError):
+            write_holder(fd, json.dumps({"pid": os.getpid(), "since": time.time()}).encode())
     except BaseException:
         os.close(fd)
         raise
@@ -140,7 +150,7 @@ def _acquire(lock: Path, timeout_s: float | None) -> int:
 def _release(fd: int) -> None:
     try:
         with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
+            clear_holder(fd)
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

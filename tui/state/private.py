@@ -17,6 +17,8 @@ import sys
 import threading
 from pathlib import Path
 
+from tui.outputs import check_dir
+
 _CHECKED: set[str] = set()
 """Directories already made private by this process (each is checked once)."""
 _GUARD = threading.Lock()
@@ -30,13 +32,18 @@ def _notice(line: str) -> None:
 def ensure_private_dir(directory: Path) -> None:
     """Make ``directory`` (and missing parents) exist, 0700, with its files 0600.
 
-    Checked once per process. A directory or file of another owner is left as it is (only its
-    owner may change it), and so is anything that is not a regular file or directory.
+    Checked once per process. A file of another owner is left as it is (only its owner may
+    change it), and so is anything that is not a regular file.
+
+    Raises:
+        UnsafePath: the directory, or one above it, is another user's or writable by others
+            (``tui.outputs.check_dir``): gpufleet keeps no state where it could be swapped.
     """
     key = os.path.abspath(directory)
     with _GUARD:
         if key in _CHECKED:
             return
+    check_dir(os.path.dirname(key))  # the parents, before anything is made in them
     if not os.path.isdir(key):
         Path(key).mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
@@ -55,6 +62,7 @@ def ensure_private_dir(directory: Path) -> None:
             f"{key} was {stat.S_IMODE(st.st_mode):04o}: made 0700{files} (other users could "
             "read the fleet's state and hold its locks)"
         )
+    check_dir(key)
     with _GUARD:
         _CHECKED.add(key)
 

@@ -77,4 +77,6 @@ def main(argv: Sequence[str]) -> int:
             f"({read.skipped} unreadable line(s) skipped; first: {read.first_problem})",
             file=sys.stderr,
         )
+    if read.partial:
+        print(f"gpufleet journal: {read.partial}", file=sys.stderr)
     return 0

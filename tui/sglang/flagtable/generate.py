@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tui.outputs import replace_file
 from tui.paths import sglang_reference_dir
 from tui.sglang.flagtable import stubs
 from tui.sglang.flagtable.cases import run_cases, table_spec_error
@@ -280,7 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 parser = sglang_parser(version, root)
                 if args.out not in (None, "-"):  # the table too, from the same import
-                    Path(args.out).write_text(build_table(version, root, parser).dumps())
+                    table_text = build_table(version, root, parser).dumps()
+                    replace_file(args.out, table_text.encode(), mode=0o644)
                 results = run_cases(parser, cases, _sglang_spec_error)
             json.dump(results, sys.stdout)
             return 0
@@ -293,11 +295,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out == "-":
             sys.stdout.write(text)
         else:
-            Path(args.out).write_text(text)
+            replace_file(args.out, text.encode(), mode=0o644)
         return 0
     base = base_of(version)
     out = table_path(version)
-    out.write_text(table.dumps(load_table(base) if base is not None else None))
+    text = table.dumps(load_table(base) if base is not None else None)
+    replace_file(out, text.encode(), mode=0o644)
     print(f"wrote {out}" + (f" (a delta of {base}'s table)" if base else ""))
     return 0
 

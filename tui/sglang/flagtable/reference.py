@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,8 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tui.outputs import make_dir, open_lock
 
 STAMP = ".gpufleet-reference.json"
 """File written last into a directory: what it was installed with."""
@@ -244,8 +247,8 @@ def install_reference(
         ReferenceError: an unknown release, pip failed (its last lines quoted), a bad download.
     """
     wanted = [release(v) for v in versions]
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / ".lock").open("w") as lock:
+    make_dir(root)
+    with os.fdopen(open_lock(root / ".lock"), "r+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not _deps_ready(root):
             _install_deps(root, timeout_s)

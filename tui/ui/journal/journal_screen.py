@@ -111,6 +111,8 @@ class JournalScreen(Screen[None]):
             note = "the journal is empty: no apply has been recorded yet"
         if read.skipped:
             note += f" ({read.skipped} unreadable line(s) skipped)"
+        if read.partial:
+            note += f"; {read.partial}"
         if read.unreadable:
             note = read.unreadable
         self.query_one("#journal-note", Static).update(note)
