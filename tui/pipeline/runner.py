@@ -36,8 +36,8 @@ from tui.pipeline.prompts import PromptFileError
 from tui.pipeline.rates import RateMeter, eta_seconds
 from tui.pipeline.run_config import GenerateConfig
 from tui.pipeline.status import SCHEMA_VERSION, PipelineStatus, ServerShare, write_status
-from tui.state.cordon_acks import AckWriter
 from tui.pipeline.writer import OutputWriter
+from tui.state.cordon_acks import AckWriter
 
 if TYPE_CHECKING:  # boto3 is imported only by runs that upload (it costs 0.1 s at start)
     from tui.pipeline.uploads import Uploads
