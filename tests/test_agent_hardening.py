@@ -165,6 +165,7 @@ def test_a_read_only_agent_accepts_read_tokens_only(
 ) -> None:
     bare = node.root / "bare.token"
     bare.write_text(ADMIN + "\n")
+    bare.chmod(0o600)
     status = agent_cli.main(["--readonly", "--token-file", str(bare), "--port", "9"])
     err = capsys.readouterr().err.strip()
     assert status == 2 and err.count("\n") == 0 and "holds no read token" in err, err
