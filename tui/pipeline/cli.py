@@ -217,7 +217,8 @@ def _detach(args: argparse.Namespace, argv: Sequence[str]) -> int:
         OutDirLock.acquire(args.out).release()
     except OutDirBusy as exc:
         raise InputError(f"--out={args.out}: {exc}") from None
-    pid = start_detached([a for a in argv if a != "--detach"], log)
+    status = args.status or paths.pipeline_status_file()
+    pid = start_detached([a for a in argv if a != "--detach"], log, status)
     print(pid)
     return 0
 

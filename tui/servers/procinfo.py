@@ -126,23 +126,26 @@ after ``Popen`` returned, under load), and again while it exits (its memory map 
 it becomes a zombie); the first resolves within milliseconds."""
 
 
-def read_launch_id(pid: int, settle_s: float = ENV_SETTLE_S) -> LaunchIdRead:
-    """Read ``GPUFLEET_LAUNCH_ID`` from the environment ``pid`` started with.
+def read_launch_id(
+    pid: int, settle_s: float = ENV_SETTLE_S, variable: str = LAUNCH_ID_ENV
+) -> LaunchIdRead:
+    """Read ``GPUFLEET_LAUNCH_ID`` (or ``variable``: a pipeline job's id) from the environment
+    ``pid`` started with.
 
     A refused read is "denied", never "not ours" nor "ours": the caller cannot verify. An empty
     environment is read again for up to ``settle_s`` (until it is there, or the process is gone)
     before "empty" is returned.
     """
-    read = _read_launch_id(pid)
+    read = _read_launch_id(pid, variable)
     deadline = time.monotonic() + settle_s
     pause = threading.Event()
     while read.problem == "empty" and time.monotonic() < deadline:
         pause.wait(0.005)  # a poll with a deadline: nothing signals the end of an exec
-        read = _read_launch_id(pid)
+        read = _read_launch_id(pid, variable)
     return read
 
 
-def _read_launch_id(pid: int) -> LaunchIdRead:
+def _read_launch_id(pid: int, variable: str) -> LaunchIdRead:
     try:
         environ = psutil.Process(pid).environ()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
@@ -153,4 +156,4 @@ def _read_launch_id(pid: int) -> LaunchIdRead:
         return LaunchIdRead(None, "denied")
     if not environ:
         return LaunchIdRead(None, "empty")
-    return LaunchIdRead(environ.get(LAUNCH_ID_ENV))
+    return LaunchIdRead(environ.get(variable))
