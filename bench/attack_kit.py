@@ -24,6 +24,7 @@ from typing import Any
 
 import psutil
 
+from bench.broken_builds import install
 from bench.ports import free_ports
 from bench.simfleet import AGGRESSIVE, BASELINE, FAST_APPLY, sim_profile_text
 from tui import paths
@@ -125,6 +126,9 @@ class Workspace:
     root: Path
     gpus: int = 2
     ports: list[int] = field(default_factory=list)
+    broken: str | None = None
+    """A deliberately broken build every command of the workspace runs (``bench.broken_builds``:
+    a test shows a row fails there); None: gpufleet as it is."""
 
     def __post_init__(self) -> None:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -158,7 +162,10 @@ class Workspace:
         env[paths.STATE_ENV] = str(self.state)
         env[paths.CONFIG_ENV] = str(self.root / "config")
         env[paths.PROFILES_ENV] = str(profiles or self.profiles)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        first = [str(install(self.broken, self.root / "broken"))] if self.broken else []
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (*first, str(ROOT), env.get("PYTHONPATH")) if p
+        )
         return env
 
     def cli(
@@ -166,14 +173,15 @@ class Workspace:
         args: list[str],
         timeout: float = 60.0,
         profiles: Path | None = None,
-        wrap: list[str] | None = None,
+        prefix: list[str] | None = None,
     ) -> Run:
         """``gpufleet ARGS`` in its own session, bounded by ``timeout`` and the address-space
         limit; a command that outlives the deadline is killed with its session (it is ours).
-        ``wrap``: a command that runs it (``bench.in_tmpfs.wrapper``: on a small tmpfs)."""
+        ``prefix`` runs it under another command (``unshare --time ...``;
+        ``bench.in_tmpfs.wrapper``: on a small tmpfs)."""
         start = time.monotonic()
         proc = subprocess.Popen(
-            [*(wrap or []), sys.executable, "-m", "tui", *args],
+            [*(prefix or []), sys.executable, "-m", "tui", *args],
             cwd=ROOT,
             env=self.env(profiles),
             stdin=subprocess.DEVNULL,
@@ -269,6 +277,18 @@ class Workspace:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
                 proc.wait(timeout=10)
+
+
+def time_namespace(seconds: float) -> list[str] | None:
+    """The prefix that runs a command in a new time namespace whose boot is ``seconds`` earlier
+    (``unshare --time --boottime S``; in a user namespace where only that is allowed), or None
+    where this machine permits neither."""
+    for prefix in (["unshare", "--time"], ["unshare", "--user", "--map-root-user", "--time"]):
+        argv = [*prefix, "--boottime", f"{seconds:g}", "true"]
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            if subprocess.run(argv, capture_output=True, timeout=10).returncode == 0:
+                return [*prefix, "--boottime", f"{seconds:g}"]
+    return None
 
 
 def alive(pid: int) -> bool:

@@ -1,16 +1,24 @@
-"""Issue 31's attacks, run again against today's code on real simulated fleets on loopback, one
-table row each (``.venv/bin/python -m bench.attacks [--only NAME ...] [--json FILE]``).
+"""Issues 31's and 36's attacks, run again against today's code on real simulated fleets on
+loopback, one table row each (``.venv/bin/python -m bench.attacks [--only NAME ...] [--json
+FILE]``).
 
-Parts: ``pgid`` (a live server's record naming a foreign process group, and pgid 1), ``clock``
-(every recorded wall-clock time +24 s: stop, apply and rollout act on the fleet's own servers; a
-truly foreign process recorded: refused, non-zero, journalled; the console's Stop fleet by its
-tmux test), ``locks`` (another process, and another uid, holding a state file's lock),
-``state`` (version 99, an invalid current profile, the journal a directory), ``agent`` (paths,
-loader variables, scopes, a 400 MiB body), ``inputs`` (a FIFO and /dev/zero for every file
-input and as the fleet state), ``damaged`` (the agent on a damaged fleet state) and ``files``
+Parts: ``pgid`` (a live server's record naming a foreign process group, and pgid 1; the drain
+mode's server frozen, so the drain escalates to the group), ``clock`` (a clock step of what
+identity reads: every recorded wall-clock time +24 s and each command run in a time namespace
+whose boot is 24 s earlier, so every start tick it reads moves: stop, apply and rollout act on
+the fleet's own servers; a truly foreign process recorded: refused, non-zero, journalled; the
+console's Stop fleet by its tmux test), ``locks`` (another process, and another uid, holding a
+state file's lock), ``state`` (version 99, an invalid current profile, the journal a directory),
+``agent`` (paths, loader variables, scopes, a 400 MiB body), ``inputs`` (a FIFO and /dev/zero
+for every file input and as the fleet state), ``damaged`` (the agent on a damaged fleet state)
+and ``network`` (issue 36's: the agent and ``serve`` without a token, the job, the environment,
+the pid file, the token file, a long log line: ``bench.attacks_network``) and ``files``
 (issue 36's, ``bench.attacks_files``: links where gpufleet writes, a directory anyone can write,
 a full disk, two jobs on one S3 prefix, a prompts file rewritten under a job, a 300 MiB journal,
 a GPU that left the fleet, a job started with a relative ``--status``).
+
+Each row can fail: ``tests/test_bench_attack_rows.py`` runs it once against a deliberately
+broken build (``bench.broken_builds``) and sees FAIL.
 
 Every command runs under a deadline (a hang is a row saying HUNG), every fleet and helper process
 is stopped at the end, also on error, and nothing but 127.0.0.1 is ever addressed. pgid 1 is
@@ -25,6 +33,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,8 +54,10 @@ from bench.attack_kit import (
     poll,
     started,
     table,
+    time_namespace,
 )
 from bench.attacks_files import files_rows
+from bench.attacks_network import network_rows
 from bench.simfleet import FAST_APPLY
 
 ROLLOUT = ["--no-measure", "--timeout", "60", "--term-timeout", "5", "--release-timeout", "20"]
@@ -58,7 +69,9 @@ def _pid(ws: Workspace, gpu: int) -> int:
 
 def pgid_rows(ws: Workspace) -> list[Row]:
     """A live server's record names a foreign group of three (bash and two sleeps): every stop
-    mode leaves the group whole; then pgid 1, which the parser must refuse."""
+    mode leaves the group whole; then pgid 1, which the parser must refuse. In drain mode the
+    server is frozen (SIGSTOP) so the drain cannot end it and the stop escalates to the group,
+    where the foreign pgid is decided (a drain that ended first never reached it)."""
     rows: list[Row] = []
     for mode in ("kill", "terminate", "drain"):
         if not alive(_pid(ws, 0)):
@@ -68,20 +81,32 @@ def pgid_rows(ws: Workspace) -> list[Row]:
             poll(lambda: group_size(foreign.pid) == 3, 10)
             before = group_size(foreign.pid)
             ws.edit_server(0, pgid=foreign.pid)
+            if mode == "drain" and alive(pid):
+                os.kill(pid, signal.SIGSTOP)  # our workspace's server: frozen, it cannot drain
             args = ["sim-fleet", "stop", "--gpus", "0", "--mode", mode, "--timeout", "5"]
             run = ws.cli(args, timeout=90)
+            if alive(pid):
+                os.kill(pid, signal.SIGCONT)
             after = group_size(foreign.pid)
         stopped = not alive(pid)
         ok = before == after == 3 and not run.hung and not run.traceback
         ok = ok and ((run.rc == 0 and stopped) or (run.rc != 0 and not stopped))
         said = f"foreign group {before}->{after}; server pid {'stopped' if stopped else 'alive'}"
+        note = ""
+        if mode == "drain":
+            # The drain escalated: the group's pgid was weighed (and refused) on the way.
+            escalated = "is not the server's own" in run.out + run.err
+            ok = ok and escalated
+            note = "escalated past the drain" if escalated else "the drain never escalated"
+        frozen = " (frozen)" if mode == "drain" else ""
         rows.append(
             Row(
-                f"live pid + foreign pgid, --mode {mode}",
+                f"live pid + foreign pgid, --mode {mode}{frozen}",
                 run,
                 said,
                 ok,
                 run.line_with("pgid", "group", "REFUSED", "done"),
+                note,
             )
         )
     rows.append(_pgid_one(ws))
@@ -122,7 +147,15 @@ def _pgid_one(ws: Workspace) -> Row:
 
 
 def clock_rows(ws: Workspace) -> list[Row]:
-    """+24 s on every recorded wall-clock time, then a truly foreign process recorded."""
+    """A clock step of what identity reads, then a truly foreign process recorded. Every
+    recorded wall-clock time moves +24 s, and each command runs in a time namespace whose boot
+    is 24 s earlier: every start tick it reads from ``/proc`` is 2,400 ticks later (on a
+    100 Hz kernel) than the record's. Moving ``create_time`` alone checked nothing: identity no
+    longer reads it, and the rows passed at -9.6e8 s too."""
+    step = time_namespace(24.0)
+    if step is None:
+        why = "no time namespace can be made here (unshare --time): the clock rows cannot run"
+        return [Row("+24 s clock step", None, "-", False, note=why)]
     rows: list[Row] = []
     steps: list[tuple[str, list[str]]] = [
         ("sim-fleet stop", ["sim-fleet", "stop", "--timeout", "5"]),
@@ -134,7 +167,7 @@ def clock_rows(ws: Workspace) -> list[Row]:
             ws.up()
         before = [_pid(ws, g) for g in range(ws.gpus)]
         ws.shift_clock(24.0)
-        run = ws.cli(args, timeout=180)
+        run = ws.cli(args, timeout=180, prefix=step)
         gone = [p for p in before if not alive(p)]
         now = [_pid(ws, g) for g in range(ws.gpus)]
         relaunched = name == "sim-fleet stop" or all(alive(p) and p not in before for p in now)
@@ -146,7 +179,7 @@ def clock_rows(ws: Workspace) -> list[Row]:
         )
         rows.append(
             Row(
-                f"+24 s clock step: {name}",
+                f"+24 s clock step (wall clock and boottime): {name}",
                 run,
                 said,
                 ok and not run.traceback,
@@ -170,7 +203,7 @@ def clock_rows(ws: Workspace) -> list[Row]:
                     continue
             ws.shift_clock(24.0)
             ws.edit_server(0, pid=stranger.pid, pgid=stranger.pid)
-            run = ws.cli(args, timeout=180)
+            run = ws.cli(args, timeout=180, prefix=step)
             entry = ws.last_journal()
             journalled = entry.get("type") == kinds[name] and entry.get("ok") is False
             journalled = journalled and "refused" in json.dumps(entry)
@@ -331,7 +364,7 @@ def state_rows(ws: Workspace) -> list[Row]:
     return rows
 
 
-PARTS = ("pgid", "clock", "locks", "state", "agent", "inputs", "damaged", "files")
+PARTS = ("pgid", "clock", "locks", "state", "agent", "inputs", "damaged", "files", "network")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -365,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             "inputs": lambda: input_rows(work / "inputs"),
             "damaged": lambda: damaged_rows(work / "damaged"),
             "files": lambda: files_rows(work),
+            "network": lambda: network_rows(lambda name: space(name, 1)),
         }
         for part in args.only:
             t0 = time.monotonic()
@@ -383,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     failed = [r for r in rows if not r.ok]
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"issue 31 attacks, {when}, commit {commit}, {time.monotonic() - started_at:.0f} s")
+    print(f"attacks, {when}, commit {commit}, {time.monotonic() - started_at:.0f} s")
     print(table(rows))
     print(f"\n{len(rows) - len(failed)}/{len(rows)} rows pass")
     if args.json:

@@ -101,7 +101,7 @@ def disk_rows(ws: Workspace, url: str) -> list[Row]:
             job = Job(ws, f"disk-{mode}", url, "--max-retries", "0")
             job.out.mkdir(exist_ok=True)
             wrap = in_tmpfs.wrapper("300k", job.out, job.dir / "copied")
-            run = ws.cli(job.args, timeout=120, wrap=wrap)
+            run = ws.cli(job.args, timeout=120, prefix=wrap)
             status = job.status()
             lines = job.failed_lines(run)
             ok = run.rc == 1 and len(lines) == 1 and "no space left on" in lines[0]
@@ -117,7 +117,7 @@ def disk_rows(ws: Workspace, url: str) -> list[Row]:
         set_mode(url, "ok")
         ws.state.mkdir(mode=0o700, exist_ok=True)
         wrap = in_tmpfs.wrapper("256k", ws.state, ws.root / "state-copy", full=True)
-        run = ws.cli(["sim-fleet", "start", "--profile", "atk-base", "--wait", "0"], wrap=wrap)
+        run = ws.cli(["sim-fleet", "start", "--profile", "atk-base", "--wait", "0"], prefix=wrap)
         launched = ws.servers_on_ports()
         ok = run.rc == 2 and len(run.lines) == 1 and not launched and not run.traceback
         rows.append(Row(labels[2], run, "nothing launched" if not launched else "LAUNCHED", ok))

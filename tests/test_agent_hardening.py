@@ -115,7 +115,7 @@ def test_loader_variables_and_foreign_interpreters_are_refused(node: Node) -> No
     doc = httpx.get(
         f"{base(node)}/api/v1/profiles/node-base", headers=bearer(ADMIN), timeout=10
     ).json()["profile"]
-    for name in ("PYTHONPATH", "LD_LIBRARY_PATH", "PATH", "TRITON_PTXAS_PATH"):
+    for name in ("PYTHONPATH", "LD_LIBRARY_PATH", "PATH", "TRITON_PTXAS_PATH", "OPENSSL_CONF"):
         bad = {**doc, "name": "node-x", "env": {name: "/tmp/evil"}}
         answer = save_profile(node, "node-x", bad)
         assert answer.status_code == 400 and f"env.{name}:" in answer.json()["error"], answer.text
@@ -165,6 +165,7 @@ def test_a_read_only_agent_accepts_read_tokens_only(
 ) -> None:
     bare = node.root / "bare.token"
     bare.write_text(ADMIN + "\n")
+    bare.chmod(0o600)
     status = agent_cli.main(["--readonly", "--token-file", str(bare), "--port", "9"])
     err = capsys.readouterr().err.strip()
     assert status == 2 and err.count("\n") == 0 and "holds no read token" in err, err

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -275,6 +275,64 @@ def test_stop_never_signals_an_unverified_pid(isolated_state: Path) -> None:
     finally:
         stranger.kill()
         stranger.wait(timeout=10)
+
+
+def test_a_clock_step_in_the_pid_file_leaves_the_agent_running_and_stoppable(
+    isolated_state: Path,
+) -> None:
+    """The pid file's wall-clock start moved 24 s (a step of the host's clock): the agent is
+    still the agent (its start ticks and boot are), so --running says it runs and --stop stops
+    it. It used to say "not running" (exit 3) and remove the pid file while the agent served."""
+    from tui.servers.procinfo import boot_id, start_ticks
+
+    agent = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        proc = psutil.Process(agent.pid)
+        record = pidfile.AgentRecord(
+            agent.pid,
+            proc.create_time() + 24,
+            tuple(proc.cmdline()),
+            "n1",
+            "http://127.0.0.1:1",
+            "t",
+            "l",
+            time.time(),
+            start_ticks=start_ticks(agent.pid) or 0,
+            boot_id=boot_id(),
+        )
+        pidfile.write_record(record)
+        assert pidfile.read_record() == record
+        running = detached.running()
+        assert running.status == 0 and f"pid {agent.pid}" in running.line, running
+        stopped = detached.stop(timeout_s=5)
+        assert stopped.status == 0 and stopped.line.startswith("stopped: node n1"), stopped
+        assert agent.wait(timeout=10) == -signal.SIGTERM
+        assert not pidfile.pid_file().exists()
+        # Other start ticks at the pid: another process, never signalled.
+        other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        try:
+            ticks = start_ticks(other.pid) or 0
+            stranger = psutil.Process(other.pid)
+            pidfile.write_record(
+                replace(
+                    record,
+                    pid=other.pid,
+                    create_time=stranger.create_time(),
+                    cmdline=tuple(stranger.cmdline()),
+                    start_ticks=ticks - 1,
+                )
+            )
+            refused = detached.stop(timeout_s=1)
+            assert "now runs another process" in refused.line, refused
+            assert "nothing signalled" in refused.line
+            assert other.poll() is None
+        finally:
+            other.kill()
+            other.wait(timeout=10)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        agent.wait(timeout=10)
 
 
 def test_two_starts_at_once_start_one_agent(node: Node) -> None:

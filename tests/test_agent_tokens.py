@@ -4,6 +4,7 @@ adds one; a bad line is one error naming the file and the line."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from tui.servers.tokens import (
     TokenError,
     add_token,
     allows,
+    check_private,
+    load_or_create,
     match,
     read_token,
     read_tokens,
@@ -68,3 +71,47 @@ def test_agent_token_adds_a_scoped_token_and_prints_it(
     with pytest.raises(SystemExit) as refused:
         agent_cli.main(["token", "sudo", "--token-file", str(path)])
     assert refused.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "mode", "says"),
+    [
+        ("admin-tok\n", 0o644, "is 0644, readable by other users, and holds an admin token"),
+        ("operate o-1\nread r-1\n", 0o640, "is 0640, readable by other users, and holds an"),
+        ("read r-1\n", 0o664, "is 0664, writable by other users: they could add an admin token"),
+    ],
+)
+def test_a_token_file_other_users_can_use_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, mode: int, says: str
+) -> None:
+    """As ssh refuses a private key others can read: the agent does not start on a token file
+    others could read a write token from, or write one into (it used to, without a word)."""
+    path = tmp_path / "agent.token"
+    path.write_text(text)
+    path.chmod(mode)
+    status = agent_cli.main(["--token-file", str(path), "--profile", "sim-baseline", "--port", "9"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and err.count("\n") == 0, err
+    assert says in err and f"chmod 600 {path}" in err, err
+    assert agent_cli.main(["token", "read", "--token-file", str(path)]) == 2
+    assert path.read_text() == text  # nothing appended to it
+
+
+def test_a_token_file_of_another_user_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "agent.token"
+    path.write_text("admin-tok\n")
+    path.chmod(0o600)
+    if os.geteuid() != 0:
+        pytest.skip("only root can give the file to another user")
+    os.chown(path, 65534, 65534)
+    with pytest.raises(TokenError, match="is owned by uid 65534, not this user"):
+        check_private(path, read_tokens(path))
+
+
+def test_a_token_file_of_read_tokens_only_may_be_readable(tmp_path: Path) -> None:
+    """A file of read tokens only (a dashboard's) may be readable by others: nothing it holds
+    changes the fleet."""
+    path = tmp_path / "read.token"
+    path.write_text("read r-1\n")
+    path.chmod(0o644)
+    assert load_or_create(path, "read") == (AgentToken("r-1", "read"),)

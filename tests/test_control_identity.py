@@ -77,7 +77,12 @@ def _write_state(record: ProcessRecord) -> None:
 
 
 def test_start_ticks_are_read_past_a_command_name_with_spaces_and_parentheses() -> None:
-    from tui.servers.procinfo import boot_id, parse_start_ticks, start_ticks
+    from tui.servers.procinfo import (
+        boot_id,
+        parse_boottime_offset_ns,
+        parse_start_ticks,
+        start_ticks,
+    )
 
     fields = " ".join(["S"] + [str(n) for n in range(4, 22)] + ["987654"] + ["0"] * 30)
     assert parse_start_ticks(f"123 (a) b (c) {fields}") == 987654
@@ -103,6 +108,9 @@ def test_start_ticks_are_read_past_a_command_name_with_spaces_and_parentheses() 
         child.kill()
         child.wait(timeout=10)
     assert boot_id() and len(boot_id()) == 36
+    offsets = "monotonic           0         0\nboottime         1000         5\n"
+    assert parse_boottime_offset_ns(offsets) == 1000 * 10**9 + 5
+    assert parse_boottime_offset_ns("boottime x y\n") == parse_boottime_offset_ns("") == 0
 
 
 def test_a_launch_id_is_read_even_at_the_very_end_of_an_exec() -> None:
@@ -139,6 +147,55 @@ def test_a_clock_step_leaves_the_fleet_s_servers_its_own(tmp_path: Path) -> None
         assert outcome.result is not None and outcome.result.outcome == "drained"
         assert not running(parent) and not running(child)
         assert 0 not in read_records()
+
+
+def _time_namespace() -> list[str]:
+    """The prefix that runs a command in a new time namespace whose boot is 1000 s earlier (as
+    ``unshare --time --boottime 1000``), or skip where this machine permits none."""
+    for prefix in (["unshare", "--time"], ["unshare", "--user", "--map-root-user", "--time"]):
+        argv = [*prefix, "--boottime", "1000", "true"]
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            if subprocess.run(argv, capture_output=True, timeout=10).returncode == 0:
+                return [*prefix, "--boottime", "1000"]
+    pytest.skip("no time namespace can be made here (unshare --time)")
+
+
+def test_a_time_namespace_leaves_the_fleet_s_servers_its_own(tmp_path: Path) -> None:
+    """Read from a time namespace whose boot is 1000 s earlier, a live server's start ticks
+    are 100,000 ticks later in /proc: they are still the host's, and the record verifies (it
+    used to read "no longer runs")."""
+    prefix = _time_namespace()
+    with reaper() as groups:
+        proc, _ = _launch(tmp_path)
+        groups.append(proc.record.pgid)
+        _write_state(proc.record)
+        script = (
+            "import json\n"
+            "from tui.servers.procinfo import start_ticks\n"
+            "from tui.control import verify\n"
+            "from tui.state.fleet_state import read_records\n"
+            "record = read_records()[0]\n"
+            "raw = open(f'/proc/{record.pid}/stat').read().rsplit(')', 1)[1].split()[19]\n"
+            "try:\n"
+            "    alive = verify(record).alive\n"
+            "except Exception as mismatch:\n"
+            "    alive = str(mismatch)\n"
+            "print(json.dumps([int(raw), start_ticks(record.pid), alive]))\n"
+        )
+        done = subprocess.run(
+            [*prefix, sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        assert done.returncode == 0, done.stderr
+        raw, ticks, alive = json.loads(done.stdout)
+        hz = os.sysconf("SC_CLK_TCK")
+        assert raw == proc.record.start_ticks + 1000 * hz  # the namespace moved what /proc says
+        assert ticks == proc.record.start_ticks and alive is True, alive
+        outcome = stop_and_release(0, read_records()[0], lambda gpu: set())
+        assert outcome.ok, outcome.message
 
 
 def test_other_start_ticks_are_refused_and_nothing_is_signalled(tmp_path: Path) -> None:

@@ -222,6 +222,7 @@ def test_detached_pipeline_runs_in_its_own_session(tmp_path: Path, server: Proce
             str(tmp_path / "status.json"),
         ],
         tmp_path / "pipeline.log",
+        tmp_path / "status.json",
     )
     proc = psutil.Process(pid)
     try:

@@ -220,3 +220,99 @@ async def test_the_page_builds_its_urls_from_the_browsers_address() -> None:
     assert 'src="http://localhost:9000/static/js/textual.js"' in html
     assert "googleapis" not in html and "https://" not in html
     assert page.headers["Content-Security-Policy"] == CSP
+
+
+# --- what one client may hold (issue 36) --------------------------------------------------------
+
+PARTIAL = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+"""A request whose headers never end."""
+
+
+async def _listening(server: ConsoleServer) -> tuple[web.AppRunner, asyncio.Server]:
+    return await server.listen()
+
+
+async def test_stalled_connections_are_bounded_and_real_requests_answered() -> None:
+    """1,100 connections that never finish their headers took serve offline for as long as
+    they were held: the address holds at most its limit (the oldest stalled ones give way), a
+    real request is answered meanwhile, and a stalled connection is closed by the server."""
+    from tui.servers.connections import HEADER_TIMEOUT_S
+    from tui.ui.serve.auth import Token
+
+    port = free_ports(1)[0]
+    server = ConsoleServer(
+        ["true"], host="127.0.0.1", port=port, token=Token(TOKEN, False, "test"), title="t"
+    )
+    runner, listener = await _listening(server)
+    writers: list[asyncio.StreamWriter] = []
+    try:
+        for _ in range(1100):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(PARTIAL)
+            writers.append(writer)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as session:
+            for _ in range(3):
+                page = await session.get(
+                    f"http://127.0.0.1:{port}/", headers={"Cookie": f"{cookie_name(port)}={TOKEN}"}
+                )
+                assert page.status == 200
+        assert server.connections.count("127.0.0.1") <= server.connections.per_address
+        assert server.connections.dropped >= 1100 - server.connections.per_address
+        # One stalled connection alone is closed by the server, without an answer.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(PARTIAL)
+        writers.append(writer)
+        assert await asyncio.wait_for(reader.read(), HEADER_TIMEOUT_S + 30) == b""
+    finally:
+        for writer in writers:
+            writer.close()
+        listener.close()
+        await runner.cleanup()
+
+
+async def test_browser_sessions_past_the_limit_are_answered_503_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """12 websockets were 12 consoles (621 MiB): past --max-sessions the page and the websocket
+    are refused in one line, and a session that ended frees its place."""
+    from tui.ui.serve.auth import Token
+
+    port = free_ports(1)[0]
+    argv = [sys.executable, "-c", FAKE_CONSOLE, str(tmp_path / "argv.json")]
+    server = ConsoleServer(
+        argv,
+        host="127.0.0.1",
+        port=port,
+        token=Token(TOKEN, False, "test"),
+        title="t",
+        max_sessions=2,
+    )
+    runner, listener = await _listening(server)
+    cookie = {"Cookie": f"{cookie_name(port)}={TOKEN}"}
+    try:
+        async with aiohttp.ClientSession() as session:
+            url = f"http://127.0.0.1:{port}"
+            first = await session.ws_connect(f"{url}/ws", headers=cookie)
+            second = await session.ws_connect(f"{url}/ws", headers=cookie)
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await session.ws_connect(f"{url}/ws", headers=cookie)
+            assert refused.value.status == 503
+            page = await session.get(f"{url}/", headers=cookie)
+            line = (await page.text()).strip()
+            assert page.status == 503 and "\n" not in line
+            assert line == (
+                "gpufleet serve: 2 browser sessions run, the most this server allows "
+                "(--max-sessions 2): close one to open another"
+            )
+            await first.close()
+            deadline = asyncio.get_running_loop().time() + 30
+            while (await session.get(f"{url}/", headers=cookie)).status != 200:
+                assert asyncio.get_running_loop().time() < deadline, "the place was not freed"
+                await asyncio.sleep(0.1)
+            third = await session.ws_connect(f"{url}/ws", headers=cookie)
+            await second.close()
+            await third.close()
+    finally:
+        listener.close()
+        await runner.cleanup()
+    assert serve_cli.build_parser().parse_known_args([])[0].max_sessions == 4

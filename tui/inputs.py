@@ -25,7 +25,6 @@ import math
 import os
 import stat
 import tomllib
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -326,35 +325,6 @@ def open_stream(path: str | Path, what: str) -> io.BufferedReader:
         InputError: not a regular file, or unreadable.
     """
     return os.fdopen(open_regular(path, what), "rb")
-
-
-LOG_TAIL_BYTES = 1 << 20
-"""How much of a log's end ``tail_lines`` reads."""
-
-
-def tail_lines(path: str | Path, max_lines: int) -> list[str]:
-    """The last ``max_lines`` lines of a log, read from its last ``LOG_TAIL_BYTES`` only.
-
-    Args:
-        path: The log file.
-        max_lines: How many lines at most.
-
-    Returns:
-        The lines without their newlines; empty when the file cannot be read (missing, a FIFO
-        or a device: at once, never blocking).
-    """
-    try:
-        with open_stream(path, "a log") as handle:
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - LOG_TAIL_BYTES))
-            data = handle.read()
-    except (OSError, InputError):
-        return []
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    if size > LOG_TAIL_BYTES and lines:
-        lines = lines[1:]  # the first line of the window is probably cut in the middle
-    return list(deque(lines, maxlen=max_lines))
 
 
 def check_readable(path: str | Path, what: str) -> None:

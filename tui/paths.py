@@ -80,6 +80,12 @@ def pipeline_dir() -> Path:
     return state_dir() / "pipeline"
 
 
+def job_records_dir() -> Path:
+    """The records of the pipeline jobs started detached (``tui.pipeline.job_record``): what an
+    agent may start again, and the id that names a job's process."""
+    return state_dir() / "pipeline" / "jobs"
+
+
 def profiles_dir() -> Path:
     """Directory of tuning profiles.
 

@@ -199,6 +199,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from tui.agent.app import build_app
+    from tui.agent.http_limits import IDLE_TIMEOUT_S, guarded_h11
     from tui.agent.policy import PolicyError, load_policy
     from tui.agent.server import Agent, AgentConfig
     from tui.fleet.monitor import FleetMonitor
@@ -208,6 +209,7 @@ def _serve(args: argparse.Namespace) -> int:
     from tui.ops.service import FleetOps, OpsOptions
     from tui.ops.windows import console_windows
     from tui.profiles import Profile
+    from tui.servers.connections import ConnectionTable, raise_open_file_limit
 
     if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
         raise AgentRefused("--ssl-certfile and --ssl-keyfile go together")
@@ -260,6 +262,7 @@ def _serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    raise_open_file_limit()
     server = uvicorn.Server(
         uvicorn.Config(
             build_app(agent),
@@ -269,6 +272,10 @@ def _serve(args: argparse.Namespace) -> int:
             access_log=False,
             ssl_certfile=str(args.ssl_certfile) if tls else None,
             ssl_keyfile=str(args.ssl_keyfile) if tls else None,
+            # No token is needed to hold a connection: its headers have a deadline and each
+            # client address a number of connections (tui.agent.http_limits).
+            http=guarded_h11(ConnectionTable()),
+            timeout_keep_alive=IDLE_TIMEOUT_S,
         )
     )
     server.run()

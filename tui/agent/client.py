@@ -25,7 +25,10 @@ from tui.retune.preflight import Preflight
 LONG_POLL_S = 10
 """Seconds an operation's status request waits for something new."""
 SNAPSHOT_TIMEOUT_S = 2.0
-"""A snapshot that takes longer marks the node unreachable for this poll."""
+"""A snapshot that takes longer marks the node unreachable for this poll (``tui.agent.nodes``:
+the request goes on, and its answer is taken at a later poll)."""
+SNAPSHOT_GIVE_UP_S = 30.0
+"""A snapshot request that takes longer than this has failed."""
 DEFAULT_AGENT_PORT = 9400
 """The agent's port when an address names none."""
 
@@ -173,7 +176,7 @@ class AgentClient:
         Raises:
             AgentError: unreachable, refused, or an answer that is not a snapshot.
         """
-        body = await self._request("GET", "/api/v1/snapshot", timeout=SNAPSHOT_TIMEOUT_S)
+        body = await self._request("GET", "/api/v1/snapshot", timeout=SNAPSHOT_GIVE_UP_S)
         try:
             view = NodeView(
                 node=str(body["node"]),

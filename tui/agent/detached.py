@@ -35,6 +35,7 @@ from tui.agent.pidfile import (
 )
 from tui.inputs import InputError, open_stream
 from tui.outputs import make_dir, open_log
+from tui.servers.procinfo import boot_id, start_ticks
 from tui.state.files import StateFileError
 from tui.state.locks import locked
 
@@ -126,6 +127,7 @@ def _start(launch: Launch, path: Path) -> Outcome:
         create_time = psutil.Process(child.pid).create_time()
     except psutil.NoSuchProcess:
         create_time = 0.0  # it exited at once; the wait below reads why from the log
+    ticks = start_ticks(child.pid) or 0
     # Recorded before the wait: were this start killed while waiting, the agent it started can
     # still be found and stopped.
     record = AgentRecord(
@@ -137,6 +139,8 @@ def _start(launch: Launch, path: Path) -> Outcome:
         token_file=str(launch.token_file),
         log=str(log),
         started_at=time.time(),
+        start_ticks=ticks,
+        boot_id=boot_id(),
     )
     write_record(record, path)
     t0 = time.monotonic()

@@ -12,6 +12,7 @@ nodes by the console itself (``tui.agent.cross_canary``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from tui.agent.client import AgentAddress, AgentClient, AgentError, NodeView
+from tui.agent.client import SNAPSHOT_TIMEOUT_S, AgentAddress, AgentClient, AgentError, NodeView
 from tui.agent.cross_canary import cross_controls, cross_node_canary
 from tui.agent.merge import merge_applies, merge_rollouts
 from tui.agent.node_views import NO_JOB, job_of, node_of, running_of
@@ -66,6 +67,8 @@ class _Node:
     view: NodeView | None = None
     last_answer_at: float | None = None
     error: str = ""
+    asking: asyncio.Task[NodeView] | None = None
+    """The snapshot request in flight (it may outlive a poll: its answer is the next one's)."""
 
 
 class Nodes:
@@ -100,7 +103,13 @@ class Nodes:
         return [n.client for n in self._nodes]
 
     async def aclose(self) -> None:
-        """Close the HTTP client if owned."""
+        """Close the HTTP client if owned (a snapshot request still in flight is cancelled)."""
+        for node in self._nodes:
+            if node.asking is not None:
+                node.asking.cancel()
+                with contextlib.suppress(asyncio.CancelledError, AgentError):
+                    await node.asking
+                node.asking = None
         if self._own:
             await self._http.aclose()
 
@@ -149,8 +158,24 @@ class Nodes:
         )
 
     async def _poll_one(self, node: _Node) -> None:
+        """Wait ``SNAPSHOT_TIMEOUT_S`` at most for the node's snapshot. A request that takes
+        longer is not cancelled: the node reads as not answering for this poll, and the answer
+        is taken when it lands. Why: a request cut at the deadline and asked again at every poll
+        never lands when each answer takes longer than the deadline (seen under load: a node's
+        panels never appeared in 30 s, while its agent answered in 2-5 s)."""
+        if node.asking is None:
+            node.asking = asyncio.ensure_future(node.client.snapshot())
+        done, _ = await asyncio.wait({node.asking}, timeout=SNAPSHOT_TIMEOUT_S)
+        if not done:
+            client = node.client
+            node.error = (
+                f"node {client.node}: agent {client.address.label} did not answer within "
+                f"{SNAPSHOT_TIMEOUT_S:g} s"
+            )
+            return
+        answered, node.asking = node.asking, None
         try:
-            node.view = await node.client.snapshot()
+            node.view = answered.result()
         except AgentError as error:
             node.error = str(error)
             return

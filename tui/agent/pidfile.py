@@ -1,9 +1,16 @@
-"""The pid file of a node's detached agent: who it is (pid, start time, command line) and where.
+"""The pid file of a node's detached agent: who it is (pid, start, command line) and where.
 
 ``gpufleet agent --detach`` writes it after starting the agent in its own session; ``--stop`` and
 ``--running`` read it. A pid alone names whatever process holds that number now; the agent is the
-process with that pid, that start time (``psutil.Process.create_time()``) and that command line,
-and only that process is ever signalled.
+process with that pid, that start in clock ticks since boot in that boot (``tui.servers.procinfo``,
+as the fleet's servers are identified) and that command line, and only that process is ever
+signalled.
+
+Why not the wall-clock start (``psutil.Process.create_time()``): a step of the host's clock moves
+it for every process. Seen with ``create_time`` +24 s in the file: ``--running`` said not running
+(exit 3), ``--stop`` removed the file while the agent kept serving, and ``--detach`` then failed
+with "address in use". A pid file of an older gpufleet (no start ticks) is still judged by its
+``create_time``.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import psutil
 
 from tui import paths
 from tui.control.identity import CREATE_TIME_TOLERANCE_S
+from tui.servers.procinfo import boot_id, start_ticks
 from tui.state.files import expect, read_document, write_document
 
 
@@ -37,7 +45,8 @@ class AgentRecord:
     pid: int
     """Its process id."""
     create_time: float
-    """Its start time (``psutil.Process.create_time()``): a reused pid has another."""
+    """Its wall-clock start time (``psutil.Process.create_time()``): shown, and the identity of
+    a pid file written before start ticks were (``start_ticks`` 0)."""
     cmdline: tuple[str, ...]
     """The argv it was started with (what ``/proc/PID/cmdline`` shows for it)."""
     node: str
@@ -50,6 +59,11 @@ class AgentRecord:
     """Its output file."""
     started_at: float
     """``time.time()`` of the start."""
+    start_ticks: int = 0
+    """Its start in clock ticks since boot (``tui.servers.procinfo.start_ticks``): a reused pid
+    has another; no clock step moves it. 0: a pid file of an older gpufleet."""
+    boot_id: str = ""
+    """The boot it started in ("" where the kernel gives none)."""
 
     def to_json(self) -> dict[str, Any]:
         """The pid file's document."""
@@ -71,6 +85,8 @@ def _parse(doc: Any) -> AgentRecord:
         token_file=str(doc["token_file"]),
         log=str(doc["log"]),
         started_at=float(doc["started_at"]),
+        start_ticks=int(doc.get("start_ticks", 0)),
+        boot_id=str(doc.get("boot_id", "")),
     )
 
 
@@ -111,8 +127,25 @@ def _gone(proc: psutil.Process) -> bool:
         return True
 
 
+def _other_start(record: AgentRecord, proc: psutil.Process) -> str:
+    """Why the process at the recorded pid started at another time than the agent ("" when it
+    did not): start ticks and boot id, or for an older pid file its create_time."""
+    if record.start_ticks:
+        boot = boot_id()
+        if record.boot_id and boot and record.boot_id != boot:
+            return f"the machine was restarted since (boot id {boot}, the agent's {record.boot_id})"
+        ticks = start_ticks(record.pid)
+        if ticks is not None and ticks != record.start_ticks:
+            return f"started at tick {ticks}, the agent at tick {record.start_ticks}"
+        return ""
+    create_time = proc.create_time()
+    if abs(create_time - record.create_time) > CREATE_TIME_TOLERANCE_S:
+        return f"started {create_time:.2f}, the agent {record.create_time:.2f}"
+    return ""
+
+
 def check(record: AgentRecord) -> Liveness:
-    """Is the process ``record`` names the agent it recorded (pid, start time, command line)?
+    """Is the process ``record`` names the agent it recorded (pid, start, command line)?
 
     Args:
         record: The pid file's record.
@@ -125,16 +158,15 @@ def check(record: AgentRecord) -> Liveness:
         proc = psutil.Process(record.pid)
         if _gone(proc):
             return Liveness(None, f"pid {record.pid} has exited")
-        create_time, cmdline = proc.create_time(), tuple(proc.cmdline())
+        other = _other_start(record, proc)
+        cmdline = tuple(proc.cmdline())
     except psutil.NoSuchProcess:
         return Liveness(None, f"pid {record.pid} has exited")
     except psutil.AccessDenied:
         return Liveness(None, f"pid {record.pid} belongs to another user: not this agent")
-    if abs(create_time - record.create_time) > CREATE_TIME_TOLERANCE_S:
+    if other:
         return Liveness(
-            None,
-            f"pid {record.pid} now runs another process (started {create_time:.2f}, the agent "
-            f"{record.create_time:.2f}): the agent has exited",
+            None, f"pid {record.pid} now runs another process ({other}): the agent has exited"
         )
     if cmdline != record.cmdline:
         return Liveness(

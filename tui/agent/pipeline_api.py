@@ -1,12 +1,19 @@
 """The agent's job routes: the node's ``gpufleet generate`` (a router job included) stopped and
 started again through the API, so a many-node console's ``p`` does what it does for a local job.
 
-The agent watches the job's status document (``--status``). A stop SIGTERMs the processes
-writing it, each verified by its command line (``tui generate ... --status STATUS``; nothing
-else is ever signalled), and remembers that command line and directory; a start runs it again,
-detached, and the job resumes from its done record. A job the agent has not stopped (one started
-by hand and already ended, or an agent restarted since) cannot be started from here: the answer
-says so in one line and what to run instead. Both are journalled on the node.
+The agent's job is only a job of the agent's own user, started detached (``gpufleet generate
+... --status S --detach``, a console's ``p``, or this agent's start) through the one door that
+records it (``tui.pipeline.job_record``): a record in the user's private state directory with
+the job's id, its options and its directory, and the id in the job's environment. A stop
+SIGTERMs the processes of this user that carry that id (nothing else is ever signalled); a start
+runs the recorded options again from the recorded directory, under a new id the agent records
+itself, and the job resumes from its done record. A job with no record (run in the foreground,
+or by another user, whatever its command line says) is not the agent's: the answer says so in
+one line and what to run instead. Both are journalled on the node.
+
+Why: the agent took as the job any process whose command line read ``gpufleet generate ...
+--status S``, whoever owned it: ``stop`` signalled another user's process, and ``start`` ran, as
+root, ``python -m tui generate`` with that user's options in that user's directory.
 
 ======================================  ========================================================
 ``GET /api/v1/pipeline``                  the job: its pids, whether a start can run it again
@@ -18,11 +25,9 @@ says so in one line and what to run instead. Both are journalled on the node.
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,46 +39,27 @@ from starlette.routing import Route
 from tui.agent.requests import BadRequest, json_body
 from tui.ops.entries import simple_entry
 from tui.ops.journal import append
-from tui.ops.pipeline import find_pipelines, is_pipeline_of, stop_pipelines
-from tui.outputs import make_dir, open_log
+from tui.ops.pipeline import stop_processes
 from tui.paths import pipeline_status_file
+from tui.pipeline.detach import start_recorded
+from tui.pipeline.job_record import (
+    JobRecord,
+    JobRecordError,
+    job_processes,
+    new_record,
+    read_record,
+)
 
 
-@dataclass(frozen=True, slots=True)
-class JobCommand:
-    """How the job was run, as read from its process before it was stopped."""
-
-    options: tuple[str, ...]
-    """Its ``generate`` options (after ``generate``)."""
-    cwd: str
-    """Its working directory (its relative paths are relative to it)."""
-
-
-def _command(proc: psutil.Process, status_path: Path) -> JobCommand | None:
+def _job(status: Path) -> tuple[JobRecord | None, list[psutil.Process], str]:
+    """The recorded job of ``status``, its running processes, and why there is no record ("")."""
     try:
-        line = proc.cmdline()
-        cwd = proc.cwd()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-    if not is_pipeline_of(line, status_path, cwd):
-        return None
-    return JobCommand(tuple(line[line.index("generate") + 1 :]), cwd)
-
-
-def _start(command: JobCommand, log_path: Path) -> subprocess.Popen[bytes]:
-    """Run the job's command again in its own session (like ``generate --detach``)."""
-    make_dir(log_path.parent)
-    with os.fdopen(open_log(log_path), "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tui", "generate", *command.options],
-            cwd=command.cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
-    return process
+        record = read_record(status)
+    except JobRecordError as error:
+        return None, [], str(error)
+    if record is None:
+        return None, [], ""
+    return record, job_processes(record), ""
 
 
 def pipeline_routes(status_path: Path | None, by: str, guarded: Any) -> list[Route]:
@@ -88,28 +74,37 @@ def pipeline_routes(status_path: Path | None, by: str, guarded: Any) -> list[Rou
         The routes.
     """
     status = status_path or pipeline_status_file()
-    log_path = status.parent / "pipeline-agent.log"
-    remembered: list[JobCommand] = []
     children: list[subprocess.Popen[bytes]] = []
     """Jobs this agent started (polled, so one that ended is reaped, not left a zombie)."""
 
-    def running() -> list[psutil.Process]:
+    def look() -> tuple[JobRecord | None, list[psutil.Process], str]:
         children[:] = [c for c in children if c.poll() is None]
-        return find_pipelines(status)
+        return _job(status)
 
     async def describe(request: Request) -> Response:
-        procs = await asyncio.to_thread(running)
+        record, procs, _ = await asyncio.to_thread(look)
         return JSONResponse(
             {
                 "status_path": str(status),
                 "pids": [p.pid for p in procs],
-                "restartable": bool(remembered),
+                "restartable": record is not None,
             }
         )
 
     async def journal(kind: str, started: float, summary: str) -> None:
         entry = simple_entry(kind, started, time.time(), True, (), by, summary)
         await asyncio.to_thread(append, entry)
+
+    def not_ours(why: str) -> str:
+        said = f" ({why})" if why else ""
+        return (
+            f"no job of this agent writes {status}{said}: the agent's job is one its user "
+            f"started detached, with gpufleet generate ... --status {status} --detach (or p in "
+            "a console), never another user's process nor one run in the foreground"
+        )
+
+    one_at_a_time = asyncio.Lock()
+    """A start asked while a stop waits for the job's exit runs after it (not beside it)."""
 
     async def act(http: Request) -> Response:
         body = await json_body(http)
@@ -118,28 +113,30 @@ def pipeline_routes(status_path: Path | None, by: str, guarded: Any) -> list[Rou
         action = body.get("action")
         if action not in ("start", "stop"):
             raise BadRequest(f"action: {action!r} is not one of start, stop")
+        async with one_at_a_time:
+            return await run(action)
+
+    async def run(action: str) -> Response:
         started = time.time()
-        procs = await asyncio.to_thread(running)
+        record, procs, why = await asyncio.to_thread(look)
         if action == "stop":
             if not procs:
-                return JSONResponse({"error": f"no job writes {status}"}, status_code=409)
-            command = await asyncio.to_thread(_command, procs[0], status)
-            if command is not None:
-                remembered[:] = [command]
-            pids = await asyncio.to_thread(stop_pipelines, status)
+                return JSONResponse({"error": not_ours(why)}, status_code=409)
+            pids = await asyncio.to_thread(stop_processes, procs)
             await journal("pipeline-stop", started, f"stopped pipeline pids {pids}")
             return JSONResponse({"action": "stop", "pids": pids})
         if procs:
             pids = [p.pid for p in procs]
             return JSONResponse({"error": f"the job already runs (pid {pids[0]})"}, 409)
-        if not remembered:
-            why = (
-                "this agent has not stopped the job, so it does not know its command: start it "
-                "with gpufleet generate ... --status " + str(status) + " (p then stops and "
-                "restarts it)"
-            )
-            return JSONResponse({"error": why}, status_code=409)
-        child = await asyncio.to_thread(_start, remembered[0], log_path)
+        if record is None:
+            return JSONResponse({"error": not_ours(why)}, status_code=409)
+        # A new id, recorded by the agent itself: the options are the record's, never another
+        # process's.
+        again = replace(
+            new_record(list(record.options), Path(record.status_path), Path(record.log_path)),
+            cwd=record.cwd,
+        )
+        child = await asyncio.to_thread(start_recorded, again)
         children.append(child)
         await journal("pipeline-start", started, f"pipeline pid {child.pid}")
         return JSONResponse({"action": "start", "pid": child.pid}, status_code=202)

@@ -32,7 +32,7 @@ from tui.agent.codec import encode
 from tui.agent.metrics import AgentCollector
 from tui.agent.requests import BadRequest
 from tui.agent.server import Agent
-from tui.inputs import tail_lines
+from tui.logs.long_lines import tail_lines
 from tui.ops.journal import read_journal
 from tui.paths import journal_file
 

@@ -1,5 +1,9 @@
 """Follow one growing log file: return only the complete lines written since the last read.
 
+Every line returned is at most ``LINE_CAP_BYTES`` (``tui.logs.long_lines``): a longer one is its
+first 64 KiB and a mark; the rest is skipped as it is read and counted, never held, so a line
+of any length (500 MB without a newline) costs the follower its cap, not the line.
+
 Blocking file I/O: call it from a thread worker, never from the event loop.
 """
 
@@ -10,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tui.inputs import InputError, open_stream
+from tui.logs.long_lines import LINE_CAP_BYTES, cap_lines, cut_mark
 
 DEFAULT_ATTACH_BYTES = 4 * 1024 * 1024
 """On first attach, read at most this much of the end of the file."""
@@ -33,6 +38,7 @@ class LogTailer:
         path: str | os.PathLike[str],
         attach_bytes: int = DEFAULT_ATTACH_BYTES,
         max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
+        line_cap: int = LINE_CAP_BYTES,
     ) -> None:
         """Prepare to follow ``path``; nothing is opened until the first read.
 
@@ -40,21 +46,28 @@ class LogTailer:
             path: The log file; it may not exist yet.
             attach_bytes: On first attach, how much of the file's end to read (>= 1).
             max_read_bytes: Upper bound on bytes read per call (>= 1).
+            line_cap: Longest line returned whole (>= 1); the rest of a longer one is skipped.
         """
         if attach_bytes < 1:
             raise ValueError(f"attach_bytes must be >= 1, got {attach_bytes}")
         if max_read_bytes < 1:
             raise ValueError(f"max_read_bytes must be >= 1, got {max_read_bytes}")
+        if line_cap < 1:
+            raise ValueError(f"line_cap must be >= 1, got {line_cap}")
         self.path = Path(path)
         """The file followed."""
         self.attach_bytes = attach_bytes
         """How much of the end of an existing file the first read returns at most."""
         self.max_read_bytes = max_read_bytes
         """Bytes read per call at most."""
+        self.line_cap = line_cap
+        """Longest line returned whole."""
         self._file: BinaryIO | None = None
         self._ident: tuple[int, int] | None = None
         self._pos = 0
         self._partial = b""
+        self._skipping = 0  # bytes skipped so far of the partial line past the cap (0: none)
+        self._dropping = False  # the rest of a line cut by the attach window is not a line
         self._attached = False
         self.line_base: int | None = 0
         """Complete lines returned so far from the current file, or None when attached mid-file."""
@@ -62,6 +75,11 @@ class LogTailer:
         """How many times the file shrank under us (restarted from its start)."""
         self.rotations = 0
         """How many times the path began naming a new file (rotation, or delete and recreate)."""
+        self.lines_cut = 0
+        """Lines longer than ``line_cap`` returned cut (their first ``line_cap`` bytes and a
+        mark)."""
+        self.bytes_skipped = 0
+        """Bytes of those lines not kept."""
 
     @property
     def position(self) -> int:
@@ -155,6 +173,7 @@ class LogTailer:
         except (FileNotFoundError, InputError):
             return False
         self._file, self._partial = handle, b""
+        self._skipping, self._dropping = 0, False
         first = not self._attached
         self._attached = True
         if first and not from_start and size > self.attach_bytes:
@@ -165,33 +184,81 @@ class LogTailer:
             self._pos = start
             self.line_base = None
             if not starts_clean:
-                # Skip the cut line: its start is outside the window.
-                skipped = handle.readline()
-                self._pos += len(skipped)
+                # Skip the cut line, its start outside the window: a bounded read at a time
+                # (``readline`` would hold a line of any length whole).
+                self._pos += self._skip_line(handle)
         else:
             self._pos = 0
             self.line_base = 0
         return True
+
+    def _skip_line(self, handle: BinaryIO) -> int:
+        """Read past the rest of the line at ``handle``'s position, up to its newline; returns
+        how many bytes that was (the newline included). At the end of the file without one, the
+        rest of the line, when it comes, is dropped too."""
+        skipped = 0
+        while True:
+            block = handle.read(min(self.max_read_bytes, 1 << 20))
+            if not block:
+                self._dropping = True
+                return skipped
+            newline = block.find(b"\n")
+            if newline >= 0:
+                handle.seek(newline + 1 - len(block), os.SEEK_CUR)
+                return skipped + newline + 1
+            skipped += len(block)
 
     def _restart(self) -> None:
         assert self._file is not None
         self._file.seek(0)
         self._pos = 0
         self._partial = b""
+        self._skipping, self._dropping = 0, False
         self.line_base = 0
 
     def _drain_old(self) -> bytes:
-        """Read the rest of a file that is no longer at the path; end its partial line."""
+        """Read the rest of a file that is no longer at the path (at most ``max_read_bytes``);
+        end its partial line."""
         assert self._file is not None
-        rest = self._partial + self._file.read()
-        self._partial = b""
+        rest = self._complete(self._file.read(self.max_read_bytes))
+        if self._partial or self._skipping:
+            rest += self._end_partial()
         self.close()
-        if rest and not rest.endswith(b"\n"):
-            rest += b"\n"
         return rest
 
+    def _end_partial(self) -> bytes:
+        """The partial line, ended: with its mark when it was past the cap."""
+        line = self._partial + (cut_mark(self._skipping) if self._skipping else b"") + b"\n"
+        if self._skipping:
+            self.lines_cut += 1
+            self.bytes_skipped += self._skipping
+        self._partial, self._skipping = b"", 0
+        return line
+
     def _complete(self, chunk: bytes) -> bytes:
+        head = b""
+        if self._dropping:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                return b""
+            self._dropping, chunk = False, chunk[newline + 1 :]
+        if self._skipping:
+            # Inside a line past the cap: nothing of it is kept until its newline.
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                self._skipping += len(chunk)
+                return b""
+            self._skipping += newline
+            head = self._end_partial()
+            chunk = chunk[newline + 1 :]
         data = self._partial + chunk
         cut = data.rfind(b"\n") + 1
-        self._partial = data[cut:]
-        return data[:cut]
+        rest = data[cut:]
+        if len(rest) > self.line_cap:
+            self._partial, self._skipping = rest[: self.line_cap], len(rest) - self.line_cap
+        else:
+            self._partial = rest
+        capped = cap_lines(data[:cut], self.line_cap)
+        self.lines_cut += capped.lines_cut
+        self.bytes_skipped += capped.bytes_skipped
+        return head + capped.data

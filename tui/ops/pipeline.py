@@ -1,9 +1,10 @@
 """Start and stop the generation pipeline from the console, detached and identity-checked.
 
 The pipeline is ``gpufleet generate`` in its own session (``tui.pipeline.detach``), so it outlives
-the console. Stopping sends SIGTERM only to a process whose command line is a ``generate`` run
-writing *this* status document: the pid in the document is checked, and the process table is
-scanned too, since the document does not exist until the pipeline's first write.
+the console. Stopping sends SIGTERM only to a process of this user whose command line is a
+``generate`` run writing *this* status document: the pid in the document is checked, and the
+process table is scanned too, since the document does not exist until the pipeline's first
+write. Another user's process is never taken for the job, whatever its command line says.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def _cmdline(proc: psutil.Process) -> tuple[list[str], str | None] | None:
     """A live process's command line and working directory (None: gone, a zombie, or not
     readable; the directory is None when only it cannot be read)."""
     try:
-        if proc.status() == psutil.STATUS_ZOMBIE:
+        if proc.status() == psutil.STATUS_ZOMBIE or proc.uids().effective != os.geteuid():
             return None
         line = proc.cmdline()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -151,7 +152,7 @@ def start_pipeline(config: PipelineConfig) -> int:
         return running[0].pid
     make_dir(config.out_dir)
     make_dir(config.status_path.parent)
-    return start_detached(config.argv(), config.log_path)
+    return start_detached(config.argv(), config.log_path, config.status_path)
 
 
 def stop_pipelines(status_path: Path, timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
@@ -164,7 +165,15 @@ def stop_pipelines(status_path: Path, timeout_s: float = STOP_TIMEOUT_S) -> list
     Returns:
         The pids that were stopped (empty when none ran).
     """
-    procs = find_pipelines(status_path)
+    return stop_processes(find_pipelines(status_path), timeout_s)
+
+
+def stop_processes(procs: list[psutil.Process], timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
+    """SIGTERM each of ``procs`` (verified by the caller), SIGKILL what outlives ``timeout_s``.
+
+    Returns:
+        Their pids.
+    """
     for proc in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.send_signal(signal.SIGTERM)

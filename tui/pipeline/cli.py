@@ -229,7 +229,8 @@ def _detach(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise InputError(f"--out={args.out}: {exc}") from None
     except OSError as exc:  # a link in the lock's place, a full disk
         raise InputError(f"--out={args.out}: {write_problem(args.out / LOCK_NAME, exc)}") from None
-    pid = start_detached([a for a in argv if a != "--detach"], log)
+    status = args.status or paths.pipeline_status_file()
+    pid = start_detached([a for a in argv if a != "--detach"], log, status)
     print(pid)
     return 0
 

@@ -7,12 +7,20 @@ moves with every clock step, plus the start ticks), so a step of the host's cloc
 start time of every running process. Seen: a 24 s step made every server of the fleet fail its
 identity check, and gpufleet stopped managing them. The start ticks (``/proc/PID/stat`` field
 22) never change for the life of a process and, with the boot id, name it uniquely.
+
+A time namespace (``unshare --time --boottime 1000``) moves them for its readers: the kernel adds
+the reader's boottime offset to every start time it shows (``/proc/PID/stat``), so the same
+server reads 100,000 ticks later from inside. ``start_ticks`` subtracts the reader's own offset
+(``/proc/self/timens_offsets``): every reader, in any namespace, sees the host's ticks. Seen:
+a console in such a namespace dropped the record of a live server ("no longer runs"). The boot
+id is the kernel's and no namespace moves it.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import signal
 import threading
 import time
@@ -26,6 +34,7 @@ LAUNCH_ID_ENV = "GPUFLEET_LAUNCH_ID"
 """Environment variable that marks every process of one launch (children inherit it)."""
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
+_TIMENS_OFFSETS = "/proc/self/timens_offsets"
 _START_FIELD = 22
 """``starttime`` in proc(5)'s numbering of ``/proc/PID/stat`` (1-based, ``pid`` is 1)."""
 
@@ -50,12 +59,41 @@ def parse_start_ticks(stat: str) -> int:
     return int(rest[index])
 
 
+def parse_boottime_offset_ns(text: str) -> int:
+    """The boottime offset in nanoseconds, from the text of ``/proc/PID/timens_offsets``
+    (``boottime <seconds> <nanoseconds>``; 0 when the line is missing or not numbers)."""
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 3 and words[0] == "boottime":
+            try:
+                return int(words[1]) * 1_000_000_000 + int(words[2])
+            except ValueError:
+                return 0
+    return 0
+
+
+@functools.cache
+def boottime_offset_ticks() -> int:
+    """This process's time namespace's boottime offset, in clock ticks (0 outside one, or on a
+    kernel without time namespaces). Fixed for a process's life: a namespace's offsets cannot
+    change once a process is in it."""
+    try:
+        with open(_TIMENS_OFFSETS, encoding="ascii") as handle:
+            offset_ns = parse_boottime_offset_ns(handle.read())
+    except (OSError, UnicodeDecodeError):
+        return 0
+    # Whole ticks: unshare's offsets are whole seconds. An offset that is not a whole number of
+    # ticks could read one tick off, which the comparison would call another process.
+    return offset_ns * os.sysconf("SC_CLK_TCK") // 1_000_000_000
+
+
 def start_ticks(pid: int) -> int | None:
-    """The start of ``pid`` in clock ticks since boot, or None when it does not exist (or there
-    is no ``/proc``, or its stat line cannot be read)."""
+    """The start of ``pid`` in clock ticks since the host's boot, or None when it does not exist
+    (or there is no ``/proc``, or its stat line cannot be read). The same number in any time
+    namespace: the reader's boottime offset, which the kernel added, is taken off."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            return parse_start_ticks(handle.read())
+            return parse_start_ticks(handle.read()) - boottime_offset_ticks()
     except (OSError, ValueError):
         return None
 
@@ -162,23 +200,26 @@ after ``Popen`` returned, under load), and again while it exits (its memory map 
 it becomes a zombie); the first resolves within milliseconds."""
 
 
-def read_launch_id(pid: int, settle_s: float = ENV_SETTLE_S) -> LaunchIdRead:
-    """Read ``GPUFLEET_LAUNCH_ID`` from the environment ``pid`` started with.
+def read_launch_id(
+    pid: int, settle_s: float = ENV_SETTLE_S, variable: str = LAUNCH_ID_ENV
+) -> LaunchIdRead:
+    """Read ``GPUFLEET_LAUNCH_ID`` (or ``variable``: a pipeline job's id) from the environment
+    ``pid`` started with.
 
     A refused read is "denied", never "not ours" nor "ours": the caller cannot verify. An empty
     environment is read again for up to ``settle_s`` (until it is there, or the process is gone)
     before "empty" is returned.
     """
-    read = _read_launch_id(pid)
+    read = _read_launch_id(pid, variable)
     deadline = time.monotonic() + settle_s
     pause = threading.Event()
     while read.problem == "empty" and time.monotonic() < deadline:
         pause.wait(0.005)  # a poll with a deadline: nothing signals the end of an exec
-        read = _read_launch_id(pid)
+        read = _read_launch_id(pid, variable)
     return read
 
 
-def _read_launch_id(pid: int) -> LaunchIdRead:
+def _read_launch_id(pid: int, variable: str) -> LaunchIdRead:
     try:
         environ = psutil.Process(pid).environ()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
@@ -189,4 +230,4 @@ def _read_launch_id(pid: int) -> LaunchIdRead:
         return LaunchIdRead(None, "denied")
     if not environ:
         return LaunchIdRead(None, "empty")
-    return LaunchIdRead(environ.get(LAUNCH_ID_ENV))
+    return LaunchIdRead(environ.get(variable))

@@ -12,6 +12,10 @@ by hand) is an **admin** token, so every file made before keeps working as it di
 agent (``--readonly``) accepts read tokens only: a token that can write must not work there,
 or the copy handed out to a dashboard of a read-only agent would be a write token elsewhere.
 
+The agent refuses a token file that other users could read while it holds an operate or admin
+token, or that another user could write (or owns): as ssh refuses a private key others can read.
+Seen: a 0644 file of admin tokens was served without a word.
+
 A client (the console, the pipeline) reads a token file to *send* a token: a file with one bare
 token is that token; a file of scoped lines (the agent's own) gives its strongest token.
 Comparison is constant-time (``hmac.compare_digest``) against every token, whichever matches.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -126,6 +131,38 @@ def read_token(path: Path) -> str:
     return max(tokens, key=lambda t: SCOPES.index(t.scope)).value
 
 
+def check_private(path: Path, tokens: tuple[AgentToken, ...]) -> None:
+    """Refuse an agent's token file that another user could use: writable by group or others
+    (they could add an admin token), owned by another user than this one or root, or readable
+    by group or others while it holds an operate or admin token.
+
+    Raises:
+        TokenError: one line naming the file, its mode and what to run.
+    """
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise TokenError(f"--token-file={path}: cannot be read ({error.strerror})") from None
+    mode = stat.S_IMODE(info.st_mode)
+    fix = f"chmod 600 {path}"
+    if info.st_uid not in (os.geteuid(), 0):
+        raise TokenError(
+            f"--token-file={path}: is owned by uid {info.st_uid}, not this user: its owner could "
+            f"add a token (chown it, then {fix})"
+        )
+    if mode & 0o022:
+        raise TokenError(
+            f"--token-file={path}: is {mode:04o}, writable by other users: they could add an "
+            f"admin token ({fix})"
+        )
+    strongest = max(tokens, key=lambda t: SCOPES.index(t.scope)).scope if tokens else "read"
+    if mode & 0o044 and strongest != "read":
+        raise TokenError(
+            f"--token-file={path}: is {mode:04o}, readable by other users, and holds an "
+            f"{strongest} token ({fix}, as ssh refuses a private key others can read)"
+        )
+
+
 def _new_line(scope: Scope) -> tuple[str, str]:
     token = secrets.token_urlsafe(TOKEN_BYTES)
     # An admin token is written bare: the file is then also a client's token file, as before.
@@ -137,16 +174,17 @@ def load_or_create(path: Path, scope: Scope = "admin") -> tuple[AgentToken, ...]
     (0600, ``secrets.token_urlsafe``).
 
     Raises:
-        TokenError: the file exists but is unusable, or cannot be created.
+        TokenError: the file exists but is unusable (``check_private`` included), or cannot be
+            created.
     """
     if os.path.lexists(path):
-        return read_tokens(path)
+        return _agent_tokens(path)
     try:
         make_dir(path.parent, 0o700)  # made private when made
         # O_EXCL: two agents starting at once never overwrite each other's token.
         fd = create_new(path)
     except FileExistsError:
-        return read_tokens(path)
+        return _agent_tokens(path)
     except OSError as error:
         raise TokenError(
             f"--token-file={path}: cannot be created ({write_reason(error)})"
@@ -160,7 +198,13 @@ def load_or_create(path: Path, scope: Scope = "admin") -> tuple[AgentToken, ...]
         ) from None
     finally:
         os.close(fd)
-    return read_tokens(path)
+    return _agent_tokens(path)
+
+
+def _agent_tokens(path: Path) -> tuple[AgentToken, ...]:
+    tokens = read_tokens(path)
+    check_private(path, tokens)
+    return tokens
 
 
 def add_token(path: Path, scope: Scope) -> str:
@@ -174,7 +218,8 @@ def add_token(path: Path, scope: Scope) -> str:
     """
     existing = _text(path) if os.path.lexists(path) else ""
     if existing:
-        parse_tokens(existing, path)  # never append to a file that is not a token file
+        # Never append to a file that is not a token file, nor a secret to one others can read.
+        check_private(path, (*parse_tokens(existing, path), AgentToken("", scope)))
     token, line = _new_line(scope)
     if scope == "admin":
         line = f"admin {token}\n"  # explicit once the file holds more than one

@@ -15,7 +15,7 @@ from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot
-from tui.inputs import tail_lines
+from tui.logs.long_lines import tail_lines
 from tui.ops.adoption import AdoptPlan, AdoptRequest
 from tui.ops.console import LookSink
 from tui.ops.events import EventSink
@@ -329,7 +329,8 @@ def read_pipeline_status(path: Path) -> PipelineStatus | None:
 
 
 def tail_file(path: Path, max_lines: int) -> list[str]:
-    """The default ``LogTail``: the last ``max_lines`` lines, reading at most the last 1 MiB.
+    """The default ``LogTail``: the last ``max_lines`` lines (at most 1 MiB of them), each cut at
+    64 KiB (``tui.logs.long_lines``).
 
     Args:
         path: The log file.

@@ -14,6 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tui.cli_args import ArgumentParser, number
+from tui.ui.serve.limits import MAX_SESSIONS, MAX_SESSIONS_RANGE
+
 HOST_DEFAULT = "127.0.0.1"
 PORT_DEFAULT = 8000
 PORT_RANGE = (1, 65535)
@@ -21,7 +24,7 @@ PORT_RANGE = (1, 65535)
 
 def build_parser() -> argparse.ArgumentParser:
     """The server's own options (the rest go to the console)."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="gpufleet serve",
         description="The console in a browser (textual-serve), read-only unless --writable.",
         epilog="Any other option is the console's: see 'gpufleet console --help'. With no "
@@ -54,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="file whose first line is the token (default: $GPUFLEET_SERVE_TOKEN, else a new "
         "random token, printed once)",
+    )
+    parser.add_argument(
+        "--max-sessions",
+        type=number(int, *MAX_SESSIONS_RANGE),
+        default=MAX_SESSIONS,
+        metavar="N",
+        help=f"browser sessions (each a console) at once; past it a page is answered 503 "
+        f"(default {MAX_SESSIONS})",
     )
     parser.set_defaults(writable=False)
     return parser
@@ -128,7 +139,13 @@ def main(argv: Sequence[str]) -> int:
     argv_ = console_argv(console_args, readonly)
     title = "gpufleet" + (" (read-only)" if readonly else "")
     server = ConsoleServer(
-        argv_, host=args.host, port=args.port, token=token, title=title, watching=watching
+        argv_,
+        host=args.host,
+        port=args.port,
+        token=token,
+        title=title,
+        watching=watching,
+        max_sessions=args.max_sessions,
     )
     try:
         server.serve()

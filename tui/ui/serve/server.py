@@ -9,7 +9,11 @@ Three changes to ``textual_serve.server.Server``, each for a reason:
   works through an SSH tunnel on any local port, and it links nothing outside this server.
 
 One console process runs per browser session and ends with it; stopping the server ends them
-all (each is our own child: no other process is ever signalled).
+all (each is our own child: no other process is ever signalled). At most ``max_sessions`` run at
+once (``--max-sessions``, default 4): a page or websocket past it is answered 503 in one line.
+No token is needed to hold a connection open, so each is bounded (``tui.ui.serve.limits``): its
+request's headers within ``HEADER_TIMEOUT_S`` (aiohttp's ``keepalive_timeout``, also the idle
+timeout), and ``per_address`` connections per client address.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import aiohttp_jinja2
 from aiohttp import web
+from aiohttp.web_runner import GracefulExit
 from textual_serve.app_service import AppService
 from textual_serve.download_manager import DownloadManager
 from textual_serve.server import Server, to_int
 
+from tui.servers.connections import PER_ADDRESS, ConnectionTable, raise_open_file_limit
 from tui.ui.serve.auth import Token, cookie_name, token_gate
+from tui.ui.serve.limits import HEADER_TIMEOUT_S, MAX_SESSIONS, Busy, GuardedProtocol
 
 log = logging.getLogger("gpufleet.serve")
 
@@ -126,6 +133,8 @@ class ConsoleServer(Server):
         token: The secret every request must carry.
         title: The page's title.
         watching: The fleet the consoles watch, in words, for the startup line ("": not said).
+        max_sessions: Browser sessions (consoles) at once.
+        per_address: Connections one client address may hold open.
     """
 
     def __init__(
@@ -137,6 +146,8 @@ class ConsoleServer(Server):
         token: Token,
         title: str,
         watching: str = "",
+        max_sessions: int = MAX_SESSIONS,
+        per_address: int = PER_ADDRESS,
     ) -> None:
         super().__init__(shlex.join(argv), host=host, port=port, title=title)
         self.argv = tuple(argv)
@@ -147,12 +158,20 @@ class ConsoleServer(Server):
         """The consoles running now, one per connected browser."""
         self.watching = watching
         """The fleet the consoles watch, in words, for the startup line."""
+        self.max_sessions = max_sessions
+        """Browser sessions at once."""
+        self.connections = ConnectionTable(per_address)
+        """The open connections of each client address."""
+        self.busy = Busy()
+        """The connections whose request is being answered (a session's, for its life)."""
+        self._sessions = 0
 
     def serve(self, debug: bool = False) -> None:
         """Serve until SIGINT or SIGTERM; then end every console and return.
 
-        As textual-serve's own, without its per-request access log: the first request's URL
-        carries the token, and logs are kept where a token must not be.
+        As textual-serve's own, without its per-request access log (the first request's URL
+        carries the token, and logs are kept where a token must not be), and with the limits
+        of ``listen``.
 
         Raises:
             OSError: the address cannot be listened on.
@@ -162,21 +181,69 @@ class ConsoleServer(Server):
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, self.request_exit)
-        web.run_app(
-            self._make_app(),
-            host=self.host,
-            port=self.port,
+            loop.add_signal_handler(signum, self.request_exit)  # raises GracefulExit
+        raise_open_file_limit()
+        runner, listener = loop.run_until_complete(self.listen())
+        try:
+            loop.run_forever()
+        except (GracefulExit, KeyboardInterrupt):
+            pass
+        finally:
+            listener.close()
+            loop.run_until_complete(runner.cleanup())  # on_shutdown: every console ended
+            loop.close()
+
+    async def listen(self) -> tuple[web.AppRunner, asyncio.Server]:
+        """Start the app and listen: aiohttp's runner behind ``GuardedProtocol`` (what
+        ``web.run_app`` does, with each connection admitted by the address table first).
+
+        Returns:
+            The runner (``cleanup()`` ends it) and the listening server (``close()`` it first).
+
+        Raises:
+            OSError: the address cannot be listened on (nothing started).
+        """
+        runner = web.AppRunner(
+            await self._make_app(),
             handle_signals=False,
-            loop=loop,
             access_log=None,
-            print=None,
+            keepalive_timeout=HEADER_TIMEOUT_S,
         )
+
+        def connection() -> GuardedProtocol:
+            handlers = runner.server
+            assert handlers is not None  # set up before the listener serves
+            return GuardedProtocol(handlers(), self.connections, self.busy)
+
+        # Bound before the app starts: its startup line says where to open it, which must be
+        # true (a port in use is one line, and no URL printed).
+        listener = await asyncio.get_running_loop().create_server(
+            connection, self.host, self.port, reuse_address=True, start_serving=False
+        )
+        try:
+            await runner.setup()
+        except BaseException:
+            listener.close()
+            raise
+        await listener.start_serving()
+        return runner, listener
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
+        app.middlewares.append(self.busy.middleware())
         app.middlewares.append(token_gate(self.token.value, cookie_name(self.port)))
         return app
+
+    def _full(self) -> web.Response | None:
+        """503 with one line when ``max_sessions`` sessions run, else None."""
+        if self._sessions < self.max_sessions:
+            return None
+        line = (
+            f"gpufleet serve: {self._sessions} browser sessions run, the most this server "
+            f"allows (--max-sessions {self.max_sessions}): close one to open another"
+        )
+        log.warning("refused a browser session: %s run (--max-sessions)", self._sessions)
+        return web.Response(status=503, text=line + "\n")
 
     async def on_startup(self, app: web.Application) -> None:
         """Say once where the console is (with the token only when it was generated here)."""
@@ -192,7 +259,11 @@ class ConsoleServer(Server):
         await asyncio.gather(*(service.stop() for service in list(self.services)))
 
     async def handle_index(self, request: web.Request) -> web.Response:  # type: ignore[override]
-        """The page, its URLs relative to the address the browser used."""
+        """The page, its URLs relative to the address the browser used (503 when every session
+        is taken: the page would open a websocket that is refused)."""
+        full = self._full()
+        if full is not None:
+            return full
         base = f"{request.scheme}://{request.host}"
         websocket = ("wss:" if request.scheme == "https" else "ws:") + f"//{request.host}/ws"
         context = {
@@ -205,7 +276,12 @@ class ConsoleServer(Server):
         return web.Response(text=EXTERNAL_LINK.sub("", page), content_type="text/html")
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
-        """Run one console for this browser session, as textual-serve does, from ``argv``."""
+        """Run one console for this browser session, as textual-serve does, from ``argv``;
+        503 past ``max_sessions``."""
+        full = self._full()
+        if full is not None:
+            return full  # type: ignore[return-value]  # a plain answer: no websocket opened
+        self._sessions += 1  # taken before the first await: two at once cannot both pass
         websocket = web.WebSocketResponse(heartbeat=15)
         width = to_int(request.query.get("width", "80"), 80)
         height = to_int(request.query.get("height", "24"), 24)
@@ -228,12 +304,17 @@ class ConsoleServer(Server):
         except Exception as error:  # one session's failure must not end the server
             log.exception(error)
         finally:
-            if service is not None:
-                await service.stop()
-                self.services.discard(service)
-                log.info(
-                    "browser session ended: console pid %s exit %s", service.pid, service.returncode
-                )
+            try:
+                if service is not None:
+                    await service.stop()
+                    self.services.discard(service)
+                    log.info(
+                        "browser session ended: console pid %s exit %s",
+                        service.pid,
+                        service.returncode,
+                    )
+            finally:
+                self._sessions -= 1  # once its console has ended: the memory is what counts
         return websocket
 
 
