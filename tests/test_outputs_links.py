@@ -85,7 +85,7 @@ def _state_lock(out: Path) -> None:
 def _detached_log(out: Path) -> None:
     from tui.pipeline.detach import start_detached
 
-    start_detached(["--help"], out / "pipeline.log")
+    start_detached(["--help"], out / "pipeline.log", out / "status.json")
 
 
 WRITERS: dict[str, tuple[str, Callable[[Path], None]]] = {

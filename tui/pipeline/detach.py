@@ -49,10 +49,12 @@ def start_recorded(record: JobRecord) -> subprocess.Popen[bytes]:
     Returns:
         The pipeline's process (poll it to reap it once it ends).
     """
-    write_record(record)  # first: a job never runs without the record that names it
     log_path = Path(record.log_path)
     make_dir(log_path.parent)
+    # The log first (a link or a full disk there refuses the start with no record written),
+    # then the record: a job never runs without the record that names it.
     with os.fdopen(open_log(log_path), "ab") as log:
+        write_record(record)
         process = subprocess.Popen(
             generate_argv(record.options),
             cwd=record.cwd,
