@@ -27,9 +27,9 @@ from tui.ui.grid.panel_graphs import (
 from tui.ui.grid.panel_lines import Spark, compact_lines, full_lines, spark_cells
 from tui.ui.grid.panel_rows import PanelStylesCache
 from tui.ui.grid.panel_strips import StripDrawer
-from tui.ui.grid.screen_refresh import ScreenRefresh
 from tui.ui.grid.spark_hold import SparkHold
 from tui.ui.messages import PanelOpened, PanelSelected
+from tui.ui.render.screen_refresh import ScreenRefresh
 
 
 def _is_error_prose(line: Content) -> bool:
