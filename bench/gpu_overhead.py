@@ -214,23 +214,25 @@ SCENARIOS = {
 """name -> (servers, clients per server, GPU load, words)."""
 
 
-Program = tuple[list[str], dict[str, str]]
-"""A measured program: its argv and the environment it adds."""
+Program = tuple[list[str], dict[str, str], bytes | None]
+"""A measured program: its argv, the environment it adds, and what it shows once its first
+reading is drawn (the warm-up starts there; None: at its start)."""
 
 
 def programs_for(ports: list[int], args: argparse.Namespace) -> dict[str, Program]:
     """The programs of one rotation, in order: the console as it is, each ``--plain`` variant,
     ``--base``'s console, and the peer (nvitop, or the Textual floor with ``--local``)."""
     console = console_argv(ports)
-    programs: dict[str, Program] = {AS_IS: (console, variant_env(""))}
+    ready = f"GPU {len(ports) - 1}".encode()  # the last panel's title: every panel drawn
+    programs: dict[str, Program] = {AS_IS: (console, variant_env(""), ready)}
     for switches in args.plain or []:
-        programs[variant_name(switches)] = (console, variant_env(switches))
+        programs[variant_name(switches)] = (console, variant_env(switches), ready)
     if args.base is not None:
-        programs["gpufleet before"] = (console_argv(ports, args.base), variant_env(""))
+        programs["gpufleet before"] = (console_argv(ports, args.base), variant_env(""), ready)
     # --local (a machine without a GPU, to try the script): the Textual floor stands in.
     floor = [sys.executable, str(ROOT / "bench" / "floor_clock.py")]
     peer = floor if args.local else [sys.executable, "-m", "nvitop", "--interval", "1"]
-    programs["nvitop"] = (peer, {})
+    programs["nvitop"] = (peer, {}, None)
     return programs
 
 
@@ -241,18 +243,34 @@ def run_scenario(name: str, args: argparse.Namespace, logs: Path) -> list[str]:
     with fleet(servers, clients, gpu_load and not local, logs, cuda=not local) as ports:
         programs = programs_for(ports, args)
         costs: dict[str, list[PtyCost]] = {p: [] for p in programs}
-        for run in range(args.runs):
-            for program, (argv, env) in programs.items():
-                cost = measure(
-                    argv, seconds=args.seconds, warmup=args.warmup, rows=50, cols=200, env=env
-                )
-                costs[program].append(cost)
-                print(
-                    f"{name} run {run} {program}: {cost.cpu_per_minute:.3f} CPU-s/min "
-                    f"{cost.bytes_per_second:.0f} B/s {cost.peak_rss / 2**20:.0f} MiB "
-                    f"start {cost.start_cpu_s:.2f} CPU-s",
-                    flush=True,
-                )
+        try:
+            for run in range(args.runs):
+                for program, (argv, env, ready) in programs.items():
+                    cost = measure(
+                        argv,
+                        seconds=args.seconds,
+                        warmup=args.warmup,
+                        rows=50,
+                        cols=200,
+                        env=env,
+                        ready_marker=ready,
+                    )
+                    costs[program].append(cost)
+                    print(
+                        f"{name} run {run} {program}: {cost.cpu_per_minute:.3f} CPU-s/min "
+                        f"{cost.bytes_per_second:.0f} B/s {cost.peak_rss / 2**20:.0f} MiB "
+                        f"start {cost.start_cpu_s:.2f} CPU-s",
+                        flush=True,
+                    )
+        except KeyboardInterrupt:
+            # A deadline (timeout -s INT on a lent machine): the whole rotations so far are
+            # still a result; no later scenario runs.
+            whole = min(len(runs) for runs in costs.values())
+            print(f"{name}: stopped after {whole} whole rotations", flush=True)
+            if not whole:
+                raise
+            args.stopped = True
+            costs = {p: runs[:whole] for p, runs in costs.items()}
     names = list(programs)
     head = " | ".join(names)
     ratios = " | ".join(f"{p} / nvitop" for p in names[:-1])
@@ -320,8 +338,12 @@ def main(argv: list[str] | None = None) -> int:
         f"1 s interval. GPU-backed server: {backed}.",
         "",
     ]
+    args.stopped = False
     for name in args.scenario or ["one", "seven", "idle"]:
         text += [*run_scenario(name, args, args.logs), ""]
+        if args.stopped:
+            text.append(f"(stopped early: the deadline came during {name})")
+            break
     args.out.write_text("\n".join(text) + "\n")
     print("\n".join(text))
     return 0

@@ -56,11 +56,14 @@ def test_one_rotation_holds_the_console_its_variants_the_base_and_the_peer() -> 
         "gpufleet before",
         "nvitop",
     ]
-    console, env = programs["gpufleet"]
+    console, env, ready = programs["gpufleet"]
     assert env == {plain.ENV: ""}  # a GPUFLEET_PLAIN in the bench's own environment is not its
-    assert programs["plain keepalive"] == (console, {plain.ENV: "keepalive"})
+    assert ready == b"GPU 1"  # measured once the last panel is drawn
+    assert programs["plain keepalive"] == (console, {plain.ENV: "keepalive"}, ready)
     assert programs["plain render"][1] == {plain.ENV: "render"}
+    assert programs["gpufleet before"][2] == ready
     assert programs["nvitop"][0][-3:] == ["nvitop", "--interval", "1"]
+    assert programs["nvitop"][2] is None
 
 
 def test_a_misspelt_variant_stops_the_bench_before_any_fleet(

@@ -8,36 +8,18 @@ import gc
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from servers_helpers import OK, REMOTE, FakeClock, canned_server, json_reply, metrics_reply
+from servers_helpers import five_polls_of_a_loaded_server
 from ui_helpers import make_app, settle, seven_gpu_fleet, wait_for
 
 from tui import plain
-from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import ServerState
-from tui.fleet.spec import FleetSpec, ServerSpec
-from tui.gpu.source import NoGpuSource
 from tui.pipeline.sender import lean_route
 from tui.servers.batch_fetch import BatchFetcher
 from tui.servers.keepalive import KeepAliveTransport, lean_transport
 from tui.ui.app import FleetApp
-
-
-@pytest.fixture
-def plain_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Set ``GPUFLEET_PLAIN`` for this test (the switch is read once per process: the cache is
-    cleared on the way in and out)."""
-
-    def switch(value: str) -> None:
-        monkeypatch.setenv(plain.ENV, value)
-        plain.switched_off.cache_clear()
-
-    yield switch
-    monkeypatch.delenv(plain.ENV, raising=False)
-    plain.switched_off.cache_clear()
 
 
 def test_names_and_groups_parse_and_a_stranger_is_named() -> None:
@@ -88,11 +70,11 @@ def test_httpxcli_off_imports_httpx_as_it_comes(switch: str, loaded: bool) -> No
 
 
 async def test_keepalive_and_batch_off_probe_through_httpx_alone(
-    monkeypatch: pytest.MonkeyPatch, plain_env: Any
+    monkeypatch: pytest.MonkeyPatch, plain_switch: Any
 ) -> None:
     """The monitor's probes go through httpx's own client and transport (httpcore), none
     through the keep-alive transport or the blocking batch; the readings are the same."""
-    plain_env("keepalive,batch")
+    plain_switch("keepalive,batch")
     used: list[str] = []
     for owner, name in (
         (KeepAliveTransport, "fetch"),
@@ -106,38 +88,23 @@ async def test_keepalive_and_batch_off_probe_through_httpx_alone(
             return _original(*args)
 
         monkeypatch.setattr(owner, name, counted)
-    routes: dict[str, object] = {
-        "/ready": OK,
-        "/metrics": metrics_reply(),
-        "/server_info": json_reply('{"max_running_requests": 64}'),
-    }
-    clock = FakeClock()
-    with canned_server(routes, host=REMOTE) as server:  # type: ignore[arg-type]
-        spec = FleetSpec((ServerSpec(0, server.port, host=REMOTE),))
-        monitor = FleetMonitor(spec, NoGpuSource("none"), probe_timeout=2.0, clock=clock)
-        try:
-            for _ in range(5):
-                snap = await monitor.poll()
-                clock.now += 1.0
-        finally:
-            await monitor.aclose()
-    served = snap.panels[0].server
-    assert served is not None and served.state is ServerState.READY
+    served, hits = await five_polls_of_a_loaded_server()
+    assert served.state is ServerState.READY
     assert (served.running, served.queued, served.max_running_requested) == (14, 34, 64)
-    assert server.hits["/metrics"] == 5
+    assert hits["/metrics"] == 5
     assert used == []
 
 
-def test_keepalive_off_sends_the_pipeline_through_httpx(plain_env: Any) -> None:
+def test_keepalive_off_sends_the_pipeline_through_httpx(plain_switch: Any) -> None:
     assert lean_route("http://127.0.0.1:30000") == ("127.0.0.1", 30000, "")
     assert isinstance(lean_transport(), KeepAliveTransport)
-    plain_env("keepalive")
+    plain_switch("keepalive")
     assert lean_route("http://127.0.0.1:30000") is None
     assert lean_transport() is None
 
 
-async def test_gcfreeze_off_freezes_nothing(plain_env: Any) -> None:
-    plain_env("gcfreeze")
+async def test_gcfreeze_off_freezes_nothing(plain_switch: Any) -> None:
+    plain_switch("gcfreeze")
     gc.unfreeze()
     app = make_app(seven_gpu_fleet())
     assert isinstance(app, FleetApp)

@@ -4,7 +4,6 @@ on Textual's own path when a hook is off: another release, or ``GPUFLEET_PLAIN``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -16,22 +15,13 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
-from tui import plain
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.render import hooks
 from tui.ui.render.dirty_rows import DirtyRowsCompositor
 
-
-@pytest.fixture(autouse=True)
-def fresh_checks() -> Iterator[None]:
-    """Each test looks at the hooks anew (``hook_on`` is read once per process)."""
-    hooks.hook_on.cache_clear()
-    plain.switched_off.cache_clear()
-    yield
-    hooks.hook_on.cache_clear()
-    plain.switched_off.cache_clear()
+pytestmark = pytest.mark.usefixtures("plain_switch")  # each test reads the hooks anew
 
 
 def test_textual_is_the_release_the_hooks_were_checked_on() -> None:
@@ -104,14 +94,14 @@ def _with_queued(fleet: FleetSnapshot, gpu: int, queued: int) -> FleetSnapshot:
 
 @pytest.mark.parametrize("why", ["another release", "GPUFLEET_PLAIN"])
 async def test_with_the_hooks_off_the_console_runs_on_textuals_own_path(
-    monkeypatch: pytest.MonkeyPatch, why: str
+    monkeypatch: pytest.MonkeyPatch, plain_switch: Any, why: str
 ) -> None:
     """Textual's own compositor, and a panel's repaint through Textual's messages (a Prompt to
     the panel, an Update to the screen); the screen shows every new reading all the same."""
     if why == "another release":
         monkeypatch.setattr(hooks, "CHECKED_ON", "8.1.0")
     else:
-        monkeypatch.setenv(plain.ENV, "compositor,refresh")
+        plain_switch("compositor,refresh")
     posted: list[str] = []
     post = MessagePump.post_message
 

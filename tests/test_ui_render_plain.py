@@ -4,7 +4,6 @@ same screen through Textual's own path (its compositor, refresh and styles cache
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -13,23 +12,12 @@ from textual._compositor import Compositor
 from textual.geometry import Region
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
-from tui import plain
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ui.app import FleetApp
 from tui.ui.grid import spark_hold
 from tui.ui.grid.gpu_panel import GpuPanelView
-from tui.ui.render import hooks
 
 Cells = list[list[tuple[str, object]]]
-
-
-@pytest.fixture(autouse=True)
-def fresh_switches() -> Iterator[None]:
-    plain.switched_off.cache_clear()
-    hooks.hook_on.cache_clear()
-    yield
-    plain.switched_off.cache_clear()
-    hooks.hook_on.cache_clear()
 
 
 def _reading(fleet: FleetSnapshot, step: int) -> FleetSnapshot:
@@ -55,7 +43,6 @@ def _reading(fleet: FleetSnapshot, step: int) -> FleetSnapshot:
 async def _screens(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Cells], list[str]]:
     """The screen's cells after the first reading and four more, and how the panels refreshed
     (``whole`` or ``regions``)."""
-    monkeypatch.setattr(spark_hold, "SPARK_EVERY_S", 0.0)  # the held history is the newest
     refreshed: list[str] = []
     original = GpuPanelView.refresh
 
@@ -67,33 +54,32 @@ async def _screens(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Cells], list[s
     app = make_app(fleet)
     assert isinstance(app, FleetApp)
     screens: list[Cells] = []
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot, app)
-        monkeypatch.setattr(GpuPanelView, "refresh", refresh)
-        for step in range(5):
-            if step:
-                fleet = _reading(fleet, step)
-                app.main_screen.fleet = fleet
-            await pilot.pause()
-            await pilot.pause()
-            strips = app.screen._compositor.render_strips()
-            screens.append([[(s.text, s.style) for s in strip] for strip in strips])
-        plain_path = type(app.main_screen._compositor) is Compositor
-        panel = app.main_screen.query_one("#gpu-1", GpuPanelView)
-        parts = (panel._rows, panel._drawer, panel._spark_hold)
-        assert plain_path == all(part is None for part in parts) == (not panel._line_diff)
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:  # these two only, undone after this console
+        patch.setattr(spark_hold, "SPARK_EVERY_S", 0.0)  # the held history is the newest
+        async with app.run_test(size=(200, 50)) as pilot:
+            await settle(pilot, app)
+            patch.setattr(GpuPanelView, "refresh", refresh)
+            for step in range(5):
+                if step:
+                    fleet = _reading(fleet, step)
+                    app.main_screen.fleet = fleet
+                await pilot.pause()
+                await pilot.pause()
+                strips = app.screen._compositor.render_strips()
+                screens.append([[(s.text, s.style) for s in strip] for strip in strips])
+            plain_path = type(app.main_screen._compositor) is Compositor
+            panel = app.main_screen.query_one("#gpu-1", GpuPanelView)
+            parts = (panel._rows, panel._drawer, panel._spark_hold)
+            assert plain_path == all(part is None for part in parts) == (not panel._line_diff)
     return screens, refreshed
 
 
 async def test_the_render_switches_draw_the_same_screen_through_textual(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, plain_switch: Any
 ) -> None:
     ours, refreshed = await _screens(monkeypatch)
     assert set(refreshed) == {"regions"}  # the changed cells alone
-    monkeypatch.setenv(plain.ENV, "render")
-    plain.switched_off.cache_clear()
-    hooks.hook_on.cache_clear()
+    plain_switch("render")
     theirs, refreshed = await _screens(monkeypatch)
     assert set(refreshed) == {"whole"}  # linediff off: the changed panel, whole
     assert len(theirs) == len(ours) == 5
