@@ -5,11 +5,12 @@
 # Installs gpufleet's carried wheels (.real/whl: textual, httpx, nvitop, ...; and the SGLang
 # bundle's starlette/uvicorn when .real/sglang-site.tar.xz is there) beside the machine's own
 # Python and torch, as device_harness.sh does.
-# usage: bash bench/device_overhead.sh BASE_DIR|- RUNS SECONDS [PLAIN ...]
-#   defaults: - 2 20 keepalive batch httpxcli gcfreeze render
+# usage: [DEADLINE_S=400] bash bench/device_overhead.sh BASE_DIR|- RUNS SECONDS [PLAIN ...]
+#   defaults: - 2 20 keepalive batch gcfreeze render (httpxcli changes only a command's start,
+#   which every run's "CPU s to start" shows; add it to measure it as a variant)
 set -u
 BASE=${1:--}; RUNS=${2:-2}; WINDOW=${3:-20}; shift $(( $# < 3 ? $# : 3 ))
-PLAIN=("$@"); [ ${#PLAIN[@]} -gt 0 ] || PLAIN=(keepalive batch httpxcli gcfreeze render)
+PLAIN=("$@"); [ ${#PLAIN[@]} -gt 0 ] || PLAIN=(keepalive batch gcfreeze render)
 PY=/opt/torch/.venv/bin/python3; [ -x "$PY" ] || PY=python3
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T0=$(date +%s)
@@ -23,7 +24,8 @@ export PYTHONPATH=$PWD:/tmp/gf:/tmp/site PYTHONUNBUFFERED=1
 "$PY" - <<'EOF' || exit 5
 import importlib
 missing = []
-for name in ("textual", "httpx", "psutil", "pynvml", "nvitop", "starlette", "uvicorn", "torch", "tui.cli"):
+for name in ("textual", "httpx", "psutil", "pynvml", "nvitop", "prometheus_client", "starlette",
+             "uvicorn", "torch", "tui.cli"):
     try:
         importlib.import_module(name)
     except ImportError as error:
@@ -37,6 +39,6 @@ ARGS=(--scenario seven --runs "$RUNS" --seconds "$WINDOW" --warmup 4 --logs /tmp
 for p in "${PLAIN[@]}"; do ARGS+=(--plain "$p"); done
 [ "$BASE" = - ] || ARGS+=(--base "$BASE")
 echo "setup $(( $(date +%s) - T0 )) s; python -m bench.gpu_overhead ${ARGS[*]}"
-timeout -s INT "${DEADLINE_S:-500}" "$PY" -m bench.gpu_overhead "${ARGS[@]}"
-echo "bench rc=$? after $(( $(date +%s) - T0 )) s"
+timeout -s INT "${DEADLINE_S:-500}" "$PY" -m bench.gpu_overhead "${ARGS[@]}" 2>&1 | tee "$OUT/overhead.log"
+echo "bench rc=${PIPESTATUS[0]} after $(( $(date +%s) - T0 )) s"
 tail -n 5 /tmp/gpu-overhead/sglang_*.log > "$OUT/servers-tail.txt" 2>/dev/null; ls -la "$OUT"

@@ -5,6 +5,7 @@ what each buys, paired run by run, and the verdict against the 10 % bar."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,24 @@ def test_a_process_cpu_is_read_to_the_nanosecond_and_agrees_with_psutil() -> Non
         child.wait(timeout=30)
     with pytest.raises(OSError):
         process_cpu_s(child.pid)  # reaped: no clock (the tree's reading falls back to psutil)
+
+
+@pytest.mark.parametrize(("printed", "mib"), [("81559\n", 81559), ("143771\n143771\n", 143771)])
+def test_the_card_is_read_from_nvidia_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, printed: str, mib: int
+) -> None:
+    """GPU 0's total as ``nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits``
+    prints it (a stand-in on PATH: this machine has no GPU)."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nprintf '{printed}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert gpu_overhead.card_mib() == mib
+    assert gpu_overhead.gpu_backed_flags(gpu_overhead.card_mib())[3] in ("h100", "h200")
+
+
+def test_without_nvidia_smi_there_is_no_card(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert gpu_overhead.card_mib() is None
