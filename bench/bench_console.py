@@ -11,6 +11,7 @@ console CPU as % of one core, peak RSS, bytes/s to the terminal, at 200x50 and 8
 
     python -m bench console            # full (about 3 minutes of measuring)
     python -m bench.bench_console --seconds 20 --runs 1   # a quick look
+    python -m bench.bench_console --runs 3 --plain keepalive --plain render   # what each buys
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.harness import Context, Row, Stat, gpufleet_argv, unwind_on_sigterm
+from bench.plain_variants import AS_IS, checked, earned_table, variant_env, variant_name
 from bench.ports import free_ports
 from bench.ptyrun import PtyCost, measure
 
@@ -115,9 +117,24 @@ def floor_argv() -> list[str]:
     return [sys.executable, str(ROOT / "bench" / "floor_clock.py")]
 
 
-def _measure(argv: list[str], seconds: float, rows: int, cols: int) -> PtyCost:
-    env = {"PYTHONPATH": str(ROOT)}
-    return measure(argv, seconds=seconds, warmup=WARMUP, rows=rows, cols=cols, env=env)
+def _measure(
+    argv: list[str],
+    seconds: float,
+    rows: int,
+    cols: int,
+    env: dict[str, str] | None = None,
+    ready: bytes | None = None,
+) -> PtyCost:
+    full = {"PYTHONPATH": str(ROOT), **(env or {})}
+    return measure(
+        argv, seconds=seconds, warmup=WARMUP, rows=rows, cols=cols, env=full, ready_marker=ready
+    )
+
+
+CONSOLE_READY = b"GPU 6"
+"""What the console shows once the fleet's first reading is drawn (the last panel's title): the
+warm-up starts there, so a start slowed by a busy machine never spills its first frames into
+the measured window (it did, under a load of 15 on two cores: 2-4 CPU-s/min runs)."""
 
 
 def _rows(size: str, ours: list[PtyCost], floor: list[PtyCost], note: str) -> list[Row]:
@@ -254,18 +271,36 @@ NOTE = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    """A standalone look: ``--seconds``, ``--runs``, ``--idle``, ``--base DIR`` (the console of
-    an earlier checkout, measured in the same alternation: before/after in one run)."""
+    """A standalone look: ``--seconds``, ``--runs``, ``--idle``, ``--plain SWITCHES`` (the console
+    with those replacements off, ``GPUFLEET_PLAIN``; repeatable), ``--base DIR`` (the console of
+    an earlier checkout): all measured in one alternation, each ``--plain`` variant paired with
+    the console's run of its rotation (``bench.plain_variants``)."""
     unwind_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--idle", action="store_true", help="also measure the idle fleet first")
     parser.add_argument("--base", type=Path, default=None, help="an earlier checkout's root")
+    parser.add_argument(
+        "--plain",
+        action="append",
+        metavar="SWITCHES",
+        help="also the console with these replacements off (a GPUFLEET_PLAIN value; repeatable)",
+    )
     args = parser.parse_args(argv)
-    programs = {"console": console_argv(), "floor": floor_argv()}
+    try:
+        checked(args.plain or [])
+    except ValueError as error:
+        parser.error(str(error))
+    ready = CONSOLE_READY
+    programs: dict[str, tuple[list[str], dict[str, str], bytes | None]] = {
+        AS_IS: (console_argv(), variant_env(""), ready)
+    }
+    for switches in args.plain or []:
+        programs[variant_name(switches)] = (console_argv(), variant_env(switches), ready)
     if args.base is not None:
-        programs["console before"] = console_argv(args.base)
+        programs["console before"] = (console_argv(args.base), variant_env(""), ready)
+    programs["floor"] = (floor_argv(), {}, None)
     with (
         tempfile.TemporaryDirectory(prefix="bench-console-") as scratch,
         busy_fleet(Path(scratch) / "state", idle_first=True) as load,
@@ -276,19 +311,22 @@ def main(argv: list[str] | None = None) -> int:
                 load()
             costs: dict[str, list[PtyCost]] = {name: [] for name in programs}
             for _ in range(args.runs):
-                for name, prog in programs.items():
-                    costs[name].append(_measure(prog, args.seconds, 50, 200))
+                for name, (prog, env, marker) in programs.items():
+                    costs[name].append(_measure(prog, args.seconds, 50, 200, env, marker))
             floor = Stat.of([c.cpu_per_minute for c in costs["floor"]]).median
             for name, runs in costs.items():
                 cpu = Stat.of([c.cpu_per_minute for c in runs])
                 tty = Stat.of([c.bytes_per_second for c in runs])
                 rss = Stat.of([c.peak_rss / 2**20 for c in runs])
                 print(
-                    f"{phase:4} {name:15} CPU-s/min {cpu.text('{:.2f}'):24} "
+                    f"{phase:4} {name:22} CPU-s/min {cpu.text('{:.2f}'):24} "
                     f"x floor {cpu.median / floor:5.2f}  B/s {tty.text('{:.0f}'):20} "
                     f"RSS MiB {rss.text('{:.0f}')}",
                     flush=True,
                 )
+            table = earned_table(costs)
+            if table:
+                print("\n".join([f"{phase}:", *table]), flush=True)
     return 0
 
 

@@ -9,14 +9,22 @@ Scenarios (``--scenario``, repeatable):
   simulated without backing, ``CLIENTS_SEVEN`` clients each, the same GPU load.
 * ``idle``: the one server, no clients, no GPU load (issue 7's figures, kept as a second row).
 
-In each, the programs (gpufleet's console; optionally ``--base DIR``, the console of an earlier
-checkout, for a before/after in the same run; and ``nvitop --interval 1``) run in turn in a real
-200x50 pty for ``--seconds`` after ``--warmup``, ``--runs`` times, alternating, so drift hits
-all of them. Both refresh once a second. We report CPU seconds per minute of the program's
-process tree, bytes per second written to the terminal and peak RSS, median (min-max) and the
-ratio against nvitop. Loads and servers run outside the measured trees.
+In each, the programs (gpufleet's console; optionally the console with a hand-written
+replacement switched off, ``--plain NAME`` for each: ``GPUFLEET_PLAIN``, ``tui.plain``;
+optionally ``--base DIR``, the console of an earlier checkout, for a before/after in the same run;
+and ``nvitop --interval 1``) run in turn in a real 200x50 pty for ``--seconds`` after
+``--warmup``, ``--runs`` times, alternating, so drift hits all of them. Both refresh once a
+second. We report CPU seconds per minute of the program's process tree, bytes per second written
+to the terminal and peak RSS, median (min-max) and the ratio against nvitop, and for each
+``--plain`` variant its runs over the console's runs beside them (``bench.plain_variants``: does
+the replacement buy 10 %?). Loads and servers run outside the measured trees.
+
+The GPU-backed server is sized to GPU 0 (``gpu_backed_flags``): the largest simulated card that
+fits in it, the seed's model where it fits at 0.85 (a 141 GB H200), an 8B model on an 80 GB H100.
 
     python -m bench.gpu_overhead --scenario one --scenario idle --runs 3 --out one.md
+    python -m bench.gpu_overhead --scenario seven --runs 2 --seconds 20 --warmup 4 \
+        --plain keepalive --plain batch --plain httpxcli --plain gcfreeze --plain render
 """
 
 from __future__ import annotations
@@ -36,8 +44,10 @@ from pathlib import Path
 import httpx
 
 from bench.harness import Stat, gpufleet_argv, unwind_on_sigterm
+from bench.plain_variants import AS_IS, checked, earned_table, variant_env, variant_name
 from bench.ports import free_port
 from bench.ptyrun import PtyCost, measure
+from tui.gpu.sim_records import SIM_GPU_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS_ONE = 24
@@ -50,6 +60,16 @@ SIM_FLAGS = [
     "--enable-metrics", "--sim-speed", "10",
 ]  # fmt: skip
 """The seed's knobs; speed 10 so requests finish and new ones arrive every second."""
+SEED_MODEL_MIB = 120 * 1024
+"""The seed's model (FP8 weights, 80 Mamba slots, EAGLE) fits at 0.85 only on a card this big
+(``tests/test_gpu_sim_cuda.py``'s measure); on a smaller one the 8B model stands in."""
+SMALL_CARD_FLAGS = [
+    "--sim-model", "llama-8b", "--mem-fraction-static", "0.85", "--enable-metrics",
+    "--sim-speed", "10",
+]  # fmt: skip
+"""The GPU-backed server's flags on a card below ``SEED_MODEL_MIB`` (its pools still take most
+of the card)."""
+MIB = 1024**2
 
 
 def _gpu_name() -> str:
@@ -65,6 +85,45 @@ def _gpu_name() -> str:
     return out.splitlines()[0] if out else "unknown GPU"
 
 
+def card_mib() -> int | None:
+    """GPU 0's memory in MiB as nvidia-smi reports it (None without one)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    ).stdout.strip()
+    try:
+        return int(float(out.splitlines()[0]))
+    except (IndexError, ValueError):
+        return None
+
+
+def gpu_backed_flags(total_mib: int | None) -> list[str]:
+    """The GPU-backed server's ``--sim-gpu`` and flags for a card of ``total_mib``: the largest
+    simulated card no bigger than it, the seed's model and knobs where that card holds them.
+
+    Raises:
+        RuntimeError: no GPU found, or one smaller than every simulated card.
+    """
+    if total_mib is None:
+        raise RuntimeError("no GPU 0 found (nvidia-smi): the GPU-backed server needs one")
+    fitting = [
+        (total // MIB, kind)
+        for kind, (_, total, _) in SIM_GPU_KINDS.items()
+        if total // MIB <= total_mib
+    ]
+    if not fitting:
+        smallest = min(total // MIB for _, total, _ in SIM_GPU_KINDS.values())
+        raise RuntimeError(f"GPU 0 has {total_mib} MiB; the smallest simulated card {smallest}")
+    card, kind = max(fitting)
+    flags = SIM_FLAGS if card >= SEED_MODEL_MIB else SMALL_CARD_FLAGS
+    return ["--gpu-backing", "cuda", "--sim-gpu", kind, *flags]
+
+
 def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     handle = log.open("wb")
     return subprocess.Popen(
@@ -73,10 +132,9 @@ def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[
 
 
 def start_server(port: int, log: Path, *, cuda: bool) -> subprocess.Popen[bytes]:
-    """A simulated server (GPU-backed on GPU 0 when ``cuda``); not waited for."""
-    argv = [sys.executable, "-m", "tui", "sim", "--port", str(port), *SIM_FLAGS]
-    if cuda:
-        argv[4:4] = ["--gpu-backing", "cuda", "--sim-gpu", "h200"]
+    """A simulated server (GPU-backed on GPU 0 when ``cuda``, sized to it); not waited for."""
+    flags = gpu_backed_flags(card_mib()) if cuda else SIM_FLAGS
+    argv = [sys.executable, "-m", "tui", "sim", "--port", str(port), *flags]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
     return _spawn(argv, log, env)
 
@@ -156,27 +214,63 @@ SCENARIOS = {
 """name -> (servers, clients per server, GPU load, words)."""
 
 
+Program = tuple[list[str], dict[str, str], bytes | None]
+"""A measured program: its argv, the environment it adds, and what it shows once its first
+reading is drawn (the warm-up starts there; None: at its start)."""
+
+
+def programs_for(ports: list[int], args: argparse.Namespace) -> dict[str, Program]:
+    """The programs of one rotation, in order: the console as it is, each ``--plain`` variant,
+    ``--base``'s console, and the peer (nvitop, or the Textual floor with ``--local``)."""
+    console = console_argv(ports)
+    ready = f"GPU {len(ports) - 1}".encode()  # the last panel's title: every panel drawn
+    programs: dict[str, Program] = {AS_IS: (console, variant_env(""), ready)}
+    for switches in args.plain or []:
+        programs[variant_name(switches)] = (console, variant_env(switches), ready)
+    if args.base is not None:
+        programs["gpufleet before"] = (console_argv(ports, args.base), variant_env(""), ready)
+    # --local (a machine without a GPU, to try the script): the Textual floor stands in.
+    floor = [sys.executable, str(ROOT / "bench" / "floor_clock.py")]
+    peer = floor if args.local else [sys.executable, "-m", "nvitop", "--interval", "1"]
+    programs["nvitop"] = (peer, {}, None)
+    return programs
+
+
 def run_scenario(name: str, args: argparse.Namespace, logs: Path) -> list[str]:
-    """Measure every program in turn; the scenario's Markdown table."""
+    """Measure every program in turn; the scenario's Markdown tables."""
     servers, clients, gpu_load, words = SCENARIOS[name]
     local = args.local
     with fleet(servers, clients, gpu_load and not local, logs, cuda=not local) as ports:
-        programs = {"gpufleet": console_argv(ports)}
-        if args.base is not None:
-            programs["gpufleet before"] = console_argv(ports, args.base)
-        # --local (a machine without a GPU, to try the script): the Textual floor stands in.
-        floor = [sys.executable, str(ROOT / "bench" / "floor_clock.py")]
-        programs["nvitop"] = floor if local else [sys.executable, "-m", "nvitop", "--interval", "1"]
+        programs = programs_for(ports, args)
         costs: dict[str, list[PtyCost]] = {p: [] for p in programs}
-        for run in range(args.runs):
-            for program, argv in programs.items():
-                cost = measure(argv, seconds=args.seconds, warmup=args.warmup, rows=50, cols=200)
-                costs[program].append(cost)
-                print(
-                    f"{name} run {run} {program}: {cost.cpu_per_minute:.3f} CPU-s/min "
-                    f"{cost.bytes_per_second:.0f} B/s {cost.peak_rss / 2**20:.0f} MiB",
-                    flush=True,
-                )
+        try:
+            for run in range(args.runs):
+                for program, (argv, env, ready) in programs.items():
+                    cost = measure(
+                        argv,
+                        seconds=args.seconds,
+                        warmup=args.warmup,
+                        rows=50,
+                        cols=200,
+                        env=env,
+                        ready_marker=ready,
+                    )
+                    costs[program].append(cost)
+                    print(
+                        f"{name} run {run} {program}: {cost.cpu_per_minute:.3f} CPU-s/min "
+                        f"{cost.bytes_per_second:.0f} B/s {cost.peak_rss / 2**20:.0f} MiB "
+                        f"start {cost.start_cpu_s:.2f} CPU-s",
+                        flush=True,
+                    )
+        except KeyboardInterrupt:
+            # A deadline (timeout -s INT on a lent machine): the whole rotations so far are
+            # still a result; no later scenario runs.
+            whole = min(len(runs) for runs in costs.values())
+            print(f"{name}: stopped after {whole} whole rotations", flush=True)
+            if not whole:
+                raise
+            args.stopped = True
+            costs = {p: runs[:whole] for p, runs in costs.items()}
     names = list(programs)
     head = " | ".join(names)
     ratios = " | ".join(f"{p} / nvitop" for p in names[:-1])
@@ -190,6 +284,7 @@ def run_scenario(name: str, args: argparse.Namespace, logs: Path) -> list[str]:
         ("CPU s per minute (1 refresh/s)", lambda c: c.cpu_per_minute, "{:.2f}"),
         ("bytes/s to the terminal", lambda c: c.bytes_per_second, "{:.0f}"),
         ("peak RSS MiB", lambda c: c.peak_rss / 2**20, "{:.0f}"),
+        ("CPU s to start (to the window)", lambda c: c.start_cpu_s, "{:.2f}"),
     ):
         stats = {p: Stat.of([fn(c) for c in costs[p]]) for p in names}
         peer = stats["nvitop"].median
@@ -205,7 +300,8 @@ def run_scenario(name: str, args: argparse.Namespace, logs: Path) -> list[str]:
         + " | ".join(stat.text("{:.2f}") if stat else "–" for stat in paired)
         + " |"
     )
-    return rows
+    earned = earned_table(costs)
+    return [*rows, *(["", *earned] if earned else [])]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,22 +313,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--base", type=Path, default=None, help="an earlier checkout's root")
+    parser.add_argument(
+        "--plain",
+        action="append",
+        metavar="SWITCHES",
+        help="also the console with these replacements off (a GPUFLEET_PLAIN value; repeatable)",
+    )
     parser.add_argument("--logs", type=Path, default=Path("/tmp/gpu-overhead"))
     parser.add_argument("--out", type=Path, default=Path("results-gpu.md"))
     parser.add_argument(
         "--local", action="store_true", help="no GPU: sims only, the floor clock as the peer"
     )
     args = parser.parse_args(argv)
+    try:
+        checked(args.plain or [])
+    except ValueError as error:
+        parser.error(str(error))
     args.logs.mkdir(parents=True, exist_ok=True)
+    backed = "none (--local)" if args.local else " ".join(gpu_backed_flags(card_mib())[:4])
     text = [
         f"- Machine: {platform.node()}, {os.cpu_count()} cores, {_gpu_name()}",
         f"- Date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; {args.runs} alternating runs of "
         f"{args.seconds:.0f} s each (after {args.warmup:.0f} s warm-up), pty 200x50, all at a "
-        "1 s interval.",
+        f"1 s interval. GPU-backed server: {backed}.",
         "",
     ]
+    args.stopped = False
     for name in args.scenario or ["one", "seven", "idle"]:
         text += [*run_scenario(name, args, args.logs), ""]
+        if args.stopped:
+            text.append(f"(stopped early: the deadline came during {name})")
+            break
     args.out.write_text("\n".join(text) + "\n")
     print("\n".join(text))
     return 0

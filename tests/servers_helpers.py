@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tui.fleet.monitor import FleetMonitor
-from tui.fleet.snapshot import ServerState
+from tui.fleet.snapshot import ServerSnapshot, ServerState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "servers"
 
@@ -128,3 +128,30 @@ def canned_server(
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=10)
+
+
+async def five_polls_of_a_loaded_server() -> tuple[ServerSnapshot, dict[str, int]]:
+    """A monitor of its own (its own client and wire) polls one ready server under load five
+    times, a second apart: the server's reading after them (running 14, queued 34, asked for
+    64) and what the server was asked (path -> hits)."""
+    from tui.fleet.spec import FleetSpec, ServerSpec
+    from tui.gpu.source import NoGpuSource
+
+    routes: dict[str, object] = {
+        "/ready": OK,
+        "/metrics": metrics_reply(),
+        "/server_info": json_reply('{"max_running_requests": 64}'),
+    }
+    clock = FakeClock()
+    with canned_server(routes, host=REMOTE) as server:  # type: ignore[arg-type]
+        spec = FleetSpec((ServerSpec(0, server.port, host=REMOTE),))
+        monitor = FleetMonitor(spec, NoGpuSource("none"), probe_timeout=2.0, clock=clock)
+        try:
+            for _ in range(5):
+                snap = await monitor.poll()
+                clock.now += 1.0
+        finally:
+            await monitor.aclose()
+    served = snap.panels[0].server
+    assert served is not None
+    return served, dict(server.hits)

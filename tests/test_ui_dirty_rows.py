@@ -16,10 +16,10 @@ from ui_helpers import make_app, settle, seven_gpu_fleet
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.app import FleetApp
-from tui.ui.dirty_rows import DirtyRowsCompositor
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.main_screen import MainScreen
+from tui.ui.render.dirty_rows import DirtyRowsCompositor
 
 
 def _with(fleet: FleetSnapshot, step: int, gpus: tuple[int, ...]) -> FleetSnapshot:

@@ -1,4 +1,4 @@
-"""A panel's rows framed by ``PanelStylesCache`` are the rows Textual's ``StylesCache`` renders."""
+"""A panel's rows framed by ``FramedRows`` are the rows Textual's styles cache renders."""
 
 from __future__ import annotations
 
@@ -11,35 +11,42 @@ from ui_helpers import make_app, settle, seven_gpu_fleet
 
 from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_panel import GpuPanelView
-from tui.ui.grid.panel_rows import PanelStylesCache
+from tui.ui.grid.panel_rows import FramedRows
 
 
 def _cells(strips: list[Strip]) -> list[list[tuple[str, object]]]:
     return [[(segment.text, segment.style) for segment in strip] for strip in strips]
 
 
+def _rows(panel: GpuPanelView) -> FramedRows:
+    rows = panel._rows
+    assert isinstance(rows, FramedRows)
+    return rows
+
+
 def _framed_and_textuals(panel: GpuPanelView) -> tuple[list[Strip], list[Strip]]:
-    """Every row of ``panel`` through its own cache (the border cells kept from a first render,
-    every row rendered again; then the content rows alone, as a partial update asks for them,
-    whole and cut to some columns) and through a plain ``StylesCache``."""
-    cache = panel._styles_cache
-    assert isinstance(cache, PanelStylesCache)
+    """Rows of ``panel`` through its ``render_lines`` (the border cells kept from a first
+    render; then the whole panel, the content rows alone as a partial update asks for them,
+    whole and cut to some columns, and rows across a border) and through a fresh Textual
+    styles cache (the reference: every row rendered from the CSS)."""
     region = panel.outer_size.region
-    cache.clear()
-    cache.render_widget(panel, region)  # takes the border cells
-    frame = cache._frame
-    assert frame is not None
-    cache.set_dirty(region)
-    framed = cache.render_widget(panel, region)
     width, height = panel.outer_size
-    for crop in (Region(0, 1, width, height - 2), Region(3, 2, width - 9, 4)):
-        cache.set_dirty(crop)
-        framed += cache.render_widget(panel, crop)
-    assert cache._frame is frame  # the same cells framed them all
+    _rows(panel).frame = None
+    panel.refresh()  # Textual's rows drawn anew, its cache in step
+    panel.render_lines(region)  # takes the border cells
+    frame = _rows(panel).frame
+    assert frame is not None
+    crops = [
+        region,
+        Region(0, 1, width, height - 2),
+        Region(3, 2, width - 9, 4),
+        Region(0, 0, width, 3),
+        Region(5, height - 3, width - 5, 3),
+    ]
+    framed = [strip for crop in crops for strip in panel.render_lines(crop)]
+    assert _rows(panel).frame is frame  # the same cells framed them all
     textual = StylesCache()
-    textuals = textual.render_widget(panel, region)
-    for crop in (Region(0, 1, width, height - 2), Region(3, 2, width - 9, 4)):
-        textuals += textual.render_widget(panel, crop)
+    textuals = [strip for crop in crops for strip in textual.render_widget(panel, crop)]
     return framed, textuals
 
 
@@ -59,7 +66,7 @@ async def test_framed_rows_are_textuals_rows() -> None:
         compared = 0
         for panel in panels:
             framed, textuals = _framed_and_textuals(panel)
-            assert len(framed) == 2 * panel.outer_size.height - 2 + 4
+            assert len(framed) == 2 * panel.outer_size.height - 2 + 4 + 3 + 3
             assert _cells(framed) == _cells(textuals)
             compared += 1
         server = fleet.panels[1].server
@@ -90,15 +97,13 @@ async def test_a_change_of_style_takes_the_border_cells_again() -> None:
         await settle(pilot, app)
         await pilot.pause()
         panel = app.query_one("#gpu-4", GpuPanelView)
-        cache = panel._styles_cache
-        assert isinstance(cache, PanelStylesCache)
-        before = cache._frame
+        before = _rows(panel).frame
         assert before is not None  # the first paint took them
         app.main_screen.selected = 4
         await pilot.pause()
         await pilot.pause()
-        after = cache._frame
-        assert after is not None and after[2] != before[2]  # a new left border cell
+        after = _rows(panel).frame
+        assert after is not None and after.left != before.left  # a new left border cell
         framed, textuals = _framed_and_textuals(panel)
         assert _cells(framed) == _cells(textuals)
 

@@ -11,9 +11,9 @@ from servers_helpers import (
     UNAVAILABLE,
     FakeClock,
     canned_server,
+    five_polls_of_a_loaded_server,
     idle_metrics_reply,
     json_reply,
-    metrics_reply,
     polled_state,
 )
 
@@ -76,26 +76,11 @@ async def test_the_monitor_probes_through_the_lean_fetch(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(KeepAliveTransport, "fetch", counted_fetch)
     monkeypatch.setattr(KeepAliveTransport, "handle_async_request", counted_handle)
-    routes: dict[str, object] = {
-        "/ready": OK,
-        "/metrics": metrics_reply(),
-        "/server_info": json_reply('{"max_running_requests": 64}'),
-    }
-    clock = FakeClock()
-    with canned_server(routes, host=REMOTE) as server:  # type: ignore[arg-type]
-        spec = FleetSpec((ServerSpec(0, server.port, host=REMOTE),))
-        monitor = FleetMonitor(spec, NoGpuSource("none"), probe_timeout=2.0, clock=clock)
-        try:
-            for _ in range(5):
-                snap = await monitor.poll()
-                clock.now += 1.0
-        finally:
-            await monitor.aclose()
-    served = snap.panels[0].server
-    assert served is not None and served.state is ServerState.READY
+    served, hits = await five_polls_of_a_loaded_server()
+    assert served.state is ServerState.READY
     assert (served.running, served.queued, served.max_running_requested) == (14, 34, 64)
     # The first poll's reads on the loop; the four steady /metrics reads in the poll's batch
     # (tui.servers.batch_fetch), off the loop: the server saw all five.
     assert fetched.count("/metrics") == 1 and fetched.count("/ready") == 1
-    assert server.hits["/metrics"] == 5
+    assert hits["/metrics"] == 5
     assert through_httpx == []

@@ -19,7 +19,7 @@ from textual.containers import ScrollableContainer
 from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets import Input
-from textual.widgets._footer import FooterKey, FooterLabel
+from textual.widgets._footer import FooterKey
 from ui_helpers import (
     RecordingActions,
     finish_actions,
@@ -36,7 +36,7 @@ from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.autotune.form_screen import AutotuneFormScreen
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.detail_screen import DetailScreen
-from tui.ui.footer import READ_ONLY_NOTE
+from tui.ui.footer import READ_ONLY_NOTE, ReadOnlyNote
 from tui.ui.gate import ReadOnlyGate, class_bindings
 from tui.ui.help_screen import HelpScreen
 from tui.ui.journal.journal_screen import JournalScreen
@@ -305,7 +305,7 @@ async def test_footer_says_read_only_in_words_first() -> None:
             assert key not in keys, key
         for key in ("enter", "g", "j", "question_mark", "q"):
             assert not keys[key].has_class("-disabled"), key
-        labels = [str(label.render()) for label in app.screen.query(FooterLabel)]
+        labels = [str(label.render()) for label in app.screen.query(ReadOnlyNote)]
         assert labels[0] == READ_ONLY_NOTE
         assert "read-only" in app.title
         await pilot.press("K")
@@ -324,7 +324,7 @@ async def test_footer_of_the_detail_screen_says_read_only() -> None:
         keys = {k.key: k for k in app.screen.query(FooterKey)}
         assert "k" not in keys and "r" not in keys
         assert not keys["escape"].has_class("-disabled")
-        labels = [str(label.render()) for label in app.screen.query(FooterLabel)]
+        labels = [str(label.render()) for label in app.screen.query(ReadOnlyNote)]
         assert labels[0] == READ_ONLY_NOTE
 
 

@@ -13,6 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from tui import plain
+
 DEBUG_ENV = "GPUFLEET_DEBUG"
 """Set to show the traceback of an unexpected error instead of its one-line summary."""
 
@@ -43,7 +45,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _skip_httpx_cli() -> None:
-    """Keep ``import httpx`` from importing httpx's own command-line tool.
+    """Keep ``import httpx`` from importing httpx's own command-line tool (not with
+    ``GPUFLEET_PLAIN=httpxcli``: ``tui.plain``).
 
     httpx's ``__init__`` imports ``httpx._main`` (its ``httpx`` command: click, rich, pygments,
     ~80 modules, ~50 ms of every gpufleet command's start, a retune's included), which gpufleet
@@ -51,6 +54,8 @@ def _skip_httpx_cli() -> None:
     then defines a stub ``main`` instead: its own fallback for an install without its CLI extras.
     Nothing else of httpx changes. Where httpx is already imported this does nothing.
     """
+    if plain.off("httpxcli"):
+        return
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 
@@ -91,6 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         name, rest = args[0], args[1:]
     if name not in COMMANDS:
         print(f"gpufleet: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    try:
+        plain.switched_off()  # a misspelt benchmarking switch says so before anything runs
+    except plain.PlainError as error:
+        print(f"gpufleet: {error}", file=sys.stderr)
         return 2
     _skip_httpx_cli()
     if name != "sim":  # the simulator stands in for SGLang: it keeps no state of gpufleet's

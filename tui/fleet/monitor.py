@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import httpx
 
-from tui import paths
+from tui import paths, plain
 from tui.fleet.liveness import DEFAULT_FLOOR_S, ProgressWatch
 from tui.fleet.running_profiles import RunningProfile, read_state_and_profiles
 from tui.fleet.server_log import ServerLog
@@ -43,7 +43,7 @@ from tui.fleet.tracker import (
 from tui.gpu.snapshot import GpuSnapshot, GpuSource
 from tui.servers.batch_fetch import BatchFetcher
 from tui.servers.discovery import find_servers
-from tui.servers.keepalive import Answer, KeepAliveTransport
+from tui.servers.keepalive import Answer, lean_transport
 from tui.servers.probe import ProbeStatus, Readiness, ServerLoad, ServerProbe
 from tui.state.cordons import CordonWatch, address_of
 from tui.state.fleet_state import FleetState
@@ -94,12 +94,14 @@ class FleetMonitor:
         self.gpu_source = gpu_source
         self._own_client = client is None
         # The lean keep-alive transport: these probes run every second for days. The probes
-        # send to it straight when the client is the monitor's own.
-        transport = KeepAliveTransport() if client is None else None
+        # send to it straight when the client is the monitor's own (None: httpx's own).
+        transport = lean_transport() if client is None else None
         self._client = client or httpx.AsyncClient(transport=transport)
         # The steady /metrics reads go through the batch only with the monitor's own wire (a
-        # given client may be a test's mock transport, which the batch would bypass).
-        self._batch = BatchFetcher() if client is None else None
+        # given client may be a test's mock transport, which the batch would bypass), and not
+        # with GPUFLEET_PLAIN=batch (``tui.plain``): then on the loop like the other probes.
+        own_batch = client is None and not plain.off("batch")
+        self._batch = BatchFetcher() if own_batch else None
         self.probe_timeout = probe_timeout
         self.server_info_interval = server_info_interval
         self.health_interval = health_interval

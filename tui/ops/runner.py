@@ -33,7 +33,7 @@ from tui.retune.events import ApplyResult, RetuneEvent
 from tui.retune.options import ApplyOptions
 from tui.rollout.cost import ApplyCostWatch, RetuneCost
 from tui.rollout.sampling import MetricsProbe, Sampler
-from tui.servers.keepalive import KeepAliveTransport
+from tui.servers.keepalive import lean_transport
 from tui.state.fleet_state import FleetState, profile_of, read_fleet, record_outcome
 from tui.words import spans
 
@@ -203,8 +203,8 @@ class EngineRunner:
 
         # The servers speak plain HTTP: the keep-alive transport costs a fraction of httpx's own per
         # probe (a starting GPU is probed many times) and, unlike httpx's default transport,
-        # loads no CA bundle at start.
-        direct = KeepAliveTransport()
+        # loads no CA bundle at start (None with GPUFLEET_PLAIN=keepalive: httpx's own).
+        direct = lean_transport()
         async with httpx.AsyncClient(transport=direct) as client:
             target = FleetTarget(
                 profile,

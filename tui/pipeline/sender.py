@@ -18,8 +18,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tui import plain
 from tui.pipeline.client_pool import ClientPool
-from tui.servers.keepalive import KeepAliveTransport
+from tui.servers.keepalive import lean_transport
 from tui.servers.probe import HEALTH_TIMEOUT_S
 
 Route = tuple[str, int, str]
@@ -35,7 +36,8 @@ def lean_route(url: str) -> Route | None:
 
     It speaks plain HTTP/1.1 straight to the server: an ``https://`` URL, or one that a proxy
     variable (``http_proxy``, ``all_proxy``, not bypassed by ``no_proxy``) sends through a proxy
-    as httpx would, goes through httpx instead.
+    as httpx would, goes through httpx instead; so does every URL with
+    ``GPUFLEET_PLAIN=keepalive`` (``tui.plain``).
 
     Args:
         url: the server's base URL.
@@ -44,7 +46,7 @@ def lean_route(url: str) -> Route | None:
         Its route, or None for httpx.
     """
     parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname:
+    if parts.scheme != "http" or not parts.hostname or plain.off("keepalive"):
         return None
     proxies = urllib.request.getproxies()
     if ("http" in proxies or "all" in proxies) and not urllib.request.proxy_bypass(parts.netloc):
@@ -67,8 +69,9 @@ class Sender:
         request_timeout: seconds a request may wait for its answer.
         """
         self._request_timeout = request_timeout
-        # Idle connections kept per server: as many as it may have requests in flight.
-        self._lean = KeepAliveTransport(max_idle_per_host=per_server_inflight)
+        # Idle connections kept per server: as many as it may have requests in flight (None
+        # where every server goes through httpx: ``lean_route``).
+        self._lean = lean_transport(per_server_inflight)
         self._clients: ClientPool | None = None
         self._probe_client: httpx.AsyncClient | None = None
         if httpx_servers:
@@ -91,7 +94,7 @@ class Sender:
         Returns:
             (status, body) of the answer.
         """
-        if route is not None:
+        if route is not None and self._lean is not None:
             host, port, prefix = route
             answer = await self._lean.send(
                 host,
@@ -110,7 +113,7 @@ class Sender:
 
     async def health(self, url: str, route: Route | None) -> int:
         """The status of ``GET /health`` on a server (args as ``post``)."""
-        if route is not None:
+        if route is not None and self._lean is not None:
             host, port, prefix = route
             answer = await self._lean.send(
                 host,
@@ -126,7 +129,8 @@ class Sender:
 
     async def aclose(self) -> None:
         """Close every connection and client."""
-        await self._lean.aclose()
+        if self._lean is not None:
+            await self._lean.aclose()
         if self._clients is not None:
             await self._clients.aclose()
         if self._probe_client is not None:

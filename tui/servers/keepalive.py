@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from tui import plain
+
 MAX_CONNECTION_AGE_S = 5.0
 """A kept connection is closed instead of reused once this old. Why: uvicorn (SGLang's server)
 shuts down by closing its listener and then each connection it knows; one accepted in that same
@@ -459,3 +461,16 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
             for wire in wires:
                 wire.close()
         self._idle.clear()
+
+
+def lean_transport(max_idle_per_host: int = 2) -> KeepAliveTransport | None:
+    """The keep-alive transport for a caller that would otherwise use httpx's own; None with
+    ``GPUFLEET_PLAIN=keepalive`` (``tui.plain``): the caller then sends through httpx's client
+    and default transport, the code it would run if this module were deleted.
+
+    Args:
+        max_idle_per_host: As :class:`KeepAliveTransport`'s.
+    """
+    if plain.off("keepalive"):
+        return None
+    return KeepAliveTransport(max_idle_per_host)

@@ -12,7 +12,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
-from tui import paths
+from tui import paths, plain
 from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
 from tui.history import HistoryRecorder
@@ -253,7 +253,8 @@ class FleetApp(OperationHost):
         self.history.add_fleet(message.snapshot)
         if self.freeze_heap:
             self.freeze_heap = False
-            self.call_after_refresh(freeze_startup_heap)
+            if not plain.off("gcfreeze"):  # GPUFLEET_PLAIN=gcfreeze: the collector as it comes
+                self.call_after_refresh(freeze_startup_heap)
         if self.history.due:  # a thread only every few seconds, for the batch
             self.write_history()
         self.main_screen.fleet = message.snapshot

@@ -55,11 +55,12 @@ class CommandBar(BottomBar):
         self.value = ""
 
     def action_complete(self) -> None:
-        """Take the completion (as the right arrow does); without one do nothing: moving the
-        focus off the bar, as Tab does elsewhere, sent the next keys to the grid."""
-        if self._suggestion:
-            self.value = self._suggestion
-            self.cursor_position = len(self.value)
+        """Take the completion, as the right arrow does at the end of the line (Input's own
+        action: the completion shown is the one taken); without one only the cursor moves to
+        the end. Not Tab's move of the focus off the bar, which sent the next keys to the
+        grid."""
+        self.cursor_position = len(self.value)
+        self.action_cursor_right()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Post the line up; the screen closes the bar once it was understood."""

@@ -10,14 +10,27 @@ press says why); this Footer puts one line of words first instead.
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.widgets import Footer
-from textual.widgets._footer import FooterLabel
+from textual.screen import Screen
+from textual.widgets import Footer, Label
 
 from tui.ui.gate import refused_by_read_only
 
 READ_ONLY_NOTE = "read-only: changes off"
 """What the Footer says first while the screen's changing keys are off (short: at 80 columns the
 keys that work follow it; the help, ``?``, lists the others, each marked disabled)."""
+
+
+class ReadOnlyNote(Label):
+    """The note, in the look of the Footer's own labels (``FooterLabel``'s colours)."""
+
+    DEFAULT_CSS = """
+    ReadOnlyNote {
+        color: $warning;
+        background: $footer-description-background;
+        text-style: bold;
+        margin: 0 1;
+    }
+    """
 
 
 class FleetFooter(Footer):
@@ -32,20 +45,23 @@ class FleetFooter(Footer):
     FleetFooter.-compact FooterKey.-command-palette {
         margin-right: 0;
     }
-    FleetFooter FooterLabel.read-only-note {
-        color: $warning;
-        text-style: bold;
-        margin: 0 1;
-    }
     """
 
     def __init__(self) -> None:
         super().__init__(compact=True)
+        self.keys_known = False
+        """Whether the screen's bindings have been announced (before, the Footer shows none,
+        and the note would stand alone)."""
+
+    def bindings_changed(self, screen: Screen) -> None:
+        """Textual's (the keys are composed again), once the bindings are known."""
+        self.keys_known = True
+        super().bindings_changed(screen)
 
     def compose(self) -> ComposeResult:
         """The note (in read-only mode, when a key of the screen is off), then the keys."""
-        if self._bindings_ready and any(
+        if self.keys_known and any(
             refused_by_read_only(entry) for entry in self.screen.active_bindings.values()
         ):
-            yield FooterLabel(READ_ONLY_NOTE, classes="read-only-note")
+            yield ReadOnlyNote(READ_ONLY_NOTE)
         yield from super().compose()

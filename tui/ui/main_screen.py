@@ -24,7 +24,6 @@ from tui.ui.describe import (
     describe_servers,
     unknown_servers,
 )
-from tui.ui.dirty_rows import DirtyRowsCompositor
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.filter_bar import FilterBar
@@ -49,6 +48,7 @@ from tui.ui.messages import (
 )
 from tui.ui.operation_strip import OperationStrip
 from tui.ui.pipeline.generation_pane import GenerationPane
+from tui.ui.render.hooks import install_compositor
 from tui.ui.retune.flows import choose_relaunch, confirm_rollback
 from tui.ui.rollout.describe import compact_range
 from tui.ui.rollout.flows import choose_canary, choose_rollout
@@ -142,7 +142,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         node_groups: Show the panels in node groups (a console over many nodes' agents).
         """
         super().__init__()
-        self._compositor = DirtyRowsCompositor()  # the panels' changed lines only (its doc)
+        install_compositor(self)  # the panels' changed lines only (tui.ui.render)
         self.actions = actions
         """What the backend can do."""
         self.profile = profile

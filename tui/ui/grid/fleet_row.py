@@ -25,8 +25,8 @@ from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, duration, num, pct, short_num, sig3, sig3_text
 from tui.ui.grid.ages import blanked, load_age
 from tui.ui.grid.panel_lines import line
-from tui.ui.grid.screen_refresh import ScreenRefresh
 from tui.ui.pipeline.generation_pane import halted
+from tui.ui.render.screen_refresh import ScreenRefresh
 
 LEAD = ("· ", "$text-muted")
 """What a field after the first starts with (a field's right padding is the space before it)."""

@@ -11,7 +11,9 @@ from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
+from textual.visual import Visual
 
+from tui import plain
 from tui.fleet.snapshot import GpuPanel, ServerState
 from tui.ui.format import fit
 from tui.ui.grid.layout import FULL_PANEL_HEIGHT, FULL_PANEL_WIDTH
@@ -25,11 +27,11 @@ from tui.ui.grid.panel_graphs import (
     graph_lines,
 )
 from tui.ui.grid.panel_lines import Spark, compact_lines, full_lines, spark_cells
-from tui.ui.grid.panel_rows import PanelStylesCache
+from tui.ui.grid.panel_rows import FramedRows
 from tui.ui.grid.panel_strips import StripDrawer
-from tui.ui.grid.screen_refresh import ScreenRefresh
 from tui.ui.grid.spark_hold import SparkHold
 from tui.ui.messages import PanelOpened, PanelSelected
+from tui.ui.render.screen_refresh import ScreenRefresh
 
 ALARMING = frozenset(
     {ServerState.FAILED, ServerState.CRASHED, ServerState.STUCK, ServerState.UNKNOWN}
@@ -79,7 +81,6 @@ class GpuPanelView(ScreenRefresh):
 
     def __init__(self, gpu_index: int, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._styles_cache = PanelStylesCache()  # content rows framed cheaply (its doc)
         self.gpu_index = gpu_index
         """The GPU this panel is for; fixed for the panel's life."""
         self._title = ""
@@ -93,8 +94,9 @@ class GpuPanelView(ScreenRefresh):
         """Each shown line as rendered cells; None until asked for (or after it changed)."""
         self._strip_style: VisualStyle | None = None
         """The style the strips were rendered in."""
-        self._drawer = StripDrawer(self._get_style)
-        """Its lines drawn as cells, kept for when they show again."""
+        self._drawer = None if plain.off("strips") else StripDrawer()
+        """Its lines drawn as cells, kept for when they show again (None: each drawn by
+        Textual's ``Visual.to_strips``)."""
         self.late_s = 0.0
         """Seconds since the grid got the snapshot this panel shows (set with ``age_by``)."""
         self.graphs: PanelSeries | None = None
@@ -104,10 +106,15 @@ class GpuPanelView(ScreenRefresh):
         """The sparklines' shared scale (``panel_graphs.spark_top``)."""
         self._spark_drawn: SparkDrawn | None = None
         """The sparkline last drawn, and what from."""
-        self._spark_hold = SparkHold()
-        """The throughput history the sparkline shows (``spark_hold.SPARK_EVERY_S``)."""
+        self._spark_hold = None if plain.off("spark") else SparkHold()
+        """The throughput history the sparkline shows (``spark_hold.SPARK_EVERY_S``; None:
+        the reading's own, at every reading)."""
+        self._line_diff = not plain.off("linediff")
+        """Whether a reading repaints only the cells whose text changed (else the panel)."""
         self._render_size: Size | None = None
         """The size while ``render_lines`` renders (None otherwise)."""
+        self._rows = None if plain.off("rows") else FramedRows()
+        """Its content rows framed cheaply (``panel_rows``; None: Textual's own rows)."""
         self._fitted: dict[tuple[object, ...], Content] = {}
         """The lines ``_fit`` cut at the last reading, by text, spans and width."""
         self._fitting: dict[tuple[object, ...], Content] = {}
@@ -197,6 +204,9 @@ class GpuPanelView(ScreenRefresh):
         Why handed to the line builders, not a copy of the panel with it: two
         ``dataclasses.replace`` a reading were a quarter of a panel's update.
         """
+        if self._spark_hold is None:
+            server = self.panel.server if self.panel is not None else None
+            return server.throughput_history if server is not None else None
         return self._spark_hold.history(self.panel)
 
     def watch_panel(self, panel: GpuPanel | None) -> None:
@@ -309,16 +319,22 @@ class GpuPanelView(ScreenRefresh):
                     strips[y] = None
                 changed.append(Region(span[0], y, span[1] - span[0], 1))
         self._shown, self._strips = lines, strips[: len(lines)]
-        if changed:
+        if changed and not self._line_diff:  # GPUFLEET_PLAIN=linediff: the whole panel anew
+            self._strips = [None] * len(lines)
+            self.refresh()
+        elif changed:
             # One refresh for all of them: each call costs Textual its own bookkeeping (the
             # content offset, cleared caches, a wake-up of the screen: see ``refresh``).
             self.refresh(*changed)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """Textual's, with the size looked up once for the rows it renders (``render_line``)."""
+        """The content rows framed by ``FramedRows``, the border rows Textual's own, with the
+        size looked up once for the rows it renders (``render_line``)."""
         self._render_size = self.size
         try:
-            return super().render_lines(crop)
+            if self._rows is None:
+                return super().render_lines(crop)
+            return self._rows.render(self, crop, super().render_lines)
         finally:
             self._render_size = None
 
@@ -334,7 +350,7 @@ class GpuPanelView(ScreenRefresh):
         size = (width, height)
         style = self.visual_style  # a new object after any CSS or theme change
         if self._shown is None or self._shown_size != size or style is not self._strip_style:
-            if style is not self._strip_style:
+            if style is not self._strip_style and self._drawer is not None:
                 self._drawer.forget()
             self._shown, self._shown_size = self.lines(), size
             self._strips, self._strip_style = [None] * len(self._shown), style
@@ -342,7 +358,12 @@ class GpuPanelView(ScreenRefresh):
             return Strip.blank(size[0], style.rich_style)
         strip = self._strips[y]
         if strip is None:
-            strip = self._strips[y] = self._drawer.drawn(self._shown[y], style)
+            line = self._shown[y]
+            if self._drawer is None:
+                strip = Visual.to_strips(self, line, size[0], 1, style)[0]
+            else:
+                strip = self._drawer.drawn(line, style)
+            self._strips[y] = strip
         return strip
 
     def render(self) -> Content:

@@ -4,12 +4,11 @@ cells is this module's)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual.content import Content
 from textual.strip import Strip
+from textual.style import NULL_STYLE
 from textual.style import Style as VisualStyle
 
 CELL_STYLES_KEPT = 4096
@@ -19,19 +18,24 @@ change or many distinct values at many columns), and made again as lines are dra
 DRAWN_STRIPS = 64
 """How many drawn lines a panel keeps for when they show again (``StripDrawer.drawn``)."""
 
-ParseStyle = Callable[[str | VisualStyle], VisualStyle]
-"""The widget's style parser (``Widget._get_style``: CSS variables applied)."""
+
+def parse_style(style: str | VisualStyle) -> VisualStyle:
+    """A piece's style as a widget's own parser reads it for ``Content.render``: a style as it
+    is, a string through the app's stylesheet (its CSS variables: ``$error``), an unreadable one
+    as no style. A panel's lines name no component class (``.name``), the one thing a widget's
+    parser adds."""
+    if isinstance(style, VisualStyle):
+        return style
+    try:
+        return VisualStyle.parse(style)
+    except Exception:  # as Textual's: a style it cannot read draws unstyled, not a traceback
+        return NULL_STYLE
 
 
 class StripDrawer:
-    """One panel's drawn lines and cell styles.
+    """One panel's drawn lines and cell styles."""
 
-    Args:
-        parse_style: The panel's style parser.
-    """
-
-    def __init__(self, parse_style: ParseStyle) -> None:
-        self._parse_style = parse_style
+    def __init__(self) -> None:
         self._drawn: dict[tuple[object, ...], Strip] = {}
         """Strips drawn in the current style, by text and spans, oldest first."""
         self._cell_styles: dict[tuple[VisualStyle, VisualStyle, int], RichStyle] = {}
@@ -74,7 +78,7 @@ class StripDrawer:
         cells = self._cell_styles
         if len(cells) > CELL_STYLES_KEPT:
             cells.clear()
-        for text, text_style in line.render(style, end="", parse_style=self._parse_style):
+        for text, text_style in line.render(style, end="", parse_style=parse_style):
             key = (style, text_style, x)
             cell = cells.get(key)
             if cell is None:

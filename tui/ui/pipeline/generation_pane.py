@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from textual import events, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
@@ -42,9 +42,13 @@ class PaneProgressBar(ProgressBar):
     H200, issue 20). The bar still moves with every ``update``.
     """
 
-    def _on_mount(self, event: events.Mount) -> None:
-        event.prevent_default()  # ProgressBar.on_mount is skipped; its first update is here
-        super()._on_mount(event)
+    @on(events.Mount)
+    def first_update(self, event: events.Mount) -> None:
+        """The bar's first update, and not ``ProgressBar.on_mount``: a handler that prevents
+        the default skips its base classes' (Textual's rule), here the ETA timer's start and
+        ``Widget``'s own, which only shows the scrollbars of ``overflow: scroll`` (a bar has
+        none)."""
+        event.prevent_default()
         self.update()
 
 

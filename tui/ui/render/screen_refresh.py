@@ -1,7 +1,9 @@
 """``ScreenRefresh``: a widget whose repaints of regions are marked on its screen at once.
 
 The grid's panels and the fleet's row change a few cells at each reading; this skips the two
-messages Textual's ``refresh`` costs for each (see ``ScreenRefresh.refresh``).
+messages Textual's ``refresh`` costs for each (see ``ScreenRefresh.refresh``). Private Textual
+(the widget's caches, ``_set_dirty``, the screen's ``_dirty_widgets``): used only where
+``hooks.hook_on("refresh")`` holds; elsewhere ``refresh`` is Textual's own.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Self
 from textual.dom import NoScreen
 from textual.geometry import Region
 from textual.widget import Widget
+
+from tui.ui.render.hooks import hook_on
 
 
 class ScreenRefresh(Widget):
@@ -33,7 +37,9 @@ class ScreenRefresh(Widget):
         (``Screen._on_update`` and ``Widget._check_refresh``, textual 8.2; the
         ``DirtyRowsCompositor`` relies on the same release). Anything else is Textual's own.
         """
-        if not regions or not repaint or layout or recompose or not self._is_mounted:
+        if not regions or not repaint or layout or recompose or not hook_on("refresh"):
+            return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+        if not self._is_mounted:
             return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
         try:
             screen = self.screen

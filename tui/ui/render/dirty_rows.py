@@ -14,16 +14,23 @@ are the same: they are still chosen by the changed regions (``ChopsUpdate``'s sp
 cell of a changed region is taken from the frontmost widget there, which is rendered (a test
 compares both compositors' updates byte for byte). Full renders (a resize, a screenshot) are
 Textual's own.
+
+Private Textual (``textual._compositor``, its ``_get_renders`` and ``_dirty_regions``): imported
+only where ``hooks.hook_on("compositor")`` holds (``hooks.install_compositor``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from textual._compositor import ChopsUpdate, Compositor
+from textual._compositor import Compositor
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
+
+if TYPE_CHECKING:
+    from textual._compositor import ChopsUpdate
 
 
 class DirtyRowsCompositor(Compositor):
