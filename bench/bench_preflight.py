@@ -160,8 +160,8 @@ async def form_latencies(keys: tuple[str, ...]) -> list[float]:
     """Seconds from each keystroke to the form showing its values' preflight."""
     from tui.fleet.monitor import FleetMonitor
     from tui.gpu.simulated import SimulatedSource
-    from tui.ops.console import ConsoleBackend
     from tui.ops.demo import spec_for_profile
+    from tui.ops.local import LocalFleet
     from tui.ops.service import FleetOps
     from tui.ui.app import FleetApp
 
@@ -169,7 +169,7 @@ async def form_latencies(keys: tuple[str, ...]) -> list[float]:
     profile = ops.load("sim-baseline")
     monitor = FleetMonitor(spec_for_profile(profile), SimulatedSource())
     watch = FormWatch()
-    app = FleetApp(monitor, actions=ConsoleBackend(ops, monitor), profile=profile.name)
+    app = FleetApp(LocalFleet(ops, monitor), profile=profile.name)
     try:
         async with app.run_test(size=(120, 40), message_hook=watch.hook) as pilot:
             while not app.main_screen.fleet.panels:

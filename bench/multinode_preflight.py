@@ -46,7 +46,7 @@ async def latencies(addresses: str, token: str, gpu: int | None, shared: bool) -
 
     backend = (Nodes if shared else PerCall)(parse_agents(addresses), token)
     watch = FormWatch()
-    app = FleetApp(backend, actions=backend, node_groups=True, poll_interval_s=1.0)
+    app = FleetApp(backend, node_groups=True, poll_interval_s=1.0)
     app.close_on_exit = backend.aclose
     async with app.run_test(size=(160, 50), message_hook=watch.hook) as pilot:
         while len(app.main_screen.fleet.panels) < 4:

@@ -23,6 +23,7 @@ from tui import paths
 from tui.agent.client import parse_agents
 from tui.agent.nodes import Nodes
 from tui.fleet.snapshot import ServerState
+from tui.ops.commands import Canary
 from tui.ops.journal import read_journal
 from tui.retune.events import GpuReady
 from tui.retune.options import ApplyOptions
@@ -99,7 +100,9 @@ async def test_a_worse_candidate_judged_on_both_nodes_is_rolled_back(
         looks: list[CanaryLook] = []
         events: list[object] = []
         try:
-            result = await backend.canary("node-worse", 0, events.append, looks.append)
+            # One sink for the command's events, its looks among them.
+            sink = lambda e: (looks if isinstance(e, CanaryLook) else events).append(e)  # noqa: E731
+            result = await backend.run(Canary("node-worse", 0), sink)
         finally:
             await backend.aclose()
         assert run.proc.poll() is None, "the pipeline kept running"
@@ -138,7 +141,7 @@ async def test_a_lost_control_node_leaves_no_control_and_the_canary_is_rolled_ba
                 n2.agent.send_signal(signal.SIGKILL)
 
         try:
-            result = await backend.canary("node-worse", 0, on_event)
+            result = await backend.run(Canary("node-worse", 0), on_event)
         finally:
             await backend.aclose()
         print(result.describe())
@@ -166,7 +169,9 @@ async def test_a_gpu_changed_during_the_window_is_not_rolled_back_by_the_canary(
         backend = await ready_backend(n1, n2, 1)
         applied: list[subprocess.CompletedProcess[str]] = []
 
-        def on_look(look: CanaryLook) -> None:
+        def on_look(look: object) -> None:
+            if not isinstance(look, CanaryLook):
+                return
             # The first look of the window: the candidate runs and the canary's apply has
             # released n1's lock. Another operator's apply moves the GPU (blocking this loop
             # until it is done, so it lands before the canary ends).
@@ -174,7 +179,7 @@ async def test_a_gpu_changed_during_the_window_is_not_rolled_back_by_the_canary(
                 applied.append(n1.run("apply", "node-other", "--gpus", "0", *FAST_APPLY))
 
         try:
-            result = await backend.canary("node-worse", 0, None, on_look)
+            result = await backend.run(Canary("node-worse", 0), on_look)
         finally:
             await backend.aclose()
         print(result.describe())

@@ -24,6 +24,7 @@ from ui_helpers import wait_for
 
 from tui.agent.client import AgentError, parse_agents
 from tui.agent.nodes import Nodes
+from tui.ops.commands import StopPipeline
 from tui.pipeline.job_record import JOB_ID_ENV
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
@@ -84,20 +85,13 @@ async def test_p_stops_and_restarts_the_job_through_its_nodes_agent(tmp_path: Pa
         backend = Nodes(parse_agents(f"{n1.agent_address},{n2.agent_address}"), token)
         await backend.poll()
         with pytest.raises(AgentError, match="no node reports a job"):
-            await backend.stop_pipeline()
+            await backend.run(StopPipeline())
         argv = job_argv(tmp_path, n1, n2)
         job = detach(argv, n1)
         first_id = psutil.Process(job).environ()[JOB_ID_ENV]
         started: list[int] = [job]
         try:
-            app = FleetApp(
-                backend,
-                actions=backend,
-                log_tail=backend.tail,
-                status_reader=backend.read_status,
-                node_groups=True,
-                poll_interval_s=0.5,
-            )
+            app = FleetApp(backend, node_groups=True, poll_interval_s=0.5)
             async with app.run_test(size=(160, 50)) as pilot:
                 screen = app.main_screen
                 await wait_for(
@@ -147,7 +141,7 @@ async def test_p_stops_and_restarts_the_job_through_its_nodes_agent(tmp_path: Pa
             kinds = [(e["type"], e["by"]) for e in map(json.loads, journal)][-2:]
             assert kinds == [("pipeline-stop", "agent:n1"), ("pipeline-start", "agent:n1")], journal
             await backend.poll()
-            await backend.stop_pipeline()
+            await backend.run(StopPipeline())
             assert not pid_runs(new_pid)
         finally:
             for pid in started:

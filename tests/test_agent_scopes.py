@@ -53,14 +53,7 @@ async def test_a_marked_node_is_the_scope_of_rollout_and_rollback(tmp_path: Path
             write_alt(node)
         token = n1.token_file.read_text().strip()
         backend = Nodes(parse_agents(f"{n1.agent_address},{n2.agent_address}"), token)
-        app = FleetApp(
-            backend,
-            actions=backend,
-            log_tail=backend.tail,
-            running_reader=backend.running,
-            node_groups=True,
-            poll_interval_s=0.5,
-        )
+        app = FleetApp(backend, node_groups=True, poll_interval_s=0.5)
         first = {"n1": pids(n1), "n2": pids(n2)}
         async with app.run_test(size=(160, 50)) as pilot:
             screen = app.main_screen

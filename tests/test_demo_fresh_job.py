@@ -12,7 +12,7 @@ import pytest
 from operator_helpers import cleaned, job_in
 from sim_helpers import running_sim, wait_until
 from ui_helpers import (
-    RecordingActions,
+    RecordingFleet,
     finish_actions,
     make_app,
     pipeline_status,
@@ -23,6 +23,7 @@ from ui_helpers import (
 from tui import paths
 from tui.gpu.simulated import SimulatedSource
 from tui.ops import demo
+from tui.ops.commands import StartPipeline
 from tui.ops.demo import demo_prompts_file, ensure_prompts, fresh_job_if_finished, pipeline_config
 from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps
@@ -134,7 +135,7 @@ def test_p_on_the_finished_demo_job_starts_a_fresh_one(
 
 
 async def test_p_asks_before_starting_the_finished_demo_job_afresh() -> None:
-    actions = RecordingActions(starts_fresh_job=True)
+    actions = RecordingFleet(starts_fresh_job=True)
     done = replace(pipeline_status("finished"), done=100_000, total=100_000)
     app = make_app(actions=actions, status=done)
     async with app.run_test(size=(120, 40)) as pilot:  # type: ignore[attr-defined]
@@ -144,7 +145,7 @@ async def test_p_asks_before_starting_the_finished_demo_job_afresh() -> None:
         confirm = app.screen  # type: ignore[attr-defined]
         assert confirm.title_text == "Start a fresh demo job?"
         assert "100,000 of 100,000 prompts done" in confirm.affected
-        assert actions.calls == []
+        assert actions.commands == []
         await pilot.press("y")
         await finish_actions(pilot, app)
-    assert actions.calls == [("start_pipeline", ())]
+    assert actions.commands == [StartPipeline()]

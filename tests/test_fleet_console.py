@@ -17,6 +17,8 @@ from tui import paths
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.simulated import SimulatedSource
+from tui.ops.local import LocalFleet
+from tui.ops.service import FleetOps
 from tui.sim.logfmt import READY_LINE
 from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_panel import GpuPanelView
@@ -82,7 +84,7 @@ async def test_console_shows_ready_at_once_and_stuck_on_its_panel(
             )
         )
         monitor = FleetMonitor(spec, SimulatedSource(paths.sim_gpu_dir()), stuck_after_s=2.0)
-        app = FleetApp(monitor, poll_interval_s=1.0)
+        app = FleetApp(LocalFleet(FleetOps(), monitor, watching=True), poll_interval_s=1.0)
         shown_ready: dict[int, float] = {}
         try:
             async with app.run_test(size=(160, 50)) as pilot:

@@ -23,6 +23,8 @@ from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.simulated import SimulatedSource
+from tui.ops.local import LocalFleet
+from tui.ops.service import FleetOps
 from tui.state.fleet_state import read_records
 from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_panel import GpuPanelView
@@ -44,7 +46,7 @@ async def test_a_sigkilled_server_is_crashed_on_its_panel_within_2_s_with_blank_
     with running_sim(SIM, isolated_state) as sim:
         spec = FleetSpec((ServerSpec(0, sim.port, log_path=str(sim.log_path)),))
         monitor = FleetMonitor(spec, SimulatedSource(paths.sim_gpu_dir()))
-        app = FleetApp(monitor, poll_interval_s=1.0)
+        app = FleetApp(LocalFleet(FleetOps(), monitor, watching=True), poll_interval_s=1.0)
         try:
             async with app.run_test(size=(160, 50)) as pilot:
                 Clients(sim.url, 8, max_tokens=100_000)

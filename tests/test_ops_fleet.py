@@ -1,4 +1,4 @@
-"""The operations core on a real simulated fleet, through the console's backend: kill, relaunch,
+"""The operations core on a real simulated fleet, through the console's port: kill, relaunch,
 apply with typed events, rollback, stop."""
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from sim_helpers import wait_until
 from tui import paths
 from tui.control.stop_release import StopTimeouts
 from tui.gpu.sim_records import live_processes
-from tui.ops.console import ConsoleBackend
+from tui.ops.commands import Apply, Kill, Relaunch, Rollback, SaveProfile, StopFleet
 from tui.ops.events import OperationFinished, OperationStarted, OpEvent
 from tui.ops.journal import read_journal
+from tui.ops.local import LocalFleet
 from tui.ops.marks import JournalMarks
 from tui.ops.service import FleetOps, OperationError, OpsOptions
 from tui.retune.events import ApplyFinished, GpuPhase, GpuReady
@@ -61,17 +62,17 @@ def fleet(
         yield made
 
 
-def operator(fleet: OpFleet, marks: Marks | None = None) -> ConsoleBackend:
+def operator(fleet: OpFleet, marks: Marks | None = None) -> LocalFleet:
     walk = RolloutOptions(apply=FAST, measure_cost=False)  # the rollback's walk: no verdict
     stop = StopTimeouts(drain_s=10.0, release_s=20.0)
     options = OpsOptions(apply=FAST, stop=stop, settle_s=0.2, rollout=walk)
-    return ConsoleBackend(FleetOps(fleet.baseline, options=options, by="console"), marks)
+    return LocalFleet(FleetOps(fleet.baseline, options=options, by="console"), marks)
 
 
 async def test_kill_stops_one_gpu_and_waits_for_its_memory(fleet: OpFleet) -> None:
     marks = Marks()
     before = read_records()
-    await operator(fleet, marks).kill((0,))
+    await operator(fleet, marks).run(Kill((0,)))
     # Marked stopping first; the mark withdrawn once the stop ended (the process is gone by
     # then: the panel says STOPPED at the next poll), whatever the stop did (issue 35).
     assert marks.calls[0] == (0, True) and marks.calls[-1] == (0, False)
@@ -83,7 +84,7 @@ async def test_kill_stops_one_gpu_and_waits_for_its_memory(fleet: OpFleet) -> No
 
 async def test_relaunch_starts_the_current_profile_again(fleet: OpFleet) -> None:
     old = read_records()[1]
-    await operator(fleet).relaunch((1,))
+    await operator(fleet).run(Relaunch((1,)))
     new = read_records()[1]
     assert new.pid != old.pid and not pid_alive(old.pid)
     assert new.profile == "op-baseline" and new.port == fleet.ports[1]
@@ -103,7 +104,7 @@ async def test_stop_refuses_a_pid_that_is_not_ours(fleet: OpFleet) -> None:
     with pytest.raises(
         OperationError, match=r"refused on GPU 0: refusing to signal .*its launch id differs"
     ):
-        await operator(fleet, marks).kill((0,))
+        await operator(fleet, marks).run(Kill((0,)))
     assert pid_alive(real.pid)  # nothing was signalled
     assert marks.calls[-1] == (0, False)  # the STOPPING mark is withdrawn
     assert read_records()[0].launch_id == fake.launch_id  # the record is kept for the operator
@@ -118,7 +119,7 @@ async def test_apply_forwards_events_journals_and_rolls_back(fleet: OpFleet) -> 
     assert [p.calibrated for p in predicted] == [True, True]
     events: list[OpEvent] = []
 
-    result = await op.apply_profile("op-aggressive", (0, 1), on_event=events.append)
+    result = await op.run(Apply("op-aggressive", (0, 1)), events.append)
 
     assert result.ok, result.reports
     assert isinstance(events[0], OperationStarted) and events[0].gpus == (0, 1)
@@ -144,7 +145,7 @@ async def test_apply_forwards_events_journals_and_rolls_back(fleet: OpFleet) -> 
     with pytest.raises(OperationError, match="GPU 0 runs op-aggressive now, not op-baseline"):
         await op.ops.rollback((0, 1), expect="op-baseline")
     assert {g: r.pid for g, r in read_records().items()} == running
-    back = await op.rollback()
+    back = await op.run(Rollback())
     assert back.ok and back.rollback and [s.gpus for s in back.steps] == [(1,), (0,)]
     assert {p for s in back.steps for p in s.profiles.values()} == {"op-baseline"}
     assert {r.profile for r in read_records().values()} == {"op-baseline"}
@@ -153,10 +154,29 @@ async def test_apply_forwards_events_journals_and_rolls_back(fleet: OpFleet) -> 
     assert len(JournalMarks()()) == 4
 
 
+async def test_a_profile_applied_itself_is_written_nowhere_and_still_reads_back(
+    fleet: OpFleet,
+) -> None:
+    """The tuning form's Apply carries the profile itself (issue 37): no file is written to be
+    applied, and the form opened again reads it back from what the GPUs run."""
+    from dataclasses import replace
+
+    op = operator(fleet)
+    edited = replace(op.load_profile("op-aggressive"), name="op-edited")
+    result = await op.run(Apply(edited, (0, 1)))
+    assert result.ok, result.reports
+    assert not (fleet.profiles_dir / "op-edited.toml").exists()
+    assert "op-edited" not in op.profile_names()
+    assert op.current_profile() == "op-edited"
+    assert op.load_profile("op-edited").server == edited.server  # from the fleet state
+    with pytest.raises(Exception, match="no-never-run"):
+        op.load_profile("no-never-run")
+
+
 async def test_apply_of_an_unknown_profile_stops_nothing(fleet: OpFleet) -> None:
     before = read_records()
     with pytest.raises(Exception, match="no-such-profile"):
-        await operator(fleet).apply_profile("no-such-profile", (0, 1))
+        await operator(fleet).run(Apply("no-such-profile", (0, 1)))
     assert all(pid_alive(r.pid) for r in before.values())
 
 
@@ -164,14 +184,15 @@ async def test_save_profile_writes_a_loadable_file(fleet: OpFleet) -> None:
     op = operator(fleet)
     from dataclasses import replace
 
-    path = op.save_profile(replace(op.load_profile("op-aggressive"), name="op-saved"))
+    saved = await op.run(SaveProfile(replace(op.load_profile("op-aggressive"), name="op-saved")))
+    path = Path(saved.paths[0])
     assert path == fleet.profiles_dir / "op-saved.toml"
     assert op.load_profile("op-saved").server == op.load_profile("op-aggressive").server
 
 
 async def test_stop_fleet_leaves_nothing_running(fleet: OpFleet, isolated_state: Path) -> None:
     pids = [r.pid for r in read_records().values()]
-    await operator(fleet).stop_fleet()
+    await operator(fleet).run(StopFleet())
     assert read_records() == {}
     assert not any(pid_alive(p) for p in pids)
     assert leftovers(isolated_state, fleet.ports) == []
@@ -188,7 +209,7 @@ async def test_a_server_that_exits_on_its_arguments_gets_its_previous_profile_ba
     (fleet.profiles_dir / "op-bad-args.toml").write_text(text)
     before = read_records()
 
-    result = await operator(fleet).apply_profile("op-bad-args", (0,))
+    result = await operator(fleet).run(Apply("op-bad-args", (0,)))
 
     assert not result.ok
     (report,) = result.reports

@@ -27,8 +27,10 @@ from tui.control.adopt import ConfirmedServer
 from tui.control.stop_release import StopTimeouts
 from tui.ops.adoption import AdoptRequest, plan_adoption
 from tui.ops.cli import apply as apply_cli
-from tui.ops.console import ConsoleBackend, WatchBackend
+from tui.ops.commands import Adopt, Kill, Kind
 from tui.ops.journal import read_journal
+from tui.ops.local import LocalFleet
+from tui.ops.port import Refused
 from tui.ops.service import FleetOps, OperationError, OpsOptions
 from tui.profiles import Profile, save_profile
 from tui.servers.procinfo import start_ticks
@@ -73,9 +75,9 @@ def test_k_on_an_unrecorded_server_is_refused_by_name_then_stopped_only_when_con
     pid, url = fleet.pids[0], fleet.urls[0]
     marks = Marks()
     options = OpsOptions(stop=StopTimeouts(drain_s=10, kill_s=5, release_s=10))
-    backend = ConsoleBackend(FleetOps(profile, options=options, by="console"), marks)
+    backend = LocalFleet(FleetOps(profile, options=options, by="console"), marks)
     with pytest.raises(OperationError) as refused:
-        asyncio.run(backend.kill((0,)))
+        asyncio.run(backend.run(Kill((0,))))
     said = str(refused.value)
     assert said.startswith(f"refused on GPU 0: GPU 0: port {fleet.ports[0]} is held by pid {pid} (")
     assert "which is not verified as the fleet's" in said and "nothing was signalled" in said
@@ -87,7 +89,7 @@ def test_k_on_an_unrecorded_server_is_refused_by_name_then_stopped_only_when_con
     ticks = start_ticks(pid)
     assert ticks is not None
     confirmed = ConfirmedServer(0, pid, ticks, " ".join(fleet.servers[0].argv))
-    outcomes = asyncio.run(backend.kill((0,), "drain", (confirmed,)))
+    outcomes = asyncio.run(backend.run(Kill((0,), "drain", (confirmed,))))
     assert [o.status for o in outcomes] == ["done"]
     assert f"GPU 0 (pid {pid}): drained and exited after SIGTERM to its main pid" in (
         outcomes[0].message
@@ -157,14 +159,16 @@ def test_the_watching_console_s_backend_adopts_then_operates_them(
     fleet, _ = script_fleet
     marks = Marks()
     options = OpsOptions(stop=StopTimeouts(drain_s=10, kill_s=5, release_s=10))
-    backend = WatchBackend(FleetOps(options=options, by="console"), marks)
-    assert backend.supports("adopt") and not backend.supports("kill")
-    request = backend.adoption_request(tuple(fleet.ports), (0, 1), "watched")
-    plan = asyncio.run(backend.plan_adoption(request))
-    asyncio.run(backend.adopt(plan))
-    assert backend.supports("kill") and backend.supports("relaunch")
+    backend = LocalFleet(FleetOps(options=options, by="console"), marks, watching=True)
+    caps = backend.capabilities()
+    assert Kind.ADOPT in caps and Kind.KILL not in caps
+    with pytest.raises(Refused, match="only watches ports until their servers are adopted"):
+        asyncio.run(backend.run(Kill((0,))))
+    plan = asyncio.run(backend.plan_adoption(tuple(fleet.ports), (0, 1), "watched"))
+    asyncio.run(backend.run(Adopt(plan)))
+    assert Kind.KILL in backend.capabilities() and Kind.RELAUNCH in backend.capabilities()
     assert {g: r.pid for g, r in read_records().items()} == {0: fleet.pids[0], 1: fleet.pids[1]}
-    outcomes = asyncio.run(backend.kill((0,)))
+    outcomes = asyncio.run(backend.run(Kill((0,))))
     assert stop_words(outcomes, "")[0] == "Stopped"
     assert "drained and exited after SIGTERM to its main pid" in outcomes[0].message
     assert not running(fleet.pids[0]) and running(fleet.pids[1])

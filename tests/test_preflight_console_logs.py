@@ -25,7 +25,7 @@ from tui.fleet.monitor import FleetMonitor
 from tui.fleet.spec import FleetSpec
 from tui.gpu.simulated import SimulatedSource
 from tui.ops.cli import apply as apply_cli
-from tui.ops.console import ConsoleBackend
+from tui.ops.local import LocalFleet
 from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import Profile, load_profile
 from tui.state.fleet_state import read_fleet, read_records
@@ -109,9 +109,9 @@ async def _monitor_then_preflight(tmp_path: Path, port: int, log: Path) -> None:
         await monitor.aclose()
     assert monitor.log_paths() == {0: str(log)}
     ops = FleetOps(profile, options=OpsOptions(card_bytes=H100_BYTES))
-    (alone,) = await ConsoleBackend(ops).preflight(profile, (0,))
+    (alone,) = await LocalFleet(ops).preflight(profile, (0,))
     assert not alone.calibrated  # nothing else leads to that file
-    (item,) = await ConsoleBackend(ops, logs=monitor.log_paths).preflight(profile, (0,))
+    (item,) = await LocalFleet(ops, monitor).preflight(profile, (0,))
     assert item.calibrated
 
 

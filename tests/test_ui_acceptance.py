@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 
 from textual.widgets import Input, Static
-from ui_helpers import RecordingActions, finish_actions, make_app, press_until, settle, wait_for
+from ui_helpers import RecordingFleet, finish_actions, make_app, press_until, settle, wait_for
 
+from tui.ops.commands import Rollback
 from tui.state.fleet_state import GpuState
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
@@ -22,7 +23,7 @@ ALL = (0, 1, 2, 3, 4, 5, 6)
 
 async def test_keyboard_alone_tune_apply_verify_and_roll_back() -> None:
     measured = asyncio.Event()
-    actions = RecordingActions(gates={})
+    actions = RecordingFleet(gates={})
     running = {
         g: GpuState(g, current={"name": "sim-baseline-tuned"}, previous={"name": "sim-baseline"})
         for g in ALL
@@ -68,6 +69,8 @@ async def test_keyboard_alone_tune_apply_verify_and_roll_back() -> None:
         await finish_actions(pilot, app)
     applied = actions.applied()
     assert applied == [("sim-baseline-tuned", ALL)]
-    saved = actions.saved[0]
-    assert (saved.server.max_mamba_cache_size, saved.server.max_running_requests) == (200, 64)
-    assert actions.calls[-1] == ("rollback", ())
+    (applied_profile,) = actions.applied_profiles()  # the form's candidate itself, unsaved
+    assert actions.saved == []
+    server = applied_profile.server
+    assert (server.max_mamba_cache_size, server.max_running_requests) == (200, 64)
+    assert actions.commands[-1] == Rollback()

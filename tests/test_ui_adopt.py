@@ -1,6 +1,6 @@
 """The console's ``A`` (issue 35): on a fleet whose servers the state records nothing of, a dialog
 shows what adopting them writes (each server, the profile file's text, what it cannot hold);
-Adopt sends that very plan to the backend, and nothing else reaches it. Recording backend,
+Adopt sends that very plan to the port, and nothing else reaches it. Recording port,
 fixed data; the dialog's SVG snapshot."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, Static
 from ui_helpers import (
-    RecordingActions,
+    RecordingFleet,
     make_app,
     press_until,
     ready_server,
@@ -24,6 +24,7 @@ from ui_helpers import (
 from tui.control.takeover import RunningServer
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.adoption import Adoptee, AdoptError, AdoptPlan, AdoptRequest
+from tui.ops.commands import Adopt, Kind
 from tui.profiles.from_servers import ServerCommand, draft_profile
 from tui.ui.adopt_screen import AdoptScreen
 from tui.ui.app import FleetApp
@@ -69,25 +70,21 @@ def fixed_plan(name: str) -> AdoptPlan:
 
 
 @dataclass
-class AdoptingActions(RecordingActions):
-    """The recording backend, able to adopt (``tui.ui.sources.Adopter``)."""
+class AdoptingActions(RecordingFleet):
+    """The recording port, whose plans are fixed data (its ``Adopt`` is recorded as usual)."""
 
     taken: set[str] = field(default_factory=set)
     """Profile names that exist: planning them is refused."""
+    planned: list[tuple[tuple[int, ...], tuple[int, ...], str]] = field(default_factory=list)
+    """Every plan read: (ports, GPUs, name)."""
 
-    def adoption_request(
+    async def plan_adoption(
         self, ports: tuple[int, ...], gpus: tuple[int, ...], name: str
-    ) -> AdoptRequest:
-        return AdoptRequest(ports, name, gpus)
-
-    async def plan_adoption(self, request: AdoptRequest) -> AdoptPlan:
-        self.calls.append(("plan_adoption", (request.ports, request.gpus, request.name)))
-        if request.name in self.taken:
-            raise AdoptError(f"--name: a profile {request.name!r} exists (/x); choose another name")
-        return fixed_plan(request.name)
-
-    async def adopt(self, plan: AdoptPlan) -> None:
-        self.calls.append(("adopt", (plan.profile.name, plan.request.ports)))
+    ) -> AdoptPlan:
+        self.planned.append((ports, gpus, name))
+        if name in self.taken:
+            raise AdoptError(f"--name: a profile {name!r} exists (/x); choose another name")
+        return fixed_plan(name)
 
 
 def script_fleet() -> FleetSnapshot:
@@ -100,7 +97,7 @@ def script_fleet() -> FleetSnapshot:
     return replace(fleet, panels=panels)
 
 
-def _app(actions: RecordingActions, fleet: FleetSnapshot | None = None) -> FleetApp:
+def _app(actions: RecordingFleet, fleet: FleetSnapshot | None = None) -> FleetApp:
     app = make_app(script_fleet() if fleet is None else fleet, actions=actions)
     assert isinstance(app, FleetApp)
     app.animation_level = "none"
@@ -136,14 +133,15 @@ async def test_a_shows_what_will_be_written_and_adopt_sends_that_plan() -> None:
         assert f"GPU 0: port 30000, pid 4100 ({' '.join(_argv(0))})" in shown
         assert f'name = "{offered}"' in shown and "max_mamba_cache_size = 200" in shown
         assert "not kept: port 30001: --json-model-override-args" in shown
-        assert actions.calls == [("plan_adoption", ((30000, 30001), (0, 1), offered))]
+        assert actions.planned == [((30000, 30001), (0, 1), offered)]
+        assert actions.commands == []
         await pilot.click("#adopt-yes")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), "the grid")
-        await wait_for(pilot, lambda: len(actions.calls) == 2, "the adoption")
+        await wait_for(pilot, lambda: len(actions.commands) == 1, "the adoption")
         await wait_for(
             pilot, lambda: any(n.title == "Adopted" for n in app._notifications), "the toast"
         )
-    assert actions.calls[-1] == ("adopt", (offered, (30000, 30001)))
+    assert actions.commands == [Adopt(fixed_plan(offered))]  # the very plan shown
 
 
 async def test_a_name_that_exists_is_said_and_adopt_waits_for_a_good_one() -> None:
@@ -172,7 +170,7 @@ async def test_a_name_that_exists_is_said_and_adopt_waits_for_a_good_one() -> No
         assert not screen.query_one("#adopt-yes", Button).disabled
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), "the grid")
-    assert [c[0] for c in actions.calls] == ["plan_adoption"] * 3  # never adopted
+    assert len(actions.planned) == 3 and actions.commands == []  # never adopted
 
 
 async def test_the_key_is_hidden_where_there_is_nothing_to_adopt() -> None:
@@ -184,11 +182,11 @@ async def test_the_key_is_hidden_where_there_is_nothing_to_adopt() -> None:
         await pilot.press("A")
         await pilot.pause()
         assert isinstance(app.screen, MainScreen)
-    assert actions.calls == []
+    assert actions.planned == [] and actions.commands == []
 
 
-async def test_a_backend_that_cannot_adopt_hides_the_key() -> None:
-    actions = RecordingActions()  # many nodes, or read-only: no Adopter
+async def test_a_port_that_cannot_adopt_hides_the_key() -> None:
+    actions = RecordingFleet(supported=frozenset(Kind) - {Kind.ADOPT})  # many nodes, read-only
     app = _app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)

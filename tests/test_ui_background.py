@@ -11,7 +11,7 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Static
 from ui_helpers import (
-    RecordingActions,
+    RecordingFleet,
     make_app,
     pipeline_status,
     press_until,
@@ -20,16 +20,16 @@ from ui_helpers import (
     wait_for,
 )
 
+from tui.ops.commands import Apply, Rollback
 from tui.ops.service import OperationError
 from tui.retune.events import ApplyFinished, ApplyRefused, ApplyResult, ThroughputComparison
-from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState
 from tui.ui.app import FleetApp
 from tui.ui.background import PhaseClock
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.main_screen import MainScreen
-from tui.ui.messages import ApplyProfileRequested
+from tui.ui.messages import OperationRequested
 from tui.ui.operation_strip import OperationStrip
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.retune.progress import ApplyProgress, GpuRow
@@ -38,7 +38,7 @@ from tui.ui.rollout.rollout_screen import RolloutScreen
 ALL = (0, 1, 2, 3, 4, 5, 6)
 
 
-def _app(actions: RecordingActions, **kwargs: Any) -> FleetApp:
+def _app(actions: RecordingFleet, **kwargs: Any) -> FleetApp:
     app = make_app(actions=actions, status=pipeline_status(), **kwargs)
     assert isinstance(app, FleetApp)
     app.animation_level = "none"
@@ -61,7 +61,7 @@ def _ticking(strip: OperationStrip) -> bool:
 
 async def _held_apply(pilot: Pilot[None], app: FleetApp) -> ApplyScreen:
     await settle(pilot, app)
-    app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", (3, 5)))
+    app.main_screen.post_message(OperationRequested(Apply("sim-aggressive", (3, 5))))
     await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
     screen = app.screen
     assert isinstance(screen, ApplyScreen)
@@ -71,7 +71,7 @@ async def _held_apply(pilot: Pilot[None], app: FleetApp) -> ApplyScreen:
 
 async def test_the_grid_and_details_stay_usable_while_an_apply_runs() -> None:
     held = asyncio.Event()
-    actions = RecordingActions(apply_script=scripted_apply(), gates={3: held})
+    actions = RecordingFleet(apply_script=scripted_apply(), gates={3: held})
     app = _app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         strip = app.main_screen.query_one(OperationStrip)
@@ -109,7 +109,7 @@ async def test_the_grid_and_details_stay_usable_while_an_apply_runs() -> None:
         await pilot.press("w")
         await pilot.pause()
         assert isinstance(app.screen, MainScreen)
-    assert actions.calls == [("apply_profile", ("sim-aggressive", (3, 5)))]
+    assert actions.commands == [Apply("sim-aggressive", (3, 5))]
 
 
 async def test_a_failed_apply_offers_rollback() -> None:
@@ -117,7 +117,7 @@ async def test_a_failed_apply_offers_rollback() -> None:
         g: GpuState(g, current={"name": "sim-aggressive"}, previous={"name": "sim-baseline"})
         for g in ALL
     }
-    actions = RecordingActions(apply_script=scripted_apply(failing=(5,)))
+    actions = RecordingFleet(apply_script=scripted_apply(failing=(5,)))
     app = _app(actions, running=running)
     async with app.run_test(size=(150, 45)) as pilot:
         screen = await _held_apply(pilot, app)
@@ -136,11 +136,11 @@ async def test_a_failed_apply_offers_rollback() -> None:
         rollback = app.screen
         assert isinstance(rollback, RolloutScreen)
         await wait_for(pilot, lambda: rollback.finished, "the rollback's end")
-    assert [name for name, _ in actions.calls] == ["apply_profile", "rollback"]
+    assert [type(c) for c in actions.commands] == [Apply, Rollback]
 
 
 async def test_an_apply_that_went_well_offers_no_rollback() -> None:
-    app = _app(RecordingActions(apply_script=scripted_apply()))
+    app = _app(RecordingFleet(apply_script=scripted_apply()))
     async with app.run_test(size=(150, 45)) as pilot:
         screen = await _held_apply(pilot, app)
         await wait_for(pilot, lambda: screen.finished, "the end")
@@ -150,15 +150,12 @@ async def test_an_apply_that_went_well_offers_no_rollback() -> None:
         assert app.screen is screen
 
 
-class NoHistory(RecordingActions):
-    async def rollback(
-        self,
-        gpus: tuple[int, ...] | None = None,
-        on_event: object = None,
-        all_at_once: bool = False,
-    ) -> RolloutResult:
-        self.calls.append(("rollback", ()))
-        raise OperationError("rollback: no GPU has a previous profile recorded")
+class NoHistory(RecordingFleet):
+    async def run(self, command: object, sink: object = None) -> object:
+        if isinstance(command, Rollback):
+            self.commands.append(command)
+            raise OperationError("rollback: no GPU has a previous profile recorded")
+        return await super().run(command, sink)  # type: ignore[arg-type]
 
 
 async def test_rollback_with_no_history_says_nothing_to_roll_back_in_one_line() -> None:
@@ -176,7 +173,7 @@ async def test_rollback_with_no_history_says_nothing_to_roll_back_in_one_line() 
         summary = _text(screen, "#rollout-summary")
         assert summary == "nothing to roll back: no GPU has a previous profile recorded"
         assert "OperationError" not in summary + _text(screen, "#rollout-gpus")
-    assert actions.calls == [("rollback", ())]
+    assert actions.commands == [Rollback()]
 
 
 def test_the_phase_timer_ticks_between_events_and_stops_at_the_end() -> None:
@@ -196,7 +193,7 @@ def test_the_phase_timer_ticks_between_events_and_stops_at_the_end() -> None:
 
 def test_status_strip_snapshot_80x24(snap_compare: Any) -> None:
     held = asyncio.Event()
-    app = _app(RecordingActions(apply_script=scripted_apply(failing=(5,)), gates={7: held}))
+    app = _app(RecordingFleet(apply_script=scripted_apply(failing=(5,)), gates={7: held}))
 
     async def run(pilot: Pilot[None]) -> None:
         screen = await _held_apply(pilot, app)
@@ -213,13 +210,13 @@ def test_status_strip_snapshot_80x24(snap_compare: Any) -> None:
 
 
 async def test_a_new_operation_starts_while_the_last_report_is_under_another_screen() -> None:
-    actions = RecordingActions(apply_script=scripted_apply())
+    actions = RecordingFleet(apply_script=scripted_apply())
     app = _app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         first = await _held_apply(pilot, app)
         await wait_for(pilot, lambda: first.finished, "the first apply's end")
         await app.push_screen(ConfirmScreen("Something else?", "over the report"))
-        app.main_screen.post_message(ApplyProfileRequested("sim-baseline", (1,)))
+        app.main_screen.post_message(OperationRequested(Apply("sim-baseline", (1,))))
         await wait_for(
             pilot,
             lambda: isinstance(app.screen, ApplyScreen) and app.screen is not first,
@@ -228,10 +225,7 @@ async def test_a_new_operation_starts_while_the_last_report_is_under_another_scr
         second = app.screen
         assert app.operation is second
         await wait_for(pilot, lambda: second.finished, "the second apply's end")  # type: ignore[attr-defined]
-    assert [args for _, args in actions.calls] == [
-        ("sim-aggressive", (3, 5)),
-        ("sim-baseline", (1,)),
-    ]
+    assert actions.commands == [Apply("sim-aggressive", (3, 5)), Apply("sim-baseline", (1,))]
 
 
 async def test_a_refused_apply_offers_no_rollback() -> None:
@@ -251,11 +245,11 @@ async def test_a_refused_apply_offers_no_rollback() -> None:
         g: GpuState(g, current={"name": "sim-aggressive"}, previous={"name": "sim-baseline"})
         for g in ALL
     }
-    actions = RecordingActions(apply_script=refused)
+    actions = RecordingFleet(apply_script=refused)
     app = _app(actions, running=running)
     async with app.run_test(size=(150, 45)) as pilot:
         await settle(pilot, app)
-        app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", (3, 5)))
+        app.main_screen.post_message(OperationRequested(Apply("sim-aggressive", (3, 5))))
         await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
         screen = app.screen
         assert isinstance(screen, ApplyScreen)

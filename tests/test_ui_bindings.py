@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input
 from ui_helpers import (
     FixedPoller,
-    RecordingActions,
+    RecordingFleet,
     finish_actions,
     make_app,
     pipeline_status,
@@ -23,6 +23,7 @@ from ui_helpers import (
 
 from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
+from tui.ops.commands import Kill, Kind, Relaunch, Rollback, StartPipeline, StopFleet, StopPipeline
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.detail_screen import DetailScreen
@@ -32,11 +33,10 @@ from tui.ui.help_screen import HelpScreen
 from tui.ui.main_screen import MainScreen
 from tui.ui.pipeline.generation_pane import GenerationPane
 from tui.ui.quit_screen import QuitScreen
-from tui.ui.sources import Intent
 from tui.ui.stop_screen import StopScreen
 
 
-def app_with(actions: RecordingActions | None = None, **kwargs: object) -> FleetApp:
+def app_with(actions: RecordingFleet | None = None, **kwargs: object) -> FleetApp:
     app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
     assert isinstance(app, FleetApp)
     return app
@@ -134,41 +134,41 @@ async def test_detail_log_is_filterable_and_slash_focuses_the_filter() -> None:
 @pytest.mark.parametrize(
     ("keys", "expected"),
     [
-        (("3", "k", "y"), ("kill", ((3,),))),
-        (("K", "y"), ("kill", ((0, 1, 2, 3, 4, 5, 6),))),
-        (("3", "k", "d"), ("kill", ((3,),))),
-        (("3", "k", "t"), ("kill", ((3,), "terminate"))),
-        (("K", "9"), ("kill", ((0, 1, 2, 3, 4, 5, 6), "kill"))),
-        (("1", "r", "enter", "y"), ("relaunch", ((1,),))),  # the picker keeps the running one
-        (("R", "enter", "y"), ("relaunch", ((0, 1, 2, 3, 4, 5, 6),))),
-        (("b", "y"), ("rollback", ())),
+        (("3", "k", "y"), Kill((3,))),
+        (("K", "y"), Kill((0, 1, 2, 3, 4, 5, 6))),
+        (("3", "k", "d"), Kill((3,))),
+        (("3", "k", "t"), Kill((3,), "terminate")),
+        (("K", "9"), Kill((0, 1, 2, 3, 4, 5, 6), "kill")),
+        (("1", "r", "enter", "y"), Relaunch((1,))),  # the picker keeps the running one
+        (("R", "enter", "y"), Relaunch((0, 1, 2, 3, 4, 5, 6))),
+        (("b", "y"), Rollback()),
     ],
 )
 async def test_confirmed_operations_reach_the_backend(
     keys: tuple[str, ...], expected: tuple[str, tuple[object, ...]]
 ) -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = app_with(actions, profile="aggressive")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
         await press_until(pilot, keys[:-1], ModalScreen)
         await pilot.press(keys[-1])
         await finish_actions(pilot, app)
-        assert actions.calls == [expected]
+        assert actions.commands == [expected]
 
 
 @pytest.mark.parametrize(
     "keys", [("k",), ("K",), ("r", "enter"), ("R", "enter"), ("b",), ("r",), ("R",)]
 )
 async def test_cancelled_operations_do_not_reach_the_backend(keys: tuple[str, ...]) -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = app_with(actions, profile="aggressive")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
         await press_until(pilot, keys, ModalScreen)
         await pilot.press("escape")
         await finish_actions(pilot, app)
-        assert actions.calls == []
+        assert actions.commands == []
         assert isinstance(app.screen, MainScreen)
 
 
@@ -184,28 +184,28 @@ async def test_confirm_names_the_affected_server() -> None:
 
 
 async def test_tune_without_a_profile_says_how_to_give_one() -> None:
-    actions = RecordingActions(current=None)
+    actions = RecordingFleet(current=None)
     app = app_with(actions)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
         await pilot.press("t")
         await wait_for(pilot, lambda: bool(app._notifications))
-        assert actions.calls == []
+        assert actions.commands == []
         assert any("--profile" in str(n.message) for n in app._notifications)
 
 
 async def test_p_starts_a_stopped_pipeline_without_asking() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = app_with(actions, status=pipeline_status(state="stopped"))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
         await pilot.press("p")
         await finish_actions(pilot, app)
-        assert actions.calls == [("start_pipeline", ())]
+        assert actions.commands == [StartPipeline()]
 
 
 async def test_p_stops_a_running_pipeline_after_confirmation() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = app_with(actions, status=pipeline_status(state="running"))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
@@ -216,7 +216,7 @@ async def test_p_stops_a_running_pipeline_after_confirmation() -> None:
         assert "in flight" in app.screen.affected
         await pilot.press("y")
         await finish_actions(pilot, app)
-        assert actions.calls == [("stop_pipeline", ())]
+        assert actions.commands == [StopPipeline()]
 
 
 async def test_g_shows_and_focuses_then_hides_the_generation_pane() -> None:
@@ -263,7 +263,7 @@ async def test_question_mark_shows_every_key_and_escape_closes() -> None:
 
 
 async def test_q_keep_running_quits_without_stopping_the_fleet() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = app_with(actions)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
@@ -272,24 +272,24 @@ async def test_q_keep_running_quits_without_stopping_the_fleet() -> None:
         await pilot.press("k")
         await pilot.pause()
     assert app.return_code == 0
-    assert actions.calls == []
+    assert actions.commands == []
 
 
 async def test_q_stop_fleet_stops_it_then_quits() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = app_with(actions)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
         await pilot.press("q", "s")
         await pilot.pause()
-    assert actions.calls == [("stop_fleet", ())]
+    assert actions.commands == [StopFleet()]
     assert not app.is_running
 
 
 async def test_quit_with_stop_keeps_the_console_live_until_the_stop_is_over() -> None:
     gate = asyncio.Event()
     drain = DrainProgress(3, "draining", 12.0, running=4, queued=0)
-    actions = RecordingActions(stop_events=[drain], stop_gate=gate)
+    actions = RecordingFleet(stop_events=[drain], stop_gate=gate)
     app = make_app(actions=actions, poll_interval_s=0.05)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
@@ -300,50 +300,50 @@ async def test_quit_with_stop_keeps_the_console_live_until_the_stop_is_over() ->
         before = app.main_screen.selected
         await pilot.press("right")
         assert app.main_screen.selected == before + 1
-        assert isinstance(app.poller, FixedPoller)
-        polls = app.poller.polls
-        await wait_for(pilot, lambda: app.poller.polls > polls + 1, "more polls")
+        assert isinstance(app.port.poller, FixedPoller)
+        polls = app.port.poller.polls
+        await wait_for(pilot, lambda: app.port.poller.polls > polls + 1, "more polls")
         gate.set()
         await wait_for(pilot, lambda: not app.is_running, "the console to close")
-    assert actions.calls == [("stop_fleet", ())]
+    assert actions.commands == [StopFleet()]
 
 
 async def test_q_cancel_stays() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = app_with(actions)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
         await pilot.press("q", "escape")
         assert isinstance(app.screen, MainScreen)
         assert app.is_running
-    assert actions.calls == []
+    assert actions.commands == []
 
 
 async def test_stop_fleet_is_disabled_without_backend_support() -> None:
-    actions = RecordingActions(supported=frozenset())
+    actions = RecordingFleet(supported=frozenset())
     app = app_with(actions)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
         await pilot.press("q", "s")  # disabled: nothing happens
         assert isinstance(app.screen, QuitScreen)
         await pilot.press("escape")
-    assert actions.calls == []
+    assert actions.commands == []
 
 
 OPERATION_KEYS = [
-    (Intent.KILL, "kill_selected", "k"),
-    (Intent.KILL, "kill_all", "K"),
-    (Intent.RELAUNCH, "relaunch_selected", "r"),
-    (Intent.RELAUNCH, "relaunch_all", "R"),
-    (Intent.TUNE, "tune", "t"),
-    (Intent.ROLLBACK, "rollback", "b"),
-    (Intent.JOURNAL, "journal", "j"),
-    (Intent.PIPELINE, "toggle_pipeline", "p"),
+    (Kind.KILL, "kill_selected", "k"),
+    (Kind.KILL, "kill_all", "K"),
+    (Kind.RELAUNCH, "relaunch_selected", "r"),
+    (Kind.RELAUNCH, "relaunch_all", "R"),
+    (Kind.TUNE, "tune", "t"),
+    (Kind.ROLLBACK, "rollback", "b"),
+    (Kind.JOURNAL, "journal", "j"),
+    (Kind.PIPELINE, "toggle_pipeline", "p"),
 ]
 
 
 async def test_operation_keys_are_disabled_without_backend_support() -> None:
-    actions = RecordingActions(supported=frozenset())
+    actions = RecordingFleet(supported=frozenset())
     app = app_with(actions, profile="aggressive", status=pipeline_status(state="stopped"))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
@@ -356,7 +356,7 @@ async def test_operation_keys_are_disabled_without_backend_support() -> None:
             await pilot.press(key)
             await finish_actions(pilot, app)
             assert isinstance(app.screen, MainScreen), key
-        assert actions.calls == []
+        assert actions.commands == []
         # Nothing ran, and each press said why (issue 30: a disabled key did nothing, silently).
         said = [str(n.message) for n in app._notifications]
         assert len(said) == len(OPERATION_KEYS), said
@@ -365,7 +365,7 @@ async def test_operation_keys_are_disabled_without_backend_support() -> None:
 
 
 async def test_detail_kill_and_relaunch_reach_the_backend_for_that_gpu() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = app_with(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -373,7 +373,7 @@ async def test_detail_kill_and_relaunch_reach_the_backend_for_that_gpu() -> None
         await pilot.press("k", "y")
         await pilot.press("r", "y")
         await finish_actions(pilot, app)
-        assert actions.calls == [("kill", ((5,),)), ("relaunch", ((5,),))]
+        assert actions.commands == [Kill((5,)), Relaunch((5,))]
         assert isinstance(app.screen, DetailScreen)
 
 
@@ -385,7 +385,7 @@ async def test_footer_lists_operation_keys_with_descriptions_and_ids() -> None:
 
 
 async def test_command_palette_runs_an_operation_through_its_binding() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = app_with(actions)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
@@ -405,14 +405,14 @@ async def test_command_palette_runs_an_operation_through_its_binding() -> None:
         assert isinstance(app.screen, StopScreen)
         await pilot.press("y")
         await finish_actions(pilot, app)
-        assert actions.calls == [("kill", ((0, 1, 2, 3, 4, 5, 6),))]
+        assert actions.commands == [Kill((0, 1, 2, 3, 4, 5, 6))]
 
 
 async def test_new_snapshots_reach_the_open_detail_screen() -> None:
     app = app_with(poll_interval_s=0.01)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_detail(pilot, app)
-        poller = app.poller
+        poller = app.port.poller
         fleet = seven_gpu_fleet()
         from dataclasses import replace
 
@@ -454,15 +454,15 @@ def two_node_fleet() -> FleetSnapshot:
 @pytest.mark.parametrize(
     ("keys", "expected"),
     [
-        (("down", "X", "d"), ("kill", ((100, 101, 102),))),
-        (("down", "X", "t"), ("kill", ((100, 101, 102), "terminate"))),
-        (("N", "y"), ("relaunch", ((0, 1),))),
+        (("down", "X", "d"), Kill((100, 101, 102))),
+        (("down", "X", "t"), Kill((100, 101, 102), "terminate")),
+        (("N", "y"), Relaunch((0, 1))),
     ],
 )
 async def test_node_keys_act_on_the_selected_panels_node(
     keys: tuple[str, ...], expected: tuple[str, tuple[object, ...]]
 ) -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = make_app(two_node_fleet(), actions=actions, node_groups=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -472,7 +472,7 @@ async def test_node_keys_act_on_the_selected_panels_node(
         await press_until(pilot, keys[:-1], ModalScreen)
         await pilot.press(keys[-1])
         await finish_actions(pilot, app)
-        assert actions.calls == [expected]
+        assert actions.commands == [expected]
 
 
 async def test_node_keys_are_hidden_on_one_node() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tui.logs.long_lines import tail_lines as tail_file
 from tui.ui.cli import main, parse_range
-from tui.ui.sources import tail_file
 
 
 def test_parse_range_accepts_ranges_and_lists() -> None:

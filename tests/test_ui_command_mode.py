@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 from textual.pilot import Pilot
-from ui_helpers import RecordingActions, finish_actions, make_app, settle, wait_for
+from ui_helpers import RecordingFleet, finish_actions, make_app, settle, wait_for
 
+from tui.ops.commands import Apply, Kill, Rollout
 from tui.ui.app import FleetApp
 from tui.ui.command_bar import CommandBar
-from tui.ui.command_line import Command, CommandError, parse_command
+from tui.ui.command_line import CommandError, CommandLine, parse_command
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.journal.journal_screen import JournalScreen
@@ -23,23 +24,23 @@ PROFILES = ("sim-baseline", "sim-aggressive")
 @pytest.mark.parametrize(
     ("line", "command"),
     [
-        ("apply sim-aggressive 3,5", Command("apply", "sim-aggressive", (3, 5))),
-        ("apply sim-aggressive", Command("apply", "sim-aggressive", FLEET)),
-        ("APPLY sim-aggressive 0-2,6", Command("apply", "sim-aggressive", (0, 1, 2, 6))),
-        ("canary sim-aggressive 2", Command("canary", "sim-aggressive", (2,))),
-        ("rollout sim-aggressive", Command("rollout", "sim-aggressive")),
-        ("rollout sim-aggressive 2", Command("rollout", "sim-aggressive", batch=2)),
-        ("kill 3", Command("kill", gpus=(3,))),
-        ("kill all", Command("kill", gpus=FLEET)),
-        ("relaunch 1,2", Command("relaunch", gpus=(1, 2))),
-        ("logs 4", Command("logs", gpus=(4,))),
-        ("tune", Command("tune")),
-        ("tune 2", Command("tune", gpus=(2,))),
-        ("journal", Command("journal")),
-        ("rollback", Command("rollback")),
+        ("apply sim-aggressive 3,5", CommandLine("apply", "sim-aggressive", (3, 5))),
+        ("apply sim-aggressive", CommandLine("apply", "sim-aggressive", FLEET)),
+        ("APPLY sim-aggressive 0-2,6", CommandLine("apply", "sim-aggressive", (0, 1, 2, 6))),
+        ("canary sim-aggressive 2", CommandLine("canary", "sim-aggressive", (2,))),
+        ("rollout sim-aggressive", CommandLine("rollout", "sim-aggressive")),
+        ("rollout sim-aggressive 2", CommandLine("rollout", "sim-aggressive", batch=2)),
+        ("kill 3", CommandLine("kill", gpus=(3,))),
+        ("kill all", CommandLine("kill", gpus=FLEET)),
+        ("relaunch 1,2", CommandLine("relaunch", gpus=(1, 2))),
+        ("logs 4", CommandLine("logs", gpus=(4,))),
+        ("tune", CommandLine("tune")),
+        ("tune 2", CommandLine("tune", gpus=(2,))),
+        ("journal", CommandLine("journal")),
+        ("rollback", CommandLine("rollback")),
     ],
 )
-def test_commands_parse(line: str, command: Command) -> None:
+def test_commands_parse(line: str, command: CommandLine) -> None:
     assert parse_command(line, FLEET, PROFILES) == command
 
 
@@ -64,7 +65,7 @@ def test_bad_commands_are_one_line_naming_the_word(line: str, error: str) -> Non
     assert error in str(raised.value) and "\n" not in str(raised.value)
 
 
-def _app(actions: RecordingActions, **kwargs: object) -> FleetApp:
+def _app(actions: RecordingFleet, **kwargs: object) -> FleetApp:
     app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
     assert isinstance(app, FleetApp)
     return app
@@ -88,7 +89,7 @@ def _errors(app: FleetApp) -> list[str]:
 
 
 async def test_apply_command_confirms_then_reaches_the_backend() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = _app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -100,11 +101,11 @@ async def test_apply_command_confirms_then_reaches_the_backend() -> None:
         await pilot.press("y")
         await finish_actions(pilot, app)
         assert not app.main_screen.query_one(CommandBar).display
-    assert ("apply_profile", ("sim-aggressive", (3, 5))) in actions.calls
+    assert Apply("sim-aggressive", (3, 5)) in actions.commands
 
 
 async def test_a_typed_rollout_is_scoped_by_the_marks_as_o_is() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = _app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -116,11 +117,11 @@ async def test_a_typed_rollout_is_scoped_by_the_marks_as_o_is() -> None:
         assert confirm.affected.startswith("Scope: GPUs 2,4\n"), confirm.affected
         await pilot.press("y")
         await finish_actions(pilot, app)
-    assert ("rollout", ("sim-aggressive", 1, (2, 4))) in actions.calls
+    assert Rollout("sim-aggressive", 1, (2, 4)) in actions.commands
 
 
 async def test_kill_logs_and_journal_commands_use_their_keys_flows() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = _app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -128,7 +129,7 @@ async def test_kill_logs_and_journal_commands_use_their_keys_flows() -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, StopScreen), "how to stop")
         await pilot.press("d")
         await finish_actions(pilot, app)
-        assert actions.calls == [("kill", ((3,),))]
+        assert actions.commands == [Kill((3,))]
         await _type(pilot, app, "logs 4")
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), "GPU 4's detail")
         assert app.screen.gpu == 4  # type: ignore[attr-defined]
@@ -139,7 +140,7 @@ async def test_kill_logs_and_journal_commands_use_their_keys_flows() -> None:
 
 
 async def test_a_bad_command_is_one_error_line_and_the_bar_stays() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = _app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -152,11 +153,11 @@ async def test_a_bad_command_is_one_error_line_and_the_bar_stays() -> None:
         assert bar.display and bar.value == "canary nope 2"  # kept for correction
         await pilot.press("escape")
         assert not bar.display and isinstance(app.screen, MainScreen)
-    assert actions.calls == []
+    assert actions.commands == []
 
 
 async def test_tab_completes_the_command_and_the_profile() -> None:
-    app = _app(RecordingActions())
+    app = _app(RecordingFleet())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         await pilot.press("colon")
@@ -173,7 +174,7 @@ async def test_tab_completes_the_command_and_the_profile() -> None:
 
 
 async def test_read_only_refuses_a_changing_command_and_allows_a_viewing_one() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = _app(actions, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -184,4 +185,4 @@ async def test_read_only_refuses_a_changing_command_and_allows_a_viewing_one() -
         await pilot.press("escape")
         await _type(pilot, app, "journal")
         await wait_for(pilot, lambda: isinstance(app.screen, JournalScreen), "the journal")
-    assert actions.calls == []
+    assert actions.commands == []

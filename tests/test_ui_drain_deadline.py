@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from textual.widgets import Input, Label, Static
 from ui_helpers import (
-    RecordingActions,
+    RecordingFleet,
     finish_actions,
     press_until,
     scripted_apply,
@@ -19,6 +19,7 @@ from ui_helpers import (
 from tui.control.drain_watch import DrainAccount
 from tui.control.stop import StopResult
 from tui.control.stop_release import StopReleased
+from tui.ops.commands import Kill
 from tui.retune.events import VerifyReport
 from tui.ui.stop_screen import StopScreen
 
@@ -34,7 +35,7 @@ def _timed_out(gpu: int) -> StopReleased:
 
 
 async def test_a_bad_deadline_is_named_and_stops_nothing_a_good_one_reaches_the_kill() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("1", "k"), StopScreen)
         stop = app.screen
@@ -44,15 +45,15 @@ async def test_a_bad_deadline_is_named_and_stops_nothing_a_good_one_reaches_the_
         error = stop.query_one("#stop-deadline-error", Label)
         assert error.display
         assert "drain deadline '0': must be seconds in (0, 1000000]" in str(error.render())
-        assert app.screen is stop and actions.calls == []  # nothing stopped
+        assert app.screen is stop and actions.commands == []  # nothing stopped
         await pilot.press("backspace", "9", "0", "enter")  # Enter in the field drains with it
         await wait_for(pilot, lambda: not isinstance(app.screen, StopScreen), "closed")
         await finish_actions(pilot, app)
-    assert actions.calls == [("kill", ((1,), ("drain_s", 90.0)))]
+    assert actions.commands == [Kill((1,), drain_s=90.0)]
 
 
 async def test_a_drain_that_timed_out_is_a_loss_in_the_toast_never_done() -> None:
-    actions = RecordingActions(kill_outcomes=(_timed_out(1),))
+    actions = RecordingFleet(kill_outcomes=(_timed_out(1),))
     async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("1", "k"), StopScreen)
         await pilot.press("d")
@@ -72,8 +73,9 @@ async def test_the_apply_report_says_what_a_timed_out_drain_lost() -> None:
     what it lost; the apply itself (every GPU ready) is not 'done' in green."""
     from dataclasses import replace
 
+    from tui.ops.commands import Apply
     from tui.retune.events import ApplyFinished, GpuReady
-    from tui.ui.messages import ApplyProfileRequested
+    from tui.ui.messages import OperationRequested
     from tui.ui.operation_strip import OperationStrip
     from tui.ui.retune.apply_screen import ApplyScreen
 
@@ -101,9 +103,9 @@ async def test_the_apply_report_says_what_a_timed_out_drain_lost() -> None:
             events.append(event)
         return events
 
-    actions = RecordingActions(apply_script=lossy)
+    actions = RecordingFleet(apply_script=lossy)
     async with settled_app(actions=actions, size=(200, 50)) as (app, pilot):
-        app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", (0, 1)))
+        app.main_screen.post_message(OperationRequested(Apply("sim-aggressive", (0, 1))))
         await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
         screen = app.screen
         assert isinstance(screen, ApplyScreen)
@@ -143,7 +145,7 @@ async def test_a_relaunch_whose_drain_timed_out_is_a_loss_in_the_toast() -> None
         0.0,
         1.0,
     )
-    actions = RecordingActions(relaunch_results=(result,))
+    actions = RecordingFleet(relaunch_results=(result,))
     async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("2", "r"), ProfilePickerScreen)
         await pilot.press("enter")  # the running profile: a relaunch

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ui_helpers import RecordingActions, make_app, settle, seven_gpu_fleet, wait_for
+from ui_helpers import RecordingFleet, make_app, settle, seven_gpu_fleet, wait_for
 
 from tui.fleet.running_profiles import RunningProfile
 from tui.fleet.snapshot import GpuPanel
+from tui.ops.commands import Kill
 from tui.ui.app import FleetApp
 from tui.ui.grid.filter import panel_matches
 from tui.ui.grid.filter_bar import FilterBar
@@ -17,7 +18,7 @@ from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.stop_screen import StopScreen
 
 
-def _app(actions: RecordingActions) -> FleetApp:
+def _app(actions: RecordingFleet) -> FleetApp:
     app = make_app(actions=actions)
     assert isinstance(app, FleetApp)
     return app
@@ -28,7 +29,7 @@ def _titles(app: FleetApp) -> dict[int, str]:
 
 
 async def test_space_marks_gpus_and_k_stops_the_marked_ones() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = _app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -42,8 +43,8 @@ async def test_space_marks_gpus_and_k_stops_the_marked_ones() -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, StopScreen), "how to stop")
         assert app.screen.title_text == "Stop the servers on GPUs 2,4?"  # type: ignore[attr-defined]
         await pilot.press("d")
-        await wait_for(pilot, lambda: bool(actions.calls), "the stop")
-        assert actions.calls == [("kill", ((2, 4),))]
+        await wait_for(pilot, lambda: bool(actions.commands), "the stop")
+        assert actions.commands == [Kill((2, 4))]
         await pilot.press("escape")  # clears the marks: k is the selected GPU's again
         assert app.main_screen.marked == frozenset()
         assert not any(t.startswith("●") for t in _titles(app).values())
@@ -53,7 +54,7 @@ async def test_space_marks_gpus_and_k_stops_the_marked_ones() -> None:
 
 
 async def test_slash_filters_the_grid_by_state_and_escape_clears_it() -> None:
-    app = _app(RecordingActions())
+    app = _app(RecordingFleet())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         grid = app.main_screen.query_one(GpuGrid)

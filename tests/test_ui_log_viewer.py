@@ -16,11 +16,11 @@ from textual.widgets import Input, Label
 from ui_helpers import make_app, settle, seven_gpu_fleet, wait_for
 
 from tui.fleet.snapshot import FleetSnapshot
+from tui.logs.long_lines import tail_lines as tail_file
 from tui.ui.app import FleetApp
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.detail.log_panel import LogPanel
 from tui.ui.detail.log_view import LogView
-from tui.ui.sources import tail_file
 
 
 def fleet_logging_to(path: Path) -> FleetSnapshot:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from textual.pilot import Pilot
-from ui_helpers import RecordingActions, make_app, settle, seven_gpu_fleet, wait_for
+from ui_helpers import RecordingFleet, make_app, settle, seven_gpu_fleet, wait_for
 
 from tui import paths
 from tui.history import HistoryStore, Sample
@@ -103,7 +103,7 @@ async def _graphed(pilot: Pilot[None], app: FleetApp) -> GpuGrid:
 
 async def test_panels_at_200x50_graph_their_gpus_history() -> None:
     _write_history(time.time())
-    app = make_app(seven_gpu_fleet(), actions=RecordingActions())
+    app = make_app(seven_gpu_fleet(), actions=RecordingFleet())
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         grid = await _graphed(pilot, app)
@@ -123,7 +123,7 @@ async def test_panels_at_200x50_graph_their_gpus_history() -> None:
 
 async def test_at_80x24_no_graphs_but_every_sparkline_says_its_scale() -> None:
     _write_history(time.time())
-    app = make_app(seven_gpu_fleet(), actions=RecordingActions())
+    app = make_app(seven_gpu_fleet(), actions=RecordingFleet())
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(80, 24)) as pilot:
         grid = await _graphed(pilot, app)
@@ -139,7 +139,7 @@ async def test_a_read_issued_earlier_never_replaces_a_later_one() -> None:
     shows the one issued last."""
     from tui.ui.grid.panel_graphs import PanelRead
 
-    app = make_app(seven_gpu_fleet(), actions=RecordingActions())
+    app = make_app(seven_gpu_fleet(), actions=RecordingFleet())
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)

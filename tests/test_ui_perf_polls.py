@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from textual.worker import Worker
-from ui_helpers import FixedPoller, pipeline_status, seven_gpu_fleet, wait_for
+from ui_helpers import FixedPoller, RecordingFleet, pipeline_status, seven_gpu_fleet, wait_for
 
 from tui.fleet.snapshot import FleetSnapshot
 from tui.pipeline.status import PipelineStatus
@@ -29,19 +30,19 @@ class CountingApp(FleetApp):
 
 
 def _app(poller: FixedPoller, reads: list[int], interval: float, fail: bool = False) -> CountingApp:
-    def reader(path: Path) -> PipelineStatus | None:
+    def reader() -> PipelineStatus | None:
         reads.append(1)
         if fail:
             raise OSError("the status document is unreadable")
         return pipeline_status()
 
-    return CountingApp(
-        poller,
-        status_reader=reader,
-        status_path=Path("/nonexistent/status.json"),
-        retune_marks=lambda: [],
-        poll_interval_s=interval,
-    )
+    return CountingApp(_port(poller, reader), poll_interval_s=interval)
+
+
+def _port(poller: FixedPoller, reader: Callable[[], PipelineStatus | None]) -> RecordingFleet:
+    port = RecordingFleet(poller=poller)
+    port.pipeline_status = reader  # type: ignore[method-assign]
+    return port
 
 
 async def test_the_status_document_is_read_in_the_fleet_poll_once_an_interval() -> None:
@@ -113,17 +114,11 @@ async def test_an_unchanged_status_reading_is_handed_down_once() -> None:
     first = pipeline_status()
     later = replace(first, updated_at=first.updated_at + 10.0)
 
-    def reader(path: Path) -> PipelineStatus | None:
+    def reader() -> PipelineStatus | None:
         reads.append(1)
         return first if len(reads) < 6 else later
 
-    app = CountingApp(
-        poller,
-        status_reader=reader,
-        status_path=Path("/nonexistent/status.json"),
-        retune_marks=lambda: [],
-        poll_interval_s=0.05,
-    )
+    app = CountingApp(_port(poller, reader), poll_interval_s=0.05)
     handed: list[PipelineStatus | None] = []
     app.main_screen.record_pipeline = (  # type: ignore[method-assign]
         lambda status, marks: handed.append(status)

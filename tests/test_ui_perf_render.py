@@ -231,8 +231,8 @@ async def test_the_grid_runs_no_interval_and_dims_the_panels_when_readings_stop(
         grid = app.main_screen.query_one(GpuGrid)
         view = app.main_screen.query_one("#gpu-1", GpuPanelView)
         assert not list(grid._timers)
-        polls = app.poller.polls  # type: ignore[attr-defined]
-        await wait_for(pilot, lambda: app.poller.polls >= polls + 3, "readings")  # type: ignore[attr-defined]
+        polls = app.port.poller.polls  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: app.port.poller.polls >= polls + 3, "readings")  # type: ignore[attr-defined]
         assert " · " not in _panel_text(view)
         answer = asyncio.Event()
 
@@ -240,7 +240,7 @@ async def test_the_grid_runs_no_interval_and_dims_the_panels_when_readings_stop(
             await answer.wait()  # the monitor stops answering (cancelled as the app exits)
             return fleet
 
-        app.poller.poll = stopped  # type: ignore[attr-defined]
+        app.port.poller.poll = stopped  # type: ignore[attr-defined]
         await wait_for(pilot, lambda: "queued 11 · " in _panel_text(view), "dimmed", timeout=15)
         first = _panel_text(view)
         await wait_for(pilot, lambda: _panel_text(view) != first, "the age moving on")

@@ -5,26 +5,26 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import Label
-from ui_helpers import RecordingActions, make_app, settle, wait_for
+from ui_helpers import RecordingFleet, make_app, settle, wait_for
 
 from tui.cli_args import plain_text
 from tui.ui.app import FleetApp
 from tui.ui.quit_screen import QuitScreen
 
 
-class StopsPipeline(RecordingActions):
-    stops_pipeline_with_fleet = True
-
-
 @pytest.mark.parametrize(
     ("actions", "says", "never"),
     [
-        (StopsPipeline(), "stops 7 servers and the pipeline first", "waits"),
-        (RecordingActions(), "the pipeline then waits for them", "pipeline first"),
+        (
+            RecordingFleet(stops_pipeline_with_fleet=True),
+            "stops 7 servers and the pipeline first",
+            "waits",
+        ),
+        (RecordingFleet(), "the pipeline then waits for them", "pipeline first"),
     ],
 )
 async def test_the_quit_dialog_says_what_stop_fleet_does_to_the_pipeline(
-    actions: RecordingActions, says: str, never: str
+    actions: RecordingFleet, says: str, never: str
 ) -> None:
     app = make_app(actions=actions)
     assert isinstance(app, FleetApp)

@@ -7,8 +7,8 @@ later without a classification, or on a screen that is not gated, fails here.
 from __future__ import annotations
 
 import importlib
-import inspect
 import pkgutil
+import typing
 from collections.abc import Callable
 
 import pytest
@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 from textual.widgets._footer import FooterKey
 from ui_helpers import (
-    RecordingActions,
+    RecordingFleet,
     finish_actions,
     make_app,
     pipeline_status,
@@ -31,6 +31,9 @@ from ui_helpers import (
 )
 
 import tui.ui
+from tui.ops import commands
+from tui.ops.commands import Kill, Kind, Relaunch, StartPipeline
+from tui.ops.port import ReadOnlyFleet, Refused
 from tui.ui.app import FleetApp
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.autotune.form_screen import AutotuneFormScreen
@@ -46,15 +49,13 @@ from tui.ui.quit_screen import QuitScreen, StopFailedScreen
 from tui.ui.readonly import (
     BINDING_INTENTS,
     VIEWING_INTENTS,
-    ReadOnlyActions,
-    ReadOnlyRefused,
+    Says,
     binding_changes_fleet,
     changes_fleet,
 )
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.rollout.canary_screen import CanaryScreen
 from tui.ui.rollout.rollback_dialog import RollbackScreen
-from tui.ui.sources import FleetActions, Intent
 from tui.ui.stop_screen import StopScreen
 from tui.ui.tuning.form_screen import TuningFormScreen
 from tui.ui.tuning.setup import FormSetup
@@ -151,65 +152,64 @@ def test_every_screen_with_a_changing_binding_is_gated(cls: type[DOMNode]) -> No
 
 
 def test_only_viewing_intents_keep_working() -> None:
-    assert {Intent.JOURNAL} == VIEWING_INTENTS
-    assert [i for i in Intent if not changes_fleet(i)] == [Intent.JOURNAL]
+    assert {Kind.JOURNAL} == VIEWING_INTENTS
+    assert [i for i in [*Kind, *Says] if not changes_fleet(i)] == [Kind.JOURNAL]
     assert binding_changes_fleet("fleet.kill_all") and not binding_changes_fleet("grid.detail")
     assert binding_changes_fleet("no.such.binding")  # unknown: fails closed
     assert binding_changes_fleet(None)
 
 
-# --- the wrapper at the core boundary ---------------------------------------------------------
+# --- the read-only port ------------------------------------------------------------------------
 
-REFUSED_CALLS: dict[str, Callable[[ReadOnlyActions], object]] = {
-    "kill": lambda a: a.kill((0,)),
-    "relaunch": lambda a: a.relaunch((0,)),
-    "apply_profile": lambda a: a.apply_profile("sim-aggressive", (0,)),
-    "rollback": lambda a: a.rollback(),
-    "save_profile": lambda a: a.save_profile(shipped_profiles()["sim-aggressive"]),
-    "start_pipeline": lambda a: a.start_pipeline(),
-    "stop_pipeline": lambda a: a.stop_pipeline(),
-    "stop_fleet": lambda a: a.stop_fleet(),
-    "canary": lambda a: a.canary("sim-aggressive", 3),
-    "rollout": lambda a: a.rollout("sim-aggressive"),
+PROFILE = shipped_profiles()["sim-aggressive"]
+REFUSED: dict[type, commands.Command] = {
+    commands.Kill: commands.Kill((0,)),
+    commands.Relaunch: commands.Relaunch((0,)),
+    commands.Apply: commands.Apply(PROFILE, (0,)),
+    commands.Rollback: commands.Rollback(),
+    commands.Restore: commands.Restore(),
+    commands.Canary: commands.Canary("sim-aggressive", 3),
+    commands.Rollout: commands.Rollout("sim-aggressive"),
+    commands.StopFleet: commands.StopFleet(),
+    commands.StartPipeline: commands.StartPipeline(),
+    commands.StopPipeline: commands.StopPipeline(),
+    commands.SaveProfile: commands.SaveProfile(PROFILE),
+    commands.StartAutotune: commands.StartAutotune(("--wall", "60")),
+    commands.SteerAutotune: commands.SteerAutotune("stop"),
 }
+"""One of every command (``Adopt`` needs a plan read from real servers: its kind is checked
+by the capabilities below)."""
 
 
-def protocol_methods() -> set[str]:
-    return {name for name, _ in inspect.getmembers(FleetActions) if not name.startswith("_")}
+def test_every_command_is_listed() -> None:
+    assert set(REFUSED) | {commands.Adopt} == set(typing.get_args(commands.Command))
 
 
-def test_every_method_of_the_backend_protocol_reads_or_refuses() -> None:
-    assert protocol_methods() == ReadOnlyActions.READING | set(REFUSED_CALLS)
+@pytest.mark.parametrize("kind", sorted(REFUSED, key=lambda cls: cls.__name__))
+async def test_the_read_only_port_refuses_every_command_without_asking_the_fleet(
+    kind: type,
+) -> None:
+    inner = RecordingFleet()
+    with pytest.raises(Refused, match="read-only console"):
+        await ReadOnlyFleet(inner).run(REFUSED[kind])
+    assert inner.commands == [] and inner.saved == []
 
 
-@pytest.mark.parametrize("method", sorted(REFUSED_CALLS))
-async def test_the_wrapper_refuses_every_change_without_calling_the_backend(method: str) -> None:
-    inner = RecordingActions()
-    wrapper = ReadOnlyActions(inner)
-    with pytest.raises(ReadOnlyRefused, match="read-only console"):
-        result = REFUSED_CALLS[method](wrapper)
-        if inspect.isawaitable(result):
-            await result
-    assert inner.calls == [] and inner.saved == []
-
-
-async def test_the_wrapper_reads_through_and_supports_only_viewing() -> None:
-    inner = RecordingActions()
-    wrapper = ReadOnlyActions(inner)
-    assert wrapper.profile_names() == ["sim-aggressive", "sim-baseline"]
-    assert wrapper.current_profile() == "sim-baseline"
-    profile = wrapper.load_profile("sim-aggressive")
-    assert len(await wrapper.preflight(profile, (0, 1))) == 2
-    assert [i for i in Intent if wrapper.supports(i)] == [Intent.JOURNAL]
+async def test_the_read_only_port_reads_through_and_offers_only_viewing() -> None:
+    inner = RecordingFleet()
+    wrapper = ReadOnlyFleet(inner)
+    assert wrapper.reads is inner
+    assert wrapper.capabilities().kinds == {Kind.JOURNAL}
+    assert wrapper.capabilities().reason(Kind.KILL) == "read-only"
     inner.supported = frozenset()
-    assert not wrapper.supports(Intent.JOURNAL)  # never more than the backend itself
-    assert inner.calls == []
+    assert Kind.JOURNAL not in wrapper.capabilities()  # never more than the fleet itself
+    assert inner.commands == []
 
 
 # --- Pilot: every changing key of every screen, pressed ------------------------------------
 
 
-def readonly_app(actions: RecordingActions, **kwargs: object) -> FleetApp:
+def readonly_app(actions: RecordingFleet, **kwargs: object) -> FleetApp:
     app = make_app(actions=actions, readonly=True, profile="sim-baseline", **kwargs)  # type: ignore[arg-type]
     assert isinstance(app, FleetApp)
     return app
@@ -221,18 +221,20 @@ def _refuse_start(argv: object) -> None:
 
 SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
     MainScreen: lambda app: None,  # the base screen
-    DetailScreen: lambda app: DetailScreen(2, app.fleet, app.actions, app.log_tail),
+    DetailScreen: lambda app: DetailScreen(2, app.fleet, app.port),
     ConfirmScreen: lambda app: ConfirmScreen("Relaunch the server on GPU 2?", "port 30002"),
     RollbackScreen: lambda app: RollbackScreen("Roll back GPU 2 to sim-baseline?", "GPU 2"),
     StopScreen: lambda app: StopScreen("Stop the server on GPU 2?", "port 30002"),
     QuitScreen: lambda app: QuitScreen(False, 7, readonly=True),
     StopFailedScreen: lambda app: StopFailedScreen("refused on GPU 0: not verified"),
     TuningFormScreen: lambda app: TuningFormScreen(
-        app.actions,
+        app.port,
         FormSetup(shipped_profiles()["sim-baseline"], ("sim-baseline",), 2, "sim-tuned"),
     ),
-    CanaryScreen: lambda app: CanaryScreen(app.actions, "sim-aggressive", 2, (0, 1, 2, 3)),
-    ApplyScreen: lambda app: ApplyScreen(app.actions, "sim-aggressive", (2,), app.journal_reader),
+    CanaryScreen: lambda app: CanaryScreen(
+        app.port, commands.Canary("sim-aggressive", 2), (0, 1, 2, 3)
+    ),
+    ApplyScreen: lambda app: ApplyScreen(app.port, commands.Apply("sim-aggressive", (2,))),
     AutotuneScreen: lambda app: AutotuneScreen(starter=_refuse_start, interval_s=3600),
     AutotuneFormScreen: lambda app: AutotuneFormScreen(predictor=None),
 }
@@ -257,7 +259,7 @@ def test_every_gated_screen_is_pressed_below() -> None:
 async def test_a_changing_key_is_disabled_and_reaches_nothing(
     cls: type[DOMNode], binding: Binding
 ) -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = readonly_app(actions, status=pipeline_status(state="running"))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -275,7 +277,7 @@ async def test_a_changing_key_is_disabled_and_reaches_nothing(
         await pilot.press(binding.key)
         await finish_actions(pilot, app)
         assert list(app.screen_stack) == stack  # nothing opened, nothing dismissed
-        assert actions.calls == [] and actions.saved == []
+        assert actions.commands == [] and actions.saved == []
         # A canary screen pushed by hand starts its canary: refused at the boundary too.
         if isinstance(screen, CanaryScreen):
             assert screen.result is None
@@ -283,7 +285,7 @@ async def test_a_changing_key_is_disabled_and_reaches_nothing(
 
 async def test_the_same_keys_work_when_not_read_only() -> None:
     """The comparison that shows the test above can fail: writable, `K` asks, `p` stops."""
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = make_app(actions=actions, status=pipeline_status(state="stopped"))
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -296,7 +298,7 @@ async def test_the_same_keys_work_when_not_read_only() -> None:
 async def test_footer_says_read_only_in_words_first() -> None:
     """It began with 'pkKrRtTbco read-only' (issue 30): now one line of words, then the keys
     that work; the disabled ones are left to the help and the palette, and a press says why."""
-    app = readonly_app(RecordingActions(), status=pipeline_status())
+    app = readonly_app(RecordingFleet(), status=pipeline_status())
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.pause()
@@ -315,7 +317,7 @@ async def test_footer_says_read_only_in_words_first() -> None:
 
 
 async def test_footer_of_the_detail_screen_says_read_only() -> None:
-    app = readonly_app(RecordingActions())
+    app = readonly_app(RecordingFleet())
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(pilot, app)
         await pilot.press("3", "enter")
@@ -329,7 +331,7 @@ async def test_footer_of_the_detail_screen_says_read_only() -> None:
 
 
 async def test_palette_lists_a_changing_command_as_read_only_and_runs_nothing() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = readonly_app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -346,12 +348,12 @@ async def test_palette_lists_a_changing_command_as_read_only_and_runs_nothing() 
         await wait_for(pilot, lambda: bool(app._notifications), "the refusal")
         await finish_actions(pilot, app)
         assert not isinstance(app.screen, StopScreen)
-        assert actions.calls == []
+        assert actions.commands == []
         assert any("read-only" in str(n.message) for n in app._notifications)
 
 
 async def test_viewing_keeps_working_read_only() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = readonly_app(actions, status=pipeline_status())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -382,23 +384,22 @@ async def test_viewing_keeps_working_read_only() -> None:
         assert app.screen is quit_screen
         await pilot.press("k")  # quits the console, keeps the fleet
         await pilot.pause()
-    assert actions.calls == []
+    assert actions.commands == []
     assert not app.is_running
 
 
 async def test_a_change_that_slipped_past_the_keys_reaches_nothing() -> None:
-    """Intents posted straight to the app (as a missed key would) stop at the wrapper."""
-    from tui.ui.messages import KillRequested, PipelineStartRequested, RelaunchRequested
+    """Commands posted straight to the app (as a missed key would) stop at the read-only port."""
+    from tui.ui.messages import OperationRequested
 
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = readonly_app(actions)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        for message in (KillRequested((0, 1), "kill"), RelaunchRequested((2,))):
-            app.post_message(message)
-        app.post_message(PipelineStartRequested())
+        for command in (Kill((0, 1), "kill"), Relaunch((2,)), StartPipeline()):
+            app.post_message(OperationRequested(command))
         await wait_for(pilot, lambda: len(app._notifications) >= 3, "three refusals")
         await finish_actions(pilot, app)
         refusals = [str(n.message) for n in app._notifications]
         assert all("read-only console" in text for text in refusals), refusals
-    assert actions.calls == []
+    assert actions.commands == []

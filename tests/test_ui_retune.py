@@ -12,7 +12,7 @@ from ui_helpers import (
     APPLY_OOM_LINE,
     STARTUP_PHASES,
     T0,
-    RecordingActions,
+    RecordingFleet,
     finish_actions,
     make_app,
     press_until,
@@ -23,6 +23,7 @@ from ui_helpers import (
     wait_for,
 )
 
+from tui.ops.commands import Apply, Relaunch, Rollback
 from tui.ops.entries import apply_entry
 from tui.ops.journal import JournalEntry, JournalRead
 from tui.retune.events import ApplyFinished, MeasureProgress, ThroughputComparison
@@ -31,7 +32,7 @@ from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.journal.journal_screen import JournalEntryScreen, JournalScreen
 from tui.ui.main_screen import MainScreen
-from tui.ui.messages import ApplyProfileRequested
+from tui.ui.messages import OperationRequested
 from tui.ui.operation_strip import OperationStrip
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.retune.profile_picker import ProfilePickerScreen
@@ -41,7 +42,7 @@ from tui.ui.rollout.rollout_screen import RolloutScreen
 ALL = (0, 1, 2, 3, 4, 5, 6)
 
 
-def app_with(actions: RecordingActions, **kwargs: object) -> FleetApp:
+def app_with(actions: RecordingFleet, **kwargs: object) -> FleetApp:
     app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
     assert isinstance(app, FleetApp)
     return app
@@ -74,10 +75,10 @@ async def test_apply_screen_shows_phases_live_then_reports_and_the_verdict() -> 
     count = len(script("sim-aggressive", ALL))
     phases_done, measured = asyncio.Event(), asyncio.Event()
     gates = {len(STARTUP_PHASES) * 7: phases_done, count - 1: measured}
-    actions = RecordingActions(apply_script=script, gates=gates)
+    actions = RecordingFleet(apply_script=script, gates=gates)
     journal = journal_with_failed_apply()
     async with settled_app(actions=actions, journal=journal, size=(160, 50)) as (app, pilot):
-        app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", ALL))
+        app.main_screen.post_message(OperationRequested(Apply("sim-aggressive", ALL)))
         await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
         screen = app.screen
         assert isinstance(screen, ApplyScreen)
@@ -122,11 +123,11 @@ async def test_apply_screen_shows_phases_live_then_reports_and_the_verdict() -> 
 
 
 async def test_apply_screen_says_when_the_result_is_missing_from_the_journal() -> None:
-    actions = RecordingActions(apply_script=scripted_apply())
+    actions = RecordingFleet(apply_script=scripted_apply())
     app = app_with(actions)  # empty journal
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, app)
-        app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", (1, 2)))
+        app.main_screen.post_message(OperationRequested(Apply("sim-aggressive", (1, 2))))
         await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
         screen = app.screen
         assert isinstance(screen, ApplyScreen)
@@ -135,7 +136,7 @@ async def test_apply_screen_says_when_the_result_is_missing_from_the_journal() -
 
 
 async def test_relaunch_picker_defaults_to_the_running_profile_and_offers_others() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("2", "r"), ProfilePickerScreen)
         options = app.screen.query_one(OptionList)
@@ -151,24 +152,24 @@ async def test_relaunch_picker_defaults_to_the_running_profile_and_offers_others
         await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
         await wait_for(pilot, lambda: bool(actions.applied()), "the apply")
         assert actions.applied() == [("sim-aggressive", (2,))]
-        assert ("relaunch", ((2,),)) not in actions.calls
+        assert Relaunch((2,)) not in actions.commands
 
 
 async def test_rollback_confirm_names_the_previous_profile_and_the_gpus() -> None:
     baseline = {"name": "sim-baseline"}
     tuned = {"name": "sim-baseline-tuned"}
     running = {g: GpuState(g, current=tuned, previous=baseline) for g in ALL}
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions, running=running) as (app, pilot):
         await press_until(pilot, ("b",), ConfirmScreen)
         confirm = app.screen
         assert isinstance(confirm, ConfirmScreen)
         assert confirm.title_text == "Roll back GPUs 0-6 to sim-baseline?"
         assert "GPU 0-6: sim-baseline-tuned -> sim-baseline" in confirm.affected
-        assert actions.calls == []
+        assert actions.commands == []
         await pilot.press("y")
         await finish_actions(pilot, app)
-        assert actions.calls == [("rollback", ())]
+        assert actions.commands == [Rollback()]
 
 
 async def test_rollback_walks_one_gpu_at_a_time_and_ends_with_the_fleet_verdict() -> None:
@@ -176,7 +177,7 @@ async def test_rollback_walks_one_gpu_at_a_time_and_ends_with_the_fleet_verdict(
         g: GpuState(g, current={"name": "sim-baseline-tuned"}, previous={"name": "sim-baseline"})
         for g in ALL
     }
-    actions = RecordingActions(rollback_script=scripted_rollback(failing=3))
+    actions = RecordingFleet(rollback_script=scripted_rollback(failing=3))
     async with settled_app(actions=actions, running=running, size=(150, 45)) as (app, pilot):
         await press_until(pilot, ("b",), RollbackScreen)
         keys = str(app.screen.query_one(".dialog-keys").render())  # the dialog's key line
@@ -200,7 +201,7 @@ async def test_rollback_walks_one_gpu_at_a_time_and_ends_with_the_fleet_verdict(
         assert "(95% CI +23.5% .. +25.4%" in verdict
         summary = str(screen.query_one("#rollout-summary", Static).render())
         assert "STOPPED at GPU 3: OOM" in summary
-        assert actions.calls == [("rollback", ())]
+        assert actions.commands == [Rollback()]
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
 
@@ -211,7 +212,7 @@ async def test_rollback_all_at_once_only_when_the_operator_chooses_it() -> None:
         for g in ALL
     }
     verdict = ThroughputComparison((0.0,) * 6, (5.0,) * 6, "not measured", note="no load before")
-    actions = RecordingActions(rollback_script=scripted_rollback(verdict=verdict))
+    actions = RecordingFleet(rollback_script=scripted_rollback(verdict=verdict))
     async with settled_app(actions=actions, running=running, size=(150, 45)) as (app, pilot):
         await press_until(pilot, ("b",), RollbackScreen)
         await pilot.press("a")
@@ -224,11 +225,11 @@ async def test_rollback_all_at_once_only_when_the_operator_chooses_it() -> None:
         said = str(screen.query_one("#rollout-verdict", Static).render()).splitlines()
         assert said[0] == "fleet throughput: not measured (no load before)"
         assert said[1] == "fleet output tok/s before 0 (6 samples), after 5 (6 samples)"
-    assert actions.calls == [("rollback_all_at_once", ())]
+    assert actions.commands == [Rollback(all_at_once=True)]
 
 
 async def test_journal_lists_entries_newest_first_and_enter_shows_the_detail() -> None:
-    app = app_with(RecordingActions(), journal=journal_with_failed_apply())
+    app = app_with(RecordingFleet(), journal=journal_with_failed_apply())
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot, app)
         await press_until(pilot, ("j",), JournalScreen)
@@ -266,7 +267,7 @@ async def test_journal_lists_entries_newest_first_and_enter_shows_the_detail() -
 )
 async def test_an_entry_with_a_damaged_detail_opens_and_says_so(detail: dict[str, object]) -> None:
     entry = JournalEntry("apply", T0, T0 + 30, False, (0, 1), "a", "b", "cli", "odd", detail=detail)
-    app = app_with(RecordingActions(), journal=JournalRead((entry,), 0))
+    app = app_with(RecordingFleet(), journal=JournalRead((entry,), 0))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         await press_until(pilot, ("j",), JournalScreen)
@@ -281,7 +282,7 @@ async def test_an_entry_with_a_damaged_detail_opens_and_says_so(detail: dict[str
 
 
 async def test_an_empty_journal_says_so() -> None:
-    app = app_with(RecordingActions())
+    app = app_with(RecordingFleet())
     async with app.run_test(size=(120, 30)) as pilot:
         await settle(pilot, app)
         await press_until(pilot, ("j",), JournalScreen)

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from textual.widgets import Static
 from ui_helpers import (
-    RecordingActions,
+    RecordingFleet,
     finish_actions,
     fleet_of,
     make_app,
@@ -19,6 +19,7 @@ from ui_helpers import (
     wait_for,
 )
 
+from tui.ops.commands import Canary, Kind, Rollout
 from tui.rollout.canary_result import CanaryLook
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
@@ -29,10 +30,9 @@ from tui.ui.retune.profile_picker import ProfilePickerScreen
 from tui.ui.rollout.canary_screen import CanaryScreen
 from tui.ui.rollout.describe import compact_range
 from tui.ui.rollout.rollout_screen import RolloutScreen
-from tui.ui.sources import Intent, NoActions
 
 
-def app_with(actions: RecordingActions, **kwargs: object) -> FleetApp:
+def app_with(actions: RecordingFleet, **kwargs: object) -> FleetApp:
     app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
     assert isinstance(app, FleetApp)
     return app
@@ -66,7 +66,7 @@ async def test_canary_shows_looks_live_then_better_and_offers_the_rollout() -> N
     items, _ = script("sim-aggressive", 3)
     last_look = len(items) - 1
     held = asyncio.Event()
-    actions = RecordingActions(canary_script=script, gates={last_look: held})
+    actions = RecordingFleet(canary_script=script, gates={last_look: held})
     app = app_with(actions)
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, app)
@@ -113,14 +113,14 @@ async def test_canary_shows_looks_live_then_better_and_offers_the_rollout() -> N
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen) and app.operation is None
         await finish_actions(pilot, app)
-    assert actions.calls == [("canary", ("sim-aggressive", 3)), ("rollout", ("sim-aggressive", 1))]
+    assert actions.commands == [Canary("sim-aggressive", 3), Rollout("sim-aggressive", 1)]
 
 
 async def test_undecided_canary_says_how_long_and_offers_no_rollout() -> None:
     script = scripted_canary("no measurable difference", 4.0)
     _, result = script("sim-aggressive", 0)
     assert result.more_s_to_bound and result.more_s_to_exclude_zero
-    actions = RecordingActions(canary_script=script)
+    actions = RecordingFleet(canary_script=script)
     app = app_with(actions)
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, app)
@@ -139,14 +139,14 @@ async def test_undecided_canary_says_how_long_and_offers_no_rollout() -> None:
         assert app.screen is screen  # nothing asked
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
-    assert [name for name, _ in actions.calls] == ["canary"]
+    assert [type(c) for c in actions.commands] == [Canary]
 
 
 async def test_rollout_key_stops_at_gpu_4_and_names_who_stayed() -> None:
     script = scripted_rollout(failing=4)
     items, _ = script("sim-aggressive", 1)
     held = asyncio.Event()
-    actions = RecordingActions(rollout_script=script, gates={len(items): held})
+    actions = RecordingFleet(rollout_script=script, gates={len(items): held})
     app = app_with(actions)
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, app)
@@ -179,37 +179,28 @@ async def test_rollout_key_stops_at_gpu_4_and_names_who_stayed() -> None:
         assert "throughput lost: 71.4 GPU-seconds" in summary
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
-    assert actions.calls == [("rollout", ("sim-aggressive", 1))]
+    assert actions.commands == [Rollout("sim-aggressive", 1)]
 
 
 @pytest.mark.parametrize("action", ["canary", "rollout"])
 async def test_keys_disabled_without_backend_support_or_gpus(action: str) -> None:
-    unsupported = app_with(RecordingActions(supported=frozenset(Intent) - {Intent(action)}))
+    unsupported = app_with(RecordingFleet(supported=frozenset(Kind) - {Kind(action)}))
     async with unsupported.run_test(size=(120, 40)) as pilot:
         await settle(pilot, unsupported)
         assert unsupported.main_screen.check_action(action, ()) is None
         await pilot.press("c" if action == "canary" else "o")
         await pilot.pause()
         assert isinstance(unsupported.screen, MainScreen)
-    lone = app_with(RecordingActions(), fleet=fleet_of(1))
+    lone = app_with(RecordingFleet(), fleet=fleet_of(1))
     async with lone.run_test(size=(120, 40)) as pilot:
         await settle(pilot, lone)
         # one GPU: nothing to compare a canary with; a rollout is still possible
         expected = None if action == "canary" else True
         assert lone.main_screen.check_action(action, ()) is expected
-    supported = app_with(RecordingActions())
+    supported = app_with(RecordingFleet())
     async with supported.run_test(size=(120, 40)) as pilot:
         await settle(pilot, supported)
         assert supported.main_screen.check_action(action, ()) is True
-
-
-async def test_no_actions_supports_neither() -> None:
-    backend = NoActions()
-    assert not backend.supports(Intent.CANARY) and not backend.supports(Intent.ROLLOUT)
-    with pytest.raises(NotImplementedError):
-        await backend.canary("x", 0)
-    with pytest.raises(NotImplementedError):
-        await backend.rollout("x")
 
 
 def test_compact_range_collapses_runs() -> None:

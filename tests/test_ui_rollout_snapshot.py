@@ -5,22 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from textual.pilot import Pilot
-from ui_helpers import RecordingActions, make_app, pipeline_status, settle, wait_for
+from ui_helpers import RecordingFleet, make_app, pipeline_status, settle, wait_for
 
+from tui.ops.commands import Canary
 from tui.ui.app import FleetApp
+from tui.ui.messages import OperationRequested
 from tui.ui.rollout.canary_screen import CanaryScreen
-from tui.ui.rollout.messages import CanaryRequested
 
 
 def test_canary_verdict_screen(snap_compare: Any) -> None:
-    app = make_app(actions=RecordingActions(), status=pipeline_status())
+    app = make_app(actions=RecordingFleet(), status=pipeline_status())
     assert isinstance(app, FleetApp)
     app.animation_level = "none"
 
     async def verdict(pilot: Pilot[None]) -> None:
         await settle(pilot, app)
         await wait_for(pilot, lambda: app.main_screen.pipeline_status is not None, "the status")
-        app.post_message(CanaryRequested("sim-aggressive", 3))
+        app.post_message(OperationRequested(Canary("sim-aggressive", 3)))
         await wait_for(pilot, lambda: isinstance(app.screen, CanaryScreen), "the canary screen")
         screen = app.screen
         assert isinstance(screen, CanaryScreen)

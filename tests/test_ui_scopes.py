@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 from operator_helpers import OpFleet, cleaned, healthy, pid_alive, write_profiles
 from sim_helpers import wait_until
-from ui_helpers import RecordingActions, fleet_of, make_app, press_until, settle, wait_for
+from ui_helpers import RecordingFleet, fleet_of, make_app, press_until, settle, wait_for
 
 from tui import paths
 from tui.control.stop_release import StopTimeouts
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import FleetSnapshot
 from tui.gpu.simulated import SimulatedSource
-from tui.ops.console import ConsoleBackend
+from tui.ops.commands import Rollback, Rollout
 from tui.ops.demo import spec_for_profile
+from tui.ops.local import LocalFleet
 from tui.ops.service import FleetOps, OpsOptions
 from tui.retune.options import ApplyOptions
 from tui.rollout.rollout import RolloutOptions
@@ -58,7 +59,7 @@ def test_scope_words_name_the_gpus_and_their_nodes() -> None:
 
 
 async def test_marks_scope_the_rollback_and_the_rollout_else_the_fleet() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = make_app(actions=actions, running={})
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(150, 45)) as pilot:
@@ -69,7 +70,7 @@ async def test_marks_scope_the_rollback_and_the_rollout_else_the_fleet() -> None
         assert isinstance(confirm, ConfirmScreen)
         assert "Scope: the whole fleet (7 GPUs)" in confirm.affected
         await pilot.press("y")
-        await wait_for(pilot, lambda: ("rollback", ()) in actions.calls, "the fleet's rollback")
+        await wait_for(pilot, lambda: Rollback() in actions.commands, "the fleet's rollback")
         await wait_for(pilot, lambda: isinstance(app.screen, RolloutScreen), "the report")
         await wait_for(pilot, lambda: app.screen.finished, "its end")  # type: ignore[attr-defined]
         await pilot.press("escape")
@@ -82,9 +83,8 @@ async def test_marks_scope_the_rollback_and_the_rollout_else_the_fleet() -> None
         assert isinstance(confirm, ConfirmScreen)
         assert "Scope: GPUs 2,4" in confirm.affected and "GPUs 2,4" in confirm.title_text
         await pilot.press("y")
-        await wait_for(pilot, lambda: any(c[0] == "rollout" for c in actions.calls), "rollout")
-        (rollout,) = [c for c in actions.calls if c[0] == "rollout"]
-        assert rollout[1][2] == (2, 4)
+        await wait_for(pilot, lambda: isinstance(actions.commands[-1], Rollout), "rollout")
+        assert actions.commands[-1] == Rollout("sim-aggressive", 1, (2, 4))
 
 
 @pytest.fixture()
@@ -110,8 +110,9 @@ async def test_rollback_of_one_marked_gpu_of_three_leaves_the_others(three: OpFl
     walk = RolloutOptions(apply=FAST, measure_cost=False)
     options = OpsOptions(apply=FAST, stop=StopTimeouts(drain_s=10.0, release_s=20.0), rollout=walk)
     monitor = FleetMonitor(spec_for_profile(three.baseline), SimulatedSource(paths.sim_gpu_dir()))
-    backend = ConsoleBackend(FleetOps(three.baseline, options=options), marker=monitor)
-    app = FleetApp(monitor, actions=backend, poll_interval_s=0.5)
+    app = FleetApp(
+        LocalFleet(FleetOps(three.baseline, options=options), monitor), poll_interval_s=0.5
+    )
     before = {g: r.pid for g, r in read_records().items()}
     try:
         async with app.run_test(size=(160, 50)) as pilot:

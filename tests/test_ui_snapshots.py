@@ -188,23 +188,24 @@ def test_tuning_form_errors_wrap_at_80x24(snap_compare: Any) -> None:
 
 
 def test_apply_screen_with_verify_report_and_verdict(snap_compare: Any) -> None:
-    from ui_helpers import RecordingActions, scripted_apply, wait_for
+    from ui_helpers import RecordingFleet, scripted_apply, wait_for
 
-    from tui.ui.messages import ApplyProfileRequested
+    from tui.ops.commands import Apply
+    from tui.ui.messages import OperationRequested
     from tui.ui.retune.apply_screen import ApplyScreen
 
     async def run(pilot: Pilot[None]) -> None:
         await ready(pilot)
         app = pilot.app
         assert isinstance(app, FleetApp)
-        app.main_screen.post_message(ApplyProfileRequested("sim-aggressive", tuple(range(7))))
+        app.main_screen.post_message(OperationRequested(Apply("sim-aggressive", tuple(range(7)))))
         await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
         screen = app.screen
         assert isinstance(screen, ApplyScreen)
         await wait_for(pilot, lambda: bool(screen.journal_note.startswith("NOT")), "the end")
         await pilot.pause()
 
-    actions = RecordingActions(apply_script=scripted_apply(failing=(5,)))
+    actions = RecordingFleet(apply_script=scripted_apply(failing=(5,)))
     app = still_app(actions=actions, status=pipeline_status())
     assert snap_compare(app, terminal_size=(150, 50), run_before=run)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 from textual.widgets import Input, Label, TextArea
 from tuning_helpers import tuning_form, type_into, type_into_field
-from ui_helpers import RecordingActions, press_until, shipped_profiles, wait_for
+from ui_helpers import RecordingFleet, press_until, shipped_profiles, wait_for
 
 from tui.logs.events import MAMBA_CACHE
 from tui.logs.parser import parse_line
@@ -35,7 +35,7 @@ async def preflight_text(pilot: Pilot[None], form: TuningFormScreen) -> str:
 
 
 async def test_t_opens_the_form_on_the_selected_gpu_prefilled_from_the_running_profile() -> None:
-    async with tuning_form(RecordingActions(), "3", "t") as (app, pilot, form):
+    async with tuning_form(RecordingFleet(), "3", "t") as (app, pilot, form):
         assert form.gpu == 3 and form.running.name == "sim-baseline"
         values = {k: v for k, v in form.values().knobs}
         assert values == {
@@ -50,7 +50,7 @@ async def test_t_opens_the_form_on_the_selected_gpu_prefilled_from_the_running_p
 
 
 async def test_invalid_values_are_named_as_typed_and_nothing_is_applied() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "mem_fraction_static", "1.5")
         assert "server.mem_fraction_static = 1.5: must be in (0, 1)" in error_text(
@@ -73,14 +73,14 @@ async def test_invalid_values_are_named_as_typed_and_nothing_is_applied() -> Non
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert isinstance(app.screen, TuningFormScreen)  # no confirm: nothing to confirm
-        assert actions.calls == [] and actions.saved == []
+        assert actions.commands == [] and actions.saved == []
         assert any("Nothing done" in str(n.message) for n in app._notifications)
         await type_into(pilot, form, "mem_fraction_static", "0.9")
         assert error_text(form, "mem_fraction_static") == ""
 
 
 async def test_preflight_shows_each_gpu_and_says_plainly_when_it_does_not_fit() -> None:
-    async with tuning_form(RecordingActions(), "T") as (_app, pilot, form):
+    async with tuning_form(RecordingFleet(), "T") as (_app, pilot, form):
         text = await preflight_text(pilot, form)
         assert "KV tokens" in text and "Mamba slots" in text
         assert all(f"\n{gpu} " in text for gpu in ALL), text
@@ -96,8 +96,10 @@ async def test_preflight_shows_each_gpu_and_says_plainly_when_it_does_not_fit() 
         assert form.query_one(PreflightPanel).has_class("-unfit")
 
 
-async def test_apply_to_all_saves_the_candidate_and_restarts_every_gpu_after_confirming() -> None:
-    actions = RecordingActions()
+async def test_apply_to_all_sends_the_candidate_itself_and_restarts_every_gpu() -> None:
+    """The port gets the profile the form shows, not a name to read back from a file the form
+    wrote first (issue 37): nothing is saved unless the operator saves."""
+    actions = RecordingFleet()
     async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "max_mamba_cache_size", "200")
         await type_into(pilot, form, "max_running_requests", "64")
@@ -110,11 +112,12 @@ async def test_apply_to_all_saves_the_candidate_and_restarts_every_gpu_after_con
             "Restart GPUs 0-6 (7 servers) with profile sim-baseline-tuned?"
         )
         assert "server.max_mamba_cache_size: 80 -> 200" in confirm.affected
-        assert actions.calls == []  # nothing before the answer
+        assert actions.commands == []  # nothing before the answer
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
         assert actions.applied()[0] == ("sim-baseline-tuned", ALL)
-        saved = actions.saved[0]
+        assert actions.saved == [] and "sim-baseline-tuned" not in actions.profiles
+        saved = actions.applied_profiles()[0]
         assert saved.name == "sim-baseline-tuned"
         assert saved.server.max_mamba_cache_size == 200
         assert saved.server.max_running_requests == 64
@@ -123,7 +126,7 @@ async def test_apply_to_all_saves_the_candidate_and_restarts_every_gpu_after_con
 
 
 async def test_opened_on_one_gpu_the_change_is_an_override_applied_to_that_gpu_only() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with tuning_form(actions, "5", "t") as (app, pilot, form):
         await type_into(pilot, form, "mem_fraction_static", "0.95")
         await pilot.press("ctrl+t")
@@ -137,13 +140,14 @@ async def test_opened_on_one_gpu_the_change_is_an_override_applied_to_that_gpu_o
         await pilot.press("y")
         await wait_for(pilot, lambda: bool(actions.applied()), "the apply")
         assert actions.applied() == [("sim-baseline-gpu5", (5,))]
-        saved = actions.saved[0]
+        assert actions.saved == []
+        saved = actions.applied_profiles()[0]
         assert saved.overrides == (GpuOverride(5, (("mem_fraction_static", 0.95),)),)
         assert saved.server == actions.profiles["sim-baseline"].server
 
 
 async def test_the_toggle_switches_between_one_gpu_and_all() -> None:
-    async with tuning_form(RecordingActions(), "2", "t") as (_app, pilot, form):
+    async with tuning_form(RecordingFleet(), "2", "t") as (_app, pilot, form):
         assert form.target_gpus == (2,) and form.scope is None  # shown for GPU 2, not chosen
         await pilot.press("ctrl+o")
         await pilot.pause()
@@ -154,7 +158,7 @@ async def test_the_toggle_switches_between_one_gpu_and_all() -> None:
 
 
 async def test_save_as_new_profile_and_an_existing_name_needs_confirmation() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "max_mamba_cache_size", "120")
         await pilot.press("ctrl+s")
@@ -186,7 +190,7 @@ def test_extra_flag_lines_accept_three_spellings_and_name_a_bad_line() -> None:
 
 
 def test_a_reserved_flag_in_extra_flags_is_refused_naming_it() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     running = actions.profiles["sim-baseline"]
     knobs = tuple(
         (k, "")
@@ -207,7 +211,7 @@ async def test_t_on_a_gpu_running_another_profile_starts_from_that_gpus_profile(
     # and filled in sim-baseline, so its diff compared against what GPU 0 did not run.
     aggressive = {"name": "sim-aggressive"}
     running = {0: GpuState(0, current=aggressive), 3: GpuState(3, current={"name": "sim-baseline"})}
-    async with tuning_form(RecordingActions(), "0", "t", running=running) as (app, pilot, form):
+    async with tuning_form(RecordingFleet(), "0", "t", running=running) as (app, pilot, form):
         assert form.gpu == 0 and form.running.name == "sim-aggressive"
         values = dict(form.values().knobs)
         assert values["mem_fraction_static"] == "0.93"
@@ -226,7 +230,7 @@ async def test_t_on_a_gpu_running_another_profile_starts_from_that_gpus_profile(
 async def test_a_gpu_whose_profile_is_no_longer_saved_starts_from_its_recorded_document() -> None:
     doc = profile_to_dict(replace(shipped_profiles()["sim-aggressive"], name="gone-tuned"))
     running = {2: GpuState(2, current=doc)}
-    async with tuning_form(RecordingActions(), "2", "t", running=running) as (_, _, form):
+    async with tuning_form(RecordingFleet(), "2", "t", running=running) as (_, _, form):
         assert form.running.name == "gone-tuned"
         assert dict(form.values().knobs)["max_mamba_cache_size"] == "200"
 
@@ -242,7 +246,7 @@ async def test_the_mamba_gb_column_is_the_pool_the_log_line_totals() -> None:
     mamba = next(e for e in events if e is not None and e.kind == MAMBA_CACHE)
     names = ("conv_gb", "ssm_gb", "intermediate_ssm_gb", "intermediate_conv_gb")
     logged = sum(float(mamba.fields[name]) for name in names)
-    async with tuning_form(RecordingActions(), "T") as (_app, pilot, form):
+    async with tuning_form(RecordingFleet(), "T") as (_app, pilot, form):
         for knob, value in (
             ("mem_fraction_static", "0.93"),
             ("max_mamba_cache_size", "200"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import Button, Label, TextArea
-from ui_helpers import RecordingActions, make_app, press_until, settle, wait_for
+from ui_helpers import RecordingFleet, make_app, press_until, settle, wait_for
 
 from tui.ui.app import FleetApp
 from tui.ui.tuning.form_screen import TuningFormScreen
@@ -53,7 +53,7 @@ def _error(form: TuningFormScreen) -> str:
 
 @pytest.mark.parametrize("line", sorted(CASES))
 async def test_form_shows_sglang_refusal_and_apply_is_refused(line: str) -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = make_app(actions=actions)
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(140, 45)) as pilot:
@@ -74,7 +74,7 @@ async def test_form_shows_sglang_refusal_and_apply_is_refused(line: str) -> None
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert app.screen is form  # no confirmation: nothing would be restarted
-        assert actions.calls == [] and actions.saved == []
+        assert actions.commands == [] and actions.saved == []
         said = [str(n.message) for n in app._notifications]
         assert any(m.startswith("Nothing done. server.extra_flags.") for m in said), said
         area.text = "--enable-metrics\n--cuda-graph-max-bs-decode 256"

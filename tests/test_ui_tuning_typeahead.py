@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Input
-from ui_helpers import RecordingActions, make_app, settle, settled_app, wait_for
+from ui_helpers import RecordingFleet, make_app, settle, settled_app, wait_for
 
 from tui.profiles import Profile
 from tui.retune.preflight import Preflight
@@ -21,7 +21,7 @@ from tui.ui.tuning.preflight_panel import PreflightPanel
 
 
 @dataclass
-class SlowToRead(RecordingActions):
+class SlowToRead(RecordingFleet):
     """The running profile is read only once ``gate`` is set (a slow disk, a busy machine)."""
 
     gate: threading.Event = field(default_factory=threading.Event)
@@ -32,7 +32,7 @@ class SlowToRead(RecordingActions):
 
 
 @dataclass
-class GatedPreflight(RecordingActions):
+class GatedPreflight(RecordingFleet):
     """Each preflight waits for its own release, and the values of every one asked are kept."""
 
     asked: list[int | None] = field(default_factory=list)
@@ -89,7 +89,7 @@ async def test_escape_while_the_form_reads_its_profile_closes_it_at_once() -> No
         actions.gate.set()
         await pilot.pause()
         assert app.screen is app.main_screen
-        assert actions.calls == []
+        assert actions.commands == []
 
 
 async def open_ready_form(pilot: Pilot[None], app: FleetApp) -> TuningFormScreen:

@@ -11,7 +11,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.screen import ModalScreen
 from ui_helpers import (
-    RecordingActions,
+    RecordingFleet,
     finish_actions,
     make_app,
     press_until,
@@ -26,8 +26,9 @@ from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopResult
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import ServerState
-from tui.ops.console import ConsoleBackend
+from tui.ops.commands import Kill, Relaunch, StopFleet
 from tui.ops.door import OperationError
+from tui.ops.local import LocalFleet
 from tui.ops.service import FleetOps
 from tui.retune.events import EffectiveValues, GpuFailed, RequestedValues, VerifyReport
 from tui.ui.app import FleetApp
@@ -50,7 +51,7 @@ def _fleet_with_an_unknown_server() -> object:
     return replace(fleet, panels=panels)
 
 
-def _app(actions: RecordingActions) -> FleetApp:
+def _app(actions: RecordingFleet) -> FleetApp:
     app = make_app(_fleet_with_an_unknown_server(), actions=actions, profile="aggressive")  # type: ignore[arg-type]
     assert isinstance(app, FleetApp)
     return app
@@ -73,7 +74,7 @@ async def test_k_on_a_server_the_fleet_does_not_record_names_it_and_sends_only_i
     """It was stopped as 'no server recorded', 'Done', while it kept serving: the
     confirmation now names it as not the fleet's, and only its confirmed pid reaches the
     backend."""
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = make_app(_fleet_started_by_a_script(), actions=actions, profile="aggressive")  # type: ignore[arg-type]
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
@@ -84,7 +85,7 @@ async def test_k_on_a_server_the_fleet_does_not_record_names_it_and_sends_only_i
         assert "only this pid is signalled, never its group" in text
         await pilot.press("d")
         await finish_actions(pilot, app)
-    assert actions.calls == [("kill", ((4,), (STRANGER_4,)))]
+    assert actions.commands == [Kill((4,), confirmed=(STRANGER_4,))]
 
 
 def _toasts(app: FleetApp) -> list[tuple[str, str]]:
@@ -105,7 +106,7 @@ async def test_the_toast_says_what_each_stop_did_never_stopped_for_nothing(
     outcome: StopReleased, title: str
 ) -> None:
     """It said 'Done / stopped GPU 3 (drain)' whatever the stop did."""
-    actions = RecordingActions(kill_outcomes=[outcome])
+    actions = RecordingFleet(kill_outcomes=[outcome])
     app = _app(actions)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
@@ -128,7 +129,7 @@ def _label_text(screen: object, selector: str) -> str:
 
 
 async def test_k_on_an_unknown_server_names_its_pid_and_command_and_sends_only_that() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = _app(actions)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
@@ -140,26 +141,26 @@ async def test_k_on_an_unknown_server_names_its_pid_and_command_and_sends_only_t
         assert "only this pid is signalled, never its group" in text
         await pilot.press("escape")  # cancelled: nothing reaches the backend
         await pilot.pause()
-        assert actions.calls == []
+        assert actions.commands == []
         await press_until(pilot, ("k",), StopScreen)
         await pilot.press("t")
         await finish_actions(pilot, app)
-    assert actions.calls == [("kill", ((2,), "terminate", (UNKNOWN,)))]
+    assert actions.commands == [Kill((2,), "terminate", (UNKNOWN,))]
 
 
 async def test_k_on_known_servers_confirms_no_pid_to_the_backend() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = _app(actions)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
         await press_until(pilot, ("3", "k"), StopScreen)
         await pilot.press("d")
         await finish_actions(pilot, app)
-    assert actions.calls == [("kill", ((3,),))]
+    assert actions.commands == [Kill((3,))]
 
 
 async def test_r_on_an_unknown_server_confirms_it_then_relaunches_with_it_named() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     app = _app(actions)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
@@ -167,14 +168,14 @@ async def test_r_on_an_unknown_server_confirms_it_then_relaunches_with_it_named(
         assert "pid 4802, UNKNOWN" in _label_text(app.screen, "#confirm-affected")
         await pilot.press("y")
         await finish_actions(pilot, app)
-    assert actions.calls == [("relaunch", ((2,), (UNKNOWN,)))]
+    assert actions.commands == [Relaunch((2,), (UNKNOWN,))]
 
 
 async def test_stop_fleet_that_left_servers_running_does_not_quit() -> None:
     """Stop fleet refused on a GPU: the console stays, says which and why, and offers retry,
     leave running and quit, or keep the console open."""
     why = "refused on GPU 0: refusing to signal pid 4200 (GPU 0, port 30000): it is not ours"
-    actions = RecordingActions(stop_errors=[OperationError(why), OperationError(why)])
+    actions = RecordingFleet(stop_errors=[OperationError(why), OperationError(why)])
     async with settled_app(actions=actions, size=(100, 30)) as (app, pilot):
         await stop_fleet_fails(pilot, app)
         assert why in _label_text(app.screen, "#stopfail-why")
@@ -185,16 +186,16 @@ async def test_stop_fleet_that_left_servers_running_does_not_quit() -> None:
         await stop_fleet_fails(pilot, app)
         await pilot.press("r")  # retry: this time the stop succeeds, and only then it quits
         await wait_for(pilot, lambda: not app.is_running, "the console to close")
-    assert actions.calls == [("stop_fleet", ())] * 3
+    assert actions.commands == [StopFleet()] * 3
 
 
 async def test_leave_running_quits_with_the_servers_left() -> None:
-    actions = RecordingActions(stop_errors=[OperationError("failed on GPU 1: survivors")])
+    actions = RecordingFleet(stop_errors=[OperationError("failed on GPU 1: survivors")])
     async with settled_app(actions=actions, size=(100, 30)) as (app, pilot):
         await stop_fleet_fails(pilot, app)
         await pilot.press("l")
         await wait_for(pilot, lambda: not app.is_running, "the console to close")
-    assert actions.calls == [("stop_fleet", ())]
+    assert actions.commands == [StopFleet()]
 
 
 def test_a_failed_step_withdraws_the_stopping_mark_whatever_failed() -> None:
@@ -205,7 +206,7 @@ def test_a_failed_step_withdraws_the_stopping_mark_whatever_failed() -> None:
         def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
             marks.append((gpu, stopping))
 
-    sink = ConsoleBackend(FleetOps(), Marker())._sink(None)
+    sink = LocalFleet(FleetOps(), Marker()).sink(None)  # type: ignore[arg-type]
     report = VerifyReport(
         1,
         False,
@@ -269,7 +270,7 @@ def test_the_console_stops_a_confirmed_unknown_server_by_its_pid_alone(tmp_path:
                 monitor = FleetMonitor(
                     fleet_spec(None, None), SimulatedSource(), discovery_interval=0
                 )
-                app = FleetApp(monitor, actions=ConsoleBackend(ops, marker=monitor))
+                app = FleetApp(LocalFleet(ops, monitor))
                 async with app.run_test(size=(100, 30)) as pilot:
                     await wait_for(
                         pilot,

@@ -9,7 +9,7 @@ import threading
 import pytest
 from textual import events
 from textual.widgets import Footer
-from ui_helpers import RecordingActions, make_app, settle, settled_app, wait_for
+from ui_helpers import RecordingFleet, make_app, settle, settled_app, wait_for
 
 from tui.ui.app import FleetApp
 from tui.ui.command_bar import CommandBar
@@ -45,7 +45,7 @@ async def test_typed_text_shows_above_the_footer(
         assert typed in _row_text(app, bar.region.y)
 
 
-class SlowNames(RecordingActions):
+class SlowNames(RecordingFleet):
     """Profile names that take until the test says (a backend reading its profiles directory)."""
 
     def __init__(self) -> None:
@@ -72,7 +72,7 @@ async def test_keys_typed_right_after_colon_land_in_the_bar() -> None:
             actions.read.set()
         names = "canary sim-baseline "
         await wait_for(pilot, lambda: names in bar.suggester._suggestions, "the names")  # type: ignore[union-attr]
-        assert actions.calls == []
+        assert actions.commands == []
 
 
 async def test_tab_completes_and_never_leaves_the_bar() -> None:
@@ -97,7 +97,7 @@ async def test_tab_completes_and_never_leaves_the_bar() -> None:
 async def test_a_burst_typed_with_the_opening_key_lands_in_the_bar(opener: str, typed: str) -> None:
     """A terminal delivers '/ready' in one read: the keys after '/' were routed to the grid
     before the bar took the focus (in tmux, 'a' of 'ready' opened the autotune screen)."""
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions) as (app, pilot):
         screen = app.screen
         for key in (opener, *typed):  # queued at once, as one read of the terminal
@@ -106,4 +106,4 @@ async def test_a_burst_typed_with_the_opening_key_lands_in_the_bar(opener: str, 
         bar = screen.query_one(FilterBar if opener == "slash" else CommandBar)
         await wait_for(pilot, lambda: bar.value == typed, f"{typed!r} in the bar")
         assert app.screen is screen and bar.has_focus
-        assert actions.calls == []
+        assert actions.commands == []

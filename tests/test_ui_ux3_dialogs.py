@@ -10,13 +10,14 @@ from __future__ import annotations
 from textual.pilot import Pilot
 from textual.widgets import Button, Label
 from ui_helpers import (
-    RecordingActions,
+    RecordingFleet,
     finish_actions,
     press_until,
     settled_app,
     wait_for,
 )
 
+from tui.ops.commands import Canary, Kill, Rollback
 from tui.state.fleet_state import GpuState
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
@@ -53,7 +54,7 @@ async def canary_confirm(pilot: object, app: FleetApp) -> ConfirmScreen:
 
 
 async def test_enter_on_a_canary_confirm_starts_the_canary() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions) as (app, pilot):
         confirm = await canary_confirm(pilot, app)
         assert focused_id(app) == "confirm-yes"
@@ -62,11 +63,11 @@ async def test_enter_on_a_canary_confirm_starts_the_canary() -> None:
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, CanaryScreen), "the canary")
         await finish_actions(pilot, app)
-    assert actions.calls[0][0] == "canary"
+    assert isinstance(actions.commands[0], Canary)
 
 
 async def test_arrows_move_between_the_buttons_and_n_cancels() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions) as (app, pilot):
         await canary_confirm(pilot, app)
         await pilot.press("right")
@@ -81,11 +82,11 @@ async def test_arrows_move_between_the_buttons_and_n_cancels() -> None:
         await pilot.press("n")
         await closed(pilot, app, ConfirmScreen)
         await finish_actions(pilot, app)
-    assert actions.calls == []
+    assert actions.commands == []
 
 
 async def test_a_rollback_keeps_cancel_focused_and_names_y() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions, running=RUNNING) as (app, pilot):
         await press_until(pilot, ("b",), ConfirmScreen)
         confirm = app.screen
@@ -96,7 +97,7 @@ async def test_a_rollback_keeps_cancel_focused_and_names_y() -> None:
         await pilot.press("enter")  # the safe default
         await closed(pilot, app, ConfirmScreen)
         await finish_actions(pilot, app)
-        assert actions.calls == []
+        assert actions.commands == []
         await press_until(pilot, ("b",), ConfirmScreen)
         await pilot.press("left")  # the rollback's second way: all at once
         assert focused_id(app) == "rollback-all"
@@ -105,11 +106,11 @@ async def test_a_rollback_keeps_cancel_focused_and_names_y() -> None:
         await pilot.press("y")
         await closed(pilot, app, ConfirmScreen)
         await finish_actions(pilot, app)
-    assert [c[0] for c in actions.calls] == ["rollback"]
+    assert [type(c) for c in actions.commands] == [Rollback]
 
 
 async def test_a_relaunch_keeps_cancel_focused() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("2", "r"), ProfilePickerScreen)
         await pilot.press("enter")  # the running profile, preselected
@@ -119,11 +120,11 @@ async def test_a_relaunch_keeps_cancel_focused() -> None:
         await pilot.press("enter")
         await closed(pilot, app, ConfirmScreen)
         await finish_actions(pilot, app)
-    assert actions.calls == []
+    assert actions.commands == []
 
 
 async def test_the_stop_dialog_keeps_cancel_focused_and_names_each_key() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("1", "k"), StopScreen)
         stop = app.screen
@@ -139,11 +140,11 @@ async def test_the_stop_dialog_keeps_cancel_focused_and_names_each_key() -> None
         await pilot.press("enter")
         await closed(pilot, app, StopScreen)
         await finish_actions(pilot, app)
-    assert actions.calls == [("kill", ((1,),))]
+    assert actions.commands == [Kill((1,))]
 
 
 async def test_the_quit_dialog_names_the_key_that_stops_the_fleet() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions) as (app, pilot):
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
@@ -157,13 +158,13 @@ async def test_the_quit_dialog_names_the_key_that_stops_the_fleet() -> None:
         await pilot.press("enter")
         await closed(pilot, app, QuitScreen)
         assert app.is_running
-    assert actions.calls == []
+    assert actions.commands == []
 
 
 async def test_the_key_line_names_what_enter_presses_as_the_arrows_move() -> None:
     """Seen in the walk: the rollout confirm said 'Enter: Cancel' after left had focused Roll
     out, and Enter started the rollout. The line's Enter part follows the focus."""
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions, running=RUNNING) as (app, pilot):
         await press_until(pilot, ("b",), ConfirmScreen)
         confirm = app.screen
@@ -185,14 +186,14 @@ async def test_the_key_line_names_what_enter_presses_as_the_arrows_move() -> Non
         await wait_for(pilot, lambda: "Enter: Stop fleet" in keys_line(app.screen), "Stop")
         await pilot.press("escape")
         await finish_actions(pilot, app)
-    assert actions.calls == []
+    assert actions.commands == []
 
 
 async def test_the_profile_picker_names_its_keys_and_what_enter_picks() -> None:
     """The picker (c, o, r) was the one dialog with no key line; its line names the list's keys
     (up/down, not left/right) and follows the highlight, so Enter's profile is said before it
     is picked."""
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions, running=RUNNING) as (app, pilot):
         await press_until(pilot, ("3", "c"), ProfilePickerScreen)
         picker = app.screen
@@ -205,4 +206,4 @@ async def test_the_profile_picker_names_its_keys_and_what_enter_picks() -> None:
         await wait_for(pilot, lambda: "Enter: Pick sim-aggressive" in keys_line(picker), "back")
         await pilot.press("escape")
         await closed(pilot, app, ProfilePickerScreen)
-    assert actions.calls == []
+    assert actions.commands == []

@@ -11,7 +11,7 @@ from dataclasses import replace
 from textual.widgets import Button, Input, Label, Static
 from tuning_helpers import tuning_form, type_into
 from ui_helpers import (
-    RecordingActions,
+    RecordingFleet,
     shipped_profiles,
     wait_for,
 )
@@ -33,7 +33,7 @@ def diff_text(form: TuningFormScreen) -> str:
 async def test_opened_on_one_gpu_the_save_asks_whom_the_change_is_for() -> None:
     """The old form saved a [gpu.0] override without asking: the diff read
     'gpu.0.mem_fraction_static: (unset) -> 0.9' and a rollout changed nothing elsewhere."""
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with tuning_form(actions, "0", "t") as (app, pilot, form):
         assert form.scope is None  # neither choice taken
         assert "not chosen yet" in str(form.query_one("#tune-title", Static).render())
@@ -57,7 +57,7 @@ async def test_opened_on_one_gpu_the_save_asks_whom_the_change_is_for() -> None:
 
 
 async def test_t_on_all_gpus_saves_the_shared_flags_without_asking() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with tuning_form(actions, "T") as (app, pilot, form):
         assert form.scope == "all"
         assert not form.query_one("#tune-scope-note", Label).display
@@ -72,7 +72,7 @@ async def test_a_plan_that_does_not_fit_cannot_restart_without_a_deliberate_over
     """The preflight marked it 'fits NO' and the form still offered Restart, the unfit line one
     of the confirm's details. Now the Apply button is off with the reason under it, and ctrl+t
     asks a question that says first that it will not start, Cancel focused."""
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "mem_fraction_static", "0.3")
         await wait_for(pilot, lambda: form.preflight is not None, "the preflight")
@@ -100,7 +100,7 @@ async def test_a_plan_that_does_not_fit_cannot_restart_without_a_deliberate_over
 
 
 async def test_the_override_restarts_only_on_y() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with tuning_form(actions, "T") as (app, pilot, form):
         await type_into(pilot, form, "mem_fraction_static", "0.3")
         await wait_for(pilot, lambda: form.preflight is not None, "the preflight")
@@ -111,7 +111,7 @@ async def test_the_override_restarts_only_on_y() -> None:
         assert actions.applied() == [("sim-baseline-tuned", ALL)]
 
 
-class HeldPreflight(RecordingActions):
+class HeldPreflight(RecordingFleet):
     """A preflight that answers only once the test lets it (a node's agent far away)."""
 
     def __init__(self) -> None:
@@ -163,7 +163,7 @@ def test_the_sizes_line_reads_as_a_sentence() -> None:
 async def test_the_form_shows_our_diagnosis_before_sglangs_text() -> None:
     """At 0.85 with 200 Mamba slots SGLang says 'Raise --mem-fraction-static above 0.318':
     the Mamba pool took what the weights left, and the panel says so first."""
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with tuning_form(actions, "T", size=(160, 50)) as (_app, pilot, form):
         await type_into(pilot, form, "max_mamba_cache_size", "900")
         await wait_for(pilot, lambda: form.preflight is not None, "the preflight")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets._footer import FooterKey
-from ui_helpers import RecordingActions, make_app, settle, settled_app, wait_for
+from ui_helpers import RecordingFleet, make_app, settle, settled_app, wait_for
 
 from tui.ui.app import FleetApp
 from tui.ui.autotune.autotune_screen import AutotuneScreen
@@ -59,7 +59,7 @@ async def test_the_autotune_screen_says_why_pause_is_off() -> None:
 
 
 async def test_escape_clears_a_kept_filter_then_the_marks() -> None:
-    actions = RecordingActions()
+    actions = RecordingFleet()
     async with settled_app(actions=actions) as (app, pilot):
         screen = app.main_screen
         await pilot.press("1", "space")
@@ -71,4 +71,4 @@ async def test_escape_clears_a_kept_filter_then_the_marks() -> None:
         assert "filter" not in (screen.sub_title or "")
         await pilot.press("escape")
         assert screen.marked == frozenset()
-    assert actions.calls == []
+    assert actions.commands == []

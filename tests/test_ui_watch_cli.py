@@ -41,7 +41,7 @@ def record(ports: tuple[int, ...], host: str = "127.0.0.1") -> None:
 
 
 def watched(app: FleetApp) -> list[tuple[int, int, str]]:
-    spec = app.poller.spec  # type: ignore[attr-defined]
+    spec = app.port.monitor.spec  # type: ignore[attr-defined]
     return [(s.gpu_index, s.port, s.host) for s in spec.servers]
 
 
@@ -114,12 +114,12 @@ def test_a_console_given_ports_marks_the_operations_on_their_gpus(
     append(simple_entry("kill", 100.0, 105.0, True, (3,), "console", "stopped"))
     append(simple_entry("kill", 200.0, 205.0, True, (5,), "console", "stopped"))
     assert console_cli.main(["--ports", "25000-25006", "--gpus", "0-6"]) == 0
-    assert [m.label for m in opened[0].retune_marks()] == ["kill GPU 3", "kill GPU 5"]
+    assert [m.label for m in opened[0].port.reads.marks()] == ["kill GPU 3", "kill GPU 5"]
     # One port, labelled GPU 0 by --gpus: the fleet state says it is GPU 3's.
     assert console_cli.main(["--ports", "25003", "--gpus", "0"]) == 0
-    assert [m.label for m in opened[1].retune_marks()] == ["kill GPU 3"]
+    assert [m.label for m in opened[1].port.reads.marks()] == ["kill GPU 3"]
     assert console_cli.main([]) == 0  # the recorded fleet: every operation of it
-    assert len(opened[2].retune_marks()) == 2
+    assert len(opened[2].port.reads.marks()) == 2
 
 
 def test_a_profile_console_watches_the_fleets_ports_whatever_profile_runs(

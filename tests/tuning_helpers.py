@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 from textual.widgets import Input
-from ui_helpers import RecordingActions, make_app, press_until, settle
+from ui_helpers import RecordingFleet, make_app, press_until, settle
 
 from tui.ui.app import FleetApp
 from tui.ui.tuning.form_screen import TuningFormScreen
@@ -43,7 +43,7 @@ async def type_into(pilot: Pilot[None], form: TuningFormScreen, knob: str, text:
 
 @contextlib.asynccontextmanager
 async def tuning_form(
-    actions: RecordingActions, *keys: str, size: tuple[int, int] = (140, 45), **app_args: Any
+    actions: RecordingFleet, *keys: str, size: tuple[int, int] = (140, 45), **app_args: Any
 ) -> AsyncIterator[tuple[FleetApp, Pilot[None], TuningFormScreen]]:
     """A console on the seven-GPU fleet with ``actions``, its tuning form opened by ``keys``
     (``app_args``: more of ``make_app``'s arguments, e.g. ``running``).

@@ -11,14 +11,29 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tui.control.adopt import ConfirmedServer
-from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
-from tui.ops.events import OpEvent
+from tui.ops.adoption import AdoptError, AdoptPlan
+from tui.ops.commands import (
+    Adopt,
+    Apply,
+    Canary,
+    Command,
+    Kill,
+    Kind,
+    Op,
+    Relaunch,
+    Rollback,
+    Rollout,
+    Saved,
+    SaveProfile,
+    StopFleet,
+)
+from tui.ops.events import EventSink, OpEvent
 from tui.ops.journal import JournalRead
 from tui.ops.marks import OperationMark, Window
+from tui.ops.port import Capabilities
 from tui.pipeline.status import PipelineStatus, Rate, ServerShare
 from tui.profiles import Problem, Profile, ProfileError, load_profile
 from tui.retune.events import (
@@ -34,12 +49,11 @@ from tui.retune.events import (
     VerifyReport,
 )
 from tui.retune.preflight import Preflight, preflight
-from tui.rollout.canary_result import CanaryLook, CanaryResult, look_from
+from tui.rollout.canary_result import CanaryResult, look_from
 from tui.rollout.cost import RetuneCost
 from tui.rollout.rollout import RolloutResult
 from tui.rollout.stats import decide, look_level, paired
 from tui.state.fleet_state import GpuState
-from tui.ui.sources import EventSink, Intent
 
 if TYPE_CHECKING:  # the UI's widgets only where a helper drives them (imported there)
     from textual.pilot import Pilot
@@ -249,7 +263,7 @@ def pipeline_status(
 
 @dataclass
 class FixedPoller:
-    """A FleetPoller that returns ``snapshot`` (tests may swap it) and counts its polls."""
+    """A snapshot source that returns ``snapshot`` (tests may swap it) and counts its polls."""
 
     snapshot: FleetSnapshot
     polls: int = 0
@@ -260,29 +274,31 @@ class FixedPoller:
         return self.snapshot
 
 
-ScriptedApply = Callable[[str, tuple[int, ...]], list[object]]
+ScriptedApply = Callable[[str, tuple[int, ...]], list[OpEvent]]
 """Gives the events an apply emits (the last one an ``ApplyFinished``) for (profile, gpus)."""
 
-ScriptedCanary = Callable[[str, int], tuple[list[object], CanaryResult]]
+ScriptedCanary = Callable[[str, int], tuple[list[OpEvent], CanaryResult]]
 """Gives a canary's retune events and looks (in order), and its result, for (profile, gpu)."""
 
-ScriptedRollout = Callable[[str, int], tuple[list[object], RolloutResult]]
+ScriptedRollout = Callable[[str, int], tuple[list[OpEvent], RolloutResult]]
 """Gives a rollout's retune events (in order) and its result, for (profile, batch)."""
-ScriptedRollback = Callable[[tuple[int, ...], bool], tuple[list[object], RolloutResult]]
+ScriptedRollback = Callable[[tuple[int, ...], bool], tuple[list[OpEvent], RolloutResult]]
 """Gives a rollback's events (in order) and its result, for (GPUs, all at once)."""
 
 
 @dataclass
-class RecordingActions:
-    """A FleetActions fake that supports ``supported`` and records every call in order.
+class RecordingFleet:
+    """A port (``tui.ops.port.Fleet``) on fixed data that offers ``supported`` and records every
+    command that reaches it, in order (``commands``).
 
     Profiles live in memory (the shipped sim profiles by default); the preflight is the real core
-    prediction for those sim profiles; an apply plays ``apply_script``'s events through
-    ``on_event``, yielding to the loop between events so the screen shows each one.
+    prediction for those sim profiles; an apply plays ``apply_script``'s events into the sink,
+    yielding to the loop between events so the screen shows each one.
     """
 
-    supported: frozenset[Intent] = frozenset(Intent)
-    calls: list[tuple[str, tuple[object, ...]]] = field(default_factory=list)
+    supported: frozenset[Kind] = frozenset(Kind)
+    commands: list[Command] = field(default_factory=list)
+    """Every command run, in order."""
     profiles: dict[str, Profile] = field(default_factory=shipped_profiles)
     current: str | None = "sim-baseline"
     apply_script: ScriptedApply | None = None
@@ -303,64 +319,112 @@ class RecordingActions:
     stop_errors: list[Exception] = field(default_factory=list)
     """Stopping the fleet raises the first of these (then the next, ...): servers it left."""
     starts_fresh_job: bool = False
-    """A start after the job finished starts it afresh (the demo's backend)."""
+    """A start after the job finished starts it afresh (the demo's port)."""
+    stops_pipeline_with_fleet: bool = False
+    """Stopping the fleet stops the pipeline too."""
+    controls: tuple[int, ...] | None = None
+    """The control GPUs the port picks for a canary (None: every other GPU)."""
     kill_outcomes: Sequence[StopReleased] = ()
     """What a stop returns (each GPU's outcome)."""
     relaunch_results: tuple[ApplyResult, ...] = ()
     """What a relaunch returns (each run's result)."""
+    poller: FixedPoller = field(default_factory=lambda: FixedPoller(seven_gpu_fleet()))
+    """The snapshots (the seven-GPU fleet by default)."""
+    status: PipelineStatus | None = None
+    """The job's status document."""
+    marks_read: tuple[OperationMark, ...] = ()
+    """The journal's markers."""
+    journal_read: JournalRead = field(default_factory=lambda: JournalRead((), 0))
+    """The journal."""
+    running_read: dict[int, GpuState] = field(default_factory=dict)
+    """Each GPU's current and previous profile."""
+    tail: Callable[[Path, int], list[str]] = field(default=lambda path, n: list(LOG_LINES)[-n:])
+    """A log's newest lines."""
 
-    def supports(self, intent: Intent) -> bool:
-        """Whether ``intent`` is in ``supported``."""
-        return intent in self.supported
+    # --- the port ---------------------------------------------------------------------------
 
-    async def kill(
-        self,
-        gpus: tuple[int, ...],
-        mode: StopMode = "drain",
-        confirmed: tuple[ConfirmedServer, ...] = (),
-        drain_s: float | None = None,
-    ) -> Sequence[StopReleased]:
-        args: tuple[object, ...] = (gpus,) if mode == "drain" else (gpus, mode)
-        args += (confirmed,) if confirmed else ()
-        self.calls.append(("kill", args + ((("drain_s", drain_s),) if drain_s else ())))
-        return self.kill_outcomes
+    @property
+    def reads(self) -> RecordingFleet:
+        return self
 
-    async def relaunch(
-        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> tuple[ApplyResult, ...]:
-        self.calls.append(("relaunch", (gpus, confirmed) if confirmed else (gpus,)))
-        return self.relaunch_results
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            frozenset(self.supported),
+            starts_fresh_job=self.starts_fresh_job,
+            stops_pipeline_with_fleet=self.stops_pipeline_with_fleet,
+            picks_controls=self.controls is not None,
+        )
 
-    async def apply_profile(
-        self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
-    ) -> ApplyResult:
-        self.calls.append(("apply_profile", (name, gpus)))
-        script = self.apply_script or scripted_apply()
-        return await self._play(script(name, gpus), on_event)
+    async def snapshot(self) -> FleetSnapshot:
+        return await self.poller.poll()
 
-    async def _play(self, events: list[object], on_event: EventSink | None) -> ApplyResult:
+    async def run(self, command: Op[Any], sink: EventSink | None = None) -> Any:
+        self.commands.append(command)
+        match command:
+            case Kill():
+                return tuple(self.kill_outcomes)
+            case Relaunch():
+                return self.relaunch_results
+            case Apply(_, gpus):
+                script = self.apply_script or scripted_apply()
+                return await self._play(script(command.name, gpus or ()), sink)
+            case Rollback(gpus, _, all_at_once):
+                script_b = self.rollback_script or scripted_rollback()
+                items, result = script_b(gpus or ALL_GPUS, all_at_once)
+                await self._feed(items, sink)
+                return result
+            case Canary(_, gpu):
+                items, canary = (self.canary_script or scripted_canary())(command.name, gpu)
+                await self._feed(items, sink)
+                return canary
+            case Rollout(_, batch):
+                items, result = (self.rollout_script or scripted_rollout())(command.name, batch)
+                await self._feed(items, sink)
+                return result
+            case StopFleet():
+                return await self._stop_fleet(sink)
+            case SaveProfile(profile):
+                self.saved.append(profile)
+                self.profiles[profile.name] = profile
+                return Saved((f"/profiles/{profile.name}.toml",))
+            case Adopt(plan):
+                return plan
+        return None
+
+    async def _stop_fleet(self, sink: EventSink | None) -> tuple[StopReleased, ...]:
+        for event in self.stop_events:
+            if sink is not None:
+                sink(event)
+            await asyncio.sleep(0)
+        if self.stop_gate is not None:
+            await self.stop_gate.wait()
+        if self.stop_errors:
+            raise self.stop_errors.pop(0)
+        return ()
+
+    async def _play(self, events: list[OpEvent], sink: EventSink | None) -> ApplyResult:
         for index, event in enumerate(events):
             if index in self.gates:
                 await self.gates[index].wait()
-            if on_event is not None:
-                on_event(event)
+            if sink is not None:
+                sink(event)
             await asyncio.sleep(0)
         final = events[-1]
         assert isinstance(final, ApplyFinished)
         return final.result
 
-    async def rollback(
-        self,
-        gpus: tuple[int, ...] | None = None,
-        on_event: EventSink | None = None,
-        all_at_once: bool = False,
-    ) -> RolloutResult:
-        # () for the fleet; an all-at-once rollback is a call of its own name
-        self.calls.append(("rollback_all_at_once" if all_at_once else "rollback", gpus or ()))
-        script = self.rollback_script or scripted_rollback()
-        items, result = script(gpus or ALL_GPUS, all_at_once)
-        await self._feed(items, on_event, None)
-        return result
+    async def _feed(self, items: list[OpEvent], sink: EventSink | None) -> None:
+        """Play ``items`` (gated like an apply; ``gates[len(items)]`` holds back the result)."""
+        for index, item in enumerate(items):
+            if index in self.gates:
+                await self.gates[index].wait()
+            if sink is not None:
+                sink(item)
+            await asyncio.sleep(0)
+        if len(items) in self.gates:
+            await self.gates[len(items)].wait()
+
+    # --- the reads --------------------------------------------------------------------------
 
     def profile_names(self) -> list[str]:
         return sorted(self.profiles)
@@ -369,89 +433,61 @@ class RecordingActions:
         return self.current
 
     def load_profile(self, name: str) -> Profile:
-        if name not in self.profiles:  # as the console's backend says it (not a KeyError)
+        if name not in self.profiles:  # as the console's port says it (not a KeyError)
             raise ProfileError([Problem("file", name, f"no profile named {name!r}")], name)
         return self.profiles[name]
-
-    def save_profile(self, profile: Profile) -> Path:
-        self.calls.append(("save_profile", (profile.name,)))
-        self.saved.append(profile)
-        self.profiles[profile.name] = profile
-        return Path(f"/profiles/{profile.name}.toml")
 
     async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
         return [preflight(profile, gpu) for gpu in gpus]
 
-    async def start_pipeline(self) -> None:
-        self.calls.append(("start_pipeline", ()))
+    def targets(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
+        return gpus
 
-    async def stop_pipeline(self) -> None:
-        self.calls.append(("stop_pipeline", ()))
+    def gpu_label(self, gpu: int) -> str:
+        return f"gpu{gpu}"
 
-    async def stop_fleet(self, on_event: EventSink | None = None) -> None:
-        self.calls.append(("stop_fleet", ()))
-        for event in self.stop_events:
-            if on_event is not None:
-                on_event(event)
-            await asyncio.sleep(0)
-        if self.stop_gate is not None:
-            await self.stop_gate.wait()
-        if self.stop_errors:
-            raise self.stop_errors.pop(0)
+    def tuning(self, gpu: int | None) -> RecordingFleet:
+        return self
 
-    async def canary(
-        self,
-        profile_name: str,
-        gpu: int,
-        on_event: EventSink | None = None,
-        on_look: Callable[[CanaryLook], None] | None = None,
-    ) -> CanaryResult:
-        self.calls.append(("canary", (profile_name, gpu)))
-        items, result = (self.canary_script or scripted_canary())(profile_name, gpu)
-        await self._feed(items, on_event, on_look)
-        return result
+    def running(self) -> dict[int, GpuState]:
+        return dict(self.running_read)
 
-    async def rollout(
-        self,
-        profile_name: str,
-        batch: int = 1,
-        gpus: tuple[int, ...] | None = None,
-        on_event: EventSink | None = None,
-    ) -> RolloutResult:
-        scope = () if gpus is None else (gpus,)  # the fleet's rollout records as before
-        self.calls.append(("rollout", (profile_name, batch, *scope)))
-        items, result = (self.rollout_script or scripted_rollout())(profile_name, batch)
-        await self._feed(items, on_event, None)
-        return result
+    def journal(self) -> JournalRead:
+        return self.journal_read
 
-    async def _feed(
-        self,
-        items: list[object],
-        on_event: EventSink | None,
-        on_look: Callable[[CanaryLook], None] | None,
-    ) -> None:
-        """Play ``items`` (gated like an apply; ``gates[len(items)]`` holds back the result)."""
-        for index, item in enumerate(items):
-            if index in self.gates:
-                await self.gates[index].wait()
-            if isinstance(item, CanaryLook):
-                if on_look is not None:
-                    on_look(item)
-            elif on_event is not None:
-                on_event(item)
-            await asyncio.sleep(0)
-        if len(items) in self.gates:
-            await self.gates[len(items)].wait()
+    def marks(self) -> list[OperationMark]:
+        return list(self.marks_read)
+
+    def pipeline_status(self) -> PipelineStatus | None:
+        return self.status
+
+    def log_tail(self, path: Path, max_lines: int) -> list[str]:
+        return self.tail(path, max_lines)
+
+    def canary_controls(self, gpu: int) -> tuple[int, ...] | None:
+        return self.controls
+
+    async def plan_adoption(
+        self, ports: tuple[int, ...], gpus: tuple[int, ...], name: str
+    ) -> AdoptPlan:
+        raise AdoptError("this recorder adopts nothing")
+
+    # --- what the tests read ----------------------------------------------------------------
 
     def apply_script_events(
         self, name: str = "x", gpus: tuple[int, ...] = (0,) * 7
-    ) -> list[object]:
+    ) -> list[OpEvent]:
         """The events the apply would emit for (name, gpus), to place gates by index."""
         return (self.apply_script or scripted_apply())(name, gpus)
 
-    def applied(self) -> list[tuple[object, ...]]:
-        """The (name, gpus) of every apply, in order."""
-        return [args for name, args in self.calls if name == "apply_profile"]
+    def applied(self) -> list[tuple[str, tuple[int, ...] | None]]:
+        """The (profile name, GPUs) of every apply, in order."""
+        return [(c.name, c.gpus) for c in self.commands if isinstance(c, Apply)]
+
+    def applied_profiles(self) -> list[Profile]:
+        """The profiles every apply carried itself (the tuning form's), in order."""
+        applies = [c for c in self.commands if isinstance(c, Apply)]
+        return [c.profile for c in applies if not isinstance(c.profile, str)]
 
 
 STARTUP_PHASES = (
@@ -502,8 +538,8 @@ def scripted_apply(failing: tuple[int, ...] = ()) -> ScriptedApply:
     """An apply where every GPU goes through the phases, ``failing`` ones fail with an OOM line,
     then the throughput is measured ('better', +21%)."""
 
-    def script(name: str, gpus: tuple[int, ...]) -> list[object]:
-        events: list[object] = []
+    def script(name: str, gpus: tuple[int, ...]) -> list[OpEvent]:
+        events: list[OpEvent] = []
         for step, phase in enumerate(STARTUP_PHASES):
             events += [GpuPhase(g, phase, 5.0 * step) for g in gpus]
         reports = tuple(verify_report(g, name, failed=g in failing) for g in gpus)
@@ -555,8 +591,8 @@ def scripted_canary(verdict: str = "better", lost: float = 6.3) -> ScriptedCanar
     requests = [k * gain + e / 1000 for k, e in zip(CONTROL_REQUESTS, NOISE, strict=True)]
     level = look_level(0.95, 4)
 
-    def script(name: str, gpu: int) -> tuple[list[object], CanaryResult]:
-        events: list[object] = [GpuPhase(gpu, p, 5.0 * i) for i, p in enumerate(STARTUP_PHASES)]
+    def script(name: str, gpu: int) -> tuple[list[OpEvent], CanaryResult]:
+        events: list[OpEvent] = [GpuPhase(gpu, p, 5.0 * i) for i, p in enumerate(STARTUP_PHASES)]
         report = verify_report(gpu, name)
         events.append(GpuReady(gpu, report))
         for n in range(5, 9):
@@ -597,9 +633,9 @@ def scripted_rollout(failing: int | None = 4, skipped: tuple[int, ...] = (3,)) -
     """A rollout one batch per GPU (GPU order, ``skipped`` left out), stopping at ``failing``:
     its OOM, the later GPUs stay, the failed one is relaunched on its old profile."""
 
-    def script(name: str, batch: int) -> tuple[list[object], RolloutResult]:
+    def script(name: str, batch: int) -> tuple[list[OpEvent], RolloutResult]:
         planned = tuple(g for g in ALL_GPUS if g not in skipped)
-        events: list[object] = []
+        events: list[OpEvent] = []
         done: list[int] = []
         for gpu in planned:
             events += [GpuPhase(gpu, p, 5.0 * i) for i, p in enumerate(STARTUP_PHASES)]
@@ -649,9 +685,9 @@ def scripted_rollback(
     """A rollback to sim-baseline in reverse GPU order (one batch per GPU, or one batch when all
     at once), the verdict's windows reported, stopping at ``failing``; ends with ``verdict``."""
 
-    def script(gpus: tuple[int, ...], all_at_once: bool) -> tuple[list[object], RolloutResult]:
+    def script(gpus: tuple[int, ...], all_at_once: bool) -> tuple[list[OpEvent], RolloutResult]:
         planned = tuple(sorted(gpus, reverse=True))
-        events: list[object] = [MeasureProgress("before", 0, 30.0)]
+        events: list[OpEvent] = [MeasureProgress("before", 0, 30.0)]
         done: list[int] = []
         for gpu in planned:
             events += [GpuPhase(gpu, p, 5.0 * i) for i, p in enumerate(STARTUP_PHASES)]
@@ -706,7 +742,7 @@ def fixed_log_tail(path: Path, max_lines: int) -> list[str]:
 def make_app(
     fleet: FleetSnapshot | None = None,
     *,
-    actions: RecordingActions | None = None,
+    actions: RecordingFleet | None = None,
     status: PipelineStatus | None = None,
     marks: tuple[OperationMark, ...] = (),
     profile: str | None = None,
@@ -717,20 +753,19 @@ def make_app(
     node_groups: bool = False,
     log_tail: Callable[[Path, int], list[str]] = fixed_log_tail,
 ) -> object:
-    """A FleetApp on fixed data. A long poll interval keeps each test to its first reading."""
+    """A FleetApp on a recording port with fixed data. A long poll interval keeps each test to
+    its first reading."""
     from tui.ui.app import FleetApp
 
+    port = actions if actions is not None else RecordingFleet()
+    port.poller.snapshot = fleet if fleet is not None else seven_gpu_fleet()
+    port.status, port.marks_read, port.tail = status, marks, log_tail
+    port.journal_read = journal if journal is not None else JournalRead((), 0)
+    port.running_read = dict(running or {})
     return FleetApp(
-        FixedPoller(fleet if fleet is not None else seven_gpu_fleet()),
-        actions=actions if actions is not None else RecordingActions(),
-        status_reader=lambda path: status,
-        status_path=Path("/nonexistent/status.json"),
-        log_tail=log_tail,
-        retune_marks=lambda: list(marks),
+        port,
         profile=profile,
         poll_interval_s=poll_interval_s,
-        journal_reader=lambda: journal if journal is not None else JournalRead((), 0),
-        running_reader=lambda: dict(running or {}),
         readonly=readonly,
         node_groups=node_groups,
     )

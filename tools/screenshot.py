@@ -31,7 +31,6 @@ async def _shoot(out: Path, seconds: float) -> None:
     from bench.ports import free_ports
     from tui.fleet.monitor import FleetMonitor
     from tui.gpu.simulated import SimulatedSource
-    from tui.ops.console import ConsoleBackend
     from tui.ops.demo import (
         demo_profile,
         demo_prompts_file,
@@ -39,6 +38,7 @@ async def _shoot(out: Path, seconds: float) -> None:
         pipeline_config,
         spec_for_profile,
     )
+    from tui.ops.local import LocalFleet
     from tui.ops.marks import JournalMarks
     from tui.ops.service import FleetOps, OpsOptions
     from tui.ops.simfleet import sim_profile
@@ -60,13 +60,8 @@ async def _shoot(out: Path, seconds: float) -> None:
             raise SystemExit(f"screenshot: the fleet did not start: {failed}")
         await ops.start_pipeline()
         monitor = FleetMonitor(spec_for_profile(profile), SimulatedSource())
-        app = FleetApp(
-            monitor,
-            actions=ConsoleBackend(ops, marker=monitor),
-            status_path=config.status_path,
-            retune_marks=JournalMarks(),
-            profile=profile.name,
-        )
+        port = LocalFleet(ops, monitor, status_path=config.status_path, marks=JournalMarks())
+        app = FleetApp(port, profile=profile.name)
         async with app.run_test(size=SIZE) as pilot:
             deadline = time.monotonic() + 120
             while not _all_ready(app) and time.monotonic() < deadline:

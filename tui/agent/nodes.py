@@ -1,5 +1,5 @@
-"""Many nodes as one fleet for the console: a poller that merges the agents' snapshots, and the
-console's backend (``FleetActions``) over the agents' control APIs.
+"""Many nodes as one fleet for the console: the port (``tui.ops.port.Fleet``) over the agents,
+its snapshot merging theirs, its commands run by their control APIs.
 
 The k-th agent's GPU ``n`` is the console's GPU ``k * NODE_STRIDE + n`` (its panel says which node
 and which GPU). A node whose agent stops answering keeps its last panels, marked unreachable with
@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 
@@ -32,22 +32,57 @@ from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
+from tui.ops.adoption import AdoptError, AdoptPlan
+from tui.ops.commands import (
+    Apply,
+    Canary,
+    Kill,
+    Kind,
+    Op,
+    Relaunch,
+    Rollback,
+    Rollout,
+    SaveProfile,
+    StartPipeline,
+    StopFleet,
+    StopPipeline,
+)
 from tui.ops.door import OperationError
 from tui.ops.events import EventSink
+from tui.ops.journal import JournalRead
+from tui.ops.marks import OperationMark
+from tui.ops.port import Capabilities, FleetReads, Refused, refuse_unless_capable
 from tui.ops.windows import console_windows
 from tui.pipeline.status import PipelineStatus
+from tui.profiles import Problem, Profile, ProfileError
 from tui.retune.events import ApplyResult
 from tui.rollout.canary import CanaryOptions
-from tui.rollout.canary_result import CanaryLook, CanaryResult
+from tui.rollout.canary_result import CanaryResult
 from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState
 
 T = TypeVar("T")
+R = TypeVar("R")
 
-SUPPORTED = frozenset(
-    {"kill", "relaunch", "rollback", "canary", "rollout", "stop_fleet", "tune", "pipeline"}
+KINDS = frozenset(
+    {
+        Kind.KILL,
+        Kind.RELAUNCH,
+        Kind.ROLLBACK,
+        Kind.CANARY,
+        Kind.ROLLOUT,
+        Kind.STOP_FLEET,
+        Kind.TUNE,
+        Kind.PIPELINE,
+    }
 )
 """What a many-node console can do."""
+ON_ONE_NODE = {
+    Kind.JOURNAL: "each node keeps its own journal (gpufleet journal on the node)",
+    Kind.ADOPT: "servers are adopted on their own node (gpufleet adopt there)",
+    Kind.AUTOTUNE: "the search runs on one node (gpufleet autotune there)",
+}
+"""Why the kinds a many-node console lacks are off."""
 
 
 def _local_only(confirmed: tuple[ConfirmedServer, ...]) -> None:
@@ -96,6 +131,8 @@ class Nodes:
         self._nodes = [_Node(AgentClient(a, token, self._http)) for a in addresses]
         self._logs: dict[str, tuple[int, int]] = {}
         """A panel's log path as shown (``node:path``) -> (node position, local GPU)."""
+        self._form: NodesTuning | None = None
+        """The tuning form's reads last handed out (a Save writes each node's version)."""
 
     @property
     def clients(self) -> list[AgentClient]:
@@ -113,10 +150,68 @@ class Nodes:
         if self._own:
             await self._http.aclose()
 
+    # --- the port ---------------------------------------------------------------------------------
+
+    @property
+    def reads(self) -> FleetReads:
+        """This port reads itself (through the agents' last views, or by asking them)."""
+        return self
+
+    def capabilities(self) -> Capabilities:
+        """Stop, relaunch, apply, rollback, canary, rollout, the job and stopping every node;
+        the controls of a canary picked here."""
+        return Capabilities(KINDS, ON_ONE_NODE, picks_controls=True)
+
+    async def run(self, command: Op[R], sink: EventSink | None = None) -> R:
+        """Run ``command`` on the agents of the nodes it concerns.
+
+        Raises:
+            Refused: a kind a many-node console does not run.
+            AgentError: naming each node that refused or failed, and why.
+        """
+        refuse_unless_capable(self.capabilities(), command)
+        return cast(R, await self._run(command, sink))
+
+    async def _run(self, command: Op[Any], sink: EventSink | None) -> object:
+        match command:
+            case Kill(gpus, mode, confirmed, drain_s):
+                return await self.kill(gpus, mode, confirmed, drain_s)
+            case Relaunch(gpus, confirmed):
+                return await self.relaunch(gpus, confirmed)
+            case Apply(Profile() as profile, gpus):
+                saved = await self.run(SaveProfile(profile, gpus or ()))
+                if saved.failures:  # nothing restarts on a node that lacks the profile
+                    raise AgentError("; ".join(saved.failures))
+                return await self.apply_profile(profile.name, gpus or (), sink)
+            case Apply(str() as name, gpus):
+                return await self.apply_profile(name, gpus or (), sink)
+            case Rollback(gpus, _, all_at_once):
+                return await self.rollback(gpus, sink, all_at_once)
+            case Canary(profile, gpu):
+                return await self.canary(_name(profile), gpu, sink)
+            case Rollout(profile, batch, gpus):
+                return await self.rollout(_name(profile), batch, gpus, sink)
+            case StopFleet():
+                return await self.stop_fleet(sink)
+            case StartPipeline() | StopPipeline():
+                # Started again or stopped through the job's node's agent (identity-checked
+                # there; a start resumes from the done record).
+                action = "start" if isinstance(command, StartPipeline) else "stop"
+                await (await self._job_client()).pipeline(action)
+                return None
+            case SaveProfile(profile, gpus):
+                form = self._form or self.tuning(None if not gpus else gpus[0])
+                return await asyncio.to_thread(form.save_profile, profile)
+        raise Refused(f"{type(command).__name__}: not a command a many-node console runs")
+
+    async def snapshot(self) -> FleetSnapshot:
+        """Every agent's snapshot at once, merged."""
+        return await self.poll()
+
     # --- the poll -------------------------------------------------------------------------------
 
     async def poll(self) -> FleetSnapshot:
-        """Every agent's snapshot at once, merged (``FleetPoller``)."""
+        """Every agent's snapshot at once, merged."""
         await asyncio.gather(*(self._poll_one(n) for n in self._nodes))
         now = time.time()
         panels = []
@@ -182,9 +277,9 @@ class Nodes:
         node.error = ""
         node.last_answer_at = time.time()
 
-    def tail(self, path: Path, max_lines: int) -> list[str]:
-        """The ``LogTail`` of a many-node console: a panel's log through its node's agent.
-        Blocking (the detail screen calls it from a thread).
+    def log_tail(self, path: Path, max_lines: int) -> list[str]:
+        """A panel's log through its node's agent. Blocking (the detail screen calls it from a
+        thread).
 
         Args:
             path: The log path as the panel shows it (``node:path``).
@@ -243,12 +338,7 @@ class Nodes:
     def _everywhere(self) -> dict[int, None]:
         return {position: None for position in range(len(self._nodes))}
 
-    # --- FleetActions ----------------------------------------------------------------------------
-
-    def supports(self, intent: str) -> bool:
-        """Stop, relaunch, apply (through the relaunch picker), rollback, canary, rollout and
-        stopping every node."""
-        return intent in SUPPORTED
+    # --- the operations, each on its nodes' agents ---------------------------------------------
 
     async def kill(
         self,
@@ -350,11 +440,7 @@ class Nodes:
         return merge_rollouts(results)
 
     async def canary(
-        self,
-        profile_name: str,
-        gpu: int,
-        on_event: EventSink | None = None,
-        on_look: Callable[[CanaryLook], None] | None = None,
+        self, profile_name: str, gpu: int, on_event: EventSink | None = None
     ) -> CanaryResult:
         """A canary on ``gpu`` judged across nodes: the control is every ready GPU of every
         answering node that runs ``gpu``'s current profile (``tui.agent.cross_canary``); on
@@ -367,10 +453,10 @@ class Nodes:
             gpu,
             self.canary_options,
             on_event,
-            on_look,
+            on_event,
         )
 
-    def canary_controls(self, gpu: int) -> tuple[int, ...]:
+    def canary_controls(self, gpu: int) -> tuple[int, ...] | None:
         """The control GPUs a canary on ``gpu`` would have now (its confirm names them)."""
         return cross_controls(self._views(), self._answering(), gpu)[1]
 
@@ -401,15 +487,16 @@ class Nodes:
                 break
         return merge_rollouts(results)
 
-    async def stop_fleet(self, on_event: EventSink | None = None) -> None:
-        """Stop every server of every node."""
+    async def stop_fleet(self, on_event: EventSink | None = None) -> tuple[StopReleased, ...]:
+        """Stop every server of every node; each GPU's outcome (console numbers)."""
 
         async def one(position: int, _: None) -> Any:
             return await self._client(position).run(
                 {"kind": "stop_fleet"}, list[StopReleased], on_event, self._remap(position)
             )
 
-        await self._each(self._everywhere(), one)
+        found = await self._each(self._everywhere(), one)
+        return tuple(o for outcomes in found for o in outcomes if isinstance(o, StopReleased))
 
     def profile_names(self) -> list[str]:
         """Profiles every answering node has (an apply by name runs each node's own). Blocking."""
@@ -440,38 +527,33 @@ class Nodes:
         return [n.view for n in self._nodes]
 
     def running(self) -> dict[int, GpuState]:
-        """The console's ``RunningReader``: each GPU's current and previous profile, as its
-        node's agent last reported them."""
+        """Each GPU's current and previous profile, as its node's agent last reported them."""
         return running_of(self._views())
 
-    def read_status(self, path: Path) -> PipelineStatus | None:
-        """The generation pane's ``StatusReader``: the job as its node's agent reports it
-        (``path`` is the one-node console's, unused)."""
+    def pipeline_status(self) -> PipelineStatus | None:
+        """The job as its node's agent reports it."""
         found = job_of(self._views())
         return found[1] if found is not None else None
+
+    def journal(self) -> JournalRead:
+        """None here: each node keeps its own (``ON_ONE_NODE``)."""
+        return JournalRead((), 0)
+
+    def marks(self) -> list[OperationMark]:
+        """None: the nodes' journals stay on the nodes."""
+        return []
+
+    async def plan_adoption(
+        self, ports: tuple[int, ...], gpus: tuple[int, ...], name: str
+    ) -> AdoptPlan:
+        """Refused: servers are adopted on their own node."""
+        raise AdoptError(ON_ONE_NODE[Kind.ADOPT])
 
     async def _job_client(self) -> AgentClient:
         found = job_of(self._views())
         if found is None:
             raise AgentError(NO_JOB)
         return self._client(found[0])
-
-    async def start_pipeline(self) -> None:
-        """Start again, through its node's agent, the job that agent stopped (it resumes from
-        its done record).
-
-        Raises:
-            AgentError: no node reports a job, or its agent cannot start it (saying why).
-        """
-        await (await self._job_client()).pipeline("start")
-
-    async def stop_pipeline(self) -> None:
-        """Stop the job through its node's agent (identity-checked there).
-
-        Raises:
-            AgentError: no node reports a job, or its agent refused.
-        """
-        await (await self._job_client()).pipeline("stop")
 
     def tuning(self, gpu: int | None) -> NodesTuning:
         """The tuning form's backend: ``gpu``'s node (``t``), or every node (``T``: None).
@@ -493,16 +575,22 @@ class Nodes:
             current[position] = local or max(set(names), key=names.count)
         addresses = [n.client.address for n in self._nodes]
         node_names = {p: n.view.node for p, n in enumerate(self._nodes) if n.view is not None}
-        return NodesTuning(addresses, self._token, positions, current, node_names, self._http)
+        tuning = NodesTuning(addresses, self._token, positions, current, node_names, self._http)
+        self._form = tuning
+        return tuning
 
-    def load_profile(self, name: str) -> Any:
-        """Through ``tuning`` (a profile is read from a node, in its numbers)."""
-        raise NotImplementedError("load_profile: use Nodes.tuning(gpu)")
+    def load_profile(self, name: str) -> Profile:
+        """The first answering node's profile ``name``, in the console's numbers. Blocking.
 
-    def save_profile(self, profile: Any) -> Any:
-        """Through ``tuning`` (a profile is saved on each node it tunes)."""
-        raise NotImplementedError("save_profile: use Nodes.tuning(gpu)")
+        Raises:
+            ProfileError: no node could give it (naming each node and why).
+        """
+        try:
+            return self.tuning(None).load_profile(name)
+        except AgentError as error:
+            raise ProfileError([Problem("file", name, str(error))], name) from None
 
-    async def preflight(self, profile: Any, gpus: tuple[int, ...]) -> list[Any]:
-        """Through ``tuning`` (each node's preflight of its version)."""
-        raise NotImplementedError("preflight: use Nodes.tuning(gpu)")
+
+def _name(profile: Profile | str) -> str:
+    """A profile by name: each node runs its own of that name."""
+    return profile if isinstance(profile, str) else profile.name

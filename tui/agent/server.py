@@ -3,8 +3,8 @@
 A background task builds an ``AgentView`` about once a second (the fleet monitor's snapshot, the
 profile each GPU runs, the job's status document); ``/metrics`` and the snapshot API only format
 the newest view, so a scrape never waits on NVML, a log or a server. Operations go to
-``FleetOps`` through the console's backend (``ConsoleBackend``: the same STOPPING marks on the
-monitor as in the console).
+``FleetOps`` through the node's port (``tui.ops.local.LocalFleet``: the same STOPPING marks on
+the monitor as in the console).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from tui.agent.policy import ApiPolicy, PolicyError, load_policy
 from tui.agent.requests import BadRequest, OperationRequest
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import FleetSnapshot
-from tui.ops.console import ConsoleBackend
 from tui.ops.events import EventSink
+from tui.ops.local import LocalFleet
 from tui.ops.service import FleetOps
 from tui.pipeline.status import read_status
 from tui.profiles import Profile, ProfileError, load_by_name
@@ -79,8 +79,9 @@ class Agent:
         """The one door."""
         self.policy = policy or load_policy([ops.base] if ops.base is not None else [])
         """What a profile that comes through the API may not do (``tui.agent.policy``)."""
-        self.backend = ConsoleBackend(ops, marker=monitor, logs=monitor.log_paths)
-        """The operations as the console runs them (STOPPING marks on the monitor)."""
+        self.backend = LocalFleet(ops, monitor)
+        """The node's port: the operations as the console runs them (STOPPING marks on the
+        monitor)."""
         self.operations = Operations()
         """Operations asked through the API."""
         self.counters = CountersReader()

@@ -18,13 +18,14 @@ import asyncio
 import contextlib
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypeVar
 
 import httpx
 
 from tui.agent.client import AgentAddress, AgentClient, AgentError
 from tui.fleet.snapshot import NODE_STRIDE
+from tui.ops.commands import Saved
 from tui.profiles import Profile
 from tui.retune.preflight import Preflight
 
@@ -51,19 +52,6 @@ def renumber(profile: Profile, offset: int) -> Profile:
         gpus=tuple(g + offset for g in profile.gpus),
         overrides=tuple(replace(o, gpu=o.gpu + offset) for o in profile.overrides),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Saved:
-    """Where an edited profile was saved, node by node."""
-
-    paths: tuple[str, ...]
-    """``node:path`` of each node that saved it."""
-    failures: tuple[str, ...] = ()
-    """One line per node that did not (refused, unreachable, no running profile)."""
-
-    def __str__(self) -> str:
-        return "; ".join(self.paths + tuple(f"NOT SAVED {f}" for f in self.failures))
 
 
 class NodesTuning:

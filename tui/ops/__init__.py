@@ -4,7 +4,8 @@
 operation holds the operation lock (``lock``), fits its profile to the fleet's ports (``fit``),
 runs the retune engine on the real fleet (``runner``, ``target``), records the fleet state and
 journals itself (``journal``, ``entries``), and reports typed events (``events``).
-``console.ConsoleBackend`` is the console's view of it; ``cli/`` the headless commands;
+``commands`` are the operations as data, ``port`` the one port every front end holds and
+``local.LocalFleet`` its implementation on this node; ``cli/`` the headless commands;
 ``pipeline`` starts and stops the generation job; ``demo`` and ``simfleet`` prepare the demo's
 and the tests' simulated fleets.
 """

@@ -22,11 +22,11 @@ from textual.widgets import Button, Input, Label, Static
 
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.adoption import AdoptError, AdoptPlan
-from tui.state.files import StateFileError
+from tui.ops.port import FleetReads
+from tui.ops.types import StateFileError
 from tui.ui.describe import adoptable
 from tui.ui.dialog_keys import BUTTON_KEYS, KEYS_HINT_CSS, ButtonKeys, keys_hint
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.sources import Adopter
 from tui.words import gpus_words, spans
 
 Planner = Callable[[str], Awaitable[AdoptPlan]]
@@ -176,7 +176,7 @@ class AdoptScreen(ModalScreen[AdoptPlan | None], ButtonKeys, ReadOnlyGate[AdoptP
 
 def open_adoption(
     app: App[None],
-    adopter: Adopter,
+    reads: FleetReads,
     fleet: FleetSnapshot,
     on_plan: Callable[[AdoptPlan], object],
 ) -> None:
@@ -184,7 +184,7 @@ def open_adoption(
 
     Args:
         app: The console.
-        adopter: The backend that reads and writes the plan.
+        reads: The port's reads (the plan is read there; the app runs the ``Adopt``).
         fleet: What the grid shows (its ``stranger`` servers are adopted).
         on_plan: Called with the plan after Adopt (not after Cancel).
     """
@@ -194,7 +194,7 @@ def open_adoption(
     gpus, ports = tuple(g for g, _ in found), tuple(p for _, p in found)
 
     async def planner(name: str) -> AdoptPlan:
-        return await adopter.plan_adoption(adopter.adoption_request(ports, gpus, name))
+        return await reads.plan_adoption(ports, gpus, name)
 
     def done(plan: AdoptPlan | None) -> None:
         if plan is not None:

@@ -5,62 +5,41 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Awaitable, Callable
-from pathlib import Path
+from typing import Any
 
 from textual import events, work
 from textual.app import App
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tui import paths, plain
 from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
 from tui.history import HistoryRecorder
+from tui.ops.commands import Apply, Canary, Command, Kind, Op, Rollback, Rollout, StopFleet
 from tui.ops.events import OpEvent
 from tui.ops.marks import mark_time
+from tui.ops.port import Fleet, ReadOnlyFleet
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.gate import why_key_is_off
 from tui.ui.help_screen import HelpScreen, help_sections
-from tui.ui.loss_toasts import Toast, relaunch_and_say, stop_and_say
+from tui.ui.loss_toasts import asked, toast_after
 from tui.ui.main_screen import MainScreen
 from tui.ui.messages import (
-    AdoptRequested,
-    ApplyProfileRequested,
     FleetUpdated,
-    KillRequested,
+    OperationRequested,
     PanelOpened,
-    PipelineStartRequested,
     PipelineStatusRead,
-    PipelineStopRequested,
-    RelaunchRequested,
-    RollbackRequested,
 )
 from tui.ui.operation_host import OperationHost
 from tui.ui.pipeline.chart_read import SeriesSource
 from tui.ui.quit_screen import AfterFailedStop, QuitChoice, QuitScreen, StopFailedScreen
-from tui.ui.readonly import READ_ONLY, ReadOnlyActions
+from tui.ui.readonly import READ_ONLY
 from tui.ui.retune.apply_screen import ApplyScreen
 from tui.ui.rollout.canary_screen import CanaryScreen
-from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
 from tui.ui.rollout.rollout_screen import RolloutScreen
-from tui.ui.sources import (
-    Adopter,
-    FleetActions,
-    FleetPoller,
-    Intent,
-    JournalReader,
-    LogTail,
-    NoActions,
-    RetuneMarks,
-    RunningReader,
-    StatusReader,
-    no_retune_marks,
-    read_default_journal,
-    read_default_running,
-    read_pipeline_status,
-    tail_file,
-)
 
 FLEET_POLL = "fleet-poll"
 """Worker group of the fleet poll."""
@@ -90,55 +69,30 @@ class FleetApp(OperationHost):
 
     def __init__(
         self,
-        poller: FleetPoller,
+        port: Fleet,
         *,
-        actions: FleetActions | None = None,
-        status_reader: StatusReader = read_pipeline_status,
-        status_path: Path | None = None,
-        log_tail: LogTail = tail_file,
-        retune_marks: RetuneMarks = no_retune_marks,
         profile: str | None = None,
         poll_interval_s: float = 1.0,
-        journal_reader: JournalReader = read_default_journal,
-        running_reader: RunningReader = read_default_running,
         readonly: bool = False,
         node_groups: bool = False,
         history: HistoryRecorder | None = None,
     ) -> None:
         """Args:
-        poller: Gives one fleet snapshot per call (``FleetMonitor``).
-        actions: The backend for operations; None supports nothing yet.
-        status_reader: Reads the pipeline status document (blocking, run in a thread).
-        status_path: The status document; defaults to ``paths.pipeline_status_file()``.
-        log_tail: Reads the newest lines of a log (blocking, run in a thread).
-        retune_marks: Retune timestamps from the journal (blocking, run in a thread).
+        port: The fleet: its snapshots, its reads, and every operation (``tui.ops.port``).
         profile: Profile named on the command line (offered by the tune key).
         poll_interval_s: Seconds from the end of one poll to the start of the next (and between
             reads of the status document).
-        journal_reader: Reads the journal (journal screen, apply screen; blocking, in a thread).
-        running_reader: Each GPU's current and previous profile (rollback confirm; blocking).
         readonly: Watch only: every key that changes the fleet or the job is disabled and the
-            backend is wrapped in ``ReadOnlyActions``, which refuses every change.
+            port is wrapped in ``ReadOnlyFleet``, which refuses every command.
         node_groups: Group the panels by node (a console over many nodes' agents).
         history: Records every snapshot and status document (default: the state directory's
             ``tui.paths.history_file()``); the generation pane's chart reads it back.
         """
         super().__init__()
-        self.poller = poller
-        """The fleet source."""
         self.readonly = readonly
         """Whether the console only watches (``tui.ui.gate`` reads it)."""
-        backend: FleetActions = actions or NoActions()
-        self.actions: FleetActions = ReadOnlyActions(backend) if readonly else backend
-        """The backend (read-only: wrapped so that every change is refused)."""
-        self.status_reader = status_reader
-        """The status document source."""
-        self.status_path = status_path or paths.pipeline_status_file()
-        """Where the status document is."""
-        self.log_tail = log_tail
-        """The log source for the detail screen."""
-        self.retune_marks = retune_marks
-        """The journal's retune timestamps."""
+        self.port: Fleet = ReadOnlyFleet(port) if readonly else port
+        """The fleet (read-only: wrapped so that every command is refused)."""
         self.profile = profile
         """The profile from the command line."""
         self.poll_interval_s = poll_interval_s
@@ -147,26 +101,18 @@ class FleetApp(OperationHost):
         """Seconds of poll delays since the status document was read (again at the interval)."""
         self._status_posted: PipelineStatusRead | None = None
         """The last status reading handed down (an equal one is not posted again)."""
-        self.journal_reader = journal_reader
-        """The journal source."""
         self.history = history or HistoryRecorder.at(paths.history_file())
         """The fleet's time series, written in batches from a thread worker."""
         self.chart_source: SeriesSource | None = None
         """Where the generation pane's chart reads instead of ``history`` (``--prometheus``)."""
         self.close_on_exit: Callable[[], Awaitable[None]] | None = None
-        """Closed on the console's loop as it quits (a many-node console's HTTP client, kept
-        open for its whole life)."""
+        """Closed on the console's loop as it quits (a many-node port's HTTP client, kept open
+        for its whole life)."""
         self.freeze_heap = False
         """Once the first snapshot is drawn, move every object alive then out of the garbage
         collector's scans (``freeze_startup_heap``). The console's command sets it; tests,
         which run many apps in one process, do not."""
-        self.main_screen = MainScreen(
-            self.actions,
-            profile,
-            running_reader=running_reader,
-            journal_reader=journal_reader,
-            node_groups=node_groups,
-        )
+        self.main_screen = MainScreen(self.port, profile, node_groups=node_groups)
         """The grid screen (the app's base screen)."""
 
     def get_default_screen(self) -> MainScreen:
@@ -207,7 +153,7 @@ class FleetApp(OperationHost):
             self._status_wait = 0.0
             status = asyncio.ensure_future(self._read_status())
         try:
-            snapshot = await self.poller.poll()
+            snapshot = await self.port.snapshot()
         finally:
             if status is not None:
                 await status
@@ -218,9 +164,11 @@ class FleetApp(OperationHost):
         """Read the status document and the retune marks in a thread and post them; a failed
         read is logged (the fleet poll goes on)."""
 
+        reads = self.port.reads
+
         def read() -> PipelineStatusRead:
-            status = self.status_reader(self.status_path)
-            return PipelineStatusRead(status, tuple(sorted(self.retune_marks(), key=mark_time)))
+            status = reads.pipeline_status()
+            return PipelineStatusRead(status, tuple(sorted(reads.marks(), key=mark_time)))
 
         try:
             reading = await asyncio.to_thread(read)
@@ -303,7 +251,7 @@ class FleetApp(OperationHost):
 
     def on_panel_opened(self, message: PanelOpened) -> None:
         """Open the detail of a panel."""
-        self.push_screen(DetailScreen(message.gpu, self.fleet, self.actions, self.log_tail))
+        self.push_screen(DetailScreen(message.gpu, self.fleet, self.port))
 
     def action_help(self) -> None:
         """Show every key."""
@@ -315,8 +263,9 @@ class FleetApp(OperationHost):
         """Ask what to do with the fleet, then quit (or not)."""
         if isinstance(self.screen, QuitScreen):
             return
-        can_stop = self.actions.supports(Intent.STOP_FLEET)
-        stops = getattr(self.actions, "stops_pipeline_with_fleet", False) is True
+        capabilities = self.port.capabilities()
+        can_stop = Kind.STOP_FLEET in capabilities
+        stops = capabilities.stops_pipeline_with_fleet
         screen = QuitScreen(
             can_stop, len(self.fleet.panels), readonly=self.readonly, stops_pipeline=stops
         )
@@ -340,7 +289,7 @@ class FleetApp(OperationHost):
                 )
 
         try:
-            await self.actions.stop_fleet(progress)
+            await self.port.run(StopFleet(), progress)
         except Exception as error:  # servers still run: never close on them unasked
             self.sub_title = ""
             self.notify(str(error), title="Stopping the fleet failed", severity="error")
@@ -355,95 +304,39 @@ class FleetApp(OperationHost):
         elif choice is AfterFailedStop.LEAVE:
             self.exit()
 
-    # --- intents from the screens, performed by the backend ---------------------------------------
+    # --- commands from the screens, run on the port -------------------------------------------
 
-    def _perform(self, what: str, operation: Callable[[], Awaitable[Toast | None]]) -> None:
+    async def on_operation_requested(self, message: OperationRequested) -> None:
+        """Run a command: an apply, a canary, a rollout or a rollback in the background, its
+        report shown (live phases, verify report, verdict); any other in a worker, its outcome
+        toasted (a refusal or a failure is the worker's error, ``on_worker_state_changed``)."""
+        report = self._report_of(message.command, message.words)
+        if report is not None:
+            await self.start_operation(report)
+        else:
+            self._perform(message.command)
+
+    def _report_of(self, command: Command, words: str) -> Screen[Any] | None:
+        match command:
+            case Apply():
+                return ApplyScreen(self.port, command)
+            case Canary(_, gpu):
+                fleet = tuple(panel.gpu_index for panel in self.fleet.panels)
+                controls = self.port.reads.canary_controls(gpu)
+                return CanaryScreen(self.port, command, fleet, controls)
+            case Rollout() | Rollback():
+                return RolloutScreen(self.port, command, words)
+        return None
+
+    def _perform(self, command: Op[Any]) -> None:
         async def run() -> None:
-            toast = await operation() or Toast(what)  # a loss is never "Done" (loss_toasts)
+            toast = toast_after(command, await self.port.run(command))  # a loss is never "Done"
+            self.main_screen.refresh_bindings()  # an adoption turns every key on
             self.notify(
                 toast.message, title=toast.title, severity=toast.severity, timeout=toast.timeout
             )
 
-        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=what)
-
-    def on_kill_requested(self, message: KillRequested) -> None:
-        """Stop servers (drain, terminate or kill, as chosen); the toast says what each GPU's
-        stop did, a drain that timed out as an error naming its loss (a refusal or a failure is
-        the worker's error, ``on_worker_state_changed``)."""
-        self._perform(
-            f"stop GPU {_gpus(message.gpus)}", lambda: stop_and_say(self.actions, message)
-        )
-
-    def on_adopt_requested(self, message: AdoptRequested) -> None:
-        """Write the adoption the dialog showed; from then on the console operates them."""
-        adopter = self.actions
-        if not isinstance(adopter, Adopter):
-            return
-        plan = message.plan
-
-        async def run() -> None:
-            await adopter.adopt(plan)
-            self.main_screen.refresh_bindings()  # every key now operates the adopted servers
-            self.notify(
-                f"adopted {plan.summary()}; nothing was signalled ({plan.path})", title="Adopted"
-            )
-
-        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=f"adopt {plan.summary()}")
-
-    def on_relaunch_requested(self, message: RelaunchRequested) -> None:
-        """Relaunch servers."""
-        self._perform(
-            f"relaunch GPU {_gpus(message.gpus)}", lambda: relaunch_and_say(self.actions, message)
-        )
-
-    async def on_apply_profile_requested(self, message: ApplyProfileRequested) -> None:
-        """Retune with a profile, in the background, its report shown (live phases, verify
-        report, verdict)."""
-        await self.start_operation(
-            ApplyScreen(self.actions, message.profile, message.gpus, self.journal_reader)
-        )
-
-    async def on_rollback_requested(self, message: RollbackRequested) -> None:
-        """Roll back in the background, walked like a rollout (one GPU at a time unless the
-        operator chose all at once), its report shown: per-GPU progress, the fleet verdict."""
-        await self.start_operation(
-            RolloutScreen(
-                self.actions,
-                message.target,
-                gpus=message.gpus if message.scoped else None,
-                rollback=True,
-                all_at_once=message.all_at_once,
-            )
-        )
-
-    async def on_canary_requested(self, message: CanaryRequested) -> None:
-        """Run a canary in the background, its report shown: phases and looks, the verdict."""
-        fleet = tuple(panel.gpu_index for panel in self.fleet.panels)
-        # A many-node console's backend picks the controls (every node's GPUs on the profile).
-        pick = getattr(self.actions, "canary_controls", None)
-        controls = tuple(pick(message.gpu)) if callable(pick) else None
-        await self.start_operation(
-            CanaryScreen(self.actions, message.profile, message.gpu, fleet, controls)
-        )
-
-    async def on_rollout_requested(self, message: RolloutRequested) -> None:
-        """Run a rollout in the background, its report shown: per-GPU progress, the summary.
-        Started from a canary's report, that report closes (its `o` is spent)."""
-        await self.start_operation(
-            RolloutScreen(self.actions, message.profile, message.batch, message.gpus)
-        )
-
-    def on_pipeline_start_requested(self, message: PipelineStartRequested) -> None:
-        """Start the pipeline."""
-        self._perform("pipeline started", self.actions.start_pipeline)
-
-    def on_pipeline_stop_requested(self, message: PipelineStopRequested) -> None:
-        """Stop the pipeline."""
-        self._perform("pipeline stopped", self.actions.stop_pipeline)
-
-
-def _gpus(gpus: tuple[int, ...]) -> str:
-    return ", ".join(str(gpu) for gpu in gpus)
+        self.run_worker(run(), group=ACTIONS, exit_on_error=False, name=asked(command))
 
 
 def freeze_startup_heap() -> None:

@@ -1,7 +1,7 @@
 """``gpufleet [console]``: open the console on a fleet given by a profile, or by ports and GPUs.
 
 With ``--profile NAME`` the fleet (GPUs, ports, host, log files) comes from the profile and every
-operation key works (``tui.ops.console.ConsoleBackend``); with ``--ports/--gpus`` only the watching,
+operation key works (``tui.ops.local.LocalFleet``); with ``--ports/--gpus`` only the watching,
 and with none of these the watching of the fleet the state records (``tui.ui.watch_cli``).
 ``--readonly`` (or ``readonly = true`` under ``[console]`` in the settings file) disables every
 key that changes the fleet or the job.
@@ -35,11 +35,11 @@ __all__ = [
     "console_canary_options",
     "console_windows",
 ]
-from tui.ui.sources import FleetPoller
 from tui.ui.watch_cli import GPUS_DEFAULT, PORTS_DEFAULT
 
 if TYPE_CHECKING:
     from tui.agent.history import PrometheusChart
+    from tui.fleet.monitor import FleetMonitor
     from tui.ops.pipeline import PipelineConfig
     from tui.profiles import Profile
 
@@ -84,7 +84,7 @@ def parse_range(text: str, field: str, low: int, high: int) -> tuple[int, ...]:
 
 def make_poller(
     ports: tuple[int, ...], gpus: tuple[int, ...], log_dir: str | None, log_pattern: str
-) -> FleetPoller:
+) -> FleetMonitor:
     """The fleet monitor for these options (NVML, else the simulated GPUs, else none).
 
     Args:
@@ -264,15 +264,7 @@ def run_nodes_console(
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
     nodes = Nodes(addresses, token)
-    app = FleetApp(
-        nodes,
-        actions=nodes,
-        log_tail=nodes.tail,
-        status_reader=nodes.read_status,
-        running_reader=nodes.running,
-        node_groups=True,
-        readonly=readonly,
-    )
+    app = FleetApp(nodes, node_groups=True, readonly=readonly)
     app.chart_source = chart
     app.freeze_heap = True
     app.close_on_exit = nodes.aclose  # its client, shared by the polls and the form's preflights
@@ -309,8 +301,8 @@ def run_console(
     from tui.fleet.monitor import FleetMonitor
     from tui.gpu.simulated import SimulatedSource
     from tui.gpu.source import open_gpu_source
-    from tui.ops.console import ConsoleBackend
     from tui.ops.demo import spec_for_profile
+    from tui.ops.local import LocalFleet
     from tui.ops.marks import JournalMarks
     from tui.ops.service import FleetOps, OpsOptions
     from tui.ui.app import FleetApp
@@ -332,15 +324,9 @@ def run_console(
         pipeline=pipeline,
         stop_pipeline_with_fleet=stop_pipeline_with_fleet,
     )
-    operator = ConsoleBackend(ops, marker=monitor, logs=monitor.log_paths)
-    app = FleetApp(
-        monitor,
-        actions=operator,
-        status_path=pipeline.status_path if pipeline is not None else None,
-        retune_marks=JournalMarks(),
-        profile=profile.name,
-        readonly=readonly,
-    )
+    status = pipeline.status_path if pipeline is not None else None
+    port = LocalFleet(ops, monitor, status_path=status, marks=JournalMarks())
+    app = FleetApp(port, profile=profile.name, readonly=readonly)
     app.chart_source = chart
     app.freeze_heap = True
     app.run()

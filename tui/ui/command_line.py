@@ -1,9 +1,9 @@
 """The ``:`` command line (k9s habit): parse ``apply NAME 3,5``, ``canary NAME 2``, ``logs 4``...
 
 Pure (no Textual): the command bar (``tui.ui.command_bar``) reads the line, this module turns it
-into a ``Command`` or a one-line ``CommandError`` naming the bad word and what is allowed; the
+into a ``CommandLine`` or a one-line ``CommandError`` naming the bad word and what is allowed; the
 main screen performs it through the same flows (confirmations, intents) as its keys, so
-read-only mode and the backend's ``supports`` apply to a typed command exactly as to its key.
+read-only mode and the port's capabilities apply to a typed command exactly as to its key.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tui.ui.sources import Intent
+from tui.ops.commands import Kind
 
 
 class CommandError(ValueError):
@@ -24,28 +24,28 @@ class Verb:
 
     usage: str
     """Its arguments, for the help line and the errors."""
-    intent: Intent | None
+    intent: Kind | None
     """The operation family it performs (None: it only shows something)."""
     summary: str
     """What it does, in a few words."""
 
 
 VERBS: dict[str, Verb] = {
-    "apply": Verb("apply NAME [GPUS]", Intent.RELAUNCH, "relaunch GPUs (default all) with NAME"),
-    "canary": Verb("canary NAME GPU", Intent.CANARY, "try NAME on one GPU, the others as control"),
-    "rollout": Verb("rollout NAME [BATCH]", Intent.ROLLOUT, "roll NAME out BATCH GPUs at a time"),
-    "rollback": Verb("rollback", Intent.ROLLBACK, "return to each GPU's previous profile"),
-    "kill": Verb("kill GPUS", Intent.KILL, "stop the servers (asks how)"),
-    "relaunch": Verb("relaunch GPUS", Intent.RELAUNCH, "relaunch the servers (asks the profile)"),
-    "tune": Verb("tune [GPU]", Intent.TUNE, "open the tuning form (default all GPUs)"),
+    "apply": Verb("apply NAME [GPUS]", Kind.RELAUNCH, "relaunch GPUs (default all) with NAME"),
+    "canary": Verb("canary NAME GPU", Kind.CANARY, "try NAME on one GPU, the others as control"),
+    "rollout": Verb("rollout NAME [BATCH]", Kind.ROLLOUT, "roll NAME out BATCH GPUs at a time"),
+    "rollback": Verb("rollback", Kind.ROLLBACK, "return to each GPU's previous profile"),
+    "kill": Verb("kill GPUS", Kind.KILL, "stop the servers (asks how)"),
+    "relaunch": Verb("relaunch GPUS", Kind.RELAUNCH, "relaunch the servers (asks the profile)"),
+    "tune": Verb("tune [GPU]", Kind.TUNE, "open the tuning form (default all GPUs)"),
     "logs": Verb("logs GPU", None, "open the GPU's detail and log"),
-    "journal": Verb("journal", Intent.JOURNAL, "show the journal"),
+    "journal": Verb("journal", Kind.JOURNAL, "show the journal"),
 }
 """Every command, by its word."""
 
 
 @dataclass(frozen=True, slots=True)
-class Command:
+class CommandLine:
     """A parsed command line."""
 
     verb: str
@@ -58,7 +58,7 @@ class Command:
     """A rollout's GPUs at a time."""
 
     @property
-    def intent(self) -> Intent | None:
+    def intent(self) -> Kind | None:
         """The operation family it performs (None: it only shows something)."""
         return VERBS[self.verb].intent
 
@@ -102,7 +102,7 @@ def _one_gpu(word: str, fleet: Sequence[int]) -> int:
     return gpus[0]
 
 
-def parse_command(line: str, fleet: Sequence[int], profiles: Sequence[str]) -> Command:
+def parse_command(line: str, fleet: Sequence[int], profiles: Sequence[str]) -> CommandLine:
     """Parse one command line.
 
     Args:
@@ -130,19 +130,19 @@ def parse_command(line: str, fleet: Sequence[int], profiles: Sequence[str]) -> C
         raise CommandError(f"usage: {usage}")
     if verb == "apply":
         gpus = parse_gpus(args[1], fleet) if len(args) > 1 else tuple(fleet)
-        return Command(verb, _profile(args[0], profiles), gpus)
+        return CommandLine(verb, _profile(args[0], profiles), gpus)
     if verb == "canary":
-        return Command(verb, _profile(args[0], profiles), (_one_gpu(args[1], fleet),))
+        return CommandLine(verb, _profile(args[0], profiles), (_one_gpu(args[1], fleet),))
     if verb == "rollout":
         batch = args[1] if len(args) > 1 else "1"
         if not batch.isdigit() or not 1 <= int(batch) <= max(len(fleet), 1):
             raise CommandError(f"BATCH {batch!r}: allowed 1..{max(len(fleet), 1)}")
-        return Command(verb, _profile(args[0], profiles), batch=int(batch))
+        return CommandLine(verb, _profile(args[0], profiles), batch=int(batch))
     if verb in ("kill", "relaunch"):
-        return Command(verb, gpus=parse_gpus(args[0], fleet))
+        return CommandLine(verb, gpus=parse_gpus(args[0], fleet))
     if verb in ("logs", "tune") and args:
-        return Command(verb, gpus=(_one_gpu(args[0], fleet),))
-    return Command(verb)
+        return CommandLine(verb, gpus=(_one_gpu(args[0], fleet),))
+    return CommandLine(verb)
 
 
 def suggestions(profiles: Sequence[str]) -> list[str]:

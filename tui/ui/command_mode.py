@@ -1,9 +1,9 @@
 """``:`` command mode on the main screen: the bar, and each command performed by its key's flow.
 
 A command goes through the same doors as its key: the same confirmation (or stop, relaunch,
-tuning) dialog, the same message up to the app, the same ``Intent``. Before anything is asked,
+tuning) dialog, the same command up to the app, the same kind. Before anything is asked,
 read-only mode refuses a command whose intent changes the fleet (``tui.ui.readonly``), a
-backend without the intent refuses it, and a running background operation refuses a new one:
+port without its kind refuses it, and a running background operation refuses a new one:
 each in one line in the bar's place, the line kept for correction.
 """
 
@@ -17,15 +17,15 @@ from textual.binding import Binding
 from textual.message import Message
 
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.commands import Apply, Canary, Kind, Rollout
+from tui.ops.port import Fleet
 from tui.ui.command_bar import CommandBar, CommandEntered
-from tui.ui.command_line import Command, CommandError, parse_command
+from tui.ui.command_line import CommandError, CommandLine, parse_command
 from tui.ui.describe import describe_servers
 from tui.ui.grid.scope import scope_words
-from tui.ui.messages import ApplyProfileRequested, PanelOpened
+from tui.ui.messages import OperationRequested, PanelOpened
 from tui.ui.readonly import READ_ONLY, changes_fleet
 from tui.ui.rollout.describe import compact_range, rollout_question
-from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
-from tui.ui.sources import FleetActions, Intent
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -37,7 +37,7 @@ COMMAND_BINDING = Binding(":", "command", "Command", id="grid.command")
 class CommandMode:
     """The main screen's command mode (mixed into ``MainScreen``, which provides the flows)."""
 
-    actions: FleetActions
+    port: Fleet
     fleet: FleetSnapshot
     selected: int
     app: App[None]
@@ -84,7 +84,7 @@ class CommandMode:
 
     @work(group="command", exclusive=True, exit_on_error=False)
     async def _complete_bar(self) -> None:
-        profiles = await asyncio.to_thread(self.actions.profile_names)
+        profiles = await asyncio.to_thread(self.port.reads.profile_names)
         self._bar().complete_with(profiles)
 
     def on_command_entered(self, message: CommandEntered) -> None:
@@ -94,7 +94,7 @@ class CommandMode:
 
     @work(group="command", exclusive=True, exit_on_error=False)
     async def _take_command(self, line: str) -> None:
-        profiles = await asyncio.to_thread(self.actions.profile_names)
+        profiles = await asyncio.to_thread(self.port.reads.profile_names)
         fleet = [panel.gpu_index for panel in self.fleet.panels]
         try:
             command = parse_command(line, fleet, profiles)
@@ -105,19 +105,20 @@ class CommandMode:
         self._bar().action_close()
         self.perform(command)
 
-    def _refuse(self, command: Command) -> None:
-        """Raise CommandError when read-only mode, the backend or a running operation refuses."""
-        intent = command.intent
-        if intent is None:
+    def _refuse(self, command: CommandLine) -> None:
+        """Raise CommandError when read-only mode, the port or a running operation refuses."""
+        kind = command.intent
+        if kind is None:
             return
-        if changes_fleet(intent) and getattr(self.app, "readonly", False) is True:
+        if changes_fleet(kind) and getattr(self.app, "readonly", False) is True:
             raise CommandError(f"{command.verb} changes the fleet; the console is {READ_ONLY}")
-        if not self.actions.supports(intent):
-            raise CommandError(f"{command.verb}: this console's backend cannot do it")
-        if intent is not Intent.JOURNAL and self._busy():
+        capabilities = self.port.capabilities()
+        if kind not in capabilities:
+            raise CommandError(f"{command.verb}: {capabilities.reason(kind)}")
+        if kind is not Kind.JOURNAL and self._busy():
             raise CommandError("an operation is running (w opens its report)")
 
-    def perform(self, command: Command) -> None:
+    def perform(self, command: CommandLine) -> None:
         """Perform a checked command through its key's flow.
 
         Args:
@@ -127,12 +128,12 @@ class CommandMode:
         if verb == "apply":
             title = f"Relaunch GPUs {compact_range(gpus)} with {profile}?"
             affected = describe_servers(self.fleet, gpus)
-            apply = ApplyProfileRequested(profile, gpus)
+            apply = OperationRequested(Apply(profile, gpus))
             self._confirm_then_post(title, affected, apply, confirm="Restart")
         elif verb == "canary":
             title = f"Canary {profile} on GPU {gpus[0]}, the other GPUs as control?"
             affected = describe_servers(self.fleet, gpus)
-            canary = CanaryRequested(profile, gpus[0])
+            canary = OperationRequested(Canary(profile, gpus[0]))
             self._confirm_then_post(title, affected, canary, confirm="Start canary")
         elif verb == "rollout":
             # The marks scope a typed rollout as they scope ``o`` (else the whole fleet).
@@ -140,7 +141,7 @@ class CommandMode:
             fleet = tuple(panel.gpu_index for panel in self.fleet.panels)
             title, detail = rollout_question(profile, scope or fleet, command.batch)
             detail = f"Scope: {scope_words(self.fleet, scope)}\n{detail}"
-            request = RolloutRequested(profile, command.batch, scope)
+            request = OperationRequested(Rollout(profile, command.batch, scope))
             self._confirm_then_post(title, detail, request, confirm="Roll out")
         elif verb == "rollback":
             self.action_rollback()

@@ -22,8 +22,7 @@ from textual.binding import ActiveBinding, Binding, BindingsMap
 from textual.dom import DOMNode
 from textual.screen import Screen, ScreenResultType
 
-from tui.ui.readonly import BINDING_INTENTS, READ_ONLY, binding_changes_fleet
-from tui.ui.sources import Intent
+from tui.ui.readonly import BINDING_INTENTS, READ_ONLY, Intent, binding_changes_fleet
 
 READ_ONLY_REASON = f"the console is {READ_ONLY} (it only watches)"
 """Why a key that changes the fleet does nothing in read-only mode."""

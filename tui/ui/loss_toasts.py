@@ -1,18 +1,25 @@
-"""What the console's toast says once a stop or a relaunch ended: "Done" only when nothing was
-lost; a drain that ran past its deadline while a client kept sending (its requests in flight
-dropped by the group's signal) is an error naming each GPU's loss."""
+"""What the console's toast says once a command ended: "Done" only when nothing was lost; a
+drain that ran past its deadline while a client kept sending (its requests in flight dropped by
+the group's signal) is an error naming each GPU's loss."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from tui.control.stop_release import StopReleased
+from tui.ops.commands import (
+    Adopt,
+    Kill,
+    Op,
+    Relaunch,
+    SaveProfile,
+    StartPipeline,
+    StopPipeline,
+)
 from tui.retune.events import ApplyResult
 from tui.ui.describe import stop_words
-from tui.ui.messages import KillRequested, RelaunchRequested
-from tui.ui.sources import FleetActions
 
 LOSS_TOAST_S = 30.0
 """How long a loss stays on screen (an error the operator must read, not a passing note)."""
@@ -57,14 +64,38 @@ def _gpus(gpus: Sequence[int]) -> str:
     return ", ".join(str(gpu) for gpu in gpus)
 
 
-async def stop_and_say(actions: FleetActions, message: KillRequested) -> Toast:
-    """Stop the servers ``message`` names (drain, terminate or kill); its toast."""
-    asked = f"stop GPU {_gpus(message.gpus)} ({message.mode})"
-    outcomes = await actions.kill(message.gpus, message.mode, message.confirmed, message.drain_s)
-    return after_kill(asked, outcomes)
+def asked(command: Op[Any]) -> str:
+    """What the operator asked, in words (the worker's name; a toast's start)."""
+    match command:
+        case Kill(gpus, mode):
+            return f"stop GPU {_gpus(gpus)} ({mode})"
+        case Relaunch(gpus):
+            return f"relaunch GPU {_gpus(gpus)}"
+        case StartPipeline():
+            return "start the pipeline"
+        case StopPipeline():
+            return "stop the pipeline"
+        case Adopt(plan):
+            return f"adopt {plan.summary()}"
+        case SaveProfile(profile):
+            return f"save {profile.name}"
+    return type(command).__name__.lower()
 
 
-async def relaunch_and_say(actions: FleetActions, message: RelaunchRequested) -> Toast:
-    """Relaunch the servers ``message`` names; its toast."""
-    results = await actions.relaunch(message.gpus, message.confirmed)
-    return after_relaunch(f"relaunched GPU {_gpus(message.gpus)}", results)
+def toast_after(command: Op[Any], result: object) -> Toast:
+    """The toast once ``command`` ended with ``result`` (what it did, or what it lost)."""
+    match command, result:
+        case Kill(), tuple() as outcomes:
+            return after_kill(asked(command), [o for o in outcomes if isinstance(o, StopReleased)])
+        case Relaunch(gpus), tuple() as results:
+            done = [r for r in results if isinstance(r, ApplyResult)]
+            return after_relaunch(f"relaunched GPU {_gpus(gpus)}", done)
+        case StartPipeline(), _:
+            return Toast("pipeline started")
+        case StopPipeline(), _:
+            return Toast("pipeline stopped")
+        case Adopt(plan), _:
+            return Toast(
+                f"adopted {plan.summary()}; nothing was signalled ({plan.path})", "Adopted"
+            )
+    return Toast(asked(command))

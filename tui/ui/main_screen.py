@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -10,7 +12,20 @@ from textual.reactive import reactive
 from textual.widgets import Header
 
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.commands import (
+    Adopt,
+    Apply,
+    Canary,
+    Kill,
+    Kind,
+    Relaunch,
+    Rollback,
+    Rollout,
+    StartPipeline,
+    StopPipeline,
+)
 from tui.ops.marks import OperationMark
+from tui.ops.port import Fleet
 from tui.pipeline.status import PipelineStatus
 from tui.ui.adopt_screen import open_adoption
 from tui.ui.autotune.autotune_screen import AutotuneScreen
@@ -35,32 +50,14 @@ from tui.ui.grid.node_groups import NodeGroups
 from tui.ui.grid.node_keys import NODE_BINDINGS, NodeKeys
 from tui.ui.grid.scope import scope_words
 from tui.ui.journal.journal_screen import JournalScreen
-from tui.ui.messages import (
-    AdoptRequested,
-    ApplyProfileRequested,
-    KillRequested,
-    PanelOpened,
-    PanelSelected,
-    PipelineStartRequested,
-    PipelineStopRequested,
-    RelaunchRequested,
-    RollbackRequested,
-)
+from tui.ui.messages import OperationRequested, PanelOpened, PanelSelected
+from tui.ui.operation_host import OperationHost
 from tui.ui.operation_strip import OperationStrip
 from tui.ui.pipeline.generation_pane import GenerationPane
 from tui.ui.render.hooks import install_compositor
 from tui.ui.retune.flows import choose_relaunch, confirm_rollback
 from tui.ui.rollout.describe import compact_range
 from tui.ui.rollout.flows import choose_canary, choose_rollout
-from tui.ui.rollout.messages import CanaryRequested, RolloutRequested
-from tui.ui.sources import (
-    Adopter,
-    FleetActions,
-    JournalReader,
-    RunningReader,
-    read_default_journal,
-    read_default_running,
-)
 from tui.ui.stop_screen import StopChoice, StopScreen
 from tui.ui.tuning.form_screen import open_tuning
 
@@ -124,33 +121,24 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
     retune_marks: reactive[tuple[OperationMark, ...]] = reactive((), repaint=False)
     """The journal's operations that changed servers, oldest first."""
 
+    if TYPE_CHECKING:  # the console's app runs one operation at a time (OperationHost)
+        app: OperationHost
+
     def __init__(
-        self,
-        actions: FleetActions,
-        profile: str | None = None,
-        *,
-        running_reader: RunningReader = read_default_running,
-        journal_reader: JournalReader = read_default_journal,
-        node_groups: bool = False,
+        self, port: Fleet, profile: str | None = None, *, node_groups: bool = False
     ) -> None:
         """Args:
-        actions: The backend: ``supports`` and the blocking profile look-ups used before
-            asking (operations go up to the app as messages).
-        profile: The profile named on the command line, when the backend knows no running one.
-        running_reader: Which profile each GPU ran before (named by the rollback confirm).
-        journal_reader: Reads the journal for the journal screen.
+        port: The fleet: its capabilities and the reads made before asking (commands go up
+            to the app as messages).
+        profile: The profile named on the command line, when the port knows no running one.
         node_groups: Show the panels in node groups (a console over many nodes' agents).
         """
         super().__init__()
         install_compositor(self)  # the panels' changed lines only (tui.ui.render)
-        self.actions = actions
-        """What the backend can do."""
+        self.port = port
+        """What the fleet offers and reads."""
         self.profile = profile
-        """Profile to start the tuning form from when the backend knows no running one."""
-        self.running_reader = running_reader
-        """Current and previous profile of each GPU."""
-        self.journal_reader = journal_reader
-        """The journal source."""
+        """Profile to start the tuning form from when the port knows no running one."""
         self.node_groups = node_groups
         """Panels grouped by node, a heading each (many nodes)."""
         self._binding_inputs: dict[str, object] = {}
@@ -263,14 +251,11 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
     def _busy(self) -> bool:
         """True (after a notification naming it) while an operation runs in the background:
         one at a time, refused before anything is asked, never queued."""
-        busy = getattr(self.app, "refuse_if_busy", None)
-        return bool(busy()) if busy is not None else False
+        return self.app.refuse_if_busy()
 
     def action_operation_report(self) -> None:
         """Open the report of the operation running in the background."""
-        show = getattr(self.app, "show_operation", None)
-        if show is not None:
-            show()
+        self.app.show_operation()
 
     def action_open_detail(self) -> None:
         """Ask the app for the selected panel's detail screen."""
@@ -298,7 +283,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
             if confirmed:
                 self.post_message(message)
 
-        harmless = isinstance(message, CanaryRequested)
+        harmless = isinstance(message, OperationRequested) and isinstance(message.command, Canary)
         self.app.push_screen(
             ConfirmScreen(title, affected, confirm, destructive=not harmless), done
         )
@@ -311,7 +296,8 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         def done(choice: StopChoice | None) -> None:
             if choice is not None:
                 unknown = unknown_servers(shown, gpus)
-                self.post_message(KillRequested(gpus, choice.mode, unknown, choice.drain_s))
+                kill = Kill(gpus, choice.mode, unknown, choice.drain_s)
+                self.post_message(OperationRequested(kill))
 
         self.app.push_screen(StopScreen(title, describe_servers(shown, gpus)), done)
 
@@ -351,13 +337,14 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
     @work(group="ask", exclusive=True, exit_on_error=False)
     async def _relaunch_flow(self, gpus: tuple[int, ...]) -> None:
         shown = self.fleet  # what the confirmation names is what may be signalled
-        choice = await choose_relaunch(self.app, self.actions, gpus, describe_servers(shown, gpus))
+        reads = self.port.reads
+        choice = await choose_relaunch(self.app, reads, gpus, describe_servers(shown, gpus))
         if choice is None:
             return
         if choice.same or choice.profile is None:
-            self.post_message(RelaunchRequested(gpus, unknown_servers(shown, gpus)))
+            self.post_message(OperationRequested(Relaunch(gpus, unknown_servers(shown, gpus))))
         else:
-            self.post_message(ApplyProfileRequested(choice.profile, gpus))
+            self.post_message(OperationRequested(Apply(choice.profile, gpus)))
 
     def action_tune(self) -> None:
         """Open the tuning form on the selected GPU (a per-GPU override)."""
@@ -375,11 +362,10 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         # Pushed at once, not from a worker: the keys typed right after `t` go to the form.
         open_tuning(
             self.app,
-            self.actions,
+            self.port,
             gpu,
             self.profile,
-            lambda plan: self.post_message(ApplyProfileRequested(plan.name, plan.gpus)),
-            self.running_reader,
+            lambda apply: self.post_message(OperationRequested(apply)),
         )
 
     def action_rollback(self) -> None:
@@ -394,11 +380,10 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         words = scope_words(self.fleet, scope)
         gpus = scope if scope is not None else tuple(self._indices)
         scoped = scope is not None
-        choice = await confirm_rollback(self.app, self.running_reader, gpus, words, scoped)
+        choice = await confirm_rollback(self.app, self.port.reads.running, gpus, words, scoped)
         if choice is not None:
-            self.post_message(
-                RollbackRequested(choice.target, choice.gpus, choice.scoped, choice.all_at_once)
-            )
+            back = Rollback(choice.gpus if choice.scoped else None, all_at_once=choice.all_at_once)
+            self.post_message(OperationRequested(back, choice.target))
 
     def action_canary(self) -> None:
         """Try a profile on the selected GPU, the others as control, after confirmation."""
@@ -408,15 +393,15 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
 
     @work(group="ask", exclusive=True, exit_on_error=False)
     async def _canary_flow(self, gpu: int) -> None:
-        # A many-node console's backend picks the controls (the GPUs running the canary GPU's
+        # A many-node console's port picks the controls (the GPUs running the canary GPU's
         # profile on every node): the confirm names those; on one node, every other GPU.
-        pick = getattr(self.actions, "canary_controls", None)
-        fleet = (gpu, *pick(gpu)) if callable(pick) else tuple(self._indices)
+        controls = self.port.reads.canary_controls(gpu)
+        fleet = (gpu, *controls) if controls is not None else tuple(self._indices)
         profile = await choose_canary(
-            self.app, self.actions, gpu, fleet, describe_servers(self.fleet, (gpu,))
+            self.app, self.port, gpu, fleet, describe_servers(self.fleet, (gpu,))
         )
         if profile is not None:
-            self.post_message(CanaryRequested(profile, gpu))
+            self.post_message(OperationRequested(Canary(profile, gpu)))
 
     def action_rollout(self) -> None:
         """Roll a profile out to the marked GPUs (else the fleet) one GPU at a time, after a
@@ -429,22 +414,25 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
     async def _rollout_flow(self, scope: tuple[int, ...] | None) -> None:
         gpus = scope if scope is not None else tuple(self._indices)
         words = scope_words(self.fleet, scope)
-        profile = await choose_rollout(self.app, self.actions, gpus, words)
+        profile = await choose_rollout(self.app, self.port.reads, gpus, words)
         if profile is not None:
-            self.post_message(RolloutRequested(profile, 1, scope))
+            self.post_message(OperationRequested(Rollout(profile, 1, scope)))
 
     def action_adopt(self) -> None:
         """Take over the servers shown that the fleet state records nothing of (started by the
         operator's own script), after a dialog showing what will be written."""
-        if self._busy() or not isinstance(self.actions, Adopter):
+        if self._busy() or Kind.ADOPT not in self.port.capabilities():
             return
         open_adoption(
-            self.app, self.actions, self.fleet, lambda p: self.post_message(AdoptRequested(p))
+            self.app,
+            self.port.reads,
+            self.fleet,
+            lambda plan: self.post_message(OperationRequested(Adopt(plan))),
         )
 
     def action_journal(self) -> None:
         """Show the journal."""
-        self.app.push_screen(JournalScreen(self.journal_reader))
+        self.app.push_screen(JournalScreen(self.port.reads.journal))
 
     def action_autotune(self) -> None:
         """Show the autotune search (re-attaches to a running one)."""
@@ -458,17 +446,19 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
             self._confirm_then_post(
                 "Stop the generation pipeline?",
                 describe_pipeline_stop(status),
-                PipelineStopRequested(),
+                OperationRequested(StopPipeline()),
                 confirm="Stop pipeline",
             )
         elif status is not None and status.state == "finished" and self._starts_fresh_job:
             self._confirm_then_post(
-                "Start a fresh demo job?", describe_fresh_job(status), PipelineStartRequested()
+                "Start a fresh demo job?",
+                describe_fresh_job(status),
+                OperationRequested(StartPipeline()),
             )
         else:
-            self.post_message(PipelineStartRequested())
+            self.post_message(OperationRequested(StartPipeline()))
 
     @property
     def _starts_fresh_job(self) -> bool:
-        """The backend starts a finished job afresh (the demo's: ``ConsoleBackend``)."""
-        return getattr(self.actions, "starts_fresh_job", False) is True
+        """The port starts a finished job afresh (the demo's)."""
+        return self.port.capabilities().starts_fresh_job

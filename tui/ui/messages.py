@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from tui.control.adopt import ConfirmedServer
-from tui.control.stop import StopMode
 from tui.fleet.snapshot import FleetSnapshot
-from tui.ops.adoption import AdoptPlan
+from tui.ops.commands import Command
 from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
 
@@ -60,84 +58,13 @@ class PanelOpened(Message):
         super().__init__()
 
 
-class KillRequested(Message):
-    """The user chose to stop the servers on ``gpus``, and how."""
+class OperationRequested(Message):
+    """The operator asked for ``command`` (confirmed where it asks): the app runs it on the
+    port, its report shown or its outcome toasted."""
 
-    def __init__(
-        self,
-        gpus: tuple[int, ...],
-        mode: StopMode = "drain",
-        confirmed: tuple[ConfirmedServer, ...] = (),
-        drain_s: float | None = None,
-    ) -> None:
-        self.gpus = gpus
-        """GPU indices."""
-        self.mode: StopMode = mode
-        """drain, terminate or kill."""
-        self.confirmed = confirmed
-        """The ``unknown`` servers the confirmation named (pid, command line): their pid alone
-        may be signalled."""
-        self.drain_s = drain_s
-        """The drain's deadline the operator typed (None: the profiles', else 60 s)."""
+    def __init__(self, command: Command, words: str = "") -> None:
+        self.command = command
+        """What to run."""
+        self.words = words
+        """What it is about in words, for its report (a rollback's previous profiles)."""
         super().__init__()
-
-
-class RelaunchRequested(Message):
-    """The user confirmed relaunching the servers on ``gpus``."""
-
-    def __init__(self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()) -> None:
-        self.gpus = gpus
-        """GPU indices."""
-        self.confirmed = confirmed
-        """The ``unknown`` servers the confirmation named: their pid alone may be signalled."""
-        super().__init__()
-
-
-class AdoptRequested(Message):
-    """The user confirmed adopting what ``plan`` shows (its profile and servers)."""
-
-    def __init__(self, plan: AdoptPlan) -> None:
-        self.plan = plan
-        """The plan the dialog showed: what will be written."""
-        super().__init__()
-
-
-class ApplyProfileRequested(Message):
-    """The user confirmed retuning ``gpus`` with ``profile``."""
-
-    def __init__(self, profile: str, gpus: tuple[int, ...]) -> None:
-        self.profile = profile
-        """Profile name."""
-        self.gpus = gpus
-        """GPU indices."""
-        super().__init__()
-
-
-class RollbackRequested(Message):
-    """The user confirmed returning to the previous profile."""
-
-    def __init__(
-        self,
-        target: str = "the previous profile",
-        gpus: tuple[int, ...] = (),
-        scoped: bool = False,
-        all_at_once: bool = False,
-    ) -> None:
-        self.target = target
-        """The previous profile(s) in words, for the report's title."""
-        self.gpus = gpus
-        """GPUs that go back (empty: the backend decides)."""
-        self.scoped = scoped
-        """Only ``gpus`` go back (marked GPUs or a node); False: the fleet, the backend
-        returning every GPU that has a previous profile."""
-        self.all_at_once = all_at_once
-        """Every GPU back together (the operator chose it); False: one GPU at a time."""
-        super().__init__()
-
-
-class PipelineStartRequested(Message):
-    """The user asked to start the generation pipeline."""
-
-
-class PipelineStopRequested(Message):
-    """The user confirmed stopping the generation pipeline."""

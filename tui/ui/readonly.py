@@ -1,28 +1,34 @@
-"""Read-only mode: which intents change the fleet or the job, which keys perform them, and the
-backend wrapper that refuses every change whatever asked for it.
+"""Read-only mode: which intents change the fleet or the job, and which keys perform them.
 
 One declaration classifies the console: ``BINDING_INTENTS`` names, for the id of every key
 binding of every screen, the intent it performs (None: it only looks, moves or closes). The
 screens disable a binding in read-only mode when its intent ``changes_fleet``
-(``tui.ui.gate.ReadOnlyGate``); ``ReadOnlyActions`` refuses at the core boundary, so even a key
-that slipped past reaches nothing. Command modes reuse ``changes_fleet`` for their commands.
-No Textual here.
+(``tui.ui.gate.ReadOnlyGate``); the read-only port (``tui.ops.port.ReadOnlyFleet``) refuses
+every command, so even a key that slipped past reaches nothing. Command modes reuse
+``changes_fleet`` for their commands. No Textual here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from types import MappingProxyType
-from typing import NoReturn
 
-from tui.profiles import Profile
-from tui.retune.preflight import Preflight
-from tui.ui.sources import FleetActions, Intent, NoActions
+from tui.ops.commands import Kind
+from tui.ops.port import READ_ONLY as READ_ONLY  # the words the screens show
 
-READ_ONLY = "read-only"
-"""What the Footer and the palette say about a key that read-only mode disables."""
 
-VIEWING_INTENTS: frozenset[Intent] = frozenset({Intent.JOURNAL})
+class Says(StrEnum):
+    """An intent of a dialog's key rather than of a command."""
+
+    CONFIRM = "confirm"
+    """Say yes in a dialog that asks before a change (every confirmation asks about one)."""
+
+
+Intent = Kind | Says
+"""What a key does: a kind of command, or a dialog's yes."""
+
+VIEWING_INTENTS: frozenset[Intent] = frozenset({Kind.JOURNAL})
 """Intents that only show something. Every other intent changes the fleet or the job, so an
 intent added later is refused in read-only mode until it is listed here."""
 
@@ -62,28 +68,28 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "filter.clear": None,
         "filter.keep": None,
         "pipeline.pane": None,
-        "pipeline.start_stop": Intent.PIPELINE,
+        "pipeline.start_stop": Kind.PIPELINE,
         "pipeline.range_shorter": None,
         "pipeline.range_longer": None,
-        "fleet.kill": Intent.KILL,
-        "fleet.kill_all": Intent.KILL,
-        "fleet.relaunch": Intent.RELAUNCH,
-        "fleet.relaunch_all": Intent.RELAUNCH,
-        "fleet.tune": Intent.TUNE,
-        "fleet.tune_all": Intent.TUNE,
-        "fleet.rollback": Intent.ROLLBACK,
-        "fleet.journal": Intent.JOURNAL,
-        "fleet.canary": Intent.CANARY,
-        "fleet.rollout": Intent.ROLLOUT,
-        "fleet.adopt": Intent.ADOPT,
+        "fleet.kill": Kind.KILL,
+        "fleet.kill_all": Kind.KILL,
+        "fleet.relaunch": Kind.RELAUNCH,
+        "fleet.relaunch_all": Kind.RELAUNCH,
+        "fleet.tune": Kind.TUNE,
+        "fleet.tune_all": Kind.TUNE,
+        "fleet.rollback": Kind.ROLLBACK,
+        "fleet.journal": Kind.JOURNAL,
+        "fleet.canary": Kind.CANARY,
+        "fleet.rollout": Kind.ROLLOUT,
+        "fleet.adopt": Kind.ADOPT,
         "grid.autotune": None,  # opens the screen; its own keys start, pause, stop the search
-        "nodes.relaunch": Intent.RELAUNCH,
-        "nodes.stop": Intent.KILL,
+        "nodes.relaunch": Kind.RELAUNCH,
+        "nodes.stop": Kind.KILL,
         "nodes.mark": None,  # marks a node's GPUs; b, o, k and r then ask as usual
         # detail
         "detail.back": None,
-        "detail.kill": Intent.KILL,
-        "detail.relaunch": Intent.RELAUNCH,
+        "detail.kill": Kind.KILL,
+        "detail.relaunch": Kind.RELAUNCH,
         # the log viewer (in the detail): reading only; the pager reads a copy of the log
         "log.close": None,
         "log.filter": None,
@@ -110,8 +116,8 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "journal.entry.close": None,
         # tuning form (saving writes a profile: part of tuning)
         "tune.cancel": None,
-        "tune.save": Intent.TUNE,
-        "tune.apply": Intent.TUNE,
+        "tune.save": Kind.TUNE,
+        "tune.apply": Kind.TUNE,
         "tune.scope": None,
         "scope.one": None,  # answers whom a form's change is for; Save or Apply then ask as usual
         "scope.all": None,
@@ -119,33 +125,33 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         # profile picker, apply, rollout and canary screens
         "picker.cancel": None,
         "apply.close": None,
-        "apply.rollback": Intent.ROLLBACK,
+        "apply.rollback": Kind.ROLLBACK,
         "rollout.close": None,
         "canary.close": None,
-        "canary.rollout": Intent.ROLLOUT,
+        "canary.rollout": Kind.ROLLOUT,
         # autotune screen
         "autotune.close": None,
-        "autotune.start": Intent.AUTOTUNE,
-        "autotune.pause": Intent.AUTOTUNE,
-        "autotune.resume": Intent.AUTOTUNE,
-        "autotune.stop": Intent.AUTOTUNE,
+        "autotune.start": Kind.AUTOTUNE,
+        "autotune.pause": Kind.AUTOTUNE,
+        "autotune.resume": Kind.AUTOTUNE,
+        "autotune.stop": Kind.AUTOTUNE,
         "autotune.form.cancel": None,
-        "autotune.form.start": Intent.AUTOTUNE,
+        "autotune.form.start": Kind.AUTOTUNE,
         # dialogs
-        "confirm.yes": Intent.CONFIRM,
+        "confirm.yes": Says.CONFIRM,
         "adopt.cancel": None,
         "confirm.no": None,
         "dialog.left": None,  # the arrows move among a dialog's buttons
         "dialog.right": None,
-        "rollback.all_at_once": Intent.ROLLBACK,
-        "stop.drain": Intent.KILL,
-        "stop.terminate": Intent.KILL,
-        "stop.kill": Intent.KILL,
+        "rollback.all_at_once": Kind.ROLLBACK,
+        "stop.drain": Kind.KILL,
+        "stop.terminate": Kind.KILL,
+        "stop.kill": Kind.KILL,
         "stop.cancel": None,
-        "quit.stop": Intent.STOP_FLEET,
+        "quit.stop": Kind.STOP_FLEET,
         "quit.keep": None,
         "quit.cancel": None,
-        "quitfail.retry": Intent.STOP_FLEET,
+        "quitfail.retry": Kind.STOP_FLEET,
         "quitfail.leave": None,  # quits, leaving running what could not be stopped
         "quitfail.stay": None,
         "help.close": None,
@@ -169,63 +175,3 @@ def binding_changes_fleet(binding_id: str | None) -> bool:
         return True
     intent = BINDING_INTENTS[binding_id]
     return intent is not None and changes_fleet(intent)
-
-
-class ReadOnlyRefused(RuntimeError):
-    """A changing operation reached the backend of a read-only console."""
-
-    def __init__(self, operation: str) -> None:
-        """Args:
-        operation: The backend method that was refused.
-        """
-        super().__init__(f"read-only console: {operation} refused (it changes the fleet or job)")
-        self.operation = operation
-        """The refused method."""
-
-
-class ReadOnlyActions(NoActions):
-    """A ``FleetActions`` that reads through ``inner`` and refuses every change.
-
-    ``supports`` says no to every changing intent, so the screens show those keys disabled; the
-    changing methods raise ``ReadOnlyRefused`` without calling ``inner``.
-
-    Args:
-        inner: The real backend (``ConsoleBackend``) or a test's fake.
-    """
-
-    READING = frozenset(
-        {"supports", "profile_names", "current_profile", "load_profile", "preflight"}
-    )
-    """The methods that only read; every other method of ``FleetActions`` refuses."""
-
-    def __init__(self, inner: FleetActions) -> None:
-        self.inner = inner
-        """The backend reads go to."""
-
-    def supports(self, intent: Intent) -> bool:
-        """Only viewing intents the inner backend supports."""
-        return not changes_fleet(intent) and self.inner.supports(intent)
-
-    # --- reading ---------------------------------------------------------------------------
-
-    def profile_names(self) -> list[str]:
-        """The inner backend's profile names. Blocking."""
-        return self.inner.profile_names()
-
-    def current_profile(self) -> str | None:
-        """The inner backend's running profile. Blocking."""
-        return self.inner.current_profile()
-
-    def load_profile(self, name: str) -> Profile:
-        """The inner backend's profile ``name``. Blocking."""
-        return self.inner.load_profile(name)
-
-    async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
-        """A prediction only: nothing is stopped or written."""
-        return await self.inner.preflight(profile, gpus)
-
-    # --- refused ---------------------------------------------------------------------------
-
-    def refuse(self, operation: str) -> NoReturn:
-        """Every changing method lands here, without calling ``inner``."""
-        raise ReadOnlyRefused(operation)

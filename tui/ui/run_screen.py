@@ -1,10 +1,11 @@
-"""What the apply, canary and rollout screens share: a modal that runs one backend operation and
-shows it.
+"""What the apply, canary and rollout screens share: a modal that runs one command on the port
+and shows it.
 
 The subclass names the operation (``NOUN``, also its worker group), the result type it returns,
-its parts and how it draws them; this base starts the worker on mount, folds progress into the
-GPU rows, takes the result (or the backend's exception). Escape hides the report while the
-operation runs (it goes on in the background, ``tui.ui.background``) and closes it once ended.
+its parts and how it draws them; this base runs the command in a worker on mount, folds its
+events into the GPU rows, takes the result (or the port's exception). Escape hides the report
+while the operation runs (it goes on in the background, ``tui.ui.background``) and closes it
+once ended.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
+from tui.ops.commands import Op
+from tui.ops.events import OpEvent
+from tui.ops.port import Fleet
 from tui.ui.background import (
     TICK_S,
     PhaseClock,
@@ -30,24 +34,23 @@ from tui.ui.background import (
 from tui.ui.format import duration
 from tui.ui.retune.progress import ApplyProgress, GpuRow, advance
 from tui.ui.retune.report_view import report_row
-from tui.ui.sources import FleetActions
 from tui.ui.text_table import Cell
 
 ResultT = TypeVar("ResultT")
 
 
 class ProgressArrived(Message):
-    """One retune event or canary look from the backend (posted: the backend never touches
-    widgets)."""
+    """One event of the running command (a retune event, a canary look; posted: the port never
+    touches widgets)."""
 
-    def __init__(self, item: object) -> None:
-        self.item = item
-        """The event or look."""
+    def __init__(self, event: OpEvent) -> None:
+        self.event = event
+        """The event."""
         super().__init__()
 
 
 class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
-    """Runs one backend operation and shows it; closes (Escape) once it has ended."""
+    """Runs one command and shows it; closes (Escape) once it has ended."""
 
     DEFAULT_CSS = """
     RunScreen {
@@ -73,20 +76,23 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
     PARTS: ClassVar[tuple[str, ...]]
     """Ids of the Static parts, top to bottom."""
 
-    def __init__(self, actions: FleetActions, progress: ApplyProgress) -> None:
+    def __init__(self, port: Fleet, command: Op[ResultT], progress: ApplyProgress) -> None:
         """Args:
-        actions: The backend whose operation runs here.
+        port: The fleet the command runs on.
+        command: What runs here.
         progress: The GPU rows at the start.
         """
         super().__init__()
-        self.actions = actions
-        """The backend."""
+        self.port = port
+        """The fleet."""
+        self.command = command
+        """What runs."""
         self.progress = progress
         """The GPUs' restart rows."""
         self.result: ResultT | None = None
         """The result, once the operation ended."""
         self.error: str | None = None
-        """The backend's exception, when the operation itself raised."""
+        """The port's exception, when the command itself raised."""
         self.clock = PhaseClock()
         """The operation's and each GPU's phase time."""
 
@@ -104,28 +110,32 @@ class RunScreen(ModalScreen[ResultT | None], Generic[ResultT]):
     def on_mount(self) -> None:
         """Start the operation."""
         self._redraw()
-        self._run()
+        self.run_worker(self._operate(), group=self.NOUN, exit_on_error=False)
         self.set_interval(TICK_S, self._tick)
 
     def _tick(self) -> None:
         if not self.finished:
             self._redraw()
 
-    def _run(self) -> object:
-        """Start the worker (a ``@work`` method of group NOUN)."""
-        raise NotImplementedError
+    async def _operate(self) -> ResultT:
+        """Run the command, each of its events posted to this screen."""
+        return await self.port.run(self.command, self._arrived)
+
+    def _arrived(self, event: OpEvent) -> None:
+        """An event of the command (on the loop): shown by ``on_progress_arrived``."""
+        self.post_message(ProgressArrived(event))
 
     def on_progress_arrived(self, message: ProgressArrived) -> None:
-        """Take what the backend reported and redraw."""
-        self._take(message.item)
+        """Take what the port reported and redraw."""
+        self._take(message.event)
         self.clock.saw(self.progress)
         if self.finished:  # an apply ends with its last event, before its worker returns
             self.clock.end()
         self._redraw()
 
-    def _take(self, item: object) -> None:
+    def _take(self, event: OpEvent) -> None:
         """Advance the GPU rows by a retune event."""
-        self.progress = advance(self.progress, item)
+        self.progress = advance(self.progress, event)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The operation ended: take its result (or its error)."""

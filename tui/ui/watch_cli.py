@@ -1,7 +1,7 @@
 """The console without a profile: which fleet it watches, and the journal's markers on its chart.
 
 It only watches (every key that changes the fleet is off) until its servers are adopted with
-``A`` (``tui.ops.console.WatchBackend``); from then on it operates them.
+``A`` (``tui.ops.local.LocalFleet`` watching); from then on it operates them.
 
 Given ``--ports/--gpus`` it watches those; given neither, the fleet the state records
 (``tui.fleet.recorded``: ``gpufleet demo --base-port 25000`` runs on 25000-25006), else the
@@ -91,7 +91,7 @@ def run_watch_console(
     from tui.fleet.monitor import FleetMonitor
     from tui.fleet.recorded import journal_gpus
     from tui.gpu.source import open_gpu_source
-    from tui.ops.console import WatchBackend
+    from tui.ops.local import LocalFleet
     from tui.ops.marks import JournalMarks
     from tui.ops.service import FleetOps
     from tui.state.files import StateFileError
@@ -105,19 +105,15 @@ def run_watch_console(
         return 2
     monitor = FleetMonitor(spec, open_gpu_source())
     # It only watches until its servers are adopted (`A`); then it operates them.
-    backend = WatchBackend(
+    port = LocalFleet(
         FleetOps(by="console"),
         monitor,
-        monitor.log_paths,
+        watching=True,
         log_dir=args.log_dir,
         log_pattern=args.log_pattern,
+        marks=JournalMarks(gpus=gpus),
     )
-    app = FleetApp(
-        monitor,
-        actions=backend,
-        retune_marks=JournalMarks(gpus=gpus),
-        readonly=readonly,
-    )
+    app = FleetApp(port, readonly=readonly)
     app.chart_source = chart
     app.freeze_heap = True
     app.run()

@@ -12,6 +12,8 @@ from textual.reactive import reactive
 from textual.widgets import Header, Static
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
+from tui.ops.commands import Kill, Kind, Relaunch
+from tui.ops.port import Fleet
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_servers
 from tui.ui.detail.log_panel import LogPanel
@@ -25,8 +27,7 @@ from tui.ui.grid.panel_lines import (
     pressure_line,
     state_line,
 )
-from tui.ui.messages import KillRequested, RelaunchRequested
-from tui.ui.sources import FleetActions, Intent, LogTail
+from tui.ui.messages import OperationRequested
 from tui.ui.stop_screen import StopChoice, StopScreen
 
 
@@ -96,6 +97,10 @@ def allocation_text(panel: GpuPanel) -> Content:
     return Content("\n").join(Content(line) for line in panel.server.allocation_lines)
 
 
+KINDS = {"kill": Kind.KILL, "relaunch": Kind.RELAUNCH}
+"""The kind of command each of the detail's changing keys sends."""
+
+
 class DetailScreen(ReadOnlyGate[None]):
     """Detail of GPU ``gpu``. The app sets ``fleet``; the log is read in a thread worker."""
 
@@ -129,24 +134,20 @@ class DetailScreen(ReadOnlyGate[None]):
         self,
         gpu: int,
         fleet: FleetSnapshot,
-        actions: FleetActions,
-        log_tail: LogTail,
+        port: Fleet,
         refresh_s: float = 1.0,
     ) -> None:
         """Args:
         gpu: The GPU shown.
         fleet: The snapshot at the time of opening.
-        actions: The backend (only ``supports`` is used; intents go up as messages).
-        log_tail: Reads the newest lines of a log file (blocking; run in a thread).
+        port: The fleet: its capabilities, and its log reads (commands go up as messages).
         refresh_s: Seconds between reads of what the log appended.
         """
         super().__init__()
         self.gpu = gpu
         """The GPU shown."""
-        self.actions = actions
-        """What the backend can do."""
-        self.log_tail = log_tail
-        """The log source."""
+        self.port = port
+        """What the fleet offers and reads."""
         self.refresh_s = refresh_s
         """Seconds between log reads."""
         self.set_reactive(DetailScreen.fleet, fleet)
@@ -167,7 +168,7 @@ class DetailScreen(ReadOnlyGate[None]):
         with Horizontal(id="detail-top"):
             yield Static(id="detail-numbers")
             yield Static(id="detail-allocation")
-        log = LogPanel(self.log_tail, self.refresh_s, id="log-panel")
+        log = LogPanel(self.port.reads.log_tail, self.refresh_s, id="log-panel")
         log.log_path = self._log_path()
         yield log
         yield FleetFooter()
@@ -206,19 +207,14 @@ class DetailScreen(ReadOnlyGate[None]):
         allocation.update(allocation_text(panel))
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Kill and relaunch show disabled when the backend lacks them."""
-        if action == "kill":
-            return self.actions.supports(Intent.KILL) or None
-        if action == "relaunch":
-            return self.actions.supports(Intent.RELAUNCH) or None
-        return True
+        """Kill and relaunch show disabled when the port lacks them."""
+        kind = KINDS.get(action)
+        return kind is None or kind in self.port.capabilities() or None
 
     def disabled_reason(self, action: str, parameters: tuple[object, ...]) -> str:
-        """Why kill or relaunch is off: the backend only watches."""
-        what = {"kill": "stop", "relaunch": "relaunch"}.get(action)
-        return (
-            f"this console's backend cannot {what} servers (it only watches ports)" if what else ""
-        )
+        """Why kill or relaunch is off: the port's reason."""
+        kind = KINDS.get(action)
+        return "" if kind is None else self.port.capabilities().reason(kind)
 
     def _confirm(self, title: str, message: Message) -> None:
         def done(confirmed: bool | None) -> None:
@@ -233,11 +229,13 @@ class DetailScreen(ReadOnlyGate[None]):
 
         def done(choice: StopChoice | None) -> None:
             if choice is not None:
-                self.post_message(KillRequested((self.gpu,), choice.mode, (), choice.drain_s))
+                kill = Kill((self.gpu,), choice.mode, (), choice.drain_s)
+                self.post_message(OperationRequested(kill))
 
         affected = describe_servers(self.fleet, (self.gpu,))
         self.app.push_screen(StopScreen(f"Stop the server on GPU {self.gpu}?", affected), done)
 
     def action_relaunch(self) -> None:
         """Relaunch this GPU's server, after confirmation."""
-        self._confirm(f"Relaunch the server on GPU {self.gpu}?", RelaunchRequested((self.gpu,)))
+        relaunch = OperationRequested(Relaunch((self.gpu,)))
+        self._confirm(f"Relaunch the server on GPU {self.gpu}?", relaunch)

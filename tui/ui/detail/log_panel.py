@@ -10,6 +10,7 @@ as a marked line and the new launch's log after it). Escape closes the viewer's 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import on, work
@@ -34,7 +35,9 @@ from tui.ui.detail.log_panel_search import WholeLogSearch, hit_line
 from tui.ui.detail.log_search import SearchResult
 from tui.ui.detail.log_view import LogView
 from tui.ui.detail.pager import PagerError, pager_argv
-from tui.ui.sources import LogTail
+
+LogTail = Callable[[Path, int], list[str]]
+"""Returns the newest lines of a log (at most so many). Blocking: called from a thread."""
 
 READ_BYTES = 4 * 1024 * 1024
 """Most bytes one refresh reads of a growing log (the rest comes at the next)."""

@@ -9,31 +9,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.commands import Kind
+from tui.ops.port import Fleet
 from tui.ui.describe import adoptable
-from tui.ui.sources import Adopter, FleetActions, Intent
+from tui.ui.readonly import Intent
 
 if TYPE_CHECKING:
-    from textual.app import App
-
-UNSUPPORTED: dict[Intent, str] = {
-    Intent.PIPELINE: "this console knows no generation pipeline to start or stop",
-    Intent.KILL: "this console's backend cannot stop servers (it only watches ports)",
-    Intent.RELAUNCH: "this console's backend cannot relaunch servers (it only watches ports)",
-    Intent.TUNE: "this console's backend cannot apply profiles (it only watches ports)",
-}
-"""Why a key is off when the backend lacks its intent, where 'cannot <intent>' reads badly."""
+    from tui.ui.operation_host import OperationHost
 
 
 class KeyStates:
     """The table of the grid's keys (mixed into ``MainScreen``)."""
 
-    actions: FleetActions
+    port: Fleet
     fleet: FleetSnapshot
     selected: int
     node_groups: bool
 
     if TYPE_CHECKING:  # provided by the screen
-        app: App[None]
+        app: OperationHost
 
         @property
         def _indices(self) -> list[int]: ...
@@ -43,8 +37,8 @@ class KeyStates:
         def intent_of(self, action: str, parameters: tuple[object, ...]) -> Intent | None: ...
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Operation keys show disabled (None) without backend support or without GPUs (the
-        intent of each key is declared once, in ``tui.ui.readonly.BINDING_INTENTS``)."""
+        """Operation keys show disabled (None) when the port cannot run them or without GPUs
+        (the intent of each key is declared once, in ``tui.ui.readonly.BINDING_INTENTS``)."""
         return self._operation_state(action, parameters)[0]
 
     def disabled_reason(self, action: str, parameters: tuple[object, ...]) -> str:
@@ -56,23 +50,24 @@ class KeyStates:
     ) -> tuple[bool | None, str]:
         """(whether the key applies now: True, None shown disabled or False hidden; why not)."""
         if action == "operation_report":  # shown while an operation has a report to open
-            running = getattr(self.app, "operation", None) is not None
+            running = self.app.operation is not None
             return running, "" if running else "no operation runs in the background"
         if action in ("relaunch_node", "stop_node", "mark_node") and not self.node_groups:
             return False, ""  # hidden: one node, the fleet keys are the node keys
         no_node = "the selected panel's node has no GPUs"
         if action == "mark_node":
             return (True, "") if self._node_gpus()[1] else (None, no_node)
+        capabilities = self.port.capabilities()
         if action == "adopt":  # shown only where there is something to adopt
-            if not isinstance(self.actions, Adopter):
-                return False, "this console's backend cannot adopt servers (gpufleet adopt can)"
+            if Kind.ADOPT not in capabilities:
+                return False, capabilities.reason(Kind.ADOPT)
             if not adoptable(self.fleet):
                 return False, "nothing to adopt: no server shown runs outside the fleet's records"
         intent = self.intent_of(action, parameters)
-        if intent is None:
+        if not isinstance(intent, Kind):  # a view, or a dialog's yes: never a command here
             return True, ""
-        if not self.actions.supports(intent):
-            return None, UNSUPPORTED.get(intent, f"this console's backend cannot {intent.value}")
+        if intent not in capabilities:
+            return None, capabilities.reason(intent)
         if action in ("relaunch_node", "stop_node"):
             return (True, "") if self._node_gpus()[1] else (None, no_node)
         if action in ("kill_selected", "relaunch_selected", "kill_all", "relaunch_all", "rollout"):

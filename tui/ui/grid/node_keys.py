@@ -10,8 +10,9 @@ from textual.binding import Binding
 from textual.message import Message
 
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot
+from tui.ops.commands import Relaunch
 from tui.ui.describe import describe_servers
-from tui.ui.messages import RelaunchRequested
+from tui.ui.messages import OperationRequested
 
 NODE_BINDINGS = [
     Binding("N", "relaunch_node", "Relaunch node", id="nodes.relaunch"),
@@ -51,7 +52,7 @@ class NodeKeys:
         self._confirm_then_post(
             f"Relaunch all {len(gpus)} servers of node {node}?",
             describe_servers(self.fleet, gpus),
-            RelaunchRequested(gpus),
+            OperationRequested(Relaunch(gpus)),
         )
 
     def action_stop_node(self) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,7 +14,6 @@ from textual.widgets import DataTable, Static
 from tui.ops.journal import JournalEntry, JournalRead
 from tui.ui.footer import FleetFooter
 from tui.ui.journal.entry_view import ROW_HEADER, entry_detail, entry_row
-from tui.ui.sources import JournalReader
 
 
 class JournalEntryScreen(ModalScreen[None]):
@@ -70,7 +71,7 @@ class JournalScreen(Screen[None]):
         Binding("enter", "open_entry", "Details", id="journal.open", show=True),
     ]
 
-    def __init__(self, reader: JournalReader) -> None:
+    def __init__(self, reader: Callable[[], JournalRead]) -> None:
         """Args:
         reader: Reads the journal (blocking).
         """

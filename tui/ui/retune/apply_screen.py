@@ -11,15 +11,16 @@ from textual import work
 from textual.binding import Binding
 from textual.content import Content
 
-from tui.retune.events import ApplyResult, lost_summary
+from tui.ops.commands import Apply
+from tui.ops.port import Fleet
+from tui.ops.types import ApplyResult, lost_summary
 from tui.ui.background import close_report, rows_phrase, strip_content
 from tui.ui.format import duration
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.retune.progress import ApplyProgress, finish
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines, report_row, verdict_lines
 from tui.ui.rollout.describe import compact_range
-from tui.ui.run_screen import ProgressArrived, RunScreen
-from tui.ui.sources import FleetActions, JournalReader
+from tui.ui.run_screen import RunScreen
 from tui.ui.text_table import text_table
 from tui.ui.tuning.candidate import gpu_range
 from tui.words import counted
@@ -29,7 +30,7 @@ APPLY = "apply"
 
 
 class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
-    """Runs one apply through the backend and shows it; Escape hides it while it runs (it goes
+    """Runs one apply on the port and shows it; Escape hides it while it runs (it goes
     on in the background) and closes it once it has ended."""
 
     NOUN = APPLY
@@ -41,36 +42,18 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
         Binding("b", "rollback", "Roll back", id="apply.rollback"),
     ]
 
-    def __init__(
-        self,
-        actions: FleetActions,
-        profile: str,
-        gpus: tuple[int, ...],
-        journal_reader: JournalReader,
-    ) -> None:
+    def __init__(self, port: Fleet, apply: Apply) -> None:
         """Args:
-        actions: The backend whose ``apply_profile`` runs here.
-        profile: Profile to apply.
-        gpus: GPUs to restart with it.
-        journal_reader: Reads the journal, to say whether the result was recorded.
+        port: The fleet the apply runs on (its journal says whether it was recorded).
+        apply: The apply (its GPUs; None: every GPU of its profile).
         """
+        gpus = apply.gpus if apply.gpus is not None else _profile_gpus(apply)
         targets = tuple(sorted(gpus))
-        super().__init__(actions, ApplyProgress.start(profile, targets))
+        super().__init__(port, apply, ApplyProgress.start(apply.name, targets))
         self.gpus = targets
         """Targeted GPUs."""
-        self.journal_reader = journal_reader
-        """The journal source."""
         self.journal_note = ""
         """Whether the result is in the journal, once checked."""
-
-    @work(group=APPLY, exit_on_error=False)
-    async def _run(self) -> ApplyResult:
-        return await self.actions.apply_profile(
-            self.progress.profile, self.gpus, on_event=self._on_event
-        )
-
-    def _on_event(self, event: object) -> None:
-        self.post_message(ProgressArrived(event))
 
     def _took_result(self) -> None:
         """The apply ended: show its result, then look for it in the journal."""
@@ -85,7 +68,7 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
 
     @work(thread=True, group="apply-journal", exit_on_error=False)
     def _check_journal(self, result: ApplyResult) -> None:
-        read = self.journal_reader()
+        read = self.port.reads.journal()
         found = any(
             e.type == "apply" and e.target == result.profile and e.started_at == result.started_at
             for e in read.entries
@@ -218,3 +201,8 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
         keys = "b: roll back  Escape: close" if self.rollback_offered else "Escape: close"
         lines.append(Content.styled(keys, "dim"))
         return Content("\n").join(lines)
+
+
+def _profile_gpus(apply: Apply) -> tuple[int, ...]:
+    """The GPUs of the apply's profile (none known for a profile named only)."""
+    return () if isinstance(apply.profile, str) else apply.profile.gpus

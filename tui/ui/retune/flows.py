@@ -5,15 +5,16 @@ wait on modal screens."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from textual.app import App
 
-from tui.state.fleet_state import GpuState
+from tui.ops.port import FleetReads
+from tui.ops.types import GpuState
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.profile_picker import ProfilePickerScreen
 from tui.ui.rollout.rollback_dialog import RollbackScreen
-from tui.ui.sources import FleetActions, RunningReader
 from tui.ui.tuning.candidate import gpu_range
 
 
@@ -37,13 +38,13 @@ def _restart_title(gpus: tuple[int, ...], profile: str | None) -> str:
 
 
 async def choose_relaunch(
-    app: App[None], actions: FleetActions, gpus: tuple[int, ...], affected: str
+    app: App[None], reads: FleetReads, gpus: tuple[int, ...], affected: str
 ) -> RelaunchChoice | None:
     """Ask which profile (the running one preselected), then confirm what restarts.
 
     Args:
         app: The app, to show the modals.
-        actions: The backend (profile names, the running profile).
+        reads: The port's reads (profile names, the running profile).
         gpus: GPUs to restart.
         affected: The servers in words (ports, pids) for the confirm screen.
 
@@ -51,7 +52,7 @@ async def choose_relaunch(
         The choice, or None when the operator backed out.
     """
     names, current = await asyncio.to_thread(
-        lambda: (actions.profile_names(), actions.current_profile())
+        lambda: (reads.profile_names(), reads.current_profile())
     )
     chosen = current
     if names:
@@ -126,7 +127,7 @@ class RollbackChoice:
 
 async def confirm_rollback(
     app: App[None],
-    reader: RunningReader,
+    reader: Callable[[], dict[int, GpuState]],
     gpus: tuple[int, ...],
     scope: str = "",
     scoped: bool = False,

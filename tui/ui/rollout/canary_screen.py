@@ -12,10 +12,13 @@ from textual import work
 from textual.binding import Binding
 from textual.content import Content
 
-from tui.retune.events import GpuFailed, GpuReady
-from tui.rollout.canary_result import CanaryLook, CanaryResult
+from tui.ops.commands import Canary, Kind, Rollout
+from tui.ops.events import OpEvent
+from tui.ops.port import Fleet
+from tui.ops.types import CanaryLook, CanaryResult, GpuFailed, GpuReady
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.gate import ReadOnlyGate
+from tui.ui.messages import OperationRequested
 from tui.ui.retune.progress import ApplyProgress, advance
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines
 from tui.ui.rollout.describe import (
@@ -24,9 +27,7 @@ from tui.ui.rollout.describe import (
     look_line,
     rollout_question,
 )
-from tui.ui.rollout.messages import RolloutRequested
-from tui.ui.run_screen import ProgressArrived, RunScreen, progress_row
-from tui.ui.sources import FleetActions, Intent
+from tui.ui.run_screen import RunScreen, progress_row
 from tui.ui.text_table import text_table
 
 CANARY = "canary"
@@ -34,7 +35,7 @@ CANARY = "canary"
 
 
 class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
-    """Runs one canary through the backend and shows it; closes (Escape) once it has ended."""
+    """Runs one canary on the port and shows it; closes (Escape) once it has ended."""
 
     NOUN = CANARY
     RESULT = CanaryResult
@@ -47,22 +48,23 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
 
     def __init__(
         self,
-        actions: FleetActions,
-        profile: str,
-        gpu: int,
+        port: Fleet,
+        canary: Canary,
         fleet: tuple[int, ...],
         controls: tuple[int, ...] | None = None,
     ) -> None:
         """Args:
-        actions: The backend whose ``canary`` runs here.
-        profile: The candidate profile.
-        gpu: The canary GPU.
+        port: The fleet the canary runs on.
+        canary: The canary (its candidate and GPU).
         fleet: Every GPU of the fleet (the others are the control, unless ``controls``).
-        controls: The control GPUs when the backend picks them (a many-node console: the GPUs
+        controls: The control GPUs when the port picks them (a many-node console: the GPUs
             running the canary GPU's profile on every node); the result's once it ends.
         """
         # Before its restart the canary measures the GPUs' baseline: that is what GPU waits for.
-        super().__init__(actions, ApplyProgress.start(profile, (gpu,), "the baseline"))
+        gpu = canary.gpu
+        super().__init__(port, canary, ApplyProgress.start(canary.name, (gpu,), "the baseline"))
+        self.canary = canary
+        """The canary."""
         self.gpu = gpu
         """The canary GPU."""
         self.fleet = tuple(sorted(fleet))
@@ -70,26 +72,17 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
         self.looks: list[CanaryLook] = []
         """Every look so far."""
         self.controls = controls
-        """The control GPUs the backend picked (None: every other GPU of the fleet)."""
+        """The control GPUs the port picked (None: every other GPU of the fleet)."""
 
-    @work(group=CANARY, exit_on_error=False)
-    async def _run(self) -> CanaryResult:
-        return await self.actions.canary(
-            self.profile, self.gpu, on_event=self._arrived, on_look=self._arrived
-        )
-
-    def _arrived(self, item: object) -> None:
-        self.post_message(ProgressArrived(item))
-
-    def _take(self, item: object) -> None:
+    def _take(self, event: OpEvent) -> None:
         """A look joins the list; a retune event advances the GPU's row."""
-        if isinstance(item, CanaryLook):
-            self.looks.append(item)
+        if isinstance(event, CanaryLook):
+            self.looks.append(event)
         else:
-            super()._take(item)
+            super()._take(event)
 
     def _took_result(self) -> None:
-        """A backend may end without the ready/failed event: the report settles the row."""
+        """A port may end without the ready/failed event: the report settles the row."""
         if self.result is not None and self.result.report is not None:
             self.progress = advance(self.progress, _settled(self.result))
 
@@ -99,11 +92,11 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
 
     @property
     def rollout_offered(self) -> bool:
-        """True after a 'better' verdict when the backend can roll out."""
+        """True after a 'better' verdict when the port can roll out."""
         return (
             self.result is not None
             and self.result.verdict == "better"
-            and self.actions.supports(Intent.ROLLOUT)
+            and Kind.ROLLOUT in self.port.capabilities()
         )
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -130,7 +123,7 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
         remaining = tuple(g for g in self.fleet if g != self.gpu)
         title, detail = rollout_question(self.profile, remaining)
         if await self.app.push_screen_wait(ConfirmScreen(title, detail, "Roll out")):
-            self.app.post_message(RolloutRequested(self.profile, 1))
+            self.app.post_message(OperationRequested(Rollout(self.canary.profile)))
 
     def strip_head(self) -> str:
         """``canary NAME GPU 3``."""
@@ -194,7 +187,7 @@ class CanaryScreen(RunScreen[CanaryResult], ReadOnlyGate[CanaryResult | None]):
 
 
 def _settled(result: CanaryResult) -> GpuReady | GpuFailed:
-    """The ready/failed event a result implies (a backend may not have sent one)."""
+    """The ready/failed event a result implies (a port may not have sent one)."""
     report = result.report
     assert report is not None
     return GpuReady(report.gpu, report) if report.ok else GpuFailed(report.gpu, report)

@@ -9,15 +9,15 @@ import asyncio
 
 from textual.app import App
 
+from tui.ops.port import Fleet, FleetReads
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.profile_picker import ProfilePickerScreen
 from tui.ui.rollout.describe import canary_question, rollout_question
-from tui.ui.sources import FleetActions
 
 
-async def _pick(app: App[None], actions: FleetActions, title: str) -> str | None:
+async def _pick(app: App[None], reads: FleetReads, title: str) -> str | None:
     names, current = await asyncio.to_thread(
-        lambda: (actions.profile_names(), actions.current_profile())
+        lambda: (reads.profile_names(), reads.current_profile())
     )
     if not names:
         app.notify("No saved profiles to choose from.", title=title, severity="warning")
@@ -28,13 +28,13 @@ async def _pick(app: App[None], actions: FleetActions, title: str) -> str | None
 
 
 async def choose_canary(
-    app: App[None], actions: FleetActions, gpu: int, fleet: tuple[int, ...], affected: str
+    app: App[None], port: Fleet, gpu: int, fleet: tuple[int, ...], affected: str
 ) -> str | None:
     """Ask which profile to try on ``gpu``, then confirm naming the GPU and the controls.
 
     Args:
         app: The app, to show the modals.
-        actions: The backend (profile names, the running profile).
+        port: The fleet (profile names, the running profile; who picks the controls).
         gpu: The canary GPU.
         fleet: Every GPU of the fleet.
         affected: The canary GPU's server in words (port, pid).
@@ -42,11 +42,12 @@ async def choose_canary(
     Returns:
         The chosen profile, or None when the operator backed out.
     """
-    profile = await _pick(app, actions, f"Canary on GPU {gpu}: try which profile?")
+    profile = await _pick(app, port.reads, f"Canary on GPU {gpu}: try which profile?")
     if profile is None:
         return None
-    # A many-node console's backend picks the controls and rolls a worse candidate back.
-    title, detail = canary_question(profile, gpu, fleet, hasattr(actions, "canary_controls"))
+    # A many-node console's port picks the controls and rolls a worse candidate back.
+    picks = port.capabilities().picks_controls
+    title, detail = canary_question(profile, gpu, fleet, picks)
     confirmed = await app.push_screen_wait(
         ConfirmScreen(title, f"{detail}\n{affected}", "Start canary", destructive=False)
     )
@@ -54,20 +55,20 @@ async def choose_canary(
 
 
 async def choose_rollout(
-    app: App[None], actions: FleetActions, gpus: tuple[int, ...], scope: str = ""
+    app: App[None], reads: FleetReads, gpus: tuple[int, ...], scope: str = ""
 ) -> str | None:
     """Ask which profile to roll out, then confirm (one GPU at a time, stop at a failure).
 
     Args:
         app: The app, to show the modals.
-        actions: The backend (profile names, the running profile).
+        reads: The port's reads (profile names, the running profile).
         gpus: The GPUs in scope (every GPU of the fleet when nothing is marked).
         scope: The scope in words (``tui.ui.grid.scope.scope_words``), shown first.
 
     Returns:
         The chosen profile, or None when the operator backed out.
     """
-    profile = await _pick(app, actions, "Roll out which profile, one GPU at a time?")
+    profile = await _pick(app, reads, "Roll out which profile, one GPU at a time?")
     if profile is None:
         return None
     title, detail = rollout_question(profile, gpus)

@@ -4,12 +4,20 @@ old profile, the throughput it cost, the fleet's throughput before vs after)."""
 
 from __future__ import annotations
 
-from textual import work
 from textual.binding import Binding
 from textual.content import Content
 
-from tui.retune.events import ApplyRefused, GpuFailed, GpuPhase, GpuReady, MeasureProgress
-from tui.rollout.rollout import RolloutResult
+from tui.ops.commands import Rollback, Rollout
+from tui.ops.events import OpEvent
+from tui.ops.port import Fleet
+from tui.ops.types import (
+    ApplyRefused,
+    GpuFailed,
+    GpuPhase,
+    GpuReady,
+    MeasureProgress,
+    RolloutResult,
+)
 from tui.ui.format import NA
 from tui.ui.retune.progress import ApplyProgress
 from tui.ui.retune.report_view import REPORT_HEADER, failure_lines
@@ -20,7 +28,6 @@ from tui.ui.rollout.describe import (
     rollout_summary_lines,
 )
 from tui.ui.run_screen import ProgressArrived, RunScreen, progress_row
-from tui.ui.sources import FleetActions
 from tui.ui.text_table import Cell, text_table
 from tui.words import counted
 
@@ -29,7 +36,7 @@ ROLLOUT = "rollout"
 
 
 class RolloutScreen(RunScreen[RolloutResult]):
-    """Runs one rollout (or rollback) through the backend and shows it; closes (Escape) once it
+    """Runs one rollout (or rollback) on the port and shows it; closes (Escape) once it
     has ended."""
 
     NOUN = ROLLOUT
@@ -38,46 +45,26 @@ class RolloutScreen(RunScreen[RolloutResult]):
 
     BINDINGS = [Binding("escape,enter", "close", "Close", id="rollout.close")]
 
-    def __init__(
-        self,
-        actions: FleetActions,
-        profile: str,
-        batch: int = 1,
-        gpus: tuple[int, ...] | None = None,
-        *,
-        rollback: bool = False,
-        all_at_once: bool = False,
-    ) -> None:
+    def __init__(self, port: Fleet, command: Rollout | Rollback, words: str = "") -> None:
         """Args:
-        actions: The backend whose ``rollout`` (or ``rollback``) runs here.
-        profile: The profile rolled out (a rollback's: the previous profile(s), in words).
-        batch: GPUs restarted together.
-        gpus: The GPUs it may restart (marked GPUs or a node); None: the whole fleet.
-        rollback: Run the backend's rollback, one GPU at a time.
-        all_at_once: With ``rollback``: every GPU back together (the operator chose it).
+        port: The fleet it runs on.
+        command: The rollout, or the rollback.
+        words: A rollback's previous profile(s) in words, for its title.
         """
+        rollback = isinstance(command, Rollback)
+        profile = command.name if isinstance(command, Rollout) else words or "the previous profile"
         # No row yet: each GPU's appears when its batch starts.
-        super().__init__(actions, ApplyProgress.start(profile, ()))
-        self.batch_size = batch
+        super().__init__(port, command, ApplyProgress.start(profile, ()))
+        self.batch_size = command.batch
         """GPUs restarted together."""
-        self.scope = gpus
+        self.scope = command.gpus
         """The GPUs it may restart (None: the fleet)."""
         self.rollback = rollback
         """True when this screen runs a rollback."""
-        self.all_at_once = all_at_once
+        self.all_at_once = isinstance(command, Rollback) and command.all_at_once
         """A rollback of every GPU together."""
 
-    @work(group=ROLLOUT, exit_on_error=False)
-    async def _run(self) -> RolloutResult:
-        if self.rollback:
-            return await self.actions.rollback(
-                self.scope, on_event=self._arrived, all_at_once=self.all_at_once
-            )
-        return await self.actions.rollout(
-            self.profile, self.batch_size, self.scope, on_event=self._arrived
-        )
-
-    def _arrived(self, event: object) -> None:
+    def _arrived(self, event: OpEvent) -> None:
         # Each batch is one apply with its own ApplyFinished: only the rollout's returned
         # result ends the screen, so only the per-GPU events and the verdict's windows show.
         if isinstance(event, GpuPhase | GpuReady | GpuFailed | ApplyRefused | MeasureProgress):

@@ -1,13 +1,14 @@
 """The tuning form's operations: whom the change is for, Save and Apply (a mixin of
 ``TuningFormScreen``, which holds the inputs, the validation and the preflight).
 
-Save writes the candidate as a new profile (an existing name asks first). Apply confirms what
-restarts, saves the candidate when it differs from the running profile, and hands the plan back;
-it waits for the preflight of the values it restarts with (it asked 'preflight not computed
-yet'). While that preflight says a GPU will not start (``setup.unfit_reason``) the Apply button
-is off, and ``ctrl+t`` is a deliberate override: its question says first that it will not
-start, Cancel focused, ``y`` 'Restart anyway'. Opened on one GPU, the first Save or Apply asks
-whom the change is for (``tui.ui.tuning.scope``) unless the operator chose already.
+Save writes the candidate as a new profile (an existing name asks first: ``SaveProfile``
+through the port). Apply confirms what restarts and hands the ``Apply`` command back, the
+candidate itself in it (nothing is written to be applied); it waits for the preflight of the
+values it restarts with (it asked 'preflight not computed yet'). While that preflight says a
+GPU will not start (``setup.unfit_reason``) the Apply button is off, and ``ctrl+t`` is a
+deliberate override: its question says first that it will not start, Cancel focused, ``y``
+'Restart anyway'. Opened on one GPU, the first Save or Apply asks whom the change is for
+(``tui.ui.tuning.scope``) unless the operator chose already.
 """
 
 from __future__ import annotations
@@ -21,18 +22,14 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, RadioButton, TextArea
 
+from tui.ops.commands import Apply, Saved, SaveProfile
+from tui.ops.port import Fleet, Tuning
+from tui.ops.types import Preflight
 from tui.profiles import Profile, diff
-from tui.retune.preflight import Preflight
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.tuning.candidate import Candidate, initial_values
 from tui.ui.tuning.scope import EVERY_GPU, ONE_GPU, ScopeScreen
-from tui.ui.tuning.setup import (
-    ApplyPlan,
-    FormSetup,
-    TuningBackend,
-    apply_question,
-    unfit_reason,
-)
+from tui.ui.tuning.setup import FormSetup, apply_question, unfit_reason
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -51,7 +48,8 @@ class FormFlows:
     names: list[str]
     candidate: Candidate
     preflight: list[Preflight] | None
-    actions: TuningBackend
+    port: Fleet
+    tuning: Tuning
     _preflight_settled: asyncio.Event
 
     if TYPE_CHECKING:  # provided by the screen (and Textual)
@@ -73,10 +71,10 @@ class FormFlows:
         assert isinstance(self, Screen)
         return self.query_one(selector)
 
-    def _done(self, plan: ApplyPlan) -> None:
-        """Close the form with ``plan``."""
+    def _done(self, apply: Apply) -> None:
+        """Close the form with the ``Apply`` to run."""
         assert isinstance(self, Screen)
-        self.dismiss(plan)
+        self.dismiss(apply)
 
     # --- scope ---------------------------------------------------------------------------------
 
@@ -169,24 +167,22 @@ class FormFlows:
         if await self._save(profile, "save") is not None:
             self.names.append(profile.name)
 
-    async def _save(self, profile: Profile, what: str) -> object | None:
+    async def _save(self, profile: Profile, what: str) -> Saved | None:
         """Save ``profile`` (a node that did not is named); None when nothing was saved."""
         try:
-            where = await asyncio.to_thread(self.actions.save_profile, profile)
+            where = await self.port.run(SaveProfile(profile, self.restart_gpus))
         except Exception as error:  # refused or unreachable: one line, nothing launched
             self.app.notify(
                 f"Nothing done. {_one_line(error)}", title=f"Cannot {what}", severity="error"
             )
             return None
-        failures = getattr(where, "failures", ())
-        if failures:
+        if where.failures:
             self.app.notify(
-                "; ".join(failures),
+                "; ".join(where.failures),
                 title=f"{profile.name} not saved everywhere",
                 severity="warning",
             )
-        if what == "save":
-            self.app.notify(f"saved {profile.name} to {where}", title="Profile saved")
+        self.app.notify(f"saved {profile.name} to {where}", title="Profile saved")
         return where
 
     @work(group="form-flow", exclusive=True, exit_on_error=False)
@@ -199,7 +195,6 @@ class FormFlows:
             await asyncio.wait_for(self._preflight_settled.wait(), PREFLIGHT_WAIT_S)
         gpus = self.restart_gpus
         changed = bool(diff(self.running, profile))
-        name = profile.name if changed else self.running.name
         title, detail = apply_question(self.running, profile, self.preflight, self.names, gpus)
         label = "Restart"
         if unfit_reason(self.preflight) is not None:
@@ -209,10 +204,8 @@ class FormFlows:
         question = ConfirmScreen(title, detail, label)
         if not await self.app.push_screen_wait(question):
             return
-        if changed and await self._save(profile, "apply") is None:
-            return
-        # A node that did not save the profile is left out (named by the save): the others go on.
-        self._done(ApplyPlan(name, self.restart_gpus if changed else gpus))
+        # The candidate itself is applied (its file is written only when the operator saves).
+        self._done(Apply(profile if changed else self.running, gpus))
 
 
 def _one_line(error: BaseException) -> str:

@@ -20,11 +20,12 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Button, Input, Label, RadioSet, Static, TextArea
 
+from tui.ops.commands import Apply
+from tui.ops.port import Fleet, Tuning
+from tui.ops.types import Preflight
 from tui.profiles import KNOBS, Profile, diff
-from tui.retune.preflight import Preflight
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.sources import FleetActions, RunningReader
 from tui.ui.tuning.candidate import (
     EXTRA,
     GENERAL,
@@ -38,15 +39,7 @@ from tui.ui.tuning.form_flows import FormFlows
 from tui.ui.tuning.form_layout import form_widgets
 from tui.ui.tuning.preflight_panel import PreflightPanel
 from tui.ui.tuning.scope import EVERY_GPU, ONE_GPU
-from tui.ui.tuning.setup import (
-    ApplyPlan,
-    FormSetup,
-    FormUnavailable,
-    TuningBackend,
-    load_setup,
-    tuning_backend,
-    unfit_reason,
-)
+from tui.ui.tuning.setup import FormSetup, FormUnavailable, load_setup, unfit_reason
 from tui.ui.tuning.type_ahead import TypeAhead
 from tui.words import counted
 
@@ -57,8 +50,8 @@ a busy console), and the preflights are already coalesced (one runs at a time; k
 meanwhile are answered by one more run, for the newest values), which is what a debounce is for."""
 
 
-class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
-    """Dismisses with an ``ApplyPlan`` after a confirmed Apply, None on Cancel."""
+class TuningFormScreen(ReadOnlyGate[Apply | None], FormFlows):
+    """Dismisses with the ``Apply`` to run after a confirmed Apply, None on Cancel."""
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="tune.cancel"),
@@ -109,22 +102,25 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
 
     def __init__(
         self,
-        actions: FleetActions | TuningBackend,
+        port: Fleet,
         setup: FormSetup | Callable[[], FormSetup],
+        tuning: Tuning | None = None,
         debounce_s: float = PREFLIGHT_DEBOUNCE_S,
     ) -> None:
         """Args:
-        actions: The backend (preflight and save): the console's, or the form's own
-            (``tuning_backend``).
+        port: The fleet (a Save runs on it).
         setup: What the form starts from, or a blocking function that reads it (run in a
             thread while the form shows; it may raise ``FormUnavailable`` or ``ProfileError``).
+        tuning: The form's reads (default: the port's for the setup's GPU).
         debounce_s: Quiet time after the last keystroke before the preflight runs.
         """
         super().__init__()
-        self.actions: TuningBackend = tuning_backend(
-            actions, setup.gpu if isinstance(setup, FormSetup) else None
+        self.port = port
+        """The fleet."""
+        self.tuning: Tuning = tuning or port.reads.tuning(
+            setup.gpu if isinstance(setup, FormSetup) else None
         )
-        """The form's backend."""
+        """The form's reads (preflight, the GPUs an Apply restarts)."""
         self.setup: FormSetup | None = setup if isinstance(setup, FormSetup) else None
         """What the form started from (None while it is being read)."""
         self._load_setup = None if isinstance(setup, FormSetup) else setup
@@ -225,7 +221,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
     @property
     def restart_gpus(self) -> tuple[int, ...]:
         """The GPUs an Apply restarts (every node's with ``T`` on a many-node console)."""
-        return self.actions.targets(self.target_gpus)
+        return self.tuning.targets(self.target_gpus)
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Nothing but Cancel until the form is set up (a key typed early waits for it). While
@@ -346,7 +342,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
         # another beside it would only slow both. The newest values go next, when this ends.
         panel = self.query_one(PreflightPanel)
         try:
-            items = await self.actions.preflight(profile, gpus)
+            items = await self.tuning.preflight(profile, gpus)
         except Exception as error:  # a prediction that cannot be made is shown, not fatal
             if generation == self.generation:
                 panel.show_note(f"preflight unavailable: {error}", error=True)
@@ -389,30 +385,29 @@ def _first_scope(setup: FormSetup | None) -> str | None:
 
 def open_tuning(
     app: App[None],
-    actions: FleetActions,
+    port: Fleet,
     gpu: int | None,
     fallback: str | None,
-    on_plan: Callable[[ApplyPlan], object],
-    running: RunningReader | None = None,
+    on_apply: Callable[[Apply], object],
 ) -> None:
     """Push the tuning form now, in the turn of the key that asked for it; it reads the running
     profile in a thread while it shows, so every key typed after that one reaches the form.
 
     Args:
         app: The app.
-        actions: The backend.
+        port: The fleet.
         gpu: The GPU to tune (a per-GPU override), or None for all.
-        fallback: Profile to start from when the backend does not know the running one.
-        on_plan: Called with the plan after a confirmed Apply (not on Cancel).
-        running: Which profile each GPU runs (the form on one GPU starts from that GPU's).
+        fallback: Profile to start from when the port does not know the running one.
+        on_apply: Called with the ``Apply`` after a confirmed Apply (not on Cancel).
     """
 
-    def done(plan: ApplyPlan | None) -> None:
-        if plan is not None:
-            on_plan(plan)
+    def done(apply: Apply | None) -> None:
+        if apply is not None:
+            on_apply(apply)
 
-    backend = tuning_backend(actions, gpu)
+    tuning = port.reads.tuning(gpu)
+    running = port.reads.running
     app.push_screen(
-        TuningFormScreen(backend, lambda: load_setup(backend, gpu, fallback, running)),
+        TuningFormScreen(port, lambda: load_setup(tuning, gpu, fallback, running), tuning),
         callback=done,
     )

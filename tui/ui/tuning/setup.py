@@ -2,120 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
+from tui.ops.port import Tuning
+from tui.ops.types import GpuState, Preflight, StateFileError, profile_of
 from tui.profiles import Profile, ProfileError, diff
-from tui.retune.preflight import Preflight
-from tui.state.files import StateFileError
-from tui.state.fleet_state import profile_of
-from tui.ui.sources import FleetActions, RunningReader
 from tui.ui.tuning.candidate import gpu_range, unique_name
-
-
-class TuningBackend(Protocol):
-    """What the form reads, checks and saves through: the console's backend on one node
-    (``LocalTuning``), or a many-node console's agents (``tui.agent.tuning.NodesTuning``)."""
-
-    def profile_names(self) -> list[str]:
-        """Saved profile names. Blocking."""
-        ...
-
-    def current_profile(self) -> str | None:
-        """The running profile's name (None = unknown). Blocking."""
-        ...
-
-    def load_profile(self, name: str) -> Profile:
-        """The profile ``name`` as the form shows it. Blocking."""
-        ...
-
-    def save_profile(self, profile: Profile) -> object:
-        """Save ``profile``; returns where (shown to the operator). Blocking."""
-        ...
-
-    async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
-        """The predictions of ``profile`` on ``gpus``; nothing is stopped."""
-        ...
-
-    def targets(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
-        """The GPUs an Apply of the form on ``gpus`` restarts (every node's, for ``T`` on
-        many nodes)."""
-        ...
-
-    def gpu_label(self, gpu: int) -> str:
-        """``gpu`` in a profile name: ``gpu3`` on one node, ``n2-gpu1`` (its node and its own
-        number) on many."""
-        ...
-
-
-class LocalTuning:
-    """The form's backend on one node: the console's own, GPUs as they are.
-
-    Args:
-        actions: The console's backend.
-    """
-
-    def __init__(self, actions: FleetActions) -> None:
-        self._actions = actions
-
-    def profile_names(self) -> list[str]:
-        """The backend's profile names."""
-        return self._actions.profile_names()
-
-    def current_profile(self) -> str | None:
-        """The backend's running profile."""
-        return self._actions.current_profile()
-
-    def load_profile(self, name: str) -> Profile:
-        """The backend's saved profile."""
-        return self._actions.load_profile(name)
-
-    def save_profile(self, profile: Profile) -> object:
-        """Saved by the backend; returns its path."""
-        return self._actions.save_profile(profile)
-
-    async def preflight(self, profile: Profile, gpus: tuple[int, ...]) -> list[Preflight]:
-        """The backend's preflight."""
-        return await self._actions.preflight(profile, gpus)
-
-    def targets(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
-        """``gpus`` themselves."""
-        return gpus
-
-    def gpu_label(self, gpu: int) -> str:
-        """``gpu3``."""
-        return f"gpu{gpu}"
-
-
-def tuning_backend(actions: FleetActions | TuningBackend, gpu: int | None) -> TuningBackend:
-    """The form's backend for ``actions``: a many-node console's (its ``tuning(gpu)``), a
-    backend that already is one, or the console's own on one node.
-
-    Args:
-        actions: The console's backend.
-        gpu: The GPU the form opens on (None: all).
-
-    Returns:
-        The backend the form talks to.
-    """
-    make = getattr(actions, "tuning", None)
-    if callable(make):
-        made: TuningBackend = make(gpu)
-        return made
-    if hasattr(actions, "targets"):
-        return actions  # type: ignore[return-value]
-    return LocalTuning(actions)  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyPlan:
-    """What the form decided: apply profile ``name`` to ``gpus`` (already saved)."""
-
-    name: str
-    """Profile to apply."""
-    gpus: tuple[int, ...]
-    """GPUs to restart with it."""
 
 
 class FormUnavailable(Exception):
@@ -139,10 +32,10 @@ class FormSetup:
 
 
 def load_setup(
-    actions: TuningBackend,
+    tuning: Tuning,
     gpu: int | None,
     fallback: str | None,
-    running: RunningReader | None = None,
+    running: Callable[[], dict[int, GpuState]] | None = None,
 ) -> FormSetup:
     """Read the running profile and the saved names. Blocking: call from a thread.
 
@@ -151,7 +44,7 @@ def load_setup(
     GPU 0 named and filled in sim-baseline, so the 'change' diffed against what GPU 0 did not run.
 
     Args:
-        actions: The form's backend.
+        tuning: The form's reads (``Fleet.reads.tuning``).
         gpu: The GPU to tune, or None for all (a GPU outside the profile means all).
         fallback: Profile to start from when the backend does not know the running one.
         running: Which profile each GPU runs (None: only the fleet's is known).
@@ -163,25 +56,27 @@ def load_setup(
         FormUnavailable: no running profile is known.
         ProfileError: the running profile's file is broken (naming why).
     """
-    names = actions.profile_names()
-    own = _gpu_profile(actions, gpu, running) if gpu is not None else None
+    names = tuning.profile_names()
+    own = _gpu_profile(tuning, gpu, running) if gpu is not None else None
     if own is None:
-        name = actions.current_profile() or fallback
+        name = tuning.current_profile() or fallback
         if not name:
             raise FormUnavailable(
                 "No running profile is known: start the console with --profile NAME."
             )
-        own = actions.load_profile(name)
+        own = tuning.load_profile(name)
     if gpu is not None and gpu not in own.gpus:
         gpu = None
     fleet_name = unique_name(f"{own.name}-tuned", names)
     if gpu is None:
         return FormSetup(own, tuple(names), gpu, fleet_name, fleet_name)
-    one = unique_name(f"{own.name}-{actions.gpu_label(gpu)}", names)
+    one = unique_name(f"{own.name}-{tuning.gpu_label(gpu)}", names)
     return FormSetup(own, tuple(names), gpu, one, fleet_name)
 
 
-def _gpu_profile(actions: TuningBackend, gpu: int, running: RunningReader | None) -> Profile | None:
+def _gpu_profile(
+    tuning: Tuning, gpu: int, running: Callable[[], dict[int, GpuState]] | None
+) -> Profile | None:
     """The profile ``gpu`` runs, as the fleet state records it (None: not recorded, or the
     record cannot be read: the fleet's profile is the form's start then, as before).
 
@@ -197,7 +92,7 @@ def _gpu_profile(actions: TuningBackend, gpu: int, running: RunningReader | None
     if state is None or state.current is None or not state.current_name:
         return None
     try:
-        return actions.load_profile(state.current_name)
+        return tuning.load_profile(state.current_name)
     except ProfileError:
         try:
             return profile_of(state.current)
@@ -252,7 +147,7 @@ def apply_question(
     else:
         lines.append("preflight not computed yet")
     if changes and profile.name in names:
-        lines.append(f"replaces the saved profile {profile.name!r}")
+        lines.append(f"a saved profile is named {profile.name!r} too: it is not changed")
     servers = "server" if len(gpus) == 1 else "servers"
     title = (
         f"Restart GPU{'s' if len(gpus) > 1 else ''} {gpu_range(gpus)} "
