@@ -12,9 +12,9 @@ import httpx
 import pytest
 from node_helpers import nodes
 
+from tui.agent.codec import WIRE_COMMANDS as KINDS
 from tui.agent.codec import decode, encode
 from tui.agent.remap import GPU_FIELDS, remap_gpus
-from tui.agent.requests import KINDS
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.events import OpEvent
 from tui.retune.events import GpuPhase

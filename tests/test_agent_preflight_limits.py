@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tui.agent import profile_api
+from tui.agent import requests
 from tui.agent.app import build_app
 from tui.agent.server import Agent, AgentConfig
 from tui.fleet.monitor import FleetMonitor
@@ -54,14 +54,14 @@ async def test_the_check_runs_off_the_loop(
 ) -> None:
     started, release = threading.Event(), threading.Event()
     released: list[bool] = []
-    real = profile_api.profile_from_dict
+    real = requests.profile_from_dict
 
     def held(*args: Any, **kwargs: Any) -> Any:
         started.set()
         released.append(release.wait(20))  # on the loop, /metrics could not answer meanwhile
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(profile_api, "profile_from_dict", held)
+    monkeypatch.setattr(requests, "profile_from_dict", held)
     body = {"profile": _document(2), "gpus": [0]}
     preflight = asyncio.ensure_future(client.post("/api/v1/preflight", json=body, headers=HEADERS))
     deadline = asyncio.get_running_loop().time() + 20

@@ -1,8 +1,9 @@
 """The tuning form on a many-node console, through real agents on loopback (Pilot): ``t`` on a
-remote GPU reads that node's profile, shows the node's own preflight, saves the edited profile
-on the node and applies it there (the server comes back with the new value, the other node
-untouched); a node that refuses the save is named in one line and nothing is launched; ``T``
-saves the edited shared flags on every node, each keeping its own GPUs and ports."""
+remote GPU reads that node's profile, shows the node's own preflight and applies the edited
+profile itself there (no file written to apply it: the server comes back with the new value, the
+other node untouched); a node that refuses the apply is named in one line and nothing is
+launched; ``T`` saves the edited shared flags on every node, each keeping its own GPUs and
+ports."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +23,7 @@ from ui_helpers import press_until, wait_for
 from tui.agent.client import parse_agents
 from tui.agent.nodes import Nodes
 from tui.profiles import load_profile
+from tui.state.fleet_state import profile_of
 from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.retune.apply_screen import ApplyScreen
@@ -34,6 +37,13 @@ pytestmark = [pytest.mark.timeout(150)]
 def server_pid(node: Node, gpu: int) -> int:
     records = json.loads((node.root / "state" / "fleet_state.json").read_text())
     return int(records["gpus"][str(gpu)]["server"]["pid"])
+
+
+def running_doc(node: Node, gpu: int) -> dict[str, Any]:
+    """The profile document the node's fleet state says ``gpu`` runs."""
+    records = json.loads((node.root / "state" / "fleet_state.json").read_text())
+    doc: dict[str, Any] = records["gpus"][str(gpu)]["current"]
+    return doc
 
 
 def console(*agents: Node) -> tuple[FleetApp, Nodes]:
@@ -111,11 +121,14 @@ async def test_t_on_a_remote_gpu_saves_and_applies_through_its_agent(tmp_path: P
             title, _ = describe_rollback(running, (0, 1, 100, 101))
             assert title == "Roll back GPU 101 to node-base?"
         await backend.aclose()
-        # Saved on n2 (its own GPU numbers), not on n1.
-        saved = load_profile(n2.root / "profiles" / "node-base-n2-gpu1.toml")
-        assert saved.gpus == (0, 1) and saved.ports == tuple(n2.ports)
-        assert [o.gpu for o in saved.overrides] == [1]
-        assert not (n1.root / "profiles" / "node-base-n2-gpu1.toml").exists()
+        # Applied on n2 in its own GPU numbers, the profile itself (no file written to apply
+        # it, on either node: issue 37); n1 untouched.
+        applied = profile_of(running_doc(n2, 1))
+        assert applied.name == "node-base-n2-gpu1"
+        assert applied.gpus == (0, 1) and applied.ports == tuple(n2.ports)
+        assert [o.gpu for o in applied.overrides] == [1]
+        for node in (n1, n2):
+            assert not (node.root / "profiles" / "node-base-n2-gpu1.toml").exists()
         # n2's GPU 1 came back with the new value; everything else kept its server.
         assert server_pid(n2, 1) != before[("n2", 1)]
         assert served(n2, 1)["max_running_requests"] == 24

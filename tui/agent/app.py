@@ -14,8 +14,9 @@ rest of it is never read. Routes:
 ``GET /api/v1/profiles``                  profile names and the one most GPUs run
 ``GET /api/v1/journal?last=N``            the node's journal, newest last
 ``GET /api/v1/logs/{gpu}?lines=N``        the last lines of a GPU's server log
-``POST /api/v1/operations``               start apply, relaunch, kill, rollback, canary, rollout,
-                                          rollout_back or stop_fleet (202, its id)
+``POST /api/v1/operations``               start a command (``tui.agent.codec.WIRE_COMMANDS``:
+                                          apply, relaunch, kill, rollback, canary, rollout,
+                                          rollout_back or stop_fleet; 202, its id)
 ``GET /api/v1/operations/{id}?after=N``   its state, result and events from number N on; with
                                           ``wait=S`` it answers as soon as there is something new
 ``GET|PUT /api/v1/profiles/{name}``       a profile read or saved (``tui.agent.profile_api``)
@@ -41,7 +42,7 @@ from tui.agent.counters_api import counters_routes
 from tui.agent.pipeline_api import pipeline_routes
 from tui.agent.profile_api import profile_routes
 from tui.agent.read_api import API, int_param, read_routes
-from tui.agent.requests import BadRequest, BodyTooLarge, json_body, parse_request
+from tui.agent.requests import BadRequest, BodyTooLarge, json_body
 from tui.agent.server import Agent
 from tui.servers.tokens import Scope, allows, match
 
@@ -87,6 +88,7 @@ def build_app(agent: Agent) -> Starlette:
                     return _error(
                         403, f"this token's scope is {token.scope}; this needs {scope} or above"
                     )
+                request.state.scope = token.scope  # an operation may need more (its profile)
             try:
                 return await handler(request)
             except BodyTooLarge as error:
@@ -101,7 +103,7 @@ def build_app(agent: Agent) -> Starlette:
         return JSONResponse(agent.describe())
 
     async def start(request: Request) -> Response:
-        op = await agent.start(parse_request(await json_body(request)))
+        op = await agent.start(await json_body(request), request.state.scope)
         return JSONResponse(
             {"id": op.id, "url": f"{API}/operations/{op.id}"},
             status_code=202,

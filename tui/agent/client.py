@@ -10,17 +10,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import httpx
 
-from tui.agent.codec import CodecError, decode
+from tui.agent.codec import CodecError, decode, encode_command, result_type
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.commands import Op
 from tui.ops.events import OpEvent
 from tui.pipeline.status import PipelineStatus
 from tui.profiles import Profile, ProfileError, profile_from_dict, profile_to_dict
 from tui.retune.preflight import Preflight
+
+R = TypeVar("R")
 
 LONG_POLL_S = 10
 """Seconds an operation's status request waits for something new."""
@@ -304,26 +307,28 @@ class AgentClient:
 
     async def run(
         self,
-        request: dict[str, Any],
-        result_type: Any,
+        command: Op[R],
         on_event: Callable[[OpEvent], None] | None = None,
         remap: Remap = lambda value: value,
-    ) -> Any:
-        """Start an operation on the node and follow it to its end.
+    ) -> R:
+        """Run a command on the node (its own port) and follow it to its end.
 
         Args:
-            request: The operation (``kind`` and its arguments, node-local GPU numbers).
-            result_type: The type its result decodes to (e.g. ``ApplyResult``).
+            command: The command, in the node's own GPU numbers.
             on_event: Receives each event, decoded and remapped, in order.
             remap: Applied to every event and to the result.
 
         Returns:
-            The decoded, remapped result.
+            The decoded, remapped result (``Op[R]``'s ``R``).
 
         Raises:
-            AgentError: the request was refused, or the operation failed or was refused on the
-                node (with the node's reason).
+            AgentError: the command cannot cross the API, was refused, or failed or was
+                refused on the node (with the node's reason).
         """
+        try:
+            request = encode_command(command)
+        except CodecError as error:
+            raise self._fail(str(error)) from None
         started = await self._request("POST", "/api/v1/operations", json=request)
         op_id = str(started["id"])
         after = 0
@@ -350,6 +355,8 @@ class AgentClient:
                 raise self._fail(f"{request.get('kind')} {state}: {doc.get('error')}")
             result = doc.get("result")
             try:
-                return remap(decode(result, result_type, "result")) if result is not None else None
+                hint = result_type(type(command))
+                done = remap(decode(result, hint, "result")) if result is not None else None
+                return cast(R, done)
             except CodecError as error:
                 raise self._fail(f"its result does not fit ({error})") from None

@@ -1,8 +1,11 @@
 """Typed values across the agent's API: frozen dataclasses to JSON and back, by their type hints.
 
-The agent sends the operations core's events and results (``OpEvent``, ``ApplyResult``,
-``CanaryResult``, ``RolloutResult``) and the monitor's ``FleetSnapshot`` to consoles; the console
-rebuilds the same dataclasses, so its screens run unchanged on a remote node. Only the classes
+The console sends commands (``tui.ops.commands``: ``encode_command``), which the agent decodes
+(``decode_command``, every field checked by its type, then by the command itself) and runs on its
+own port: one route for every operation. The agent sends the operations core's events and
+results (``OpEvent``, ``ApplyResult``, ``CanaryResult``, ``RolloutResult``) and the monitor's
+``FleetSnapshot`` to consoles; the console rebuilds the same dataclasses, so its screens run
+unchanged on a remote node. Only the classes
 reachable from ``ROOTS`` can be built (a closed registry: a document cannot name any other
 class), each field is converted by its declared type, and a document that does not fit raises
 ``CodecError`` naming the field.
@@ -14,14 +17,18 @@ import collections.abc
 import dataclasses
 import math
 import types
+from collections.abc import Callable
 from enum import Enum
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from tui.control.stop_release import DrainProgress, StopReleased
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.commands import Command, Op
 from tui.ops.events import OperationFinished, OperationStarted
 from tui.ops.journal import JournalEntry
 from tui.pipeline.status import PipelineStatus
+from tui.profiles import Profile, profile_to_dict
+from tui.profiles.store import NAME
 from tui.retune.events import (
     ApplyFinished,
     ApplyRefused,
@@ -253,3 +260,104 @@ def decode_as(data: Any, cls: type[Any]) -> Any:
         CodecError: the document is not a ``cls``.
     """
     return decode(data, cls, cls.__name__)
+
+
+# --- commands: the operations API's one route --------------------------------------------------
+
+WIRE_COMMANDS: dict[str, type[Op[Any]]] = {
+    cls.WIRE: cls  # type: ignore[misc]
+    for cls in get_args(Command)
+    if cls.WIRE is not None
+}
+"""Every command the operations API runs, by its ``kind`` on the wire."""
+MAX_GPU = 255
+"""Largest GPU index a node accepts (a node's own numbers)."""
+_GPU_FIELDS = ("gpus", "gpu")
+_NAME_FIELDS = ("profile", "expect")
+
+ProfileReader = Callable[[Any], Profile]
+"""Judges a profile document that crossed the API (``tui.agent.profile_api.parse_profile``)."""
+
+
+def result_type(command: type[Op[Any]]) -> Any:
+    """What running ``command`` returns (the ``R`` of its ``Op[R]``), to decode its result."""
+    return get_args(getattr(command, "__orig_bases__", (Op[Any],))[0])[0]
+
+
+def encode_command(command: Op[Any]) -> dict[str, Any]:
+    """A command as the operations API takes it: ``kind`` and each field that is not its
+    default; a profile itself as its TOML document, a profile by name as the name.
+
+    Raises:
+        CodecError: the command has no name on the API, or carries what must stay on its host
+            (a confirmed server's pid).
+    """
+    if command.WIRE is None:
+        raise CodecError(f"kind: {type(command).__name__} is not run through the agent")
+    out: dict[str, Any] = {"kind": command.WIRE}
+    for field in dataclasses.fields(command):  # type: ignore[arg-type]
+        value = getattr(command, field.name)
+        if value == field.default:
+            continue
+        if field.name == "confirmed":
+            raise CodecError("confirmed: a server no node verifies is stopped from its own host")
+        out[field.name] = profile_to_dict(value) if isinstance(value, Profile) else encode(value)
+    return out
+
+
+def decode_command(body: Any, read_profile: ProfileReader) -> Op[Any]:
+    """The command a request body asks for, every field checked before anything runs.
+
+    Args:
+        body: The parsed JSON body: ``kind`` and the command's fields (node-local GPUs).
+        read_profile: Judges a profile document (``profile`` given as a document, not a name).
+
+    Raises:
+        CodecError: one line naming the field and what is allowed.
+    """
+    if not isinstance(body, collections.abc.Mapping):
+        raise CodecError("body: must be a JSON object")
+    kind = body.get("kind")
+    cls = WIRE_COMMANDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise CodecError(f"kind: {kind!r} is not one of {', '.join(WIRE_COMMANDS)}")
+    hints = _hints(cls)
+    fields = [f for f in dataclasses.fields(cls) if f.name != "confirmed"]  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for field in fields:
+        if field.name not in body:
+            if field.default is dataclasses.MISSING:
+                raise CodecError(f"{field.name}: missing (a {kind} needs it)")
+            continue
+        value = body[field.name]
+        if field.name == "profile" and isinstance(value, collections.abc.Mapping):
+            kwargs[field.name] = read_profile(value)
+            continue
+        kwargs[field.name] = _checked(field.name, decode(value, hints[field.name], field.name))
+    allowed = ["kind", *(f.name for f in fields)]
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise CodecError(f"{unknown[0]}: not a field of {kind} (allowed: {', '.join(allowed)})")
+    try:
+        return cls(**kwargs)
+    except ValueError as error:  # the command's own check, naming the field
+        raise CodecError(str(error)) from None
+
+
+def _checked(name: str, value: Any) -> Any:
+    """A node's GPU numbers within ``MAX_GPU``, sorted once each; a profile named by a name,
+    never a path (the node looks it up in its own profile directories only)."""
+    if name in _GPU_FIELDS and value is not None:
+        gpus = value if isinstance(value, tuple) else (value,)
+        if (name == "gpus" and not gpus) or any(not 0 <= g <= MAX_GPU for g in gpus):
+            raise CodecError(
+                f"{name}: {list(gpus)!r} must be a non-empty list of GPU indices (0-{MAX_GPU})"
+            )
+        return tuple(sorted(set(gpus))) if isinstance(value, tuple) else value
+    named = name in _NAME_FIELDS and isinstance(value, str)
+    if named and (not NAME.match(value) or value.endswith(".toml")):
+        raise CodecError(
+            f"{name}: {value[:80]!r} must be a profile name: letters, digits, '.', '_' or "
+            "'-' (1-200), not a path"
+        )
+    return value

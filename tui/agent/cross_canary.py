@@ -33,6 +33,7 @@ from tui.agent.node_views import node_of
 from tui.agent.remap import remap_gpus
 from tui.agent.tuning import renumber
 from tui.fleet.snapshot import NODE_STRIDE, ServerState
+from tui.ops.commands import Apply, Restore
 from tui.ops.entries import canary_entry
 from tui.ops.events import EventSink
 from tui.ops.journal import append
@@ -169,9 +170,7 @@ async def cross_node_canary(
         before[gpu] = GpuState(gpu, current=profile_to_dict(running))
 
     async def apply(profile: Profile, gpus: Sequence[int]) -> ApplyResult:
-        request = {"kind": "apply", "profile": profile_name, "gpus": [local], "measure": False}
-        result: ApplyResult = await client.run(request, ApplyResult, on_event, remap)
-        return result
+        return await client.run(Apply(profile_name, (local,), measure=False), on_event, remap)
 
     counters = NodesCounters(clients)
     canary = Canary(
@@ -215,9 +214,8 @@ async def _roll_back(
     The node's operation lock is not held from the apply to here (the window is minutes, over
     HTTP); the rollback carries ``expect``, so the node refuses it when another operation put
     something else on the GPU meanwhile, rather than undoing that."""
-    request = {"kind": "rollback", "gpus": [local], "expect": candidate}
     try:
-        back = await client.run(request, ApplyResult, on_event, remap)
+        back = await client.run(Restore((local,), expect=candidate), on_event, remap)
     except AgentError as error:
         failed = f"rolling GPU {result.gpu} back FAILED: {error}"
         return replace(result, reason=f"{result.reason}; {failed}")

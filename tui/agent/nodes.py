@@ -26,14 +26,12 @@ from tui.agent.cross_canary import cross_controls, cross_node_canary
 from tui.agent.merge import merge_applies, merge_rollouts
 from tui.agent.node_views import NO_JOB, job_of, node_of, running_of
 from tui.agent.remap import remap_gpus
-from tui.agent.requests import MAX_BATCH
-from tui.agent.tuning import NodesTuning
+from tui.agent.tuning import NodesTuning, renumber
 from tui.control.adopt import ConfirmedServer
-from tui.control.stop import StopMode
-from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
 from tui.ops.adoption import AdoptError, AdoptPlan
 from tui.ops.commands import (
+    MAX_BATCH,
     Apply,
     Canary,
     Kill,
@@ -57,7 +55,6 @@ from tui.pipeline.status import PipelineStatus
 from tui.profiles import Problem, Profile, ProfileError
 from tui.retune.events import ApplyResult
 from tui.rollout.canary import CanaryOptions
-from tui.rollout.canary_result import CanaryResult
 from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState
 
@@ -174,25 +171,50 @@ class Nodes:
 
     async def _run(self, command: Op[Any], sink: EventSink | None) -> object:
         match command:
-            case Kill(gpus, mode, confirmed, drain_s):
-                return await self.kill(gpus, mode, confirmed, drain_s)
-            case Relaunch(gpus, confirmed):
-                return await self.relaunch(gpus, confirmed)
-            case Apply(Profile() as profile, gpus):
-                saved = await self.run(SaveProfile(profile, gpus or ()))
-                if saved.failures:  # nothing restarts on a node that lacks the profile
-                    raise AgentError("; ".join(saved.failures))
-                return await self.apply_profile(profile.name, gpus or (), sink)
-            case Apply(str() as name, gpus):
-                return await self.apply_profile(name, gpus or (), sink)
+            case Kill() | Relaunch() | StopFleet():  # every node at once; each GPU's outcome
+                if not isinstance(command, StopFleet):
+                    _local_only(command.confirmed)
+                groups = self._scope(getattr(command, "gpus", None))
+                found = await self._each(groups, lambda p, local: self._on(p, command, local, sink))
+                return tuple(outcome for outcomes in found for outcome in outcomes)
+            case Apply(profile):  # every node at once, each its own version of the profile
+                groups = self._scope(command.gpus)
+                versions = {p: self._version(p, profile) for p in groups}
+
+                async def apply(position: int, local: list[int] | None) -> ApplyResult:
+                    one = replace(command, profile=versions[position])
+                    return await self._on(position, one, local, sink)
+
+                return merge_applies(await self._each(groups, apply))
             case Rollback(gpus, _, all_at_once):
-                return await self.rollback(gpus, sink, all_at_once)
-            case Canary(profile, gpu):
-                return await self.canary(_name(profile), gpu, sink)
-            case Rollout(profile, batch, gpus):
-                return await self.rollout(_name(profile), batch, gpus, sink)
-            case StopFleet():
-                return await self.stop_fleet(sink)
+                # Each node walks its own GPUs back; all at once: every node, in one batch each.
+                back = Rollback(batch=MAX_BATCH if all_at_once else 1)
+                groups = self._scope(gpus)
+
+                async def walk(position: int, local: list[int] | None) -> RolloutResult:
+                    return await self._on(position, back, local, sink)
+
+                if all_at_once:
+                    return merge_rollouts(await self._each(groups, walk))
+                return merge_rollouts(await self._node_after_node(groups, walk))
+            case Rollout(profile, batch, gpus):  # node after node, each by the name it has
+                rollout = Rollout(_name(profile), batch)
+
+                async def roll(position: int, local: list[int] | None) -> RolloutResult:
+                    return await self._on(position, rollout, local, sink)
+
+                return merge_rollouts(await self._node_after_node(self._scope(gpus), roll))
+            case Canary(profile, gpu):  # judged here, across nodes (tui.agent.cross_canary)
+                return await cross_node_canary(
+                    self.clients,
+                    self._views(),
+                    self._answering(),
+                    _name(profile),
+                    gpu,
+                    self.canary_options,
+                    sink,
+                    sink,
+                )
             case StartPipeline() | StopPipeline():
                 # Started again or stopped through the job's node's agent (identity-checked
                 # there; a start resumes from the done record).
@@ -203,6 +225,40 @@ class Nodes:
                 form = self._form or self.tuning(None if not gpus else gpus[0])
                 return await asyncio.to_thread(form.save_profile, profile)
         raise Refused(f"{type(command).__name__}: not a command a many-node console runs")
+
+    async def _on(
+        self, position: int, command: Op[R], local: list[int] | None, sink: EventSink | None
+    ) -> R:
+        """``command`` on node ``position``'s agent, its GPUs ``local`` (None: as it is), its
+        events and result in the console's numbers."""
+        if local is not None:
+            command = replace(command, gpus=tuple(local))  # type: ignore[type-var]
+        return await self._client(position).run(command, sink, self._remap(position))
+
+    def _scope(self, gpus: Sequence[int] | None) -> dict[int, Any]:
+        """The nodes of ``gpus`` with their own GPUs (None: every node, each as a whole)."""
+        return self._everywhere() if gpus is None else self._split(gpus)
+
+    @staticmethod
+    async def _node_after_node(
+        groups: dict[int, Any], walk: Callable[[int, Any], Awaitable[RolloutResult]]
+    ) -> list[RolloutResult]:
+        """``walk`` on each node in turn, stopping at the first node whose walk failed."""
+        results: list[RolloutResult] = []
+        for position, local in groups.items():
+            results.append(await walk(position, local))
+            if results[-1].failed or results[-1].failure:
+                break
+        return results
+
+    def _version(self, position: int, profile: Profile | str) -> Profile | str:
+        """What node ``position`` applies: a profile by name its own of that name; the tuning
+        form's profile that node's version of it, in its own numbers."""
+        if isinstance(profile, str):
+            return profile
+        if self._form is not None:
+            return self._form.version(position, profile)
+        return renumber(profile, -position * NODE_STRIDE)
 
     async def snapshot(self) -> FleetSnapshot:
         """Every agent's snapshot at once, merged."""
@@ -338,165 +394,12 @@ class Nodes:
     def _everywhere(self) -> dict[int, None]:
         return {position: None for position in range(len(self._nodes))}
 
-    # --- the operations, each on its nodes' agents ---------------------------------------------
-
-    async def kill(
-        self,
-        gpus: tuple[int, ...],
-        mode: StopMode = "drain",
-        confirmed: tuple[ConfirmedServer, ...] = (),
-        drain_s: float | None = None,
-    ) -> tuple[StopReleased, ...]:
-        """Stop the servers on ``gpus`` through their nodes' agents.
-
-        Returns:
-            Each GPU's outcome (its GPU numbered as the console numbers it).
-
-        Raises:
-            AgentError: naming each node whose stop failed, and why.
-            OperationError: ``confirmed`` names an unknown server (not signalled remotely).
-        """
-        _local_only(confirmed)
-
-        async def one(position: int, local: list[int]) -> Any:
-            request: dict[str, Any] = {"kind": "kill", "gpus": local, "mode": mode}
-            if drain_s is not None:
-                request["drain_s"] = drain_s
-            return await self._client(position).run(
-                request, list[StopReleased], None, self._remap(position)
-            )
-
-        found = await self._each(self._split(gpus), one)
-        return tuple(o for outcomes in found for o in outcomes if isinstance(o, StopReleased))
-
-    async def relaunch(
-        self, gpus: tuple[int, ...], confirmed: tuple[ConfirmedServer, ...] = ()
-    ) -> tuple[ApplyResult, ...]:
-        """Relaunch each GPU's own profile on its node, verified (each run's result, its GPUs
-        numbered as the console numbers them).
-
-        Raises:
-            AgentError: naming each node that failed, and why.
-            OperationError: ``confirmed`` names an unknown server (not signalled remotely).
-        """
-        _local_only(confirmed)
-
-        async def one(position: int, local: list[int]) -> Any:
-            request = {"kind": "relaunch", "gpus": local}
-            return await self._client(position).run(
-                request, list[ApplyResult], None, self._remap(position)
-            )
-
-        found = await self._each(self._split(gpus), one)
-        return tuple(r for results in found for r in results if isinstance(r, ApplyResult))
-
-    async def apply_profile(
-        self, name: str, gpus: tuple[int, ...], on_event: EventSink | None = None
-    ) -> ApplyResult:
-        """Apply profile ``name`` (as each node has it) to ``gpus``, every node at once."""
-
-        async def one(position: int, local: list[int]) -> ApplyResult:
-            request = {"kind": "apply", "profile": name, "gpus": local}
-            result: ApplyResult = await self._client(position).run(
-                request, ApplyResult, on_event, self._remap(position)
-            )
-            return result
-
-        return merge_applies(await self._each(self._split(gpus), one))
-
-    async def rollback(
-        self,
-        gpus: tuple[int, ...] | None = None,
-        on_event: EventSink | None = None,
-        all_at_once: bool = False,
-    ) -> RolloutResult:
-        """Walk ``gpus`` back to the profile each ran before, each node through its agent's
-        walk back (None: every node, each of its GPUs that has a previous profile): node after
-        node, one GPU at a time, stopping at the first node that failed; with ``all_at_once``
-        every node at once, each in one batch. Each node's result carries its own fleet verdict.
-
-        Raises:
-            AgentError: naming each node that refused or failed, and why.
-        """
-        groups: dict[int, Any] = self._everywhere() if gpus is None else self._split(gpus)
-        batch = MAX_BATCH if all_at_once else 1
-
-        async def one(position: int, local: list[int] | None) -> RolloutResult:
-            request: dict[str, Any] = {"kind": "rollout_back", "batch": batch}
-            if local is not None:
-                request["gpus"] = local
-            result: RolloutResult = await self._client(position).run(
-                request, RolloutResult, on_event, self._remap(position)
-            )
-            return result
-
-        if all_at_once:
-            return merge_rollouts(await self._each(groups, one))
-        results: list[RolloutResult] = []
-        for position, local in groups.items():
-            results.append(await one(position, local))
-            if results[-1].failed or results[-1].failure:
-                break
-        return merge_rollouts(results)
-
-    async def canary(
-        self, profile_name: str, gpu: int, on_event: EventSink | None = None
-    ) -> CanaryResult:
-        """A canary on ``gpu`` judged across nodes: the control is every ready GPU of every
-        answering node that runs ``gpu``'s current profile (``tui.agent.cross_canary``); on
-        "worse" the canary GPU is rolled back through its agent."""
-        return await cross_node_canary(
-            self.clients,
-            self._views(),
-            self._answering(),
-            profile_name,
-            gpu,
-            self.canary_options,
-            on_event,
-            on_event,
-        )
-
     def canary_controls(self, gpu: int) -> tuple[int, ...] | None:
         """The control GPUs a canary on ``gpu`` would have now (its confirm names them)."""
         return cross_controls(self._views(), self._answering(), gpu)[1]
 
     def _answering(self) -> list[bool]:
         return [not n.error and n.view is not None for n in self._nodes]
-
-    async def rollout(
-        self,
-        profile_name: str,
-        batch: int = 1,
-        gpus: tuple[int, ...] | None = None,
-        on_event: EventSink | None = None,
-    ) -> RolloutResult:
-        """Roll ``profile_name`` out node after node, ``batch`` GPUs at a time on each (on each
-        node only its GPUs among ``gpus``; None: every node, all of its GPUs); stops at the
-        first node whose rollout failed (the nodes after it keep their profile)."""
-        groups: dict[int, Any] = self._everywhere() if gpus is None else self._split(gpus)
-        results: list[RolloutResult] = []
-        for position, local in groups.items():
-            request: dict[str, Any] = {"kind": "rollout", "profile": profile_name, "batch": batch}
-            if local is not None:
-                request["gpus"] = local
-            result: RolloutResult = await self._client(position).run(
-                request, RolloutResult, on_event, self._remap(position)
-            )
-            results.append(result)
-            if result.failed or result.failure:
-                break
-        return merge_rollouts(results)
-
-    async def stop_fleet(self, on_event: EventSink | None = None) -> tuple[StopReleased, ...]:
-        """Stop every server of every node; each GPU's outcome (console numbers)."""
-
-        async def one(position: int, _: None) -> Any:
-            return await self._client(position).run(
-                {"kind": "stop_fleet"}, list[StopReleased], on_event, self._remap(position)
-            )
-
-        found = await self._each(self._everywhere(), one)
-        return tuple(o for outcomes in found for o in outcomes if isinstance(o, StopReleased))
 
     def profile_names(self) -> list[str]:
         """Profiles every answering node has (an apply by name runs each node's own). Blocking."""

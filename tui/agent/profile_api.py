@@ -32,9 +32,9 @@ from starlette.routing import Route
 
 from tui.agent.codec import encode
 from tui.agent.policy import PolicyError
-from tui.agent.requests import MAX_GPU, BadRequest, json_body
+from tui.agent.requests import MAX_GPU, BadRequest, json_body, one_line, parse_profile
 from tui.agent.server import Agent
-from tui.profiles import Profile, ProfileError, profile_from_dict, profile_to_dict
+from tui.profiles import Profile, ProfileError, profile_to_dict
 from tui.profiles.store import NAME
 
 MAX_PROFILE_BYTES = 256 * 1024
@@ -43,49 +43,6 @@ MAX_PROFILE_BYTES = 256 * 1024
 
 async def _body(request: Request) -> dict[str, Any]:
     return await json_body(request, MAX_PROFILE_BYTES)
-
-
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split())
-
-
-def _bounded(doc: dict[str, Any]) -> None:
-    """Refuse a document naming more GPUs than the API accepts, before it is parsed."""
-    most = MAX_GPU + 1
-    fleet = doc.get("fleet")
-    sizes: list[tuple[str, Any]] = [("gpu", doc.get("gpu"))]
-    if isinstance(fleet, dict):
-        sizes += [("fleet.gpus", fleet.get("gpus")), ("fleet.ports", fleet.get("ports"))]
-    for field, value in sizes:
-        if isinstance(value, list | dict) and len(value) > most:
-            raise BadRequest(
-                f"profile: {field}: {len(value)} entries; at most {most} through the agent"
-            )
-
-
-def parse_profile(doc: Any, name: str) -> Profile:
-    """The profile a request carries, judged like a profile file. Blocking (the check of a
-    large document takes a while): run it in a thread.
-
-    Args:
-        doc: The ``profile`` field (a TOML document as JSON).
-        name: The name it is saved or judged under.
-
-    Raises:
-        BadRequest: not a document, more GPUs than ``MAX_GPU + 1`` or an index past
-            ``MAX_GPU``, or a profile with problems (one line, naming the field).
-    """
-    if not isinstance(doc, dict):
-        raise BadRequest("profile: must be a profile document (a JSON object)")
-    _bounded(doc)
-    try:
-        profile = profile_from_dict(doc, default_name=name, source="profile")
-    except ProfileError as error:
-        raise BadRequest(_one_line(error)) from None
-    past = [g for g in profile.gpus if g > MAX_GPU]
-    if past:
-        raise BadRequest(f"profile: fleet.gpus: GPU {past[0]} is not a GPU index (0-{MAX_GPU})")
-    return profile
 
 
 def _name(request: Request) -> str:
@@ -122,7 +79,7 @@ def profile_routes(agent: Agent, guarded: Any) -> list[Route]:
         try:
             profile = await asyncio.to_thread(agent.load_by_name, name)
         except ProfileError as error:
-            return JSONResponse({"error": _one_line(error)}, status_code=404)
+            return JSONResponse({"error": one_line(error)}, status_code=404)
         return JSONResponse({"profile": profile_to_dict(profile)})
 
     def checked(doc: Any, name: str) -> Profile:
@@ -150,7 +107,7 @@ def profile_routes(agent: Agent, guarded: Any) -> list[Route]:
         try:
             items = await agent.backend.preflight(profile, gpus)
         except ValueError as error:  # a GPU outside the profile, a model of unknown size
-            raise BadRequest(_one_line(error)) from None
+            raise BadRequest(one_line(error)) from None
         return JSONResponse({"preflight": [encode(item) for item in items]})
 
     return [

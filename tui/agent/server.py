@@ -14,23 +14,25 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tui.agent.codec import CodecError, decode_command
 from tui.agent.counters_api import CountersReader
 from tui.agent.metrics import AgentView
-from tui.agent.operations import Operations
+from tui.agent.operations import Operation, Operations
 from tui.agent.policy import ApiPolicy, PolicyError, load_policy
-from tui.agent.requests import BadRequest, OperationRequest
+from tui.agent.requests import BadRequest, parse_profile
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.commands import Op
 from tui.ops.events import EventSink
 from tui.ops.local import LocalFleet
 from tui.ops.service import FleetOps
 from tui.pipeline.status import read_status
 from tui.profiles import Profile, ProfileError, load_by_name
-from tui.servers.tokens import AgentToken
+from tui.servers.tokens import AgentToken, Scope, allows
 from tui.state.fleet_state import read_running
 
 POLL_INTERVAL_S = 1.0
@@ -155,63 +157,60 @@ class Agent:
         """
         return self.ops.fit(load_by_name(name))
 
-    def checked_profile(self, name: str) -> Profile:
-        """The profile an API operation names, loaded and held to the API policy. Blocking.
+    def checked_profile(self, profile: Profile | str, scope: Scope) -> Profile:
+        """The profile an API command names (loaded) or carries, held to the API policy.
+        Blocking.
+
+        A profile the command carries itself decides what the node runs, as saving one does:
+        it needs an admin token, unless it is the node's own saved profile of that name as
+        the node would run it (a console's form applying a profile it did not change).
 
         Raises:
-            BadRequest: not a name, no such or an invalid profile, or one the policy refuses
-                (one line naming the field).
+            BadRequest: not a name, no such or an invalid profile, one the policy refuses, or
+                a new profile from a token below admin (one line naming the field).
         """
         try:
-            profile = self.load_by_name(name)
-            self.policy.check(profile, f"profile {name}")
+            loaded = self.load_by_name(profile) if isinstance(profile, str) else profile
+            self.policy.check(loaded, f"profile {loaded.name}")
         except (ProfileError, PolicyError) as error:
             raise BadRequest(" ".join(str(error).split())[:500]) from None
-        return profile
+        if isinstance(profile, Profile) and not allows(scope, "admin"):
+            try:
+                saved = self.load_by_name(profile.name)
+            except ProfileError:
+                saved = None
+            if saved != self.ops.fit(profile):
+                raise BadRequest(
+                    f"profile: {profile.name!r} is not this node's saved profile of that name: "
+                    f"running a new profile needs an admin token (this one's scope is {scope})"
+                )
+        return loaded
 
-    async def start(self, request: OperationRequest) -> Any:
-        """Start the operation ``request`` asks for in the background; returns its handle.
+    async def start(self, body: Any, scope: Scope = "admin") -> Operation:
+        """Start the command ``body`` asks for (``tui.agent.codec.decode_command``) in the
+        background, on this node's port; returns its handle.
 
-        The profile it names is loaded and checked first (``checked_profile``), so a name that
-        is not a profile of this node, or one the policy refuses, is a 400 and nothing starts;
-        the operation then runs that very profile (the file is not read again).
+        The profile it names or carries is loaded and checked first (``checked_profile``), so
+        a name that is not a profile of this node, or one the policy refuses, is a 400 and
+        nothing starts; the operation then runs that very profile (the file is not read again).
 
         Raises:
-            BadRequest: the profile cannot be used.
+            BadRequest: the body is not a command, or its profile cannot be used.
         """
-        profile = None
-        if request.profile is not None:
-            profile = await asyncio.to_thread(self.checked_profile, request.profile)
-        return self.operations.start(request.kind, request.args(), self._work(request, profile))
+        try:
+            command = decode_command(body, parse_profile)
+        except CodecError as error:
+            raise BadRequest(str(error)) from None
+        profile = getattr(command, "profile", None)
+        if isinstance(profile, Profile | str):
+            loaded = await asyncio.to_thread(self.checked_profile, profile, scope)
+            command = replace(command, profile=loaded)  # type: ignore[type-var]
+        args = {k: v for k, v in body.items() if k != "profile" or isinstance(v, str)}
+        return self.operations.start(command.WIRE or "", args, self._work(command))
 
-    def _work(self, request: OperationRequest, profile: Profile | None) -> Any:
-        ops, backend = self.ops, self.backend
-
+    def _work(self, command: Op[Any]) -> Any:
         async def work(sink: EventSink) -> Any:
-            marked = backend.sink(sink)
-            r = request
-            if r.kind == "apply":
-                assert profile is not None
-                return await ops.apply(profile, r.gpus, marked, measure=r.measure, mode=r.mode)
-            if r.kind == "relaunch":
-                return await ops.relaunch(r.gpus or (), marked, r.mode)
-            if r.kind == "kill":
-                for gpu in r.gpus or ():
-                    backend.mark(gpu, True)
-                return await ops.kill(r.gpus or (), marked, r.mode, drain_s=r.drain_s)
-            if r.kind == "rollback":
-                return await ops.rollback(r.gpus, marked, expect=r.expect)
-            if r.kind == "canary":
-                assert profile is not None and r.gpu is not None
-                return await ops.canary(profile, r.gpu, marked)
-            if r.kind == "rollout":
-                assert profile is not None
-                return await ops.rollout(profile, r.batch, r.gpus, marked)
-            if r.kind == "rollout_back":
-                return await ops.rollout_back(r.gpus, r.batch, marked)
-            if r.kind == "stop_fleet":
-                return await ops.stop_fleet(marked, r.mode)
-            raise ValueError(f"kind: {r.kind!r} is not an operation")
+            return await self.backend.run(command, sink)
 
         return work
 

@@ -167,7 +167,7 @@ class NodesTuning:
 
         async def save(client: AgentClient) -> str:
             position = self._position_of(client)
-            version = self._version(position, profile)
+            version = self.version(position, profile)
             return f"{client.node}:{await client.save_profile(version)}"
 
         answers = asyncio.run(self._gather(save))
@@ -196,7 +196,7 @@ class NodesTuning:
                 http = await stack.enter_async_context(self._http())
 
             async def one(position: int) -> list[Preflight]:
-                version = self._version(position, profile)
+                version = self.version(position, profile)
                 items = await self._client(http, position).preflight(version, groups[position])
                 offset = position * NODE_STRIDE
                 return [replace(item, gpu=item.gpu + offset) for item in items]
@@ -233,7 +233,7 @@ class NodesTuning:
     def _position_of(self, client: AgentClient) -> int:
         return next(p for p, a in enumerate(self._addresses) if a == client.address)
 
-    def _version(self, position: int, shown: Profile) -> Profile:
+    def version(self, position: int, shown: Profile) -> Profile:
         """What node ``position`` gets of the form's profile: the shown node gets it as edited
         (its numbers); another its own running profile with the form's name and shared flags.
 
