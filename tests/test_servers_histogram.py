@@ -8,6 +8,7 @@ import math
 import random
 from pathlib import Path
 
+import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import Histogram as PromHistogram
@@ -23,6 +24,8 @@ from tui.servers.histogram import (
     parse_histograms,
     quantiles,
 )
+from tui.servers.keepalive import Answer
+from tui.servers.probe import ServerProbe
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real_sglang" / "0.5.17"
 RECORDED = ("base", "cap", "spec")
@@ -173,3 +176,15 @@ def test_fleet_sum_leaves_out_other_bounds() -> None:
     other = Histogram((2.0, math.inf), (5.0, 5.0))
     assert merged([a, other, b]) == Histogram((1.0, math.inf), (4.0, 5.0))
     assert merged([]) is None
+
+
+def test_the_probe_reads_its_last_bodys_histograms_on_demand_once() -> None:
+    probe = ServerProbe(httpx.AsyncClient(), 1)
+    assert probe.latency_histograms() == {}
+    body = (FIXTURES / "spec" / "metrics.txt").read_bytes()
+    assert probe.read_load(Answer(200, (), body)) is not None
+    first = probe.latency_histograms()
+    assert first == parse_histograms(body) and first[TTFT].count == 11
+    assert probe.latency_histograms() is first  # the same body is not scanned again
+    probe.read_load(Answer(200, (), body.replace(b"} 11.0\n", b"} 12.0\n")))
+    assert probe.latency_histograms()[TTFT].count == 12

@@ -26,18 +26,15 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-TTFT = "sglang:time_to_first_token_seconds"
-"""Time to first token (tokenizer side, labelled ``is_streaming``)."""
-ITL = "sglang:inter_token_latency_seconds"
-"""Inter-token latency (each output chunk's interval over its tokens)."""
-E2E = "sglang:e2e_request_latency_seconds"
-"""End-to-end request latency (labelled ``is_streaming``)."""
-QUEUE = "sglang:queue_time_seconds"
-"""Time a request waited in the scheduler's queue (scheduler side)."""
+from tui.sglang.releases import CONSOLE_HISTOGRAMS
 
-LATENCY_FAMILIES = (TTFT, ITL, E2E, QUEUE)
+LATENCY_FAMILIES = CONSOLE_HISTOGRAMS
 """The histograms the console reads: in every release 0.5.17-0.5.23 (the ``console_metrics``
 claim of ``tui.sglang.releases`` holds each release's source to them)."""
+TTFT, ITL, E2E, QUEUE = LATENCY_FAMILIES
+"""Time to first token (tokenizer side, labelled ``is_streaming``); inter-token latency (each
+output chunk's interval over its tokens); end-to-end request latency (labelled
+``is_streaming``); time a request waited in the scheduler's queue (scheduler side)."""
 
 PRECISION_TOLERANCE = 1e-12
 """Relative difference between neighbouring buckets that is float noise (Prometheus's)."""
