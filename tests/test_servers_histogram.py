@@ -10,9 +10,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from latency_helpers import client_buckets, reference_quantile
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import Histogram as PromHistogram
-from prometheus_client.parser import text_string_to_metric_families
 
 from tui.servers.histogram import (
     LATENCY_FAMILIES,
@@ -30,39 +30,6 @@ from tui.servers.probe import ServerProbe
 FIXTURES = Path(__file__).parent / "fixtures" / "real_sglang" / "0.5.17"
 RECORDED = ("base", "cap", "spec")
 QS = (0.5, 0.9, 0.99)
-
-
-def client_buckets(text: str, family: str) -> list[tuple[float, float]]:
-    """prometheus_client's reading: each ``le``'s count summed over the label sets."""
-    name = family.removeprefix("sglang:")
-    sums: dict[float, float] = {}
-    for metric in text_string_to_metric_families(text):
-        if metric.name not in (family, name):
-            continue
-        for sample in metric.samples:
-            if sample.name.endswith("_bucket"):
-                le = float(sample.labels["le"])
-                sums[le] = sums.get(le, 0.0) + sample.value
-    return sorted(sums.items())
-
-
-def reference_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
-    """histogram_quantile as the Prometheus docs state it: linear within the bucket, from 0 in
-    the first one (its bound when that is <= 0), the second-highest bound in +Inf."""
-    total = buckets[-1][1]
-    if total == 0:
-        return math.nan
-    rank = q * total
-    for i, (le, cumulative) in enumerate(buckets):
-        if cumulative < rank:
-            continue
-        if math.isinf(le):
-            return buckets[i - 1][0]
-        if i == 0:
-            return le if le <= 0 else le * rank / cumulative
-        lower, below = buckets[i - 1]
-        return lower + (le - lower) * (rank - below) / (cumulative - below)
-    return buckets[-2][0]
 
 
 @pytest.mark.parametrize("scenario", RECORDED)

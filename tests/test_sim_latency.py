@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from sim_helpers import Clients, running_sim
 
-from tests.sim_helpers import Clients, running_sim
 from tui.servers.histogram import (
     E2E,
     ITL,

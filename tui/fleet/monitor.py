@@ -28,6 +28,7 @@ from collections.abc import Callable
 import httpx
 
 from tui import paths
+from tui.fleet.insight import Insight
 from tui.fleet.liveness import DEFAULT_FLOOR_S, ProgressWatch
 from tui.fleet.running_profiles import RunningProfile, read_state_and_profiles
 from tui.fleet.server_log import ServerLog
@@ -113,6 +114,8 @@ class FleetMonitor:
         self._profiles: dict[int, RunningProfile] = {}
         self._state: FleetState = {}
         self._profiles_key: tuple[int, int, int] | None = None
+        self.insight = Insight()
+        """Fleet-wide readings: latency percentiles (``tui.fleet.insight``)."""
 
     def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
         """Show the server on ``gpu`` as STOPPING until its process is gone or replaced.
@@ -390,4 +393,5 @@ class FleetMonitor:
             t.state is ServerState.STARTING and (t.log.ready or t.log.phase == "warming up")
             for t in self._trackers
         )
-        return FleetSnapshot(panels=panels, gpu_source=note, taken_at=now, refresh_soon=soon)
+        snapshot = FleetSnapshot(panels=panels, gpu_source=note, taken_at=now, refresh_soon=soon)
+        return self.insight.finish(snapshot, self._trackers)

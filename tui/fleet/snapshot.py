@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tui.fleet.latency import LatencySummary
 from tui.fleet.running_profiles import RunningProfile
+from tui.fleet.speculative import SpecDecode
 from tui.gpu.snapshot import GpuSnapshot
 
 
@@ -74,10 +76,19 @@ class ServerSnapshot:
     """KV (full-attention) token usage, 0..1."""
     mamba_usage: float | None = None
     """Mamba slot usage, 0..1."""
+    swa_usage: float | None = None
+    """Sliding-window KV usage, 0..1 (0 on a model without SWA layers; None: not exported)."""
+    cache_hit_rate: float | None = None
+    """The prefix cache hit rate, 0..1."""
     gen_throughput: float | None = None
     """Generation throughput in tokens/s (last reading)."""
     accept_len: float | None = None
     """Speculative decoding accept length."""
+    spec: SpecDecode | None = None
+    """The draft it runs (accept length and rate, steps); None when it runs none."""
+    latency: LatencySummary | None = None
+    """TTFT, inter-token, E2E and queue-time percentiles over the rolling window
+    (``tui.fleet.latency``); None before its first ``/metrics`` reading with histograms."""
     throughput_history: tuple[float, ...] = ()
     """Recent gen throughput readings, oldest first, for the sparkline."""
     allocation_lines: tuple[str, ...] = ()
@@ -173,3 +184,5 @@ class FleetSnapshot:
     refresh_soon: bool = False
     """A server is about to become ready (warming up): poll again sooner than usual, so the
     ready line shows within a fraction of a second."""
+    latency: LatencySummary | None = None
+    """The fleet's latency percentiles: the live servers' windows summed bucket by bucket."""

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 import psutil
 
+from tui.fleet.latency import LatencyWindow
 from tui.fleet.liveness import ProgressWatch
 from tui.fleet.server_log import EMPTY_VIEW, ServerLog
 from tui.fleet.snapshot import ServerState
@@ -85,6 +86,9 @@ class Tracker:
     """(decode lines, the throughput gauge) at the last poll: a change is a new Decode line."""
     decode_at: float | None = None
     """When the last Decode line (or gauge change) was seen (None: none since launch)."""
+    latency: LatencyWindow = field(default_factory=LatencyWindow)
+    """Its latency histograms over the rolling window; kept across a relaunch (the window spans
+    it, the new process counted from zero: ``tui.fleet.latency``)."""
 
     def new_process(self, process: ServerProcess) -> None:
         """A different process now serves the port: forget the previous launch."""
