@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tui.fleet.imbalance import Outlier
 from tui.fleet.latency import LatencySummary
 from tui.fleet.running_profiles import RunningProfile
 from tui.fleet.speculative import SpecDecode
@@ -186,3 +187,6 @@ class FleetSnapshot:
     ready line shows within a fraction of a second."""
     latency: LatencySummary | None = None
     """The fleet's latency percentiles: the live servers' windows summed bucket by bucket."""
+    imbalance: tuple[Outlier, ...] = ()
+    """GPUs whose queue, running, KV use or tok/s stands out from the fleet beyond its noise
+    (``tui.fleet.imbalance``)."""
