@@ -115,7 +115,7 @@ class FleetMonitor:
         self._state: FleetState = {}
         self._profiles_key: tuple[int, int, int] | None = None
         self.insight = Insight()
-        """Fleet-wide readings: latency percentiles (``tui.fleet.insight``)."""
+        """Fleet-wide readings: latency, imbalance, energy (``tui.fleet.insight``)."""
 
     def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
         """Show the server on ``gpu`` as STOPPING until its process is gone or replaced.
@@ -176,6 +176,7 @@ class FleetMonitor:
         """
         self._host_side()
         gpus, description, error = self._sample_gpus()
+        self.insight.read_slow(self.gpu_source)
         return gpus, description, error, self._steady_loads(now)
 
     def _steady_loads(self, now: float) -> dict[int, ServerLoad | None]:

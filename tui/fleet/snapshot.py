@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tui.fleet.energy import FleetEnergy, GpuEnergy
 from tui.fleet.imbalance import Outlier
 from tui.fleet.latency import LatencySummary
 from tui.fleet.running_profiles import RunningProfile
@@ -141,6 +142,9 @@ class GpuPanel:
     node: str = ""
     """The node this GPU is on, in a console over many nodes' agents ("" on one node); its
     ``gpu_index`` is then ``node position * NODE_STRIDE + the GPU's index on the node``."""
+    energy: GpuEnergy | None = None
+    """Joules, mean power and output tokens per joule (``tui.fleet.energy``); None before a
+    reading of its power or energy counter."""
 
     @property
     def local_index(self) -> int:
@@ -187,6 +191,8 @@ class FleetSnapshot:
     ready line shows within a fraction of a second."""
     latency: LatencySummary | None = None
     """The fleet's latency percentiles: the live servers' windows summed bucket by bucket."""
+    energy: FleetEnergy | None = None
+    """The fleet's joules, power and tokens per joule (every metered GPU's summed)."""
     imbalance: tuple[Outlier, ...] = ()
     """GPUs whose queue, running, KV use or tok/s stands out from the fleet beyond its noise
     (``tui.fleet.imbalance``)."""
