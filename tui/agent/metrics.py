@@ -20,6 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
+from tui.ops.alerts.engine import AlertFired
 from tui.pipeline.status import PipelineStatus
 
 GPU_LABELS = ("node", "gpu", "port")
@@ -48,6 +49,8 @@ class AgentView:
     """Views built since the agent started."""
     previous: dict[int, str] = field(default_factory=dict)
     """GPU -> the profile it ran before its last change (what a rollback returns to)."""
+    alerts: tuple[AlertFired, ...] = ()
+    """The alerts firing now (``tui.ops.alerts``)."""
 
 
 def _port(panel: GpuPanel) -> str:

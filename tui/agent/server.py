@@ -25,6 +25,8 @@ from tui.agent.policy import ApiPolicy, PolicyError, load_policy
 from tui.agent.requests import BadRequest, OperationRequest
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.alerts.rules import AlertConfig
+from tui.ops.alerts.runner import AlertRunner
 from tui.ops.console import ConsoleBackend
 from tui.ops.events import EventSink
 from tui.ops.service import FleetOps
@@ -53,6 +55,8 @@ class AgentConfig:
     """The job's status document (its progress goes to ``/metrics``)."""
     poll_interval_s: float = POLL_INTERVAL_S
     """Seconds between views."""
+    alerts: AlertConfig | None = None
+    """The alert rules it fires on each view (None: none; ``tui.ops.alerts``)."""
 
 
 class Agent:
@@ -90,6 +94,8 @@ class Agent:
         self.started_at = time.time()
         """When the agent started."""
         self._loop_task: asyncio.Task[None] | None = None
+        self.alerts: AlertRunner | None = None
+        """The node's alerts (made when the view loop starts: it takes the publisher's lock)."""
 
     # --- the view ----------------------------------------------------------------------------
 
@@ -98,6 +104,9 @@ class Agent:
         t0 = time.perf_counter()
         snapshot = await self.monitor.poll()
         profiles, previous, pipeline = await asyncio.to_thread(self._read_files)
+        alerts = self.alerts
+        if alerts is not None:  # the journal's fsync: in a thread
+            await asyncio.to_thread(alerts.feed, snapshot, pipeline)
         self.view = AgentView(
             self.config.node,
             snapshot,
@@ -107,6 +116,7 @@ class Agent:
             poll_seconds=time.perf_counter() - t0,
             polls=self.view.polls + 1,
             previous=previous,
+            alerts=alerts.active if alerts is not None else (),
         )
         return self.view
 
@@ -131,6 +141,8 @@ class Agent:
         """Run the view loop while the context is open (the HTTP app's lifespan)."""
         # ``gpufleet agent`` read the state before serving; what goes wrong after that costs a
         # view (the API says so), never the agent's start (a traceback from uvicorn's lifespan).
+        if self.config.alerts is not None:
+            self.alerts = AlertRunner(self.config.alerts, by="agent", node=self.config.node)
         with contextlib.suppress(Exception):
             await self.refresh()
         self._loop_task = asyncio.create_task(self._loop())
@@ -143,6 +155,8 @@ class Agent:
             await self.operations.aclose()
             await self.counters.aclose()
             await self.monitor.aclose()
+            if self.alerts is not None:
+                await asyncio.to_thread(self.alerts.close)
 
     # --- operations ---------------------------------------------------------------------------
 

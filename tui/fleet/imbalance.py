@@ -75,22 +75,25 @@ def _number(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".") if value % 1 else f"{value:.0f}"
 
 
-def _words(gpu: int, reading: Reading, value: float, median: float) -> str:
+def _words(who: str, reading: Reading, value: float, median: float) -> str:
     if reading.name == "kv":
-        return f"GPU {gpu} {reading.label} {value:.0%} against the fleet median {median:.0%}"
+        return f"{who} {reading.label} {value:.0%} against the fleet median {median:.0%}"
     if median > 0:
         how = f"{value / median:.2f}x the fleet median {_number(median)}"
     else:
         how = f"against the fleet median {_number(median)}"
-    return f"GPU {gpu} {reading.label} {_number(value)}: {how}"
+    return f"{who} {reading.label} {_number(value)}: {how}"
 
 
-def outliers(values: Mapping[int, float], reading: Reading) -> tuple[Outlier, ...]:
+def outliers(
+    values: Mapping[int, float], reading: Reading, names: Mapping[int, str] | None = None
+) -> tuple[Outlier, ...]:
     """The GPUs whose ``reading`` stands out (see the module), most distant first.
 
     Args:
         values: GPU -> its value (servers without one are left out by the caller).
         reading: What the values are, and their noise floors.
+        names: GPU -> how the operator calls it ('n2 GPU 1'; default 'GPU <index>').
 
     Returns:
         The outliers; empty for fewer than ``MIN_SERVERS`` values or a fleet within its noise.
@@ -104,9 +107,7 @@ def outliers(values: Mapping[int, float], reading: Reading) -> tuple[Outlier, ..
     for gpu, value in values.items():
         score = (value - median) / spread
         if abs(score) > Z_LIMIT:
-            found.append(
-                Outlier(
-                    gpu, reading.name, value, median, score, _words(gpu, reading, value, median)
-                )
-            )
+            who = (names or {}).get(gpu, f"GPU {gpu}")
+            words = _words(who, reading, value, median)
+            found.append(Outlier(gpu, reading.name, value, median, score, words))
     return tuple(sorted(found, key=lambda o: -abs(o.score)))

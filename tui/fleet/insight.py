@@ -126,14 +126,13 @@ def fleet_imbalance(panels: Iterable[GpuPanel]) -> tuple[Outlier, ...]:
     Returns:
         The outliers, reading by reading (``READINGS``' order), most distant first in each.
     """
-    servers = {
-        p.gpu_index: p.server
-        for p in panels
-        if p.server is not None and p.server.state is ServerState.READY
-    }
+    ready = [p for p in panels if p.server is not None and p.server.state is ServerState.READY]
+    servers = {p.gpu_index: p.server for p in ready if p.server is not None}
+    names = {p.gpu_index: f"{p.node} GPU {p.local_index}" if p.node else f"GPU {p.gpu_index}"
+             for p in ready}  # fmt: skip
     found: list[Outlier] = []
     for reading in READINGS:
         value = _VALUES[reading.name]
         values = {gpu: float(v) for gpu, s in servers.items() if (v := value(s)) is not None}
-        found += outliers(values, reading)
+        found += outliers(values, reading, names)
     return tuple(found)

@@ -45,7 +45,7 @@ class _Parser(ArgumentParser):
             raise SystemExit(EXIT_BAD_INPUT) from None
 
 
-def _indices(text: str, option: str, low: int, high: int) -> tuple[int, ...]:
+def number_list(text: str, option: str, low: int, high: int) -> tuple[int, ...]:
     """'0,2,5' or '30000-30006' -> the numbers; raises ArgumentTypeError naming the option."""
     values: list[int] = []
     try:
@@ -144,8 +144,8 @@ def main(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv))
     try:
-        ports = _indices(args.ports, "--ports", 1, 65535) if args.ports else None
-        gpus = _indices(args.gpus, "--gpus", 0, 255) if args.gpus else None
+        ports = number_list(args.ports, "--ports", 1, 65535) if args.ports else None
+        gpus = number_list(args.gpus, "--gpus", 0, 255) if args.gpus else None
         if args.count is not None and args.watch is None:
             raise ValueError("--count: only with --watch S")
         spec = fleet_spec(ports, gpus)
