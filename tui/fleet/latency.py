@@ -49,8 +49,9 @@ class Percentiles:
     """90th percentile."""
     p99: float | None
     """99th percentile."""
-    count: int
-    """Observations they come from (requests; tokens for inter-token latency)."""
+    count: int | None
+    """Observations they come from (requests; tokens for inter-token latency); None where it
+    is not known (a replay of the history, which keeps the percentiles only)."""
 
 
 @dataclass(frozen=True, slots=True)

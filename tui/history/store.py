@@ -323,6 +323,41 @@ class HistoryStore:
                 return index
         return len(self.tiers) - 1
 
+    def series_keys(self) -> list[tuple[int | None, str]]:
+        """Every series the store holds: (GPU or None for the fleet's, metric), in order."""
+        with self._lock:
+            self._reload_series()
+            found = sorted(self._series, key=lambda k: (k[0], k[1]))
+        return [(None if gpu == FLEET else gpu, metric) for gpu, metric in found]
+
+    def values_at(self, t: float) -> tuple[float, int, dict[tuple[int | None, str], float]] | None:
+        """Every series' value at ``t``: the mean of the bucket that holds it, from the finest
+        tier that still has buckets that old (what a replay shows at a past moment).
+
+        Args:
+            t: time.time() of the moment.
+
+        Returns:
+            (the bucket's start, its width in seconds, {(GPU or None, metric): mean}); None
+            when no tier has a bucket at ``t`` (nothing was recorded then).
+        """
+        with self._lock:
+            self._reload_series()
+            names = {series: key for key, series in self._series.items()}
+            for index, tier in enumerate(self.tiers):
+                start = int(t // tier.bucket_s) * tier.bucket_s
+                rows = self._db.execute(
+                    "SELECT series, total / count FROM points WHERE tier = ? AND t = ?",
+                    (index, start),
+                ).fetchall()
+                if rows:
+                    values = {}
+                    for series, value in rows:
+                        gpu, metric = names[series]
+                        values[(None if gpu == FLEET else gpu, metric)] = float(value)
+                    return float(start), tier.bucket_s, values
+        return None
+
     def first_time(self, gpu: int | None, metric: str) -> float | None:
         """When the series starts, as far as the store still knows (a "whole job" view's start):
         from the finest tier that has lost nothing to retention yet.
