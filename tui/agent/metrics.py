@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
 from tui.ops.alerts.engine import AlertFired
+from tui.pipeline.energy import JobEnergy
 from tui.pipeline.status import PipelineStatus
 
 GPU_LABELS = ("node", "gpu", "port")
@@ -51,6 +52,8 @@ class AgentView:
     """GPU -> the profile it ran before its last change (what a rollback returns to)."""
     alerts: tuple[AlertFired, ...] = ()
     """The alerts firing now (``tui.ops.alerts``)."""
+    job_energy: JobEnergy | None = None
+    """The job's energy ledger beside its status document (``tui.pipeline.energy``)."""
 
 
 def _port(panel: GpuPanel) -> str:

@@ -30,6 +30,7 @@ from tui.ops.alerts.runner import AlertRunner
 from tui.ops.console import ConsoleBackend
 from tui.ops.events import EventSink
 from tui.ops.service import FleetOps
+from tui.pipeline.energy import JobEnergy, ledger_path, read_ledger
 from tui.pipeline.status import read_status
 from tui.profiles import Profile, ProfileError, load_by_name
 from tui.servers.tokens import AgentToken
@@ -103,7 +104,7 @@ class Agent:
         """Build a new view now (the loop calls this; tests may too)."""
         t0 = time.perf_counter()
         snapshot = await self.monitor.poll()
-        profiles, previous, pipeline = await asyncio.to_thread(self._read_files)
+        profiles, previous, pipeline, energy = await asyncio.to_thread(self._read_files)
         alerts = self.alerts
         if alerts is not None:  # the journal's fsync: in a thread
             await asyncio.to_thread(alerts.feed, snapshot, pipeline)
@@ -117,18 +118,21 @@ class Agent:
             polls=self.view.polls + 1,
             previous=previous,
             alerts=alerts.active if alerts is not None else (),
+            job_energy=energy,
         )
         return self.view
 
-    def _read_files(self) -> tuple[dict[int, str], dict[int, str], Any]:
+    def _read_files(self) -> tuple[dict[int, str], dict[int, str], Any, JobEnergy | None]:
         try:
             running = read_running()
         except Exception:  # a damaged state file must not stop the metrics; the API says so
             running = {}
         profiles = {g: s.current_name for g, s in running.items() if s.current_name}
         previous = {g: s.previous_name for g, s in running.items() if s.previous_name}
-        status = read_status(self.config.status_path) if self.config.status_path else None
-        return profiles, previous, status
+        path = self.config.status_path
+        status = read_status(path) if path else None
+        energy = read_ledger(ledger_path(path)) if path else None
+        return profiles, previous, status, energy
 
     async def _loop(self) -> None:
         while True:

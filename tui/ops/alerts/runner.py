@@ -50,7 +50,12 @@ def journal_entry(event: AlertEvent, by: str) -> JournalEntry:
         by=by,
         summary=f"{event.rule} {state}: {event.message}",
         verdict=state,
-        detail={"rule": event.rule, "subject": event.subject, "state": state},
+        detail={
+            "rule": event.rule,
+            "subject": event.subject,
+            "state": state,
+            "message": event.message,
+        },
     )
 
 
