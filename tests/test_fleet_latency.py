@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from fleet_helpers import poll_until, sim_monitor
-from latency_helpers import client_buckets, minus, plus, reference_quantile
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import Histogram as PromHistogram
 from sim_helpers import Clients, running_sim
 
+from bench.prom_reference import client_buckets, minus, plus, reference_quantile
 from tui.fleet.latency import (
     QUANTILES,
     LatencySummary,

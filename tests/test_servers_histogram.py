@@ -10,10 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from latency_helpers import client_buckets, reference_quantile
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import Histogram as PromHistogram
 
+from bench.prom_reference import client_buckets, reference_quantile
 from tui.servers.histogram import (
     LATENCY_FAMILIES,
     QUEUE,

@@ -1,4 +1,5 @@
-"""Shared test helper: an independent reading of Prometheus histograms, to hold gpufleet's own to.
+"""An independent reading of Prometheus histograms, to hold gpufleet's own to (the tests and the
+real-server harness, ``bench.real_sglang.observe``).
 
 ``client_buckets`` reads an exposition with prometheus_client's parser (each ``le``'s count
 summed over the label sets); ``reference_quantile`` is histogram_quantile as the Prometheus
