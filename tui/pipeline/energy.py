@@ -15,9 +15,6 @@ seconds (``job_cost``).
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
@@ -28,7 +25,8 @@ from tui import paths
 from tui.gpu.energy import EnergyMeter
 from tui.gpu.snapshot import GpuSource
 from tui.gpu.source import sample_slow
-from tui.inputs import CONFIG_LIMIT, STATUS_LIMIT, InputError, parse_toml, read_json, read_text
+from tui.inputs import STATUS_LIMIT, read_json, settings_table
+from tui.pipeline.status import replace_json
 
 SCHEMA = 1
 """The ledger's version."""
@@ -89,15 +87,7 @@ def read_ledger(path: Path) -> JobEnergy | None:
 
 def write_ledger(path: Path, ledger: JobEnergy) -> None:
     """Atomically replace the ledger (a temporary file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".energy.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(asdict(ledger), handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_json(path, asdict(ledger), ".energy.")
 
 
 class JobMeter:
@@ -189,24 +179,8 @@ def load_price(path: Path | None = None) -> Price | None:
             0..100, or ``currency`` not text of at most 8 characters (one line naming them).
     """
     path = path or paths.settings_file()
-    try:
-        text = read_text(path, CONFIG_LIMIT, "a settings file")
-    except FileNotFoundError:
-        return None
-    except InputError as error:
-        raise PriceError(str(error)) from None
-    try:
-        energy = parse_toml(text).get("energy", {})
-    except ValueError as error:
-        raise PriceError(f"{path}: not valid TOML ({error})") from None
-    if not isinstance(energy, dict):
-        raise PriceError(f"{path}: energy must be a table ([energy])")
-    unknown = sorted(set(energy) - {"price_per_kwh", "currency"})
-    if unknown:
-        raise PriceError(
-            f"{path}: energy.{unknown[0]} is not a setting (allowed: price_per_kwh, currency)"
-        )
-    if "price_per_kwh" not in energy:
+    energy = settings_table(path, "energy", ("price_per_kwh", "currency"), PriceError)
+    if energy is None or "price_per_kwh" not in energy:
         return None
     price, currency = energy["price_per_kwh"], energy.get("currency", "")
     if isinstance(price, bool) or not isinstance(price, int | float) or not 0 <= price <= 100:

@@ -106,11 +106,17 @@ class PipelineStatus:
 
 def write_status(path: Path, status: PipelineStatus) -> None:
     """Atomically replace the status document (write a temporary file, then rename)."""
+    replace_json(path, status.to_json(), ".status.")
+
+
+def replace_json(path: Path, data: Any, prefix: str) -> None:
+    """Atomically replace ``path`` with ``data`` as JSON: a temporary file named ``prefix...``
+    beside it, then a rename (the status document, the job's energy ledger)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".status.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:
-            json.dump(status.to_json(), handle)
+            json.dump(data, handle)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

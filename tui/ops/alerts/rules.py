@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tui import paths
-from tui.inputs import CONFIG_LIMIT, InputError, parse_toml, read_text
+from tui.inputs import settings_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,25 +155,10 @@ def load_alert_config(path: Path | None = None) -> AlertConfig:
             ``[alerts]`` cannot be used (one line naming it and what is allowed).
     """
     path = path or paths.settings_file()
-    try:
-        text = read_text(path, CONFIG_LIMIT, "a settings file")
-    except FileNotFoundError:
+    allowed = ["webhook", "webhook_timeout_s", *sorted(k.name for k in KINDS)]
+    alerts = settings_table(path, "alerts", allowed, AlertConfigError)
+    if alerts is None:
         return default_config()
-    except InputError as error:
-        raise AlertConfigError(str(error)) from None
-    try:
-        alerts = parse_toml(text).get("alerts", {})
-    except ValueError as error:
-        raise AlertConfigError(f"{path}: not valid TOML ({error})") from None
-    if not isinstance(alerts, dict):
-        raise AlertConfigError(f"{path}: alerts must be a table ([alerts])")
-    names = {k.name for k in KINDS}
-    allowed = ["webhook", "webhook_timeout_s", *sorted(names)]
-    unknown = sorted(set(alerts) - set(allowed))
-    if unknown:
-        raise AlertConfigError(
-            f"{path}: alerts.{unknown[0]} is not a setting (allowed: {', '.join(allowed)})"
-        )
     webhook = alerts.get("webhook")
     if webhook is not None and (
         not isinstance(webhook, str) or not webhook.startswith(("http://", "https://"))
