@@ -178,7 +178,9 @@ def test_the_recorder_writes_in_batches_and_prunes(tmp_path: Path) -> None:
     assert opened == []
     clock[0] = 5.0
     written = recorder.flush_if_due()
-    assert written == 4 * (len(fleet_samples(fleet)) + 2)
+    # The slow readings (a window's, the total memory) once a 5 s bucket: at its first snapshot.
+    fast = len(fleet_samples(fleet, slow=False))
+    assert written == len(fleet_samples(fleet)) + 3 * fast + 4 * 2
     store = recorder.store
     assert store is not None
     assert len(store.series(0, "tok_s", since=T0 - 5)) == 1

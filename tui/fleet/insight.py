@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from tui.fleet.energy import EnergyWindow, fleet_energy
 from tui.fleet.imbalance import READINGS, Outlier, outliers
-from tui.fleet.latency import fleet_latency
+from tui.fleet.latency import FleetLatency
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.fleet.tracker import Tracker
 from tui.gpu.energy import EnergyMeter
@@ -55,6 +55,7 @@ class Insight:
         self._slow: tuple[GpuSlowSnapshot, ...] = ()
         self._meters: dict[int, EnergyMeter] = {}
         self._windows: dict[int, EnergyWindow] = {}
+        self._latency = FleetLatency()
 
     def read_slow(self, source: GpuSource) -> None:
         """Read the GPUs' energy counters when due. Blocking: the poll's thread."""
@@ -78,7 +79,7 @@ class Insight:
             A new snapshot (the same one when nothing is added).
         """
         live = [t.latency for t in trackers if t.state in LIVE_STATES]
-        latency = fleet_latency(live)
+        latency = self._latency.of(live, snapshot.taken_at)
         imbalance = fleet_imbalance(snapshot.panels)
         panels = self._metered(snapshot, {t.spec.gpu_index: t for t in trackers})
         energy = fleet_energy(
@@ -101,7 +102,9 @@ class Insight:
             if gpu is None:
                 panels.append(panel)
                 continue
-            meter = self._meters.setdefault(panel.gpu_index, EnergyMeter())
+            meter = self._meters.get(panel.gpu_index)
+            if meter is None:
+                meter = self._meters[panel.gpu_index] = EnergyMeter()
             meter.power(gpu.taken_at, gpu.power_w)
             counter = slow.get(panel.gpu_index)
             if counter is not None:
@@ -109,7 +112,9 @@ class Insight:
             tracker = trackers.get(panel.gpu_index)
             load = tracker.load if tracker is not None else None
             epoch = tracker.process.pid if tracker is not None and tracker.process else None
-            window = self._windows.setdefault(panel.gpu_index, EnergyWindow())
+            window = self._windows.get(panel.gpu_index)
+            if window is None:
+                window = self._windows[panel.gpu_index] = EnergyWindow()
             window.add(gpu.taken_at, meter.joules, load.generation_tokens if load else None, epoch)
             energy = window.reading(meter.joules, meter.counter)
             panels.append(dataclasses.replace(panel, energy=energy))

@@ -26,7 +26,7 @@ metric                gpu     value
 ``tok_s``             N       generation throughput, tokens/s (the server's Decode lines)
 ``running``           N       requests running on the server
 ``queued``            N       requests queued on the server
-``mem_bytes``         N       GPU memory used, bytes (``mem_total``: the GPU's, bytes)
+``mem_total``         N       the GPU's memory, bytes (with ``mem``: the bytes in use)
 ``kv``, ``mamba``     N       the full-attention KV pool's and the Mamba pool's use, %
 ``power``, ``temp``   N       board power (W), core temperature (°C)
 ``ready``             N       1 while the server was ready, else 0 (a bucket: its share)

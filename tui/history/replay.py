@@ -4,10 +4,12 @@
 .values_at``: 5 s buckets for the last 2 hours, 1 minute for 2 days, 15 minutes after) and builds
 the same ``FleetSnapshot`` the monitor builds, so the console's screens can show it read-only
 with a time cursor (``gpufleet replay``). What it holds is what was recorded
-(``tui.history.samples``), each value the mean of its bucket: a reading that was not recorded
-(the allocation lines, the log, a server's port) is None or empty, never invented, and a moment
-with no console running shows no panels. A server's state is READY when it was ready for most of
-the bucket, else STOPPED (what it was in between is not recorded).
+(``tui.history.samples``), each value the mean of its bucket (the slow ones, the latency
+percentiles, tokens per joule, the accept length, as they were at the bucket's first snapshot:
+they move once a window reading, every 10 s, and are recorded once a bucket): a reading that
+was not recorded (the allocation lines, the log, a server's port) is None or empty, never
+invented, and a moment with no console running shows no panels. A server's state is READY when
+it was ready for most of the bucket, else STOPPED (what it was in between is not recorded).
 """
 
 from __future__ import annotations
@@ -74,9 +76,10 @@ def _gpu(values: Values, gpu: int, t: float) -> GpuSnapshot | None:
     def get(name: str) -> float | None:
         return values.get((gpu, name))
 
-    if all(get(name) is None for name in ("util", "mem_bytes", "power", "temp")):
+    if all(get(name) is None for name in ("util", "mem", "power", "temp")):
         return None
-    used, total = round(get("mem_bytes") or 0.0), round(get("mem_total") or 0.0)
+    total = round(get("mem_total") or 0.0)
+    used = round((get("mem") or 0.0) / 100.0 * total)
     return GpuSnapshot(
         index=gpu,
         name="",

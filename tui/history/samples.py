@@ -42,10 +42,8 @@ RUNNING = Metric("running", "running requests", "req", 4.0)
 """Requests running on the server."""
 QUEUED = Metric("queued", "queued requests", "req", 4.0)
 """Requests waiting in the server's queue."""
-MEM_BYTES = Metric("mem_bytes", "GPU memory used", "B", float(1 << 30))
-"""Bytes in use (``mem`` is the same as a percentage, for the charts)."""
 MEM_TOTAL = Metric("mem_total", "GPU memory", "B", float(1 << 30))
-"""The GPU's memory in all, bytes."""
+"""The GPU's memory in all, bytes (with ``mem``, the bytes in use)."""
 KV = Metric("kv", "KV cache used", "%", 10.0)
 """The full-attention KV pool's use, percent."""
 MAMBA = Metric("mamba", "Mamba cache used", "%", 10.0)
@@ -79,8 +77,8 @@ REQ_S = Metric("req_s", "requests", "req/s", 1.0, fleet=True)
 
 METRICS: dict[str, Metric] = {
     m.name: m
-    for m in (UTIL, MEMORY, TOK_S, RUNNING, QUEUED, MEM_BYTES, MEM_TOTAL, KV, MAMBA, POWER, TEMP,
-              READY, ACCEPT, TOK_J, *LATENCY_METRICS.values(), OUT_TOK_S, REQ_S, FLEET_WATTS)
+    for m in (UTIL, MEMORY, TOK_S, RUNNING, QUEUED, MEM_TOTAL, KV, MAMBA, POWER, TEMP, READY,
+              ACCEPT, TOK_J, *LATENCY_METRICS.values(), OUT_TOK_S, REQ_S, FLEET_WATTS)
 }  # fmt: skip
 """Every series kind the history keeps, by name (``tok_j`` and the latencies are kept per GPU
 and for the fleet, ``watts`` for the fleet)."""
@@ -102,11 +100,16 @@ def _latency(t: float, gpu: int | None, latency: LatencySummary | None) -> list[
     return out
 
 
-def fleet_samples(snapshot: FleetSnapshot) -> list[Sample]:
+def fleet_samples(snapshot: FleetSnapshot, slow: bool = True) -> list[Sample]:
     """The per-GPU readings of one fleet snapshot (what is unknown is left out, not zero).
 
     Args:
         snapshot: The monitor's snapshot.
+        slow: Include the readings that move once a window reading, every 10 s or slower
+            (the latency percentiles, tokens per joule, the fleet's power, the GPU's total
+            memory, the draft's accept length):
+            the recorder asks for them once a 5 s bucket, at its first snapshot (recorded every
+            second they were half of the history's writes, each bucket's mean of one value).
 
     Returns:
         One sample per known value, at the snapshot's time.
@@ -121,13 +124,13 @@ def fleet_samples(snapshot: FleetSnapshot) -> list[Sample]:
             if gpu.memory_used is not None and gpu.memory_total:
                 used = 100.0 * gpu.memory_used / gpu.memory_total
                 out.append(Sample(t, index, MEMORY.name, used))
-                out.append(Sample(t, index, MEM_BYTES.name, float(gpu.memory_used)))
-                out.append(Sample(t, index, MEM_TOTAL.name, float(gpu.memory_total)))
+                if slow:
+                    out.append(Sample(t, index, MEM_TOTAL.name, float(gpu.memory_total)))
             for metric, reading in ((POWER, gpu.power_w), (TEMP, gpu.temperature_c)):
                 if reading is not None:
                     out.append(Sample(t, index, metric.name, float(reading)))
         energy = panel.energy
-        if energy is not None and energy.tokens_per_joule is not None:
+        if slow and energy is not None and energy.tokens_per_joule is not None:
             out.append(Sample(t, index, TOK_J.name, energy.tokens_per_joule))
         if server is not None:
             spec = server.spec
@@ -138,11 +141,14 @@ def fleet_samples(snapshot: FleetSnapshot) -> list[Sample]:
                 (KV, None if server.token_usage is None else 100.0 * server.token_usage),
                 (MAMBA, None if server.mamba_usage is None else 100.0 * server.mamba_usage),
                 (READY, 1.0 if server.state is ServerState.READY else 0.0),
-                (ACCEPT, spec.accept_length if spec is not None else None),
+                (ACCEPT, spec.accept_length if spec is not None and slow else None),
             ):
                 if value is not None:
                     out.append(Sample(t, index, metric.name, float(value)))
-            out += _latency(t, index, server.latency)
+            if slow:
+                out += _latency(t, index, server.latency)
+    if not slow:
+        return out
     out += _latency(t, None, snapshot.latency)
     fleet = snapshot.energy
     if fleet is not None:
