@@ -39,7 +39,7 @@ metric                gpu     value
 ``req_s``             None    the pipeline's completed requests/s over its last minute
 ====================  ======  ==========================================================
 
-41 hours of a 7-GPU fleet (198 series) take 20.6 MiB (``python -m bench.history_size``).
+41 hours of a 7-GPU fleet (191 series) take 20.0 MiB (``python -m bench.history_size``).
 ``HistoryStore.values_at(t)`` reads every series at one past moment, and
 ``tui.history.replay.HistorySource`` builds the fleet snapshot of then from it (the replay's
 source); ``gpufleet history export`` writes the buckets as CSV or NDJSON (``tui.history.cli``).
