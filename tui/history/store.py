@@ -115,9 +115,10 @@ class HistoryStore:
         """The size cap."""
         self._lock = threading.Lock()
         self._series: dict[tuple[int, str], int] = {}
-        self._pending: dict[tuple[int, int, int], list[float]] = {}
-        """The coarser tiers' buckets still open, (tier, series, start) -> [sum, count]: written
-        when they close (``write``) or the store does (``close``), not at every write."""
+        self._pending: dict[tuple[int, int], dict[int, list[float]]] = {}
+        """The coarser tiers' buckets still open, (tier, series) -> {start: [sum, count]}:
+        written when they close (``write``) or the store does (``close``), not at every
+        write."""
         try:
             if isinstance(path, Path):
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,7 +171,11 @@ class HistoryStore:
         with self._lock:
             try:
                 with self._db:
-                    self._upsert(list(self._pending.items()))
+                    self._upsert(
+                        [((tier, series, start), sums)
+                         for (tier, series), open_ in self._pending.items()
+                         for start, sums in open_.items()]
+                    )  # fmt: skip
                 self._pending.clear()
             except sqlite3.Error:
                 pass  # closing: what cannot be written now is lost with the open buckets
@@ -234,8 +239,11 @@ class HistoryStore:
                             sums[1] += 1
                     closed = self._closed(finest)
                     self._upsert([((0, *key), sums) for key, sums in finest.items()] + closed)
-                for done, _ in closed:
-                    del self._pending[done]
+                for (tier, series, start), _ in closed:
+                    group = self._pending[(tier, series)]
+                    del group[start]
+                    if not group:
+                        del self._pending[(tier, series)]
             except sqlite3.Error as error:
                 self._series.clear()  # ids of a rolled-back transaction may not exist
                 self._reload_series()
@@ -252,17 +260,19 @@ class HistoryStore:
             newest = max(newest, start)
             for index in range(1, len(self.tiers)):
                 width = self.tiers[index].bucket_s
-                key = (index, series, start // width * width)
-                sums = self._pending.get(key)
+                group = self._pending.setdefault((index, series), {})
+                bucket = start // width * width
+                sums = group.get(bucket)
                 if sums is None:
-                    self._pending[key] = [total, count]
+                    group[bucket] = [total, count]
                 else:
                     sums[0] += total
                     sums[1] += count
         return [
-            (key, sums)
-            for key, sums in self._pending.items()
-            if key[2] + self.tiers[key[0]].bucket_s <= newest
+            ((tier, series, start), sums)
+            for (tier, series), group in self._pending.items()
+            for start, sums in group.items()
+            if start + self.tiers[tier].bucket_s <= newest
         ]
 
     def _reload_series(self) -> None:
@@ -352,13 +362,28 @@ class HistoryStore:
             if series is None:
                 return []
             tier = self._tier_for(series, since)
+            first = int(since // self.tiers[tier].bucket_s) * self.tiers[tier].bucket_s
+            last = math.inf if until is None else until
             rows = self._db.execute(
-                "SELECT t, total / count FROM points WHERE tier = ? AND series = ? AND t >= ?"
+                "SELECT t, total, count FROM points WHERE tier = ? AND series = ? AND t >= ?"
                 " AND t <= ? ORDER BY t",
-                (tier, series, int(since // self.tiers[tier].bucket_s) * self.tiers[tier].bucket_s,
-                 math.inf if until is None else until),
-            ).fetchall()  # fmt: skip
-        return [(float(t), float(value)) for t, value in rows]
+                (tier, series, first, last),
+            ).fetchall()
+            sums = {int(t): [float(total), int(count)] for t, total, count in rows}
+            if tier > 0:
+                self._add_pending(sums, tier, series, first, last)
+        return [(float(t), total / count) for t, (total, count) in sorted(sums.items()) if count]
+
+    def _add_pending(
+        self, sums: dict[int, list[float]], tier: int, series: int, first: float, last: float
+    ) -> None:
+        """Add this store's open buckets of a coarser tier to what the file holds (a bucket
+        not yet written is still this process's reading, shown as it is so far)."""
+        for start, (total, count) in self._pending.get((tier, series), {}).items():
+            if first <= start <= last:
+                found = sums.setdefault(start, [0.0, 0])
+                found[0] += total
+                found[1] += count
 
     def _tier_for(self, series: int, since: float) -> int:
         """The finest tier that covers ``since``: it holds a bucket that old, or ``since`` is
