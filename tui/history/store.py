@@ -3,9 +3,8 @@
 Every sample goes into three tiers of buckets; a bucket keeps the sum and the count of the
 samples that fell in it, so its value is their mean, and writing the same sample twice (two
 consoles on one fleet) leaves the mean as it was. The finest bucket is written with each write;
-a coarser one is summed in memory while it is open and written once it closes (a sample past
-its end arrives) or the store is closed: a store killed without ``close`` loses the open minute
-and quarter-hour of the coarser tiers, which the finest tier still holds for two hours.
+a coarser one is summed in memory while it is open and written once it closes
+(``tui.history.open_buckets``).
 
 ======  =========  ===========  =================================================
 tier    bucket     kept         what reads it
@@ -33,6 +32,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from tui.history.open_buckets import OpenBuckets, Row
 
 SCHEMA_VERSION = 1
 """Written in the file's ``user_version``; another version is refused, not migrated blindly."""
@@ -115,10 +116,8 @@ class HistoryStore:
         """The size cap."""
         self._lock = threading.Lock()
         self._series: dict[tuple[int, str], int] = {}
-        self._pending: dict[tuple[int, int], dict[int, list[float]]] = {}
-        """The coarser tiers' buckets still open, (tier, series) -> {start: [sum, count]}:
-        written when they close (``write``) or the store does (``close``), not at every
-        write."""
+        self._open_buckets = OpenBuckets([t.bucket_s for t in self.tiers])
+        """The coarser tiers' buckets still open (``tui.history.open_buckets``)."""
         try:
             if isinstance(path, Path):
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,17 +170,12 @@ class HistoryStore:
         with self._lock:
             try:
                 with self._db:
-                    self._upsert(
-                        [((tier, series, start), sums)
-                         for (tier, series), open_ in self._pending.items()
-                         for start, sums in open_.items()]
-                    )  # fmt: skip
-                self._pending.clear()
+                    self._upsert(self._open_buckets.drain())
             except sqlite3.Error:
                 pass  # closing: what cannot be written now is lost with the open buckets
             self._db.close()
 
-    def _upsert(self, buckets: list[tuple[tuple[int, int, int], list[float]]]) -> None:
+    def _upsert(self, buckets: list[Row]) -> None:
         self._db.executemany(
             "INSERT INTO points (tier, series, t, total, count) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT (tier, series, t) DO UPDATE SET"
@@ -237,43 +231,14 @@ class HistoryStore:
                         else:
                             sums[0] += sample.value
                             sums[1] += 1
-                    closed = self._closed(finest)
+                    closed = self._open_buckets.add(finest)
                     self._upsert([((0, *key), sums) for key, sums in finest.items()] + closed)
-                for (tier, series, start), _ in closed:
-                    group = self._pending[(tier, series)]
-                    del group[start]
-                    if not group:
-                        del self._pending[(tier, series)]
+                self._open_buckets.written(closed)
             except sqlite3.Error as error:
                 self._series.clear()  # ids of a rolled-back transaction may not exist
                 self._reload_series()
                 raise HistoryError(f"{self.path}: cannot write the history ({error})") from None
         return written
-
-    def _closed(
-        self, finest: dict[tuple[int, int], list[float]]
-    ) -> list[tuple[tuple[int, int, int], list[float]]]:
-        """Add the finest buckets to the coarser tiers' open ones; return those now closed (a
-        reading of this write starts after their end), to be written."""
-        newest = 0
-        for (series, start), (total, count) in finest.items():
-            newest = max(newest, start)
-            for index in range(1, len(self.tiers)):
-                width = self.tiers[index].bucket_s
-                group = self._pending.setdefault((index, series), {})
-                bucket = start // width * width
-                sums = group.get(bucket)
-                if sums is None:
-                    group[bucket] = [total, count]
-                else:
-                    sums[0] += total
-                    sums[1] += count
-        return [
-            ((tier, series, start), sums)
-            for (tier, series), group in self._pending.items()
-            for start, sums in group.items()
-            if start + self.tiers[tier].bucket_s <= newest
-        ]
 
     def _reload_series(self) -> None:
         try:
@@ -371,19 +336,8 @@ class HistoryStore:
             ).fetchall()
             sums = {int(t): [float(total), int(count)] for t, total, count in rows}
             if tier > 0:
-                self._add_pending(sums, tier, series, first, last)
+                self._open_buckets.add_to(sums, tier, series, first, last)
         return [(float(t), total / count) for t, (total, count) in sorted(sums.items()) if count]
-
-    def _add_pending(
-        self, sums: dict[int, list[float]], tier: int, series: int, first: float, last: float
-    ) -> None:
-        """Add this store's open buckets of a coarser tier to what the file holds (a bucket
-        not yet written is still this process's reading, shown as it is so far)."""
-        for start, (total, count) in self._pending.get((tier, series), {}).items():
-            if first <= start <= last:
-                found = sums.setdefault(start, [0.0, 0])
-                found[0] += total
-                found[1] += count
 
     def _tier_for(self, series: int, since: float) -> int:
         """The finest tier that covers ``since``: it holds a bucket that old, or ``since`` is
