@@ -28,6 +28,7 @@ from collections.abc import Callable
 import httpx
 
 from tui import paths, plain
+from tui.fleet.insight import Insight
 from tui.fleet.liveness import DEFAULT_FLOOR_S, ProgressWatch
 from tui.fleet.running_profiles import RunningProfile, read_state_and_profiles
 from tui.fleet.server_log import ServerLog
@@ -123,6 +124,8 @@ class FleetMonitor:
         self._profiles_key: tuple[int, int, int] | None = None
         self._cordons = CordonWatch()
         """The cordons: a server gone while its address is cordoned was stopped by gpufleet."""
+        self.insight = Insight()
+        """Fleet-wide readings: latency, imbalance, energy (``tui.fleet.insight``)."""
 
     def log_paths(self) -> dict[int, str]:
         """The log each GPU's server is followed in: what the console shows, and what the tuning
@@ -194,6 +197,7 @@ class FleetMonitor:
         """
         self._host_side()
         gpus, description, error = self._sample_gpus()
+        self.insight.read_slow(self.gpu_source)
         return gpus, description, error, self._steady_loads(now)
 
     def _steady_loads(self, now: float) -> dict[int, ServerLoad | None]:
@@ -418,4 +422,5 @@ class FleetMonitor:
             t.state is ServerState.STARTING and (t.log.ready or t.log.phase == "warming up")
             for t in self._trackers
         )
-        return FleetSnapshot(panels=panels, gpu_source=note, taken_at=now, refresh_soon=soon)
+        snapshot = FleetSnapshot(panels=panels, gpu_source=note, taken_at=now, refresh_soon=soon)
+        return self.insight.finish(snapshot, self._trackers)

@@ -295,6 +295,8 @@ class _Server:
             sim.stall(Mode.HUNG)
         elif fault.kind == "retract":
             sim.retract(fault.count)
+        elif fault.kind == "slow":
+            sim.speed = self.cfg.speed / fault.factor  # every step F times as long
         elif fault.kind == "crash":
             await self.crash(
                 PlanFailure(
