@@ -1,6 +1,6 @@
 """Slots that share one physical GPU (issue 35 on a one-GPU machine): the record says which
-device a slot's server runs on, and the release wait is for the stopped server's own pids on
-that device, with real stand-in processes."""
+device a slot's server runs on, the release wait is for the stopped server's own pids on that
+device (real stand-in processes), and both slots' panels read the shared card and say so."""
 
 from __future__ import annotations
 
@@ -9,11 +9,17 @@ import os
 from pathlib import Path
 
 from control_helpers import parent_argv, read_pids, reaper
+from ui_helpers import gpu, ready_server, settled_app
 
 from tui.control import launch, stop_and_release
 from tui.control.stop_release import StopTimeouts
+from tui.fleet.panels import join_panels
+from tui.fleet.snapshot import FleetSnapshot, GpuPanel
+from tui.ops.fit import fit_to_fleet
 from tui.paths import fleet_state_file
-from tui.state.fleet_state import read_fleet
+from tui.profiles import flags_for, profile_from_dict
+from tui.state.fleet_state import GpuState, read_fleet
+from tui.ui.grid.gpu_panel import GpuPanelView
 
 
 def test_a_slot_s_device_is_recorded_and_its_stop_waits_on_that_device(tmp_path: Path) -> None:
@@ -50,3 +56,55 @@ def test_a_slot_s_device_is_recorded_and_its_stop_waits_on_that_device(tmp_path:
         assert f"GPU memory still held by [{scheduler_b}]" in stopped.message
         first.popen.poll()
         assert first.popen.returncode is None  # the neighbour was never signalled
+
+
+def test_two_slots_on_one_card_both_read_it_and_a_card_no_slot_runs_on_shows_alone() -> None:
+    readings = [gpu(i) for i in range(4)]
+    servers = {0: ready_server(0), 1: ready_server(1)}
+    panels = join_panels([0, 1], {0: 0, 1: 0}, servers, readings, True, "no reading")
+    assert [(p.gpu_index, p.gpu and p.gpu.index, p.device) for p in panels] == [
+        (0, 0, None),
+        (1, 0, 0),
+        (2, 2, None),
+        (3, 3, None),
+    ]
+    panels = join_panels([0, 1], {0: 3, 1: 3}, servers, readings[:2], False, "no reading")
+    assert [(p.gpu, p.device, p.gpu_note) for p in panels] == [
+        (None, 3, "no reading"),
+        (None, 3, "no reading"),
+    ]
+
+
+async def test_the_panel_says_which_card_a_slot_shares() -> None:
+    fleet = FleetSnapshot(
+        panels=(
+            GpuPanel(0, gpu(0), ready_server(0)),
+            GpuPanel(1, gpu(0), ready_server(1), device=0),
+        )
+    )
+    async with settled_app(fleet) as (app, _):
+        titles = {v.gpu_index: str(v.border_title) for v in app.main_screen.query(GpuPanelView)}
+    assert titles == {0: "GPU 0 · NVIDIA H200", 1: "GPU 1 · on device 0 · NVIDIA H200"}
+
+
+def test_a_profile_is_fitted_to_the_card_each_slot_runs_on() -> None:
+    """The card is the fleet's layout, as its ports are: a profile written for one server per
+    card does not move a slot that shares card 0 onto card 1."""
+    doc = {
+        "engine": {"kind": "sim", "sim_gpu": "h100"},
+        "fleet": {"gpus": [0, 1], "ports": [31000, 31001]},
+        "server": {"mem_fraction_static": 0.3},
+        "gpu": {"1": {"mem_fraction_static": 0.6}},
+    }
+    plain = profile_from_dict(doc, "plain")
+    assert fit_to_fleet(plain, {}) == plain  # nothing recorded: the profile's own layout
+    state = {
+        0: GpuState(0, port=30000),
+        1: GpuState(1, port=30001, device=0),
+    }
+    fitted = fit_to_fleet(plain, state)
+    assert (fitted.device_for(0), fitted.device_for(1)) == (0, 0)
+    assert fitted.ports == (30000, 30001) and fitted.neighbours_of(0) == (1,)
+    assert flags_for(fitted, 1).mem_fraction_static == 0.6  # its override kept beside the card
+    back = fit_to_fleet(fitted, {0: GpuState(0, port=30000), 1: GpuState(1, port=30001)})
+    assert back.device_for(1) == 1 and back.override_for(1) is not None

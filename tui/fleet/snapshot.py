@@ -145,6 +145,14 @@ class GpuPanel:
     node: str = ""
     """The node this GPU is on, in a console over many nodes' agents ("" on one node); its
     ``gpu_index`` is then ``node position * NODE_STRIDE + the GPU's index on the node``."""
+    device: int | None = None
+    """The physical GPU ``gpu`` reads when it is not this slot's own index: a slot whose
+    server shares another's card (two panels then show the same card). None: its own."""
+
+    @property
+    def on_device(self) -> str:
+        """' · on device 0' for a slot sharing another's card, else ''."""
+        return "" if self.device is None else f" · on device {self.device}"
 
     @property
     def local_index(self) -> int:
