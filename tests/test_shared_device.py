@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from control_helpers import parent_argv, read_pids, reaper
@@ -15,9 +16,13 @@ from tui.control import launch, stop_and_release
 from tui.control.stop_release import StopTimeouts
 from tui.fleet.panels import join_panels
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
+from tui.gpu.snapshot import GpuProcess
 from tui.ops.fit import fit_to_fleet
 from tui.paths import fleet_state_file
-from tui.profiles import flags_for, profile_from_dict
+from tui.profiles import Profile, flags_for, profile_from_dict
+from tui.retune.preflight import crowded, predict_walk, preflight
+from tui.retune.sharing import Readings
+from tui.sglang.models import GIB
 from tui.state.fleet_state import GpuState, read_fleet
 from tui.ui.grid.gpu_panel import GpuPanelView
 
@@ -108,3 +113,61 @@ def test_a_profile_is_fitted_to_the_card_each_slot_runs_on() -> None:
     assert flags_for(fitted, 1).mem_fraction_static == 0.6  # its override kept beside the card
     back = fit_to_fleet(fitted, {0: GpuState(0, port=30000), 1: GpuState(1, port=30001)})
     assert back.device_for(1) == 1 and back.override_for(1) is not None
+
+
+def _shared_profile(fraction: float) -> Profile:
+    return profile_from_dict(
+        {
+            "engine": {"kind": "sim", "sim_gpu": "h100", "sim_model": "llama-8b"},
+            "fleet": {"gpus": [0, 1], "ports": [31000, 31001]},
+            "server": {"mem_fraction_static": fraction},
+            "gpu": {"1": {"device": 0}},
+        },
+        "shared",
+    )
+
+
+def test_a_relaunch_that_would_not_fit_beside_its_neighbour_is_refused(tmp_path: Path) -> None:
+    """GPU 0 planned beside GPU 1's server as the driver reads it: 40 GB held leaves an 8B
+    model no room at 0.30 (refused, naming both, before anything stops); 10 GB does."""
+    with reaper() as groups:
+        neighbour = launch(
+            parent_argv("term", tmp_path / "b"),
+            dict(os.environ),
+            tmp_path / "b.log",
+            gpu=1,
+            port=2,
+            device=0,
+        )
+        groups.append(neighbour.record.pgid)
+        _, scheduler = read_pids(tmp_path / "b")
+
+        def holding(gib: float) -> Readings:
+            used = int(gib * GIB)
+            card = replace(gpu(0), processes=(GpuProcess(scheduler, used, "python3"),))
+            return lambda: [card, gpu(1)]
+
+        profile = _shared_profile(0.30)
+        refused = crowded(profile, [0], lambda g: None, holding(40))
+        assert len(refused) == 1 and refused[0].startswith("GPU 0: does not fit: "), refused
+        assert refused[0].endswith(
+            "; on device 0 beside GPU 1 (40.0 GB, the driver's reading): subtracted from the "
+            "free memory it finds: nothing was stopped"
+        )
+        assert crowded(profile, [0], lambda g: None, holding(10)) == []
+        # Walked: GPU 1 is planned beside GPU 0's predicted new server, not what it held.
+        walk = predict_walk(profile, [0, 1], lambda g: None, readings=holding(10))
+        (_, first, _), (_, second, _) = walk
+        assert first is not None and second is not None and first.fits, walk
+        assert "beside GPU 1 (10.0 GB, the driver's reading)" in first.describe()
+        resident = first.plan.resident_bytes / GIB
+        assert f"beside GPU 0 ({resident:.1f} GB, its new server, predicted)" in second.describe()
+        alone = preflight(profile, 1)
+        assert second.kv_tokens < alone.kv_tokens and not alone.beside
+        # No driver reading of the card: said, never a guess.
+        (_, none, why), _ = predict_walk(profile, [0, 1], lambda g: None, readings=lambda: [])
+        assert none is None
+        assert why == (
+            f"GPU 0 shares device 0 with GPU 1's server (pid {neighbour.record.pid}), whose "
+            "memory no driver reports here: the free memory it will find is unknown"
+        )
