@@ -171,3 +171,6 @@ def test_a_relaunch_that_would_not_fit_beside_its_neighbour_is_refused(tmp_path:
             f"GPU 0 shares device 0 with GPU 1's server (pid {neighbour.record.pid}), whose "
             "memory no driver reports here: the free memory it will find is unknown"
         )
+        blind = replace(gpu(0), processes=())
+        (_, none, why), _ = predict_walk(profile, [0, 1], lambda g: None, readings=lambda: [blind])
+        assert none is None and "the driver lists none of its processes" in why, why

@@ -3,10 +3,11 @@
 SGLang sizes its pools from the free memory it measures when it starts (``pre``: the card's
 capacity less every context and allocation already on it), so a server that shares its card
 (``[gpu.N] device``) is planned with what its neighbours hold subtracted: each neighbour's
-resident memory as the driver reads it now (NVML, or the simulated driver's records), or, for
-a neighbour relaunched earlier in the same walk, what its new server is predicted to hold. A
-neighbour whose memory no driver reports here makes the slot's prediction impossible, said as
-such, never a guess.
+resident memory as the driver reads it now (NVML, or the simulated driver's records: the memory
+of its verified processes), or, for a neighbour relaunched earlier in the same walk, what its
+new server is predicted to hold. A neighbour whose memory no driver reports here (no driver, or
+one that lists none of its processes) makes the slot's prediction impossible, said as such,
+never a guess.
 """
 
 from __future__ import annotations
@@ -116,10 +117,11 @@ def beside(
                 )
             reading = found[0]
         sizes = [p.used_bytes for p in reading.processes if p.pid in near.pids]
-        if any(size is None for size in sizes):
+        if not sizes or any(size is None for size in sizes):
+            said = "does not say" if sizes else "lists none of its processes"
             raise ValueError(
-                f"GPU {gpu} shares device {device} with {near.describe()}, whose memory the "
-                "driver does not say (another pid namespace)"
+                f"GPU {gpu} shares device {device} with {near.describe()}: the driver {said} "
+                "(another pid namespace?), so the free memory it will find is unknown"
             )
         held.append((slot, sum(s for s in sizes if s is not None), "the driver's reading"))
     return Beside(gpu, device, tuple(held), tuple(idle))
