@@ -12,7 +12,7 @@ from pathlib import Path
 from control_helpers import parent_argv, read_pids, reaper
 from ui_helpers import gpu, ready_server, settled_app
 
-from tui.control import launch, stop_and_release
+from tui.control import ManagedProcess, launch, stop_and_release
 from tui.control.stop_release import StopTimeouts
 from tui.fleet.panels import join_panels
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
@@ -27,22 +27,20 @@ from tui.state.fleet_state import GpuState, read_fleet
 from tui.ui.grid.gpu_panel import GpuPanelView
 
 
+def _stand_in(folder: Path, gpu: int, device: int | None = None) -> ManagedProcess:
+    """A server stand-in launched on slot ``gpu`` (port ``gpu + 1``), on ``device``."""
+    pids, log = folder / f"pids-{gpu}", folder / f"gpu{gpu}.log"
+    env = dict(os.environ)
+    return launch(parent_argv("term", pids), env, log, gpu=gpu, port=gpu + 1, device=device)
+
+
 def test_a_slot_s_device_is_recorded_and_its_stop_waits_on_that_device(tmp_path: Path) -> None:
     with reaper() as groups:
-        first = launch(
-            parent_argv("term", tmp_path / "a"), dict(os.environ), tmp_path / "a.log", gpu=0, port=1
-        )
-        second = launch(
-            parent_argv("term", tmp_path / "b"),
-            dict(os.environ),
-            tmp_path / "b.log",
-            gpu=1,
-            port=2,
-            device=0,
-        )
+        first = _stand_in(tmp_path, 0)
+        second = _stand_in(tmp_path, 1, device=0)
         groups += [first.record.pgid, second.record.pgid]
-        _, scheduler_a = read_pids(tmp_path / "a")
-        _, scheduler_b = read_pids(tmp_path / "b")
+        _, scheduler_a = read_pids(tmp_path / "pids-0")
+        _, scheduler_b = read_pids(tmp_path / "pids-1")
         state = read_fleet()
         assert (state[0].device, state[0].device_index) == (None, 0)
         assert (state[1].device, state[1].server and state[1].server.device) == (0, 0)
@@ -131,16 +129,9 @@ def test_a_relaunch_that_would_not_fit_beside_its_neighbour_is_refused(tmp_path:
     """GPU 0 planned beside GPU 1's server as the driver reads it: 40 GB held leaves an 8B
     model no room at 0.30 (refused, naming both, before anything stops); 10 GB does."""
     with reaper() as groups:
-        neighbour = launch(
-            parent_argv("term", tmp_path / "b"),
-            dict(os.environ),
-            tmp_path / "b.log",
-            gpu=1,
-            port=2,
-            device=0,
-        )
+        neighbour = _stand_in(tmp_path, 1, device=0)
         groups.append(neighbour.record.pgid)
-        _, scheduler = read_pids(tmp_path / "b")
+        _, scheduler = read_pids(tmp_path / "pids-1")
 
         def holding(gib: float) -> Readings:
             used = int(gib * GIB)

@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.operator_fleet import OperatorServer, answers, kill_group, start, wait_ready
-from bench.real_sglang.commands import gpufleet_command
+from bench.real_sglang.commands import end_job, gpufleet_command
+from bench.real_sglang.harness import job_status
 
 BEFORE = {"mem_fraction_static": 0.30, "max_mamba_cache_size": 80, "mamba_full_memory_ratio": 0.4}
 """The script's knobs (max running requests left to SGLang: auto)."""
@@ -343,18 +344,16 @@ def under_the_job(run: Run) -> dict[str, Any]:
     with (work / "generate.log").open("wb") as log:
         job = subprocess.Popen(argv, env=run.env, stdout=log, stderr=subprocess.STDOUT)
     try:
+        deadline = time.monotonic() + 60
+        while job_status(work).get("done", 0) < 20 and time.monotonic() < deadline:
+            time.sleep(0.5)  # the job sends to both before the retune begins
+        sending = job_status(work).get("done", 0) >= 20
         apply = run.gpufleet("apply", "adopted-auto", "--no-measure", timeout=max(run.left(), 60))
     finally:
-        job.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            job.wait(60)
-        if job.poll() is None:
-            job.kill()
-    status: dict[str, Any] = {}
-    with contextlib.suppress(OSError, ValueError):
-        status = json.loads((work / "status.json").read_text())
-    return {"rc": apply["rc"], "said": said(apply["stdout"]), "done": status.get("done"),
-            "failed": status.get("failed")}  # fmt: skip
+        end_job(job)
+    status = job_status(work)
+    return {"sending_before": sending, "rc": apply["rc"], "said": said(apply["stdout"]),
+            "done": status.get("done"), "failed": status.get("failed")}  # fmt: skip
 
 
 def execute(run: Run) -> int:
