@@ -27,6 +27,7 @@ from bench.operator_fleet import operator_fleet, sim_server
 from bench.ports import free_ports
 from bench.simfleet import FAST_APPLY, kill_strays, stop_all
 from tui import paths
+from tui.gpu.sim_records import live_processes
 from tui.ops.cli import adopt as adopt_cli
 from tui.ops.cli import apply as apply_cli
 from tui.ops.cli import status as status_cli
@@ -78,6 +79,7 @@ def test_two_servers_on_one_card_are_adopted_as_two_slots_and_walked(
             # The second measured the card with the first's memory taken (the driver has both).
             first, second = (s.log.read_text() for s in servers)
             assert "avail mem=79.05 GB" in first and "avail mem=54.13 GB" in second
+            assert len(live_processes(paths.sim_gpu_dir(), 0)) == 2  # each one's scheduler
 
             assert adopt_cli.main(["--ports", f"{ports[0]},{ports[1]}", "--name", "mine"]) == 0
             out = capsys.readouterr().out
