@@ -161,6 +161,14 @@ class GpuPanel:
     energy: GpuEnergy | None = None
     """Joules, mean power and output tokens per joule (``tui.fleet.energy``); None before a
     reading of its power or energy counter."""
+    device: int | None = None
+    """The physical GPU ``gpu`` reads when it is not this slot's own index: a slot whose
+    server shares another's card (two panels then show the same card). None: its own."""
+
+    @property
+    def on_device(self) -> str:
+        """' · on device 0' for a slot sharing another's card, else ''."""
+        return "" if self.device is None else f" · on device {self.device}"
 
     @property
     def local_index(self) -> int:

@@ -65,6 +65,7 @@ def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
     server, gpu = panel.server, panel.gpu
     doc: dict[str, Any] = {
         "gpu": panel.gpu_index,
+        "device": panel.gpu_index if panel.device is None else panel.device,
         "state": server.state.value if server else "absent",
         "port": server.port if server else None,
         "pid": server.pid if server else None,

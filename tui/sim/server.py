@@ -116,7 +116,13 @@ async def run_server(cfg: SimConfig, emit: Emitter) -> int:
         control.helpers = [ResourceTrackerChild()]
     else:
         emit(logfmt.server_args_line(cfg.server_args))
-    scheduler = SchedulerChild(cfg.root, cfg.gpu_index, cuda=cfg.cuda_backing, speed=cfg.speed)
+    scheduler = SchedulerChild(
+        cfg.root,
+        cfg.gpu_index,
+        cuda=cfg.cuda_backing,
+        speed=cfg.speed,
+        card_bytes=cfg.plan.gpu_total_bytes,
+    )
     control.children = [scheduler, DetokenizerChild()]
     server = _Server(cfg, emit, control, scheduler, began)
     watch = ExitWatch(control.children, server.child_exited)
