@@ -52,8 +52,25 @@ def test_undecided_says_how_many_more_intervals() -> None:
     more = decision.more_intervals_to_exclude_zero
     assert more is not None and more > 0
     # With that many more pairs at the same spread, the half-width shrinks to the effect.
-    need = intervals_needed(est, abs(est.relative))
+    need = intervals_needed(est, abs(est.log_ratio))
     assert need == est.n + more
+
+
+def test_the_interval_of_a_ratio_never_leaves_minus_100_percent() -> None:
+    # The demo's candidate #16: the job ended during its window, the canary's rate fell to a
+    # tail of a few hundred tok/s against controls still finishing theirs; at the per-look level
+    # of 32 looks an interval symmetric around -54% read -108.1% .. -0.6%: a rate below zero.
+    canary = [2400.0, 2300.0, 150.0, 20.0, 0.0, 0.0, 5.0]
+    control = [2500.0, 2600.0, 2400.0, 1800.0, 900.0, 400.0, 100.0]
+    est = paired(canary, control, look_level(0.95, 32))
+    assert est is not None and est.relative < -0.3
+    assert -1.0 < est.rel_low < est.relative < est.rel_high
+    assert -est.control_mean < est.abs_low < est.abs_diff < est.abs_high
+    # the log-ratio interval is asymmetric: further above the estimate than below it
+    assert est.rel_high - est.relative > est.relative - est.rel_low
+    # a canary that made nothing has no ratio interval at all (its log is -inf): None, and the
+    # canary says why instead of "worse: -100.0%"
+    assert paired([0.0] * 6, [2500.0] * 6) is None
 
 
 def test_bonferroni_level_per_look_and_bad_input() -> None:

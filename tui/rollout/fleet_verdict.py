@@ -7,10 +7,10 @@ first batch stops anything; **after**, a window of the same length once the last
 and a warm-up passed (the pipeline refills the restarted servers' queues). Each window is cut
 into intervals of ``interval_s`` (the rollout's sampler reads every GPU each second; those
 readings are pooled), each interval's rate is the sum over every GPU of the fleet (a GPU that
-failed counts its zero), and the two sets go to Welch's interval on the relative change
-(``tui.retune.verdict.compare``): better / worse / no measurable difference with its interval,
-or "not measured (no load before)" when a window had no traffic (the job had ended) instead of a
-verdict from an idle window.
+failed counts its zero), and the two sets go to Welch's interval on the throughput ratio
+(``tui.retune.verdict.compare``: on its log, so never below -100%): better / worse / no
+measurable difference with its interval, or "not measured (no load before)" when a window had
+no traffic (the job had ended) instead of a verdict from an idle window.
 """
 
 from __future__ import annotations
