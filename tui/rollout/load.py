@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from statistics import fmean, pstdev
 from typing import Literal
 
+from tui.retune.events import LOAD_CHANGED
 from tui.rollout.sampling import IntervalRates, Load
 
 LOAD_TOLERANCE = 0.25
@@ -56,9 +57,6 @@ SETTLE_INTERVALS = 3
 SETTLE_TOLERANCE = 0.1
 """How far from their mean the intervals of a settled level may be (relative; a slope of a
 queue draining passes a looser band)."""
-
-LOAD_CHANGED = "the load changed"
-"""How a verdict not taken because of the load begins its reason."""
 
 
 @dataclass(frozen=True, slots=True)
