@@ -77,6 +77,8 @@ class SearchState:
         """The operation holding the fleet's lock that the next step waits for, if any."""
         self.visited: set[str] = set()
         """Every point tried, rejected or skipped (``point_key``): never proposed again."""
+        self.abandoned: set[str] = set()
+        """Points whose canary the load changed under once: proposed once more, not again."""
         self.last_index = 0
         """The newest candidate's number (a line search holds one undecided while it
         measures the next, so the count of records is not the next number)."""
