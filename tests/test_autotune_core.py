@@ -559,3 +559,25 @@ async def test_only_a_worse_verdict_spends_the_regression_budget(tmp_path: Path)
     tuner, _ = _tuner_with_canary(tmp_path, [worse])
     reason = await tuner._try(best, [1])
     assert reason is not None and reason.startswith("regression budget: candidate #1 measured -40")
+
+
+async def test_a_move_predicted_to_run_a_server_measured_already_is_not_canaried_again(
+    tmp_path: Path,
+) -> None:
+    # The demo's search canaried 120 slots, then 120 slots with 24, 32, ... 80 running: every
+    # one capped to the same 24 (120 // 5), nine canaries of one server.
+    inc = seed_profile(tmp_path)
+    tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(gpu=0))
+    tuner.incumbent, tuner.gpu = inc, 0
+    tuner.knobs = knobs_of(inc, tuner.options.space)
+    slots = Candidate.of({"max_mamba_cache_size": 120})
+    tuner.measured = [(3, preflight(candidate_profile(inc, slots, "s"), 0))]
+    visited: set[str] = set()
+    pair = Candidate.of({"max_mamba_cache_size": 120, "max_running_requests": 48})
+    assert await tuner._predict_one(pair, preflight(inc, 0), visited) is None
+    (record,) = tuner.records
+    assert record.decision == "skipped" and record.why == "predicted to run as #3, measured already"
+    assert not record.launched
+    # another server is still predicted and proposed
+    more = Candidate.of({"max_mamba_cache_size": 160, "max_running_requests": 32})
+    assert await tuner._predict_one(more, preflight(inc, 0), visited) is not None

@@ -27,7 +27,15 @@ from tui.autotune.options import AutotuneOptions
 from tui.autotune.record import CandidateRecord, candidate_entry, invalid_record, new_record
 from tui.autotune.space import Candidate, candidate_profile
 from tui.autotune.status import read_request, status_document, write_status
-from tui.autotune.strategy import apply_move, kv_room, point_key, same_server, starves_kv
+from tui.autotune.strategy import (
+    apply_move,
+    held_batch,
+    kv_room,
+    point_key,
+    retracts,
+    same_server,
+    starves_kv,
+)
 from tui.autotune.watch import CanaryWatch
 from tui.ops.events import EventSink
 from tui.ops.journal import append
@@ -79,6 +87,10 @@ class SearchState:
         """Every point tried, rejected or skipped (``point_key``): never proposed again."""
         self.abandoned: set[str] = set()
         """Points whose canary the load changed under once: proposed once more, not again."""
+        self.measured: list[tuple[int, Preflight]] = []
+        """(index, prediction) of every candidate measured against the incumbent: a move
+        predicted to run one of these servers again is not canaried twice (reset when a
+        winner is adopted)."""
         self.last_index = 0
         """The newest candidate's number (a line search holds one undecided while it
         measures the next, so the count of records is not the next number)."""
@@ -109,14 +121,30 @@ class SearchState:
             self._reject(self._next_index(), move, name, f"does not validate: {exc}")
             return None
         tokens = self.options.mean_output_tokens
-        starved = prediction.fits and starves_kv(prediction, current, tokens)
-        if prediction.fits and not same_server(prediction, current) and not starved:
+        starved = prediction.fits and (
+            starves_kv(prediction, current, tokens) or retracts(prediction, current, tokens)
+        )
+        twin = next((i for i, p in self.measured if same_server(prediction, p)), None)
+        if (
+            prediction.fits
+            and not same_server(prediction, current)
+            and not starved
+            and twin is None
+        ):
             return prediction
         visited.add(point_key(apply_move(self.knobs, move)))
         index = self._next_index()
         record = new_record(index, move, name, self.incumbent.name, prediction)
         if not prediction.fits:
             self._decide(record, "rejected", prediction.why_not or "predicted not to fit")
+        elif starved and retracts(prediction, current, tokens):
+            self._decide(
+                record,
+                "skipped",
+                f"predicted to retract: {prediction.max_running_effective} running on a KV pool "
+                f"that holds about {held_batch(prediction, tokens):.0f} "
+                f"({held_batch(current, tokens):.0f} on {like})",
+            )
         elif starved:
             self._decide(
                 record,
@@ -125,6 +153,8 @@ class SearchState:
                 f"with {kv_room(prediction, tokens):.0%} of a request's KV room "
                 f"({kv_room(current, tokens):.0%} on {like})",
             )
+        elif twin is not None and not same_server(prediction, current):
+            self._decide(record, "skipped", f"predicted to run as #{twin}, measured already")
         else:
             self._decide(record, "skipped", f"predicted to run exactly as {like}")
         return None

@@ -127,6 +127,8 @@ class Trials(SearchState):
         )
         record = measured(record, result, cost)
         self.history.append(history_point(record))
+        if result.tokens is not None:  # a verdict: its server is not canaried again
+            self.measured.append((record.index, best.prediction))
         if stop:
             await self._back_to(self.incumbent)
             await self._finish(record, "stopped", "stopped by the operator; measured first")
@@ -253,6 +255,7 @@ class Trials(SearchState):
             return f"the winner's rollout failed; GPUs {sorted(moved)} back on the incumbent"
         self.incumbent = await asyncio.to_thread(self.ops.fit, profile)
         self.knobs = apply_move(self.knobs, trial.move.candidate)
+        self.measured = []  # measured against the old incumbent: a new comparison now
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self.ops.save_profile, self.incumbent)
         await self._finish(record, "kept", f"adopted by a rollout to {len(rolled.done)} GPUs")
