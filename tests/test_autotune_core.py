@@ -3,6 +3,7 @@ control files, and the CLI's refusals (no servers: fast)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import tomllib
@@ -581,3 +582,54 @@ async def test_a_move_predicted_to_run_a_server_measured_already_is_not_canaried
     # another server is still predicted and proposed
     more = Candidate.of({"max_mamba_cache_size": 160, "max_running_requests": 32})
     assert await tuner._predict_one(more, preflight(inc, 0), visited) is not None
+
+
+async def test_the_status_stays_live_through_a_canary_and_lists_the_line_s_pending_best(
+    tmp_path: Path,
+) -> None:
+    """'Spent:' froze through a canary (the status was written at its looks only: none in its
+    baseline, restart and warm-up), and the line's best (#15, measured better, held while #16
+    measured) was missing from 'autotune status' until the search ended."""
+    from dataclasses import replace
+
+    from ui_helpers import verify_report
+
+    from tui.autotune.record import new_record
+    from tui.autotune.status import status_document
+
+    inc = seed_profile(tmp_path)
+    tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(gpu=0, poll_s=0.02))
+    tuner.incumbent, tuner.gpu = inc, 0
+    tuner.knobs = knobs_of(inc, tuner.options.space)
+    tuner.heartbeat_s = 0.05
+    best = new_record(
+        15, Candidate.of({"max_mamba_cache_size": 160}), "a-15", "inc", preflight(inc, 0)
+    )
+    tuner.pending[15] = replace(best, why="the best of its line so far")
+    written: list[dict[str, object]] = []
+
+    async def status() -> None:
+        tuner._tick()
+        written.append(status_document(tuner))
+
+    tuner._status = status  # type: ignore[method-assign]
+    done = CanaryResult("c", 0, (1,), "inc", "not measured", "", None, None)
+
+    class Ops:
+        async def canary(self, *args: object, **kwargs: object) -> CanaryResult:
+            # a canary that takes as long as three heartbeats (a deadline, not a sleep)
+            deadline = time.monotonic() + 10
+            while len(written) < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            return replace(done, report=verify_report(0, "c"))
+
+    tuner.ops = Ops()  # type: ignore[assignment]
+    result, stop = await tuner._canary(inc, [1])
+    assert result is not None and not stop
+    assert len(written) >= 3, "the status was not rewritten during the canary"
+    spent = [doc["spent"]["wall_s"] for doc in written]  # type: ignore[index]
+    assert spent == sorted(spent) and spent[-1] > spent[0]
+    # the line's best stays listed while it is undecided
+    listed = [c["index"] for c in written[-1]["candidates"]]  # type: ignore[union-attr]
+    assert 15 in listed
+    assert "#15 max_mamba_cache_size=160: pending" in describe_status(written[-1])  # type: ignore[arg-type]

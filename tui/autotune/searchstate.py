@@ -87,6 +87,11 @@ class SearchState:
         """Every point tried, rejected or skipped (``point_key``): never proposed again."""
         self.abandoned: set[str] = set()
         """Points whose canary the load changed under once: proposed once more, not again."""
+        self.pending: dict[int, CandidateRecord] = {}
+        """Candidates measured and not yet decided (a line search holds its best while it
+        measures the next step): shown in the status beside the decided ones."""
+        self.heartbeat_s = HEARTBEAT_S
+        """How often a long step (a canary, a rollout, a walk back) rewrites the status."""
         self.measured: list[tuple[int, Preflight]] = []
         """(index, prediction) of every candidate measured against the incumbent: a move
         predicted to run one of these servers again is not canaried twice (reset when a
@@ -169,6 +174,7 @@ class SearchState:
         self._decide(record, "rejected", why)
 
     def _decide(self, record: CandidateRecord, decision: str, why: str) -> CandidateRecord:
+        self.pending.pop(record.index, None)
         done = replace(record, decision=decision, why=why, finished_at=time.time())
         self.records.append(done)
         append(candidate_entry(done))
@@ -244,11 +250,13 @@ class SearchState:
         await asyncio.to_thread(write_status, status_document(self))
 
     @contextlib.asynccontextmanager
-    async def _heartbeat(self, every_s: float = HEARTBEAT_S) -> AsyncIterator[None]:
-        """Write the status every ``every_s`` while a long step runs (a rollout of the
-        winner, a walk back): seen in the demo, the status stood at its phase's first write for
-        four minutes of rollout, the time spent frozen, and the screen could not tell a
-        working search from a stuck one."""
+    async def _heartbeat(self, every_s: float | None = None) -> AsyncIterator[None]:
+        """Write the status every ``every_s`` (default ``heartbeat_s``) while a long step runs
+        (a canary, a rollout of the winner, a walk back): seen in the demo, the status stood at
+        its phase's first write for four minutes of rollout, and `Spent:` froze for a canary's
+        whole baseline, restart and warm-up: the time spent frozen, and the screen could not
+        tell a working search from a stuck one."""
+        every_s = self.heartbeat_s if every_s is None else every_s
 
         async def beat() -> None:
             while True:

@@ -126,6 +126,7 @@ class Trials(SearchState):
             canaries=self.spent.canaries + 1,
         )
         record = measured(record, result, cost)
+        self.pending[record.index] = replace(record, why="measured; deciding")
         self.history.append(history_point(record))
         if result.tokens is not None:  # a verdict: its server is not canaried again
             self.measured.append((record.index, best.prediction))
@@ -197,6 +198,9 @@ class Trials(SearchState):
                 step,
                 prediction,
                 score(prediction, len(step.knobs), self.options.mean_output_tokens),
+            )
+            self.pending[top.record.index] = replace(
+                top.record, why="the best of its line so far; measuring one step further"
             )
             attempt = await self._measure(ranked, controls)
             if isinstance(attempt, str):  # stopped or refused: the canary GPU is on the incumbent
@@ -307,4 +311,5 @@ class Trials(SearchState):
             finally:
                 self.watch = None
 
-        return await self._when_free("canary", attempt, lambda: self._checkpoint("canary"))
+        async with self._heartbeat():  # Spent and the phase stay live through the window
+            return await self._when_free("canary", attempt, lambda: self._checkpoint("canary"))
