@@ -96,6 +96,23 @@ def test_interval_rates_survive_restart_and_downtime() -> None:
     assert rates[0].requests == {0: 1.0, 1: 1.0}
 
 
+def test_a_reading_a_server_missed_is_not_a_stop() -> None:
+    # GPU 0's /metrics was slow at t=2 (the probe gave up): the same process answered at t=3
+    # with what it made since t=1. It read 0 then twice its rate (100, 0, 200): the demo's
+    # canary intervals of 0 and 136k tok/s around 68k, an interval of -34% .. +62% around +3%.
+    r = [
+        Reading(0.0, 0.0, {0: (0.0, 0.0), 1: (0.0, 0.0)}),
+        Reading(1.0, 1.0, {0: (100.0, 1.0), 1: (100.0, 1.0)}),
+        Reading(2.0, 2.0, {0: None, 1: None}),
+        Reading(3.0, 3.0, {0: (300.0, 3.0), 1: (40.0, 0.0)}),  # GPU 1: a new process
+        Reading(4.0, 4.0, {0: (400.0, 4.0), 1: (140.0, 1.0)}),
+    ]
+    rates = interval_rates(r, [0, 1])
+    assert [x.tokens[0] for x in rates] == [100.0, 100.0, 100.0, 100.0]
+    assert [x.requests[0] for x in rates] == [1.0, 1.0, 1.0, 1.0]
+    assert [x.tokens[1] for x in rates] == [100.0, 0.0, 40.0, 100.0]  # down: it made nothing
+
+
 def test_cost_of_one_gpu_down_for_two_seconds() -> None:
     # Two GPUs at 100 tok/s each; GPU 1 is down in [4, 6), then back at 100.
     readings = []
