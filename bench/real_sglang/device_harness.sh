@@ -6,25 +6,8 @@
 # usage: bash bench/real_sglang/device_harness.sh SETTINGS BUDGET_S GPU_TESTS_TIMEOUT_S
 set -u
 SETTINGS=${1:-all}; BUDGET=${2:-400}; GPU_T=${3:-180}
-PY=/opt/torch/.venv/bin/python3; [ -x "$PY" ] || PY=python3
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-if [ ! -f /tmp/site/.ok ]; then
-  mkdir -p /tmp/site
-  "$PY" -c 'import tarfile;tarfile.open(".real/sglang-site.tar.xz").extractall("/tmp/site")' && touch /tmp/site/.ok || exit 3
-fi
-[ -d /tmp/cache ] || "$PY" -c 'import tarfile;tarfile.open(".real/jit-cache.tar.xz").extractall("/tmp")'
-[ -d /tmp/gf ] || "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/gf .real/whl/*.whl || exit 4
-export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-export TVM_FFI_CACHE_DIR=/tmp/cache/tvm-ffi TRITON_CACHE_DIR=/tmp/cache/triton
-# gpufleet: the repository, its carried dependencies, then the bundle (starlette, uvicorn, sniffio
-# for the simulator); the servers get the bundle alone (SERVER_PYTHONPATH).
-export PYTHONPATH=$PWD:/tmp/gf:/tmp/site SERVER_PYTHONPATH=/tmp/site
-"$PY" -c 'import textual, tui.cli, pyte; print("gpufleet imports ok, textual", textual.__version__)' || exit 5
-# the tiny model with its tokenizer (the fixture holds its config.json alone)
-MODEL=/tmp/tiny; [ -d $MODEL ] || "$PY" bench/real_sglang/make_tiny.py $MODEL qwen35 || exit 6
-cmp -s $MODEL/config.json tests/fixtures/real_sglang/0.5.17/model/config.json || echo "WARNING: the tiny model differs from the recorded one"
+source bench/real_sglang/device_env.sh
+"$PY" -c 'import pyte' || exit 5
 rm -rf /tmp/hout; mkdir -p /tmp/hout
 # The GPU tests first (bounded), then the harness in what is left of DEADLINE_S (one call).
 T0=$(date +%s); DEADLINE=${DEADLINE_S:-560}
