@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.real_sglang.slots import SLOT_ENV, slot_pids, write_launcher
-from bench.real_sglang.verdicts_real import CANARY_PAIR, compare, key
+from bench.real_sglang.verdicts_grid import CANARY_PAIR, compare, key
 
 pytestmark = [pytest.mark.timeout(60)]
 
