@@ -23,6 +23,7 @@ from textual.widgets import Button, Input, Label, RadioSet, Static, TextArea
 from tui.profiles import KNOBS, Profile, diff
 from tui.retune.preflight import Preflight
 from tui.ui.footer import FleetFooter
+from tui.ui.form_keys import FIELD_KEYS, FieldKeys
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.sources import FleetActions, RunningReader
 from tui.ui.tuning.candidate import (
@@ -57,7 +58,7 @@ a busy console), and the preflights are already coalesced (one runs at a time; k
 meanwhile are answered by one more run, for the newest values), which is what a debounce is for."""
 
 
-class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
+class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FieldKeys, FormFlows):
     """Dismisses with an ``ApplyPlan`` after a confirmed Apply, None on Cancel."""
 
     BINDINGS = [
@@ -65,6 +66,7 @@ class TuningFormScreen(ReadOnlyGate[ApplyPlan | None], FormFlows):
         Binding("ctrl+s", "save", "Save as new profile", id="tune.save", priority=True),
         Binding("ctrl+t", "apply", "Apply", id="tune.apply", priority=True),
         Binding("ctrl+o", "toggle_scope", "Every GPU / one GPU", id="tune.scope", priority=True),
+        *FIELD_KEYS,
     ]
 
     DEFAULT_CSS = """
