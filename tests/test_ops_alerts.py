@@ -141,6 +141,18 @@ def test_a_crash_is_a_server_gone_down_by_itself() -> None:
     assert failed[0].message == "GPU 0 server on :30000 failed: CUDA out of memory"
 
 
+def test_a_server_the_monitor_calls_crashed_fires_at_the_first_look_with_how_it_ended() -> None:
+    """The monitor's own word (``crashed``: it died and nothing of gpufleet's stopped it) is a
+    crash, seen first or not; its alert said nothing, as the rule knew only stopped and failed."""
+    crashed = server(ServerState.CRASHED, exit_status="killed by SIGKILL")
+    (fired,) = engine("crashed").feed(fleet(crashed), None, 0.0)
+    assert fired.message == "GPU 0 server on :30000 crashed: killed by SIGKILL"
+    alerts = engine("crashed", clear_s=0)
+    assert alerts.feed(fleet(server()), None, 0.0) == ()
+    (again,) = alerts.feed(fleet(server(ServerState.CRASHED)), None, 1.0)
+    assert again.message == "GPU 0 server on :30000 crashed: exit status unknown"
+
+
 def test_an_operation_holds_the_server_rules() -> None:
     alerts = engine("crashed", "gpu_hot", for_s=0)
     alerts.feed(fleet(server(), gpus=(gpu(0),)), None, 0.0)

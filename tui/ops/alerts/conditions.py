@@ -26,7 +26,7 @@ QUEUE_SPAN_S = 60.0
 STATUS_SILENT_S = 60.0
 """A running job's status document not rewritten for this long: the pipeline is gone or hung
 (it rewrites it every second)."""
-DOWN = frozenset({ServerState.FAILED, ServerState.STOPPED})
+DOWN = frozenset({ServerState.FAILED, ServerState.STOPPED, ServerState.CRASHED})
 """States of a server that no longer serves."""
 SERVER_RULES = frozenset({"crashed", "stuck", "throughput_low", "queue_growing", "capped"})
 """Rules about servers: held (neither fired nor cleared) while an operation changes the fleet,
@@ -86,9 +86,10 @@ class Watch:
             yield found
 
     def _went_down(self, index: int, state: ServerState, operation: bool) -> bool:
-        """Whether the server crashed: it failed, or it exited while serving or starting (not
-        after a drain: STOPPING), and no operation was changing the fleet; it stays crashed
-        until it serves again. At the first look only a failed server is (a stopped one may
+        """Whether the server crashed: the monitor says so (``crashed``: it died and nothing of
+        gpufleet's stopped it), it failed, or it exited while serving or starting (not after a
+        drain: STOPPING) while no operation was changing the fleet; it stays crashed until it
+        serves again. At the first look only a failed or crashed server is (a stopped one may
         have been stopped on purpose)."""
         before = self._states.get(index)
         self._states[index] = state
@@ -96,7 +97,7 @@ class Watch:
         seen = before is not None or state is ServerState.FAILED
         if state not in DOWN:
             self._crashed.discard(index)
-        elif not operation and not drained and seen:
+        elif state is ServerState.CRASHED or (not operation and not drained and seen):
             self._crashed.add(index)
         return index in self._crashed
 
@@ -108,7 +109,14 @@ class Watch:
             return
         index, state = panel.gpu_index, server.state
         if self._went_down(index, state, operation) and "crashed" in rules:
-            how = f"failed: {server.last_error}" if server.last_error else f"is {state.value}"
+            if state is ServerState.CRASHED:
+                how = f"crashed: {server.exit_status or 'exit status unknown'}" + (
+                    f"; {server.last_error}" if server.last_error else ""
+                )
+            elif server.last_error:
+                how = f"failed: {server.last_error}"
+            else:
+                how = f"is {state.value}"
             yield Condition("crashed", who, index, f"{who} server on :{server.port} {how}")
         if "stuck" in rules and state is ServerState.STUCK:
             for_s = f" for {server.stuck_for_s:.0f} s" if server.stuck_for_s else ""

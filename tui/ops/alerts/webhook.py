@@ -6,7 +6,7 @@ sends each in order through one ``httpx.Client`` with the configured timeout, tr
 oldest, counted. The body (``body``)::
 
     {"source": "gpufleet", "node": "gpu-node-1", "state": "firing", "rule": "crashed",
-     "subject": "GPU 3", "gpu": 3, "message": "GPU 3 server on :30003 is stopped",
+     "subject": "GPU 3", "gpu": 3, "message": "GPU 3 server on :30003 crashed: killed by SIGKILL",
      "at": 1796656097.4, "since": 1796656097.4}
 
 ``state`` is ``firing`` or ``resolved``; a resolved one carries ``fired_at`` instead of ``since``.
