@@ -23,7 +23,7 @@ import pytest
 from rollout_helpers import pipeline, wait_done_at_least
 from sim_helpers import active_requests, wait_until
 
-from bench.operator_fleet import operator_fleet, sim_server
+from bench.operator_fleet import answers, operator_fleet, sim_server
 from bench.ports import free_ports
 from bench.simfleet import FAST_APPLY, kill_strays, stop_all
 from tui import paths
@@ -99,6 +99,8 @@ def test_two_servers_on_one_card_are_adopted_as_two_slots_and_walked(
                 1: (fleet.pids[1], 0),
             }
 
+            # The script's poll took /model_info's 200; /health answers once warm-up is done.
+            assert wait_until(lambda: all(answers(s.url, ("/health",)) for s in servers), 30)
             assert status_cli.main([]) == 0
             assert "fleet: 2/2 ready (exit 0)" in capsys.readouterr().out
             assert status_cli.main(["--json"]) == 0
