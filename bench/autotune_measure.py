@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from bench.harness import Row, Stat
 from tui.autotune.space import KNOBS, Candidate, SearchSpace, candidate_profile, knobs_of
 from tui.ops.service import FleetOps
 from tui.profiles import Profile, profile_from_dict, profile_to_dict
@@ -101,13 +102,14 @@ def top_distinct(grid: list[GridPoint], skip: tuple[object, ...], count: int) ->
     return out
 
 
-def measure_profile(final: Profile, picks: list[GridPoint]) -> Profile:
-    """The fleet's final profile with GPU i+1 overridden to ``picks[i]`` (GPU 0 keeps it)."""
+def measure_profile(final: Profile, picks: list[GridPoint], first: int = 1) -> Profile:
+    """The fleet's final profile with GPU i+``first`` overridden to ``picks[i]`` (the GPUs
+    before ``first`` keep it)."""
     doc = profile_to_dict(final)
     doc["name"] = "grid-measure"
     doc["note"] = "the grid's best-rated servers, one per GPU, beside the autotune winner"
     tables: dict[str, Any] = {}
-    for gpu, point in zip(final.gpus[1:], picks, strict=False):
+    for gpu, point in zip(final.gpus[first:], picks, strict=False):
         table: dict[str, Any] = {}
         for knob, value in point.candidate.knobs:
             if KNOBS[knob].extra_flag:
@@ -142,17 +144,25 @@ class Measured:
     restart_s: float
     """Wall seconds to relaunch the whole fleet onto them (one offline restart cycle)."""
     rates: list[float]
-    """Per GPU: measured decode tokens per wall second over the window."""
+    """Per GPU: measured decode tokens per wall second over the window (the mean of the
+    windows' rates when there were several)."""
     min_queue: list[float]
     """Per GPU: the fewest requests queued at any sample (> 0: the client never starved it)."""
     retracted: list[float]
     """Per GPU: requests the KV pool retracted during the window."""
     window_s: float
     """The window's wall seconds."""
+    samples: list[list[float]] = field(default_factory=list)
+    """Per GPU: each window's rate (n windows one after the other; one without ``windows``)."""
 
 
 async def measure(
-    ops: FleetOps, profile: Profile, urls: list[str], warmup_s: float, window_s: float
+    ops: FleetOps,
+    profile: Profile,
+    urls: list[str],
+    warmup_s: float,
+    window_s: float,
+    windows: int = 1,
 ) -> Measured:
     """Relaunch the fleet onto ``profile`` (timed), warm up, count each GPU's decode tokens.
 
@@ -160,8 +170,9 @@ async def measure(
         ops: The operations door.
         profile: One configuration per GPU (``measure_profile``).
         urls: Each GPU's server, in GPU order.
-        warmup_s: Wall seconds before the window.
-        window_s: The window's wall seconds.
+        warmup_s: Wall seconds before the first window.
+        window_s: Each window's wall seconds.
+        windows: Windows one after the other (each GPU's rate in each: n samples a point).
 
     Returns:
         The measurement.
@@ -176,14 +187,34 @@ async def measure(
         raise RuntimeError(f"the grid's configurations did not all start: {result}")
     await asyncio.sleep(warmup_s)
     first = [await asyncio.to_thread(_scrape, u) for u in urls]
-    t0 = time.monotonic()
     lows = [q for _, q, _ in first]
-    while time.monotonic() - t0 < window_s:
-        await asyncio.sleep(max(0.0, min(3.0, window_s - (time.monotonic() - t0))))
-        for i, (_, queue, _) in enumerate([await asyncio.to_thread(_scrape, u) for u in urls]):
-            lows[i] = min(lows[i], queue)
-    last = [await asyncio.to_thread(_scrape, u) for u in urls]
-    elapsed = time.monotonic() - t0
-    pairs = list(zip(first, last, strict=True))
-    rates = [(b[0] - a[0]) / elapsed for a, b in pairs]
-    return Measured(restart_s, rates, lows, [b[2] - a[2] for a, b in pairs], elapsed)
+    samples: list[list[float]] = [[] for _ in urls]
+    begin, elapsed = first, 0.0
+    for _ in range(windows):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < window_s:
+            await asyncio.sleep(max(0.0, min(3.0, window_s - (time.monotonic() - t0))))
+            for i, (_, queue, _) in enumerate([await asyncio.to_thread(_scrape, u) for u in urls]):
+                lows[i] = min(lows[i], queue)
+        end = [await asyncio.to_thread(_scrape, u) for u in urls]
+        took = time.monotonic() - t0
+        for i, (a, b) in enumerate(zip(begin, end, strict=True)):
+            samples[i].append((b[0] - a[0]) / took)
+        begin, elapsed = end, elapsed + took
+    rates = [sum(s) / len(s) for s in samples]
+    retracted = [b[2] - a[2] for a, b in zip(first, begin, strict=True)]
+    return Measured(restart_s, rates, lows, retracted, elapsed, samples)
+
+
+def reached_row(bench: str, metric: str, reached: float, peer_name: str) -> Row:
+    """The row of a winner measured against the grid's best (the target: >= 0.97 of it)."""
+    return Row(
+        bench,
+        metric,
+        Stat.of([reached]),
+        peer_name,
+        Stat.of([1.0]),
+        ">= 0.97",
+        reached >= 0.97,
+        higher_is_better=True,
+    )

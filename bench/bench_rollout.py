@@ -11,12 +11,11 @@ shortfall against its rate before the operation (``tui.rollout.cost``); it is al
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import replace
 from pathlib import Path
 
 from bench.harness import Context, Row, Stat
-from bench.simfleet import pipeline, sim_fleet, wait_done_at_least
+from bench.simfleet import pipeline, sim_fleet, state_dir, wait_done_at_least
 from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import load_profile
@@ -76,30 +75,23 @@ async def _rolling(profile_path: Path) -> tuple[float, float, float | None]:
 
 def run(ctx: Context) -> list[Row]:
     """Measure both operations on one fleet under one pipeline."""
-    old_state = os.environ.get("GPUFLEET_STATE_DIR")
-    os.environ["GPUFLEET_STATE_DIR"] = str(ctx.scratch / "rollout-state")
-    try:
-        with (
-            sim_fleet(ctx.scratch, GPUS, SPEED) as fleet,
-            pipeline(ctx.scratch, fleet.urls, prompts=60_000, max_tokens=3000) as job,
-        ):
-            wait_done_at_least(job, 50, timeout=60)
-            full_lost, full_down, ready_s = asyncio.run(_full(fleet.files["aggressive"]))
-            # Back to the baseline (not measured), then the same change rolled out.
-            back = asyncio.run(
-                _ops().apply(load_profile(fleet.files["baseline"]), fleet.gpus, measure=False)
-            )
-            if not back.ok:
-                raise RuntimeError("could not put the fleet back on the baseline")
-            wait_done_at_least(job, 0, timeout=1)
-            roll_lost, roll_down, roll_net = asyncio.run(_rolling(fleet.files["aggressive"]))
-            if job.proc.poll() is not None:
-                raise RuntimeError("the pipeline stopped during the benchmark")
-    finally:
-        if old_state is None:
-            os.environ.pop("GPUFLEET_STATE_DIR", None)
-        else:
-            os.environ["GPUFLEET_STATE_DIR"] = old_state
+    with (
+        state_dir(ctx.scratch / "rollout-state"),
+        sim_fleet(ctx.scratch, GPUS, SPEED) as fleet,
+        pipeline(ctx.scratch, fleet.urls, prompts=60_000, max_tokens=3000) as job,
+    ):
+        wait_done_at_least(job, 50, timeout=60)
+        full_lost, full_down, ready_s = asyncio.run(_full(fleet.files["aggressive"]))
+        # Back to the baseline (not measured), then the same change rolled out.
+        back = asyncio.run(
+            _ops().apply(load_profile(fleet.files["baseline"]), fleet.gpus, measure=False)
+        )
+        if not back.ok:
+            raise RuntimeError("could not put the fleet back on the baseline")
+        wait_done_at_least(job, 0, timeout=1)
+        roll_lost, roll_down, roll_net = asyncio.run(_rolling(fleet.files["aggressive"]))
+        if job.proc.poll() is not None:
+            raise RuntimeError("the pipeline stopped during the benchmark")
     restart = full_down / GPUS
     ctx.notes.append(
         f"rollout: one GPU restart = {restart:.2f} GPU-s of its own output (full apply's per-GPU "

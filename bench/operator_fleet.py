@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LAUNCHER = """\
-import json, os, subprocess, sys
+import json, os, subprocess, sys, time, urllib.request
 for server in json.loads(sys.argv[1]):
     env = dict(os.environ, **server["env"])
     with open(server["log"], "ab") as log:
@@ -33,8 +33,18 @@ for server in json.loads(sys.argv[1]):
             stdin=subprocess.DEVNULL,
         )
     print(proc.pid, flush=True)
+    deadline = time.monotonic() + float(sys.argv[2])
+    while server["wait"] and proc.poll() is None and time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(server["wait"], timeout=5).close()
+            break
+        except Exception:
+            time.sleep(0.5)
 """
-"""The operator's script: each server in the background, its own log, then the script ends."""
+"""The operator's script: each server in the background, its own log, then the script ends.
+With one card for several servers it waits until each answers before it starts the next (the
+seed's own loop polls /model_info): SGLang sizes its pools from the free memory it finds, so
+the next one must find the previous one's memory already taken."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,9 @@ class OperatorServer:
     """Its stdout and stderr."""
     env: Mapping[str, str] = field(default_factory=dict)
     """Variables set for it besides ``CUDA_VISIBLE_DEVICES``."""
+    wait: bool = False
+    """The script waits until it answers before it starts the next server (servers sharing
+    one card)."""
 
     @property
     def url(self) -> str:
@@ -81,29 +94,42 @@ class OperatorFleet:
 
 
 def sim_server(
-    gpu: int, port: int, logs: Path, flags: Sequence[str], speed: float = 20.0
+    gpu: int,
+    port: int,
+    logs: Path,
+    flags: Sequence[str],
+    speed: float = 20.0,
+    log_name: str = "sglang_gpu{gpu}.log",
+    wait: bool = False,
 ) -> OperatorServer:
     """A simulated server (``python -m tui sim``, a drop-in for SGLang) as the script runs it.
 
     Args:
-        gpu: Its GPU.
+        gpu: Its GPU (its ``CUDA_VISIBLE_DEVICES``).
         port: Its port.
-        logs: The log directory (``sglang_gpu{gpu}.log``).
+        logs: The log directory.
         flags: Its SGLang flags (the knobs).
         speed: ``--sim-speed``.
+        log_name: Its log file's name (``{gpu}``, ``{port}``; servers sharing a card need
+            ``{port}``).
+        wait: The script waits until it answers before starting the next one.
     """
     argv = (sys.executable, "-m", "tui", "sim", "--port", str(port), *flags)
-    return OperatorServer(
-        gpu, port, (*argv, "--sim-speed", f"{speed:g}"), logs / f"sglang_gpu{gpu}.log"
-    )
+    log = logs / log_name.format(gpu=gpu, port=port)
+    return OperatorServer(gpu, port, (*argv, "--sim-speed", f"{speed:g}"), log, wait=wait)
 
 
-def start(servers: Sequence[OperatorServer], env: Mapping[str, str] | None = None) -> OperatorFleet:
+def start(
+    servers: Sequence[OperatorServer],
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+) -> OperatorFleet:
     """Run the script (in a session of its own) and wait until it ended.
 
     Args:
         servers: What it starts.
         env: The script's environment (default: this process's, without gpufleet's launch id).
+        timeout: How long it may wait for each server it waits for (``OperatorServer.wait``).
     """
     base = dict(os.environ if env is None else env)
     base.pop("GPUFLEET_LAUNCH_ID", None)
@@ -112,18 +138,19 @@ def start(servers: Sequence[OperatorServer], env: Mapping[str, str] | None = Non
             "argv": list(s.argv),
             "env": {"CUDA_VISIBLE_DEVICES": str(s.gpu), **s.env},
             "log": str(s.log),
+            "wait": f"{s.url}/health" if s.wait else "",
         }
         for s in servers
     ]
     for server in servers:
         server.log.parent.mkdir(parents=True, exist_ok=True)
     script = subprocess.run(
-        [sys.executable, "-c", LAUNCHER, json.dumps(spec)],
+        [sys.executable, "-c", LAUNCHER, json.dumps(spec), str(timeout)],
         env=base,
         capture_output=True,
         text=True,
         start_new_session=True,
-        timeout=60,
+        timeout=60 + timeout * sum(s.wait for s in servers),
         check=True,
     )
     pids = tuple(int(line) for line in script.stdout.split())
@@ -172,7 +199,7 @@ def operator_fleet(
     servers: Sequence[OperatorServer], env: Mapping[str, str] | None = None, timeout: float = 60
 ) -> Iterator[OperatorFleet]:
     """The script's fleet, up; whatever is left of its group is killed afterwards."""
-    fleet = start(servers, env)
+    fleet = start(servers, env, timeout)
     try:
         wait_ready(fleet, timeout)
         yield fleet

@@ -82,6 +82,21 @@ def seed_aggressive_plan(
     )
 
 
+@contextlib.contextmanager
+def state_dir(path: Path) -> Iterator[Path]:
+    """gpufleet's state directory at ``path`` for the block (``GPUFLEET_STATE_DIR``: every
+    operation, lock and journal of a bench in its scratch), the caller's put back after."""
+    old = os.environ.get("GPUFLEET_STATE_DIR")
+    os.environ["GPUFLEET_STATE_DIR"] = str(path)
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("GPUFLEET_STATE_DIR", None)
+        else:
+            os.environ["GPUFLEET_STATE_DIR"] = old
+
+
 def sim_profile_text(
     name: str,
     gpus: list[int],

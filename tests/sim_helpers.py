@@ -78,6 +78,18 @@ def sim_env(state_dir: Path) -> dict[str, str]:
     return env
 
 
+def active_requests(port: int) -> int:
+    """The generation requests a server has in flight (its HTTP counters under
+    ``--enable-metrics``); -1 when it does not answer."""
+    from tui.servers.payloads import parse_request_counts
+
+    try:
+        body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return -1
+    return parse_request_counts(body).active or 0
+
+
 def wait_until(predicate: object, timeout: float, interval: float = 0.05) -> bool:
     """Poll ``predicate()`` until true or the deadline; returns whether it became true."""
     deadline = time.monotonic() + timeout

@@ -107,16 +107,20 @@ def test_bad_input_is_one_line_naming_the_field(
     _nothing_written()
 
 
-def test_a_server_whose_cuda_visible_devices_disagrees_with_gpus_is_refused(
+def test_gpus_names_the_slot_and_the_server_s_own_card_is_kept_as_its_device(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--gpus 1 for a server the script started on GPU 0: refused, named; and the same server
-    adopted with its own GPU (from its environment) afterwards."""
+    """--gpus 1 for a server the script started on card 0 (a slot is gpufleet's number, the card
+    its CUDA_VISIBLE_DEVICES): said, and its device in the plan; the same server adopted with
+    its own card as its GPU afterwards, and adopted twice refused."""
     port = free_port()
     with operator_fleet([sim_server(0, port, tmp_path, ["--enable-metrics"], 50.0)]) as fleet:
-        code, _, err = _adopt(capsys, "--ports", str(port), "--gpus", "1", "--name", "mine")
-        assert code == 2
-        assert f"--gpus: port {port} runs on GPU 0 (its CUDA_VISIBLE_DEVICES), not GPU 1" in err
+        code, out, err = _adopt(
+            capsys, "--ports", str(port), "--gpus", "1", "--name", "mine", "--dry-run"
+        )
+        assert code == 0, err
+        assert f"GPU 1 (device 0): port {port}, pid {fleet.pids[0]} (" in out
+        assert "[gpu.1]\ndevice = 0\n" in out
         _nothing_written()
         assert read_journal().entries == ()
         code, out, err = _adopt(capsys, "--ports", str(port), "--name", "mine", "--dry-run")

@@ -49,10 +49,14 @@ def router(tmp: Path) -> Iterator[str]:
     HF_ENDPOINT points at a closed loopback port: the router looks up each worker's tokenizer
     (its model path) on the Hugging Face hub; the test sends no traffic off the machine.
     """
-    port = free_ports(1)[0]
+    port, metrics = free_ports(2)
     env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp / "hf"))
     argv = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--worker-urls", "--log-level", "warn"]
+    # Its metrics on a free port too: the default 29000 is one port for every router on the
+    # machine (another test's, or an operator's), and a second one panicked 'Address already in
+    # use' and exited.
+    argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics)]
     argv += ["--health-check-interval-secs", "2", "--policy", "cache_aware"]
     log = (tmp / "router.log").open("wb")
     proc = subprocess.Popen(

@@ -277,6 +277,18 @@ def test_stop_never_signals_an_unverified_pid(isolated_state: Path) -> None:
         stranger.wait(timeout=10)
 
 
+def _sleeper() -> subprocess.Popen[bytes]:
+    """``sleep 60`` in its own session, returned once it runs ``sleep`` (read right after the
+    fork, its command line is still the test's Python: seen under load, the record then named a
+    command line the process no longer had)."""
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while psutil.Process(child.pid).cmdline() != ["sleep", "60"]:
+        assert time.monotonic() < deadline, "sleep never ran"
+        time.sleep(0.01)
+    return child
+
+
 def test_a_clock_step_in_the_pid_file_leaves_the_agent_running_and_stoppable(
     isolated_state: Path,
 ) -> None:
@@ -285,7 +297,7 @@ def test_a_clock_step_in_the_pid_file_leaves_the_agent_running_and_stoppable(
     it. It used to say "not running" (exit 3) and remove the pid file while the agent served."""
     from tui.servers.procinfo import boot_id, start_ticks
 
-    agent = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    agent = _sleeper()
     try:
         proc = psutil.Process(agent.pid)
         record = pidfile.AgentRecord(
@@ -309,7 +321,7 @@ def test_a_clock_step_in_the_pid_file_leaves_the_agent_running_and_stoppable(
         assert agent.wait(timeout=10) == -signal.SIGTERM
         assert not pidfile.pid_file().exists()
         # Other start ticks at the pid: another process, never signalled.
-        other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        other = _sleeper()
         try:
             ticks = start_ticks(other.pid) or 0
             stranger = psutil.Process(other.pid)

@@ -55,7 +55,7 @@ def test_detach_serves_with_every_option_it_was_given() -> None:
             "--host", "0.0.0.0", "--port", "9500", "--profile", "p", "--token-file", "/t",
             "--readonly", "--node", "n 1", "--open-metrics", "--status", "/s.json",
             "--ssl-certfile", "/c", "--ssl-keyfile", "/k", "--measure-window", "33.5",
-            "--poll-interval", "0.25", "--detach",
+            "--poll-interval", "0.25", "--no-alerts", "--detach",
         ]
     )  # fmt: skip
     served = parser.parse_args(serve_options(given, "n 1", Path("/t")))
@@ -67,7 +67,7 @@ def test_detach_serves_with_every_option_it_was_given() -> None:
     # a new option of the agent must be passed on by serve_options (and listed here)
     assert set(vars(given)) - modes == {
         "host", "port", "profile", "token_file", "readonly", "node", "open_metrics", "status",
-        "ssl_certfile", "ssl_keyfile", "measure_window", "poll_interval",
+        "ssl_certfile", "ssl_keyfile", "measure_window", "poll_interval", "no_alerts",
     }  # fmt: skip
 
 

@@ -3,6 +3,7 @@ control files, and the CLI's refusals (no servers: fast)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import tomllib
@@ -434,3 +435,201 @@ def test_on_the_mamba_ridge_only_a_coupled_move_raises_the_batch(tmp_path: Path)
     assert "max_mamba_cache_size=280,max_running_requests=64" not in tried
     for i, earlier in enumerate(ranked):
         assert not any(same_server(earlier.prediction, r.prediction) for r in ranked[i + 1 :])
+
+
+def _tuner_with_canary(
+    tmp_path: Path, results: list[CanaryResult], max_regression: float = 0.25
+) -> tuple[Autotuner, list[str]]:
+    """A tuner on the ridge whose canaries answer ``results`` (the last one again and again)
+    and whose walks back are recorded, no servers."""
+    from tui.autotune.budget import Budget
+
+    inc = on_the_ridge(tmp_path, max_mamba_cache_size=320, max_running_requests=64)
+    opts = AutotuneOptions(gpu=0, budget=Budget(max_regression=max_regression))
+    tuner = Autotuner(FleetOps(by="autotune"), opts)
+    tuner.incumbent, tuner.gpu = inc, 0
+    tuner.knobs = knobs_of(inc, tuner.options.space)
+    back: list[str] = []
+
+    async def canary(profile: Profile, controls: list[int]) -> tuple[CanaryResult, bool]:
+        return results[0] if len(results) == 1 else results.pop(0), False
+
+    async def back_to(profile: Profile, gpus: list[int] | None = None) -> None:
+        back.append(profile.name)
+
+    tuner._canary = canary  # type: ignore[method-assign]
+    tuner._back_to = back_to  # type: ignore[method-assign]
+    return tuner, back
+
+
+def _load_changed(idle: bool) -> CanaryResult:
+    from ui_helpers import verify_report
+
+    from tui.rollout.load import LoadChange
+
+    what = (
+        "the controls' offered load fell from 48 to 0 requests per GPU, 35 s into the window: "
+        "the job's requests stopped"
+        if idle
+        else "the controls' offered load fell from 48 to 24 requests per GPU, 35 s into the window"
+    )
+    change = LoadChange(what, 35.0, 0.0 if idle else 24.0, idle)
+    return CanaryResult(
+        "c",
+        0,
+        (1,),
+        "inc",
+        "not measured",
+        change.words(),
+        None,
+        None,
+        canary_tokens=(1263.0,) * 6,
+        control_tokens=(2768.0,) * 6,
+        report=verify_report(0, "c"),
+        load_change=change,
+    )
+
+
+async def test_a_job_that_ends_during_a_trial_abandons_it_and_spends_no_regression_budget(
+    tmp_path: Path,
+) -> None:
+    """The demo's candidate #16: the job finished during its canary. It read 'worse: -54.4%'
+    and ended the search on its regression budget; now it is abandoned, said, and the search
+    ends on the job, the canary GPU back on the incumbent."""
+    from tui.autotune.strategy import Ranked
+    from tui.autotune.trials import JOB_STOPPED
+
+    tuner, back = _tuner_with_canary(tmp_path, [_load_changed(idle=True)])
+    move = Candidate.of({"max_running_requests": 72})
+    best = Ranked(move, preflight(tuner.incumbent, 0), (1.0,))  # type: ignore[arg-type]
+    tuner.visited.add(point_key(apply_move(tuner.knobs, move)))
+    reason = await tuner._try(best, [1])
+    assert reason == JOB_STOPPED.format(index=1)
+    assert "regression budget" not in str(reason)
+    (record,) = tuner.records
+    assert record.decision == "abandoned" and record.verdict == "not measured"
+    assert record.relative is None and record.rel_low is None  # no interval, none beyond -100%
+    assert record.why.startswith("not measured: the load changed (the controls' offered load")
+    assert record.why.endswith("; rolled back to inc")
+    assert back == ["inc"]
+    assert tuner.spent.canaries == 1
+
+
+async def test_a_trial_the_load_changed_under_is_measured_again_once(tmp_path: Path) -> None:
+    from tui.autotune.strategy import Ranked
+
+    tuner, back = _tuner_with_canary(tmp_path, [_load_changed(idle=False)])
+    move = Candidate.of({"max_running_requests": 72})
+    best = Ranked(move, preflight(tuner.incumbent, 0), (1.0,))  # type: ignore[arg-type]
+    point = point_key(apply_move(tuner.knobs, move))
+    tuner.visited.add(point)
+    assert await tuner._try(best, [1]) is None  # the search goes on
+    assert tuner.records[-1].why.endswith("rolled back to inc; to be measured again")
+    assert point not in tuner.visited  # proposed again next round
+    tuner.visited.add(point)
+    assert await tuner._try(best, [1]) is None
+    assert not tuner.records[-1].why.endswith("to be measured again")
+    assert point in tuner.visited  # once is enough
+    assert [r.decision for r in tuner.records] == ["abandoned", "abandoned"]
+    assert back == ["inc", "inc"]
+
+
+async def test_only_a_worse_verdict_spends_the_regression_budget(tmp_path: Path) -> None:
+    from ui_helpers import verify_report
+
+    from tui.autotune.strategy import Ranked
+
+    def result(canary: list[float]) -> CanaryResult:
+        control = [1000.0 + 5 * (i % 3) for i in range(len(canary))]
+        tok = paired(canary, control, 0.95)
+        assert tok is not None
+        verdict = "worse" if tok.rel_high < 0 else "no measurable difference"
+        return CanaryResult(
+            "c", 0, (1,), "inc", verdict, "", tok, None, report=verify_report(0, "c")
+        )
+
+    # -40%, its interval reaching above 0 (a noisy window): no evidence of a regression
+    noisy = result([200.0, 1100.0, 300.0, 1000.0, 400.0, 600.0])
+    assert noisy.tokens is not None and noisy.tokens.relative < -0.25 < noisy.tokens.rel_high
+    tuner, _ = _tuner_with_canary(tmp_path, [noisy])
+    best = Ranked(Candidate.of({"max_running_requests": 72}), preflight(tuner.incumbent, 0), ())  # type: ignore[arg-type]
+    assert await tuner._try(best, [1]) is None
+    assert tuner.records[-1].decision == "dropped"
+    # -40%, its interval below 0: the budget is spent, the search ends
+    worse = result([600.0, 610.0, 590.0, 605.0, 600.0, 595.0])
+    tuner, _ = _tuner_with_canary(tmp_path, [worse])
+    reason = await tuner._try(best, [1])
+    assert reason is not None and reason.startswith("regression budget: candidate #1 measured -40")
+
+
+async def test_a_move_predicted_to_run_a_server_measured_already_is_not_canaried_again(
+    tmp_path: Path,
+) -> None:
+    # The demo's search canaried 120 slots, then 120 slots with 24, 32, ... 80 running: every
+    # one capped to the same 24 (120 // 5), nine canaries of one server.
+    inc = seed_profile(tmp_path)
+    tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(gpu=0))
+    tuner.incumbent, tuner.gpu = inc, 0
+    tuner.knobs = knobs_of(inc, tuner.options.space)
+    slots = Candidate.of({"max_mamba_cache_size": 120})
+    tuner.measured = [(3, preflight(candidate_profile(inc, slots, "s"), 0))]
+    visited: set[str] = set()
+    pair = Candidate.of({"max_mamba_cache_size": 120, "max_running_requests": 48})
+    assert await tuner._predict_one(pair, preflight(inc, 0), visited) is None
+    (record,) = tuner.records
+    assert record.decision == "skipped" and record.why == "predicted to run as #3, measured already"
+    assert not record.launched
+    # another server is still predicted and proposed
+    more = Candidate.of({"max_mamba_cache_size": 160, "max_running_requests": 32})
+    assert await tuner._predict_one(more, preflight(inc, 0), visited) is not None
+
+
+async def test_the_status_stays_live_through_a_canary_and_lists_the_line_s_pending_best(
+    tmp_path: Path,
+) -> None:
+    """'Spent:' froze through a canary (the status was written at its looks only: none in its
+    baseline, restart and warm-up), and the line's best (#15, measured better, held while #16
+    measured) was missing from 'autotune status' until the search ended."""
+    from dataclasses import replace
+
+    from ui_helpers import verify_report
+
+    from tui.autotune.record import new_record
+    from tui.autotune.status import status_document
+
+    inc = seed_profile(tmp_path)
+    tuner = Autotuner(FleetOps(by="autotune"), AutotuneOptions(gpu=0, poll_s=0.02))
+    tuner.incumbent, tuner.gpu = inc, 0
+    tuner.knobs = knobs_of(inc, tuner.options.space)
+    tuner.heartbeat_s = 0.05
+    best = new_record(
+        15, Candidate.of({"max_mamba_cache_size": 160}), "a-15", "inc", preflight(inc, 0)
+    )
+    tuner.pending[15] = replace(best, why="the best of its line so far")
+    written: list[dict[str, object]] = []
+
+    async def status() -> None:
+        tuner._tick()
+        written.append(status_document(tuner))
+
+    tuner._status = status  # type: ignore[method-assign]
+    done = CanaryResult("c", 0, (1,), "inc", "not measured", "", None, None)
+
+    class Ops:
+        async def canary(self, *args: object, **kwargs: object) -> CanaryResult:
+            # a canary that takes as long as three heartbeats (a deadline, not a sleep)
+            deadline = time.monotonic() + 10
+            while len(written) < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            return replace(done, report=verify_report(0, "c"))
+
+    tuner.ops = Ops()  # type: ignore[assignment]
+    result, stop = await tuner._canary(inc, [1])
+    assert result is not None and not stop
+    assert len(written) >= 3, "the status was not rewritten during the canary"
+    spent = [doc["spent"]["wall_s"] for doc in written]  # type: ignore[index]
+    assert spent == sorted(spent) and spent[-1] > spent[0]
+    # the line's best stays listed while it is undecided
+    listed = [c["index"] for c in written[-1]["candidates"]]  # type: ignore[union-attr]
+    assert 15 in listed
+    assert "#15 max_mamba_cache_size=160: pending" in describe_status(written[-1])  # type: ignore[arg-type]

@@ -97,6 +97,46 @@ def test_wait_gpu_released_with_simulated_records(tmp_path: Path) -> None:
         check_gpu_free(1, source)
 
 
+def test_a_neighbour_of_the_fleet_on_the_device_is_expected_and_a_stranger_refused(
+    tmp_path: Path,
+) -> None:
+    """Two slots on device 0: slot 1's launch accepts slot 0's verified server holding memory
+    there, and still refuses (naming it) any other process holding memory on the device."""
+    with reaper() as groups:
+        first = launch(
+            parent_argv("term", tmp_path / "a"), dict(os.environ), tmp_path / "a.log", gpu=0, port=1
+        )
+        groups.append(first.record.pgid)
+        _, scheduler = read_pids(tmp_path / "a")
+        _publish(scheduler, 0)
+        source = sim_gpu_pids()
+        check_gpu_free(1, source, device=0)  # GPU 0's server shares device 0: expected
+        with pytest.raises(PreflightError, match=rf"GPU 0 still has .*pid {scheduler}"):
+            check_gpu_free(0, source)  # its own slot: the old server was not stopped
+        stranger = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()", "stranger"],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            _publish(stranger.pid, 0)
+            with pytest.raises(PreflightError) as refused:
+                check_gpu_free(1, source, device=0)
+            text = str(refused.value)
+            assert text.startswith(
+                f"GPU 1 (device 0) still has processes holding memory: pid {stranger.pid} ("
+            )
+            assert "stranger" in text and f"pid {scheduler}" not in text.split(";")[0]
+            assert (
+                f"GPU 0's server (pid {first.record.pid}) shares device 0 and is expected" in text
+            )
+            with pytest.raises(PreflightError, match=rf"GPU 1 still has .*pid {stranger.pid}"):
+                check_gpu_free(1, lambda gpu: {stranger.pid} if gpu == 1 else set())
+        finally:
+            stranger.kill()
+            stranger.wait(timeout=10)
+
+
 def _profile(ports: list[int], python: str = sys.executable) -> Profile:
     return profile_from_dict(
         {

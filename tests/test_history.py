@@ -178,7 +178,9 @@ def test_the_recorder_writes_in_batches_and_prunes(tmp_path: Path) -> None:
     assert opened == []
     clock[0] = 5.0
     written = recorder.flush_if_due()
-    assert written == 4 * (len(fleet_samples(fleet)) + 2)
+    # The slow readings (a window's, the total memory) once a 5 s bucket: at its first snapshot.
+    fast = len(fleet_samples(fleet, slow=False))
+    assert written == len(fleet_samples(fleet)) + 3 * fast + 4 * 2
     store = recorder.store
     assert store is not None
     assert len(store.series(0, "tok_s", since=T0 - 5)) == 1
@@ -224,3 +226,27 @@ def test_idle_time_is_recorded_as_zero_and_only_an_unwatched_time_is_a_gap() -> 
     assert output_at(30, replace(running, state="stopped", updated_at=start + 30)) == 0.0
     assert output_at(35, None) == 0.0  # no document at all
     recorder.close()
+
+
+def test_a_coarser_bucket_is_written_once_it_closes_and_read_while_open(tmp_path: Path) -> None:
+    """A minute's bucket is summed in memory while it is open (the console's flush every 5 s
+    wrote it again each time) and written when a reading past it arrives, or at close; the store
+    that holds it open still shows it, as it is so far."""
+    path = tmp_path / "h.sqlite3"
+    store = HistoryStore(path, tiers=(Tier(5, 60), Tier(60, 3600)))
+
+    def rows(tier: int) -> list[tuple[int, float, int]]:
+        with sqlite3.connect(path) as db:  # the file, as another process reads it
+            return db.execute(
+                "SELECT t, total, count FROM points WHERE tier = ? ORDER BY t", (tier,)
+            ).fetchall()
+
+    store.write(ramp(0, "tok_s", START, 30))  # half a minute: 0..29
+    assert rows(1) == [] and len(rows(0)) == 6
+    store.write(ramp(0, "tok_s", START + 30, 60, step=1.0))  # to 89 s: the first minute closes
+    assert rows(1) == [(int(START), sum(range(30)) + sum(range(30)), 60)]
+    store.prune(START + 89)  # the 5 s tier keeps a minute: the minute tier answers
+    points = store.series(0, "tok_s", since=START)
+    assert points == [(START, pytest.approx(29 / 2 + 0.0)), (START + 60, pytest.approx(44.5))]
+    store.close()
+    assert [t for t, _, _ in rows(1)] == [int(START), int(START) + 60]  # the open one, at close

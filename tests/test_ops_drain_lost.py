@@ -17,14 +17,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from sim_helpers import wait_until
+from sim_helpers import active_requests, wait_until
 
 from bench.simfleet import FAST_APPLY, free_ports, kill_strays, pipeline, stop_all
 from tui.ops.cli import apply as cli
 from tui.ops.journal import read_journal
-from tui.servers.payloads import parse_request_counts
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "fixtures" / "real_sglang" / "0.5.17" / "model"
@@ -93,14 +91,6 @@ def fleet(tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
         kill_strays([port])
 
 
-def _active(port: int) -> int:
-    try:
-        body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    except httpx.HTTPError:
-        return -1
-    return parse_request_counts(body).active or 0
-
-
 def test_a_drain_under_a_client_that_never_stops_says_what_it_lost(
     fleet: tuple[int, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -110,7 +100,9 @@ def test_a_drain_under_a_client_that_never_stops_says_what_it_lost(
         [sys.executable, str(CLIENT), str(port), str(out), str(stopfile), "16", "400", "120"]
     )
     try:
-        assert wait_until(lambda: _active(port) == 16, 30), "the client never had 16 in flight"
+        assert wait_until(lambda: active_requests(port) == 16, 30), (
+            "the client never had 16 in flight"
+        )
         capsys.readouterr()
         status = cli.main([str(after), *FAST])  # the running profile's [stop]: 3 s
         printed = capsys.readouterr().out
@@ -148,7 +140,7 @@ def test_the_same_retune_under_gpufleet_generate_loses_nothing(
     port, _, after = fleet
     url = f"http://127.0.0.1:{port}"
     with pipeline(tmp_path, [url], prompts=100_000, max_tokens=400, inflight=16) as job:
-        assert wait_until(lambda: _active(port) >= 8, 60), job.log.read_text()[-2000:]
+        assert wait_until(lambda: active_requests(port) >= 8, 60), job.log.read_text()[-2000:]
         capsys.readouterr()
         status = cli.main([str(after), *FAST, "--drain-timeout", "30"])
         printed = capsys.readouterr().out

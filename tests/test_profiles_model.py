@@ -187,6 +187,34 @@ def test_env_and_log_path(monkeypatch: pytest.MonkeyPatch) -> None:
     assert log_path_for(profile, 5) == state_dir() / "logs" / "srv_5_31001.log"
 
 
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(-1, "-1"), (256, "256"), (0.5, "0.5"), ("0", "'0'"), (True, "True"), ([0], "[0]")],
+)
+def test_a_slot_s_device_is_one_gpu_index_named_with_its_range(value: Any, shown: str) -> None:
+    problems = _problems(_with(**{"gpu.5.device": value}))
+    assert problems == [f"gpu.5.device = {shown}: must be a GPU index, an integer in 0..255"]
+
+
+def test_two_slots_on_one_device_launch_there_and_round_trip(tmp_path: Path) -> None:
+    doc = _with(**{"gpu.5.device": 0, "gpu.5.mem_fraction_static": 0.45})
+    profile = profile_from_dict(doc, "t")
+    assert (profile.device_for(0), profile.device_for(5)) == (0, 0)
+    assert profile.neighbours_of(5) == (0,) and profile.neighbours_of(0) == (5,)
+    env = env_for(profile, 5, base={"CUDA_VISIBLE_DEVICES": "5"})
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert argv_for(profile, 5)[argv_for(profile, 5).index("--port") + 1] == "31001"
+    again = load_profile(save_profile(profile, tmp_path / "shared.toml"))
+    assert again == profile
+    assert tomllib.loads((tmp_path / "shared.toml").read_text())["gpu"]["5"]["device"] == 0
+    alone = profile_from_dict(BASE, "t")
+    assert alone.device_for(5) == 5 and alone.neighbours_of(5) == ()
+    assert [str(c) for c in diff(alone, profile)] == [
+        "gpu.5.device: (unset) -> 0",
+        "gpu.5.mem_fraction_static: (unset) -> 0.45",
+    ]
+
+
 def test_round_trip_of_every_shipped_profile(tmp_path: Path) -> None:
     paths = list_profiles(SHIPPED)
     assert {p.stem for p in paths} >= {"b200-baseline", "b200-aggressive", "sim-baseline"}

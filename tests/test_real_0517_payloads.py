@@ -51,6 +51,11 @@ def test_server_info_gives_the_effective_values_the_log_printed(path: Path) -> N
     assert info.max_mamba_cache_size == mamba.get("max_mamba_cache_size")
     assert info.max_total_num_tokens == summary.get("max_total_num_tokens")
     assert info.version == "0.5.17"
+    # The draft as the server runs it (NEXTN is EAGLE's alias), its steps; None without one.
+    speculative = "--speculative-algorithm" in argv
+    assert info.spec_algorithm == ("EAGLE" if speculative else None)
+    assert info.spec_num_steps == _flag(argv, "--speculative-num-steps")
+    assert info.spec_draft_tokens == _flag(argv, "--speculative-num-draft-tokens")
 
 
 @pytest.mark.parametrize("name", ["base", "cap", "spec"])
@@ -67,6 +72,29 @@ def test_metrics_of_a_real_0517_server(name: str) -> None:
     # 0.5.17 exports spec_accept_length = 0.0 without speculative decoding: no accept length.
     assert load.accept_len == (1.0 if name == "spec" else None)
     assert len(load.progress) == 4
+
+
+@pytest.mark.parametrize("name", ["base", "cap", "spec"])
+def test_pools_and_speculative_state_of_a_real_0517_server(name: str) -> None:
+    """Each pool apart (SGLang's token_usage is their maximum: Mamba pressure read as KV), the
+    prefix cache hit rate, and the draft's steps: 0 without one, as 0.5.17 exports them."""
+    text = (REAL / name / "metrics.txt").read_text()
+    load = parse_metrics(text)
+    gauges = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("sglang:") and "_bucket" not in line
+    }
+    assert load.token_usage == gauges["sglang:full_token_usage"]
+    assert load.mamba_usage == gauges["sglang:mamba_usage"]
+    assert load.swa_usage == gauges["sglang:swa_token_usage"] == 0.0
+    assert load.cache_hit_rate == gauges["sglang:cache_hit_rate"]
+    assert gauges["sglang:token_usage"] == pytest.approx(
+        max(load.mamba_usage, load.token_usage), abs=0.01
+    )
+    assert load.spec_num_steps == (3 if name == "spec" else 0)
+    assert load.spec_accept_rate == gauges["sglang:spec_accept_rate"]
+    assert load.generation_tokens == gauges["sglang:generation_tokens_total"]
 
 
 def test_get_load_of_a_real_0517_server() -> None:

@@ -54,6 +54,18 @@ def test_small_effect_under_heavy_noise_is_not_claimed() -> None:
     assert result.verdict == "no measurable difference"
 
 
+def test_the_interval_of_a_collapse_stays_above_minus_100_percent() -> None:
+    # A fleet whose job was ending while the 'after' window ran: loaded (more than half the
+    # intervals made tokens), but the tail's spread is as large as its mean. An interval on
+    # the change itself went below -100%; on the log ratio it cannot.
+    before = noisy(13500, 10, 300, 15)
+    after = [9000.0, 5000.0, 2500.0, 800.0, 300.0, 90.0, 0.0, 0.0, 0.0, 0.0]
+    result = compare(before, after, 0.99)
+    assert result.ci_low is not None and result.ci_high is not None
+    assert result.relative_change is not None
+    assert -1.0 < result.ci_low < result.relative_change < result.ci_high
+
+
 def test_too_few_samples_is_not_measured() -> None:
     result = compare([1.0, 2.0], [3.0, 4.0, 5.0])
     assert result.verdict == "not measured" and "at least 3" in result.note

@@ -52,8 +52,25 @@ def test_undecided_says_how_many_more_intervals() -> None:
     more = decision.more_intervals_to_exclude_zero
     assert more is not None and more > 0
     # With that many more pairs at the same spread, the half-width shrinks to the effect.
-    need = intervals_needed(est, abs(est.relative))
+    need = intervals_needed(est, abs(est.log_ratio))
     assert need == est.n + more
+
+
+def test_the_interval_of_a_ratio_never_leaves_minus_100_percent() -> None:
+    # The demo's candidate #16: the job ended during its window, the canary's rate fell to a
+    # tail of a few hundred tok/s against controls still finishing theirs; at the per-look level
+    # of 32 looks an interval symmetric around -54% read -108.1% .. -0.6%: a rate below zero.
+    canary = [2400.0, 2300.0, 150.0, 20.0, 0.0, 0.0, 5.0]
+    control = [2500.0, 2600.0, 2400.0, 1800.0, 900.0, 400.0, 100.0]
+    est = paired(canary, control, look_level(0.95, 32))
+    assert est is not None and est.relative < -0.3
+    assert -1.0 < est.rel_low < est.relative < est.rel_high
+    assert -est.control_mean < est.abs_low < est.abs_diff < est.abs_high
+    # the log-ratio interval is asymmetric: further above the estimate than below it
+    assert est.rel_high - est.relative > est.relative - est.rel_low
+    # a canary that made nothing has no ratio interval at all (its log is -inf): None, and the
+    # canary says why instead of "worse: -100.0%"
+    assert paired([0.0] * 6, [2500.0] * 6) is None
 
 
 def test_bonferroni_level_per_look_and_bad_input() -> None:
@@ -77,6 +94,23 @@ def test_interval_rates_survive_restart_and_downtime() -> None:
     assert [x.tokens[0] for x in rates] == [100.0, 100.0, 100.0]
     assert [x.tokens[1] for x in rates] == [100.0, 0.0, 40.0]
     assert rates[0].requests == {0: 1.0, 1: 1.0}
+
+
+def test_a_reading_a_server_missed_is_not_a_stop() -> None:
+    # GPU 0's /metrics was slow at t=2 (the probe gave up): the same process answered at t=3
+    # with what it made since t=1. It read 0 then twice its rate (100, 0, 200): the demo's
+    # canary intervals of 0 and 136k tok/s around 68k, an interval of -34% .. +62% around +3%.
+    r = [
+        Reading(0.0, 0.0, {0: (0.0, 0.0), 1: (0.0, 0.0)}),
+        Reading(1.0, 1.0, {0: (100.0, 1.0), 1: (100.0, 1.0)}),
+        Reading(2.0, 2.0, {0: None, 1: None}),
+        Reading(3.0, 3.0, {0: (300.0, 3.0), 1: (40.0, 0.0)}),  # GPU 1: a new process
+        Reading(4.0, 4.0, {0: (400.0, 4.0), 1: (140.0, 1.0)}),
+    ]
+    rates = interval_rates(r, [0, 1])
+    assert [x.tokens[0] for x in rates] == [100.0, 100.0, 100.0, 100.0]
+    assert [x.requests[0] for x in rates] == [1.0, 1.0, 1.0, 1.0]
+    assert [x.tokens[1] for x in rates] == [100.0, 0.0, 40.0, 100.0]  # down: it made nothing
 
 
 def test_cost_of_one_gpu_down_for_two_seconds() -> None:

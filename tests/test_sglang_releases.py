@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from flagtable_helpers import ensure_reference
 
+from tui.servers.histogram import LATENCY_FAMILIES
 from tui.servers.payloads import METRIC_NAMES
 from tui.sglang import releases, releases_doc
 from tui.sglang.flagtable.reference import RELEASES, wheel_path
@@ -67,7 +68,7 @@ def test_the_claims_are_the_release_record() -> None:
     metrics = next(c for c in releases.CLAIMS if c.name == "console_metrics")
     assert {e.removeprefix('name="').removesuffix('"') for e in metrics.evidence} == set(
         METRIC_NAMES
-    )
+    ) | set(LATENCY_FAMILIES)
 
 
 def test_what_0_5_17_lacks_and_0_5_23_has() -> None:

@@ -163,6 +163,8 @@ def test_slow_health_answers_at_the_first_check_after_the_delay(tmp_path: Path) 
     [
         (["--sim-fault", "melt:3"], {}, "unknown fault 'melt'"),
         (["--sim-fault", "retract:3"], {}, "expected retract:AT:N"),
+        (["--sim-fault", "slow:3"], {}, "expected slow:AT:F"),
+        (["--sim-fault", "slow:3:0.5"], {}, "F in [1, 100]"),
         ([], {"SGLANG_HEALTH_CHECK_TIMEOUT": "0.5"}, "SGLANG_HEALTH_CHECK_TIMEOUT='0.5'"),
     ],
 )

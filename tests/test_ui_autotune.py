@@ -18,6 +18,7 @@ from tui.autotune.options import SearchRequest, request_argv
 from tui.autotune.space import SearchSpace
 from tui.autotune.status import control_file, read_request, write_status
 from tui.ui.autotune.autotune_screen import AutotuneScreen
+from tui.ui.autotune.candidate_chart import CandidateChart
 from tui.ui.autotune.form_screen import AutotuneFormScreen
 from tui.ui.confirm import ConfirmScreen
 
@@ -50,9 +51,14 @@ def status(phase: str, *, alive: bool = True) -> dict[str, Any]:
         "budget": {"wall_s": 3600.0, "explore_gpu_s": 1800.0, "max_regression": 0.25},
         "spent": {"wall_s": 60.0, "explore_gpu_s": 21.5, "canaries": 3},
         "incumbent": {"profile": "autotune-1", "knobs": {"max_mamba_cache_size": 160}},
-        "current": {"key": "max_mamba_cache_size=200"} if phase == "canary" else None,
+        "current": {"index": 4, "key": "max_mamba_cache_size=200"} if phase == "canary" else None,
         "canary_up": True,
-        "look": {"intervals": 6, "verdict": "better"},
+        "look": {
+            "intervals": 6,
+            "verdict": "better",
+            "canary_tokens_per_s": 31000.0,
+            "control_tokens_per_s": 28000.0,
+        },
         "candidates": candidates,
         "history": history,
     }
@@ -83,12 +89,19 @@ async def test_the_screen_shows_the_search_and_every_key_reaches_it() -> None:
         assert "Search: canary" in summary and "autotune-1" in summary
         assert "Canary on GPU 0: max_mamba_cache_size=200 (measuring, 6 intervals" in summary
         assert "21.5 / 1800 GPU-s" in summary
-        drawn = text(screen, "autotune-plot")
-        assert "Canary tok/s per GPU" in drawn and "+1    +2    -3    " in drawn
+        chart = screen.query_one(CandidateChart)
+        drawn = str(chart.render())
+        assert drawn.startswith("█ canary  █ control (incumbent), tok/s per GPU")
+        assert "#1" in drawn and "#2" in drawn and "#3" in drawn
         # columns of blocks from 0 (a braille line read as faint dots in the browser)
         assert any(ch in "▁▂▃▄▅▆▇█" for ch in drawn)
         assert not any("\u2800" <= ch <= "\u28ff" for ch in drawn)
-        assert "#3 speculative_num_steps=4" in text(screen, "autotune-candidates")
+        listed = text(screen, "autotune-candidates")
+        assert "#3 speculative_num_steps=4" in listed
+        # the candidate being measured is listed too, with its latest look
+        assert listed.splitlines()[-1] == (
+            "#4 max_mamba_cache_size=200: measuring on GPU 0, 6 intervals: better so far"
+        )
         # running, not paused: start and resume do not apply; pause and stop do
         assert screen.check_action("start", ()) is None
         assert screen.check_action("resume", ()) is None

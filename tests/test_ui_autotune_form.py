@@ -162,3 +162,32 @@ async def test_the_search_shows_in_the_grids_status_strip_from_its_status_docume
         from tui.ui.autotune.strip_line import ENDED_SHOWN_S, autotune_line
 
         assert autotune_line(read_status(), False, time.time() + ENDED_SHOWN_S + 5) is None
+
+
+async def test_a_burst_of_keys_lands_each_in_the_field_focused_when_it_was_typed() -> None:
+    """Typed at any speed (here: one burst, no waiting for the app between keys, as a terminal
+    delivers a paste), the low, high and step of a knob each get their own text: the keys after
+    a Tab reached the field it was leaving."""
+    from test_ui_tuning_typeahead import post_keys, typed
+
+    app = make_app()
+    async with app.run_test(size=(120, 50)) as pilot:  # type: ignore[attr-defined]
+        form = await open_form(pilot, app, [], [])
+        low = field(form, "low-mem_fraction_static")
+        form.set_focus(low)
+        await wait_for(pilot, lambda: form.focused is low, "the low field")
+        post_keys(app, typed("^U0.85\t0.91\t0.03"))  # select-on-focus: typing replaces
+        want = {"low": "0.85", "high": "0.91", "step": "0.03"}
+        await wait_for(
+            pilot,
+            lambda: {k: field(form, f"{k}-mem_fraction_static").value for k in want} == want,
+            "each key in its field",
+        )
+        await wait_for(
+            pilot,
+            lambda: (
+                form.request is not None
+                and dict(form.request.space.values)["mem_fraction_static"] == (0.85, 0.88, 0.91)
+            ),
+            "the form validated them",
+        )

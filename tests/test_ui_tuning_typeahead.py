@@ -139,3 +139,41 @@ async def test_only_the_newest_values_preflight_is_shown_and_the_table_stays_mea
         await wait_for(pilot, lambda: len(shown) == 2, "the newest table")
         assert shown[-1].generation == form.generation
         assert form.preflight is not None and panel.border_subtitle == ""
+
+
+def typed(text: str) -> list[tuple[str, str | None]]:
+    """``text`` as a terminal hands it over: ``\\t`` a Tab, ``^U`` ctrl+u, the rest printable."""
+    keys: list[tuple[str, str | None]] = []
+    for part in text.replace("^U", "\0").replace("\t", "\1"):
+        if part == "\0":
+            keys.append(("ctrl+u", "\x15"))
+        elif part == "\1":
+            keys.append(("tab", "\t"))
+        else:
+            keys.append(({".": "full_stop"}.get(part, part), part))
+    return keys
+
+
+async def test_a_burst_across_fields_puts_every_key_in_the_field_focused_when_it_was_typed() -> (
+    None
+):
+    """At key-repeat speed (35 ms a key) the keys after a Tab reached the field it left: '0.6'
+    became '.6' in the next one, and 'Tab 0.93 Tab 200' gave one field '0.880.93200'."""
+    async with settled_app(actions=RecordingFleet(), size=(140, 45)) as (app, pilot):
+        await pilot.press("T")
+        await wait_for(pilot, lambda: isinstance(app.screen, TuningFormScreen), "the form")
+        form = app.screen
+        assert isinstance(form, TuningFormScreen)
+        await wait_for(pilot, lambda: form.type_ahead.ready, "the inputs")
+        assert form.focused is form.query_one("#knob-mem_fraction_static", Input)
+        # one burst: no waiting for the app between keys, as a terminal delivers a paste
+        post_keys(app, typed("^U0.93\t^U200\t^U0.6\t^U64"))
+        want = {
+            "mem_fraction_static": "0.93",
+            "max_mamba_cache_size": "200",
+            "mamba_full_memory_ratio": "0.6",
+            "max_running_requests": "64",
+        }
+        await wait_for(
+            pilot, lambda: {k: knob(form, k) for k in want} == want, "every key in its field"
+        )

@@ -25,7 +25,7 @@ import math
 import os
 import stat
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +314,38 @@ def read_toml(path: str | Path, limit: int, what: str) -> dict[str, Any]:
         return parse_toml(text)
     except ValueError as exc:
         raise InputError(path, f"is not valid TOML ({exc})") from None
+
+
+def settings_table(
+    path: Path, name: str, allowed: Collection[str], error: type[ValueError]
+) -> dict[str, Any] | None:
+    """The ``[name]`` table of the operator's settings file, its keys checked.
+
+    Args:
+        path: The settings file (``tui.paths.settings_file()``).
+        name: The table (``alerts``, ``energy``).
+        allowed: The keys it may hold.
+        error: Raised (one line naming the file and the key) when it cannot be used.
+
+    Returns:
+        The table (empty when the file has none); None when there is no settings file.
+    """
+    try:
+        text = read_text(path, CONFIG_LIMIT, "a settings file")
+    except FileNotFoundError:
+        return None
+    except InputError as problem:
+        raise error(str(problem)) from None
+    try:
+        table = parse_toml(text).get(name, {})
+    except ValueError as problem:
+        raise error(f"{path}: not valid TOML ({problem})") from None
+    if not isinstance(table, dict):
+        raise error(f"{path}: {name} must be a table ([{name}])")
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise error(f"{path}: {name}.{unknown[0]} is not a setting (allowed: {', '.join(allowed)})")
+    return table
 
 
 def open_stream(path: str | Path, what: str) -> io.BufferedReader:

@@ -146,6 +146,18 @@ def settings_file() -> Path:
     return config_dir() / "settings.toml"
 
 
+def alerts_journal_file() -> Path:
+    """The alerts' journal: one JSON line per alert fired or resolved, in the journal's format
+    (type ``alert``), apart from the operations' (``tui.ops.alerts.runner``)."""
+    return state_dir() / "alerts.jsonl"
+
+
+def alerts_lock_file() -> Path:
+    """Held by the one process that posts and journals the node's alerts (the agent, else a
+    console or ``gpufleet alerts``): the others only show them (``tui.ops.alerts.runner``)."""
+    return state_dir() / "alerts.lock"
+
+
 def autotune_dir() -> Path:
     """The autotune search's status document, control requests and lock."""
     return state_dir() / "autotune"

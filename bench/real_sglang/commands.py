@@ -4,6 +4,8 @@ library only (``harness.py`` also needs ``pyte``, which this must not)."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import sys
 import time
@@ -31,3 +33,13 @@ def gpufleet_command(
         rc, out, err = -999, str(exc.stdout or ""), f"timed out after {timeout} s"
     seconds = round(time.monotonic() - started, 2)
     return {"argv": ["gpufleet", *args], "rc": rc, "seconds": seconds, "stderr": err}, out
+
+
+def end_job(proc: subprocess.Popen[Any], wait_s: float = 60.0) -> None:
+    """End a ``gpufleet generate`` the harness started: SIGTERM (it writes what it has), then
+    SIGKILL after ``wait_s``."""
+    proc.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(wait_s)
+    if proc.poll() is None:
+        proc.kill()

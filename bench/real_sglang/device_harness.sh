@@ -7,6 +7,7 @@
 set -u
 SETTINGS=${1:-all}; BUDGET=${2:-400}; GPU_T=${3:-180}
 source bench/real_sglang/device_setup.sh  # PY, OUT, MODEL; the bundle, wheels, tiny model
+"$PY" -c 'import pyte' || exit 5
 rm -rf /tmp/hout; mkdir -p /tmp/hout
 # The GPU tests first (bounded), then the harness in what is left of DEADLINE_S (one call).
 T0=$(date +%s); DEADLINE=${DEADLINE_S:-560}

@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.real_sglang.commands import end_job
 from bench.real_sglang.harness import (
     COMMON_FLAGS,
     PORT,
@@ -182,11 +183,7 @@ def under_the_job(run: Run, before: Path) -> None:
         apply = run.gpufleet("apply", str(before), "--no-measure", full=True)
         done_after = job_status(job).get("done")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(60)
-        if proc.poll() is None:
-            proc.kill()
+        end_job(proc)
     ids = output_ids(job)
     final = job_status(job)
     run.records["job"] = {

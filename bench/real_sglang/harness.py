@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.real_sglang.commands import gpufleet_command
+from bench.real_sglang.slots import COMMON_FLAGS
 
 if TYPE_CHECKING:  # imported where the console runs: the rest needs no pyte (auto_check.py)
     from bench.real_sglang.screen import PtyScreen
@@ -53,17 +54,6 @@ PANEL_READY = re.compile(rf"ready\s+:{PORT}\b")
 def panel_ready(screen: str) -> bool:
     return PANEL_READY.search(screen) is not None
 
-
-COMMON_FLAGS: dict[str, Any] = {
-    "load_format": "dummy",
-    "attention_backend": "triton",
-    "sampling_backend": "pytorch",
-    "grammar_backend": "none",
-    "enable_metrics": True,
-    "context_length": 4096,
-    "random_seed": 0,
-}
-"""The bundle's constraints (no FlashAttention-3, no xgrammar backend) and a small context."""
 
 SPEC = {
     "speculative_algorithm": "NEXTN",
@@ -177,7 +167,7 @@ class Harness:
         for key, value in setting.knobs.items():
             lines.append(f"{key} = {json.dumps(value)}")
         lines.append("[server.extra_flags]")
-        for key, value in {**COMMON_FLAGS, "disable_cuda_graph": True, **setting.extra}.items():
+        for key, value in {**COMMON_FLAGS, **setting.extra}.items():
             lines.append(f"{key} = {json.dumps(value)}")
         path = self.profiles / f"{setting.name}.toml"
         path.write_text("\n".join(lines) + "\n")

@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--open-metrics", action="store_true", help="serve /metrics without the token"
     )
     parser.add_argument("--status", type=Path, default=None, help="the job's status document")
+    parser.add_argument(
+        "--no-alerts",
+        action="store_true",
+        help="do not fire the alert rules ([alerts] of settings.toml; journal, webhook)",
+    )
     parser.add_argument("--ssl-certfile", type=Path, default=None, help="TLS certificate (PEM)")
     parser.add_argument("--ssl-keyfile", type=Path, default=None, help="TLS private key (PEM)")
     parser.add_argument(
@@ -230,6 +235,14 @@ def _serve(args: argparse.Namespace) -> int:
         raise AgentRefused(str(error)) from None
     _check_bind(args.host, args.port)
     node = args.node or socket.gethostname()
+    alerts = None
+    if not args.no_alerts:
+        from tui.ops.alerts.rules import AlertConfigError, load_alert_config
+
+        try:
+            alerts = load_alert_config()
+        except AlertConfigError as error:
+            raise AgentRefused(str(error)) from None
     gpus = SimulatedSource() if profile.engine.kind == "sim" else open_gpu_source()
     monitor = FleetMonitor(spec_for_profile(profile), gpus)
     windows = console_windows(args.measure_window)
@@ -245,6 +258,7 @@ def _serve(args: argparse.Namespace) -> int:
         open_metrics=args.open_metrics,
         status_path=args.status or paths.pipeline_status_file(),
         poll_interval_s=args.poll_interval,
+        alerts=alerts,
     )
     agent = Agent(config, monitor, ops, policy)
     tls = args.ssl_certfile is not None
@@ -301,7 +315,11 @@ def serve_options(args: argparse.Namespace, node: str, token_file: Path) -> list
             options += [flag, str(value)]
     options += [
         flag
-        for flag, on in (("--readonly", args.readonly), ("--open-metrics", args.open_metrics))
+        for flag, on in (
+            ("--readonly", args.readonly),
+            ("--open-metrics", args.open_metrics),
+            ("--no-alerts", args.no_alerts),
+        )
         if on
     ]
     return options

@@ -22,6 +22,7 @@ from tui.ops.events import OpEvent
 from tui.pipeline.status import PipelineStatus
 from tui.profiles import Profile, ProfileError, profile_from_dict, profile_to_dict
 from tui.retune.preflight import Preflight
+from tui.rollout.sampling import Counts
 
 R = TypeVar("R")
 
@@ -34,6 +35,22 @@ SNAPSHOT_GIVE_UP_S = 30.0
 """A snapshot request that takes longer than this has failed."""
 DEFAULT_AGENT_PORT = 9400
 """The agent's port when an address names none."""
+
+
+def _counts(value: Any) -> Counts | None:
+    """One GPU's counters as an agent sends them: null, [tokens, requests] (an agent before the
+    load was read), or [tokens, requests, running, queued].
+
+    Raises:
+        ValueError: any other length (the caller names the document).
+    """
+    if value is None:
+        return None
+    if len(value) == 2:
+        return float(value[0]), float(value[1])
+    if len(value) == 4:
+        return float(value[0]), float(value[1]), float(value[2]), float(value[3])
+    raise ValueError(f"{len(value)} values, not 2 or 4")
 
 
 class AgentError(RuntimeError):
@@ -214,9 +231,10 @@ class AgentClient:
         body = await self._request("GET", f"/api/v1/logs/{gpu}", params={"lines": lines})
         return [str(line) for line in body.get("lines", [])]
 
-    async def counters(self, gpus: list[int]) -> dict[int, tuple[float, float] | None]:
-        """The node's GPUs' cumulative (output tokens, finished requests), read now (None: the
-        server did not answer).
+    async def counters(self, gpus: list[int]) -> dict[int, Counts | None]:
+        """The node's GPUs' cumulative (output tokens, finished requests), and their running and
+        queued requests where the node reads them (an older agent sends the first two alone),
+        read now (None: the server did not answer).
 
         Raises:
             AgentError: unreachable or slow (``SNAPSHOT_TIMEOUT_S``), refused, or an answer
@@ -229,10 +247,7 @@ class AgentClient:
             timeout=SNAPSHOT_TIMEOUT_S + 1.0,
         )
         try:
-            return {
-                int(g): (float(v[0]), float(v[1])) if v is not None else None
-                for g, v in body["counters"].items()
-            }
+            return {int(g): _counts(v) for g, v in body["counters"].items()}
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
             raise self._fail(f"its counters do not fit ({error})") from None
 

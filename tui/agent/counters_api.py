@@ -4,8 +4,10 @@ sampler reads on one node, ``tui.rollout.sampling``), so a many-node console sam
 over the same seconds.
 
 ======================================  ========================================================
-``GET /api/v1/counters?gpus=0,1``         ``{"node", "counters": {"0": [tokens, requests] |
-                                          null}}`` (null: the server did not answer)
+``GET /api/v1/counters?gpus=0,1``         ``{"node", "counters": {"0": [tokens, requests,
+                                          running, queued] | null}}`` (null: the server did
+                                          not answer; the last two only where its
+                                          ``/metrics`` has the gauges)
 ======================================  ========================================================
 """
 

@@ -20,6 +20,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
+from tui.ops.alerts.engine import AlertFired
+from tui.pipeline.energy import JobEnergy
 from tui.pipeline.status import PipelineStatus
 
 GPU_LABELS = ("node", "gpu", "port")
@@ -48,6 +50,10 @@ class AgentView:
     """Views built since the agent started."""
     previous: dict[int, str] = field(default_factory=dict)
     """GPU -> the profile it ran before its last change (what a rollback returns to)."""
+    alerts: tuple[AlertFired, ...] = ()
+    """The alerts firing now (``tui.ops.alerts``)."""
+    job_energy: JobEnergy | None = None
+    """The job's energy ledger beside its status document (``tui.pipeline.energy``)."""
 
 
 def _port(panel: GpuPanel) -> str:

@@ -28,6 +28,7 @@ from tui.agent.node_views import NO_JOB, job_of, node_of, running_of
 from tui.agent.remap import remap_gpus
 from tui.agent.tuning import NodesTuning, renumber
 from tui.control.adopt import ConfirmedServer
+from tui.fleet.insight import fleet_imbalance
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
 from tui.ops.adoption import AdoptError, AdoptPlan
 from tui.ops.commands import (
@@ -304,8 +305,15 @@ class Nodes:
                 )
         live = sum(1 for s in statuses if s.reachable)
         source = f"{len(statuses)} nodes, {live} answering"
+        # The GPU that stands out is judged over every node's panels (a node's own judges its
+        # GPUs alone). The fleet's latency and energy are left out: a node's summary cannot be
+        # summed again; each panel keeps its own GPU's and server's.
         return FleetSnapshot(
-            panels=tuple(panels), gpu_source=source, taken_at=now, nodes=tuple(statuses)
+            panels=tuple(panels),
+            gpu_source=source,
+            taken_at=now,
+            nodes=tuple(statuses),
+            imbalance=fleet_imbalance(panels),
         )
 
     async def _poll_one(self, node: _Node) -> None:

@@ -30,6 +30,7 @@ from starlette.routing import Route
 from tui.agent.coalesce import Coalesced
 from tui.agent.codec import encode
 from tui.agent.metrics import AgentCollector
+from tui.agent.observed_metrics import ObservedCollector
 from tui.agent.requests import BadRequest
 from tui.agent.server import Agent
 from tui.logs.long_lines import tail_lines
@@ -93,6 +94,7 @@ def read_routes(agent: Agent, guarded: Callable[..., Any]) -> list[Route]:
     config = agent.config
     registry = CollectorRegistry(auto_describe=False)
     registry.register(AgentCollector(lambda: agent.view))
+    registry.register(ObservedCollector(lambda: agent.view))
 
     async def render_metrics(polls: int) -> bytes:
         return await asyncio.to_thread(generate_latest, registry)

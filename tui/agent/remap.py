@@ -27,6 +27,7 @@ GPU_FIELDS: dict[str, frozenset[str]] = {
     "StopReleased": frozenset({"gpu"}),
     "Preflight": frozenset({"gpu"}),
     "StopResult": frozenset({"gpu"}),
+    "Outlier": frozenset({"gpu"}),
 }
 """Class name -> its fields that hold GPU numbers (an int, a tuple of them, or dict keys)."""
 

@@ -26,10 +26,13 @@ from tui.agent.policy import ApiPolicy, PolicyError, load_policy
 from tui.agent.requests import BadRequest, parse_profile
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.alerts.rules import AlertConfig
+from tui.ops.alerts.runner import AlertRunner
 from tui.ops.commands import Op
 from tui.ops.events import EventSink
 from tui.ops.local import LocalFleet
 from tui.ops.service import FleetOps
+from tui.pipeline.energy import JobEnergy, ledger_path, read_ledger
 from tui.pipeline.status import read_status
 from tui.profiles import Profile, ProfileError, load_by_name
 from tui.servers.tokens import AgentToken, Scope, allows
@@ -55,6 +58,8 @@ class AgentConfig:
     """The job's status document (its progress goes to ``/metrics``)."""
     poll_interval_s: float = POLL_INTERVAL_S
     """Seconds between views."""
+    alerts: AlertConfig | None = None
+    """The alert rules it fires on each view (None: none; ``tui.ops.alerts``)."""
 
 
 class Agent:
@@ -93,6 +98,8 @@ class Agent:
         self.started_at = time.time()
         """When the agent started."""
         self._loop_task: asyncio.Task[None] | None = None
+        self.alerts: AlertRunner | None = None
+        """The node's alerts (made when the view loop starts: it takes the publisher's lock)."""
 
     # --- the view ----------------------------------------------------------------------------
 
@@ -100,7 +107,10 @@ class Agent:
         """Build a new view now (the loop calls this; tests may too)."""
         t0 = time.perf_counter()
         snapshot = await self.monitor.poll()
-        profiles, previous, pipeline = await asyncio.to_thread(self._read_files)
+        profiles, previous, pipeline, energy = await asyncio.to_thread(self._read_files)
+        alerts = self.alerts
+        if alerts is not None:  # the journal's fsync: in a thread
+            await asyncio.to_thread(alerts.feed, snapshot, pipeline)
         self.view = AgentView(
             self.config.node,
             snapshot,
@@ -110,18 +120,22 @@ class Agent:
             poll_seconds=time.perf_counter() - t0,
             polls=self.view.polls + 1,
             previous=previous,
+            alerts=alerts.active if alerts is not None else (),
+            job_energy=energy,
         )
         return self.view
 
-    def _read_files(self) -> tuple[dict[int, str], dict[int, str], Any]:
+    def _read_files(self) -> tuple[dict[int, str], dict[int, str], Any, JobEnergy | None]:
         try:
             running = read_running()
         except Exception:  # a damaged state file must not stop the metrics; the API says so
             running = {}
         profiles = {g: s.current_name for g, s in running.items() if s.current_name}
         previous = {g: s.previous_name for g, s in running.items() if s.previous_name}
-        status = read_status(self.config.status_path) if self.config.status_path else None
-        return profiles, previous, status
+        path = self.config.status_path
+        status = read_status(path) if path else None
+        energy = read_ledger(ledger_path(path)) if path else None
+        return profiles, previous, status, energy
 
     async def _loop(self) -> None:
         while True:
@@ -134,6 +148,8 @@ class Agent:
         """Run the view loop while the context is open (the HTTP app's lifespan)."""
         # ``gpufleet agent`` read the state before serving; what goes wrong after that costs a
         # view (the API says so), never the agent's start (a traceback from uvicorn's lifespan).
+        if self.config.alerts is not None:
+            self.alerts = AlertRunner(self.config.alerts, by="agent", node=self.config.node)
         with contextlib.suppress(Exception):
             await self.refresh()
         self._loop_task = asyncio.create_task(self._loop())
@@ -146,6 +162,8 @@ class Agent:
             await self.operations.aclose()
             await self.counters.aclose()
             await self.monitor.aclose()
+            if self.alerts is not None:
+                await asyncio.to_thread(self.alerts.close)
 
     # --- operations ---------------------------------------------------------------------------
 

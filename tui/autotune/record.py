@@ -23,7 +23,8 @@ from tui.words import counted
 
 Decision = str
 """rejected (by the preflight), skipped (predicted identical to the incumbent), kept (adopted),
-dropped (rolled back), stopped, failed."""
+dropped (rolled back), abandoned (not measured: the load changed under its canary; rolled
+back, no verdict), stopped, failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,7 @@ class CandidateRecord:
     incumbent: str
     """The profile it was measured against."""
     decision: Decision
-    """rejected, skipped, kept, dropped, stopped or failed."""
+    """rejected, skipped, kept, superseded, dropped, abandoned, stopped or failed."""
     why: str
     """Why, in words."""
     launched: bool
@@ -207,7 +208,7 @@ def candidate_entry(record: CandidateRecord) -> JournalEntry:
         type="autotune-candidate",
         started_at=record.started_at,
         finished_at=record.finished_at or time.time(),
-        ok=record.decision in ("kept", "superseded", "dropped", "rejected", "skipped"),
+        ok=record.decision in ("kept", "superseded", "dropped", "abandoned", "rejected", "skipped"),
         gpus=(record.gpu,) if record.launched and record.gpu is not None else (),
         source=record.incumbent,
         target=record.profile,

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tui.autotune.fleet import searchable_fleet
+from tui.autotune.jumps import whole_moves
 from tui.autotune.options import SearchRefused, SearchResult
 from tui.autotune.record import summary_entry
 from tui.autotune.space import Candidate, candidate_profile, knobs_of
@@ -147,6 +148,13 @@ class Autotuner(Trials):
         assert self.incumbent is not None
         current = (await self.ops.preflight(self.incumbent, [self.gpu]))[0]
         predicted: list[tuple[Candidate, Preflight]] = []
+        tokens = self.options.mean_output_tokens
+        whole = await whole_moves(self.options.space, self.knobs, current, self._raw, tokens)
+        moves = moves + [
+            j
+            for j in whole
+            if j not in moves and point_key(apply_move(self.knobs, j)) not in visited
+        ]
         for move in moves:
             prediction = await self._predict_one(move, current, visited)
             if prediction is not None:
@@ -163,6 +171,16 @@ class Autotuner(Trials):
         # The feasible moves not tried now are predicted again next round (against the
         # incumbent then, with what the servers printed since).
         return rank(predicted, self.options.mean_output_tokens)
+
+    async def _raw(self, move: Candidate) -> Preflight | None:
+        """``move``'s preflight on the canary GPU, nothing recorded (None: it does not
+        validate): the whole moves' probes of a pool and a fraction."""
+        assert self.incumbent is not None
+        try:
+            profile = await asyncio.to_thread(candidate_profile, self.incumbent, move, "probe")
+            return (await self.ops.preflight(profile, [self.gpu]))[0]
+        except (ProfileError, ValueError):
+            return None
 
     async def _roomier(
         self, move: Candidate, prediction: Preflight, current: Preflight, visited: set[str]

@@ -27,7 +27,15 @@ from tui.autotune.options import AutotuneOptions
 from tui.autotune.record import CandidateRecord, candidate_entry, invalid_record, new_record
 from tui.autotune.space import Candidate, candidate_profile
 from tui.autotune.status import read_request, status_document, write_status
-from tui.autotune.strategy import apply_move, kv_room, point_key, same_server, starves_kv
+from tui.autotune.strategy import (
+    apply_move,
+    held_batch,
+    kv_room,
+    point_key,
+    retracts,
+    same_server,
+    starves_kv,
+)
 from tui.autotune.watch import CanaryWatch
 from tui.ops.events import EventSink
 from tui.ops.journal import append
@@ -77,6 +85,17 @@ class SearchState:
         """The operation holding the fleet's lock that the next step waits for, if any."""
         self.visited: set[str] = set()
         """Every point tried, rejected or skipped (``point_key``): never proposed again."""
+        self.abandoned: set[str] = set()
+        """Points whose canary the load changed under once: proposed once more, not again."""
+        self.pending: dict[int, CandidateRecord] = {}
+        """Candidates measured and not yet decided (a line search holds its best while it
+        measures the next step): shown in the status beside the decided ones."""
+        self.heartbeat_s = HEARTBEAT_S
+        """How often a long step (a canary, a rollout, a walk back) rewrites the status."""
+        self.measured: list[tuple[int, Preflight]] = []
+        """(index, prediction) of every candidate measured against the incumbent: a move
+        predicted to run one of these servers again is not canaried twice (reset when a
+        winner is adopted)."""
         self.last_index = 0
         """The newest candidate's number (a line search holds one undecided while it
         measures the next, so the count of records is not the next number)."""
@@ -107,14 +126,30 @@ class SearchState:
             self._reject(self._next_index(), move, name, f"does not validate: {exc}")
             return None
         tokens = self.options.mean_output_tokens
-        starved = prediction.fits and starves_kv(prediction, current, tokens)
-        if prediction.fits and not same_server(prediction, current) and not starved:
+        starved = prediction.fits and (
+            starves_kv(prediction, current, tokens) or retracts(prediction, current, tokens)
+        )
+        twin = next((i for i, p in self.measured if same_server(prediction, p)), None)
+        if (
+            prediction.fits
+            and not same_server(prediction, current)
+            and not starved
+            and twin is None
+        ):
             return prediction
         visited.add(point_key(apply_move(self.knobs, move)))
         index = self._next_index()
         record = new_record(index, move, name, self.incumbent.name, prediction)
         if not prediction.fits:
             self._decide(record, "rejected", prediction.why_not or "predicted not to fit")
+        elif starved and retracts(prediction, current, tokens):
+            self._decide(
+                record,
+                "skipped",
+                f"predicted to retract: {prediction.max_running_effective} running on a KV pool "
+                f"that holds about {held_batch(prediction, tokens):.0f} "
+                f"({held_batch(current, tokens):.0f} on {like})",
+            )
         elif starved:
             self._decide(
                 record,
@@ -123,6 +158,8 @@ class SearchState:
                 f"with {kv_room(prediction, tokens):.0%} of a request's KV room "
                 f"({kv_room(current, tokens):.0%} on {like})",
             )
+        elif twin is not None and not same_server(prediction, current):
+            self._decide(record, "skipped", f"predicted to run as #{twin}, measured already")
         else:
             self._decide(record, "skipped", f"predicted to run exactly as {like}")
         return None
@@ -137,6 +174,7 @@ class SearchState:
         self._decide(record, "rejected", why)
 
     def _decide(self, record: CandidateRecord, decision: str, why: str) -> CandidateRecord:
+        self.pending.pop(record.index, None)
         done = replace(record, decision=decision, why=why, finished_at=time.time())
         self.records.append(done)
         append(candidate_entry(done))
@@ -212,11 +250,13 @@ class SearchState:
         await asyncio.to_thread(write_status, status_document(self))
 
     @contextlib.asynccontextmanager
-    async def _heartbeat(self, every_s: float = HEARTBEAT_S) -> AsyncIterator[None]:
-        """Write the status every ``every_s`` while a long step runs (a rollout of the
-        winner, a walk back): seen in the demo, the status stood at its phase's first write for
-        four minutes of rollout, the time spent frozen, and the screen could not tell a
-        working search from a stuck one."""
+    async def _heartbeat(self, every_s: float | None = None) -> AsyncIterator[None]:
+        """Write the status every ``every_s`` (default ``heartbeat_s``) while a long step runs
+        (a canary, a rollout of the winner, a walk back): seen in the demo, the status stood at
+        its phase's first write for four minutes of rollout, and `Spent:` froze for a canary's
+        whole baseline, restart and warm-up: the time spent frozen, and the screen could not
+        tell a working search from a stuck one."""
+        every_s = self.heartbeat_s if every_s is None else every_s
 
         async def beat() -> None:
             while True:

@@ -178,6 +178,8 @@ def look_json(look: CanaryLook) -> dict[str, Any]:
         "window_s": look.window_s,
         "verdict": look.verdict,
         "relative": None if est is None else round(est.relative, 5),
+        "canary_tokens_per_s": None if est is None else round(est.canary_mean, 3),
+        "control_tokens_per_s": None if est is None else round(est.control_mean, 3),
         "rel_low": None if est is None else round(est.rel_low, 5),
         "rel_high": None if est is None else round(est.rel_high, 5),
     }
@@ -239,7 +241,10 @@ def status_document(search: SearchState) -> dict[str, Any]:
         "waiting_for": search.waiting_for,
         "canary_up": watch is not None and watch.up,
         "look": look_json(watch.look) if watch is not None and watch.look else None,
-        "candidates": [r.to_json() for r in search.records],
+        "candidates": [
+            r.to_json()
+            for r in sorted([*search.records, *search.pending.values()], key=lambda r: r.index)
+        ],
         "history": search.history,
         "stale_previous": search.stale,
     }

@@ -21,6 +21,14 @@ starved and fed the wrong kind of observation. So:
    is capped back, so every single move is predicted identical (skipped) while the better
    configurations need both. Measured on the simulated 7-GPU fleet, a single-knob climb
    stopped there at 0.871 of the grid's best.
+   Beside them, **whole moves** (``tui.autotune.jumps``): for each running batch of the space
+   above the incumbent's, the one move that sets everything it needs (the pool that does not
+   cap it, the fraction whose KV pool holds it), as the seed's operator moved four knobs at
+   once; judged by the preflight as one move, ranked with the rest, so the first canaries of a
+   search are the predicted-best whole moves. Measured on the simulated fleet: from the seed's
+   baseline the first canary is 0.91 / 360 slots / 72 running, +101% by the model, where the
+   single-knob climb spent its first canaries on +27% steps that a noisy window called 'no
+   measurable difference'.
 2. **Preflight filter**: each neighbour is predicted on the canary GPU by the preflight (SGLang
    0.5.23's memory plan, calibrated on the running servers' logs). One predicted not to fit or
    not to start is recorded as rejected and is NEVER launched.
@@ -28,10 +36,14 @@ starved and fed the wrong kind of observation. So:
    tokens, Mamba slots, CUDA-graph batch ceiling, draft tokens: e.g. a ``max_running_requests``
    above SGLang's Mamba cap, or a graph ceiling above the batch that can run) is recorded as
    skipped: a canary could only measure noise.
+   One predicted to hold fewer running requests than the incumbent (its KV pool retracts what
+   its Mamba pool lets run), or to run a server already measured against this incumbent, is
+   skipped too.
 3. **Order by a cheap model**: the feasible neighbours are tried best-predicted first: the
-   preflight's effective max running requests (decode is memory-bandwidth bound, so the batch
-   the pools allow is the first-order driver of tokens/s), then its KV tokens per running
-   request (room for the ~2,500-token outputs before SGLang retracts), then fewer changes.
+   batch the pools hold (``held_batch``: the preflight's effective max running requests, less
+   where the KV pool cannot hold their half outputs; decode is memory-bandwidth bound, so that
+   batch is the first-order driver of tokens/s), then the share its CUDA graphs cover, then
+   its KV tokens per running request, then fewer changes.
 4. **Challenge**: the first one is canaried against the incumbent. ``better`` (the interval
    excludes 0 on the gain side) -> **a line search along that move** before adopting it
    (``further``): the same move taken further, 1, 2, 4... steps beyond it, each canaried on the
@@ -265,9 +277,38 @@ def starves_kv(prediction: Preflight, current: Preflight, mean_output_tokens: in
     return room < 1.0 and room < kv_room(current, mean_output_tokens)
 
 
+HELD_SHARE = 0.5
+"""The share of its output a running request holds in the KV pool on average: a request in
+decode holds its prompt and what it generated so far, and a batch's requests are spread over
+their lives (continuous batching), so about half their outputs (the prompts are short beside
+~2,500-token outputs). Measured against the simulator's scheduler (``tui.sim.kvpool``, SGLang's
+admission and retraction rules): 80 running on 127,360 KV tokens (51 requests' whole outputs)
+run at full speed; 72 on 28,928 (23 halves) run about 23."""
+
+
+def held_batch(prediction: Preflight, mean_output_tokens: int) -> float:
+    """The batch the predicted server holds running: its effective max running requests, or
+    fewer when its KV pool cannot hold that many requests' half outputs (``HELD_SHARE``)."""
+    running = max(1, prediction.max_running_effective)
+    hold = prediction.kv_tokens / max(1.0, HELD_SHARE * max(1, mean_output_tokens))
+    return min(float(running), hold)
+
+
+def retracts(prediction: Preflight, current: Preflight, mean_output_tokens: int) -> bool:
+    """Whether a move asks for more running requests than its KV pool holds and ends up
+    holding fewer than the incumbent does (``held_batch``): SGLang admits them and retracts.
+    Measured on the simulated fleet: 400 slots and 80 running at fraction 0.93 with 3
+    speculative steps hold 704 KV tokens, 181 tok/s against the incumbent's 3,891."""
+    held = held_batch(prediction, mean_output_tokens)
+    return held < prediction.max_running_effective and held < held_batch(
+        current, mean_output_tokens
+    )
+
+
 def score(prediction: Preflight, changes: int, mean_output_tokens: int) -> tuple[float, ...]:
-    """The cheap model's key: effective concurrency, then the share of that batch its CUDA
-    graphs cover, then KV room per request, then simplicity.
+    """The cheap model's key: the batch the pools hold (``held_batch``: effective concurrency,
+    less where the KV pool binds), then the share of that batch its CUDA graphs cover, then KV
+    room per request, then simplicity.
 
     SGLang 0.5.23 replays a captured CUDA graph only for a decode batch up to the graph ceiling
     (``srt/model_executor/runner/decode_cuda_graph_runner.py`` ``can_run_graph``:
@@ -286,7 +327,8 @@ def score(prediction: Preflight, changes: int, mean_output_tokens: int) -> tuple
     """
     running = max(1, prediction.max_running_effective)
     graphs = min(1.0, prediction.plan.cuda_graph_max_bs / running)
-    return (float(running), graphs, kv_room(prediction, mean_output_tokens), -float(changes))
+    held = round(held_batch(prediction, mean_output_tokens), 1)
+    return (held, graphs, kv_room(prediction, mean_output_tokens), -float(changes))
 
 
 def rank(

@@ -29,6 +29,11 @@ IDLE_FLEET = (
     "(start the job sending requests, then search again)"
 )
 """Why a search ends when its canary's control GPUs generated nothing (``_measure``)."""
+JOB_STOPPED = (
+    "the job's requests stopped during candidate #{index}'s canary: nothing left to measure "
+    "(start the job sending requests, then search again)"
+)
+"""Why a search ends when the load fell to nothing during a canary (``_measure``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +126,16 @@ class Trials(SearchState):
             canaries=self.spent.canaries + 1,
         )
         record = measured(record, result, cost)
+        self.pending[record.index] = replace(record, why="measured; deciding")
         self.history.append(history_point(record))
+        if result.tokens is not None:  # a verdict: its server is not canaried again
+            self.measured.append((record.index, best.prediction))
         if stop:
             await self._back_to(self.incumbent)
             await self._finish(record, "stopped", "stopped by the operator; measured first")
             return "stopped by the operator"
+        if result.ok and result.load_change is not None:
+            return await self._abandon(best, record, result)
         if not result.ok or result.tokens is None:
             await self._back_to(self.incumbent)
             await self._finish(record, "failed", result.describe().splitlines()[0])
@@ -135,6 +145,28 @@ class Trials(SearchState):
                 return IDLE_FLEET
             return None
         return Trial(best, profile, record, result)
+
+    async def _abandon(
+        self, best: Ranked, record: CandidateRecord, result: CanaryResult
+    ) -> str | None:
+        """A candidate whose window the load changed under (the canary measured it again
+        once already): no verdict, so no regression budget spent and nothing learnt; the
+        canary GPU goes back to the incumbent. Its move may be proposed once more (measured
+        again later, under a steadier load); when the job's requests stopped, the search ends:
+        every next candidate would cost a relaunch for the same 'not measured'."""
+        assert self.incumbent is not None and result.load_change is not None
+        await self._back_to(self.incumbent)
+        again = ""
+        point = point_key(apply_move(self.knobs, best.candidate))
+        if not result.load_change.idle and point not in self.abandoned:
+            self.abandoned.add(point)
+            self.visited.discard(point)
+            again = "; to be measured again"
+        why = f"not measured: {result.load_change.words()}; rolled back to {self.incumbent.name}"
+        await self._finish(record, "abandoned", why + again)
+        if result.load_change.idle:
+            return JOB_STOPPED.format(index=record.index)
+        return None
 
     async def _line(self, trial: Trial, controls: list[int]) -> str | None:
         """A line search along the move ``trial`` made (``strategy.further``: 1, 2, 4... steps
@@ -167,6 +199,9 @@ class Trials(SearchState):
                 prediction,
                 score(prediction, len(step.knobs), self.options.mean_output_tokens),
             )
+            self.pending[top.record.index] = replace(
+                top.record, why="the best of its line so far; measuring one step further"
+            )
             attempt = await self._measure(ranked, controls)
             if isinstance(attempt, str):  # stopped or refused: the canary GPU is on the incumbent
                 await self._finish(
@@ -193,10 +228,13 @@ class Trials(SearchState):
         return await self._adopt(top) or ended
 
     async def _drop(self, trial: Trial, why: str) -> str | None:
-        """Record ``trial`` as dropped; why the search ends when it spent the regression budget."""
+        """Record ``trial`` as dropped; why the search ends when it spent the regression budget:
+        a valid verdict of 'worse' (its interval below 0) beyond the largest regression. A
+        'no measurable difference' whose estimate lies past it is not evidence of one (its
+        interval reaches 0), and a window the load changed under never gets here."""
         await self._finish(trial.record, "dropped", why)
         limit = self.options.budget.max_regression
-        if trial.relative < -limit:
+        if trial.verdict == "worse" and trial.relative < -limit:
             return (
                 f"regression budget: candidate #{trial.record.index} measured "
                 f"{trial.relative:+.1%} < -{limit:.0%}"
@@ -221,6 +259,7 @@ class Trials(SearchState):
             return f"the winner's rollout failed; GPUs {sorted(moved)} back on the incumbent"
         self.incumbent = await asyncio.to_thread(self.ops.fit, profile)
         self.knobs = apply_move(self.knobs, trial.move.candidate)
+        self.measured = []  # measured against the old incumbent: a new comparison now
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self.ops.save_profile, self.incumbent)
         await self._finish(record, "kept", f"adopted by a rollout to {len(rolled.done)} GPUs")
@@ -272,4 +311,5 @@ class Trials(SearchState):
             finally:
                 self.watch = None
 
-        return await self._when_free("canary", attempt, lambda: self._checkpoint("canary"))
+        async with self._heartbeat():  # Spent and the phase stay live through the window
+            return await self._when_free("canary", attempt, lambda: self._checkpoint("canary"))

@@ -84,6 +84,7 @@ def launch(
     profile: str = "",
     host: str = "127.0.0.1",
     record: bool = True,
+    device: int | None = None,
 ) -> ManagedProcess:
     """Start a server in its own session with stdout and stderr going to ``log_path``.
 
@@ -97,6 +98,7 @@ def launch(
         profile: profile name, recorded.
         host: bind address, recorded.
         record: write the identity into the fleet record (``tui.paths.fleet_file()``).
+        device: the physical GPU it runs on when not ``gpu`` (servers sharing a card), recorded.
 
     Returns:
         The managed process; its identity is already in the fleet record.
@@ -153,6 +155,7 @@ def launch(
         launch_id=launch_id,
         start_ticks=ticks,
         boot_id=boot_id(),
+        device=None if device == gpu else device,
     )
     if record:
         put_record(entry)

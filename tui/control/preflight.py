@@ -3,7 +3,8 @@
 * the launch argv holds something SGLang would refuse (its own flag table says what and why);
 * the port is still held (by whom: pid and command line);
 * a server from an earlier run is still alive on this GPU or port (from the fleet record);
-* other processes still hold memory on the GPU (NVML or simulated telemetry).
+* other processes still hold memory on the GPU (NVML or simulated telemetry), but for the fleet's
+  own servers of the other slots sharing its device (``tui.control.neighbours``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import psutil
 
 from tui.control.identity import IdentityMismatch, verify
+from tui.control.neighbours import neighbours, on_device
 from tui.profiles.flag_check import launch_problems
 from tui.profiles.model import Profile
 from tui.state.fleet_state import ProcessRecord, read_records
@@ -161,13 +163,35 @@ def check_stale(gpu: int, port: int) -> None:
 
 
 def check_gpu_free(
-    gpu: int, gpu_pids: Callable[[int], Collection[int]], ignore: Collection[int] = ()
+    gpu: int,
+    gpu_pids: Callable[[int], Collection[int]],
+    ignore: Collection[int] = (),
+    device: int | None = None,
 ) -> None:
-    """Raise ``PreflightError`` when processes other than ``ignore`` hold memory on ``gpu``.
+    """Raise ``PreflightError`` when processes other than ``ignore`` hold memory on the slot's
+    device, besides the fleet's own servers of the other slots sharing it.
 
-    Anything resident shrinks SGLang's measured free memory and so silently shrinks its KV pool.
+    Anything resident shrinks SGLang's measured free memory and so silently shrinks its KV pool:
+    a neighbour of the fleet's is expected there (its memory is planned for: the preflight
+    subtracts it), anything else is named and refused.
+
+    Args:
+        gpu: The slot.
+        gpu_pids: Who holds memory on a device now.
+        ignore: Pids expected there besides.
+        device: The physical GPU it runs on (None: ``gpu``).
     """
-    others = sorted(set(gpu_pids(gpu)) - set(ignore))
+    device = gpu if device is None else device
+    held = set(gpu_pids(device)) - set(ignore)
+    if not held:
+        return
+    near = [n for n in neighbours(gpu, device) if n.pids & held]
+    others = sorted(held.difference(*(n.pids for n in near)))
     if others:
         named = ", ".join(f"pid {p} ({_cmdline(p)})" for p in others)
-        raise PreflightError(f"GPU {gpu} still has processes holding memory: {named}")
+        besides = "".join(
+            f"; {n.describe()} shares device {device} and is expected there" for n in near
+        )
+        raise PreflightError(
+            f"{on_device(gpu, device)} still has processes holding memory: {named}{besides}"
+        )

@@ -184,9 +184,11 @@ def _stop_confirmed(
     limits: StopTimeouts,
     gpu_pids: GpuPids,
     watch: DrainWatch,
+    device: int,
 ) -> StopReleased:
     """Stop the unverified holder of ``port`` when the operator confirmed this very process
-    (pid and start ticks); refuse otherwise."""
+    (pid and start ticks); refuse otherwise. ``device``: the physical GPU whose memory its
+    processes are waited out of."""
     pid = held.holder.pid
     if confirmed is None or pid is None or confirmed.pid != pid:
         return StopReleased(gpu, "refused", _refused_unverified(gpu, port, held))
@@ -216,7 +218,7 @@ def _stop_confirmed(
     text, drain = _said(result, watch)
     if result.survivors:
         return StopReleased(gpu, "failed", text, result, drain=drain)
-    holding = wait_gpu_released(gpu, result.pids, gpu_pids, time.monotonic() + limits.release_s)
+    holding = wait_gpu_released(device, result.pids, gpu_pids, time.monotonic() + limits.release_s)
     if holding:
         return StopReleased(
             gpu,
@@ -242,6 +244,7 @@ def stop_and_release(
     port: int | None = None,
     host: str = "127.0.0.1",
     confirmed: ConfirmedServer | None = None,
+    device: int | None = None,
 ) -> StopReleased:
     """Stop the server of ``record`` and wait until its GPU memory is released and its port is
     free. Blocking.
@@ -259,6 +262,9 @@ def stop_and_release(
         host: Its address.
         confirmed: A process holding the GPU's port that the operator confirmed stopping
             although it is not verified as the fleet's (its pid alone is signalled).
+        device: The physical GPU the slot runs on (None: the record's, else ``gpu``): the
+            release wait is for the stopped server's own pids on that device (a neighbour of
+            the fleet's sharing it keeps its memory).
 
     Returns:
         What happened: done only when nothing of the server runs, its memory is released and
@@ -267,6 +273,8 @@ def stop_and_release(
     """
     limits = timeouts or StopTimeouts()
     started = time.monotonic()
+    if device is None:
+        device = record.device_index if record is not None else gpu
     port = record.port if record is not None else port
     host = record.host if record is not None else host
     if port is None:
@@ -283,7 +291,9 @@ def stop_and_release(
                 )
             if held.adopted is None:
                 _senders_stopped(gpu, address, mode, on_progress, started)
-                return _stop_confirmed(gpu, port, held, confirmed, mode, limits, gpu_pids, watch)
+                return _stop_confirmed(
+                    gpu, port, held, confirmed, mode, limits, gpu_pids, watch, device
+                )
             record = held.adopted  # the fleet's own, without a record: stopped like any other
         _senders_stopped(gpu, address, mode, on_progress, started)
         watch.begin()
@@ -308,7 +318,7 @@ def stop_and_release(
                 DrainProgress(gpu, "waiting for GPU memory release", time.monotonic() - started)
             )
         deadline = time.monotonic() + limits.release_s
-        holding = wait_gpu_released(gpu, result.pids, gpu_pids, deadline, cancel)
+        holding = wait_gpu_released(device, result.pids, gpu_pids, deadline, cancel)
         if holding:
             return StopReleased(
                 gpu,
@@ -319,7 +329,7 @@ def stop_and_release(
                 drain=drain,
             )
         return _port_after(
-            gpu, port, host, (text, result, drain), confirmed, mode, limits, gpu_pids, watch
+            gpu, port, host, (text, result, drain), confirmed, mode, limits, gpu_pids, watch, device
         )
     finally:
         watch.close()
@@ -370,6 +380,7 @@ def _port_after(
     limits: StopTimeouts,
     gpu_pids: GpuPids,
     watch: DrainWatch,
+    device: int,
 ) -> StopReleased:
     """The stop's last check: its port is free (else something still serves the GPU's address:
     the stop is not done). ``stopped``: the stop's line, its result and its drain's outcome."""
@@ -388,5 +399,5 @@ def _port_after(
             adopted_pid=held.adopted.pid,
             drain=drain,
         )
-    other = _stop_confirmed(gpu, port, held, confirmed, mode, limits, gpu_pids, watch)
+    other = _stop_confirmed(gpu, port, held, confirmed, mode, limits, gpu_pids, watch, device)
     return StopReleased(gpu, other.status, f"{done}; then {other.message}", result, drain=drain)

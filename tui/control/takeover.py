@@ -208,7 +208,12 @@ def still_running(server: RunningServer) -> bool:
 
 
 def adopted_record(
-    server: RunningServer, gpu: int, host: str, log_path: str, profile: str
+    server: RunningServer,
+    gpu: int,
+    host: str,
+    log_path: str,
+    profile: str,
+    device: int | None = None,
 ) -> ProcessRecord:
     """The fleet record that makes ``server`` the server of ``gpu``: no launch id, its identity
     its start ticks, boot id and command line digest (``ProcessRecord.adopted``).
@@ -219,6 +224,7 @@ def adopted_record(
         host: The address it serves on.
         log_path: Its log file (the one the console follows).
         profile: The profile written from its command line.
+        device: The card it runs on (None or ``gpu``: its slot's own).
     """
     return ProcessRecord(
         gpu=gpu,
@@ -233,6 +239,7 @@ def adopted_record(
         start_ticks=server.start_ticks,
         boot_id=boot_id(),
         cmdline_digest=server.digest,
+        device=None if device == gpu else device,
     )
 
 

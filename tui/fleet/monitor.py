@@ -28,11 +28,13 @@ from collections.abc import Callable
 import httpx
 
 from tui import paths, plain
+from tui.fleet.insight import Insight
 from tui.fleet.liveness import DEFAULT_FLOOR_S, ProgressWatch
+from tui.fleet.panels import card_of, join_panels
 from tui.fleet.running_profiles import RunningProfile, read_state_and_profiles
 from tui.fleet.server_log import ServerLog
 from tui.fleet.server_state import server_snapshot
-from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
+from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.fleet.spec import FleetSpec
 from tui.fleet.tracker import (
     Tracker,
@@ -123,6 +125,8 @@ class FleetMonitor:
         self._profiles_key: tuple[int, int, int] | None = None
         self._cordons = CordonWatch()
         """The cordons: a server gone while its address is cordoned was stopped by gpufleet."""
+        self.insight = Insight()
+        """Fleet-wide readings: latency, imbalance, energy (``tui.fleet.insight``)."""
 
     def log_paths(self) -> dict[int, str]:
         """The log each GPU's server is followed in: what the console shows, and what the tuning
@@ -194,6 +198,7 @@ class FleetMonitor:
         """
         self._host_side()
         gpus, description, error = self._sample_gpus()
+        self.insight.read_slow(self.gpu_source)
         return gpus, description, error, self._steady_loads(now)
 
     def _steady_loads(self, now: float) -> dict[int, ServerLoad | None]:
@@ -398,24 +403,25 @@ class FleetMonitor:
             await asyncio.gather(*waits)
         note = gpu_error or description
         now = self._clock()
-        by_gpu = {g.index: g for g in gpus}
         servers = {
             t.spec.gpu_index: server_snapshot(t, now, self._profiles.get(t.spec.gpu_index))
             for t in self._trackers
         }
-        shown = set(by_gpu) if self._sampled_gpus else set()
-        indices = sorted(set(self.spec.gpu_indices()) | shown)
-        panels = tuple(
-            GpuPanel(
-                gpu_index=i,
-                gpu=by_gpu.get(i),
-                server=servers.get(i),
-                gpu_note="" if i in by_gpu else (gpu_error or f"no reading: {note}"),
-            )
-            for i in indices
+        devices = {
+            t.spec.gpu_index: card_of(t.spec, self._state.get(t.spec.gpu_index))
+            for t in self._trackers
+        }
+        panels = join_panels(
+            self.spec.gpu_indices(),
+            devices,
+            servers,
+            gpus,
+            self._sampled_gpus,
+            gpu_error or f"no reading: {note}",
         )
         soon = any(
             t.state is ServerState.STARTING and (t.log.ready or t.log.phase == "warming up")
             for t in self._trackers
         )
-        return FleetSnapshot(panels=panels, gpu_source=note, taken_at=now, refresh_soon=soon)
+        snapshot = FleetSnapshot(panels=panels, gpu_source=note, taken_at=now, refresh_soon=soon)
+        return self.insight.finish(snapshot, self._trackers)

@@ -33,7 +33,13 @@ def recorded_fleet(path: Path | None = None) -> FleetSpec | None:
         ValueError: two GPUs recorded on one port.
     """
     servers = tuple(
-        ServerSpec(gpu, state.port, state.host, state.server.log_path if state.server else None)
+        ServerSpec(
+            gpu,
+            state.port,
+            state.host,
+            state.server.log_path if state.server else None,
+            state.device,
+        )
         for gpu, state in sorted(read_fleet(path).items())
         if state.port is not None
     )

@@ -32,6 +32,7 @@ from __future__ import annotations
 from tui.fleet.freshness import decayed_throughput
 from tui.fleet.running_profiles import RunningProfile
 from tui.fleet.snapshot import ServerSnapshot, ServerState
+from tui.fleet.speculative import speculative
 from tui.fleet.tracker import Tracker, live_number, note_decode, pressure_words, stamp_age
 from tui.servers.probe import HEALTH_PATHS, ProbeStatus
 from tui.servers.procinfo import boot_id
@@ -146,6 +147,9 @@ def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> S
     capped = log.capped or (
         isinstance(effective, int) and isinstance(requested, int) and effective < requested
     )
+    if load is not None and t.load_at is not None:
+        epoch = t.process.pid if t.process is not None else None
+        t.latency.offer(t.load_at, t.probe.latency_histograms, epoch)
     kv = _either(info.max_total_num_tokens if info else None, log.kv_tokens)
     mamba = _either(info.max_mamba_cache_size if info else None, log.mamba_slots)
     pid = t.process.pid if t.process else None
@@ -170,7 +174,11 @@ def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> S
             live_number(live, load.gen_throughput if load else None, log.gen_throughput),
             throughput_age,
         ),
+        swa_usage=live_number(live, load.swa_usage if load else None, None),
+        cache_hit_rate=live_number(live, load.cache_hit_rate if load else None, None),
         accept_len=live_number(live, load.accept_len if load else None, log.accept_len),
+        spec=speculative(load, info, log.accept_len) if live else None,
+        latency=t.latency.summary if live else None,
         throughput_history=log.throughput_history,
         allocation_lines=log.allocation_lines,
         last_error=log.last_error,

@@ -9,7 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tui.fleet.energy import FleetEnergy, GpuEnergy
+from tui.fleet.imbalance import Outlier
+from tui.fleet.latency import LatencySummary
 from tui.fleet.running_profiles import RunningProfile
+from tui.fleet.speculative import SpecDecode
 from tui.gpu.snapshot import GpuSnapshot
 
 
@@ -80,10 +84,19 @@ class ServerSnapshot:
     """KV (full-attention) token usage, 0..1."""
     mamba_usage: float | None = None
     """Mamba slot usage, 0..1."""
+    swa_usage: float | None = None
+    """Sliding-window KV usage, 0..1 (0 on a model without SWA layers; None: not exported)."""
+    cache_hit_rate: float | None = None
+    """The prefix cache hit rate, 0..1."""
     gen_throughput: float | None = None
     """Generation throughput in tokens/s (last reading)."""
     accept_len: float | None = None
     """Speculative decoding accept length."""
+    spec: SpecDecode | None = None
+    """The draft it runs (accept length and rate, steps); None when it runs none."""
+    latency: LatencySummary | None = None
+    """TTFT, inter-token, E2E and queue-time percentiles over the rolling window
+    (``tui.fleet.latency``); None before its first ``/metrics`` reading with histograms."""
     throughput_history: tuple[float, ...] = ()
     """Recent gen throughput readings, oldest first, for the sparkline."""
     allocation_lines: tuple[str, ...] = ()
@@ -145,6 +158,17 @@ class GpuPanel:
     node: str = ""
     """The node this GPU is on, in a console over many nodes' agents ("" on one node); its
     ``gpu_index`` is then ``node position * NODE_STRIDE + the GPU's index on the node``."""
+    energy: GpuEnergy | None = None
+    """Joules, mean power and output tokens per joule (``tui.fleet.energy``); None before a
+    reading of its power or energy counter."""
+    device: int | None = None
+    """The physical GPU ``gpu`` reads when it is not this slot's own index: a slot whose
+    server shares another's card (two panels then show the same card). None: its own."""
+
+    @property
+    def on_device(self) -> str:
+        """' · on device 0' for a slot sharing another's card, else ''."""
+        return "" if self.device is None else f" · on device {self.device}"
 
     @property
     def local_index(self) -> int:
@@ -189,3 +213,10 @@ class FleetSnapshot:
     refresh_soon: bool = False
     """A server is about to become ready (warming up): poll again sooner than usual, so the
     ready line shows within a fraction of a second."""
+    latency: LatencySummary | None = None
+    """The fleet's latency percentiles: the live servers' windows summed bucket by bucket."""
+    energy: FleetEnergy | None = None
+    """The fleet's joules, power and tokens per joule (every metered GPU's summed)."""
+    imbalance: tuple[Outlier, ...] = ()
+    """GPUs whose queue, running, KV use or tok/s stands out from the fleet beyond its noise
+    (``tui.fleet.imbalance``)."""

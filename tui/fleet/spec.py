@@ -18,12 +18,22 @@ class ServerSpec:
     """Where it listens; processes are only looked for when this is a local address."""
     log_path: str | None = None
     """Its log file, when known (else found from the process's stdout)."""
+    device: int | None = None
+    """The physical GPU it runs on when not ``gpu_index`` (slots sharing one card: its panel
+    shows that card's readings). None: ``gpu_index``."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.gpu_index <= 255:
             raise ValueError(f"gpu_index={self.gpu_index} is out of range; allowed 0..255")
+        if self.device is not None and not 0 <= self.device <= 255:
+            raise ValueError(f"device={self.device} is out of range; allowed 0..255")
         if not 1 <= self.port <= 65535:
             raise ValueError(f"port={self.port} is out of range; allowed 1..65535")
+
+    @property
+    def device_index(self) -> int:
+        """The physical GPU whose readings its panel shows."""
+        return self.gpu_index if self.device is None else self.device
 
     @property
     def is_local(self) -> bool:
@@ -57,6 +67,7 @@ class FleetSpec:
         gpus: Sequence[int] | None = None,
         host: str = "127.0.0.1",
         log_paths: Sequence[str | None] | None = None,
+        devices: Sequence[int | None] | None = None,
     ) -> FleetSpec:
         """Build a spec from parallel lists (the command line's ``--ports/--gpus/--logs``).
 
@@ -65,6 +76,7 @@ class FleetSpec:
             gpus: The GPU of each server (default 0, 1, 2, ...).
             host: Host of every server.
             log_paths: Log file of each server (default: found from the process).
+            devices: The physical GPU of each server (default: its GPU; None: its GPU).
 
         Returns:
             The spec. Raises ValueError naming the list whose length does not match.
@@ -79,8 +91,12 @@ class FleetSpec:
             raise ValueError(
                 f"log_paths has {len(logs)} entries; expected {len(ports)} (one per port)"
             )
+        on = list(devices) if devices is not None else [None] * len(ports)
+        if len(on) != len(ports):
+            raise ValueError(f"devices has {len(on)} entries; expected {len(ports)} (one per port)")
         servers = tuple(
-            ServerSpec(g, p, host, log) for g, p, log in zip(gpu_list, ports, logs, strict=True)
+            ServerSpec(g, p, host, log, None if d == g else d)
+            for g, p, log, d in zip(gpu_list, ports, logs, on, strict=True)
         )
         return cls(servers)
 

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 import psutil
 
+from tui.fleet.latency import LatencyWindow
 from tui.fleet.liveness import ProgressWatch
 from tui.fleet.server_log import EMPTY_VIEW, ServerLog
 from tui.fleet.snapshot import ServerState
@@ -97,6 +98,9 @@ class Tracker:
     exit_status: str | None = None
     """How its process ended, read from the kernel when it was first seen gone (None: not
     gone, or not known)."""
+    latency: LatencyWindow = field(default_factory=LatencyWindow)
+    """Its latency histograms over the rolling window; kept across a relaunch (the window spans
+    it, the new process counted from zero: ``tui.fleet.latency``)."""
 
     def new_process(self, process: ServerProcess) -> None:
         """A different process now serves the port: forget the previous launch."""

@@ -72,6 +72,11 @@ class SimProcessRecord:
     speed: float | None = None
     """The simulated server's time compression (``--sim-speed``: 20 = twenty simulated seconds
     a second), so whoever reads the GPUs can say how fast the fleet runs; None: not said."""
+    busy_s: float = 0.0
+    """Seconds of full utilisation so far (the integral of ``utilization_gpu`` / 100 over the
+    process's life, up to ``at``): what the simulated energy counter is made of."""
+    at: float = 0.0
+    """time.time() when this record was written (``utilization_gpu`` holds from then on)."""
 
 
 def gpu_dir(root: Path, index: int) -> Path:

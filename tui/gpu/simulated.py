@@ -4,10 +4,19 @@ It behaves like a driver would: a GPU's used memory is what its *live* processes
 process's memory is released at once, a reused pid inherits nothing), plus a small reservation
 the driver keeps for itself. Temperature, power and clocks are derived from utilisation with simple
 linear models so the panels move plausibly; they are not a physical model.
+
+Its energy counter (``sample_slow``, NVML's total energy in mJ) is the exact integral of that
+power model since the device record was made (the simulated driver's load): the idle power for
+the whole time, plus the busy share over each process's utilisation integral, which the
+scheduler child keeps in its record (``SimProcessRecord.busy_s``, the utilisation holding from
+``at``). So integrating the power samples gives the counter's difference, within what changes
+between two samples; a process that left keeps its share in this reader's memory, so the counter
+never goes down while one server at a time holds each GPU.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -52,6 +61,11 @@ class SimulatedSource:
         """The devices the last ``sample`` listed (``describe`` reuses them)."""
         self._records = RecordCache(self.root)
         """The records, read again only when their folder changed (``tui.gpu.sim_cache``)."""
+        self._busy: dict[int, dict[tuple[int, float], float]] = {}
+        """Per GPU: each process's utilisation integral as last seen (the energy counter keeps
+        a process's share after it left)."""
+        self._created: dict[int, float] = {}
+        """Per GPU: when its device record was made (the simulated driver's load)."""
         self._speeds: tuple[float, ...] = ()
         """The simulated servers' speeds the last sample with any server saw (kept while every
         server is down, as during a full-fleet restart: the fleet is as fast as before)."""
@@ -109,12 +123,37 @@ class SimulatedSource:
         return tuple(snapshots)
 
     def sample_slow(self) -> tuple[GpuSlowSnapshot, ...]:
-        """The simulated driver has no PCIe or energy counters: every field is None."""
+        """The energy counter of each simulated GPU (no PCIe counters: None).
+
+        Returns:
+            One reading per device record, in index order: its total energy in mJ since the
+            device record was made (see the module).
+        """
         now = time.time()
         return tuple(
-            GpuSlowSnapshot(index=d.index, taken_at=now)
-            for d in sim_records.list_devices(self.root)
+            GpuSlowSnapshot(index=d.index, energy_mj=self._energy_mj(d, live, now), taken_at=now)
+            for d, live in self._records.devices()
         )
+
+    def _energy_mj(
+        self, device: sim_records.SimDevice, live: list[sim_records.SimProcessRecord], now: float
+    ) -> int:
+        busy = self._busy.setdefault(device.index, {})
+        for record in live:
+            share = record.busy_s + record.utilization_gpu / 100.0 * max(now - record.at, 0.0)
+            key = (record.pid, record.create_time)
+            busy[key] = max(busy.get(key, 0.0), share)
+        created = self._created.get(device.index)
+        if created is None:
+            try:
+                made = sim_records.gpu_dir(self.root, device.index) / "device.json"
+                created = os.stat(made).st_mtime
+            except OSError:
+                created = now
+            self._created[device.index] = created
+        idle = IDLE_POWER_FRACTION * device.power_limit_w * max(now - created, 0.0)
+        extra = (BUSY_POWER_FRACTION - IDLE_POWER_FRACTION) * device.power_limit_w
+        return round((idle + extra * sum(busy.values())) * 1000.0)
 
     def describe(self) -> str:
         """Say what this source reads, and how fast its servers run when they said:

@@ -26,9 +26,23 @@ metric                gpu     value
 ``tok_s``             N       generation throughput, tokens/s (the server's Decode lines)
 ``running``           N       requests running on the server
 ``queued``            N       requests queued on the server
+``mem_total``         N       the GPU's memory, bytes (with ``mem``: the bytes in use)
+``kv``, ``mamba``     N       the full-attention KV pool's and the Mamba pool's use, %
+``power``, ``temp``   N       board power (W), core temperature (°C)
+``ready``             N       1 while the server was ready, else 0 (a bucket: its share)
+``accept``            N       the draft's accept length (while the server runs one)
+``tok_j``             N/None  output tokens per joule over the energy window
+``ttft_p50`` ...      N/None  latency percentiles over their window, s: ``ttft``, ``itl``,
+                              ``e2e``, ``queue`` x ``p50``, ``p90``, ``p99``
+``watts``             None    every metered GPU's mean power over the energy window
 ``out_tok_s``         None    the pipeline's output tokens/s over its last minute
 ``req_s``             None    the pipeline's completed requests/s over its last minute
 ====================  ======  ==========================================================
+
+41 hours of a 7-GPU fleet (191 series) take 20.0 MiB (``python -m bench.history_size``).
+``HistoryStore.values_at(t)`` reads every series at one past moment, and
+``tui.history.replay.HistorySource`` builds the fleet snapshot of then from it (the replay's
+source); ``gpufleet history export`` writes the buckets as CSV or NDJSON (``tui.history.cli``).
 
 A per-GPU value that was unknown is absent (a gap), never 0. The fleet's rates are the
 pipeline's while it runs, and 0 at every reading of a console while the job makes no output (no

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tui.fleet.snapshot import FleetSnapshot
 from tui.history.samples import fleet_samples, idle_samples, job_idle, pipeline_samples
-from tui.history.store import HistoryError, HistoryStore, Sample
+from tui.history.store import TIERS, HistoryError, HistoryStore, Sample
 from tui.pipeline.status import PipelineStatus
 
 FLUSH_S = 5.0
@@ -65,6 +65,8 @@ class HistoryRecorder:
         self._status: PipelineStatus | None = None
         """The newest status document handed over (None: there is none)."""
         self._newest = 0.0
+        self._bucket: int | None = None
+        """The finest bucket of the last snapshot recorded (its slow readings once a bucket)."""
         self.error: str | None = None
         """Why the history is not written (None while it is)."""
 
@@ -106,7 +108,9 @@ class HistoryRecorder:
         """Keep a fleet snapshot's per-GPU readings, and the fleet's rates at zero while the
         job makes no output (``tui.history.samples.job_idle``): a console that watches records
         idle time as 0, so a gap in the rates means that no console was watching."""
-        samples = fleet_samples(snapshot)
+        bucket = int(snapshot.taken_at // TIERS[0].bucket_s)
+        samples = fleet_samples(snapshot, slow=bucket != self._bucket)
+        self._bucket = bucket
         if self._status_read and job_idle(self._status, snapshot.taken_at):
             samples += idle_samples(snapshot.taken_at)
         self.add(samples)

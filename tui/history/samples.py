@@ -1,10 +1,17 @@
-"""What the history keeps of a fleet snapshot and of the pipeline's status document (pure)."""
+"""What the history keeps of a fleet snapshot and of the pipeline's status document (pure).
+
+Per GPU the panel's numbers (utilisation, memory, tok/s, running, queued, each pool's use,
+power, temperature, whether its server was ready, the latency percentiles, the draft's accept
+length, tokens per joule) and for the fleet the job's rates and its latency, power and tokens
+per joule: what a replay of the console at a past moment shows (``tui.history.replay``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.fleet.snapshot import FleetSnapshot
+from tui.fleet.latency import LatencySummary
+from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.history.store import Sample
 from tui.pipeline.status import PipelineStatus
 
@@ -35,22 +42,74 @@ RUNNING = Metric("running", "running requests", "req", 4.0)
 """Requests running on the server."""
 QUEUED = Metric("queued", "queued requests", "req", 4.0)
 """Requests waiting in the server's queue."""
+MEM_TOTAL = Metric("mem_total", "GPU memory", "B", float(1 << 30))
+"""The GPU's memory in all, bytes (with ``mem``, the bytes in use)."""
+KV = Metric("kv", "KV cache used", "%", 10.0)
+"""The full-attention KV pool's use, percent."""
+MAMBA = Metric("mamba", "Mamba cache used", "%", 10.0)
+"""The Mamba state pool's use, percent."""
+POWER = Metric("power", "GPU power", "W", 50.0)
+"""Board power, watts."""
+TEMP = Metric("temp", "GPU temperature", "°C", 10.0)
+"""Core temperature."""
+READY = Metric("ready", "server ready", "", 1.0)
+"""1 while the server was ready, 0 otherwise (a bucket's mean: the share of it ready)."""
+ACCEPT = Metric("accept", "accept length", "tok", 1.0)
+"""The draft's accept length (only while the server runs one)."""
+TOK_J = Metric("tok_j", "tokens per joule", "tok/J", 0.5)
+"""Output tokens per joule over the energy window (``tui.fleet.energy``)."""
+LATENCY_METRICS = {
+    f"{part}_{q}": Metric(f"{part}_{q}", f"{label} {q}", "s", 0.01)
+    for part, label in (("ttft", "TTFT"), ("itl", "inter-token"), ("e2e", "E2E"),
+                        ("queue", "queue time"))
+    for q in ("p50", "p90", "p99")
+}  # fmt: skip
+"""Each latency's percentiles over its window (``tui.fleet.latency``), seconds: per GPU, and
+for the fleet (``gpu=None``)."""
+FLEET_WATTS = Metric("watts", "fleet power", "W", 100.0, fleet=True)
+"""Every metered GPU's mean power over the energy window."""
+FLEET_TOK_J = Metric("tok_j", "fleet tokens per joule", "tok/J", 0.5, fleet=True)
+"""The fleet's output tokens per joule over the energy window."""
 OUT_TOK_S = Metric("out_tok_s", "output", "tok/s", 50.0, fleet=True)
 """The pipeline's output tokens/s over its last minute."""
 REQ_S = Metric("req_s", "requests", "req/s", 1.0, fleet=True)
 """The pipeline's completed requests/s over its last minute."""
 
 METRICS: dict[str, Metric] = {
-    m.name: m for m in (UTIL, MEMORY, TOK_S, RUNNING, QUEUED, OUT_TOK_S, REQ_S)
-}
-"""Every series kind the history keeps, by name."""
+    m.name: m
+    for m in (UTIL, MEMORY, TOK_S, RUNNING, QUEUED, MEM_TOTAL, KV, MAMBA, POWER, TEMP, READY,
+              ACCEPT, TOK_J, *LATENCY_METRICS.values(), OUT_TOK_S, REQ_S, FLEET_WATTS)
+}  # fmt: skip
+"""Every series kind the history keeps, by name (``tok_j`` and the latencies are kept per GPU
+and for the fleet, ``watts`` for the fleet)."""
 
 
-def fleet_samples(snapshot: FleetSnapshot) -> list[Sample]:
+def _latency(t: float, gpu: int | None, latency: LatencySummary | None) -> list[Sample]:
+    """The percentiles of a latency summary (those with an observation)."""
+    if latency is None:
+        return []
+    out = []
+    for part in ("ttft", "itl", "e2e", "queue"):
+        found = getattr(latency, part)
+        if found is None:
+            continue
+        for q in ("p50", "p90", "p99"):
+            value = getattr(found, q)
+            if value is not None:
+                out.append(Sample(t, gpu, f"{part}_{q}", value))
+    return out
+
+
+def fleet_samples(snapshot: FleetSnapshot, slow: bool = True) -> list[Sample]:
     """The per-GPU readings of one fleet snapshot (what is unknown is left out, not zero).
 
     Args:
         snapshot: The monitor's snapshot.
+        slow: Include the readings that move once a window reading, every 10 s or slower
+            (the latency percentiles, tokens per joule, the fleet's power, the GPU's total
+            memory, the draft's accept length):
+            the recorder asks for them once a 5 s bucket, at its first snapshot (recorded every
+            second they were half of the history's writes, each bucket's mean of one value).
 
     Returns:
         One sample per known value, at the snapshot's time.
@@ -65,14 +124,38 @@ def fleet_samples(snapshot: FleetSnapshot) -> list[Sample]:
             if gpu.memory_used is not None and gpu.memory_total:
                 used = 100.0 * gpu.memory_used / gpu.memory_total
                 out.append(Sample(t, index, MEMORY.name, used))
+                if slow:
+                    out.append(Sample(t, index, MEM_TOTAL.name, float(gpu.memory_total)))
+            for metric, reading in ((POWER, gpu.power_w), (TEMP, gpu.temperature_c)):
+                if reading is not None:
+                    out.append(Sample(t, index, metric.name, float(reading)))
+        energy = panel.energy
+        if slow and energy is not None and energy.tokens_per_joule is not None:
+            out.append(Sample(t, index, TOK_J.name, energy.tokens_per_joule))
         if server is not None:
+            spec = server.spec
             for metric, value in (
                 (TOK_S, server.gen_throughput),
                 (RUNNING, server.running),
                 (QUEUED, server.queued),
+                (KV, None if server.token_usage is None else 100.0 * server.token_usage),
+                (MAMBA, None if server.mamba_usage is None else 100.0 * server.mamba_usage),
+                (READY, 1.0 if server.state is ServerState.READY else 0.0),
+                (ACCEPT, spec.accept_length if spec is not None and slow else None),
             ):
                 if value is not None:
                     out.append(Sample(t, index, metric.name, float(value)))
+            if slow:
+                out += _latency(t, index, server.latency)
+    if not slow:
+        return out
+    out += _latency(t, None, snapshot.latency)
+    fleet = snapshot.energy
+    if fleet is not None:
+        if fleet.watts is not None:
+            out.append(Sample(t, None, FLEET_WATTS.name, fleet.watts))
+        if fleet.tokens_per_joule is not None:
+            out.append(Sample(t, None, FLEET_TOK_J.name, fleet.tokens_per_joule))
     return out
 
 

@@ -2,7 +2,9 @@
 
 ``plan_adoption`` reads, and signals and writes nothing: for each port its listening server
 (``tui.control.takeover``: refused, named, when it is no SGLang server), its GPU (``--gpus``,
-else its ``CUDA_VISIBLE_DEVICES``, set beside what the driver lists on that GPU), its log (the
+else its ``CUDA_VISIBLE_DEVICES``, set beside what the driver lists on that GPU; two ports on
+one card are two slots, the second numbered as ``--gpus`` says or with the next free number,
+each with its card as its ``device``), its log (the
 ``--log-dir`` pattern, else the file its stdout goes to), its release (its ``/server_info``,
 else its interpreter), and the profile written from the servers' own argv
 (``tui.profiles.from_servers``), with a line for each thing the profile cannot hold.
@@ -25,6 +27,7 @@ import tomli_w
 
 from tui import paths
 from tui.control.identity import IdentityMismatch, verify
+from tui.control.neighbours import on_device
 from tui.control.release import GpuPids, nvml_gpu_pids, sim_gpu_pids
 from tui.control.takeover import NotAdoptable, RunningServer, adopted_record, running_server
 from tui.profiles import Profile, profile_to_dict, save_profile
@@ -53,7 +56,8 @@ class AdoptRequest:
     name: str
     """The profile to write."""
     gpus: tuple[int, ...] | None = None
-    """The GPU of each port (None: each server's ``CUDA_VISIBLE_DEVICES``)."""
+    """The GPU (slot) of each port (None: each server's ``CUDA_VISIBLE_DEVICES``, a port on a
+    card an earlier port took numbered with the next free number)."""
     log_dir: str | None = None
     """The servers' log directory (None: each server's stdout file)."""
     log_pattern: str = "sglang_gpu{gpu}.log"
@@ -67,11 +71,18 @@ class Adoptee:
     """One server and what it becomes."""
 
     gpu: int
-    """Its GPU."""
+    """Its GPU (gpufleet's slot: its port, log, record and panel)."""
     server: RunningServer
     """The process, as read."""
     log_path: str
     """The log the console follows ("" when it logs to no file)."""
+    device: int | None = None
+    """The card it runs on when not ``gpu`` (its ``CUDA_VISIBLE_DEVICES``; None: ``gpu``)."""
+
+    @property
+    def card(self) -> int:
+        """The physical GPU it runs on."""
+        return self.gpu if self.device is None else self.device
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +114,10 @@ class AdoptPlan:
 
     def describe(self) -> list[str]:
         """Every server, where the profile goes, and each line of what it cannot hold."""
-        lines = [f"GPU {a.gpu}: port {a.server.port}, {a.server.describe()}" for a in self.adoptees]
+        lines = [
+            f"{on_device(a.gpu, a.card)}: port {a.server.port}, {a.server.describe()}"
+            for a in self.adoptees
+        ]
         lines += self.found
         lines.append(f"profile {self.profile.name} -> {self.path}")
         lines += [f"not kept: {line}" for line in self.not_kept] or ["not kept: nothing"]
@@ -120,25 +134,44 @@ def _check_name(name: str) -> Path:
     return paths.user_profiles_dir() / f"{name}{SUFFIX}"
 
 
-def _gpu_of(server: RunningServer, asked: int | None) -> int:
-    """The GPU ``server`` runs on: ``asked`` (``--gpus``), else its ``CUDA_VISIBLE_DEVICES``;
-    they must not disagree."""
+def _card_of(server: RunningServer, asked: int | None) -> int:
+    """The card ``server`` runs on: its ``CUDA_VISIBLE_DEVICES`` when that is one GPU index,
+    else the GPU ``--gpus`` gives it (a slot named beside another card's index runs there).
+
+    Raises:
+        AdoptError: neither says (one line naming the port).
+    """
     cvd = (server.cuda_visible_devices or "").strip()
-    own = int(cvd) if cvd.isascii() and cvd.isdigit() else None
+    if cvd.isascii() and cvd.isdigit():
+        return int(cvd)
     if asked is not None:
-        if own is not None and own != asked:
-            raise AdoptError(
-                f"--gpus: port {server.port} runs on GPU {own} (its CUDA_VISIBLE_DEVICES), not "
-                f"GPU {asked}"
-            )
         return asked
-    if own is None:
-        why = "may not be read" if server.environ is None else f"is {cvd or 'unset'!r}"
-        raise AdoptError(
-            f"--gpus: port {server.port}'s CUDA_VISIBLE_DEVICES {why}, not one GPU index: give "
-            "--gpus (one GPU per port)"
+    why = "may not be read" if server.environ is None else f"is {cvd or 'unset'!r}"
+    raise AdoptError(
+        f"--gpus: port {server.port}'s CUDA_VISIBLE_DEVICES {why}, not one GPU index: give "
+        "--gpus (one GPU per port)"
+    )
+
+
+def _slots(
+    ports: Sequence[int], cards: Sequence[int], taken: set[int]
+) -> tuple[list[int], list[str]]:
+    """Each port's slot when ``--gpus`` is absent: its card's index, else (a card an earlier
+    port runs on) the lowest number no port's card, no other slot and no GPU the fleet state
+    keeps (``taken``) has; and a line for each port so numbered."""
+    slots: list[int] = []
+    lines: list[str] = []
+    for port, card in zip(ports, cards, strict=True):
+        if card not in slots:
+            slots.append(card)
+            continue
+        slot = next(n for n in range(256 + len(cards)) if n not in {*cards, *slots, *taken})
+        slots.append(slot)
+        lines.append(
+            f"GPU {slot}: port {port} shares device {card} with GPU {card}: numbered "
+            "automatically (the next free number; --gpus chooses)"
         )
-    return own
+    return slots, lines
 
 
 def _recorded(state: FleetState, port: int, gpu: int) -> None:
@@ -215,13 +248,14 @@ def _driver(adoptees: Sequence[Adoptee], sim: bool) -> list[str]:
     for a in adoptees:
         mine = {a.server.pid, *a.server.children}
         try:
-            listed = sorted(mine & set(gpu_pids(a.gpu)))
+            listed = sorted(mine & set(gpu_pids(a.card)))
         except Exception:  # a GPU the driver does not have
             listed = []
+        where = on_device(a.gpu, a.card)
         out.append(
-            f"GPU {a.gpu}: the driver lists pid {', '.join(map(str, listed))} of it"
+            f"{where}: the driver lists pid {', '.join(map(str, listed))} of it"
             if listed
-            else f"GPU {a.gpu}: the driver lists none of pid {a.server.pid}'s processes (yet)"
+            else f"{where}: the driver lists none of pid {a.server.pid}'s processes (yet)"
         )
     return out
 
@@ -248,18 +282,26 @@ def plan_adoption(request: AdoptRequest) -> AdoptPlan:
         raise AdoptError(f"--log-pattern={request.log_pattern!r}: {problem}")
     path = _check_name(request.name)
     state = read_fleet()
-    adoptees: list[Adoptee] = []
-    for i, port in enumerate(ports):
+    servers: list[RunningServer] = []
+    for port in ports:
         try:
-            server = running_server(port, request.host)
+            servers.append(running_server(port, request.host))
         except NotAdoptable as exc:
             raise AdoptError(str(exc)) from None
-        gpu = _gpu_of(server, request.gpus[i] if request.gpus is not None else None)
-        if any(a.gpu == gpu for a in adoptees):
-            raise AdoptError(f"--gpus: two ports run on GPU {gpu}: give --gpus, one per port")
-        _recorded(state, port, gpu)
-        adoptees.append(Adoptee(gpu, server, _log_path(request, server, gpu)))
-    found: list[str] = []
+    asked = request.gpus or (None,) * len(servers)
+    cards = [_card_of(server, gpu) for server, gpu in zip(servers, asked, strict=True)]
+    numbered: list[str] = []
+    if request.gpus is not None:
+        slots = list(request.gpus)
+    else:
+        keeps = {g for g, entry in state.items() if entry.port not in (None, *ports)}
+        slots, numbered = _slots(ports, cards, keeps)
+    adoptees: list[Adoptee] = []
+    for server, slot, card in zip(servers, slots, cards, strict=True):
+        _recorded(state, server.port, slot)
+        device = None if card == slot else card
+        adoptees.append(Adoptee(slot, server, _log_path(request, server, slot), device))
+    found: list[str] = list(numbered)
     release, said = _release(request, adoptees[0].server)
     found.append(said)
     launch = split_launch(adoptees[0].server.cmdline)
@@ -267,7 +309,12 @@ def plan_adoption(request: AdoptRequest) -> AdoptPlan:
     log = _profile_log(request, adoptees, found)
     commands = [
         ServerCommand(
-            a.gpu, a.server.port, a.server.cmdline, a.server.environ or {}, a.server.interpreter
+            a.gpu,
+            a.server.port,
+            a.server.cmdline,
+            a.server.environ or {},
+            a.server.interpreter,
+            a.card,
         )
         for a in adoptees
     ]
@@ -305,7 +352,9 @@ def write_adoption(plan: AdoptPlan) -> None:
     _recorded_all(plan)
     doc = profile_to_dict(plan.profile)
     records = {
-        a.gpu: adopted_record(a.server, a.gpu, plan.profile.host, a.log_path, plan.profile.name)
+        a.gpu: adopted_record(
+            a.server, a.gpu, plan.profile.host, a.log_path, plan.profile.name, a.card
+        )
         for a in plan.adoptees
     }
 
@@ -320,6 +369,7 @@ def write_adoption(plan: AdoptPlan) -> None:
                 server=record,
                 current=doc,
                 previous=previous,
+                device=record.device,
             )
         return state
 

@@ -47,7 +47,8 @@ def spec_for_profile(profile: Profile) -> FleetSpec:
     """
     logs: list[str | None] = [str(log_path_for(profile, gpu)) for gpu in profile.gpus]
     ports = [profile.port_for(gpu) for gpu in profile.gpus]
-    return FleetSpec.from_ports(ports, profile.gpus, profile.host, logs)
+    devices = [profile.device_for(gpu) for gpu in profile.gpus]
+    return FleetSpec.from_ports(ports, profile.gpus, profile.host, logs, devices)
 
 
 def still_running(profile: Profile) -> list[str]:

@@ -3,9 +3,12 @@
 The console, the pipeline and the monitor watch each GPU on one port, one host and one log file.
 A profile written for another fleet (another ``base_port``, log directory or simulated speed)
 must not move a GPU off them: the new server would listen where nobody looks, and the GPU would
-drop out of the job while its memory belongs to a server nobody watches. So every operation
-launches ``fit_to_fleet(profile, ...)``: the profile's flags, with each GPU's port, the host, the
-log location and (for the simulator) the simulated hardware and speed of the fleet. The fitted
+drop out of the job while its memory belongs to a server nobody watches. The same holds for the
+card a slot runs on (``[gpu.N] device``: slots sharing one GPU): a profile written for a fleet
+of one server per card must not move a slot onto a card it never ran on. So every operation
+launches ``fit_to_fleet(profile, ...)``: the profile's flags, with each GPU's port and device,
+the host, the log location and (for the simulator) the simulated hardware and speed of the
+fleet. The fitted
 profile is what runs, and what the fleet state records and the dialogs name.
 """
 
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tui.profiles import Profile
+from tui.profiles import GpuOverride, Profile
 from tui.state.fleet_state import FleetState, profile_of
 
 
@@ -47,16 +50,19 @@ def fit_to_fleet(profile: Profile, state: FleetState, base: Profile | None = Non
         profile's own), and the host, log location and simulated hardware of the fleet.
     """
     ref = reference_profile(state, base)
-    ports = []
+    ports, devices = [], {}
     for gpu in profile.gpus:
         known = state.get(gpu)
         if known is not None and known.port is not None:
             ports.append(known.port)
+            devices[gpu] = known.device_index
         elif ref is not None and gpu in ref.gpus:
             ports.append(ref.port_for(gpu))
+            devices[gpu] = ref.device_for(gpu)
         else:
             ports.append(profile.port_for(gpu))
-    fitted = replace(profile, ports=tuple(ports))
+            devices[gpu] = profile.device_for(gpu)
+    fitted = with_devices(replace(profile, ports=tuple(ports)), devices)
     if ref is None:
         return fitted
     engine = profile.engine
@@ -65,6 +71,19 @@ def fit_to_fleet(profile: Profile, state: FleetState, base: Profile | None = Non
         # would be compared with its controls at a different clock.
         engine = replace(engine, sim_gpu=ref.engine.sim_gpu, sim_speed=ref.engine.sim_speed)
     return replace(fitted, host=ref.host, log_dir=ref.log_dir, log_file=ref.log_file, engine=engine)
+
+
+def with_devices(profile: Profile, devices: dict[int, int]) -> Profile:
+    """``profile`` with each slot's ``[gpu.N] device`` set to ``devices[N]`` (left out where it
+    is the slot's own index)."""
+    if all(profile.device_for(g) == d for g, d in devices.items()):
+        return profile
+    overrides = {o.gpu: o for o in profile.overrides}
+    for gpu, device in devices.items():
+        old = overrides.get(gpu, GpuOverride(gpu))
+        overrides[gpu] = replace(old, device=None if device == gpu else device)
+    kept = (o for o in overrides.values() if o.values or o.extra_flags or o.device is not None)
+    return replace(profile, overrides=tuple(sorted(kept, key=lambda o: o.gpu)))
 
 
 def moved_ports(profile: Profile, fitted: Profile) -> list[str]:

@@ -12,6 +12,14 @@ import textwrap
 from typing import Any
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
+from tui.ops.observed import (
+    fleet_observed,
+    gpu_observed,
+    job_energy_document,
+    job_energy_lines,
+    observed_lines,
+)
+from tui.pipeline.energy import JobEnergy, Price
 from tui.pipeline.status import PipelineStatus
 
 SCHEMA = 2
@@ -57,6 +65,7 @@ def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
     server, gpu = panel.server, panel.gpu
     doc: dict[str, Any] = {
         "gpu": panel.gpu_index,
+        "device": panel.gpu_index if panel.device is None else panel.device,
         "state": server.state.value if server else "absent",
         "port": server.port if server else None,
         "pid": server.pid if server else None,
@@ -65,6 +74,7 @@ def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
         "memory_total_bytes": gpu.memory_total if gpu else None,
         "utilization": gpu.utilization_gpu if gpu else None,
     }
+    doc.update(gpu_observed(panel))  # pools, spec, latency, energy (tui.ops.observed)
     if server is None:
         return doc
     if server.state is ServerState.UNKNOWN:
@@ -100,8 +110,14 @@ def gpu_document(panel: GpuPanel, now: float) -> dict[str, Any]:
     return doc
 
 
-def job_document(job: PipelineStatus | None, now: float) -> dict[str, Any] | None:
-    """The job's part: the pipeline's status document with its age; None when there is none."""
+def job_document(
+    job: PipelineStatus | None,
+    now: float,
+    energy: JobEnergy | None = None,
+    price: Price | None = None,
+) -> dict[str, Any] | None:
+    """The job's part: the pipeline's status document with its age and its energy ledger (with
+    its cost at ``price``); None when there is none."""
     if job is None:
         return None
     return {
@@ -117,6 +133,7 @@ def job_document(job: PipelineStatus | None, now: float) -> dict[str, Any] | Non
         "no_server_since": job.no_server_since,
         "message": job.message,
         "age_s": _round(max(now - job.updated_at, 0.0)),
+        "energy": job_energy_document(energy, price, job.eta_s),
     }
 
 
@@ -129,7 +146,11 @@ def exit_code(snapshot: FleetSnapshot) -> int:
 
 
 def status_document(
-    snapshot: FleetSnapshot, job: PipelineStatus | None, now: float
+    snapshot: FleetSnapshot,
+    job: PipelineStatus | None,
+    now: float,
+    energy: JobEnergy | None = None,
+    price: Price | None = None,
 ) -> dict[str, Any]:
     """The whole document: the fleet's GPUs, the job, and the exit code it implies.
 
@@ -137,9 +158,12 @@ def status_document(
         snapshot: One monitor poll.
         job: The pipeline's status document (None when there is none).
         now: time.time() of the document.
+        energy: The job's energy ledger (``tui.pipeline.energy``), when there is one.
+        price: The operator's price per kWh (the job's cost), when set.
 
     Returns:
-        ``{"schema", "taken_at", "exit_code", "ready", "gpus": [...], "job": {...}|null}``.
+        ``{"schema", "taken_at", "exit_code", "ready", "gpus": [...], "fleet": {...},
+        "job": {...}|null}``.
     """
     code = exit_code(snapshot)
     ready = sum(
@@ -152,7 +176,8 @@ def status_document(
         "ready": ready,
         "servers": sum(1 for p in snapshot.panels if p.server is not None),
         "gpus": [gpu_document(p, now) for p in snapshot.panels],
-        "job": job_document(job, now),
+        "fleet": fleet_observed(snapshot),
+        "job": job_document(job, now, energy, price),
     }
 
 
@@ -244,6 +269,7 @@ def format_text(doc: dict[str, Any], width: int = DEFAULT_WIDTH) -> list[str]:
                 initial_indent="    ",
                 subsequent_indent="      ",
             )
+    lines += observed_lines(doc.get("fleet") or {})
     job = doc["job"]
     if job is None:
         lines.append("job: none (no pipeline status document)")
@@ -253,4 +279,5 @@ def format_text(doc: dict[str, Any], width: int = DEFAULT_WIDTH) -> list[str]:
             f"job: {job['state']} {job['done']:,}/{job['total']:,} done, {job['failed']} failed, "
             f"{job['requests_per_s_1m']:.2f} req/s, ETA {eta}, updated {job['age_s']:.0f}s ago"
         )
+        lines += job_energy_lines(job.get("energy"))
     return lines

@@ -12,7 +12,8 @@ from tui import paths
 from tui.fleet.log_paths import server_logs
 from tui.ops.door import OpsBase
 from tui.profiles import Profile, list_profiles, profile_engine, save_profile
-from tui.retune.preflight import Preflight, preflight
+from tui.retune.preflight import Preflight, predict_walk
+from tui.sglang.memory import Calibration
 from tui.state.fleet_state import read_fleet
 
 
@@ -72,12 +73,13 @@ class FormOps(OpsBase):
                 )
         found = server_logs(profile, gpus, read_fleet(), logs)
         card = self.options.card_bytes
-        return [
-            preflight(
-                profile,
-                gpu,
-                calibration=self._calibrations.get(found[gpu]) if gpu in found else None,
-                card_bytes=card,
-            )
-            for gpu in gpus
-        ]
+
+        def calibration(gpu: int) -> Calibration | None:
+            return self._calibrations.get(found[gpu]) if gpu in found else None
+
+        items = []
+        for _gpu, item, why in predict_walk(profile, gpus, calibration, card):
+            if item is None:
+                raise ValueError(why)
+            items.append(item)
+        return items

@@ -165,6 +165,7 @@ class LifecycleOps(OpsBase):
                 port=port,
                 host=host,
                 confirmed=confirmed.get(gpu),
+                device=self._device(entry, gpu),
             )
 
         return list(
@@ -181,6 +182,15 @@ class LifecycleOps(OpsBase):
         if self.base is not None and gpu in self.base.gpus:
             return self.base.port_for(gpu), self.base.host
         return None, "127.0.0.1"
+
+    def _device(self, entry: GpuState | None, gpu: int) -> int:
+        """The physical GPU the slot's server runs on: the fleet state's, else the fleet's
+        profile's (a slot sharing another's card), else the slot's index."""
+        if entry is not None and (entry.server is not None or entry.device is not None):
+            return entry.server.device_index if entry.server is not None else entry.device_index
+        if self.base is not None and gpu in self.base.gpus:
+            return self.base.device_for(gpu)
+        return gpu
 
     async def stop_fleet(
         self,
@@ -325,7 +335,7 @@ class LifecycleOps(OpsBase):
                 check_stale(gpu, spec.port)
                 if check_port_adopting(gpu, spec.port, spec.host) is not None:
                     return None  # the fleet's own server, without a record: re-attached
-                check_gpu_free(gpu, gpu_pids)
+                check_gpu_free(gpu, gpu_pids, device=spec.device_index)
                 process = launch(
                     spec.argv,
                     spec.env,
@@ -334,6 +344,7 @@ class LifecycleOps(OpsBase):
                     port=spec.port,
                     profile=spec.profile,
                     host=spec.host,
+                    device=spec.device_index,
                 )
                 if self.options.settle_s > 0:
                     check_started(process, self.options.settle_s)

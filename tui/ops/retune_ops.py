@@ -11,7 +11,14 @@ from dataclasses import replace
 
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopMode
-from tui.ops.adopted_walk import adopted_gpus, walk
+from tui.ops.adopted_walk import (
+    SHARED_NOTE,
+    WALK_NOTE,
+    adopted_gpus,
+    one_per_card,
+    shared_gpus,
+    walk,
+)
 from tui.ops.door import BAD_ARGUMENTS, OperationError, OpsBase, emit, gpus_text
 from tui.ops.entries import (
     apply_entry,
@@ -61,13 +68,16 @@ class RetuneOps(OpsBase):
             state = await asyncio.to_thread(read_fleet)
             fleet = sorted({*targets, *(g for g, s in state.items() if s.server is not None)})
             cost = None
-            if len(targets) > 1 and adopted_gpus(state, targets):
+            shared = shared_gpus(loaded, targets)
+            if len(targets) > 1 and (adopted_gpus(state, targets) or shared):
                 runner = self._runner(replace(self.options.apply, measure=False))
 
                 async def one(gpu: int, sink: EventSink) -> ApplyResult:
                     return (await runner.run(loaded, [gpu], mode=mode, on_event=sink))[0]
 
-                result = await walk(loaded, targets, one, on_event)
+                why = WALK_NOTE if adopted_gpus(state, targets) else SHARED_NOTE
+                note = why.format(gpus=f"GPUs {gpus_text(shared)}")
+                result = await walk(loaded, targets, one, on_event, note)
             else:
                 runner = self._runner(replace(self.options.apply, measure=measuring))
                 result, cost = await runner.run(
@@ -126,12 +136,13 @@ class RetuneOps(OpsBase):
             groups = await asyncio.to_thread(self._own_groups, targets)
             results = []
             for profile, group in groups:
-                result, _ = await self._runner(replace(self.options.apply, measure=False)).run(
-                    profile, group, mode=mode, on_event=on_event, confirmed=confirmed
-                )
-                results.append(result)
-                entry = apply_entry(result, self.by, "relaunch")
-                await asyncio.to_thread(append, entry)
+                for wave in one_per_card(profile, group):  # GPUs sharing a card: one by one
+                    result, _ = await self._runner(replace(self.options.apply, measure=False)).run(
+                        profile, wave, mode=mode, on_event=on_event, confirmed=confirmed
+                    )
+                    results.append(result)
+                    entry = apply_entry(result, self.by, "relaunch")
+                    await asyncio.to_thread(append, entry)
             failed = [r for res in results for r in res.reports if not r.ok]
             refused = [why for res in results for why in res.refused]
             summary = (
@@ -207,11 +218,12 @@ class RetuneOps(OpsBase):
             results = []
             for profile, group in previous_groups(state, chosen):
                 fitted = await asyncio.to_thread(self.fit, profile)
-                result, _ = await self._runner(replace(self.options.apply, measure=False)).run(
-                    fitted, group, on_event=on_event
-                )
-                results.append(result)
-                await asyncio.to_thread(append, apply_entry(result, self.by, "rollback"))
+                for wave in one_per_card(fitted, group):  # GPUs sharing a card: one by one
+                    result, _ = await self._runner(replace(self.options.apply, measure=False)).run(
+                        fitted, wave, on_event=on_event
+                    )
+                    results.append(result)
+                    await asyncio.to_thread(append, apply_entry(result, self.by, "rollback"))
             final = next((r for r in results if not r.ok), results[-1])
             emit(on_event, OperationFinished(what, all(r.ok for r in results), what))
         return final

@@ -23,6 +23,7 @@ from tui.control.release import GpuPids, nvml_gpu_pids, sim_gpu_pids
 from tui.control.stop import StopMode
 from tui.control.stop_release import DrainProgress, StopTimeouts
 from tui.control.takeover import stranger_on_port
+from tui.fleet.log_paths import server_logs
 from tui.gpu.snapshot import GpuSource
 from tui.gpu.source import open_gpu_source
 from tui.ops.target import FleetTarget
@@ -31,6 +32,7 @@ from tui.retune.counters import MetricsCounterProbe
 from tui.retune.engine import RetuneEngine
 from tui.retune.events import ApplyResult, RetuneEvent
 from tui.retune.options import ApplyOptions
+from tui.retune.preflight import calibration_from_log, crowded
 from tui.rollout.cost import ApplyCostWatch, RetuneCost
 from tui.rollout.sampling import MetricsProbe, Sampler
 from tui.servers.keepalive import lean_transport
@@ -132,6 +134,17 @@ def strangers(
     return lines
 
 
+def _crowded(profile: Profile, gpus: Sequence[int], state: FleetState) -> list[str]:
+    """``tui.retune.preflight.crowded``, each GPU calibrated on its running server's log."""
+    shared = [g for g in gpus if g in profile.gpus and profile.neighbours_of(g)]
+    if not shared:
+        return []
+    logs = server_logs(profile, shared, state)
+    return crowded(
+        profile, shared, lambda gpu: calibration_from_log(logs[gpu]) if gpu in logs else None
+    )
+
+
 def adopt_lists(pairs: Sequence[tuple[int, int]]) -> tuple[str, str]:
     """(GPU, port) pairs, in port order, as ``gpufleet adopt``'s ``--ports`` and ``--gpus``:
     ranges (``30000-30006``, ``0-6``) when both ascend together, else the lists in that order
@@ -193,6 +206,7 @@ class EngineRunner:
         targets = tuple(sorted(set(gpus)))
         plan = [(gpu, profile) for gpu in targets]
         held = await asyncio.to_thread(strangers, plan, state, confirmed or {})
+        held += await asyncio.to_thread(_crowded, profile, targets, state)
         measuring = measure and any(state.get(g) and state[g].server for g in targets)
         options = replace(self.options, measure=measuring)
         gpu_pids = self._gpu_pids or gpu_pids_for(profile)

@@ -74,6 +74,7 @@ def launch_spec(profile: Profile, gpu: int) -> GpuLaunchSpec:
         log_path=str(log_path_for(profile, gpu)),
         port=profile.port_for(gpu),
         host=profile.host,
+        device=profile.device_for(gpu),
     )
 
 
@@ -248,6 +249,7 @@ class FleetTarget:
                 port=port,
                 host=host,
                 confirmed=self._confirmed.get(gpu),
+                device=self.device_of(gpu, record),
             )
         )
         return Stopped(
@@ -258,6 +260,13 @@ class FleetTarget:
             lost_in_flight=result.lost_in_flight,
             drain_note=result.drain_note,
         )
+
+    def device_of(self, gpu: int, record: ProcessRecord | None) -> int:
+        """The physical GPU slot ``gpu``'s server holds memory on: its record's, else the
+        profile's for the slot, else the slot's index."""
+        if record is not None:
+            return record.device_index
+        return self.profile.device_for(gpu) if gpu in self.profile.gpus else gpu
 
     async def stop_current(self, gpu: int, on_stage: Callable[[str], None]) -> Stopped:
         """Stop the fleet's recorded server on this GPU (identity-checked) and wait for its
@@ -292,7 +301,7 @@ class FleetTarget:
         adopted = check_port_adopting(spec.gpu, spec.port, spec.host)
         if adopted is not None:  # tracked again; this step did not launch what it was asked
             raise PreflightError(adopted_text(adopted))
-        check_gpu_free(spec.gpu, self._gpu_pids)
+        check_gpu_free(spec.gpu, self._gpu_pids, device=spec.device_index)
         return launch(
             spec.argv,
             spec.env,
@@ -301,6 +310,7 @@ class FleetTarget:
             port=spec.port,
             profile=spec.profile,
             host=spec.host,
+            device=spec.device_index,
         )
 
     def free_memory(self, gpu: int) -> int | None:
@@ -308,8 +318,9 @@ class FleetTarget:
         if self._gpu_source is None:
             return None
         try:
+            device = self.profile.device_for(gpu) if gpu in self.profile.gpus else gpu
             for snap in self._gpu_source.sample():
-                if snap.index == gpu:
+                if snap.index == device:
                     return snap.memory_free
         except Exception:  # a GPU reading is extra detail in the report, never a failure
             return None

@@ -19,6 +19,7 @@ the one scanned): nothing is recorded as failed for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -28,9 +29,11 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from tui.gpu.source import open_gpu_source
 from tui.outputs import WriteFailed
 from tui.pipeline.batch_output import error_record, output_record
 from tui.pipeline.dispatch import CORDON_RECHECK_S, Answer, Dispatcher, server_address
+from tui.pipeline.energy import SAMPLE_S, JobEnergy, JobMeter, ledger_path
 from tui.pipeline.job import Job, JobRefused, open_job
 from tui.pipeline.prompts import PromptFileError
 from tui.pipeline.rates import RateMeter, eta_seconds
@@ -172,6 +175,7 @@ class Pipeline:
         workers += [
             asyncio.create_task(writer.run()),
             asyncio.create_task(self._status_loop()),
+            asyncio.create_task(self._energy_loop(job.job_id)),
         ]
         # A stop waits for this job to say it sends nothing new to the server it cordoned.
         acks = AckWriter((server_address(u) for u in config.servers), "gpufleet generate")
@@ -352,6 +356,34 @@ class Pipeline:
         self._done_in_file += len(indices)
         if self._uploads is not None:
             self._uploads.committed(number)
+
+    async def _energy_loop(self, job: str) -> None:
+        """Meter the node's GPUs while the job runs, into the ledger beside the status document
+        (``tui.pipeline.energy``); a last sample when the run ends. A ledger that cannot be
+        written stops the metering, said once, never the job."""
+        source = await asyncio.to_thread(open_gpu_source)
+        if source.kind == "none":
+            return
+        meter = JobMeter(ledger_path(self.config.status_path), job, source)
+
+        def tokens() -> int:
+            return sum(s.output_tokens for s in self._dispatcher.servers)
+
+        pending: asyncio.Future[JobEnergy] | None = None
+        try:
+            while True:
+                current = asyncio.ensure_future(asyncio.to_thread(meter.sample, tokens()))
+                pending = current
+                await asyncio.shield(current)
+                await asyncio.sleep(SAMPLE_S)
+        except OSError as exc:
+            _log(f"cannot write the energy ledger {meter.path}: {exc}; energy not metered")
+        finally:
+            with contextlib.suppress(Exception):  # the sample in flight, then the last one
+                if pending is not None:
+                    await pending
+                await asyncio.to_thread(meter.sample, tokens())
+            await asyncio.to_thread(source.close)
 
     async def _status_loop(self) -> None:
         while True:

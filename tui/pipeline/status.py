@@ -111,9 +111,20 @@ def write_status(path: Path, status: PipelineStatus) -> None:
     Raises:
         WriteFailed: it could not be written (naming it; the old document stays).
     """
+    replace_json(path, status.to_json())
+
+
+def replace_json(path: Path, data: Any, durable: bool = False) -> None:
+    """Atomically replace ``path`` with ``data`` as JSON through the one door for writes
+    (``tui.outputs.replace_file``: a temporary file beside it, renamed; never through a link):
+    the status document, the job's energy ledger.
+
+    Raises:
+        WriteFailed: it could not be written (naming it; the old document stays).
+    """
     with writing(path):
         make_dir(path.parent)
-        replace_file(path, json.dumps(status.to_json()).encode(), durable=False)
+        replace_file(path, json.dumps(data).encode(), durable=durable)
 
 
 def read_status(path: Path) -> PipelineStatus | None:

@@ -72,6 +72,9 @@ class ServerCommand:
     """Its environment (``relevant_env`` picks what is kept)."""
     python: str = ""
     """Its interpreter as a path a relaunch can run ("" when it could not be found)."""
+    device: int | None = None
+    """The card it runs on (its ``CUDA_VISIBLE_DEVICES``) when not ``gpu``: the slot's
+    ``[gpu.N] device``. None: ``gpu``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +180,10 @@ def _document(
     if extra:
         server["extra_flags"] = extra
     gpu_tables: dict[str, Any] = {}
+    devices = {s.gpu: s.device for s in servers if s.device is not None and s.device != s.gpu}
     for gpu, table in per_gpu.items():
+        if gpu in devices:
+            table = {"device": devices[gpu], **table}
         if table.get("model_path") == AUTO:
             lines.append(f"GPU {gpu}: runs without --model-path while the others name one")
             del table["model_path"]

@@ -144,12 +144,12 @@ def env_for(profile: Profile, gpu: int, base: Mapping[str, str] | None = None) -
         base: environment to start from (default: this process's).
 
     Returns:
-        ``base`` plus the profile's env, with ``CUDA_VISIBLE_DEVICES`` set to the GPU.
+        ``base`` plus the profile's env, with ``CUDA_VISIBLE_DEVICES`` set to the GPU's device
+        (``Profile.device_for``: the slot's own index unless it shares another's card).
     """
-    profile.port_for(gpu)
     env = dict(os.environ if base is None else base)
     env.update(profile.env)
-    env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    env["CUDA_VISIBLE_DEVICES"] = str(profile.device_for(gpu))
     return env
 
 

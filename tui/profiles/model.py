@@ -72,6 +72,10 @@ class GpuOverride:
     """(server field, value) pairs; None resets that field to SGLang's auto."""
     extra_flags: tuple[tuple[str, FlagValue], ...] = ()
     """Pass-through flags added or replaced for this GPU."""
+    device: int | None = None
+    """The physical GPU this slot's server runs on (its ``CUDA_VISIBLE_DEVICES``, the device
+    whose memory and driver readings are its own) when that is not the slot's own index:
+    several servers sharing one card (``[gpu.1] device = 0``). None: the slot's index."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,9 @@ class Engine:
     sim_model: str | None = None
     """Simulated model (sim engine only; None = the simulator's default)."""
 
+
+DEVICE_MAX = 255
+"""The highest physical GPU index a slot may name (``[gpu.N] device``)."""
 
 DRAIN_TIMEOUT_MAX_S = 10.0**6
 """The longest drain deadline a profile (or ``--drain-timeout``) may set, in seconds."""
@@ -153,3 +160,18 @@ class Profile:
     def override_for(self, gpu: int) -> GpuOverride | None:
         """This GPU's override, if the profile has one."""
         return next((o for o in self.overrides if o.gpu == gpu), None)
+
+    def device_for(self, gpu: int) -> int:
+        """The physical GPU slot ``gpu``'s server runs on: its ``[gpu.N] device``, else ``gpu``.
+
+        Raises:
+            KeyError: the GPU is not part of this profile.
+        """
+        self.port_for(gpu)
+        override = self.override_for(gpu)
+        return gpu if override is None or override.device is None else override.device
+
+    def neighbours_of(self, gpu: int) -> tuple[int, ...]:
+        """The profile's other slots whose servers run on slot ``gpu``'s device."""
+        device = self.device_for(gpu)
+        return tuple(g for g in self.gpus if g != gpu and self.device_for(g) == device)

@@ -9,7 +9,8 @@ TOML layout (see ``profiles/*.toml``)::
     [env]      NAME = "value"
     [server]   model_path, the four knobs, mamba_radix_cache_strategy, speculative_*
     [server.extra_flags]   any_other_sglang_flag = value     (true = bare flag)
-    [gpu.5]    any [server] field ("auto" resets a knob), plus [gpu.5.extra_flags]
+    [gpu.5]    any [server] field ("auto" resets a knob), plus [gpu.5.extra_flags], and
+               device = 0 (the physical GPU slot 5's server runs on, when several share one)
 
 Values end up in argv, so strings may not hold whitespace or shell metacharacters even though
 nothing is ever run through a shell: such a value is almost always a paste mistake.
@@ -31,6 +32,7 @@ from tui.profiles.errors import Problem, ProfileError
 from tui.profiles.flag_check import launch_problems
 from tui.profiles.model import (
     AUTO,
+    DEVICE_MAX,
     DRAIN_TIMEOUT_MAX_S,
     SERVER_FIELDS,
     Engine,
@@ -197,7 +199,7 @@ def _overrides(c: _Collector, raw: object, gpus: tuple[int, ...]) -> tuple[GpuOv
             c.add(prefix, key, f"no such GPU in fleet.gpus {list(gpus)}")
             continue
         data = c.table(prefix, table)
-        c.unknown(f"{prefix}.", data, (*SERVER_FIELDS, "extra_flags"))
+        c.unknown(f"{prefix}.", data, (*SERVER_FIELDS, "extra_flags", "device"))
         values: list[tuple[str, str | int | float | None]] = []
         for f in SERVER_FIELDS:
             if f not in data:
@@ -209,8 +211,17 @@ def _overrides(c: _Collector, raw: object, gpus: tuple[int, ...]) -> tuple[GpuOv
             if v is not None:
                 values.append((f, v))
         extra = _extra_flags(c, f"{prefix}.extra_flags", data.get("extra_flags"))
-        out.append(GpuOverride(int(key), tuple(values), extra))
+        device = _device(c, f"{prefix}.device", data["device"]) if "device" in data else None
+        out.append(GpuOverride(int(key), tuple(values), extra, device))
     return tuple(sorted(out, key=lambda o: o.gpu))
+
+
+def _device(c: _Collector, field: str, value: object) -> int | None:
+    """``[gpu.N] device``: a physical GPU index, 0..``DEVICE_MAX``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= DEVICE_MAX:
+        c.add(field, value, f"must be a GPU index, an integer in 0..{DEVICE_MAX}")
+        return None
+    return value
 
 
 def _engine(c: _Collector, raw: object) -> Engine:
@@ -329,7 +340,7 @@ def _env(c: _Collector, raw: object) -> tuple[tuple[str, str], ...]:
         if not _ENV_NAME.match(name):
             c.add(f"env.{name}", value, "variable name must be letters, digits and '_'")
         elif name == "CUDA_VISIBLE_DEVICES":
-            c.add(f"env.{name}", value, "set per GPU by gpufleet from fleet.gpus")
+            c.add(f"env.{name}", value, "set per GPU by gpufleet (fleet.gpus, a [gpu.N] device)")
         elif (v := c.safe_str(f"env.{name}", value, allow_empty=True)) is not None:
             out.append((name, v))
     return tuple(out)

@@ -106,7 +106,8 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
     doc["server"] = _server_dict(profile.server)
     gpu: dict[str, Any] = {}
     for o in profile.overrides:
-        table: dict[str, Any] = {k: (AUTO if v is None else v) for k, v in o.values}
+        table: dict[str, Any] = {} if o.device is None else {"device": o.device}
+        table |= {k: (AUTO if v is None else v) for k, v in o.values}
         if o.extra_flags:
             table["extra_flags"] = dict(o.extra_flags)
         gpu[str(o.gpu)] = table

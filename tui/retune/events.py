@@ -123,6 +123,10 @@ class VerifyReport:
         )
 
 
+LOAD_CHANGED = "the load changed"
+"""How a verdict not taken because the load changed begins its note (``tui.rollout.load``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ThroughputComparison:
     """Per-interval output tokens/s before and after, and the verdict with its interval."""
@@ -150,10 +154,16 @@ class ThroughputComparison:
     generation pane shades it under the output-rate chart."""
     after_window: tuple[float, float] | None = None
     """time.time() at the start and end of the window after (None: not measured)."""
+    load_before: float | None = None
+    """The offered load (running + queued requests) per GPU before (None: not known)."""
+    load_after: float | None = None
+    """The same after."""
 
     def describe(self) -> str:
         """One line for humans, e.g. 'better: +12.0% (95% CI +8.1% .. +15.9%, sure 99.9%)'."""
         if self.relative_change is None or self.ci_low is None or self.ci_high is None:
+            if self.note.startswith(LOAD_CHANGED):  # 'not measured: the load changed (...)'
+                return f"{self.verdict}: {self.note}"
             return f"{self.verdict}" + (f" ({self.note})" if self.note else "")
         level = f"{self.confidence_level:.0%}"
         sure = f", sure {self.sureness:.1%}" if self.sureness is not None else ""

@@ -49,6 +49,13 @@ class GpuLaunchSpec:
     """HTTP port."""
     host: str = "127.0.0.1"
     """Address it serves on."""
+    device: int | None = None
+    """The physical GPU it runs on (its ``CUDA_VISIBLE_DEVICES``; None: ``gpu``)."""
+
+    @property
+    def device_index(self) -> int:
+        """The physical GPU whose memory it will hold."""
+        return self.gpu if self.device is None else self.device
 
 
 @dataclass(frozen=True, slots=True)

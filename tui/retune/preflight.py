@@ -17,7 +17,7 @@ own parser refuses (its flag table) a plain "does not start".
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from tui.profiles import Profile, ReleaseError, flags_for, profile_release
 from tui.profiles.flag_check import launch_problems
 from tui.retune.calibration import scan_calibration
 from tui.retune.fit_advice import why_unfit
+from tui.retune.sharing import Beside, Readings, beside
 from tui.sglang.builds import BUILDS, SGLANG_0_5_17, SGLANG_0_5_23, Build
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import Calibration, MemoryPlan, plan_memory
@@ -84,18 +85,22 @@ class Preflight:
     planned_for: str = ""
     """The release whose arithmetic the plan follows, and how it was known:
     ``SGLang 0.5.17 (auto: /opt/sglang/bin/python)`` (empty from an older agent)."""
+    beside: str = ""
+    """For a slot sharing its card: what the fleet's other slots there hold, subtracted from
+    the free memory it will find (``tui.retune.sharing.Beside.describe``); "" otherwise."""
 
     def describe(self) -> str:
         """One line for the form and the CLI."""
+        shared = f"; {self.beside}" if self.beside else ""
         if not self.fits:
-            return f"GPU {self.gpu}: {self.why_not}"
+            return f"GPU {self.gpu}: {self.why_not}{shared}"
         cap = " (capped)" if self.capped else ""
         asked = self.max_running_requested if self.max_running_requested is not None else "auto"
         source = "calibrated" if self.calibrated else "model constants"
         return (
             f"GPU {self.gpu}: mamba slots {self.mamba_slots}, KV tokens {self.kv_tokens}, "
             f"max_running {asked} -> {self.max_running_effective}{cap}, "
-            f"free after start {self.available_gpu_mem_bytes / GIB:.1f} GB ({source})"
+            f"free after start {self.available_gpu_mem_bytes / GIB:.1f} GB ({source}){shared}"
         )
 
 
@@ -184,11 +189,13 @@ MODELLED = (SGLANG_0_5_17, SGLANG_0_5_23)
 
 
 def gpu_total_for(profile: Profile, gpu: int | None = None) -> int | None:
-    """Device capacity: a sim profile's simulated kind, else what NVML reports for ``gpu``
-    (None when there is no driver to ask)."""
+    """Device capacity: a sim profile's simulated kind, else what NVML reports for ``gpu``'s
+    card (None when there is no driver to ask)."""
     if profile.engine.kind == "sim" and profile.engine.sim_gpu in SIM_GPU_KINDS:
         return SIM_GPU_KINDS[profile.engine.sim_gpu][1]
-    return gpu_capacity(gpu) if gpu is not None else None
+    if gpu is None:
+        return None
+    return gpu_capacity(profile.device_for(gpu) if gpu in profile.gpus else gpu)
 
 
 def preflight(
@@ -200,6 +207,7 @@ def preflight(
     model: ModelSpec | None = None,
     other_resident_bytes: int = 0,
     card_bytes: int | None = None,
+    beside: Beside | None = None,
 ) -> Preflight:
     """Predict what ``profile`` allocates on ``gpu``.
 
@@ -212,6 +220,10 @@ def preflight(
         other_resident_bytes: Memory other processes will still hold on the GPU at launch.
         card_bytes: The card's capacity where no driver answers (``--card``, ``--card-gb``:
             ``tui.gpu.cards``); the driver's answer wins.
+        beside: For a slot sharing its card, what the fleet's other slots there will hold
+            (``tui.retune.sharing.beside``): added to ``other_resident_bytes``, and said. The
+            calibration's measured free memory is then not used: the old server measured it
+            beside whatever its neighbours held at its own start, which is not known.
 
     Returns:
         The prediction.
@@ -229,6 +241,8 @@ def preflight(
         )
     flags = flags_for(profile, gpu)
     extra = dict(flags.extra_flags)
+    if beside is not None:
+        other_resident_bytes += beside.resident_bytes
     kwargs: dict[str, object] = {}
     for name, kind in _PASS_THROUGH.items():
         if name in extra and extra[name] is not False:
@@ -238,7 +252,9 @@ def preflight(
         spec,
         total,
         other_resident_bytes=other_resident_bytes,
-        pre_bytes=_measured_pre(calibration, total, other_resident_bytes),
+        pre_bytes=None
+        if beside is not None
+        else _measured_pre(calibration, total, other_resident_bytes),
         mem_fraction_static=flags.mem_fraction_static,
         max_running_requests=flags.max_running_requests,
         mamba_full_memory_ratio=(
@@ -275,7 +291,76 @@ def preflight(
         why_not=why,
         plan=plan,
         planned_for=planned_for,
+        beside=beside.describe() if beside is not None else "",
     )
+
+
+def predict_walk(
+    profile: Profile,
+    gpus: Sequence[int],
+    calibration_of: Callable[[int], Calibration | None],
+    card_bytes: int | None = None,
+    readings: Readings | None = None,
+) -> list[tuple[int, Preflight | None, str]]:
+    """Each GPU's prediction in the order a walk relaunches them (``gpus`` as given): a slot
+    sharing its card with one relaunched before it is planned beside that one's predicted new
+    server, else beside what its neighbours hold now (``tui.retune.sharing``).
+
+    Args:
+        profile: The (fitted) profile.
+        gpus: Its GPUs, in walk order.
+        calibration_of: Each GPU's calibration (its running server's log), or None.
+        card_bytes: The card's capacity where no driver answers.
+        readings: The driver's readings (default: the profile engine's).
+
+    Returns:
+        (gpu, prediction, "") or (gpu, None, why it cannot be predicted), in order.
+    """
+    planned: dict[int, int] = {}
+    out: list[tuple[int, Preflight | None, str]] = []
+    for gpu in gpus:
+        try:
+            near = beside(profile, gpu, planned, readings)
+            item = preflight(
+                profile,
+                gpu,
+                calibration=calibration_of(gpu),
+                card_bytes=card_bytes,
+                beside=near,
+            )
+        except (ValueError, KeyError) as exc:
+            out.append((gpu, None, str(exc.args[0] if exc.args else exc)))
+            continue
+        if item.fits:
+            planned[gpu] = item.plan.resident_bytes
+        out.append((gpu, item, ""))
+    return out
+
+
+def crowded(
+    profile: Profile,
+    gpus: Sequence[int],
+    calibration_of: Callable[[int], Calibration | None],
+    readings: Readings | None = None,
+) -> list[str]:
+    """Why a run must not begin: a GPU of ``gpus`` that shares its card with the fleet's other
+    slots and is predicted not to fit beside what they hold now, one line each (nothing is
+    stopped then). A GPU that cannot be predicted is not refused here (the preflight says why).
+    Blocking (the driver, the fleet state, the logs)."""
+    refusals = []
+    for gpu in gpus:
+        if gpu not in profile.gpus:
+            continue  # the engine's validation names it
+        try:
+            near = beside(profile, gpu, None, readings)
+            if near is None or not near.held:
+                continue
+            item = preflight(profile, gpu, calibration=calibration_of(gpu), beside=near)
+        except (ValueError, KeyError):
+            continue
+        if not item.fits and item.why_not and item.why_not.startswith("does not fit"):
+            refusals.append(f"GPU {gpu}: {item.why_not}; {item.beside}: nothing was stopped")
+    return refusals
 
 
 def _measured_pre(

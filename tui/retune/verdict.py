@@ -1,8 +1,12 @@
-"""Better, worse or no measurable difference: Welch's t interval on the relative throughput change.
+"""Better, worse or no measurable difference: Welch's t interval on the throughput ratio.
 
-Samples are per-interval output tokens/s. The relative change is mean(after)/mean(before) - 1; its
-standard error comes from the delta method, its degrees of freedom from Welch-Satterthwaite. No
-scipy: the Student t distribution is computed from the regularized incomplete beta function.
+Samples are per-interval output tokens/s. The relative change is mean(after)/mean(before) - 1.
+Its interval is taken on the log of the ratio and turned back (``ratio_interval``): a ratio is
+positive, so the interval of the change stays inside (-100%, +inf) whatever the spread (an
+interval on the change itself, symmetric around it, reached -108% when the job ended during a
+window: an impossible throughput). The log ratio's standard error comes from the delta method
+(``var(log m) = var(m) / m**2``), its degrees of freedom from Welch-Satterthwaite. No scipy:
+the Student t distribution is computed from the regularized incomplete beta function.
 """
 
 from __future__ import annotations
@@ -146,6 +150,22 @@ def t_quantile(level: float, df: float) -> float:
     return (lo + hi) / 2.0
 
 
+def ratio_interval(ratio: float, se_log: float, t: float) -> tuple[float, float]:
+    """The interval of ``ratio - 1`` from a t interval on ``log(ratio)``, turned back.
+
+    Args:
+        ratio: The estimated ratio (> 0).
+        se_log: The standard error of ``log(ratio)``.
+        t: The t quantile of the interval's level.
+
+    Returns:
+        (low, high) of the relative change: both in (-1, +inf), ``low <= ratio - 1 <= high``.
+    """
+    half = t * se_log
+    # exp() of a huge half-width overflows; past ~700 the high end is simply unbounded.
+    return ratio * math.exp(-min(half, 700.0)) - 1.0, ratio * math.exp(min(half, 700.0)) - 1.0
+
+
 def compare(
     before: Sequence[float], after: Sequence[float], level: float = 0.95
 ) -> ThroughputComparison:
@@ -176,9 +196,10 @@ def compare(
     mb, ma = fmean(b_s), fmean(a_s)
     vb, va = variance(b_s) / len(b_s), variance(a_s) / len(a_s)
     rel = ma / mb - 1.0
-    # Delta method for the ratio of two independent means.
-    var_rel = va / mb**2 + (ma**2) * vb / mb**4
-    se = math.sqrt(var_rel)
+    # Delta method on the log of each mean: var(log m) = var(m) / m**2 (both means > 0: each
+    # side had load).
+    lb, la = vb / mb**2, va / ma**2
+    se = math.sqrt(lb + la)
     if se == 0.0:
         verdict: Verdict = (
             "no measurable difference" if rel == 0.0 else ("better" if rel > 0 else "worse")
@@ -186,12 +207,12 @@ def compare(
         return ThroughputComparison(
             b_s, a_s, verdict, rel, rel, rel, level, 0.0 if rel == 0.0 else 1.0
         )
-    num = (va + vb) ** 2
-    den = (va**2 / (len(a_s) - 1) if va else 0.0) + (vb**2 / (len(b_s) - 1) if vb else 0.0)
+    num = (la + lb) ** 2
+    den = (la**2 / (len(a_s) - 1) if la else 0.0) + (lb**2 / (len(b_s) - 1) if lb else 0.0)
     df = num / den if den > 0 else float(len(a_s) + len(b_s) - 2)
-    half = t_quantile(level, df) * se
-    low, high = rel - half, rel + half
-    sureness = 1.0 - t_two_sided_p(rel / se, df)
+    log_ratio = math.log(ma / mb)
+    low, high = ratio_interval(ma / mb, se, t_quantile(level, df))
+    sureness = 1.0 - t_two_sided_p(log_ratio / se, df)
     outcome: Verdict
     if low > 0.0:
         outcome = "better"

@@ -8,6 +8,15 @@ after ``min_intervals``, a look per interval at the Bonferroni-corrected level (
 +/- margin (no measurable difference); at ``window_s`` stop too unless the observed spread says
 a verdict is reachable by ``max_window_s``. The canary GPU keeps the candidate afterwards (a
 rollout can continue from it; ``gpufleet rollout --rollback --gpus N`` undoes it).
+
+Every reading also carries the load each server held (``tui.rollout.load``). When the controls'
+offered load leaves the band of the baseline's, the window starts again once from where it
+changed, against the new level (a server joined, the job slowed): ``remeasured`` says so; a
+second change, or one to no load at all (the job ended), ends it ``not measured: the load
+changed (...)``. At each look the canary and its controls must have been offered comparable
+load (a canary whose client gave up on its restart holds nothing): otherwise the same. A canary
+that made no tokens while its controls did is not measured either (``worse: -100%`` said
+only that nothing reached it). The looks of both tries share the one Bonferroni divisor.
 """
 
 from __future__ import annotations
@@ -15,80 +24,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from statistics import fmean
 from typing import Any, Protocol
 
 from tui.profiles import Profile, diff
 from tui.retune.events import ApplyResult, VerifyReport
-from tui.retune.options import ApplyOptions
+from tui.rollout.canary_options import CanaryOptions
 from tui.rollout.canary_result import CanaryLook, CanaryResult, look_from
 from tui.rollout.cost import CostMeter
-from tui.rollout.sampling import Sampler
+from tui.rollout.load import (
+    LoadChange,
+    follow,
+    known,
+    offered,
+    offered_mismatch,
+    per_interval,
+    seen,
+)
+from tui.rollout.sampling import IntervalRates, Sampler
 from tui.rollout.stats import PairedEstimate, decide, look_level, paired
 from tui.state.fleet_state import GpuState, profile_of, read_fleet
-
-
-@dataclass(frozen=True, slots=True)
-class CanaryOptions:
-    """How one canary measures."""
-
-    window_s: float = 60.0
-    """Planned measuring window after the warm-up."""
-    warmup_s: float = 20.0
-    """Ignored seconds after the canary is ready (its batch fills, caches warm)."""
-    max_window_s: float = 180.0
-    """Longest the window may be extended when a verdict is in reach."""
-    interval_s: float = 5.0
-    """One paired sample per interval."""
-    level: float = 0.95
-    """Family-wise two-sided confidence level over all looks."""
-    min_intervals: int = 5
-    """No look before this many paired samples."""
-    margin: float = 0.03
-    """'No measurable difference' is shown once the interval lies within +/- this (relative)."""
-    baseline_s: float = 10.0
-    """Seconds sampled before the canary restarts (the cost's baseline)."""
-    settle_s: float = 30.0
-    """Longest the cost is integrated after the canary is ready."""
-    apply: ApplyOptions = field(default_factory=lambda: ApplyOptions(measure=False))
-    """The retune engine's timeouts for the canary GPU (its own measurement is off)."""
-
-    @property
-    def max_intervals(self) -> int:
-        """Most paired samples the window can take."""
-        return max(self.min_intervals, int(self.max_window_s / self.interval_s + 1e-9))
-
-    @property
-    def looks(self) -> int:
-        """Looks the window may take (the Bonferroni divisor)."""
-        return self.max_intervals - self.min_intervals + 1
-
-    def errors(self) -> list[str]:
-        """Invalid options, each naming field, value and allowed range."""
-        out = [f"apply.{e}" for e in self.apply.errors()]
-        if not self.interval_s > 0:
-            out.append(f"interval_s={self.interval_s!r}: must be > 0")
-        for name in ("warmup_s", "baseline_s", "settle_s"):
-            if getattr(self, name) < 0:
-                out.append(f"{name}={getattr(self, name)!r}: must be >= 0")
-        if self.min_intervals < 3:
-            out.append(f"min_intervals={self.min_intervals!r}: must be >= 3")
-        if self.window_s < self.min_intervals * self.interval_s:
-            out.append(
-                f"window_s={self.window_s!r}: must be >= min_intervals * interval_s "
-                f"({self.min_intervals * self.interval_s:g})"
-            )
-        if self.max_window_s < self.window_s:
-            out.append(
-                f"max_window_s={self.max_window_s!r}: must be >= window_s ({self.window_s:g})"
-            )
-        if not 0 < self.level < 1:
-            out.append(f"level={self.level!r}: must be in (0, 1)")
-        if not 0 < self.margin < 1:
-            out.append(f"margin={self.margin!r}: must be in (0, 1)")
-        return out
-
 
 Applier = Callable[[Profile, Sequence[int]], Awaitable[ApplyResult]]
 """Relaunches GPUs with a profile and verifies them (the operations core's engine run; it
@@ -212,6 +168,8 @@ class Canary:
         answering = [g for g in controls if g not in self._lost()] or controls
         pre = _pairs(sampler.rates(), self.gpu, answering, t_start, loop.time())
         pre_rel = fmean(pre[0]) / fmean(pre[1]) - 1.0 if pre[0] and fmean(pre[1]) > 0 else None
+        # The controls' offered load before anything changed: the band the window must keep.
+        reference = known(offered(per_interval(sampler.rates(), answering, t_start, loop.time())))
         base = replace(base, baseline_window=(wall + t_start, wall + loop.time()))
         meter.begin()
         applied = await self._apply(self.profile, [self.gpu])
@@ -233,7 +191,9 @@ class Canary:
                 finished_at=time.time(),
             )
         measure_from = loop.time() + opts.warmup_s
-        result = await self._window(base, sampler, meter, controls, measure_from, report, pre_rel)
+        result = await self._window(
+            base, sampler, meter, controls, measure_from, report, pre_rel, reference
+        )
         if result.canary_tokens:  # a window was measured: from its start to the last reading
             window = (wall + measure_from, result.finished_at)
             result = replace(result, measure_window=window)
@@ -248,6 +208,7 @@ class Canary:
         measure_from: float,
         report: VerifyReport,
         pre_rel: float | None,
+        reference: list[float],
     ) -> CanaryResult:
         opts = self.options
         level = look_level(opts.level, opts.looks)
@@ -256,6 +217,7 @@ class Canary:
         tok: PairedEstimate | None = None
         canary: list[float] = []
         control: list[float] = []
+        remeasured = ""
         while True:
             await sampler.next_reading()
             rates = sampler.rates()
@@ -265,9 +227,39 @@ class Canary:
                 whose = f"the canary GPU {self.gpu}" if self.gpu in gone else "every control GPU"
                 return self._unmeasured(base, meter, report, pre_rel, controls, live, whose)
             canary, control = _pairs(rates, self.gpu, live, measure_from, float("inf"))
+            c_load = per_interval(rates, [self.gpu], measure_from, float("inf"))
+            k_load = per_interval(rates, live, measure_from, float("inf"))
+            may_restart = not remeasured and looks < opts.looks
+            step = follow(reference, offered(k_load), opts.interval_s, may_restart=may_restart)
+            past_end = len(canary) >= opts.max_intervals
+            if step.change is not None and (step.action == "stop" or past_end):
+                return self._load_changed(
+                    base, meter, report, pre_rel, controls, live, step.change, remeasured,
+                    (canary, control, c_load, k_load, reference),
+                )  # fmt: skip
+            if step.action == "restart" and step.change is not None:
+                # Once: the window starts again where the load settled, against its new level.
+                remeasured = f"re-measured from there: {step.change.words()}"
+                measure_from = _nth_start(rates, measure_from, step.restart_at)
+                reference = list(step.reference)
+                continue
+            if step.action == "wait" and not past_end:
+                continue
             n = len(canary)
             if n < opts.min_intervals:
                 continue
+            mismatch = offered_mismatch(c_load, k_load)
+            if mismatch is None and fmean(control) > 0.0 and not any(canary):
+                # No gauges to say it, and still plain: nothing reached the canary GPU.
+                mismatch = LoadChange(
+                    f"the canary GPU made no tokens while its controls made "
+                    f"{fmean(control):,.0f} tok/s per GPU: did its client give up on the restart?"
+                )
+            if mismatch is not None:
+                return self._load_changed(
+                    base, meter, report, pre_rel, controls, live, mismatch, remeasured,
+                    (canary, control, c_load, k_load, reference),
+                )  # fmt: skip
             looks += 1
             tok = paired(canary, control, level)
             decision = decide(tok, opts.margin)
@@ -276,7 +268,7 @@ class Canary:
             if decision.final:
                 reason = decision.reason
                 break
-            if n >= opts.max_intervals:
+            if n >= opts.max_intervals or looks >= opts.looks:
                 reason = f"longest window ({opts.max_window_s:g} s) reached"
                 break
             if n * opts.interval_s >= opts.window_s - 1e-9:
@@ -341,6 +333,33 @@ class Canary:
             report=report,
             cost=cost,
             finished_at=time.time(),
+            load=seen(c_load, k_load, reference),
+            remeasured=remeasured,
+        )
+
+    def _load_changed(
+        self,
+        base: CanaryResult,
+        meter: CostMeter,
+        report: VerifyReport,
+        pre_rel: float | None,
+        controls: list[int],
+        live: list[int],
+        change: LoadChange,
+        remeasured: str,
+        window: tuple[list[float], list[float], list[Any], list[Any], list[float]],
+    ) -> CanaryResult:
+        """The window ended without a verdict: the load changed (``change`` says which)."""
+        canary, control, c_load, k_load, reference = window
+        return replace(
+            self._unmeasured(base, meter, report, pre_rel, controls, live, ""),
+            reason=change.words(),
+            canary_tokens=tuple(round(x, 3) for x in canary),
+            control_tokens=tuple(round(x, 3) for x in control),
+            window_s=round(len(canary) * self.options.interval_s, 3),
+            load=seen(c_load, k_load, reference),
+            load_change=change,
+            remeasured=remeasured,
         )
 
     def _unmeasured(
@@ -364,6 +383,12 @@ class Canary:
             cost=meter.current(),
             finished_at=time.time(),
         )
+
+
+def _nth_start(rates: list[IntervalRates], t_from: float, index: int) -> float:
+    """The start of the ``index``-th interval from ``t_from`` (the last one's when fewer)."""
+    inside = [r for r in rates if r.t0 >= t_from - 1e-9]
+    return inside[min(index, len(inside) - 1)].t0 if inside else t_from
 
 
 def _pairs(

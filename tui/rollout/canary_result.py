@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from tui.retune.events import VerifyReport
 from tui.rollout.cost import RetuneCost
+from tui.rollout.load import LoadChange, LoadSeen
 from tui.rollout.stats import Decision, PairedEstimate
 from tui.words import counted
 
@@ -124,6 +125,12 @@ class CanaryResult:
     taken); the generation pane shades it under the output-rate chart."""
     measure_window: tuple[float, float] | None = None
     """time.time() at the start and end of the window measured after it (None: none)."""
+    load: LoadSeen | None = None
+    """The load each side was offered over the window (None: no window measured)."""
+    load_change: LoadChange | None = None
+    """Why no verdict was taken: the load changed (None: it did not, or was not known)."""
+    remeasured: str = ""
+    """Why the window started again once (the controls' load changed and settled), or ''."""
 
     @property
     def controls_idle(self) -> bool:
@@ -133,7 +140,8 @@ class CanaryResult:
 
     @property
     def ok(self) -> bool:
-        """True when the canary came up and a verdict was reached."""
+        """True when the canary was not refused and its GPU came up (its verdict may still be
+        'not measured': the controls idle, the load changed)."""
         return not self.refused and self.report is not None and self.report.ok
 
     def describe(self) -> str:
@@ -143,6 +151,14 @@ class CanaryResult:
         if self.report is not None and not self.report.ok:
             return f"canary GPU {self.gpu} failed: {self.report.failure}"
         t = self.tokens
+        if t is None and self.load_change is not None:
+            # 'not measured: the load changed (...)': the one wording of a load-changed window
+            lines = [f"{self.verdict}: {self.load_change.words()}"]
+            if self.load is not None:
+                lines.append(self.load.describe())
+            if self.remeasured:
+                lines.append(self.remeasured)
+            return "\n".join(lines)
         if t is None:
             return f"{self.verdict} ({self.reason})"
         lines = [
@@ -160,6 +176,10 @@ class CanaryResult:
                 f"({r.relative:+.1%}, CI {r.rel_low:+.1%} .. {r.rel_high:+.1%})"
             )
         lines.append(f"window {self.window_s:.1f} s, {t.n} intervals; {self.reason}")
+        if self.load is not None:
+            lines.append(self.load.describe())
+        if self.remeasured:
+            lines.append(self.remeasured)
         if self.verdict == "no measurable difference":
             if self.more_s_to_exclude_zero:
                 lines.append(

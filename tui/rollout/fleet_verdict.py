@@ -7,22 +7,31 @@ first batch stops anything; **after**, a window of the same length once the last
 and a warm-up passed (the pipeline refills the restarted servers' queues). Each window is cut
 into intervals of ``interval_s`` (the rollout's sampler reads every GPU each second; those
 readings are pooled), each interval's rate is the sum over every GPU of the fleet (a GPU that
-failed counts its zero), and the two sets go to Welch's interval on the relative change
-(``tui.retune.verdict.compare``): better / worse / no measurable difference with its interval,
-or "not measured (no load before)" when a window had no traffic (the job had ended) instead of a
-verdict from an idle window.
+failed counts its zero), and the two sets go to Welch's interval on the throughput ratio
+(``tui.retune.verdict.compare``: on its log, so never below -100%): better / worse / no
+measurable difference with its interval, or "not measured (no load before)" when a window had
+no traffic (the job had ended) instead of a verdict from an idle window.
+
+The load is read beside (``tui.rollout.load``): the fleet's offered load per GPU (running +
+queued requests) in the window after must stay within the band of the window before. Under a
+closed loop a faster fleet does not change it (requests move from the queues to the batches);
+the job's tail does, and so does a server that joined: "not measured: the load changed (the
+fleet's offered load fell from 48 to 6 requests per GPU, 12 s into the window after)", never a
+verdict on the job's tail. The before window cannot be taken again once the fleet changed: the
+verdict is not re-measured, it is left unmeasured and said.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import fmean
 from typing import Literal
 
 from tui.retune.events import MeasureProgress, ThroughputComparison
 from tui.retune.verdict import compare
+from tui.rollout.load import control_change, known, offered, per_interval
 from tui.rollout.sampling import IntervalRates, Sampler
 
 
@@ -112,11 +121,36 @@ def fleet_verdict(
 
     Returns:
         The comparison (``describe()`` is its line); "not measured" with the reason when a
-        window had too few intervals or no load.
+        window had too few intervals or no load, or the load changed between them.
     """
     b = fleet_rates(rates, gpus, *before, windows.interval_s)
     a = fleet_rates(rates, gpus, *after, windows.interval_s)
-    return compare(b, a, windows.level)
+    result = compare(b, a, windows.level)
+    load_b = offered(per_interval(rates, gpus, *before))
+    load_a = offered(per_interval(rates, gpus, *after))
+    seen_b, seen_a = known(load_b), known(load_a)
+    result = replace(
+        result,
+        load_before=round(fmean(seen_b), 2) if seen_b else None,
+        load_after=round(fmean(seen_a), 2) if seen_a else None,
+    )
+    if result.verdict == "not measured":
+        return result  # no load, too few samples: said already
+    step = rates[0].t1 - rates[0].t0 if rates else windows.interval_s
+    change = control_change(
+        seen_b, load_a, step, complete=True, whose="the fleet's", where="into the window after"
+    )
+    if change is None:
+        return result
+    return replace(
+        result,
+        verdict="not measured",
+        relative_change=None,
+        ci_low=None,
+        ci_high=None,
+        sureness=None,
+        note=change.words(),
+    )
 
 
 def fleet_line(verdict: ThroughputComparison | None) -> str:

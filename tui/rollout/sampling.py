@@ -5,6 +5,12 @@ and finished requests (``sglang:num_requests_total``). A restarted server's coun
 from 0 and a server that is down does not answer; ``interval_rates`` turns both into honest
 rates (a reset counts what the new process produced, a down server counts 0), so a restart shows
 up as lost throughput, never as negative throughput.
+
+Beside them, the load each server was offered: its running and queued requests
+(``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, gauges every SGLang release and the
+simulator export), read from the same ``/metrics`` body. A throughput says what a server made
+of the work it was given; the load says whether it was given the same work (a job that ended,
+a client that gave up on a restart: ``tui.rollout.load``).
 """
 
 from __future__ import annotations
@@ -13,16 +19,43 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from tui.retune.counters import MetricsCounterProbe, output_tokens, parse_counter
 
 REQUESTS_COUNTER = "sglang:num_requests_total"
 """SGLang's finished-requests counter."""
+RUNNING_GAUGE = "sglang:num_running_reqs"
+"""SGLang's running-requests gauge."""
+QUEUED_GAUGE = "sglang:num_queue_reqs"
+"""SGLang's waiting-queue gauge."""
 
-Counts = tuple[float, float]
-"""(cumulative output tokens, cumulative finished requests) of one server."""
+Counts = tuple[float, float] | tuple[float, float, float, float]
+"""(cumulative output tokens, cumulative finished requests) of one server, and, when its
+``/metrics`` has the gauges, (..., running requests, queued requests) now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """The requests one server (or the mean of several) was holding."""
+
+    running: float
+    """Requests running (in the batch)."""
+    queued: float
+    """Requests waiting in its queue."""
+
+    @property
+    def offered(self) -> float:
+        """Every request it was given and has not finished: running + queued."""
+        return self.running + self.queued
+
+
+def load_of(counts: Counts | None) -> Load | None:
+    """The load in a reading (None: not answering, or no gauges on its ``/metrics``)."""
+    if counts is None or len(counts) < 4:
+        return None
+    return Load(float(counts[2]), float(counts[3]))  # type: ignore[misc]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +82,9 @@ class IntervalRates:
     """Output tokens/s per GPU."""
     requests: dict[int, float]
     """Finished requests/s per GPU."""
+    load: dict[int, Load | None] = field(default_factory=dict)
+    """Per GPU: the load it held over the interval (the mean of its two readings; the end's
+    alone when the start's is unknown), None when not known (down, or no gauges)."""
 
     @property
     def mid(self) -> float:
@@ -59,45 +95,72 @@ class IntervalRates:
 def interval_rates(readings: Sequence[Reading], gpus: Sequence[int]) -> list[IntervalRates]:
     """Per-interval, per-GPU rates from consecutive readings, robust to restarts.
 
+    A server that did not answer a reading (down, or its ``/metrics`` slower than the probe's
+    timeout on a busy machine) counts 0 for that interval until it answers again: a new process
+    (its counters went back) made nothing before it started; the same process (its counters went
+    on) made what they say since its last answer, spread evenly over every interval since. Seen
+    in the demo: a slow read gave the canary 0 tok/s in one 5 s interval and twice its rate in
+    the next, its interval -34% .. +62% around +3%.
+
     Args:
         readings: In time order.
-        gpus: GPUs to report (a GPU missing from a reading counts as down).
+        gpus: GPUs to report (a GPU missing from a reading counts as not answering).
 
     Returns:
         One entry per consecutive pair of readings with a positive time step.
     """
-    last: dict[int, Counts | None] = {g: None for g in gpus}
+    last: dict[int, Counts | None] = dict.fromkeys(gpus)
+    last_t: dict[int, float] = {}
+    """When each GPU last answered."""
+    missed: dict[int, list[int]] = {g: [] for g in gpus}
+    """Per GPU, the intervals (indices of ``out``) since its last answer."""
     out: list[IntervalRates] = []
     prev_t: float | None = None
+    prev_load: dict[int, Load | None] = {}
     for reading in readings:
-        tokens: dict[int, float] = {}
-        requests: dict[int, float] = {}
-        for gpu in gpus:
-            now = reading.values.get(gpu)
-            before = last[gpu]
-            if now is None:
-                tokens[gpu] = requests[gpu] = 0.0  # down (or not answering): nothing produced
-                continue
-            if before is None or now[0] < before[0]:
-                # Not seen since the window began, or counters went back: a new process whose
-                # counters started from 0 (the first reading only sets the starting point).
-                delta = now if prev_t is not None else (0.0, 0.0)
-            else:
-                delta = (now[0] - before[0], max(now[1] - before[1], 0.0))
-            last[gpu] = now
-            tokens[gpu], requests[gpu] = delta
-        if prev_t is not None and reading.t > prev_t:
-            dt = reading.t - prev_t
+        loads = {g: load_of(reading.values.get(g)) for g in gpus}
+        step = prev_t is not None and reading.t > prev_t
+        if step:
+            assert prev_t is not None
             out.append(
                 IntervalRates(
                     prev_t,
                     reading.t,
-                    {g: v / dt for g, v in tokens.items()},
-                    {g: v / dt for g, v in requests.items()},
+                    dict.fromkeys(gpus, 0.0),
+                    dict.fromkeys(gpus, 0.0),
+                    {g: _mean_load(prev_load.get(g), loads[g]) for g in gpus},
                 )
             )
+        for gpu in gpus:
+            now = reading.values.get(gpu)
+            if now is None:
+                if step and last[gpu] is not None:
+                    missed[gpu].append(len(out) - 1)
+                continue
+            before = last[gpu]
+            if step and (before is None or now[0] < before[0]):
+                # Not seen since the window began, or counters went back: a new process whose
+                # counters started from 0, all of it made in this interval.
+                dt = out[-1].t1 - out[-1].t0
+                out[-1].tokens[gpu], out[-1].requests[gpu] = now[0] / dt, now[1] / dt
+            elif step and before is not None:
+                span = reading.t - last_t[gpu]
+                tokens, requests = (now[0] - before[0]) / span, max(now[1] - before[1], 0.0) / span
+                for i in [*missed[gpu], len(out) - 1]:
+                    out[i].tokens[gpu], out[i].requests[gpu] = tokens, requests
+            missed[gpu] = []
+            last[gpu], last_t[gpu] = now, reading.t
         prev_t = reading.t
+        prev_load = loads
     return out
+
+
+def _mean_load(start: Load | None, end: Load | None) -> Load | None:
+    """An interval's load from its two readings (gauges: a mean of the two is steadier than
+    either); the end's alone when the start's is unknown (the server was down then)."""
+    if start is None or end is None:
+        return end
+    return Load((start.running + end.running) / 2, (start.queued + end.queued) / 2)
 
 
 class MetricsProbe(MetricsCounterProbe):
@@ -108,7 +171,11 @@ class MetricsProbe(MetricsCounterProbe):
         tokens = None if text is None else output_tokens(text)
         if text is None or tokens is None:
             return None
-        return tokens, parse_counter(text, REQUESTS_COUNTER) or 0.0
+        requests = parse_counter(text, REQUESTS_COUNTER) or 0.0
+        running, queued = parse_counter(text, RUNNING_GAUGE), parse_counter(text, QUEUED_GAUGE)
+        if running is None or queued is None:
+            return tokens, requests
+        return tokens, requests, running, queued
 
     async def read(self, gpus: Sequence[int]) -> dict[int, Counts | None]:
         """Every GPU's counters now, read in parallel (None where a server did not answer)."""

@@ -2,9 +2,13 @@
 
 Each interval gives one pair (canary rate, mean control rate) measured over the same seconds, so
 workload drift that moves every GPU alike cancels in the pair. The relative effect is the ratio
-estimator R = mean(canary) / mean(control) - 1 with its paired standard error
-sd(canary_i - R' * control_i) / (sqrt(n) * mean(control)) (R' = R + 1), on n - 1 degrees of
-freedom; the absolute effect is the mean paired difference with its t interval.
+estimator R - 1, R = mean(canary) / mean(control), with the ratio's paired standard error
+se(R) = sd(canary_i - R * control_i) / (sqrt(n) * mean(control)), on n - 1 degrees of freedom.
+The interval is taken on log R (se(log R) = se(R) / R, the delta method) and turned back
+(``tui.retune.verdict.ratio_interval``): a throughput ratio is positive, so the interval of
+the change stays in (-100%, +inf) (one symmetric around R - 1 read -108% .. -0.6% when the job
+ended during a window). The absolute effect is the control mean times the relative one, its
+interval likewise (never below the control's whole rate lost).
 
 Repeated looks: the canary checks after every interval. To keep the family-wise error at most
 ``1 - level`` over all looks it may take, each look uses the Bonferroni level
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 from statistics import fmean, stdev
 
 from tui.retune.events import Verdict
-from tui.retune.verdict import t_quantile, t_two_sided_p
+from tui.retune.verdict import ratio_interval, t_quantile, t_two_sided_p
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +52,21 @@ class PairedEstimate:
     level: float
     """Two-sided confidence level of both intervals."""
     se_rel: float
-    """Standard error of the relative difference."""
+    """Standard error of the relative difference (of the ratio)."""
     df: int
     """Degrees of freedom (n - 1)."""
     sureness: float
-    """1 - p of the paired t test of 'no difference'."""
+    """1 - p of the paired t test of 'no difference' (on the log ratio)."""
+
+    @property
+    def se_log(self) -> float:
+        """Standard error of log(ratio) (the scale the interval is taken on)."""
+        return self.se_rel / (self.relative + 1.0)
+
+    @property
+    def log_ratio(self) -> float:
+        """log(canary_mean / control_mean)."""
+        return math.log(self.relative + 1.0)
 
 
 def paired(
@@ -66,7 +80,8 @@ def paired(
         level: Two-sided confidence level, in (0, 1).
 
     Returns:
-        The estimate, or None with fewer than 3 pairs or no control throughput.
+        The estimate, or None with fewer than 3 pairs, no control throughput or no canary
+        throughput (a ratio of 0 has no interval on its log: the caller says why).
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"level={level!r}: must be in (0, 1)")
@@ -76,29 +91,29 @@ def paired(
     if n < 3:
         return None
     mc, mk = fmean(canary), fmean(control)
-    if mk <= 0.0:
+    if mk <= 0.0 or mc <= 0.0:
         return None
     ratio = mc / mk
-    diffs = [c - k for c, k in zip(canary, control, strict=True)]
     residuals = [c - ratio * k for c, k in zip(canary, control, strict=True)]
-    sd_d, sd_e = stdev(diffs), stdev(residuals)
+    sd_e = stdev(residuals)
     df = n - 1
     t = t_quantile(level, df)
-    se_abs = sd_d / math.sqrt(n)
     se_rel = sd_e / (math.sqrt(n) * mk)
+    se_log = se_rel / ratio
     rel = ratio - 1.0
+    low, high = ratio_interval(ratio, se_log, t)
     no_spread = 0.0 if rel == 0.0 else 1.0
-    sure = 1.0 - t_two_sided_p(rel / se_rel, df) if se_rel > 0.0 else no_spread
+    sure = 1.0 - t_two_sided_p(math.log(ratio) / se_log, df) if se_log > 0.0 else no_spread
     return PairedEstimate(
         n,
         mc,
         mk,
         mc - mk,
-        mc - mk - t * se_abs,
-        mc - mk + t * se_abs,
+        low * mk,
+        high * mk,
         rel,
-        rel - t * se_rel,
-        rel + t * se_rel,
+        low,
+        high,
         level,
         se_rel,
         df,
@@ -114,20 +129,20 @@ def look_level(level: float, looks: int) -> float:
 
 
 def intervals_needed(est: PairedEstimate, target: float) -> int | None:
-    """Pairs needed for the interval's half-width to shrink below ``target`` (relative).
+    """Pairs needed for the interval's half-width on the log ratio to shrink below ``target``.
 
     Assumes the per-interval spread stays as observed: half-width = t * s / sqrt(n).
 
     Args:
         est: The current estimate.
-        target: Wanted half-width of the relative interval (> 0).
+        target: Wanted half-width on the log-ratio scale (> 0; ``log1p(0.03)`` is about 3%).
 
     Returns:
         The total number of pairs needed (>= est.n), or None when ``target`` <= 0.
     """
     if target <= 0.0:
         return None
-    spread = est.se_rel * math.sqrt(est.n)
+    spread = est.se_log * math.sqrt(est.n)
     t = t_quantile(est.level, max(est.df, 1))
     return max(est.n, math.ceil((t * spread / target) ** 2))
 
@@ -163,8 +178,10 @@ def decide(est: PairedEstimate | None, margin: float) -> Decision:
     """
     if est is None:
         return Decision("not measured", False, "too few intervals", None, None)
-    to_zero = intervals_needed(est, abs(est.relative)) if est.relative != 0.0 else None
-    to_bound = intervals_needed(est, margin - abs(est.relative))
+    log_r = est.log_ratio
+    to_zero = intervals_needed(est, abs(log_r)) if log_r != 0.0 else None
+    # Within +/- margin on the ratio: log(1 - margin) < log R - h and log R + h < log(1 + margin).
+    to_bound = intervals_needed(est, min(math.log1p(margin) - log_r, log_r - math.log1p(-margin)))
     more_zero = None if to_zero is None else to_zero - est.n
     more_bound = None if to_bound is None else to_bound - est.n
     if est.rel_low > 0.0:

@@ -41,6 +41,15 @@ class ServerInfo:
     """KV pool size in tokens."""
     version: str | None = None
     """SGLang version string."""
+    spec_algorithm: str | None = None
+    """``speculative_algorithm`` (``EAGLE``, ``NEXTN``, ...); None: the server runs no draft."""
+    spec_num_steps: int | None = None
+    """``speculative_num_steps``: draft steps per verify."""
+    spec_draft_tokens: int | None = None
+    """``speculative_num_draft_tokens``: tokens a verify checks."""
+    spec_accept_length: float | None = None
+    """``internal_states[0].avg_spec_accept_length``: accepted tokens per verify since start
+    (present once the draft ran)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +61,24 @@ class ServerLoad:
     queued: int | None = None
     """Requests waiting."""
     token_usage: float | None = None
-    """Full-attention KV usage, 0..1."""
+    """Full-attention KV usage, 0..1 (``full_token_usage``; SGLang's ``token_usage`` is the
+    maximum of every pool, read only where no pool is exported)."""
     mamba_usage: float | None = None
     """Mamba slot usage, 0..1."""
+    swa_usage: float | None = None
+    """Sliding-window-attention KV usage, 0..1 (0 on a model without SWA layers)."""
+    cache_hit_rate: float | None = None
+    """The prefix (radix) cache hit rate, 0..1."""
     gen_throughput: float | None = None
     """Generation tokens/s."""
     accept_len: float | None = None
-    """Speculative accept length."""
+    """Speculative accept length (None below 1: 0.5.17 exports 0.0 without a draft)."""
+    spec_accept_rate: float | None = None
+    """Speculative accept rate, 0..1 (meaningful only while a draft runs)."""
+    spec_num_steps: int | None = None
+    """Speculative steps in use (0 without a draft)."""
+    generation_tokens: float | None = None
+    """``generation_tokens_total``: output tokens since the server started (tokens per joule)."""
     max_total_num_tokens: int | None = None
     """KV pool size, when the endpoint reports it."""
     progress: tuple[float, ...] = ()
@@ -74,6 +94,11 @@ def _to_int(value: Any) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+def _mean(values: list[float] | None) -> float | None:
+    """A rate per rank (hit rate, accept rate) over the server: their mean."""
+    return sum(values) / len(values) if values else None
 
 
 def _to_float(value: Any) -> float | None:
@@ -145,13 +170,19 @@ def parse_metrics(body: str | bytes) -> ServerLoad:
     # speculative server before its first step): an accept length is >= 1 when there is one.
     accept = [v for v in values.get("sglang:spec_accept_length", ()) if v >= 1.0]
     usage = peak("sglang:full_token_usage")
+    steps = peak("sglang:spec_num_steps")
     return ServerLoad(
         running=int(running) if running is not None else None,
         queued=int(queued) if queued is not None else None,
         token_usage=usage if usage is not None else peak("sglang:token_usage"),
         mamba_usage=peak("sglang:mamba_usage"),
+        swa_usage=peak("sglang:swa_token_usage"),
+        cache_hit_rate=_mean(values.get("sglang:cache_hit_rate")),
         gen_throughput=total("sglang:gen_throughput"),
         accept_len=sum(accept) / len(accept) if accept else None,
+        spec_accept_rate=_mean(values.get("sglang:spec_accept_rate")),
+        spec_num_steps=int(steps) if steps is not None else None,
+        generation_tokens=total("sglang:generation_tokens_total"),
         max_total_num_tokens=_to_int(peak("sglang:max_total_num_tokens")),
         progress=tuple(total(name) or 0.0 for name in PROGRESS_NAMES if name in values),
         source="/metrics",
@@ -296,6 +327,7 @@ def parse_server_info(payload: Any) -> ServerInfo:
         return None
 
     version = top.get("version")
+    algorithm = pick("speculative_algorithm")
     return ServerInfo(
         max_running_effective=_to_int(
             pick("effective_max_running_requests_per_dp", "effective_max_running_requests")
@@ -304,4 +336,8 @@ def parse_server_info(payload: Any) -> ServerInfo:
         max_mamba_cache_size=_to_int(pick("max_mamba_cache_size")),
         max_total_num_tokens=_to_int(pick("max_total_num_tokens")),
         version=str(version) if version is not None else None,
+        spec_algorithm=str(algorithm) if algorithm else None,
+        spec_num_steps=_to_int(pick("speculative_num_steps")),
+        spec_draft_tokens=_to_int(pick("speculative_num_draft_tokens")),
+        spec_accept_length=_to_float(first.get("avg_spec_accept_length")),
     )

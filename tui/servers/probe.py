@@ -32,6 +32,7 @@ from enum import StrEnum
 
 import httpx
 
+from tui.servers.histogram import Histogram, parse_histograms
 from tui.servers.keepalive import Answer, KeepAliveTransport
 from tui.servers.payloads import (
     METRIC_NAMES,
@@ -145,6 +146,8 @@ class ServerProbe:
         # The last /metrics body and its reading: an idle server's exposition does not change
         # between polls, and comparing bytes costs far less than scanning them again.
         self._metrics: tuple[bytes, ServerLoad] | None = None
+        # That body's latency histograms, once asked for (``latency_histograms``).
+        self._histograms: tuple[bytes, dict[str, Histogram]] | None = None
 
     def reset(self) -> None:
         """Forget which endpoints were missing (call after the server was relaunched)."""
@@ -269,6 +272,28 @@ class ServerProbe:
             return self._metrics_load(answer.body)
         except ValueError:
             return None
+
+    def latency_histograms(self) -> dict[str, Histogram]:
+        """The latency histograms of the last ``/metrics`` body read (``tui.servers.histogram``).
+
+        Why on demand and not with each load read: a percentile window needs a reading every
+        few seconds, the panels need the load every second, and the histograms cost several
+        times the gauges to read. Blocking-safe: no I/O.
+
+        Returns:
+            By family; empty when no body was read or it holds none.
+        """
+        last, done = self._metrics, self._histograms
+        if last is None:
+            return {}
+        if done is not None and done[0] is last[0]:
+            return done[1]
+        try:
+            found = parse_histograms(last[0])
+        except ValueError:
+            found = {}
+        self._histograms = (last[0], found)
+        return found
 
     def _metrics_load(self, body: bytes) -> ServerLoad:
         last = self._metrics

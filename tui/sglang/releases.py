@@ -36,16 +36,29 @@ CONSOLE_METRICS = (
     "sglang:gen_throughput",
     "sglang:token_usage",
     "sglang:full_token_usage",
+    "sglang:swa_token_usage",
     "sglang:mamba_usage",
+    "sglang:cache_hit_rate",
     "sglang:spec_accept_length",
+    "sglang:spec_accept_rate",
+    "sglang:spec_num_steps",
     "sglang:max_total_num_tokens",
     "sglang:realtime_tokens_total",
     "sglang:generation_tokens_total",
     "sglang:prompt_tokens_total",
     "sglang:num_requests_total",
 )
-"""The ``/metrics`` families the console reads (``tui.servers.payloads.METRIC_NAMES``): the
-``console_metrics`` claim holds every release to having each of them."""
+"""The ``/metrics`` gauges and counters the console reads (``tui.servers.payloads.METRIC_NAMES``):
+the ``console_metrics`` claim holds every release to having each of them."""
+
+CONSOLE_HISTOGRAMS = (
+    "sglang:time_to_first_token_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:e2e_request_latency_seconds",
+    "sglang:queue_time_seconds",
+)
+"""The latency histograms the console reads (``tui.servers.histogram.LATENCY_FAMILIES``), held to
+every release by the same claim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,9 +280,10 @@ CLAIMS: tuple[Claim, ...] = (
     # --- metrics ------------------------------------------------------------------------------
     Claim(
         "console_metrics",
-        "every `sglang:` family the console reads (tui.servers.payloads.METRIC_NAMES)",
+        "every `sglang:` family the console reads (tui.servers.payloads.METRIC_NAMES and the "
+        "latency histograms of tui.servers.histogram)",
         (_METRICS,),
-        tuple(f'name="{name}"' for name in CONSOLE_METRICS),
+        tuple(f'name="{name}"' for name in CONSOLE_METRICS + CONSOLE_HISTOGRAMS),
     ),
     Claim(
         "realtime_tokens_by_mode",

@@ -65,14 +65,22 @@ class SchedulerChild:
     name = SCHEDULER_NAME
 
     def __init__(
-        self, root: Path, gpu_index: int, cuda: bool = False, speed: float | None = None
+        self,
+        root: Path,
+        gpu_index: int,
+        cuda: bool = False,
+        speed: float | None = None,
+        card_bytes: int | None = None,
     ) -> None:
         """Spawn it (same process group: a group signal reaches it); its stdout is a pipe to us
         (its tracebacks still go to the log through stderr).
 
         With ``cuda`` the child allocates real device memory and answers each memory change;
-        ``speed`` goes in its record in the simulated driver.
+        ``speed`` goes in its record in the simulated driver. ``card_bytes``: the simulated
+        card's capacity; a growth that the card no longer has free (a neighbour on the same
+        card took it after this server measured) fails as PyTorch's allocation would.
         """
+        self.root, self.gpu_index, self.card_bytes = root, gpu_index, card_bytes
         args = [str(root), str(gpu_index), *(["--cuda"] if cuda else [])]
         args += ["--speed", f"{speed:g}"] if speed is not None else []
         self.cuda = cuda
@@ -106,6 +114,8 @@ class SchedulerChild:
         key = (used_bytes, round(utilization))
         if key == self._last:
             return None
+        if not self.cuda and (full := self._card_full(used_bytes)) is not None:
+            return full
         grow = self.cuda and (self._last is None or self._last[0] != used_bytes)
         self._last = key
         mark = "=" if grow else ""
@@ -118,6 +128,28 @@ class SchedulerChild:
             if reply != "ok":
                 return "CUDA error: the GPU-backed scheduler child died"
         return None
+
+    def _card_full(self, used_bytes: int) -> str | None:
+        """PyTorch's out-of-memory words when growing to ``used_bytes`` does not fit in what the
+        simulated card has free now: SGLang measures the free memory once, at its start, and a
+        server started beside it in the meantime takes what it counted on."""
+        held = self._last[0] if self._last is not None else 0
+        if self.card_bytes is None or used_bytes <= held:
+            return None
+        from tui.gpu.sim_records import GIB, live_processes
+
+        others = [r for r in live_processes(self.root, self.gpu_index) if r.pid != self.proc.pid]
+        free = self.card_bytes - held - sum(r.used_bytes for r in others)
+        if used_bytes - held <= free:
+            return None
+        in_use = "".join(
+            f" Process {r.pid} has {r.used_bytes / GIB:.2f} GiB memory in use." for r in others
+        )
+        return (
+            f"CUDA out of memory. Tried to allocate {(used_bytes - held) / GIB:.2f} GiB. GPU 0 "
+            f"has a total capacity of {self.card_bytes / GIB:.2f} GiB of which "
+            f"{max(free, 0) / GIB:.2f} GiB is free.{in_use}"
+        )
 
     async def wait_up(self, timeout: float = 60.0) -> None:
         """Wait until the child published its first record (it answers ``up``; with cuda the

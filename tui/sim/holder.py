@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from tui.gpu.sim_records import (
@@ -62,6 +63,9 @@ def main(argv: list[str]) -> int:
     options = argv[3:]
     speed = float(options[options.index("--speed") + 1]) if "--speed" in options else None
     announced = False
+    # The utilisation's integral, for the simulated energy counter: each line's utilisation
+    # holds until the next line (the main process writes one only when it changes).
+    busy_s, util, since = 0.0, 0.0, time.time()
     try:
         for line in sys.stdin:
             if line.strip() == "crash":
@@ -75,14 +79,19 @@ def main(argv: list[str]) -> int:
                 parts[0] = parts[0][1:]
                 error = pool.resize(int(parts[0]) - CUDA_CONTEXT_BYTES)
                 _reply("ok" if error is None else f"oom {error}")
+            now = time.time()
+            busy_s += util / 100.0 * max(now - since, 0.0)
+            util, since = float(parts[1]), now
             record = SimProcessRecord(
                 pid=pid,
                 create_time=create_time,
                 used_bytes=int(parts[0].lstrip("=")),
-                utilization_gpu=float(parts[1]),
+                utilization_gpu=util,
                 utilization_memory=float(parts[2]),
                 name=PROCESS_NAME,
                 speed=speed,
+                busy_s=busy_s,
+                at=now,
             )
             publish_process(root, index, record)
             if not announced and pool is None:

@@ -12,12 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from tui.sglang.builds import SGLANG_0_5_17
 from tui.sglang.models import GIB
 from tui.sim import shapes
+from tui.sim.latency import Recorded
 from tui.sim.state import SimState
 
 LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank")
@@ -82,6 +88,9 @@ class _SchedulerCollector(Collector):
         yield gauge(
             "full_token_usage", "The token usage for full attention layers.", sch.token_usage()
         )
+        yield gauge(
+            "swa_token_usage", "The token usage for SWA layers.", 0.0
+        )  # no simulated model has sliding-window layers
         yield gauge("mamba_usage", "The token usage for Mamba layers.", sch.mamba_usage())
         yield gauge("num_used_tokens", "The number of used tokens.", used)
         yield gauge(
@@ -108,6 +117,10 @@ class _SchedulerCollector(Collector):
             yield gauge(
                 "spec_accept_rate", "The average acceptance rate of speculative decoding.", rate
             )
+            # A chain draft (topk 1): one draft step per draft token but the first.
+            drafts = plan.num_draft_tokens if plan.speculative else 0
+            yield gauge("spec_num_steps", "The number of speculative steps.", max(drafts - 1, 0))
+            yield gauge("spec_num_draft_tokens", "The number of draft tokens.", drafts)
         yield gauge("num_retracted_reqs", "The number of retracted requests.", sch.last_retracted)
         yield gauge("num_paused_reqs", "The number of paused requests by async weight sync.", 0)
         yield gauge("utilization", "The utilization.", sch.utilization() / 100.0)
@@ -177,6 +190,29 @@ class _SchedulerCollector(Collector):
                 "Number of requests aborted.",
                 s.counters.get("aborted", 0),
             )
+        stream = (["unified", "false", s.served_model_name], TOKENIZER_LABELS_0517)
+        tokenizer = (values[:2] if not v0517 else ["unified", s.served_model_name], labels[:2])
+        latency = sch.latency
+        for name, doc, recorded, (label_values, label_names) in (
+            ("queue_time_seconds", "Histogram of queueing time in seconds.", latency.queue,
+             (values, labels)),
+            ("time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+             latency.ttft, stream),
+            ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+             latency.itl, tokenizer),
+            ("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
+             latency.e2e, stream),
+        ):  # fmt: skip
+            yield _histogram(name, doc, recorded, label_values, label_names)
+
+
+def _histogram(
+    name: str, doc: str, recorded: Recorded, values: list[str], labels: tuple[str, ...]
+) -> HistogramMetricFamily:
+    """One latency histogram with SGLang's name and labels (``tui.sim.latency``)."""
+    family = HistogramMetricFamily(f"sglang:{name}", doc, labels=labels)
+    family.add_metric(values, recorded.buckets(), recorded.total)
+    return family
 
 
 class _HttpCollector(Collector):

@@ -39,6 +39,7 @@ from enum import Enum
 from tui.sglang.models import ModelSpec
 from tui.sglang.plan_types import MemoryPlan
 from tui.sim import batch_lines, kvpool, logfmt
+from tui.sim.latency import LatencyRecorder
 from tui.sim.requests import Batch, SimRequest, new_request, next_batch
 from tui.sim.throughput import accept_length, step_seconds
 
@@ -108,6 +109,8 @@ class SimScheduler:
         """0.5.17's prefill CUDA graphs were captured: a prefill batch replays one (its line
         says ``cuda graph: True``; a health probe's one-token batch ran eagerly, as recorded)."""
         self.slow_health_s: float | None = None
+        self.latency = LatencyRecorder()
+        """The latency histograms ``/metrics`` exports (``tui.sim.latency``)."""
         self.waiting: deque[SimRequest] = deque()
         self.prefilling: SimRequest | None = None
         self.running: list[SimRequest] = []
@@ -285,12 +288,17 @@ class SimScheduler:
     def _prefill_seconds(self, tokens: int) -> float:
         return tokens / self.model.prefill_tokens_per_s / self.speed
 
-    def _run_prefill(self, batch: Batch, seconds: float) -> None:
+    def _run_prefill(self, batch: Batch, seconds: float, clock: float | None = None) -> None:
+        clock = time.monotonic() if clock is None else clock  # when the batch began
         tokens = sum(take for _, take in batch)
         running_before = len(self.running)
         new = [req for req, _ in batch if req is not self.prefilling]
         for req in new:
             self.waiting.remove(req)
+        self.latency.admitted(
+            (r.created for r in new if r.first_token_at is None and r.log_metrics), clock
+        )
+        done_at = clock + seconds
         for req, take in batch:
             req.prefilled += take
         self.realtime_tokens["prefill_compute"] += tokens
@@ -301,10 +309,11 @@ class SimScheduler:
                 self.prefilling = req  # chunked: the rest goes in the next batch
             elif req.target_tokens <= 1 or req.generated >= req.target_tokens:
                 req.generated = float(max(req.target_tokens, 1))
-                self._complete(req)
+                self._first_token(req, done_at)
+                self._complete(req, done_at)
                 finished = True
             else:
-                req.first_token_at = req.first_token_at or time.monotonic()
+                self._first_token(req, done_at)
                 self.running.append(req)
                 self._changed.set()
         graphed = self.prefill_graphs and not all(req.is_health_check for req, _ in batch)
@@ -316,21 +325,28 @@ class SimScheduler:
 
     # --- decode -----------------------------------------------------------------------------
 
-    def _complete(self, req: SimRequest) -> None:
+    def _first_token(self, req: SimRequest, at: float) -> None:
+        if req.first_token_at is None:
+            req.first_token_at = at
+            if req.log_metrics:
+                self.latency.first_token(req.created, at)
+
+    def _complete(self, req: SimRequest, at: float) -> None:
         if req.log_metrics:
+            self.latency.finished(req.created, at)
             self.requests_total += 1
             self.prompt_tokens_total += req.prompt_tokens
             self.generation_tokens_total += req.target_tokens
         if not req.done.done():
             req.done.set_result(None)
 
-    def _finish(self) -> None:
+    def _finish(self, at: float) -> None:
         still = [r for r in self.running if r.generated < r.target_tokens]
         if len(still) == len(self.running):
             return
         for req in self.running:
             if req.generated >= req.target_tokens:
-                self._complete(req)
+                self._complete(req, at)
         self.running = still
         self._changed.set()
 
@@ -367,6 +383,7 @@ class SimScheduler:
         for req in self.running:
             req.generated += gained
         produced = gained * len(self.running)
+        self.latency.decoded(step, self.accept, produced)
         self.realtime_tokens["decode"] += produced
         self._log_tokens += produced
         self.steps += k
@@ -374,7 +391,7 @@ class SimScheduler:
         clock += k * step
         if self.steps % self.interval == 0:
             self._log_decode(clock)
-        self._finish()
+        self._finish(clock)
         self.on_output()  # outputs stream back every few steps: the tokenizer hears from us
         return budget, clock
 
@@ -393,7 +410,7 @@ class SimScheduler:
                 seconds = self._prefill_seconds(sum(take for _, take in batch))
                 if seconds > budget:
                     return budget
-                self._run_prefill(batch, seconds)
+                self._run_prefill(batch, seconds, clock)
                 budget -= seconds
                 clock += seconds
                 continue

@@ -116,7 +116,13 @@ async def run_server(cfg: SimConfig, emit: Emitter) -> int:
         control.helpers = [ResourceTrackerChild()]
     else:
         emit(logfmt.server_args_line(cfg.server_args))
-    scheduler = SchedulerChild(cfg.root, cfg.gpu_index, cuda=cfg.cuda_backing, speed=cfg.speed)
+    scheduler = SchedulerChild(
+        cfg.root,
+        cfg.gpu_index,
+        cuda=cfg.cuda_backing,
+        speed=cfg.speed,
+        card_bytes=cfg.plan.gpu_total_bytes,
+    )
     control.children = [scheduler, DetokenizerChild()]
     server = _Server(cfg, emit, control, scheduler, began)
     watch = ExitWatch(control.children, server.child_exited)
@@ -295,6 +301,8 @@ class _Server:
             sim.stall(Mode.HUNG)
         elif fault.kind == "retract":
             sim.retract(fault.count)
+        elif fault.kind == "slow":
+            sim.speed = self.cfg.speed / fault.factor  # every step F times as long
         elif fault.kind == "crash":
             await self.crash(
                 PlanFailure(

@@ -80,6 +80,14 @@ class ProcessRecord:
     """For a server gpufleet adopted (``gpufleet adopt``: it never had a launch id), the digest
     of its command line (``tui.control.takeover.cmdline_digest``): with its start ticks and boot
     id, its identity. "" for a server gpufleet launched."""
+    device: int | None = None
+    """The physical GPU it runs on (its ``CUDA_VISIBLE_DEVICES``) when that is not ``gpu``:
+    servers sharing one card (a profile's ``[gpu.N] device``). None: ``gpu``."""
+
+    @property
+    def device_index(self) -> int:
+        """The physical GPU whose memory it holds: ``device``, else ``gpu``."""
+        return self.gpu if self.device is None else self.device
 
     @property
     def adopted(self) -> bool:
@@ -91,6 +99,8 @@ class ProcessRecord:
         """A JSON-ready dict."""
         data = asdict(self)
         data["cmdline"] = list(self.cmdline)
+        if self.device is None:
+            del data["device"]  # the slot's own card: the record reads as an older gpufleet's
         return data
 
     @classmethod
@@ -125,6 +135,7 @@ class ProcessRecord:
             start_ticks=ticks,
             boot_id=_str(data.get("boot_id", ""), f"{where}.boot_id"),
             cmdline_digest=_str(data.get("cmdline_digest", ""), f"{where}.cmdline_digest"),
+            device=_device(data.get("device"), f"{where}.device"),
         )
 
 
@@ -147,6 +158,14 @@ class GpuState:
     launches: tuple[str, ...] = ()
     """The launch ids of the last ``LAUNCHES_KEPT`` servers launched on this GPU, newest last:
     a server holding the GPU's port whose record was lost is known as the fleet's by them."""
+    device: int | None = None
+    """The physical GPU this slot's servers run on when it is not the slot's index (servers
+    sharing one card); like the port, it outlives the server. None: the slot's index."""
+
+    @property
+    def device_index(self) -> int:
+        """The physical GPU this slot runs on: ``device``, else the slot's index."""
+        return self.gpu if self.device is None else self.device
 
     @property
     def current_name(self) -> str | None:
@@ -177,7 +196,7 @@ class GpuState:
             "current": self.current,
             "previous": self.previous,
             "launches": list(self.launches),
-        }
+        } | ({} if self.device is None else {"device": self.device})
 
 
 LAUNCHES_KEPT = 8
@@ -196,6 +215,14 @@ def _num(value: Any, field: str) -> float:
     expect(isinstance(value, int | float) and not isinstance(value, bool), f"{field} is no number")
     expect(math.isfinite(value), f"{field} is not a finite number")
     return float(value)
+
+
+def _device(value: Any, field: str) -> int | None:
+    if value is None:
+        return None
+    expect(isinstance(value, int) and not isinstance(value, bool), f"{field} is not an integer")
+    expect(0 <= value <= 255, f"{field} = {value}: must be a GPU index in 0..255")
+    return int(value)
 
 
 def _str(value: Any, field: str) -> str:
@@ -268,6 +295,7 @@ def _parse(data: Any) -> FleetState:
             current=_doc(entry.get("current"), f"gpus.{key}.current"),
             previous=_doc(entry.get("previous"), f"gpus.{key}.previous"),
             launches=tuple(launches[-LAUNCHES_KEPT:]),
+            device=_device(entry.get("device"), f"gpus.{key}.device"),
         )
     return out
 
@@ -378,7 +406,12 @@ def put_record(record: ProcessRecord, path: Path | None = None) -> None:
         if record.launch_id and record.launch_id not in launches:
             launches = (*launches, record.launch_id)[-LAUNCHES_KEPT:]
         state[record.gpu] = replace(
-            old, port=record.port, host=record.host, server=record, launches=launches
+            old,
+            port=record.port,
+            host=record.host,
+            server=record,
+            launches=launches,
+            device=record.device,
         )
         return state
 

@@ -142,6 +142,8 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "adopt.cancel": None,
         "confirm.no": None,
         "dialog.left": None,  # the arrows move among a dialog's buttons
+        "form.next": None,  # Tab and shift+tab move among a form's fields
+        "form.previous": None,
         "dialog.right": None,
         "rollback.all_at_once": Kind.ROLLBACK,
         "stop.drain": Kind.KILL,

@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gpus",
         default=None,
-        help="the GPU of each port, e.g. 0-6 (default: each server's CUDA_VISIBLE_DEVICES)",
+        help="the GPU of each port, e.g. 0-6 (default: each server's CUDA_VISIBLE_DEVICES; a "
+        "second port on one card gets the next free number; its card is kept as its device)",
     )
     parser.add_argument(
         "--log-dir", default=None, help="the servers' log directory (default: their stdout files)"

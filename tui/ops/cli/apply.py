@@ -42,9 +42,15 @@ from tui.ops.service import FleetOps, OpsOptions
 from tui.profiles import Profile
 from tui.retune.events import ApplyResult, lost_summary
 from tui.retune.options import ApplyOptions
-from tui.retune.preflight import Preflight, calibration_from_log, planned_for_lines, preflight
+from tui.retune.preflight import (
+    Preflight,
+    calibration_from_log,
+    planned_for_lines,
+    predict_walk,
+)
 from tui.rollout.fleet_verdict import VerdictWindows
 from tui.rollout.rollout import RolloutOptions, RolloutResult
+from tui.sglang.memory import Calibration
 from tui.state.fleet_state import read_fleet
 from tui.words import gpus_words
 
@@ -107,12 +113,13 @@ def print_preflight(
     items: list[Preflight] = []
     lines: list[str] = []
     unpredicted: list[int] = []
-    for gpu in gpus:
-        calibration = calibration_from_log(logs[gpu]) if gpu in logs else None
-        try:
-            item = preflight(profile, gpu, calibration=calibration, card_bytes=card_bytes)
-        except (ValueError, KeyError) as exc:
-            lines.append(f"preflight GPU {gpu}: cannot predict: {exc}")
+
+    def calibration(gpu: int) -> Calibration | None:
+        return calibration_from_log(logs[gpu]) if gpu in logs else None
+
+    for gpu, item, why in predict_walk(profile, gpus, calibration, card_bytes):
+        if item is None:
+            lines.append(f"preflight GPU {gpu}: cannot predict: {why}")
             unpredicted.append(gpu)
             continue
         items.append(item)

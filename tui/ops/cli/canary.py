@@ -1,8 +1,8 @@
 """``gpufleet canary PROFILE --gpu N``: try a profile on one GPU against the others, headless.
 
-Exit 0 when the canary came up and a verdict was reached (whatever it is; the verdict is printed
-and journalled), 1 when the canary GPU failed to come up, 2 when refused before anything was
-stopped (invalid input or profile, another operation running).
+Exit 0 when the canary came up (whatever its verdict, 'not measured' included: it is printed and
+journalled), 1 when the canary GPU failed to come up, 2 when refused before anything was stopped
+(invalid input or profile, another operation running).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``gpufleet journal [--json] [--last N]``: every operation that changed the fleet."""
+"""``gpufleet journal [--json] [--last N] [--alerts]``: every operation that changed the fleet,
+or (``--alerts``) every alert that fired or resolved (``tui.ops.alerts``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def format_entry(entry: JournalEntry) -> list[str]:
     status = "ok" if entry.ok else ("REFUSED" if entry.refused else "FAILED")
     if entry.lost_in_flight:
         status += f", {counted(entry.lost_in_flight, 'in-flight request')} LOST"
+    if entry.type == "alert":  # an alert's entry says what it observed: firing or resolved
+        status = entry.verdict or "alert"
     took = f" in {entry.finished_at - entry.started_at:.0f} s"
     gpus = f" on GPUs {','.join(str(g) for g in entry.gpus)}" if entry.gpus else ""
     if entry.target is None:
@@ -55,11 +58,15 @@ def main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(prog="gpufleet journal", description=__doc__)
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--last", type=int, default=None, metavar="N", help="only the last N")
+    parser.add_argument(
+        "--alerts", action="store_true", help="the alerts' journal instead of the operations'"
+    )
     args = parser.parse_args(list(argv))
     if args.last is not None and args.last < 1:
         print(f"gpufleet journal: --last={args.last}: must be >= 1", file=sys.stderr)
         return 2
-    read = read_journal()
+    path = paths.alerts_journal_file() if args.alerts else paths.journal_file()
+    read = read_journal(path)
     if read.unreadable:
         print(f"gpufleet journal: {read.unreadable}", file=sys.stderr)
         return 1
@@ -69,7 +76,7 @@ def main(argv: Sequence[str]) -> int:
             print(json.dumps(entry.to_json(), default=str))
     else:
         if not entries:
-            print(f"journal is empty ({paths.journal_file()})")
+            print(f"journal is empty ({path})")
         for entry in entries:
             print("\n".join(format_entry(entry)))
     if read.skipped:

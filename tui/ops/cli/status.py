@@ -29,6 +29,7 @@ from tui.fleet.recorded import DEFAULT_PORTS, default_fleet
 from tui.fleet.spec import FleetSpec
 from tui.gpu.source import open_gpu_source
 from tui.ops.fleet_status import DEFAULT_WIDTH, EXIT_BAD_INPUT, format_text, status_document
+from tui.pipeline.energy import PriceError, ledger_path, load_price, read_ledger
 from tui.pipeline.status import check_status_path, read_status
 from tui.state.files import StateFileError
 
@@ -103,12 +104,14 @@ async def _run(spec: FleetSpec, args: argparse.Namespace) -> int:
     explicit = args.ports is not None or args.gpus is not None
     monitor = FleetMonitor(spec, open_gpu_source(), sampled_gpus=not explicit)
     status_path = args.status or paths.pipeline_status_file()
+    ledger = ledger_path(status_path)
     polls = 0
     try:
         while True:
             started = time.monotonic()
             snapshot = await monitor.poll()
-            doc = status_document(snapshot, read_status(status_path), time.time())
+            job, energy = read_status(status_path), read_ledger(ledger)
+            doc = status_document(snapshot, job, time.time(), energy, args.price)
             code, polls = doc["exit_code"], polls + 1
             if args.json:
                 print(json.dumps(doc), flush=True)
@@ -134,9 +137,10 @@ def main(argv: Sequence[str]) -> int:
         if args.count is not None and args.watch is None:
             raise ValueError("--count: only with --watch S")
         spec = fleet_spec(ports, gpus)
+        args.price = load_price()  # [energy] price_per_kwh: the job's cost
         if args.status is not None:
             check_status_path(args.status)  # a FIFO or /dev/zero: refused now, never read
-    except (argparse.ArgumentTypeError, ValueError, StateFileError) as error:
+    except (argparse.ArgumentTypeError, ValueError, StateFileError, PriceError) as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:

@@ -27,18 +27,11 @@ from tui.autotune.record import candidate_line
 from tui.autotune.space import SearchSpace
 from tui.autotune.status import FINAL_PHASES, holder_alive, read_status, request
 from tui.state.files import StateFileError
+from tui.ui.autotune.candidate_chart import CandidateChart, points_of
 from tui.ui.autotune.form_screen import AutotuneFormScreen, Predictor
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
-from tui.ui.history.blocks import block_rows
-from tui.ui.history.plot import axis_for
 from tui.words import counted
-
-PLOT_ROWS = 4
-"""Rows of each throughput line."""
-
-MAX_SPAN = 6
-"""Most cells one candidate takes in the plot."""
 
 STEP_WORDS = {
     "adopting": "Adopting #{index} {key}: rolling it out to every GPU, one at a time",
@@ -90,47 +83,25 @@ def _knobs(knobs: dict[str, Any]) -> str:
     return " ".join(f"{k}={'auto' if v is None else v}" for k, v in knobs.items())
 
 
-def plot(doc: dict[str, Any] | None, width: int) -> str:
-    """Canary and control tok/s per GPU over the search, one column per measured candidate."""
-    history = [h for h in (doc or {}).get("history", []) if isinstance(h, dict)]
-    canary = [h.get("canary_tokens_per_s") for h in history]
-    control = [h.get("control_tokens_per_s") for h in history]
-    values = [float(v) for v in (*canary, *control) if isinstance(v, int | float)]
-    if not values:
-        return "Throughput: no candidate measured yet."
-    axis = axis_for(values, floor=1.0)
-    # Each candidate gets `span` cells, a column of blocks filled from 0 (braille lines read as
-    # faint dots in the browser's console, ``gpufleet serve``; see tui.ui.history.blocks); the
-    # newest candidates are kept when they do not all fit.
-    span = max(1, min(MAX_SPAN, width // max(1, len(history))))
-    shown = slice(max(0, len(history) - width // span), None)
-
-    def series(points: list[Any]) -> list[float | None]:
-        out: list[float | None] = []
-        for v in points[shown]:
-            out += [float(v) if isinstance(v, int | float) else None] * span
-        return out
-
-    marks = "".join(_mark(h, span) for h in history[shown])
-    lines = [f"Canary tok/s per GPU (top {axis.high:,.0f})"]
-    lines += block_rows(series(canary), axis.high, PLOT_ROWS)
-    lines.append("Control (incumbent) tok/s per GPU")
-    lines += block_rows(series(control), axis.high, PLOT_ROWS)
-    lines.append(marks + "   + better  - worse  = no measurable difference  (N: candidate #N)")
-    return "\n".join(lines)
-
-
-def _mark(point: dict[str, Any], span: int) -> str:
-    """One candidate's mark under its cells: its verdict, and its index where it fits ('+4')."""
-    sign = {"better": "+", "worse": "-"}.get(str(point.get("verdict")), "=")
-    index = f"{sign}{point.get('index')}"
-    return (index if len(index) < span else sign).ljust(span)[:span]
-
-
 def candidates_text(doc: dict[str, Any] | None, last: int = 12) -> str:
-    """The last candidates: decision, measured effect, why."""
-    rows = [c for c in (doc or {}).get("candidates", []) if isinstance(c, dict)][-last:]
-    return "\n".join(candidate_line(c) for c in rows) or "No candidate yet."
+    """The last candidates (decision, measured effect, why), then the one being measured."""
+    rows = [c for c in (doc or {}).get("candidates", []) if isinstance(c, dict)]
+    current = (doc or {}).get("current")
+    measuring = isinstance(current, dict) and str((doc or {}).get("phase")) not in STEP_WORDS
+    lines = [candidate_line(c) for c in rows[-max(1, last - measuring) :]]
+    if measuring and isinstance(current, dict):
+        look = (doc or {}).get("look") or {}
+        seen = (
+            f", {look.get('intervals')} intervals: {look.get('verdict')} so far"
+            if look.get("intervals")
+            else ""
+        )
+        state = "measuring" if (doc or {}).get("canary_up") else "starting"
+        lines.append(
+            f"#{current.get('index')} {current.get('key')}: {state} on GPU "
+            f"{(doc or {}).get('gpu')}{seen}"
+        )
+    return "\n".join(lines) or "No candidate yet."
 
 
 class AutotuneScreen(ReadOnlyGate[None]):
@@ -172,10 +143,17 @@ class AutotuneScreen(ReadOnlyGate[None]):
         self.alive = False
         """Whether the process the status names runs."""
 
+    DEFAULT_CSS = """
+    AutotuneScreen #autotune-summary { height: auto; }
+    AutotuneScreen #autotune-plot { margin: 1 0 0 0; }
+    AutotuneScreen #autotune-candidates { height: auto; margin: 1 0 0 0; }
+    """
+    """The chart takes the room the summary and the candidates leave (6 to 16 rows)."""
+
     def compose(self) -> ComposeResult:
-        """Summary, plot, candidates, keys."""
+        """Summary, chart, candidates, keys."""
         yield Static(id="autotune-summary")
-        yield Static(id="autotune-plot")
+        yield CandidateChart(id="autotune-plot")
         yield Static(id="autotune-candidates")
         yield FleetFooter()
 
@@ -192,10 +170,14 @@ class AutotuneScreen(ReadOnlyGate[None]):
             self.query_one("#autotune-summary", Static).update(f"Status unreadable: {exc}")
             return
         self.doc, self.alive = doc, doc is not None and holder_alive(doc)
-        width = max(10, (self.size.width or 80) // 2 - 2)
-        self.query_one("#autotune-summary", Static).update(describe(doc, self.alive))
-        self.query_one("#autotune-plot", Static).update(plot(doc, width))
-        self.query_one("#autotune-candidates", Static).update(candidates_text(doc))
+        summary = describe(doc, self.alive)
+        # The candidates get what the summary, the chart's least rows and the keys leave.
+        room = (self.size.height or 24) - summary.count("\n") - 1 - 1 - 7 - 1 - 1
+        self.query_one("#autotune-summary", Static).update(summary)
+        self.query_one(CandidateChart).points = tuple(points_of(doc))
+        self.query_one("#autotune-candidates", Static).update(
+            candidates_text(doc, last=max(3, min(12, room)))
+        )
         self.refresh_bindings()
 
     @property

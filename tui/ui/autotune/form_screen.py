@@ -36,6 +36,7 @@ from tui.autotune.options import (
 from tui.autotune.space import KNOBS, KnobValue, SearchSpace
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.footer import FleetFooter
+from tui.ui.form_keys import FIELD_KEYS, FieldInput, FieldKeys
 from tui.ui.gate import ReadOnlyGate
 
 Predictor = Callable[[SearchSpace], str]
@@ -74,7 +75,7 @@ def confirm_text(request: SearchRequest, verdict: str | None) -> str:
     return "\n".join(lines)
 
 
-class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
+class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None], FieldKeys):
     """Dismisses with the confirmed ``SearchRequest``, or None on Cancel.
 
     Args:
@@ -88,6 +89,7 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="autotune.form.cancel"),
         Binding("ctrl+s", "start", "Start search", id="autotune.form.start", priority=True),
+        *FIELD_KEYS,
     ]
 
     DEFAULT_CSS = """
@@ -139,9 +141,9 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
                 with Horizontal(classes="knob-row"):
                     yield Label(name)
                     yield Switch(value=values is not None, id=f"on-{name}")
-                    yield Input(_plain(low), id=f"low-{name}")
-                    yield Input(_plain(high), id=f"high-{name}")
-                    yield Input(self._step_text(name, values), id=f"step-{name}")
+                    yield FieldInput(_plain(low), id=f"low-{name}")
+                    yield FieldInput(_plain(high), id=f"high-{name}")
+                    yield FieldInput(self._step_text(name, values), id=f"step-{name}")
             budget = self.initial.budget
             texts = {
                 "wall": f"{budget.wall_s:g}",
@@ -151,11 +153,11 @@ class AutotuneFormScreen(ReadOnlyGate[SearchRequest | None]):
             for key, label in BUDGET_FIELDS:
                 with Horizontal(classes="budget-row"):
                     yield Label(label)
-                    yield Input(texts[key], id=f"budget-{key}")
+                    yield FieldInput(texts[key], id=f"budget-{key}")
             with Horizontal(classes="budget-row"):
                 yield Label("Canary GPU (blank: lowest running)")
                 gpu = self.initial.gpu
-                yield Input("" if gpu is None else str(gpu), id="canary-gpu")
+                yield FieldInput("" if gpu is None else str(gpu), id="canary-gpu")
             yield Static("", id="autotune-form-errors")
             yield Static("", id="autotune-form-preflight")
         yield FleetFooter()

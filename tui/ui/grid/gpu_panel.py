@@ -213,7 +213,8 @@ class GpuPanelView(ScreenRefresh):
         """Retitle and restyle when they change; repaint the cells whose text changed."""
         name = "" if panel is None or panel.gpu is None else f" · {panel.gpu.name}"
         where = f"{panel.node} GPU {panel.local_index}" if panel is not None and panel.node else ""
-        title = f"{'● ' if self.marked else ''}{where or f'GPU {self.gpu_index}'}{name}"
+        shared = panel.on_device if panel is not None else ""
+        title = f"{'● ' if self.marked else ''}{where or f'GPU {self.gpu_index}'}{shared}{name}"
         if title != self._title:  # setting border_title repaints the whole panel
             self._title = title
             self.border_title = title

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 from textual.containers import Horizontal, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Button, Input, Label, Static, TextArea
+from textual.widgets import Button, Label, Static, TextArea
 
+from tui.ui.form_keys import FieldInput
 from tui.ui.tuning.candidate import EXTRA, GENERAL, NAME, initial_values
 from tui.ui.tuning.preflight_panel import PreflightPanel
 from tui.ui.tuning.scope import scope_choice
@@ -46,7 +47,7 @@ def form_widgets(setup: FormSetup, gpu: int | None, scope: str | None) -> Iterat
             )
             for knob, text in values.knobs:
                 yield Label(f"{knob}  [dim]{KNOB_HELP[knob]}[/]", classes="field-label")
-                yield Input(text, placeholder="auto", id=f"knob-{knob}", select_on_focus=False)
+                yield FieldInput(text, placeholder="auto", id=f"knob-{knob}", select_on_focus=False)
                 yield Label(id=f"error-{knob}", classes="field-error")
             yield Label(
                 "extra flags, one per line: --flag value | --flag | key=value",
@@ -56,7 +57,7 @@ def form_widgets(setup: FormSetup, gpu: int | None, scope: str | None) -> Iterat
             yield TextArea(values.extra_flags, id="extra-flags", soft_wrap=False)
             yield Label(id=f"error-{EXTRA}", classes="field-error")
             yield Label("new profile name", classes="field-label")
-            yield Input(values.name, id="profile-name", select_on_focus=False)
+            yield FieldInput(values.name, id="profile-name", select_on_focus=False)
             yield Label(id=f"error-{NAME}", classes="field-error")
             yield Label(id=f"error-{GENERAL}", classes="field-error")
             with Horizontal(id="tune-buttons"):

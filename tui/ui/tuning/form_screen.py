@@ -25,6 +25,7 @@ from tui.ops.port import Fleet, Tuning
 from tui.ops.types import Preflight
 from tui.profiles import KNOBS, Profile, diff
 from tui.ui.footer import FleetFooter
+from tui.ui.form_keys import FIELD_KEYS, FieldKeys
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.tuning.candidate import (
     EXTRA,
@@ -50,7 +51,7 @@ a busy console), and the preflights are already coalesced (one runs at a time; k
 meanwhile are answered by one more run, for the newest values), which is what a debounce is for."""
 
 
-class TuningFormScreen(ReadOnlyGate[Apply | None], FormFlows):
+class TuningFormScreen(ReadOnlyGate[Apply | None], FieldKeys, FormFlows):
     """Dismisses with the ``Apply`` to run after a confirmed Apply, None on Cancel."""
 
     BINDINGS = [
@@ -58,6 +59,7 @@ class TuningFormScreen(ReadOnlyGate[Apply | None], FormFlows):
         Binding("ctrl+s", "save", "Save as new profile", id="tune.save", priority=True),
         Binding("ctrl+t", "apply", "Apply", id="tune.apply", priority=True),
         Binding("ctrl+o", "toggle_scope", "Every GPU / one GPU", id="tune.scope", priority=True),
+        *FIELD_KEYS,
     ]
 
     DEFAULT_CSS = """

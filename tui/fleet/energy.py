@@ -1,0 +1,134 @@
+"""Energy per GPU and for the fleet: joules, mean power and output tokens per joule over the
+rolling window.
+
+Each GPU's joules come from its :class:`~tui.gpu.energy.EnergyMeter` (the driver's counter, or
+its power samples integrated); its tokens from its server's ``generation_tokens_total`` (output
+tokens since the server started). A reading is kept every ``THIN_S`` for ``WINDOW_S``; over the
+window, watts = joules / seconds and tokens per joule = tokens / joules. A server restart (another
+pid, or the counter going down) counts the new process's tokens from zero, as Prometheus's
+``increase`` does. The fleet's tokens per joule is every GPU's tokens over every GPU's joules.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tui.fleet.latency import THIN_S, WINDOW_S
+
+
+@dataclass(frozen=True, slots=True)
+class GpuEnergy:
+    """One GPU's energy as the monitor measured it."""
+
+    joules: float
+    """Joules since this monitor began metering (the console's or the agent's start)."""
+    counter: bool
+    """From the driver's total energy counter (False: its power samples integrated)."""
+    window_s: float | None = None
+    """Seconds the window's figures cover; None before a second reading."""
+    watts: float | None = None
+    """Mean power over the window."""
+    tokens_per_joule: float | None = None
+    """Output tokens per joule over the window; None without a server's token counter, or
+    while it used no energy."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetEnergy:
+    """The fleet's energy: every GPU's summed."""
+
+    joules: float
+    """Joules since this monitor began metering."""
+    window_s: float | None
+    """Seconds the window covers (the shortest of the GPUs'); None before a second reading."""
+    watts: float | None
+    """Mean power over the window, all GPUs."""
+    tokens_per_joule: float | None
+    """Every GPU's output tokens over every GPU's joules, over the window."""
+
+
+class EnergyWindow:
+    """One GPU's (joules, tokens) over the rolling window. Not thread-safe."""
+
+    def __init__(self, window_s: float = WINDOW_S, thin_s: float = THIN_S) -> None:
+        self.window_s = window_s
+        self.thin_s = thin_s
+        self._readings: deque[tuple[float, float, float | None]] = deque()
+        self._tokens = 0.0
+        """Output tokens since the window began, across restarts."""
+        self._last: tuple[object, float] | None = None
+        """(epoch, the counter's value) of the last token reading."""
+
+    def add(self, t: float, joules: float, tokens: float | None, epoch: object = None) -> None:
+        """A reading: the meter's joules, the server's token counter (None: no server or no
+        counter) and the server's identity (its pid)."""
+        counted: float | None = None
+        if tokens is not None:
+            last = self._last
+            if last is None:
+                pass  # the first: its value is the server's history, not the window's
+            elif epoch != last[0] or tokens < last[1]:
+                self._tokens += tokens  # a restart: the new process counted from zero
+            else:
+                self._tokens += tokens - last[1]
+            self._last = (epoch, tokens)
+            counted = self._tokens
+        else:
+            self._last = None
+        readings = self._readings
+        if len(readings) >= 2 and t - readings[-2][0] < self.thin_s:
+            readings[-1] = (t, joules, counted)  # the newest stays fresh, one every THIN_S kept
+            return
+        readings.append((t, joules, counted))
+        while len(readings) >= 2 and readings[1][0] <= t - self.window_s:
+            readings.popleft()
+
+    def reading(self, joules: float, counter: bool) -> GpuEnergy:
+        """The GPU's energy now (``joules`` and ``counter`` from its meter)."""
+        readings = self._readings
+        if len(readings) < 2:
+            return GpuEnergy(joules, counter)
+        (t0, j0, k0), (t1, j1, k1) = readings[0], readings[-1]
+        seconds, used = t1 - t0, j1 - j0
+        per_joule = (k1 - k0) / used if k0 is not None and k1 is not None and used > 0 else None
+        return GpuEnergy(joules, counter, seconds, used / seconds if seconds > 0 else None,
+                         per_joule)  # fmt: skip
+
+    def span(self) -> tuple[float, float, float | None] | None:
+        """(seconds, joules, tokens) over the window; None before a second reading."""
+        readings = self._readings
+        if len(readings) < 2:
+            return None
+        (t0, j0, k0), (t1, j1, k1) = readings[0], readings[-1]
+        tokens = k1 - k0 if k0 is not None and k1 is not None else None
+        return t1 - t0, j1 - j0, tokens
+
+
+def fleet_energy(
+    parts: Iterable[tuple[float, EnergyWindow]],
+) -> FleetEnergy | None:
+    """The fleet's energy from each GPU's (meter joules, window).
+
+    Returns:
+        None without any GPU metered.
+    """
+    joules, spans = 0.0, []
+    count = 0
+    for total, window in parts:
+        count += 1
+        joules += total
+        span = window.span()
+        if span is not None:
+            spans.append(span)
+    if not count:
+        return None
+    if not spans:
+        return FleetEnergy(joules, None, None, None)
+    seconds = min(s for s, _, _ in spans)
+    watts = sum(j / s for s, j, _ in spans if s > 0)
+    counted = [(j, k) for _, j, k in spans if k is not None]
+    used = sum(j for j, _ in counted)
+    per_joule = sum(k for _, k in counted) / used if counted and used > 0 else None
+    return FleetEnergy(joules, seconds, watts, per_joule)
