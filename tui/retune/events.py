@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
+from tui.sglang.caps import WARNED, running_capped
+
 _T = TypeVar("_T")
 
 Verdict = Literal["better", "worse", "no measurable difference", "not measured"]
@@ -116,11 +118,9 @@ class VerifyReport:
     @property
     def capped(self) -> bool:
         """True when SGLang ran fewer concurrent requests than the profile asked for."""
+        said = WARNED if self.effective.cap_line is not None else None
         asked = self.requested.max_running_requests
-        got = self.effective.max_running_requests
-        return (asked is not None and got is not None and got < asked) or (
-            self.effective.cap_line is not None
-        )
+        return bool(running_capped(asked, self.effective.max_running_requests, said))
 
 
 LOAD_CHANGED = "the load changed"
