@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tui.sglang.arch_support import supports_extra_buffer, uses_mamba_radix_cache
 from tui.sglang.builds import SEED, SGLANG_0_5_17, SGLANG_0_5_23, Build
+from tui.sglang.loglines import CAPPED, REDUCED
 from tui.sglang.plan_types import PlanFailure
 
 
@@ -171,10 +172,7 @@ def resolve_running(
     )
     reduced = requested is not None and effective < requested
     warnings: list[str] = []
-    reduced_line = (
-        f"max_running_requests was reduced from the requested {requested} to {effective} "
-        "(per dp worker) due to the available KV cache capacity."
-    )
+    reduced_line = REDUCED.write(requested=requested, effective=effective)
     if reduced and build == SEED:
         warnings.append(reduced_line)
     capped = False
@@ -182,12 +180,7 @@ def resolve_running(
         cap = mamba_slots // ratio
         if cap < effective:
             capped = True
-            warnings.append(
-                f"max_running_requests is capped to {cap} by the mamba state cache "
-                f"(max_mamba_cache_size={mamba_slots}, {ratio} state slots per request). To raise "
-                "it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the "
-                "state size with --mamba-ssm-dtype bfloat16."
-            )
+            warnings.append(CAPPED.write(cap=cap, slots=mamba_slots, ratio=ratio))
             effective = cap
         if effective <= 0:
             advice = (
