@@ -69,7 +69,7 @@ class Range:
 def _num(value: float | None, none: str) -> str:
     if value is None:
         return none
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 @dataclass(frozen=True, slots=True)
