@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from rollout_helpers import PipelineRun, SimFleet, pipeline, sim_fleet, wait_done_at_least
+from rollout_helpers import PipelineRun, SimFleet, fleet_under_load
 
 from bench.prom_reference import client_buckets, minus, plus, reference_quantile
 from tui.gpu.simulated import SimulatedSource
@@ -77,12 +77,8 @@ def loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[SimFleet, PipelineRun]]:
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
-    with (
-        sim_fleet(tmp_path, 3, SPEED) as fleet,
-        pipeline(tmp_path, fleet.urls, prompts=50_000, max_tokens=256) as run,
-    ):
-        wait_done_at_least(run, 40, timeout=30)
-        yield fleet, run
+    with fleet_under_load(tmp_path, 3, SPEED, max_tokens=256) as both:  # short: many first tokens
+        yield both
 
 
 def ttft_p90(rows: tuple[tuple, tuple], ports: list[int]) -> float:
