@@ -14,11 +14,12 @@ that buys 5 % more tokens with 20 % more power: the operator sees all three.
 * tokens per joule: the side's output tokens over the window over its GPUs' joules
   (``tui.rollout.joules``), for a side of several GPUs the ratio of their sums.
 
-**The interval** is a bootstrap over the window's intervals (between two observed readings),
-the ratio of the two sides' window figures recomputed on each resample, its percentiles the
-interval of the change. Why not the throughput's paired t on per-interval figures: a p90 is not
-a mean, and one 5 s interval's p90 rests on a handful of requests (mostly that interval's
-slowest; none at all in some), so a per-interval series of p90s is biased and full of holes.
+**The interval** is a bootstrap over the window's intervals (between two observed readings,
+``tui.rollout.bootstrap``), the ratio of the two sides' window figures recomputed on each
+resample, its percentiles the interval of the change. Why not the throughput's paired t on
+per-interval figures: a p90 is not a mean, and one 5 s interval's p90 rests on a handful of
+requests (mostly that interval's slowest; none at all in some), so a per-interval series of
+p90s is biased and full of holes.
 The bootstrap recomputes the window's own statistic from whole intervals: a canary's intervals
 are resampled in pairs (the canary's and its controls' of the same seconds together, so what
 moved every GPU alike cancels, as in the throughput's pairs), a rollout's before and after
@@ -33,24 +34,18 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tui.retune.verdict import effect_words
+from tui.rollout.bootstrap import MIN_INTERVALS, bootstrap
 from tui.rollout.sampling import Reading
 from tui.servers.histogram import ITL, TTFT, Histogram, quantiles
 
 MIN_OBSERVATIONS = 20
 """Requests (for the ITL: tokens) a side needs in the window for a p90: with fewer, the p90 is
 its slowest one or two, not a percentile."""
-MIN_INTERVALS = 6
-"""Intervals the bootstrap needs for an interval (with 3 it has 10 distinct resamples)."""
-DRAWS = 1000
-"""Bootstrap resamples (the ends of a 95 % interval rest on 25 each)."""
-SEED = 38
-"""The resampling's seed: one window, one interval, whenever it is described again."""
 QUANTILE = 0.9
 """The percentile reported."""
 
@@ -303,7 +298,7 @@ def compare_sides(
     n = min(len(m_steps), len(r_steps)) if paired else len(m_steps)
 
     def boot(stat: Statistic) -> tuple[float | None, float | None]:
-        return _bootstrap(m_steps, r_steps, stat, level, paired)
+        return bootstrap(m_steps, r_steps, stat, level, paired)
 
     names = (m.name, r.name)
     ttft = _latency_change(
@@ -396,45 +391,6 @@ def _with_interval(ratio: float, bounds: tuple[float | None, float | None], leve
     return Change(ratio - 1.0, min(low, ratio) - 1.0, max(high, ratio) - 1.0, level)
 
 
-def _bootstrap(
-    m_steps: Sequence[Step],
-    r_steps: Sequence[Step],
-    stat: Statistic,
-    level: float,
-    paired: bool,
-) -> tuple[float | None, float | None]:
-    """The percentile interval of ``stat`` (a ratio) over resampled steps; (None, None) with
-    too few steps, or when too many resamples have no value (a side empty in most of them)."""
-    n_m, n_r = len(m_steps), len(r_steps)
-    if min(n_m, n_r) < MIN_INTERVALS:
-        return None, None
-    rng = random.Random(SEED)
-    values = []
-    for _ in range(DRAWS):
-        if paired:
-            picks = rng.choices(range(min(n_m, n_r)), k=min(n_m, n_r))
-            ms, rs = [m_steps[i] for i in picks], [r_steps[i] for i in picks]
-        else:
-            ms = rng.choices(m_steps, k=n_m)
-            rs = rng.choices(r_steps, k=n_r)
-        value = stat(ms, rs)
-        if value is not None:
-            values.append(value)
-    if len(values) < 0.9 * DRAWS:
-        return None, None
-    values.sort()
-    tail = (1.0 - level) / 2.0
-    return _percentile(values, tail), _percentile(values, 1.0 - tail)
-
-
-def _percentile(ordered: Sequence[float], q: float) -> float:
-    """The ``q`` quantile of sorted values, linear between the two nearest."""
-    at = q * (len(ordered) - 1)
-    i = int(at)
-    j = min(i + 1, len(ordered) - 1)
-    return ordered[i] + (ordered[j] - ordered[i]) * (at - i)
-
-
 def measured_beside(
     readings: Sequence[Reading],
     measured: tuple[str, Sequence[int], tuple[float, float]],
@@ -462,11 +418,3 @@ def measured_beside(
 def _wall(readings: Sequence[Reading], window: tuple[float, float]) -> tuple[float, float]:
     marks = [r.wall for r in readings if r.observed and window[0] - 1e-9 <= r.t <= window[1] + 1e-9]
     return (marks[0], marks[-1]) if marks else (0.0, 0.0)
-
-
-def from_json(data: Mapping[str, Any] | None) -> str:
-    """The words of a journalled ``Beside`` (``to_json``), '' when none was kept."""
-    if not isinstance(data, Mapping):
-        return ""
-    words = data.get("words")
-    return words if isinstance(words, str) else ""
