@@ -83,6 +83,7 @@ def canary_entry(result: CanaryResult, by: str) -> JournalEntry:
     data["per_gpu_tokens"] = {str(k): v for k, v in result.per_gpu_tokens.items()}
     data["report"] = report_dict(result.report) if result.report is not None else None
     data["cost"] = result.cost.to_json() if result.cost else None
+    data["beside"] = result.beside.to_json() if result.beside else None
     return JournalEntry(
         type="canary",
         started_at=result.started_at,
@@ -135,6 +136,7 @@ def rollout_entry(result: RolloutResult, by: str) -> JournalEntry:
     data = asdict(result)
     data.pop("steps")
     data["cost"] = result.cost.to_json() if result.cost else None
+    data["beside"] = result.beside.to_json() if result.beside else None
     summary = result.describe().splitlines()[0]
     reports = [r for step in result.steps for r in step.reports]
     lost = lost_summary(reports)
