@@ -155,3 +155,42 @@ async def test_a_relaunch_whose_drain_timed_out_is_a_loss_in_the_toast() -> None
     assert [t.severity for t in toasts] == ["error"]
     assert "a drain timed out: requests lost" in str(toasts[0].title)
     assert f"GPU 2: {note}" in str(toasts[0].message)
+
+
+def test_a_drain_that_ended_while_a_client_still_sent_is_an_error_toast_never_done() -> None:
+    """Stopped by its own drain, yet a client was sending as it exited: never "Done"."""
+    from dataclasses import replace
+
+    from ui_helpers import verify_report
+
+    from tui.retune.events import ApplyResult, ThroughputComparison
+    from tui.ui.loss_toasts import after_kill, after_relaunch
+
+    result = StopResult(1, 4242, "drained", (4242,), (), 3.2, "drain", "", True)
+    drain = DrainAccount(arrived=40, still_sending=True)
+    stopped = StopReleased(1, "done", "GPU 1 (pid 4242): ...", result, drain=drain)
+    toast = after_kill("stop GPU 1 (drain)", [stopped])
+    assert toast.severity == "error" and "Done" not in toast.title + toast.message
+    assert toast.title == "Stopped, but a client was still sending: requests may be lost"
+    assert toast.message == (
+        "GPU 1: drain ended while a client was still sending (40 arrived during the drain): "
+        "requests sent in its last moment may have been lost"
+    )
+    report = replace(
+        verify_report(1, "sim-baseline"),
+        client_still_sending=True,
+        arrived_during_drain=40,
+        drain_note=stopped.drain_note,
+    )
+    applied = ApplyResult(
+        "sim-baseline",
+        {1: "sim-baseline"},
+        (1,),
+        (report,),
+        ThroughputComparison((), (), "not measured"),
+        0.0,
+        1.0,
+    )
+    toast = after_relaunch("relaunched GPU 1", [applied])
+    assert toast.severity == "error"
+    assert toast.title == "relaunched GPU 1, but a client was still sending: requests may be lost"
