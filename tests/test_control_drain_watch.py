@@ -205,3 +205,41 @@ def test_what_a_server_accepts_as_it_goes_down_is_lost_too(
             watch.close()
     assert account.in_flight_at_deadline == 16 and account.lost_in_flight == 19
     assert account.timeout_words().startswith("drain timed out after 60 s: 16 requests running")
+
+
+@pytest.mark.parametrize(
+    ("during", "still_sending"),
+    [
+        # (arrived so far, running/in flight) at each read after the SIGTERM
+        (((30, 16), (60, 16)), True),  # arrivals in the last interval before the exit
+        (((30, 0), (31, 1), (31, 1)), True),  # one came after a reading that found none
+        (((30, 16), (30, 0), (30, 0)), False),  # the client stopped before the drain ended
+        (((10, 4), (10, 0)), False),  # nothing arrived during the drain
+    ],
+)
+def test_a_drain_that_ended_says_whether_a_client_was_still_sending(
+    monkeypatch: pytest.MonkeyPatch, during: tuple[tuple[int, int], ...], still_sending: bool
+) -> None:
+    """SGLang's drain ends at a check that finds nothing running, and its exit drops what came
+    after: the account says a client was still sending when the counter grew in the last
+    interval read, or after the latest reading that found nothing in flight."""
+    monkeypatch.setattr("tui.control.drain_watch.DRAIN_POLL_S", 0.0)
+    plain = "text/plain; version=0.0.4"
+    replies = [(200, plain, _exposition(10, 4, 4))]
+    replies += [(200, plain, _exposition(arrived, n, n)) for arrived, n in during]
+    with canned_server({"/metrics": replies}) as server:
+        watch = DrainWatch(0, "127.0.0.1", server.port, None, time.monotonic())  # no sink
+        try:
+            watch.begin()
+            for _ in during:
+                watch.tick()
+            account = watch.account(drained=True, signalled_in_flight=False)
+        finally:
+            watch.close()
+    assert account.still_sending is still_sending and account.at_risk is still_sending
+    assert account.lost_in_flight == 0 and not account.timed_out
+    if still_sending:
+        assert account.still_sending_words() == (
+            f"drain ended while a client was still sending ({account.arrived} arrived during "
+            "the drain): requests sent in its last moment may have been lost"
+        )

@@ -31,7 +31,9 @@ FAST = [a for a in FAST_APPLY if a not in ("--term-timeout", "5")]
 """The fast apply's flags without its drain deadline (each test names its own)."""
 
 
-def profile_0517(name: str, port: int, logs: Path, knobs: str, stop: str = "") -> str:
+def profile_0517(
+    name: str, port: int, logs: Path, knobs: str, stop: str = "", speed: float = 5
+) -> str:
     """One simulated GPU serving the recorded tiny model as SGLang 0.5.17 does."""
     return f"""
 name = "{name}"
@@ -39,7 +41,7 @@ name = "{name}"
 kind = "sim"
 sim_gpu = "h100"
 sim_model = "{MODEL}"
-sim_speed = 5
+sim_speed = {speed:g}
 [fleet]
 gpus = [0]
 ports = [{port}]
@@ -155,3 +157,51 @@ def test_the_same_retune_under_gpufleet_generate_loses_nothing(
         printed
     )
     assert "a client is still sending" not in printed
+    assert "still sending" not in printed and not entry.client_still_sending, entry
+    assert entry.arrived_during_drain in (None, 0) and not report["client_still_sending"]
+
+
+def test_a_drain_that_ends_while_a_client_still_sends_says_requests_may_be_lost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SGLang 0.5.17's drain ends at the first check that finds nothing running; one worker
+    sending 20-token requests back to back leaves such an instant within a second, so the drain
+    ends (no deadline) while the client still sends, and what arrived after that check is
+    dropped by the exit: not counted, but said, exit 3."""
+    port = free_ports(1)[0]
+    logs, before, after = tmp_path / "logs", tmp_path / "before.toml", tmp_path / "after.toml"
+    before.write_text(profile_0517("t-before", port, logs, "mem_fraction_static = 0.30", speed=40))
+    after.write_text(profile_0517("t-after", port, logs, "mem_fraction_static = 0.45", speed=40))
+    out, stopfile = tmp_path / "client.json", tmp_path / "stop"
+    client = None
+    try:
+        assert cli.main([str(before), *FAST, "--drain-timeout", "5"]) == 0
+        client = subprocess.Popen(
+            [sys.executable, str(CLIENT), str(port), str(out), str(stopfile), "1", "20", "120"]
+        )
+        assert wait_until(lambda: (active_requests(port) or 0) >= 1, 30), "the client never sent"
+        capsys.readouterr()
+        # A deadline far past the drain's end: the drain ends by itself (about 0.5 s here).
+        status = cli.main([str(after), *FAST, "--drain-timeout", "25"])
+        printed = capsys.readouterr().out
+        entry = read_journal().entries[-1]
+    finally:
+        stopfile.touch()
+        if client is not None and client.wait(60) is None:
+            client.kill()
+        stop_all()
+        kill_strays([port])
+    assert entry.type == "apply" and entry.ok, entry
+    assert "drain timed out" not in printed, printed
+    assert entry.client_still_sending and entry.arrived_during_drain, entry
+    words = (
+        f"drain ended while a client was still sending ({entry.arrived_during_drain} arrived "
+        "during the drain): requests sent in its last moment may have been lost"
+    )
+    assert f"  old server: {words}" in printed, printed
+    assert "drain on GPU 0 ended while a client was still sending (" in entry.summary
+    report = entry.detail["reports"][0]
+    assert report["client_still_sending"] and not report["drain_timed_out"], report
+    assert report["arrived_during_drain"] == entry.arrived_during_drain
+    assert entry.lost_in_flight == 0  # none counted: what the exit dropped has no count
+    assert status == 3 and printed.rstrip().endswith("(exit 3)"), printed

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from rollout_helpers import PipelineRun, SimFleet, pipeline, sim_fleet, wait_done_at_least
+from rollout_helpers import PipelineRun, SimFleet, fleet_under_load
 
 from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps
@@ -46,12 +46,8 @@ def loaded_fleet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[SimFleet, PipelineRun]]:
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
-    with (
-        sim_fleet(tmp_path, 4, SPEED) as fleet,
-        pipeline(tmp_path, fleet.urls, prompts=50_000, max_tokens=3000) as run,
-    ):
-        wait_done_at_least(run, 40, timeout=30)
-        yield fleet, run
+    with fleet_under_load(tmp_path, 4, SPEED, max_tokens=3000) as both:
+        yield both
 
 
 def rate_of(path: Path) -> float:

@@ -66,6 +66,19 @@ def test_rollback_walks_one_gpu_at_a_time_and_ends_with_the_fleet_verdict(
     verdict = summary.detail["verdict"]
     assert len(verdict["before"]) >= 3 and len(verdict["after"]) >= 3  # a verdict's least
     assert verdict["ci_low"] <= verdict["relative_change"] <= verdict["ci_high"]
+    # beside the throughput, the fleet's TTFT p90 and tokens per joule, after against before
+    beside = summary.detail["beside"]
+    assert f"fleet {beside['words']}" in out
+    for side in ("before", "after"):
+        figures = beside[side]
+        assert figures["gpus"] == [0, 1, 2] and figures["ttft_requests"] >= 20, figures
+        assert figures["ttft_p90_s"] > 0 and figures["tokens_per_joule"] > 0, figures
+        assert figures["tokens_per_joule"] == pytest.approx(figures["tokens"] / figures["joules"])
+    assert beside["before"]["window"][1] <= beside["after"]["window"][0]
+    assert beside["ttft_p90"]["relative"] is not None or "bucket" in beside["ttft_p90"]["note"]
+    assert beside["tokens_per_joule"]["relative"] == pytest.approx(
+        beside["after"]["tokens_per_joule"] / beside["before"]["tokens_per_joule"] - 1
+    )
     assert {r.profile for r in read_records().values()} == {"t-baseline"}
     assert run.proc.poll() is None, "the job went on through the rollback"
 

@@ -20,7 +20,7 @@ from tui.control.drain_watch import DrainAccount
 from tui.control.stop import StopResult
 from tui.control.stop_release import StopReleased
 from tui.ops.commands import Kill
-from tui.retune.events import VerifyReport
+from tui.retune.events import ApplyResult, ThroughputComparison, VerifyReport
 from tui.ui.stop_screen import StopScreen
 
 
@@ -32,6 +32,13 @@ def _timed_out(gpu: int) -> StopReleased:
     result = StopResult(gpu, 4242, "terminated", (4242,), (), 65.3, "drain", "", True)
     drain = DrainAccount(True, 60.0, 864, lost_in_flight=16, in_flight_at_deadline=16)
     return StopReleased(gpu, "done", f"GPU {gpu} (pid 4242): ...", result, drain=drain)
+
+
+def _relaunched(report: VerifyReport) -> ApplyResult:
+    """A relaunch of the report's GPU on sim-baseline, measuring nothing."""
+    gpu = report.gpu
+    unmeasured = ThroughputComparison((), (), "not measured")
+    return ApplyResult("sim-baseline", {gpu: "sim-baseline"}, (gpu,), (report,), unmeasured, 0, 1)
 
 
 async def test_a_bad_deadline_is_named_and_stops_nothing_a_good_one_reaches_the_kill() -> None:
@@ -125,7 +132,6 @@ async def test_a_relaunch_whose_drain_timed_out_is_a_loss_in_the_toast() -> None
 
     from ui_helpers import verify_report
 
-    from tui.retune.events import ApplyResult, ThroughputComparison
     from tui.ui.confirm import ConfirmScreen
     from tui.ui.retune.profile_picker import ProfilePickerScreen
 
@@ -136,16 +142,7 @@ async def test_a_relaunch_whose_drain_timed_out_is_a_loss_in_the_toast() -> None
     report = replace(
         verify_report(2, "sim-baseline"), drain_timed_out=True, lost_in_flight=3, drain_note=note
     )
-    result = ApplyResult(
-        "sim-baseline",
-        {2: "sim-baseline"},
-        (2,),
-        (report,),
-        ThroughputComparison((), (), "not measured"),
-        0.0,
-        1.0,
-    )
-    actions = RecordingFleet(relaunch_results=(result,))
+    actions = RecordingFleet(relaunch_results=(_relaunched(report),))
     async with settled_app(actions=actions) as (app, pilot):
         await press_until(pilot, ("2", "r"), ProfilePickerScreen)
         await pilot.press("enter")  # the running profile: a relaunch
@@ -157,3 +154,32 @@ async def test_a_relaunch_whose_drain_timed_out_is_a_loss_in_the_toast() -> None
     assert [t.severity for t in toasts] == ["error"]
     assert "a drain timed out: requests lost" in str(toasts[0].title)
     assert f"GPU 2: {note}" in str(toasts[0].message)
+
+
+def test_a_drain_that_ended_while_a_client_still_sent_is_an_error_toast_never_done() -> None:
+    """Stopped by its own drain, yet a client was sending as it exited: never "Done"."""
+    from dataclasses import replace
+
+    from ui_helpers import verify_report
+
+    from tui.ui.loss_toasts import after_kill, after_relaunch
+
+    result = StopResult(1, 4242, "drained", (4242,), (), 3.2, "drain", "", True)
+    drain = DrainAccount(arrived=40, still_sending=True)
+    stopped = StopReleased(1, "done", "GPU 1 (pid 4242): ...", result, drain=drain)
+    toast = after_kill("stop GPU 1 (drain)", [stopped])
+    assert toast.severity == "error" and "Done" not in toast.title + toast.message
+    assert toast.title == "Stopped, but a client was still sending: requests may be lost"
+    assert toast.message == (
+        "GPU 1: drain ended while a client was still sending (40 arrived during the drain): "
+        "requests sent in its last moment may have been lost"
+    )
+    report = replace(
+        verify_report(1, "sim-baseline"),
+        client_still_sending=True,
+        arrived_during_drain=40,
+        drain_note=stopped.drain_note,
+    )
+    toast = after_relaunch("relaunched GPU 1", [_relaunched(report)])
+    assert toast.severity == "error"
+    assert toast.title == "relaunched GPU 1, but a client was still sending: requests may be lost"

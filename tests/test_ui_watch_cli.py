@@ -6,6 +6,7 @@ marks the journal's operations on the GPUs of those ports (it marked none)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,52 @@ def test_a_profile_console_watches_the_fleets_ports_whatever_profile_runs(
     assert console_cli.main(["--profile", "sim-baseline"]) == 0
     assert [port for _, port, _ in watched(opened[0])] == list(DEMO)
     assert opened[0].profile == "sim-baseline"  # its flags, on the fleet's ports
+
+
+async def test_devices_says_two_watched_ports_share_a_card_before_any_adopt(
+    opened: list[FleetApp], tmp_path: Path
+) -> None:
+    """Two servers a script started on card 0: ``--devices 0,0`` and GPU 1's panel reads card 0
+    (it read card 1, a card they do not run on, until ``A`` adopted them); the logs are kept."""
+    from fleet_helpers import poll_until
+
+    args = ["--ports", "25000,25001", "--gpus", "0,1", "--devices", "0,0"]
+    assert console_cli.main([*args, "--log-dir", str(tmp_path)]) == 0
+    monitor = opened[0].port.monitor  # type: ignore[attr-defined]
+    spec = monitor.spec  # type: ignore[attr-defined]
+    assert [(s.gpu_index, s.device_index, s.log_path) for s in spec.servers] == [
+        (0, 0, str(tmp_path / "sglang_gpu0.log")),
+        (1, 0, str(tmp_path / "sglang_gpu1.log")),
+    ]
+    try:
+        snap = await poll_until(monitor, lambda s: len(s.panels) >= 2, 20)  # type: ignore[arg-type]
+    finally:
+        await monitor.aclose()  # type: ignore[attr-defined]
+    assert [(p.gpu_index, p.device) for p in snap.panels][:2] == [(0, None), (1, 0)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["--ports", "25000,25001", "--gpus", "0,1", "--devices", "0,x"],
+            "--devices: '0,x' is not a list like",
+        ),
+        (
+            ["--ports", "25000,25001", "--gpus", "0,1", "--devices", "0"],
+            "--devices: '0' names 1 cards for 2 ports",
+        ),
+        (
+            ["--ports", "25000,25001", "--gpus", "0,1", "--devices", "0,300"],
+            "--devices: '0,300': allowed range 0..255",
+        ),
+        (["--profile", "sim-baseline", "--devices", "0,0"], "--devices is for --ports"),
+    ],
+)
+def test_a_bad_devices_is_one_line_and_opens_nothing(
+    opened: list[FleetApp], capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    assert console_cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1, err
+    assert opened == []

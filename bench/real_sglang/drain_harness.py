@@ -121,6 +121,9 @@ class Run(Harness):
             "apply_s": apply["seconds"],
             "said": said(apply["stdout"]),
             "journal_lost_in_flight": entry.get("lost_in_flight"),
+            # A drain that ended while the client still sent (SGLang's check found none running).
+            "journal_client_still_sending": entry.get("client_still_sending"),
+            "journal_arrived_during_drain": entry.get("arrived_during_drain"),
             "journal_summary": entry.get("summary"),
         }
 

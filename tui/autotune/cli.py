@@ -31,6 +31,7 @@ from tui.autotune.options import (
     budget_of,
     load_config,
     parse_knob,
+    parse_ttft_limit,
     space_of,
 )
 from tui.autotune.search import Autotuner
@@ -75,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--max-regression",
         help="largest relative drop of the canary GPU it may risk: 0.25 or 25%% (default 25%%)",
+    )
+    s.add_argument(
+        "--max-ttft-p90",
+        help="reject a candidate whose canary window's TTFT p90 exceeds this many seconds "
+        "(default: no limit)",
     )
     s.add_argument("--window", type=SECONDS, default=60.0, help="canary window, seconds")
     s.add_argument("--max-window", type=SECONDS, default=180.0, help="longest canary window")
@@ -150,6 +156,7 @@ def options_from(args: argparse.Namespace) -> tuple[AutotuneOptions, OpsOptions]
         budget=budget,
         lock_wait_s=args.lock_wait,
         gpu=args.gpu,
+        max_ttft_p90_s=None if args.max_ttft_p90 is None else parse_ttft_limit(args.max_ttft_p90),
         canary=canary,
         # The winner's rollout ends with the fleet's verdict over the canary's windows.
         rollout=RolloutOptions(

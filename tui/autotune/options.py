@@ -86,6 +86,10 @@ class AutotuneOptions:
     lock_wait_s: float = 900.0
     """Longest a step waits for another operation to release the fleet's operation lock
     before the search fails (naming that operation)."""
+    max_ttft_p90_s: float | None = None
+    """A candidate whose canary window's TTFT p90 exceeds this (seconds) is rejected, whatever
+    its throughput; one whose TTFT p90 could not be measured too (the limit cannot be shown
+    kept). None: no limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +288,23 @@ def parse_regression(text: object) -> float:
     value = float(_number("max_regression", raw.rstrip("%"), float, allowed)) / scale
     if not 0 < value < 1:
         raise OptionsError(f"max_regression {text!r}: allowed range {allowed}")
+    return value
+
+
+TTFT_LIMIT_MAX_S = 3600.0
+"""The largest TTFT p90 limit, seconds (SGLang's TTFT histogram's buckets end at 400 s)."""
+
+
+def parse_ttft_limit(text: object) -> float:
+    """``--max-ttft-p90``: seconds in (0, 3600].
+
+    Raises:
+        OptionsError: not a number, or outside the range (naming the option).
+    """
+    allowed = f"(0, {TTFT_LIMIT_MAX_S:g}] seconds"
+    value = float(_number("--max-ttft-p90", text, float, allowed))
+    if not 0 < value <= TTFT_LIMIT_MAX_S:
+        raise OptionsError(f"--max-ttft-p90 {text!r}: allowed range {allowed}")
     return value
 
 

@@ -69,6 +69,9 @@ class CandidateRecord:
     """Exploration GPU-seconds it cost."""
     gpu: int | None = None
     """The canary GPU."""
+    beside: dict[str, Any] | None = None
+    """TTFT p90, ITL p90 and tokens per joule, canary against control, per side
+    (``tui.rollout.beside.Beside.to_json``; None: not measured)."""
     started_at: float = 0.0
     """time.time() at its start."""
     finished_at: float = 0.0
@@ -110,6 +113,7 @@ def measured(
         level=None if t is None else t.level,
         window_s=result.window_s,
         explore_gpu_s=explore_gpu_s,
+        beside=result.beside.to_json() if result.beside is not None else None,
     )
 
 
@@ -193,6 +197,9 @@ def candidate_line(c: Mapping[str, Any]) -> str:
         parts.append(
             effect_words(float(relative), _number(c.get("rel_low")), _number(c.get("rel_high")))
         )
+    beside = c.get("beside")
+    if isinstance(beside, Mapping) and isinstance(beside.get("short"), str):
+        parts.append(beside["short"])
     if why:
         parts.append(why)
     return "; ".join(parts)
@@ -215,7 +222,8 @@ def candidate_entry(record: CandidateRecord) -> JournalEntry:
         by="autotune",
         summary=f"candidate {candidate_line(record.to_json())}",
         verdict=record.verdict,
-        refused=(record.why,) if record.decision == "rejected" else (),
+        # Refused: nothing ran (the preflight's); one rejected by its measured TTFT ran.
+        refused=(record.why,) if record.decision == "rejected" and not record.launched else (),
         lost_gpu_seconds=record.explore_gpu_s if record.launched else None,
         detail=record.to_json(),
     )

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.profiles import Profile, profile_from_dict, profile_to_dict
+from tui.sglang.knobs import KNOB_TABLE
 
 KnobValue = int | float
 """A knob's value (every knob autotune turns is a number)."""
@@ -32,62 +33,44 @@ KnobValue = int | float
 
 @dataclass(frozen=True, slots=True)
 class Knob:
-    """One tunable setting of the server."""
+    """One tunable setting of the server; its type and range are its row of the knob table
+    (``tui.sglang.knobs.KNOB_TABLE``), read when asked."""
 
     name: str
     """The profile's name for it (a ``[server]`` field or a pass-through flag)."""
-    kind: type
-    """int or float."""
     extra_flag: bool
     """True when it is a pass-through flag (``[server.extra_flags]``), not a named field."""
     default_values: tuple[KnobValue, ...]
     """The values searched when the operator names none."""
-    low: float
-    """The smallest value the knob may take (excluded when ``low_open``)."""
-    high: float
-    """The largest value it may take (excluded when ``high_open``)."""
-    low_open: bool = False
-    """Whether ``low`` itself is refused."""
-    high_open: bool = False
-    """Whether ``high`` itself is refused."""
+
+    @property
+    def kind(self) -> type:
+        """int or float."""
+        return KNOB_TABLE[self.name].kind
 
     def allowed(self) -> str:
-        """The allowed range in words ('(0, 1)', '1..4096')."""
-        if self.kind is int:
-            return f"{int(self.low)}..{int(self.high)}"
-        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
-        return f"{left}{self.low:g}, {self.high:g}{right}"
+        """The range searched, in words ('(0, 1)', '1..4096')."""
+        return KNOB_TABLE[self.name].searched().span()
 
     def admits(self, value: float) -> bool:
-        """Whether ``value`` lies in the allowed range (a finite number)."""
-        if value != value or value in (float("inf"), float("-inf")):
-            return False
-        above_low = value > self.low if self.low_open else value >= self.low
-        below_high = value < self.high if self.high_open else value <= self.high
-        return above_low and below_high
+        """Whether ``value`` lies in the range searched (a finite number)."""
+        return KNOB_TABLE[self.name].searched().contains(value)
 
 
 KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
-        Knob("mem_fraction_static", float, False, (0.84, 0.88, 0.91, 0.93), 0, 1, True, True),
-        Knob(
-            "max_mamba_cache_size",
-            int,
-            False,
-            (80, 120, 160, 200, 240, 280, 320, 360, 400),
-            1,
-            100_000,
-        ),
-        Knob("mamba_full_memory_ratio", float, False, (0.4, 0.5, 0.6, 0.8), 0, 10, True),
-        Knob("max_running_requests", int, False, (16, 24, 32, 40, 48, 56, 64, 72, 80), 1, 4096),
-        Knob("cuda_graph_max_bs_decode", int, True, (16, 32, 48, 64), 1, 4096),
-        Knob("speculative_num_steps", int, False, (2, 3, 4), 1, 16),
+        Knob("mem_fraction_static", False, (0.84, 0.88, 0.91, 0.93)),
+        Knob("max_mamba_cache_size", False, (80, 120, 160, 200, 240, 280, 320, 360, 400)),
+        Knob("mamba_full_memory_ratio", False, (0.4, 0.5, 0.6, 0.8)),
+        Knob("max_running_requests", False, (16, 24, 32, 40, 48, 56, 64, 72, 80)),
+        Knob("cuda_graph_max_bs_decode", True, (16, 32, 48, 64)),
+        Knob("speculative_num_steps", False, (2, 3, 4)),
     )
 }
-"""Every knob autotune can turn, with its default values (the issue's defaults) and allowed
-range: the profile parser's (``tui.profiles.parse``: a fraction in (0, 1), a ratio in (0, 10],
-counts >= 1), with a finite top for the counts so a range cannot ask for an absurd grid."""
+"""Every knob autotune can turn, with its default values (the issue's defaults); its range is
+the knob table's (the profile parser's, with a finite top for the counts so a range cannot ask
+for an absurd grid)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,11 +77,29 @@ class Trials(SearchState):
         trial = await self._measure(best, controls)
         if not isinstance(trial, Trial):
             return trial
-        if trial.gain:
+        broken = self._over_ttft_limit(trial)
+        if trial.gain and broken is None:
             return await self._line(trial, controls)
         assert self.incumbent is not None
         await self._back_to(self.incumbent)
-        return await self._drop(trial, f"rolled back to {self.incumbent.name}")
+        back = f"rolled back to {self.incumbent.name}"
+        return await self._drop(trial, f"{broken}; {back}" if broken else back, broken)
+
+    def _over_ttft_limit(self, trial: Trial) -> str | None:
+        """Why ``trial`` breaks ``--max-ttft-p90`` (None: it keeps it, or there is none): its
+        window's TTFT p90 above the limit, or not measured (a limit not shown kept is not
+        assumed kept)."""
+        limit = self.options.max_ttft_p90_s
+        if limit is None:
+            return None
+        beside = trial.result.beside
+        p90 = beside.measured.ttft_p90_s if beside is not None else None
+        if p90 is None:
+            why = beside.ttft_p90.note if beside is not None else "not read"
+            return f"TTFT p90 not measured ({why}): --max-ttft-p90 {limit:g} s cannot be checked"
+        if p90 > limit:
+            return f"TTFT p90 {p90:.3g} s over --max-ttft-p90 {limit:g} s"
+        return None
 
     async def _measure(self, best: Ranked, controls: list[int]) -> Trial | str | None:
         """Canary ``best`` on the canary GPU against ``controls``.
@@ -210,7 +228,8 @@ class Trials(SearchState):
                 return attempt
             if attempt is None:  # it failed; the rollout below moves the canary GPU too
                 break
-            if attempt.gain and attempt.relative > top.relative:
+            broken = self._over_ttft_limit(attempt)
+            if attempt.gain and attempt.relative > top.relative and broken is None:
                 await self._finish(
                     top.record,
                     "superseded",
@@ -220,19 +239,20 @@ class Trials(SearchState):
                 top, stride = attempt, stride * 2
                 continue
             await self._back_to(top.profile)  # the line's best, at once (the rollout skips it)
+            why = f"less than #{top.record.index} ({top.relative:+.1%})"
             ended = await self._drop(
-                attempt,
-                f"less than #{top.record.index} ({top.relative:+.1%}): rolled back to it",
+                attempt, f"{broken or why}: rolled back to #{top.record.index}", broken
             )
             break
         return await self._adopt(top) or ended
 
-    async def _drop(self, trial: Trial, why: str) -> str | None:
-        """Record ``trial`` as dropped; why the search ends when it spent the regression budget:
-        a valid verdict of 'worse' (its interval below 0) beyond the largest regression. A
-        'no measurable difference' whose estimate lies past it is not evidence of one (its
-        interval reaches 0), and a window the load changed under never gets here."""
-        await self._finish(trial.record, "dropped", why)
+    async def _drop(self, trial: Trial, why: str, broken: str | None = None) -> str | None:
+        """Record ``trial`` as dropped (``broken``: rejected, it broke ``--max-ttft-p90``); why
+        the search ends when it spent the regression budget: a valid verdict of 'worse' (its
+        interval below 0) beyond the largest regression. A 'no measurable difference' whose
+        estimate lies past it is not evidence of one (its interval reaches 0), and a window the
+        load changed under never gets here."""
+        await self._finish(trial.record, "rejected" if broken else "dropped", why)
         limit = self.options.budget.max_regression
         if trial.verdict == "worse" and trial.relative < -limit:
             return (

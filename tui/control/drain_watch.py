@@ -16,6 +16,14 @@ stop's line, the operation's output, the journal (``lost_in_flight``) and the ex
 client may see more lost than that: a connection it opens to a dying server can sit in the
 kernel's backlog and be reset, a request the server never saw and no counter of its holds.
 
+A drain can also *end* while a client keeps sending: SGLang's watchdog checks every 5 s, and when
+one check finds nothing running (the client's requests ended together, the next not yet sent)
+the server exits, and what arrived after that check is dropped by the exit (seen on the
+simulated 0.5.17: a clean exit, 19 lost by the client). The process's exit cannot say which;
+the counter can say a client was still sending: arrivals in the last interval read before the
+exit, or since the last reading that found nothing in flight. The account then says so
+(``still_sending``): requests sent in its last moment may have been lost.
+
 Each read is on a connection of its own (``Connection: close``): uvicorn's shutdown waits for
 every connection it accepted, and one accepted as the shutdown began is never told to close, so
 a connection kept by a read a second held the server until the deadline.
@@ -100,11 +108,31 @@ class DrainAccount:
     some were lost but how many is unknown (its ``/metrics`` did not answer)."""
     in_flight_at_deadline: int | None = None
     """Requests in flight when a drain's deadline passed (None: not timed out, or unknown)."""
+    still_sending: bool = False
+    """The drain ended (the server exited on its own) while a client was still sending: requests
+    arrived in the last interval read before the exit, or after a reading that found nothing in
+    flight. What arrived after the last check of SGLang's drain was dropped by its exit: no
+    count, but the loss cannot be excluded."""
 
     @property
     def lost_some(self) -> bool:
         """Requests were (or may have been) lost."""
         return self.lost_in_flight != 0
+
+    @property
+    def at_risk(self) -> bool:
+        """Requests were lost, or may have been: a timed-out drain, a loss counted, or a drain
+        that ended while a client was still sending."""
+        return self.timed_out or self.lost_some or self.still_sending
+
+    def still_sending_words(self) -> str:
+        """``drain ended while a client was still sending (12 arrived during the drain):
+        requests sent in its last moment may have been lost``."""
+        arrived = f" ({self.arrived} arrived during the drain)" if self.arrived else ""
+        return (
+            f"drain ended while a client was still sending{arrived}: requests sent in its last "
+            "moment may have been lost"
+        )
 
     def lost_words(self) -> str:
         """``16 in-flight requests lost`` (or how many is unknown)."""
@@ -170,6 +198,10 @@ class DrainWatch:
         self._baseline: _Reading | None = None
         self._at_deadline: _Reading | None = None
         self._last_arrived: int | None = None
+        self._totals: tuple[int | None, int | None] = (None, None)
+        """The arrival counter's last two readings while it drained (earlier, latest)."""
+        self._idle_total: int | None = None
+        """The arrival counter at the latest reading that found nothing in flight."""
         self._signalled = False
         self._late: _Reading | None = None
         self.deadline_s: float | None = None
@@ -201,7 +233,9 @@ class DrainWatch:
 
     def begin(self) -> None:
         """Read the server once before its first signal: what had arrived, what is in flight."""
-        self._baseline = self._read()
+        self._baseline = reading = self._read()
+        if reading is not None:
+            self._totals = (None, reading.arrived_total)
 
     def signalled(self) -> None:
         """Its group (or the process) was signalled while it served: what it has in flight is
@@ -210,7 +244,8 @@ class DrainWatch:
         self._next = 0.0
 
     def tick(self) -> None:
-        """Report the drain's progress (a read at most every ``DRAIN_POLL_S``); once the group
+        """Read the drain's progress (at most every ``DRAIN_POLL_S``: reported when there is a
+        sink, and kept to tell whether a client still sent as the drain ended); once the group
         is signalled, keep reading what still arrives as it goes down (lost too)."""
         now = time.monotonic()
         if self._signalled:
@@ -218,14 +253,32 @@ class DrainWatch:
                 self._next = now + LATE_POLL_S
                 self._late = self._read() or self._late
             return
-        if self.sink is None or now < self._next:
+        if now < self._next:
             return
         self._next = now + DRAIN_POLL_S
         reading = self._read()
+        arrived = self._arrived(reading)
+        if reading is not None and reading.arrived_total is not None:
+            self._totals = (self._totals[1], reading.arrived_total)
+            if reading.in_flight == 0:
+                self._idle_total = reading.arrived_total
+        if self.sink is None:
+            return
         running = reading.running if reading else None
         queued = reading.queued if reading else None
-        arrived = self._arrived(reading)
         self.sink(DrainProgress(self.gpu, "draining", now - self.started, running, queued, arrived))
+
+    def _still_sending(self) -> bool:
+        """Requests arrived in the last interval read before the drain ended, or after the
+        latest reading that found nothing in flight (when SGLang's check may have found the
+        same and ended the drain)."""
+        if not self._last_arrived:
+            return False
+        earlier, latest = self._totals
+        if latest is None:
+            return False
+        grew = earlier is not None and latest > earlier
+        return grew or (self._idle_total is not None and latest > self._idle_total)
 
     def deadline(self, deadline_s: float) -> None:
         """The drain's deadline passed with the server still up: read what is in flight now,
@@ -264,7 +317,9 @@ class DrainWatch:
                 in_flight_at_deadline=reading.in_flight if reading is not None else None,
             )
         arrived = self._last_arrived
-        if drained or not signalled_in_flight:
+        if drained:
+            return DrainAccount(arrived=arrived, still_sending=self._still_sending())
+        if not signalled_in_flight:
             return DrainAccount(arrived=arrived)
         return DrainAccount(arrived=arrived, lost_in_flight=self._lost(self._baseline))
 

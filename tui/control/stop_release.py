@@ -128,10 +128,13 @@ class StopReleased:
     def drain_note(self) -> str:
         """What the stop did to the requests, when that is news: ``drain timed out after 60 s:
         16 requests running, 864 arrived during the drain; stopped by SIGTERM to its process
-        group: 16 in-flight requests lost`` ("" when it drained, or lost nothing)."""
+        group: 16 in-flight requests lost``, or that it ended while a client was still sending
+        ("" when it drained, or lost nothing)."""
         drain, result = self.drain, self.result
-        if drain is None or result is None or not (drain.timed_out or drain.lost_some):
+        if drain is None or result is None or not drain.at_risk:
             return ""
+        if drain.still_sending and not drain.lost_some:
+            return drain.still_sending_words()
         how = {
             "terminated": "stopped by SIGTERM to its process group",
             "killed": "killed with SIGKILL",
@@ -147,6 +150,16 @@ class StopReleased:
         """Requests dropped in flight by the signals (0: none; None: some, how many unknown,
         or nothing was signalled)."""
         return self.drain.lost_in_flight if self.drain is not None else None
+
+    @property
+    def client_still_sending(self) -> bool:
+        """The drain ended while a client was still sending: requests may have been lost."""
+        return self.drain is not None and self.drain.still_sending
+
+    @property
+    def arrived_during_drain(self) -> int | None:
+        """Requests that arrived after the SIGTERM (None: not counted, or nothing signalled)."""
+        return self.drain.arrived if self.drain is not None else None
 
 
 def _refused_unverified(gpu: int, port: int, held: Holder) -> str:
@@ -168,6 +181,8 @@ def _said(result: StopResult, watch: DrainWatch) -> tuple[str, DrainAccount | No
     drain = account.timeout_words() if account.timed_out else ""
     if mid_service and account.lost_some:
         lost = account.lost_words()
+    elif account.still_sending:
+        lost = account.still_sending_words()
     elif account.arrived:
         lost = f"{account.arrived} requests arrived during the drain"
     else:

@@ -7,12 +7,17 @@ tokens since the server started). A reading is kept every ``THIN_S`` for ``WINDO
 window, watts = joules / seconds and tokens per joule = tokens / joules. A server restart (another
 pid, or the counter going down) counts the new process's tokens from zero, as Prometheus's
 ``increase`` does. The fleet's tokens per joule is every GPU's tokens over every GPU's joules.
+
+Two slots on one card (``[gpu.N] device``) read one energy counter and one power sensor: the card
+is metered once, each slot's figure is its own server's tokens over the card's joules (and says
+which slots share it), and the fleet counts each card's joules and watts once, with the tokens of
+every server on it.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 from tui.fleet.latency import THIN_S, WINDOW_S
@@ -33,6 +38,16 @@ class GpuEnergy:
     tokens_per_joule: float | None = None
     """Output tokens per joule over the window; None without a server's token counter, or
     while it used no energy."""
+    shared_with: tuple[int, ...] = ()
+    """The other slots on this GPU's card: the joules and watts are the card's, shared with
+    them (counted once in the fleet's), the tokens this slot's server's alone."""
+
+    def shared_words(self) -> str:
+        """``shared with GPU 1`` ("" when the card is the slot's alone)."""
+        if not self.shared_with:
+            return ""
+        word = "GPU" if len(self.shared_with) == 1 else "GPUs"
+        return f"shared with {word} {', '.join(str(g) for g in self.shared_with)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,23 +122,30 @@ class EnergyWindow:
 
 
 def fleet_energy(
-    parts: Iterable[tuple[float, EnergyWindow]],
+    parts: Iterable[tuple[Hashable, float, EnergyWindow]],
 ) -> FleetEnergy | None:
-    """The fleet's energy from each GPU's (meter joules, window).
+    """The fleet's energy from each slot's (card, meter joules, window).
+
+    Slots on one card share its joules: the card's are counted once (its first slot's window
+    gives its seconds and joules), with the tokens of every slot on it.
 
     Returns:
         None without any GPU metered.
     """
-    joules, spans = 0.0, []
-    count = 0
-    for total, window in parts:
-        count += 1
-        joules += total
-        span = window.span()
-        if span is not None:
-            spans.append(span)
-    if not count:
+    cards: dict[Hashable, tuple[float, list[EnergyWindow]]] = {}
+    for card, total, window in parts:
+        first, windows = cards.setdefault(card, (total, []))
+        cards[card] = (max(first, total), [*windows, window])
+    if not cards:
         return None
+    joules, spans = 0.0, []
+    for total, windows in cards.values():
+        joules += total
+        found = [s for w in windows if (s := w.span()) is not None]
+        if found:
+            seconds, used, _ = found[0]
+            tokens = [k for _, _, k in found if k is not None]
+            spans.append((seconds, used, sum(tokens) if tokens else None))
     if not spans:
         return FleetEnergy(joules, None, None, None)
     seconds = min(s for s, _, _ in spans)

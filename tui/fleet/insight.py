@@ -53,7 +53,10 @@ class Insight:
         self._clock = clock
         self._slow_at = float("-inf")
         self._slow: tuple[GpuSlowSnapshot, ...] = ()
-        self._meters: dict[int, EnergyMeter] = {}
+        self._meters: dict[tuple[str, int], EnergyMeter] = {}
+        """One per card (node, its index there): two slots on one card read one counter."""
+        self._cards: dict[int, tuple[str, int]] = {}
+        """Each metered slot's card."""
         self._windows: dict[int, EnergyWindow] = {}
         self._latency = FleetLatency()
 
@@ -83,7 +86,8 @@ class Insight:
         imbalance = fleet_imbalance(snapshot.panels)
         panels = self._metered(snapshot, {t.spec.gpu_index: t for t in trackers})
         energy = fleet_energy(
-            (self._meters[i].joules, self._windows[i]) for i in sorted(self._meters)
+            (card, self._meters[card].joules, self._windows[slot])
+            for slot, card in sorted(self._cards.items())
         )
         if latency is None and not imbalance and energy is None:
             return snapshot
@@ -94,21 +98,27 @@ class Insight:
     def _metered(
         self, snapshot: FleetSnapshot, trackers: dict[int, Tracker]
     ) -> tuple[GpuPanel, ...]:
-        """Feed each GPU's meter its power (and the counter, when read) and window."""
+        """Feed each card's meter its power (and the counter, when read), once a poll however
+        many slots run on it, and each slot's window."""
         slow, self._slow = {r.index: r for r in self._slow}, ()
+        cards = {p.gpu_index: _card(p) for p in snapshot.panels if p.gpu is not None}
+        fed: set[tuple[str, int]] = set()
         panels = []
         for panel in snapshot.panels:
             gpu = panel.gpu
             if gpu is None:
                 panels.append(panel)
                 continue
-            meter = self._meters.get(panel.gpu_index)
+            card = self._cards[panel.gpu_index] = cards[panel.gpu_index]
+            meter = self._meters.get(card)
             if meter is None:
-                meter = self._meters[panel.gpu_index] = EnergyMeter()
-            meter.power(gpu.taken_at, gpu.power_w)
-            counter = slow.get(panel.gpu_index)
-            if counter is not None:
-                meter.energy_counter(counter.taken_at, counter.energy_mj)
+                meter = self._meters[card] = EnergyMeter()
+            if card not in fed:
+                fed.add(card)
+                meter.power(gpu.taken_at, gpu.power_w)
+                counter = slow.get(card[1]) if not panel.node else slow.get(panel.gpu_index)
+                if counter is not None:
+                    meter.energy_counter(counter.taken_at, counter.energy_mj)
             tracker = trackers.get(panel.gpu_index)
             load = tracker.load if tracker is not None else None
             epoch = tracker.process.pid if tracker is not None and tracker.process else None
@@ -117,8 +127,18 @@ class Insight:
                 window = self._windows[panel.gpu_index] = EnergyWindow()
             window.add(gpu.taken_at, meter.joules, load.generation_tokens if load else None, epoch)
             energy = window.reading(meter.joules, meter.counter)
+            shared = tuple(
+                s for s, c in sorted(cards.items()) if c == card and s != panel.gpu_index
+            )
+            if shared:
+                energy = dataclasses.replace(energy, shared_with=shared)
             panels.append(dataclasses.replace(panel, energy=energy))
         return tuple(panels)
+
+
+def _card(panel: GpuPanel) -> tuple[str, int]:
+    """The card a panel's slot runs on: its node, and the card's index there."""
+    return panel.node, panel.local_index if panel.device is None else panel.device
 
 
 def fleet_imbalance(panels: Iterable[GpuPanel]) -> tuple[Outlier, ...]:

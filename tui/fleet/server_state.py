@@ -36,6 +36,7 @@ from tui.fleet.speculative import speculative
 from tui.fleet.tracker import Tracker, live_number, note_decode, pressure_words, stamp_age
 from tui.servers.probe import HEALTH_PATHS, ProbeStatus
 from tui.servers.procinfo import boot_id
+from tui.sglang.caps import running_capped
 
 
 def _either(first: object, second: object) -> object:
@@ -144,8 +145,10 @@ def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> S
     effective = _either(info.max_running_effective if info else None, log.max_running_effective)
     requested = _either(info.max_running_requested if info else None, log.max_running_requested)
     throughput_age = note_decode(t, now)
-    capped = log.capped or (
-        isinstance(effective, int) and isinstance(requested, int) and effective < requested
+    capped = running_capped(
+        requested if isinstance(requested, int) else None,
+        effective if isinstance(effective, int) else None,
+        log.cap_cause,
     )
     if load is not None and t.load_at is not None:
         epoch = t.process.pid if t.process is not None else None
@@ -165,7 +168,7 @@ def server_snapshot(t: Tracker, now: float, profile: RunningProfile | None) -> S
         mamba_slots=mamba if isinstance(mamba, int) else None,
         max_running_requested=requested if isinstance(requested, int) else None,
         max_running_effective=effective if isinstance(effective, int) else None,
-        capped=capped,
+        capped=bool(capped),
         running=live_number(live, load.running if load else None, log.running),
         queued=live_number(live, load.queued if load else None, log.queued),
         token_usage=live_number(live, load.token_usage if load else None, log.token_usage),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from tui.logs.fields import Fields, pairs, value
+from tui.sglang.loglines import READY
 
 _ARG = re.compile(
     r"""['"]?(mem_fraction_static|max_running_requests|max_mamba_cache_size|max_total_tokens|"""
@@ -123,4 +124,4 @@ def crash_diagnostics(message: str) -> Fields | None:
 
 
 def ready(message: str) -> Fields | None:
-    return {} if re.search(r"fired up and ready to roll", message) else None
+    return {} if READY.pattern.search(message) else None

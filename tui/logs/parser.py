@@ -19,7 +19,9 @@ from tui.logs import engine_rules, life_rules
 from tui.logs import events as ev
 from tui.logs.errors import ERROR_ANCHORS, classify_error
 from tui.logs.events import LogEvent
-from tui.logs.fields import Fields, gb, pairs, put, value
+from tui.logs.fields import Fields, pairs, put, value
+from tui.sglang import loglines as lines
+from tui.sglang.loglines import LogLine
 
 _STAMP = re.compile(
     r"\[(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d:\d\d:\d\d(?:[.,]\d+)?)"
@@ -55,46 +57,29 @@ def _parse_batch(message: str) -> tuple[str, Fields] | None:
 # --- rare rules ------------------------------------------------------------------------------
 
 
-_KV_TOKENS = re.compile(r"#tokens?:\s*(\d+)")
-_KV_DTYPE = re.compile(r"dtype:\s*([\w.]+)")
-_KV_K = gb(r"\bK size:")
-_KV_V = gb(r"\bV size:")
-_KV_KV = gb(r"\bKV size:")
+def _reader(line: LogLine) -> Callable[[str], Fields | None]:
+    """The rule's parse for a row of the log-line table: its fields, typed."""
+
+    def parse(message: str) -> Fields | None:
+        raw = line.read(message)
+        return None if raw is None else {name: value(text) for name, text in raw.items()}
+
+    return parse
+
+
 _KV_LABEL = re.compile(r"^\s*(?:\[?([\w\- ]+?)\]?\s+)?KV Cache")
+_kv_fields = _reader(lines.KV)
 
 
 def _kv_cache(message: str) -> Fields | None:
-    if not re.search(r"KV Cache (?:is allocated|VA upper bound)", message):
+    out = _kv_fields(message)
+    if out is None:
         return None
-    out: Fields = {}
-    put(out, "tokens", _KV_TOKENS, message)
-    put(out, "k_gb", _KV_K, message)
-    put(out, "v_gb", _KV_V, message)
-    put(out, "kv_gb", _KV_KV, message)
-    put(out, "dtype", _KV_DTYPE, message)
     if "VA upper bound" in message:
         out["upper_bound"] = True
     label = _KV_LABEL.match(message)
     if label and label.group(1):
         out["label"] = label.group(1)
-    return out
-
-
-_MAMBA = {
-    "max_mamba_cache_size": re.compile(r"max_mamba_cache_size[:=]\s*(\d+)"),
-    "conv_gb": gb(r"(?<!_)\bconv_state size:"),
-    "ssm_gb": gb(r"(?<!_)\bssm_state size:"),
-    "intermediate_ssm_gb": gb(r"intermediate_ssm_state_cache size:"),
-    "intermediate_conv_gb": gb(r"intermediate_conv_window_cache size:"),
-}
-
-
-def _mamba_cache(message: str) -> Fields | None:
-    if "Mamba Cache is allocated" not in message:
-        return None
-    out: Fields = {}
-    for name, pattern in _MAMBA.items():
-        put(out, name, pattern, message)
     return out
 
 
@@ -107,7 +92,7 @@ _POOL_NAMES = {
 
 
 def _pool(message: str) -> Fields | None:
-    if not re.search(r"max_total_num_tokens?=\s*-?\d", message):
+    if not lines.SUMMARY.pattern.search(message):
         return None
     out: Fields = {}
     for key, raw, _unit in _ASSIGN.findall(message):
@@ -115,26 +100,16 @@ def _pool(message: str) -> Fields | None:
     return out
 
 
-_W_ELAPSED = re.compile(r"elapsed=\s*([\d.]+)\s*s")
-_W_TYPE = re.compile(r"\btype=\s*([\w.]+)")
-_W_DTYPE = re.compile(r"\bdtype=\s*([\w.]+)")
-_W_QUANT = re.compile(r"\bquant=\s*([\w.]+)")
-_W_FMT = re.compile(r"\bfmt=\s*([\w.]+)")
 _W_DRAFT = re.compile(r"\btype=\s*\w*?(?:MTP|NextN|Eagle3?|EAGLE3?|Draft)\b")
-_AVAIL = gb(r"avail(?:able)? mem(?:ory)?\s*=")
-_USAGE = gb(r"mem usage\s*=")
+_AVAIL = re.compile(lines.AVAIL_MEM)
+_USAGE = re.compile(lines.MEM_USAGE)
+_weight_fields = _reader(lines.WEIGHTS)
 
 
 def _weights(message: str) -> Fields | None:
-    if not re.search(r"Load weight end", message):
+    out = _weight_fields(message)
+    if out is None:
         return None
-    out: Fields = {}
-    put(out, "elapsed_s", _W_ELAPSED, message)
-    for name, pattern in (("type", _W_TYPE), ("dtype", _W_DTYPE), ("quant", _W_QUANT)):
-        put(out, name, pattern, message)
-    put(out, "fmt", _W_FMT, message)
-    put(out, "avail_mem_gb", _AVAIL, message)
-    put(out, "mem_usage_gb", _USAGE, message)
     if _W_DRAFT.search(message):
         out["draft"] = True
     return out
@@ -188,27 +163,17 @@ def _graph_capture(message: str) -> Fields | None:
     return out
 
 
-_CAP_MAMBA = re.compile(r"max_running_requests\s+(?:is|was)\s+capped\s+to\s+(\d+)")
-_CAP_REDUCED = re.compile(
-    r"max_running_requests\s+was\s+reduced\s+from\s+the\s+requested\s+(\d+)\s+to\s+(\d+)"
-)
-_CAP_SLOTS = re.compile(r"(\d+)\s+state\s+slots?\s+per\s+request")
+_capped_fields = _reader(lines.CAPPED)
+_reduced_fields = _reader(lines.REDUCED)
 
 
 def _cap(message: str) -> Fields | None:
-    match = _CAP_MAMBA.search(message)
-    if match:
-        out: Fields = {"max_running_requests": int(match.group(1)), "cause": "mamba"}
-        put(out, "max_mamba_cache_size", _MAMBA["max_mamba_cache_size"], message)
-        put(out, "slots_per_request", _CAP_SLOTS, message)
-        return out
-    match = _CAP_REDUCED.search(message)
-    if match:
-        return {
-            "max_running_requests": int(match.group(2)),
-            "requested": int(match.group(1)),
-            "cause": "kv_cache" if "KV cache" in message else "capacity",
-        }
+    out = _capped_fields(message)
+    if out is not None:
+        return {**out, "cause": "mamba"}
+    out = _reduced_fields(message)
+    if out is not None:
+        return {**out, "cause": "kv_cache" if "KV cache" in message else "capacity"}
     return None
 
 
@@ -243,7 +208,7 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     # Errors first: an error text may mention a pool ("Not enough memory for KV cache").
     Rule(ev.ERROR, ERROR_ANCHORS, classify_error),
-    Rule(ev.MAMBA_CACHE, ("Mamba Cache",), _mamba_cache),
+    Rule(ev.MAMBA_CACHE, ("Mamba Cache",), _reader(lines.MAMBA)),
     # "V Cache", not "KV Cache": a rare first letter keeps the chunk search fast (see ingest).
     Rule(ev.KV_CACHE, ("V Cache",), _kv_cache),
     Rule(ev.PROFILED, ("_total_tokens",), _profiled),
@@ -257,7 +222,7 @@ RULES: tuple[Rule, ...] = (
         ("Memory baseline", "Init torch distributed"),
         _avail_only(r"Memory baseline taken|Init torch distributed ends"),
     ),
-    Rule(ev.MEMORY_POOL_END, ("Memory pool",), _avail_only(r"Memory pool end")),
+    Rule(ev.MEMORY_POOL_END, ("Memory pool",), _reader(lines.MEMORY_POOL_END)),
     Rule(ev.GRAPH_CAPTURE, ("Capture",), _graph_capture),
     Rule(ev.GRAPH_CAPTURE, ("graph because",), engine_rules.graph_disabled),
     Rule(ev.DIST_INIT, ("Init torch distributed",), engine_rules.dist_init),

@@ -9,6 +9,7 @@ from tui.logs import events as ev
 from tui.logs.errors import NON_FATAL_REASONS
 from tui.logs.events import LogEvent
 from tui.logs.ingest import IngestSummary
+from tui.sglang.caps import WARNED
 
 __all__ = ["NON_FATAL_REASONS", "LogState", "LogView"]
 
@@ -70,8 +71,9 @@ class LogView:
     """The requested max running requests when the log says it (cap, reset or server_args)."""
     max_running_effective: int | None
     """Effective max running requests (pool summary line, or the cap warning)."""
-    capped: bool
-    """SGLang capped max running requests."""
+    cap_cause: str | None
+    """Why SGLang's warning says it capped max running requests (``mamba``, ``kv_cache``,
+    ``capacity``: the cap line's cause); None: no such line."""
     running: int | None
     """Running requests (last decode line)."""
     queued: int | None
@@ -117,6 +119,11 @@ class LogView:
     and exits, whoever sent it (SGLang 0.5.17's drain then ends in ``kill_process_tree``, exit
     code -9: a stop, not a crash)."""
 
+    @property
+    def capped(self) -> bool:
+        """SGLang's log says it capped max running requests."""
+        return self.cap_cause is not None
+
 
 def _int(event: LogEvent, name: str, default: int | None) -> int | None:
     value = event.fields.get(name)
@@ -158,7 +165,7 @@ class LogState:
         self.mamba_slots: int | None = None
         self.max_running_requested: int | None = None
         self.max_running_effective: int | None = None
-        self.capped = False
+        self.cap_cause: str | None = None
         self.latest_decode: LogEvent | None = None
         self.latest_prefill: LogEvent | None = None
         self.throughput_history: deque[float] = deque(maxlen=self._history)
@@ -216,7 +223,7 @@ class LogState:
                 event, "available_gpu_mem_gb", self.available_gpu_mem_gb
             )
         elif kind == ev.CAP:
-            self.capped = True
+            self.cap_cause = str(get("cause") or WARNED)
             self.max_running_effective = _int(event, "max_running_requests", None)
             self.max_running_requested = _int(event, "requested", self.max_running_requested)
             self.mamba_slots = _int(event, "max_mamba_cache_size", self.mamba_slots)
@@ -293,7 +300,7 @@ class LogState:
             mamba_slots=self.mamba_slots,
             max_running_requested=self.max_running_requested,
             max_running_effective=self.max_running_effective,
-            capped=self.capped,
+            cap_cause=self.cap_cause,
             running=count("running_req"),
             queued=count("queue_req"),
             token_usage=number("token_usage"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
@@ -16,6 +17,23 @@ from tui.rollout.rollout import RolloutResult, RolloutStep
 def report_dict(report: VerifyReport) -> dict[str, Any]:
     """One verify report as the journal keeps it (with the derived ``capped``)."""
     return {**asdict(report), "capped": report.capped}
+
+
+def drain_fields(still_sending: Iterable[bool], arrived: Iterable[int | None]) -> dict[str, Any]:
+    """The journal's ``client_still_sending`` (any stop's drain ended while a client still
+    sent) and ``arrived_during_drain`` (summed; None when no stop counted any)."""
+    counts = [a for a in arrived if a is not None]
+    return {
+        "client_still_sending": any(still_sending),
+        "arrived_during_drain": sum(counts) if counts else None,
+    }
+
+
+def _report_drains(reports: Iterable[VerifyReport]) -> dict[str, Any]:
+    reports = list(reports)
+    return drain_fields(
+        (r.client_still_sending for r in reports), (r.arrived_during_drain for r in reports)
+    )
 
 
 def _sources(previous: dict[int, str | None]) -> str | None:
@@ -66,6 +84,7 @@ def apply_entry(
         failed=failed,
         lost_gpu_seconds=cost.lost_gpu_seconds if cost else None,
         lost_in_flight=result.lost_in_flight,
+        **_report_drains(result.reports),
         detail={
             "previous_profiles": {str(k): v for k, v in result.previous_profiles.items()},
             "diff": list(result.diff),
@@ -83,6 +102,7 @@ def canary_entry(result: CanaryResult, by: str) -> JournalEntry:
     data["per_gpu_tokens"] = {str(k): v for k, v in result.per_gpu_tokens.items()}
     data["report"] = report_dict(result.report) if result.report is not None else None
     data["cost"] = result.cost.to_json() if result.cost else None
+    data["beside"] = result.beside.to_json() if result.beside else None
     return JournalEntry(
         type="canary",
         started_at=result.started_at,
@@ -98,6 +118,7 @@ def canary_entry(result: CanaryResult, by: str) -> JournalEntry:
         failed=() if result.report is None or result.report.ok else (result.gpu,),
         lost_gpu_seconds=result.cost.lost_gpu_seconds if result.cost else None,
         lost_in_flight=total_lost(() if result.report is None else (result.report,)),
+        **_report_drains(() if result.report is None else (result.report,)),
         detail=data,
     )
 
@@ -118,6 +139,7 @@ def rollout_step_entry(step: RolloutStep, profile: str, rollback: bool, by: str)
         + (f"; {lost}" if (lost := lost_summary(step.reports)) else ""),
         failed=failed,
         lost_in_flight=total_lost(step.reports),
+        **_report_drains(step.reports),
         detail={
             "index": step.index,
             "profiles": {str(k): v for k, v in step.profiles.items()},
@@ -135,6 +157,7 @@ def rollout_entry(result: RolloutResult, by: str) -> JournalEntry:
     data = asdict(result)
     data.pop("steps")
     data["cost"] = result.cost.to_json() if result.cost else None
+    data["beside"] = result.beside.to_json() if result.beside else None
     summary = result.describe().splitlines()[0]
     reports = [r for step in result.steps for r in step.reports]
     lost = lost_summary(reports)
@@ -160,6 +183,7 @@ def rollout_entry(result: RolloutResult, by: str) -> JournalEntry:
         failed=result.failed,
         lost_gpu_seconds=result.cost.lost_gpu_seconds if result.cost else None,
         lost_in_flight=total_lost(reports),
+        **_report_drains(reports),
         detail={**data, "steps": len(result.steps)},
     )
 
@@ -179,8 +203,10 @@ def simple_entry(
     refused: tuple[str, ...] = (),
     detail: dict[str, Any] | None = None,
     lost_in_flight: int | None = None,
+    drains: dict[str, Any] | None = None,
 ) -> JournalEntry:
-    """The entry of a kill, a stop of the fleet, a start, or a pipeline start/stop."""
+    """The entry of a kill, a stop of the fleet, a start, or a pipeline start/stop
+    (``drains``: ``drain_fields`` of its stops)."""
     return JournalEntry(
         type=kind,
         started_at=started_at,
@@ -194,5 +220,6 @@ def simple_entry(
         refused=refused,
         failed=failed,
         lost_in_flight=lost_in_flight,
+        **(drains or {}),
         detail=detail or {},
     )

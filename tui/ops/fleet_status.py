@@ -212,7 +212,10 @@ def format_text(doc: dict[str, Any], width: int = DEFAULT_WIDTH) -> list[str]:
 
     The profile column is as wide as its longest entry when the terminal has the room (it was
     cut at 22 characters: ``ux-m120-all (max_runni``); else it holds the names, and the knobs a
-    GPU asks differently follow on a line of their own, wrapped to ``width``. Nothing is cut.
+    GPU asks differently follow on a line of their own, wrapped to ``width``. Nothing is cut. A
+    ``dev`` column (the card each slot runs on) follows ``GPU`` when some slot's card is not its
+    own number (servers sharing a card, ``[gpu.N] device``): two rows of one card otherwise read
+    as two cards.
 
     Args:
         doc: ``status_document``'s result.
@@ -224,17 +227,25 @@ def format_text(doc: dict[str, Any], width: int = DEFAULT_WIDTH) -> list[str]:
     servers = [g for g in doc["gpus"] if g.get("profile_differs") is not None]
     words = {g["gpu"]: _profile_words(g) for g in servers}
     whole = {gpu: f"{name} {knobs}".rstrip() for gpu, (name, knobs) in words.items()}
-    fixed = 20 + 47  # the columns around the profile's, with their spaces
+    shared = any(g.get("device", g["gpu"]) != g["gpu"] for g in doc["gpus"])
+    dev_width = 4 if shared else 0  # 'dev' and its space
+    fixed = 20 + 47 + dev_width  # the columns around the profile's, with their spaces
     widest = max((len(text) for text in whole.values()), default=7)
     apart = fixed + widest > width  # the knobs go on a line of their own
     column = max([7, *(len(name) for name, _ in words.values())] if apart else [7, widest])
     lines = [f"fleet: {doc['ready']}/{doc['servers']} ready (exit {doc['exit_code']})"]
-    head = f"{'GPU':>3} {'state':<9} {'port':>5} {'profile':<{column}} {'eff/asked':>10} "
+
+    def slot(gpu: dict[str, Any]) -> str:
+        """``  0`` (and its card, ``  1   0``, when the dev column is shown)."""
+        return f"{gpu['gpu']:>3}" + (f" {gpu.get('device', gpu['gpu']):>3}" if shared else "")
+
+    head = f"{'GPU':>3}" + (f" {'dev':>3}" if shared else "")
+    head += f" {'state':<9} {'port':>5} {'profile':<{column}} {'eff/asked':>10} "
     head += f"{'run':>4} {'queue':>5} {'KV':>4} {'mamba':>5} {'tok/s':>7} {'age':>5}"
     lines.append(head)
     for gpu in doc["gpus"]:
         if gpu.get("profile_differs") is None:  # no server on this GPU
-            lines.append(f"{gpu['gpu']:>3} {'absent':<9}")
+            lines.append(f"{slot(gpu)} {'absent':<9}")
             continue
         effective = gpu["effective"]
         asked = gpu["requested"].get("max_running_requests")
@@ -244,14 +255,17 @@ def format_text(doc: dict[str, Any], width: int = DEFAULT_WIDTH) -> list[str]:
         profile = name if apart else whole[gpu["gpu"]]
         age = gpu["ages_s"]["gen_tokens_per_s"]
         lines.append(
-            f"{gpu['gpu']:>3} {gpu['state']:<9} {gpu['port'] or '-':>5} {profile:<{column}} "
+            f"{slot(gpu)} {gpu['state']:<9} {gpu['port'] or '-':>5} {profile:<{column}} "
             f"{limit:>10} {_num(gpu['running']):>4} {_num(gpu['queued']):>5} "
             f"{_pct(gpu['kv_usage']):>4} {_pct(gpu['mamba_usage']):>5} "
             f"{_num(gpu['gen_tokens_per_s']):>7} {'-' if age is None else f'{age:.0f}s':>5}"
         )
         if apart and knobs:
             lines += textwrap.wrap(
-                knobs, width, initial_indent=" " * 20, subsequent_indent=" " * 21
+                knobs,
+                width,
+                initial_indent=" " * (20 + dev_width),
+                subsequent_indent=" " * (21 + dev_width),
             )
         if gpu.get("exit_status"):
             lines.append(f"    crashed: {gpu['exit_status']}")

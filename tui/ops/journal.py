@@ -68,6 +68,13 @@ class JournalEntry:
     """Requests its stops dropped in flight (a drain that ran past its deadline, or a
     terminate/kill): 0 when every stop drained; None when it stopped nothing, or when requests
     were lost and how many is unknown (the summary says which)."""
+    client_still_sending: bool = False
+    """A stop's drain ended while a client was still sending (SGLang accepts requests while it
+    drains; its exit drops what came after its last check): requests may have been lost that
+    ``lost_in_flight`` cannot count."""
+    arrived_during_drain: int | None = None
+    """Requests that reached the stopped servers after their SIGTERM, summed (None: none
+    counted)."""
     detail: Mapping[str, Any] = field(default_factory=dict)
     """Operation-specific record (read defensively: older or damaged entries may lack keys)."""
 
@@ -89,6 +96,8 @@ class JournalEntry:
             "failed": list(self.failed),
             "lost_gpu_seconds": self.lost_gpu_seconds,
             "lost_in_flight": self.lost_in_flight,
+            "client_still_sending": self.client_still_sending,
+            "arrived_during_drain": self.arrived_during_drain,
             "detail": dict(self.detail),
         }
 
@@ -134,6 +143,8 @@ class JournalEntry:
                 else _number(data["lost_gpu_seconds"], "lost_gpu_seconds")
             ),
             lost_in_flight=_count(data.get("lost_in_flight"), "lost_in_flight"),
+            client_still_sending=data.get("client_still_sending") is True,
+            arrived_during_drain=_count(data.get("arrived_during_drain"), "arrived_during_drain"),
             detail=detail if isinstance(detail, dict) else {},
         )
 
@@ -154,6 +165,8 @@ _HEADER = {
     "failed",
     "lost_gpu_seconds",
     "lost_in_flight",
+    "client_still_sending",
+    "arrived_during_drain",
 }
 
 

@@ -29,6 +29,7 @@ from tui.ops.door import (
     outcomes_lost,
 )
 from tui.ops.entries import (
+    drain_fields,
     simple_entry,
 )
 from tui.ops.events import EventSink, OpEvent
@@ -125,6 +126,10 @@ class LifecycleOps(OpsBase):
                     "drain_timed_out": [o.gpu for o in outcomes if o.drain_timed_out],
                 },
                 lost_in_flight=outcomes_lost(outcomes),
+                drains=drain_fields(
+                    (o.client_still_sending for o in outcomes),
+                    (o.arrived_during_drain for o in outcomes),
+                ),
             )
             await self._journal(entry, on_event, what)
         if not_done:

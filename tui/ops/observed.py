@@ -60,6 +60,8 @@ def energy_document(energy: GpuEnergy | FleetEnergy | None) -> dict[str, Any] | 
     }
     if isinstance(energy, GpuEnergy):
         doc["counter"] = energy.counter
+        if energy.shared_with:  # its card's joules, counted once in the fleet's
+            doc["shared_with"] = list(energy.shared_with)
     return doc
 
 

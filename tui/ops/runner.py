@@ -25,7 +25,7 @@ from tui.control.stop_release import DrainProgress, StopTimeouts
 from tui.control.takeover import stranger_on_port
 from tui.fleet.log_paths import server_logs
 from tui.gpu.snapshot import GpuSource
-from tui.gpu.source import open_gpu_source
+from tui.gpu.source import NoGpuSource, open_gpu_source
 from tui.ops.target import FleetTarget
 from tui.profiles import Profile, diff
 from tui.retune.counters import MetricsCounterProbe
@@ -34,6 +34,7 @@ from tui.retune.events import ApplyResult, RetuneEvent
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import calibration_from_log, crowded
 from tui.rollout.cost import ApplyCostWatch, RetuneCost
+from tui.rollout.joules import JoulesReader, metered_devices
 from tui.rollout.sampling import MetricsProbe, Sampler
 from tui.servers.keepalive import lean_transport
 from tui.state.fleet_state import FleetState, profile_of, read_fleet, record_outcome
@@ -268,9 +269,15 @@ class EngineRunner:
 
     @staticmethod
     def sampler(
-        profile: Profile, gpus: Sequence[int], interval_s: float, client: httpx.AsyncClient
+        profile: Profile,
+        gpus: Sequence[int],
+        interval_s: float,
+        client: httpx.AsyncClient,
+        observe_every_s: float | None = None,
     ) -> Sampler:
-        """A counters sampler over ``gpus``, each on its recorded port (else the profile's)."""
+        """A counters sampler over ``gpus``, each on its recorded port (else the profile's);
+        with ``observe_every_s``, the latency histograms and each GPU's joules too, that often
+        (a verdict's figures beside throughput)."""
         state = read_fleet()
         ports = {}
         for gpu in gpus:
@@ -279,4 +286,10 @@ class EngineRunner:
                 ports[gpu] = known.port
             elif gpu in profile.gpus:
                 ports[gpu] = profile.port_for(gpu)
-        return Sampler(MetricsProbe(ports, profile.host, client), sorted(ports), interval_s)
+        probe = MetricsProbe(ports, profile.host, client)
+        if observe_every_s is None:
+            return Sampler(probe, sorted(ports), interval_s)
+        source = lambda: _gpu_source(profile) or NoGpuSource("no GPU source")  # noqa: E731
+        energy = JoulesReader(source, metered_devices(profile, sorted(ports)))
+        return Sampler(probe, sorted(ports), interval_s, latency=probe, energy=energy,
+                       observe_every_s=observe_every_s)  # fmt: skip

@@ -259,6 +259,8 @@ class FleetTarget:
             drain_timed_out=result.drain_timed_out,
             lost_in_flight=result.lost_in_flight,
             drain_note=result.drain_note,
+            client_still_sending=result.client_still_sending,
+            arrived_during_drain=result.arrived_during_drain,
         )
 
     def device_of(self, gpu: int, record: ProcessRecord | None) -> int:

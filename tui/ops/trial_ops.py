@@ -45,7 +45,8 @@ class TrialOps(OpsBase):
 
     def _sampler_factory(self, profile: Profile, client: httpx.AsyncClient) -> SamplerFactory:
         def make(gpus: Sequence[int], interval_s: float) -> Sampler:
-            return EngineRunner.sampler(profile, gpus, interval_s, client)
+            # Observed (latency, energy) at every reading: a rollout thins them to its verdict's.
+            return EngineRunner.sampler(profile, gpus, interval_s, client, observe_every_s=0.0)
 
         return make
 

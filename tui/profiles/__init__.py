@@ -36,9 +36,11 @@ from tui.profiles.store import (
     resolve_profile,
     save_profile,
 )
+from tui.sglang.knobs import KNOB_TABLE  # the knobs' rows, for the form's labels
 
 __all__ = [
     "KNOBS",
+    "KNOB_TABLE",
     "Change",
     "Engine",
     "GpuOverride",

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tui.profiles.model import SERVER_FIELDS, FlagValue
-from tui.profiles.parse import RESERVED_EXTRA, SERVER_RULES
+from tui.profiles.parse import RESERVED_EXTRA, server_rule
 from tui.sglang.flagtable.table import PINNED_VERSION, known_versions
 from tui.sglang.flagtable.tokens import Token, scan
 
@@ -121,7 +121,7 @@ def _full_option(token: Token) -> str:
 
 def _typed(name: str, text: str) -> FlagValue:
     """A first-class field's value as the profile types it (ValueError when it is not)."""
-    kind = SERVER_RULES[name][0]
+    kind = server_rule(name)[0]
     if kind == "int":
         return int(text)
     if kind == "float":

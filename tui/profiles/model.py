@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
+from tui.sglang.knobs import TUNED
+
 FlagValue = str | int | float | bool
 """Value of a pass-through SGLang flag; ``True`` is a bare flag, ``False`` leaves it out."""
 
@@ -19,13 +21,9 @@ EngineKind = Literal["sglang", "sim"]
 AUTO = "auto"
 """Spelling, in a per-GPU override, of "let SGLang decide" for a knob the shared flags set."""
 
-KNOBS = (
-    "mem_fraction_static",
-    "max_mamba_cache_size",
-    "mamba_full_memory_ratio",
-    "max_running_requests",
-)
-"""The four tuning knobs, first-class: each optional, absent meaning SGLang's automatic value."""
+KNOBS = TUNED
+"""The four tuning knobs, first-class: each optional, absent meaning SGLang's automatic value
+(their ranges and couplings: ``tui.sglang.knobs.KNOB_TABLE``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,23 +33,24 @@ class ServerFlags:
     model_path: str | None = None
     """``--model-path``: weights directory or hub id."""
     mem_fraction_static: float | None = None
-    """``--mem-fraction-static``, in (0, 1): share of free memory for pools."""
+    """``--mem-fraction-static``: share of free memory for pools (every numeric field's range:
+    its row of ``tui.sglang.knobs.KNOB_TABLE``)."""
     max_mamba_cache_size: int | None = None
-    """``--max-mamba-cache-size``: Mamba state slots (>= 1)."""
+    """``--max-mamba-cache-size``: Mamba state slots."""
     mamba_full_memory_ratio: float | None = None
-    """``--mamba-full-memory-ratio``, in (0, 10]: Mamba pool size relative to the KV pool."""
+    """``--mamba-full-memory-ratio``: Mamba pool size relative to the KV pool."""
     max_running_requests: int | None = None
-    """``--max-running-requests`` (>= 1); SGLang may cap it (Mamba slots per request)."""
+    """``--max-running-requests``; SGLang may cap it (Mamba slots per request)."""
     mamba_radix_cache_strategy: str | None = None
     """``--mamba-radix-cache-strategy``: auto, no_buffer, extra_buffer or extra_buffer_lazy."""
     speculative_algorithm: str | None = None
     """``--speculative-algorithm``: EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM."""
     speculative_num_steps: int | None = None
-    """``--speculative-num-steps`` (>= 1)."""
+    """``--speculative-num-steps``."""
     speculative_eagle_topk: int | None = None
-    """``--speculative-eagle-topk`` (>= 1)."""
+    """``--speculative-eagle-topk``."""
     speculative_num_draft_tokens: int | None = None
-    """``--speculative-num-draft-tokens`` (>= 1)."""
+    """``--speculative-num-draft-tokens``."""
     extra_flags: tuple[tuple[str, FlagValue], ...] = ()
     """Any other SGLang flag, (snake_case name, value), passed through in this order."""
 

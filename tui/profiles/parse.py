@@ -45,6 +45,7 @@ from tui.profiles.model import (
 from tui.profiles.sglang_release import AUTO_RELEASE
 from tui.profiles.templates import log_dir_problem, log_file_problem
 from tui.sglang.flagtable.table import known_versions
+from tui.sglang.knobs import KNOB_TABLE
 
 _UNSAFE = re.compile(r"[\s;&|$`<>(){}\[\]*?!~#'\"\\]")
 _UNSAFE_TEMPLATE = re.compile(r"[\s;&|$`<>()\[\]*?!~#'\"\\]")  # {gpu}, {state} allowed
@@ -76,21 +77,24 @@ RESERVED_EXTRA = {
     "config": "its YAML's flags would reach SGLang unchecked; list them in [server.extra_flags]",
 } | {name: f"set server.{name} (it is first-class)" for name in SERVER_FIELDS}
 
-# field -> (kind, check, range text). Choices (the strategy, the speculative algorithm) are the
-# flag table's to judge, for the SGLang version the profile targets (flag_check).
+# field -> (kind, check, range text) for the fields that are no number: choices (the strategy,
+# the speculative algorithm) are the flag table's to judge, for the SGLang version the profile
+# targets (flag_check). The numbers are judged by their row of the knob table.
 _Check = tuple[str, Any, str]
-SERVER_RULES: dict[str, _Check] = {
+_TEXT_RULES: dict[str, _Check] = {
     "model_path": ("str", lambda v: bool(v), "a non-empty path or model id"),
-    "mem_fraction_static": ("float", lambda v: 0 < v < 1, "must be in (0, 1)"),
-    "max_mamba_cache_size": ("int", lambda v: v >= 1, "must be an integer >= 1"),
-    "mamba_full_memory_ratio": ("float", lambda v: 0 < v <= 10, "must be in (0, 10]"),
-    "max_running_requests": ("int", lambda v: v >= 1, "must be an integer >= 1"),
     "mamba_radix_cache_strategy": ("str", lambda v: True, "a strategy name"),
     "speculative_algorithm": ("str", lambda v: True, "an algorithm name"),
-    "speculative_num_steps": ("int", lambda v: v >= 1, "must be an integer >= 1"),
-    "speculative_eagle_topk": ("int", lambda v: v >= 1, "must be an integer >= 1"),
-    "speculative_num_draft_tokens": ("int", lambda v: v >= 1, "must be an integer >= 1"),
 }
+
+
+def server_rule(name: str) -> _Check:
+    """(kind, check, problem) of one ``[server]`` field: a number's from its row of
+    ``tui.sglang.knobs.KNOB_TABLE`` (read now, so the row is the one source), else the text's."""
+    if name in _TEXT_RULES:
+        return _TEXT_RULES[name]
+    knob = KNOB_TABLE[name]
+    return (knob.kind.__name__, knob.range.contains, knob.rule())
 
 
 def _did_you_mean(key: str, allowed: tuple[str, ...] | list[str]) -> str:
@@ -151,7 +155,7 @@ class _Collector:
 
 
 def _server_value(c: _Collector, prefix: str, name: str, value: object) -> Any:
-    kind, check, text = SERVER_RULES[name]
+    kind, check, text = server_rule(name)
     field = f"{prefix}{name}"
     typed = c.typed(field, value, kind)
     if typed is None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
+
+from tui.sglang.caps import WARNED, running_capped
+from tui.words import counted
 
 _T = TypeVar("_T")
 
@@ -99,6 +102,13 @@ class VerifyReport:
     """What the old server's stop did to its requests, when that is news (``drain timed out
     after 60 s: 16 requests running, 864 arrived during the drain; stopped by SIGTERM to its
     process group: 16 in-flight requests lost``)."""
+    client_still_sending: bool = False
+    """The old server's drain ended while a client was still sending (SGLang accepts new
+    requests while it drains, and its exit drops what came after its last check): requests
+    may have been lost, how many is unknown."""
+    arrived_during_drain: int | None = None
+    """Requests that reached the old server after its SIGTERM (None: not counted, or nothing
+    was stopped)."""
 
     @property
     def status(self) -> str:
@@ -109,18 +119,16 @@ class VerifyReport:
 
     @property
     def lost_requests(self) -> bool:
-        """The old server's stop dropped requests in flight (or may have: a timed-out drain
-        whose count is unknown)."""
-        return self.drain_timed_out or bool(self.lost_in_flight)
+        """The old server's stop dropped requests in flight, or may have: a timed-out drain
+        whose count is unknown, or a drain that ended while a client was still sending."""
+        return self.drain_timed_out or bool(self.lost_in_flight) or self.client_still_sending
 
     @property
     def capped(self) -> bool:
         """True when SGLang ran fewer concurrent requests than the profile asked for."""
+        said = WARNED if self.effective.cap_line is not None else None
         asked = self.requested.max_running_requests
-        got = self.effective.max_running_requests
-        return (asked is not None and got is not None and got < asked) or (
-            self.effective.cap_line is not None
-        )
+        return bool(running_capped(asked, self.effective.max_running_requests, said))
 
 
 LOAD_CHANGED = "the load changed"
@@ -214,18 +222,39 @@ class ApplyResult:
         return any(r.lost_requests for r in self.reports)
 
 
+def _on(reports: Sequence[VerifyReport]) -> str:
+    gpus = ", ".join(str(r.gpu) for r in reports)
+    return f"GPU {gpus}" if len(reports) == 1 else f"GPUs {gpus}"
+
+
 def lost_summary(reports: Iterable[VerifyReport]) -> str:
-    """``drain timed out on GPU 0: 16 in-flight requests lost`` ("" when no stop lost any)."""
-    lossy = [r for r in reports if r.lost_requests]
-    if not lossy:
-        return ""
-    gpus = ", ".join(str(r.gpu) for r in lossy)
-    where = f"GPU {gpus}" if len(lossy) == 1 else f"GPUs {gpus}"
-    timed_out = "drain timed out" if any(r.drain_timed_out for r in lossy) else "stopped"
-    lost = total_lost(lossy)
-    if lost is None:
-        return f"{timed_out} on {where}: in-flight requests lost (how many is unknown)"
-    return f"{timed_out} on {where}: {lost} in-flight request{'s' if lost != 1 else ''} lost"
+    """``drain timed out on GPU 0: 16 in-flight requests lost``, and/or ``drain on GPU 1 ended
+    while a client was still sending (40 arrived during the drain): requests sent in its last
+    moment may have been lost`` ("" when no stop lost any, or could have)."""
+    reports = list(reports)
+    lossy = [r for r in reports if r.drain_timed_out or r.lost_in_flight]
+    sending = [r for r in reports if r.client_still_sending and r not in lossy]
+    parts = []
+    if lossy:
+        where = _on(lossy)
+        timed_out = "drain timed out" if any(r.drain_timed_out for r in lossy) else "stopped"
+        lost = total_lost(lossy)
+        if lost is None:
+            parts.append(f"{timed_out} on {where}: in-flight requests lost (how many is unknown)")
+        else:
+            parts.append(f"{timed_out} on {where}: {counted(lost, 'in-flight request')} lost")
+    if sending:
+        counts = [r.arrived_during_drain for r in sending]
+        arrived = (
+            f" ({sum(c for c in counts if c is not None)} arrived during the drain)"
+            if all(c is not None for c in counts)
+            else ""
+        )
+        parts.append(
+            f"drain on {_on(sending)} ended while a client was still sending{arrived}: "
+            "requests sent in its last moment may have been lost"
+        )
+    return "; ".join(parts)
 
 
 def total_lost(reports: Iterable[VerifyReport]) -> int | None:

@@ -45,7 +45,7 @@ def why_unfit(plan: MemoryPlan, plan_for: PlanFor, *, explicit: bool) -> str:
 
 
 MAX_FRACTION_STEPS = 99
-"""--mem-fraction-static must be in (0, 1) (``tui.profiles.parse``): the advice tries 0.01 ..
+"""--mem-fraction-static must be in (0, 1) (``tui.sglang.knobs``): the advice tries 0.01 ..
 0.99, the two-decimal values a profile can ask for."""
 
 

@@ -236,6 +236,8 @@ class GpuRun:
             "drain_timed_out": old.drain_timed_out,
             "lost_in_flight": old.lost_in_flight,
             "drain_note": old.drain_note or None,
+            "client_still_sending": old.client_still_sending,
+            "arrived_during_drain": old.arrived_during_drain,
         }
 
 

@@ -76,6 +76,10 @@ class Stopped:
     drain_note: str = ""
     """What the stop did to the requests, when that is news (``drain timed out after 60 s: ...;
     ...: 16 in-flight requests lost``); "" when it drained."""
+    client_still_sending: bool = False
+    """The drain ended while a client was still sending: requests may have been lost."""
+    arrived_during_drain: int | None = None
+    """Requests that arrived after the SIGTERM (None: not counted)."""
 
 
 class LaunchedServer(Protocol):

@@ -30,6 +30,7 @@ from tui.retune.calibration import scan_calibration
 from tui.retune.fit_advice import why_unfit
 from tui.retune.sharing import Beside, Readings, beside
 from tui.sglang.builds import BUILDS, SGLANG_0_5_17, SGLANG_0_5_23, Build
+from tui.sglang.caps import cap_cause, running_capped
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.memory import Calibration, MemoryPlan, plan_memory
 from tui.sglang.modelcfg.spec import resolve_model
@@ -285,7 +286,13 @@ def preflight(
         kv_tokens=plan.max_total_num_tokens,
         max_running_requested=flags.max_running_requests,
         max_running_effective=plan.max_running_requests,
-        capped=plan.capped_by_mamba or plan.reduced_by_kv,
+        capped=bool(
+            running_capped(
+                flags.max_running_requests,
+                plan.max_running_requests,
+                cap_cause(plan.capped_by_mamba, plan.reduced_by_kv),
+            )
+        ),
         available_gpu_mem_bytes=plan.available_gpu_mem_bytes,
         calibrated=calibration is not None,
         why_not=why,

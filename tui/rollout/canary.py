@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from tui.profiles import Profile, diff
 from tui.retune.events import ApplyResult, VerifyReport
+from tui.rollout.beside import measured_beside
 from tui.rollout.canary_options import CanaryOptions
 from tui.rollout.canary_result import CanaryLook, CanaryResult, look_from
 from tui.rollout.cost import CostMeter
@@ -308,6 +309,11 @@ class Canary:
         }
         # The window usually outlasts the settle time; the cost is what was measured until then.
         cost = meter.current()
+        window_t = (measure_from, float("inf"))
+        beside = measured_beside(
+            sampler.readings, ("canary", [self.gpu], window_t), ("control", live, window_t),
+            opts.level,
+        )  # fmt: skip
 
         def secs(k: int | None) -> float | None:
             return None if k is None else round(k * opts.interval_s, 1)
@@ -335,6 +341,7 @@ class Canary:
             finished_at=time.time(),
             load=seen(c_load, k_load, reference),
             remeasured=remeasured,
+            beside=beside,
         )
 
     def _load_changed(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tui.retune.events import VerifyReport
+from tui.rollout.beside import Beside
 from tui.rollout.cost import RetuneCost
 from tui.rollout.load import LoadChange, LoadSeen
 from tui.rollout.stats import Decision, PairedEstimate
@@ -131,6 +132,17 @@ class CanaryResult:
     """Why no verdict was taken: the load changed (None: it did not, or was not known)."""
     remeasured: str = ""
     """Why the window started again once (the controls' load changed and settled), or ''."""
+    beside: Beside | None = None
+    """TTFT p90, ITL p90 and tokens per joule, canary against control over the same window
+    (None: no verdict, or a sampler that read neither histograms nor energy)."""
+
+    def beside_line(self) -> str:
+        """The figures beside throughput in one line ('' without a throughput verdict)."""
+        if self.tokens is None:
+            return ""
+        if self.beside is None:
+            return "TTFT p90, ITL p90, tokens/J: not read (this canary's sampler reads counters)"
+        return self.beside.words()
 
     @property
     def controls_idle(self) -> bool:
@@ -169,6 +181,7 @@ class CanaryResult:
             f" (family {self.family_level:.0%} over {counted(self.looks, 'look')}, "
             f"sure {t.sureness:.1%})",
         ]
+        lines.append(self.beside_line())
         if self.requests is not None:
             r = self.requests
             lines.append(

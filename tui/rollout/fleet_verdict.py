@@ -31,6 +31,7 @@ from typing import Literal
 
 from tui.retune.events import MeasureProgress, ThroughputComparison
 from tui.retune.verdict import compare
+from tui.rollout.beside import Beside, measured_beside
 from tui.rollout.load import control_change, known, offered, per_interval
 from tui.rollout.sampling import IntervalRates, Sampler
 
@@ -190,6 +191,9 @@ class VerdictMeter:
         self.windows = windows
         self._on_measure = on_measure
         self._before: tuple[float, float] | None = None
+        self.beside: Beside | None = None
+        """After ``after``: the fleet's TTFT p90, ITL p90 and tokens per joule, after against
+        before (None: no throughput verdict, or nothing observed)."""
 
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -215,9 +219,16 @@ class VerdictMeter:
         start = ended + self.windows.warmup_s
         await self._window("after", start, self.windows.window_s)
         after = (start, start + self.windows.window_s)
-        return fleet_verdict(
+        verdict = fleet_verdict(
             self.sampler.rates(), self.sampler.gpus, self._before, after, self.windows
         )
+        if verdict.relative_change is not None:  # beside a throughput verdict, never instead
+            gpus = self.sampler.gpus
+            self.beside = measured_beside(
+                self.sampler.readings, ("after", gpus, after), ("before", gpus, self._before),
+                self.windows.level,
+            )  # fmt: skip
+        return verdict
 
     async def _window(
         self, stage: Literal["before", "warm-up", "after"], start: float, length: float

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from tui.profiles import Profile, profile_to_dict
 from tui.retune.events import ApplyResult, MeasureProgress, ThroughputComparison, VerifyReport
 from tui.retune.options import ApplyOptions
+from tui.rollout.beside import Beside
 from tui.rollout.canary import Applier, SamplerFactory
 from tui.rollout.cost import CostMeter, RetuneCost
 from tui.rollout.fleet_verdict import VerdictMeter, VerdictWindows, fleet_line
@@ -119,6 +120,9 @@ class RolloutResult:
     verdict: ThroughputComparison | None = None
     """The fleet's throughput before the first batch vs after the last one, with its interval
     (None: the counters were not sampled)."""
+    beside: Beside | None = None
+    """TTFT p90, ITL p90 and tokens per joule of the fleet, after against before (None: no
+    throughput verdict, or a sampler that read neither histograms nor energy)."""
 
     @property
     def ok(self) -> bool:
@@ -141,6 +145,8 @@ class RolloutResult:
         if self.cost is not None and self.cost.lost_gpu_seconds is not None:
             lines.append(f"cost: {self.cost.lost_gpu_seconds:.1f} GPU-seconds of throughput lost")
         lines.append(fleet_line(self.verdict))
+        if self.beside is not None:
+            lines.append(f"fleet {self.beside.words()}")
         return "\n".join(lines)
 
 
@@ -220,6 +226,9 @@ class Rollout:
         # Read at least as often as the verdict samples (its intervals pool these readings).
         every = min(self.options.interval_s, self.options.verdict.interval_s)
         sampler = self._sampler(running or list(self.fleet.gpus), every)
+        # Histograms and energy once per verdict interval (they are per-interval figures), not
+        # every reading: minutes of readings each second would hold seven GPUs' histograms.
+        sampler.observe_every_s = self.options.verdict.interval_s
         sampler.start()
         try:
             result = await self._measured(sampler, name, planned, started)
@@ -241,7 +250,7 @@ class Rollout:
         if not self.options.verdict.enabled:
             return replace(result, cost=await cost.finish())
         spent, comparison = await asyncio.gather(cost.finish(), verdict.after())
-        return replace(result, cost=spent, verdict=comparison)
+        return replace(result, cost=spent, verdict=comparison, beside=verdict.beside)
 
     async def _batches(self, name: str, planned: tuple[int, ...], started: float) -> RolloutResult:
         k = self.options.batch

@@ -11,6 +11,11 @@ Beside them, the load each server was offered: its running and queued requests
 simulator export), read from the same ``/metrics`` body. A throughput says what a server made
 of the work it was given; the load says whether it was given the same work (a job that ended,
 a client that gave up on a restart: ``tui.rollout.load``).
+
+And, on an "observed" reading (every ``observe_every_s``, not every reading: a rollout reads each
+second for minutes), what the verdicts report beside throughput (``tui.rollout.beside``): each
+server's TTFT and ITL histograms from the same body (``MetricsProbe.last_histograms``), and each
+GPU's joules so far (``tui.rollout.joules``).
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from tui.retune.counters import MetricsCounterProbe, output_tokens, parse_counter
+from tui.servers.histogram import ITL, TTFT, Histogram, parse_histograms
 
 REQUESTS_COUNTER = "sglang:num_requests_total"
 """SGLang's finished-requests counter."""
@@ -68,6 +74,15 @@ class Reading:
     """time.time() of the reading."""
     values: dict[int, Counts | None]
     """Per GPU: its counters, or None when its server did not answer."""
+    latency: Mapping[int, Mapping[str, Histogram]] = field(default_factory=dict)
+    """On an observed reading, per GPU that answered: its TTFT and ITL histograms (cumulative,
+    as exposed, by family name); empty on the others and where the probe reads none."""
+    joules: Mapping[int, float | None] = field(default_factory=dict)
+    """On an observed reading with an energy reader, per GPU: its joules since the reader began
+    (None: not metered, e.g. a card two servers share); empty otherwise."""
+    observed: bool = False
+    """Whether the histograms and the joules were read with it (a GPU missing from them was
+    not read: its server did not answer, or it is not metered)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,13 +179,30 @@ def _mean_load(start: Load | None, end: Load | None) -> Load | None:
 
 
 class MetricsProbe(MetricsCounterProbe):
-    """Reads both counters (tokens, requests) from each GPU's server ``/metrics``."""
+    """Reads both counters (tokens, requests) from each GPU's server ``/metrics``, and keeps
+    the TTFT and ITL histograms of the same bodies (``last_histograms``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.last_histograms: dict[int, dict[str, Histogram]] = {}
+        """Per GPU that answered the last ``read``: its TTFT and ITL histograms."""
+        self._bounds: dict[tuple[float, ...], tuple[float, ...]] = {}
+        """Each bounds tuple seen, kept once: a rollout keeps minutes of readings."""
 
     async def _counts(self, gpu: int) -> Counts | None:
         text = await self.metrics_text(gpu)
         tokens = None if text is None else output_tokens(text)
         if text is None or tokens is None:
             return None
+        try:
+            found = parse_histograms(text.encode())
+        except ValueError:  # a malformed bucket line: no latency from this body, counts still
+            found = {}
+        self.last_histograms[gpu] = {
+            f: Histogram(self._bounds.setdefault(h.bounds, h.bounds), h.counts)
+            for f, h in found.items()
+            if f in (TTFT, ITL)
+        }
         requests = parse_counter(text, REQUESTS_COUNTER) or 0.0
         running, queued = parse_counter(text, RUNNING_GAUGE), parse_counter(text, QUEUED_GAUGE)
         if running is None or queued is None:
@@ -179,8 +211,28 @@ class MetricsProbe(MetricsCounterProbe):
 
     async def read(self, gpus: Sequence[int]) -> dict[int, Counts | None]:
         """Every GPU's counters now, read in parallel (None where a server did not answer)."""
+        self.last_histograms = {}
         values = await asyncio.gather(*(self._counts(g) for g in gpus))
         return dict(zip(gpus, values, strict=True))
+
+
+class LatencySource(Protocol):
+    """Where an observed reading's histograms come from: the probe that read the bodies."""
+
+    last_histograms: dict[int, dict[str, Histogram]]
+    """Per GPU that answered the last read: its TTFT and ITL histograms."""
+
+
+class EnergyReader(Protocol):
+    """Each GPU's joules so far (``tui.rollout.joules.JoulesReader``)."""
+
+    def read(self) -> Mapping[int, float | None]:
+        """Per GPU: joules since the reader began (None: not metered). Blocking."""
+        ...
+
+    def close(self) -> None:
+        """Release what it reads from."""
+        ...
 
 
 class CountsReader(Protocol):
@@ -199,17 +251,37 @@ class Sampler:
         probe: Where the counters come from.
         gpus: GPUs to read.
         interval_s: Cadence (> 0).
+        latency: Where an observed reading's histograms come from (the probe itself, when it
+            is a ``MetricsProbe``); None: none (the agents' counters of a many-node canary).
+        energy: Each GPU's joules so far (blocking: read in a thread beside the probe's read,
+            closed by ``stop``); None: no energy reading.
+        observe_every_s: The shortest time between two observed readings (0: every reading).
     """
 
-    def __init__(self, probe: CountsReader, gpus: Sequence[int], interval_s: float) -> None:
+    def __init__(
+        self,
+        probe: CountsReader,
+        gpus: Sequence[int],
+        interval_s: float,
+        *,
+        latency: LatencySource | None = None,
+        energy: EnergyReader | None = None,
+        observe_every_s: float = 0.0,
+    ) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s={interval_s!r}: must be > 0")
         self.gpus = tuple(sorted(set(gpus)))
         self.interval_s = interval_s
         self.readings: list[Reading] = []
         self._probe = probe
+        self._latency = latency
+        self._energy = energy
+        self.observe_every_s = observe_every_s
+        """The shortest time between two observed readings (a rollout sets its verdict's
+        interval: it reads every second)."""
         self._task: asyncio.Task[None] | None = None
         self._new = asyncio.Event()
+        self._last_observed: float | None = None
 
     def start(self) -> None:
         """Start sampling (the first reading is taken at once)."""
@@ -223,6 +295,9 @@ class Sampler:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._energy is not None:
+            with contextlib.suppress(Exception):  # releasing a half-broken driver must not raise
+                await asyncio.to_thread(self._energy.close)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -233,11 +308,32 @@ class Sampler:
             delay = start + i * self.interval_s - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            values = await self._probe.read(self.gpus)
-            self.readings.append(Reading(loop.time(), time.time(), values))
+            observe = (self._latency is not None or self._energy is not None) and (
+                self._last_observed is None
+                or loop.time() - self._last_observed >= self.observe_every_s - 1e-3
+            )
+            values, joules = await asyncio.gather(
+                self._probe.read(self.gpus),
+                self._joules() if observe else _nothing(),
+            )
+            now = loop.time()
+            latency = dict(self._latency.last_histograms) if observe and self._latency else {}
+            if observe:
+                self._last_observed = now
+            self.readings.append(Reading(now, time.time(), values, latency, dict(joules), observe))
             self._new.set()
             self._new = asyncio.Event()
             i += 1
+
+    async def _joules(self) -> Mapping[int, float | None]:
+        """The energy reader's joules (none when it has none, or it failed: the verdict says
+        tokens/J not metered, the throughput's readings go on)."""
+        if self._energy is None:
+            return {}
+        try:
+            return await asyncio.to_thread(self._energy.read)
+        except Exception:  # a driver that fails mid-window: no energy figure, never no verdict
+            return {}
 
     async def next_reading(self) -> Reading:
         """Wait for the next reading and return it."""
@@ -248,3 +344,8 @@ class Sampler:
     def rates(self) -> list[IntervalRates]:
         """Per-interval rates of every reading so far."""
         return interval_rates(self.readings, self.gpus)
+
+
+async def _nothing() -> Mapping[int, float | None]:
+    """No energy reading (the gather's other half)."""
+    return {}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tui.sglang.arch_support import supports_extra_buffer, uses_mamba_radix_cache
 from tui.sglang.builds import SEED, SGLANG_0_5_17, SGLANG_0_5_23, Build
+from tui.sglang.loglines import CAPPED, REDUCED
 from tui.sglang.plan_types import PlanFailure
 
 
@@ -32,6 +33,56 @@ class RunningCap:
     """The WARNING lines, in emission order."""
     failure: PlanFailure | None = None
     """Set when not one request fits the Mamba pool."""
+
+
+MAMBA = "mamba"
+"""Cause of a cap: the Mamba slots (SGLang's cap WARNING, the plan's ``capped_by_mamba``)."""
+KV_CACHE = "kv_cache"
+"""Cause of a cap: the KV capacity lowered the asked value (SGLang's reduced WARNING)."""
+WARNED = "warned"
+"""Cause of a cap: a WARNING line said it, the cause not kept (a verify report's cap line)."""
+BELOW_ASKED = "below_asked"
+"""Cause of a cap no line names: it runs fewer than asked (``/server_info``, the summary)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Capped:
+    """Whether, and why, SGLang runs fewer requests at once than the profile asked."""
+
+    asked: int | None
+    """``--max-running-requests`` as asked (None: automatic)."""
+    effective: int | None
+    """What SGLang runs (None: not known yet)."""
+    cause: str | None
+    """``MAMBA``, ``KV_CACHE``, the log's own cause (``tui.logs``: ``capacity``), ``WARNED`` or
+    ``BELOW_ASKED``; None: not capped."""
+
+    def __bool__(self) -> bool:
+        return self.cause is not None
+
+
+def cap_cause(capped_by_mamba: bool, reduced_by_kv: bool) -> str | None:
+    """The cause a plan predicts SGLang will warn of (the Mamba cap wins: 0.5.23 then says
+    nothing of the KV)."""
+    return MAMBA if capped_by_mamba else KV_CACHE if reduced_by_kv else None
+
+
+def running_capped(asked: int | None, effective: int | None, cause: str | None = None) -> Capped:
+    """The one decision of "capped", for the planner, the verify report and the console.
+
+    Args:
+        asked: the requested max running requests (None: automatic).
+        effective: the effective one (the summary line, ``/server_info``, the plan).
+        cause: what SGLang said (its cap or reduced WARNING), or what the plan predicts it will
+            say; None: nothing was said.
+
+    Returns:
+        Capped when SGLang said so, or when it runs fewer than asked (an automatic value that
+        SGLang lowered is capped only when it says so).
+    """
+    if cause is None and asked is not None and effective is not None and effective < asked:
+        cause = BELOW_ASKED
+    return Capped(asked, effective, cause)
 
 
 def resolve_strategy(
@@ -121,10 +172,7 @@ def resolve_running(
     )
     reduced = requested is not None and effective < requested
     warnings: list[str] = []
-    reduced_line = (
-        f"max_running_requests was reduced from the requested {requested} to {effective} "
-        "(per dp worker) due to the available KV cache capacity."
-    )
+    reduced_line = REDUCED.write(requested=requested, effective=effective)
     if reduced and build == SEED:
         warnings.append(reduced_line)
     capped = False
@@ -132,12 +180,7 @@ def resolve_running(
         cap = mamba_slots // ratio
         if cap < effective:
             capped = True
-            warnings.append(
-                f"max_running_requests is capped to {cap} by the mamba state cache "
-                f"(max_mamba_cache_size={mamba_slots}, {ratio} state slots per request). To raise "
-                "it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the "
-                "state size with --mamba-ssm-dtype bfloat16."
-            )
+            warnings.append(CAPPED.write(cap=cap, slots=mamba_slots, ratio=ratio))
             effective = cap
         if effective <= 0:
             advice = (

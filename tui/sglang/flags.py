@@ -2,68 +2,22 @@
 
 Which flags exist and how each parses (type, choices, nargs, prefixes) is SGLang's own table
 (``tui.sglang.flagtable``): the simulator parses its argv with the parser rebuilt from it. This
-module holds only what the simulator adds on top: the values it can simulate (a range per
-modelled flag, checked after parsing) and the flags it accepts without modelling them.
+module holds only what the simulator adds on top: the values it can simulate (each numeric
+modelled flag's row of ``tui.sglang.knobs``, checked after parsing) and the flags it accepts
+without modelling them.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tui.sglang.flagtable.table import load_table
 from tui.sglang.flagtable.tokens import scan
+from tui.sglang.knobs import KNOB_TABLE, Range
 
-
-@dataclass(frozen=True, slots=True)
-class Range:
-    """The values of one modelled flag the simulator can simulate."""
-
-    kind: type
-    """int or float."""
-    low: float | None
-    """Smallest allowed value (None: unbounded)."""
-    high: float | None
-    """Largest allowed value (None: unbounded)."""
-    low_open: bool = False
-    """Exclude ``low`` itself."""
-
-    def contains(self, value: float) -> bool:
-        """Whether ``value`` is inside the range."""
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return self.high is None or value <= self.high
-
-    def text(self) -> str:
-        """The range as ``[low, high]`` / ``(low, high]``."""
-        left = "(" if self.low_open else "["
-        lo = "-inf" if self.low is None else self.low
-        hi = "inf" if self.high is None else self.high
-        return f"{left}{lo}, {hi}]"
-
-
-RANGES: dict[str, Range] = {
-    "port": Range(int, 0, 65535),
-    "mem_fraction_static": Range(float, 0.0, 1.0, low_open=True),
-    "max_mamba_cache_size": Range(int, 1, None),
-    "mamba_full_memory_ratio": Range(float, 0.0, None, low_open=True),
-    "max_running_requests": Range(int, 1, None),
-    "max_total_tokens": Range(int, 1, None),
-    "chunked_prefill_size": Range(int, 1, None),
-    "context_length": Range(int, 1, None),
-    "page_size": Range(int, 1, 4096),
-    "cuda_graph_max_bs_decode": Range(int, 1, 4096),
-    "speculative_num_steps": Range(int, 1, 16),
-    "speculative_eagle_topk": Range(int, 1, 16),
-    "speculative_num_draft_tokens": Range(int, 1, 64),
-    "decode_log_interval": Range(int, 1, None),
-    "tp_size": Range(int, 1, 1),  # one simulated GPU per server
-}
-"""Numeric flags the simulator models (by dest), and the values it can simulate."""
-
-MODELLED: frozenset[str] = frozenset(RANGES) | {
+MODELLED: frozenset[str] = frozenset(KNOB_TABLE) | {
     "model_path",
     "served_model_name",
     "host",
@@ -89,13 +43,13 @@ def out_of_range(args: argparse.Namespace) -> str | None:
         args: the namespace SGLang's parser produced.
 
     Returns:
-        e.g. ``argument --mem-fraction-static: 1.5 is out of range (0.0, 1.0]``.
+        e.g. ``argument --mem-fraction-static: 1.5 is out of range (0, 1)``.
     """
-    for dest, allowed in RANGES.items():
-        value = getattr(args, dest, None)
+    for knob in KNOB_TABLE.values():
+        value = getattr(args, knob.name, None)
+        allowed = knob.simulated()
         if isinstance(value, int | float) and not allowed.contains(value):
-            flag = "--" + dest.replace("_", "-")
-            return f"argument {flag}: {value} is out of range {allowed.text()}"
+            return f"argument {knob.flag}: {value} is out of range {allowed.interval()}"
     return None
 
 
@@ -122,8 +76,8 @@ def ranged(
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
-        if not math.isfinite(value) or not allowed.contains(value):  # NaN slips past < and >
-            raise argparse.ArgumentTypeError(f"{text} is out of range {allowed.text()}")
+        if not allowed.contains(value):
+            raise argparse.ArgumentTypeError(f"{text} is out of range {allowed.interval()}")
         return value
 
     convert.__name__ = kind.__name__

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from tui.sglang import loglines as lines
 from tui.sglang.builds import SEED
 from tui.sglang.models import GIB, ModelSpec
 from tui.sglang.plan_types import MemoryPlan, PlanFailure
@@ -67,25 +68,30 @@ def load_weight_end_line(
         quant = f"quant={model.quant}, fmt=e4m3, "
     else:
         quant = "dtype=torch.bfloat16, " if dtype else ""
-    return (
-        f"Load weight end. elapsed={elapsed_s:.2f} s, type={arch}, {quant}"
-        f"avail mem={gb(avail_bytes)} GB, mem usage={gb(usage_bytes)} GB."
+    return lines.WEIGHTS.write(
+        elapsed_s=elapsed_s,
+        arch=arch,
+        quant=quant,
+        avail_gb=gb(avail_bytes),
+        usage_gb=gb(usage_bytes),
     )
 
 
 def mamba_line(plan: MemoryPlan) -> str:
     """``Mamba Cache is allocated. ...`` with SGLang's trailing space (and spec-decoding parts)."""
-    line = (
-        f"Mamba Cache is allocated. max_mamba_cache_size: {plan.max_mamba_cache_size}, "
-        f"conv_state size: {gb(plan.conv_state_bytes)}GB, "
-        f"ssm_state size: {gb(plan.ssm_state_bytes)}GB "
-    )
-    if plan.speculative:
-        line += (
-            f"intermediate_ssm_state_cache size: {gb(plan.intermediate_ssm_bytes)}GB "
-            f"intermediate_conv_window_cache size: {gb(plan.intermediate_conv_bytes)}GB "
+    speculative = (
+        lines.MAMBA_SPECULATIVE.format(
+            ssm_gb=gb(plan.intermediate_ssm_bytes), conv_gb=gb(plan.intermediate_conv_bytes)
         )
-    return line
+        if plan.speculative
+        else ""
+    )
+    return lines.MAMBA.write(
+        slots=plan.max_mamba_cache_size,
+        conv_gb=gb(plan.conv_state_bytes),
+        ssm_gb=gb(plan.ssm_state_bytes),
+        speculative=speculative,
+    )
 
 
 def kv_line(
@@ -102,7 +108,7 @@ def kv_line(
         if mla
         else f"K size: {gb(k_bytes)} GB, V size: {gb(v_bytes)} GB"
     )
-    return f"KV Cache is allocated. {dtype}#tokens: {tokens}, {sizes}"
+    return lines.KV.write(dtype=dtype, tokens=tokens, sizes=sizes)
 
 
 def multimodal_reserve_line(reserve_bytes: int) -> str:
@@ -115,7 +121,7 @@ def multimodal_reserve_line(reserve_bytes: int) -> str:
 
 def memory_pool_end_line(avail_bytes: int) -> str:
     """``Memory pool end. avail mem=X GB``."""
-    return f"Memory pool end. avail mem={gb(avail_bytes)} GB"
+    return lines.MEMORY_POOL_END.write(avail_gb=gb(avail_bytes))
 
 
 def graph_names(plan: MemoryPlan) -> list[str]:
@@ -159,12 +165,13 @@ def capture_end_line(name: str, max_bs: int, elapsed_s: float, usage: int, avail
 
 def summary_line(plan: MemoryPlan) -> str:
     """``max_total_num_tokens=..., max_running_requests=<effective>, ..., available_gpu_mem=X``."""
-    return (
-        f"max_total_num_tokens={plan.max_total_num_tokens}, "
-        f"chunked_prefill_size={plan.chunked_prefill_size}, "
-        f"max_prefill_tokens={plan.max_prefill_tokens}, "
-        f"max_running_requests={plan.max_running_requests}, context_len={plan.context_len}, "
-        f"available_gpu_mem={gb(plan.available_gpu_mem_bytes)} GB"
+    return lines.SUMMARY.write(
+        tokens=plan.max_total_num_tokens,
+        chunked_prefill_size=plan.chunked_prefill_size,
+        max_prefill_tokens=plan.max_prefill_tokens,
+        max_running_requests=plan.max_running_requests,
+        context_len=plan.context_len,
+        avail_gb=gb(plan.available_gpu_mem_bytes),
     )
 
 
@@ -287,7 +294,7 @@ def access_line(client: str, method: str, path: str, status: int) -> str:
     return f'INFO:     {client} - "{method} {path} HTTP/1.1" {status} {text}'.rstrip()
 
 
-READY_LINE = "The server is fired up and ready to roll!"
+READY_LINE = lines.READY.write()
 """SGLang's readiness line (identical in every version)."""
 
 

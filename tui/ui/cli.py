@@ -159,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPU indices, e.g. 0-6, one per port (default: the GPUs the fleet state records on "
         f"the ports, else {GPUS_DEFAULT})",
     )
+    parser.add_argument(
+        "--devices",
+        default=None,
+        help="the card each port's server runs on, one per port, e.g. 0,0 for two servers "
+        "sharing card 0 (default: each GPU's own; watching only: a profile says [gpu.N] device)",
+    )
     parser.add_argument("--log-dir", default=None, help="directory of the servers' logs")
     parser.add_argument(
         "--log-pattern",
@@ -401,6 +407,12 @@ def main(argv: Sequence[str]) -> int:
         chart = prometheus_chart(args.prometheus)
     except ValueError as error:
         print(f"gpufleet console: {error}", file=sys.stderr)
+        return 2
+    if args.devices is not None and (args.profile or args.agents or args.fleet):
+        print(
+            "gpufleet console: --devices is for --ports (a profile: [gpu.N] device)",
+            file=sys.stderr,
+        )
         return 2
     if args.agents is not None or args.fleet is not None:
         if args.profile is not None or (args.agents is not None and args.fleet is not None):

@@ -46,6 +46,9 @@ def after_kill(asked: str, outcomes: Sequence[StopReleased]) -> Toast:
     if any(o.drain_timed_out for o in outcomes):
         title = "Stopped: the drain timed out, requests lost"
         return Toast("\n".join(lost), title, "error", LOSS_TOAST_S)
+    if any(o.client_still_sending for o in outcomes):
+        title = "Stopped, but a client was still sending: requests may be lost"
+        return Toast("\n".join(lost), title, "error", LOSS_TOAST_S)
     title, text = stop_words(outcomes, asked)
     return Toast("\n".join([text, *lost]), title)
 
@@ -56,6 +59,8 @@ def after_relaunch(what: str, results: Sequence[ApplyResult]) -> Toast:
     if any(r.lost_requests for r in reports):
         lost = [f"GPU {r.gpu}: {r.drain_note}" for r in reports if r.drain_note]
         title = f"{what}, but a drain timed out: requests lost"
+        if not any(r.drain_timed_out or r.lost_in_flight for r in reports):
+            title = f"{what}, but a client was still sending: requests may be lost"
         return Toast("\n".join(lost), title, "error", LOSS_TOAST_S)
     return Toast(what)
 

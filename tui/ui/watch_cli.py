@@ -12,6 +12,7 @@ operations on the GPUs it watches: a console given ``--ports`` showed none.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +36,8 @@ def watched_fleet(args: argparse.Namespace) -> tuple[FleetSpec, str]:
         StateFileError: the fleet state is damaged (naming the file).
     """
     from tui.fleet.recorded import default_fleet, fleet_words, recorded_gpus
-    from tui.fleet.spec import FleetSpec, ServerSpec
+    from tui.fleet.spec import FleetSpec
+    from tui.ops.devices import on_devices
     from tui.profiles.templates import log_file_problem
     from tui.ui.cli import parse_range
 
@@ -68,16 +70,13 @@ def watched_fleet(args: argparse.Namespace) -> tuple[FleetSpec, str]:
         logs = Path(args.log_dir)
         spec = FleetSpec(
             tuple(
-                ServerSpec(
-                    s.gpu_index,
-                    s.port,
-                    s.host,
-                    str(logs / args.log_pattern.format(gpu=s.gpu_index, port=s.port)),
+                dataclasses.replace(
+                    s, log_path=str(logs / args.log_pattern.format(gpu=s.gpu_index, port=s.port))
                 )
                 for s in spec.servers
             )
         )
-    return spec, words
+    return on_devices(spec, args.devices), words  # two ports on one card: --devices 0,0
 
 
 def run_watch_console(

@@ -4,7 +4,8 @@ Exit codes: 0 done (on every GPU), 1 an operation was refused or failed on a GPU
 is not verified as the fleet's, or it did not get there: the GPU is named), 2 refused before
 anything was stopped (bad input, an invalid profile, another operation holding the fleet, a
 damaged state file, a state lock held past its deadline, a journal that cannot be written),
-3 done, but a drain ran past its deadline and requests in flight were lost (``EXIT_LOST``).
+3 done, but requests were lost or may have been: a drain ran past its deadline and requests in
+flight were dropped, or a drain ended while a client was still sending (``EXIT_LOST``).
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ its deadline is a ``StateFileError``: ``tui.state.locks.LockBusy``)."""
 
 EXIT_LOST = 3
 """Every GPU done, but a stop dropped requests in flight: a drain ran past its deadline (a
-client kept sending). The count is on the GPU's line and in the journal's ``lost_in_flight``."""
+client kept sending). The count is on the GPU's line and in the journal's ``lost_in_flight``.
+
+Also when a drain *ended* while a client was still sending (the journal's
+``client_still_sending``): SGLang accepts requests while it drains and its exit drops what came
+after its last check, so the loss cannot be excluded, nor counted. 3, not 0: a script that reads
+0 as "nothing was lost" would be told something that may not be true, and the operator, told
+by 3, reads the line and decides (the client's own count says whether any were)."""
 
 
 def exit_status(ok: bool, lost: bool) -> int:
-    """0 done, 1 refused or failed on a GPU (it wins: the GPU is named), else 3 when a drain
-    timed out and requests were lost."""
+    """0 done, 1 refused or failed on a GPU (it wins: the GPU is named), else 3 when requests
+    were lost, or may have been (``EXIT_LOST``)."""
     if not ok:
         return 1
     return EXIT_LOST if lost else 0

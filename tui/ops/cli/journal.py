@@ -25,6 +25,8 @@ def format_entry(entry: JournalEntry) -> list[str]:
     status = "ok" if entry.ok else ("REFUSED" if entry.refused else "FAILED")
     if entry.lost_in_flight:
         status += f", {counted(entry.lost_in_flight, 'in-flight request')} LOST"
+    if entry.client_still_sending:
+        status += ", requests may have been LOST (a drain ended while a client was still sending)"
     if entry.type == "alert":  # an alert's entry says what it observed: firing or resolved
         status = entry.verdict or "alert"
     took = f" in {entry.finished_at - entry.started_at:.0f} s"

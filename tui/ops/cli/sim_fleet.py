@@ -98,7 +98,10 @@ def _stop(args: argparse.Namespace) -> int:
         outcomes = list(incomplete.outcomes)
     for outcome in outcomes:
         print(f"{STATUS_WORD[outcome.status]} {outcome.message}")
-    return exit_status(all(o.ok for o in outcomes), any(o.drain_timed_out for o in outcomes))
+    return exit_status(
+        all(o.ok for o in outcomes),
+        any(o.drain_timed_out or o.client_still_sending for o in outcomes),
+    )
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -141,6 +141,8 @@ def report_from_dict(data: Mapping[str, Any]) -> VerifyReport:
         drain_timed_out=bool(data.get("drain_timed_out")),
         lost_in_flight=data.get("lost_in_flight"),
         drain_note=data.get("drain_note"),
+        client_still_sending=data.get("client_still_sending") is True,
+        arrived_during_drain=data.get("arrived_during_drain"),
     )
 
 

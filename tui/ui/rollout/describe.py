@@ -130,6 +130,7 @@ def canary_verdict_lines(result: CanaryResult) -> list[tuple[str, str]]:
     lines = [(f"verdict: {result.verdict}", VERDICT_STYLES.get(result.verdict, "bold"))]
     if result.tokens is not None:
         lines.append((f"tokens/s per GPU: {estimate_text(result.tokens, 'tok/s')}", ""))
+        lines.append((result.beside_line(), ""))
     if result.requests is not None:
         lines.append((f"requests/s per GPU: {estimate_text(result.requests, 'req/s', 2)}", ""))
     n = result.tokens.n if result.tokens is not None else 0

@@ -9,19 +9,18 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Label, Static, TextArea
 
+from tui.profiles import KNOB_TABLE
 from tui.ui.form_keys import FieldInput
 from tui.ui.tuning.candidate import EXTRA, GENERAL, NAME, initial_values
 from tui.ui.tuning.preflight_panel import PreflightPanel
 from tui.ui.tuning.scope import scope_choice
 from tui.ui.tuning.setup import FormSetup
 
-KNOB_HELP = {
-    "mem_fraction_static": "(0, 1): share of free memory for the pools",
-    "max_mamba_cache_size": "integer >= 1: Mamba state slots",
-    "mamba_full_memory_ratio": "(0, 10]: Mamba pool relative to the KV pool",
-    "max_running_requests": "integer >= 1: SGLang may cap it",
-}
-"""The range of each knob, shown beside its input (empty input = SGLang's automatic value)."""
+
+def knob_label(knob: str) -> str:
+    """The knob's label: its name and its row's range and unit (``tui.sglang.knobs``), shown
+    above its input (empty input = SGLang's automatic value)."""
+    return f"{knob}  [dim]{KNOB_TABLE[knob].help()}[/]"
 
 
 def form_widgets(setup: FormSetup, gpu: int | None, scope: str | None) -> Iterator[Widget]:
@@ -46,7 +45,7 @@ def form_widgets(setup: FormSetup, gpu: int | None, scope: str | None) -> Iterat
                 id="tune-scope-note",
             )
             for knob, text in values.knobs:
-                yield Label(f"{knob}  [dim]{KNOB_HELP[knob]}[/]", classes="field-label")
+                yield Label(knob_label(knob), classes="field-label")
                 yield FieldInput(text, placeholder="auto", id=f"knob-{knob}", select_on_focus=False)
                 yield Label(id=f"error-{knob}", classes="field-error")
             yield Label(
