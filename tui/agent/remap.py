@@ -28,6 +28,7 @@ GPU_FIELDS: dict[str, frozenset[str]] = {
     "Preflight": frozenset({"gpu"}),
     "StopResult": frozenset({"gpu"}),
     "Outlier": frozenset({"gpu"}),
+    "Side": frozenset({"gpus"}),  # a verdict's canary, control, before or after GPUs
 }
 """Class name -> its fields that hold GPU numbers (an int, a tuple of them, or dict keys)."""
 
