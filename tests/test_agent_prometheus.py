@@ -21,8 +21,8 @@ from ui_helpers import pipeline_status
 
 from bench.simfleet import free_ports
 from tui.agent.history import LOOKBACK_S, HistoryError, PrometheusHistory
+from tui.console_wiring import prometheus_chart
 from tui.pipeline.status import write_status
-from tui.ui.cli import prometheus_chart
 from tui.ui.history.chart import RANGES
 from tui.ui.pipeline.generation_pane import chart_data
 

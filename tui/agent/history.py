@@ -15,14 +15,17 @@ from collections.abc import Callable
 
 import httpx
 
+from tui.history import HistoryError as Unusable
+
 METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 """A Prometheus metric name (nothing else is put into a query)."""
 MAX_POINTS = 11_000
 """Prometheus refuses a range of more than 11,000 points per series."""
 
 
-class HistoryError(RuntimeError):
-    """The history could not be read (one line naming the server and why)."""
+class HistoryError(Unusable):
+    """The history could not be read (one line naming the server and why): a
+    ``tui.history.HistoryError``, which the console's chart catches for either source."""
 
 
 def _label(value: str) -> str:

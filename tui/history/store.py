@@ -86,7 +86,8 @@ Point = tuple[float, float]
 
 
 class HistoryError(RuntimeError):
-    """The history file cannot be used; the message names it and says why."""
+    """The history cannot be used or read (its file here, a Prometheus server for
+    ``tui.agent.history``); the message names it and says why."""
 
 
 class HistoryStore:

@@ -16,10 +16,12 @@ from tui.retune.events import (
     ApplyFinished,
     ApplyRefused,
     ApplyResult,
+    EffectiveValues,
     GpuFailed,
     GpuPhase,
     GpuReady,
     MeasureProgress,
+    RequestedValues,
     ThroughputComparison,
     VerifyReport,
     lost_summary,
@@ -30,7 +32,7 @@ from tui.rollout.fleet_verdict import fleet_line
 from tui.rollout.rollout import RolloutResult
 from tui.rollout.stats import PairedEstimate
 from tui.state.files import StateFileError
-from tui.state.fleet_state import GpuState, profile_of
+from tui.state.fleet_state import GpuState, profile_of, read_fleet
 
 __all__ = [
     "LOG_KEEP",
@@ -41,6 +43,7 @@ __all__ = [
     "CanaryResult",
     "ConfirmedServer",
     "DrainProgress",
+    "EffectiveValues",
     "GpuFailed",
     "GpuPhase",
     "GpuReady",
@@ -48,6 +51,7 @@ __all__ = [
     "MeasureProgress",
     "PairedEstimate",
     "Preflight",
+    "RequestedValues",
     "RolloutResult",
     "StateFileError",
     "StopMode",
@@ -58,4 +62,5 @@ __all__ = [
     "lost_summary",
     "planned_for_lines",
     "profile_of",
+    "read_fleet",
 ]

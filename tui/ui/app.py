@@ -14,13 +14,13 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tui import paths, plain
-from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
 from tui.history import HistoryRecorder
 from tui.ops.commands import Apply, Canary, Command, Kind, Op, Rollback, Rollout, StopFleet
 from tui.ops.events import OpEvent
 from tui.ops.marks import mark_time
 from tui.ops.port import Fleet, ReadOnlyFleet
+from tui.ops.types import DrainProgress
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.gate import why_key_is_off

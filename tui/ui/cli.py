@@ -38,10 +38,10 @@ __all__ = [
 from tui.ui.watch_cli import GPUS_DEFAULT, PORTS_DEFAULT
 
 if TYPE_CHECKING:
-    from tui.agent.history import PrometheusChart
     from tui.fleet.monitor import FleetMonitor
     from tui.ops.pipeline import PipelineConfig
     from tui.profiles import Profile
+    from tui.ui.pipeline.chart_read import SeriesSource
 
 CONSOLE_FLEET_TIMEOUT_S = 3600.0
 """A pipeline started from the console waits this long for a ready server (a full retune)."""
@@ -213,29 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def prometheus_chart(url: str | None) -> PrometheusChart | None:
-    """The chart source for ``--prometheus URL`` (None without it).
-
-    Raises:
-        ValueError: not an http(s) URL with a host (naming the option).
-    """
-    if url is None:
-        return None
-    from urllib.parse import urlsplit
-
-    from tui.agent.history import PrometheusChart, PrometheusHistory
-
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--prometheus={url!r}: give http(s)://HOST[:PORT] of a Prometheus server")
-    return PrometheusChart(PrometheusHistory(url))
-
-
 def run_nodes_console(
     agents: str | None,
     token_file: Path | None,
     readonly: bool = False,
-    chart: PrometheusChart | None = None,
+    chart: SeriesSource | None = None,
     fleet: Path | None = None,
 ) -> int:
     """The console over many nodes' agents (``--agents``, or ``--fleet FILE``).
@@ -251,25 +233,14 @@ def run_nodes_console(
     Returns:
         0, or 2 for bad input (named on stderr).
     """
-    from tui.agent.cli import default_token_file
-    from tui.agent.client import parse_agents
-    from tui.agent.fleet_file import load_fleet
-    from tui.agent.nodes import Nodes
-    from tui.servers.tokens import TokenError, read_token
+    from tui.console_wiring import remote_port
     from tui.ui.app import FleetApp
 
     try:
-        if fleet is not None:
-            default = token_file or default_token_file()
-            token = read_token(default) if token_file or default.is_file() else ""
-            addresses = load_fleet(fleet, token or None)
-        else:
-            addresses = parse_agents(agents or "")
-            token = read_token(token_file or default_token_file())
-    except (ValueError, TokenError) as error:
+        nodes = remote_port(agents, token_file, fleet)
+    except ValueError as error:  # a bad address, fleet file or token (TokenError too)
         print(f"gpufleet console: {error}", file=sys.stderr)
         return 2
-    nodes = Nodes(addresses, token)
     app = FleetApp(nodes, node_groups=True, readonly=readonly)
     app.chart_source = chart
     app.freeze_heap = True
@@ -285,7 +256,7 @@ def run_console(
     stop_pipeline_with_fleet: bool = False,
     windows: ConsoleWindows | None = None,
     readonly: bool = False,
-    chart: PrometheusChart | None = None,
+    chart: SeriesSource | None = None,
     card: int | None = None,
 ) -> int:
     """Run the console on ``profile``'s fleet with every operation backed by the real core.
@@ -339,14 +310,11 @@ def run_console(
     return 0
 
 
-def _profile_console(
-    args: argparse.Namespace, readonly: bool, chart: PrometheusChart | None
-) -> int:
+def _profile_console(args: argparse.Namespace, readonly: bool, chart: SeriesSource | None) -> int:
     from tui.ops.demo import demo_prompts_file, pipeline_config
     from tui.ops.fit import fit_to_fleet
+    from tui.ops.types import StateFileError, profile_of, read_fleet
     from tui.profiles import ProfileError, load_named
-    from tui.state.files import StateFileError
-    from tui.state.fleet_state import profile_of, read_fleet
 
     try:
         windows = console_windows(args.measure_window)
@@ -403,6 +371,8 @@ def main(argv: Sequence[str]) -> int:
     readonly = readonly_or_exit("console", args.readonly)
     if readonly is None:
         return 2
+    from tui.console_wiring import prometheus_chart
+
     try:
         chart = prometheus_chart(args.prometheus)
     except ValueError as error:

@@ -75,8 +75,8 @@ def main(argv: Sequence[str]) -> int:
     from tui.ops.pipeline import start_pipeline
     from tui.ops.service import FleetOps, OperationError
     from tui.ops.simfleet import sim_profile
+    from tui.ops.types import StateFileError
     from tui.profiles import ProfileError
-    from tui.state.files import StateFileError
 
     try:
         windows = console_windows(args.measure_window)

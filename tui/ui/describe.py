@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from tui.control.adopt import ConfirmedServer
-from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot, ServerState
+from tui.ops.types import ConfirmedServer, StopReleased
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, num
 from tui.words import counted

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tui.control.stop_release import StopReleased
 from tui.ops.commands import (
     Adopt,
     Kill,
@@ -18,7 +17,7 @@ from tui.ops.commands import (
     StartPipeline,
     StopPipeline,
 )
-from tui.retune.events import ApplyResult
+from tui.ops.types import ApplyResult, StopReleased
 from tui.ui.describe import stop_words
 
 LOSS_TOAST_S = 30.0

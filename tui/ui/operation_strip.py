@@ -20,8 +20,8 @@ from textual.content import Content
 from textual.timer import Timer
 from textual.widgets import Static
 
-from tui.autotune.status import holder_alive, read_status, status_file
-from tui.state.files import StateFileError
+from tui.autotune_view import holder_alive, read_status, status_file
+from tui.ops.types import StateFileError
 from tui.ui.autotune.strip_line import autotune_line
 from tui.ui.background import TICK_S, OperationReport
 

@@ -16,7 +16,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
-from tui.control.stop import StopMode
+from tui.ops.types import StopMode
 from tui.profiles.model import DRAIN_TIMEOUT_MAX_S
 from tui.ui.dialog_keys import BUTTON_KEYS, KEYS_HINT_CSS, ButtonKeys, KeysHint, keys_hint
 from tui.ui.gate import ReadOnlyGate

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tui.agent.history import PrometheusChart
     from tui.fleet.spec import FleetSpec
+    from tui.ui.pipeline.chart_read import SeriesSource
 
 PORTS_DEFAULT = "30000-30006"
 GPUS_DEFAULT = "0-6"
@@ -79,9 +79,7 @@ def watched_fleet(args: argparse.Namespace) -> tuple[FleetSpec, str]:
     return on_devices(spec, args.devices), words  # two ports on one card: --devices 0,0
 
 
-def run_watch_console(
-    args: argparse.Namespace, readonly: bool, chart: PrometheusChart | None
-) -> int:
+def run_watch_console(args: argparse.Namespace, readonly: bool, chart: SeriesSource | None) -> int:
     """The console watching ``watched_fleet(args)``, its chart marked by the journal.
 
     Returns:
@@ -93,7 +91,7 @@ def run_watch_console(
     from tui.ops.local import LocalFleet
     from tui.ops.marks import JournalMarks
     from tui.ops.service import FleetOps
-    from tui.state.files import StateFileError
+    from tui.ops.types import StateFileError
     from tui.ui.app import FleetApp
 
     try:

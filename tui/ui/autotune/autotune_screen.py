@@ -20,13 +20,19 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from tui.autotune.detach import start_detached
-from tui.autotune.options import SearchRequest, request_argv
-from tui.autotune.preview import RangePreview
-from tui.autotune.record import candidate_line
-from tui.autotune.space import SearchSpace
-from tui.autotune.status import FINAL_PHASES, holder_alive, read_status, request
-from tui.state.files import StateFileError
+from tui.autotune_view import (
+    FINAL_PHASES,
+    RangePreview,
+    SearchRequest,
+    SearchSpace,
+    candidate_line,
+    holder_alive,
+    read_status,
+    request,
+    request_argv,
+    start_detached,
+)
+from tui.ops.types import StateFileError
 from tui.ui.autotune.candidate_chart import CandidateChart, points_of
 from tui.ui.autotune.form_screen import AutotuneFormScreen, Predictor
 from tui.ui.footer import FleetFooter

@@ -23,17 +23,19 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Input, Label, Static, Switch
 
-from tui.autotune.budget import Budget
-from tui.autotune.options import (
+from tui.autotune_view import (
+    KNOBS,
+    Budget,
+    KnobValue,
     OptionsError,
     SearchRequest,
+    SearchSpace,
     budget_of,
     default_range,
     knob_range,
     parse_canary_gpu,
     space_of,
 )
-from tui.autotune.space import KNOBS, KnobValue, SearchSpace
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.footer import FleetFooter
 from tui.ui.form_keys import FIELD_KEYS, FieldInput, FieldKeys

@@ -15,7 +15,7 @@ from typing import Any
 
 from textual.content import Content
 
-from tui.autotune.status import FINAL_PHASES
+from tui.autotune_view import FINAL_PHASES
 from tui.ui.format import duration
 from tui.words import counted
 

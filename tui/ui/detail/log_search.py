@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tui.control.launch import LOG_KEEP
 from tui.inputs import InputError, open_stream
+from tui.ops.types import LOG_KEEP
 
 BLOCK_BYTES = 4 * 1024 * 1024
 """Bytes read at a time."""

@@ -14,8 +14,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
-from tui.agent.history import HistoryError
-from tui.history import HistoryRecorder
+from tui.history import HistoryError, HistoryRecorder
 from tui.ops.marks import OperationMark
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, duration, num, pct

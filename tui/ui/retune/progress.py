@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tui.retune.events import (
+from tui.ops.types import (
     ApplyFinished,
     ApplyRefused,
     ApplyResult,

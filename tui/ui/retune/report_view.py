@@ -8,12 +8,7 @@ from typing import Any
 
 from textual.content import Content
 
-from tui.retune.events import (
-    EffectiveValues,
-    RequestedValues,
-    ThroughputComparison,
-    VerifyReport,
-)
+from tui.ops.types import EffectiveValues, RequestedValues, ThroughputComparison, VerifyReport
 from tui.ui.format import GIB, NA, duration, num
 from tui.ui.text_table import Cell, text_table
 from tui.words import counted

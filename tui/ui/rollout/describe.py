@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import fmean
 
-from tui.retune.events import MeasureProgress, ThroughputComparison
-from tui.rollout.canary_result import CanaryLook, CanaryResult
-from tui.rollout.fleet_verdict import fleet_line
-from tui.rollout.rollout import RolloutResult
-from tui.rollout.stats import PairedEstimate
+from tui.ops.types import (
+    CanaryLook,
+    CanaryResult,
+    MeasureProgress,
+    PairedEstimate,
+    RolloutResult,
+    ThroughputComparison,
+    fleet_line,
+)
 from tui.ui.format import duration
 from tui.words import counted
 

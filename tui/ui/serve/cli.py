@@ -73,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_console_args(console_args: list[str]) -> tuple[str | None, str]:
     """Parse the console's options as the console will (exits 2 on a bad one); load its
     profile. Returns the problem in one line (or None) and the fleet the consoles watch."""
+    from tui.ops.types import StateFileError
     from tui.profiles import ProfileError, load_named
-    from tui.state.files import StateFileError
     from tui.ui.cli import build_parser as console_parser
     from tui.ui.watch_cli import watched_fleet
 
@@ -85,12 +85,11 @@ def _check_console_args(console_args: list[str]) -> tuple[str | None, str]:
         except ProfileError as error:
             return f"--profile: {error}", ""
     if args.fleet is not None:
-        from tui.agent.fleet_file import FleetFileError, check_fleet_file
+        from tui.console_wiring import fleet_file_problem
 
-        try:
-            check_fleet_file(args.fleet)  # a FIFO or /dev/zero: refused here, not per session
-        except FleetFileError as error:
-            return f"--fleet: {error}", ""
+        problem = fleet_file_problem(args.fleet)  # a FIFO or /dev/zero: refused here
+        if problem is not None:
+            return f"--fleet: {problem}", ""
         return None, f"the nodes of the fleet file {args.fleet}"
     if args.agents is not None:
         return None, f"the agents {args.agents}"

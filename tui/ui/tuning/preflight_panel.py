@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from textual.content import Content
 from textual.widgets import Static
 
-from tui.retune.preflight import Preflight, planned_for_lines
+from tui.ops.types import Preflight, planned_for_lines
 from tui.ui.format import GIB, num
 from tui.ui.text_table import Cell, text_table
 from tui.ui.tuning.candidate import gpu_range
