@@ -112,9 +112,8 @@ class ApplyScreen(RunScreen[ApplyResult], ReadOnlyGate[ApplyResult | None]):
         if not self.rollback_offered:
             return
         close_report(self, True, self.progress.result)
-        rollback = getattr(self.app.get_default_screen(), "action_rollback", None)
-        if rollback is not None:
-            self.app.call_after_refresh(rollback)
+        # Textual's own dispatch: the main screen's `rollback` action, as its key would run it.
+        self.app.call_after_refresh(self.app.run_action, "rollback", self.app.get_default_screen())
 
     def strip_line(self) -> Content:
         """The apply in one line, for the status strip."""
