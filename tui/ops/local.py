@@ -204,7 +204,8 @@ class LocalFleet:
             case SaveProfile(profile):
                 return Saved((str(await asyncio.to_thread(ops.save_profile, profile)),))
             case StartAutotune(argv) if self.autotune is not None:
-                return await asyncio.to_thread(self.autotune.start, argv)
+                await asyncio.to_thread(self.autotune.start, argv)  # detached: nothing to wait on
+                return None
             case SteerAutotune(action) if self.autotune is not None:
                 await asyncio.to_thread(self.autotune.steer, action)
                 return None

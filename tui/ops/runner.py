@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import httpx
@@ -26,11 +26,12 @@ from tui.control.takeover import stranger_on_port
 from tui.fleet.log_paths import server_logs
 from tui.gpu.snapshot import GpuSource
 from tui.gpu.source import NoGpuSource, open_gpu_source
+from tui.ops.events import EventSink
 from tui.ops.target import FleetTarget
 from tui.profiles import Profile, diff
 from tui.retune.counters import MetricsCounterProbe
 from tui.retune.engine import RetuneEngine
-from tui.retune.events import ApplyResult, RetuneEvent
+from tui.retune.events import ApplyResult
 from tui.retune.options import ApplyOptions
 from tui.retune.preflight import calibration_from_log, crowded
 from tui.rollout.cost import ApplyCostWatch, RetuneCost
@@ -39,9 +40,6 @@ from tui.rollout.sampling import MetricsProbe, Sampler
 from tui.servers.keepalive import lean_transport
 from tui.state.fleet_state import FleetState, profile_of, read_fleet, record_outcome
 from tui.words import spans
-
-EventSink = Callable[[RetuneEvent | DrainProgress], None]
-"""Receives a run's events on the event loop."""
 
 
 def _no_gpu_pids(gpu: int) -> set[int]:

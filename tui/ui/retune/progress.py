@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from tui.ops.events import OpEvent
 from tui.ops.types import (
     ApplyFinished,
     ApplyRefused,
@@ -92,27 +93,29 @@ class ApplyProgress:
         return replace(self, rows=tuple(rows))
 
 
-def advance(progress: ApplyProgress, event: object) -> ApplyProgress:
-    """The progress after ``event`` (unknown events change nothing).
+def advance(progress: ApplyProgress, event: OpEvent) -> ApplyProgress:
+    """The progress after ``event`` (the events of other phases change nothing).
 
     Args:
         progress: The progress so far.
-        event: A ``tui.retune.events`` event.
+        event: An operation's event (``tui.ops.events.OpEvent``).
 
     Returns:
         The new progress.
     """
-    if isinstance(event, GpuPhase):
-        return progress._with_row(event.gpu, phase=event.phase, elapsed_s=event.elapsed_s)
-    if isinstance(event, GpuReady | GpuFailed):
-        phase = "ready" if isinstance(event, GpuReady) else "failed"
-        return progress._with_row(event.gpu, phase=phase, report=event.report)
-    if isinstance(event, MeasureProgress):
-        return replace(progress, measure=event)
-    if isinstance(event, ApplyRefused):
-        return replace(progress, refused=event.errors)
-    if isinstance(event, ApplyFinished):
-        return finish(progress, event.result)
+    match event:
+        case GpuPhase(gpu, phase, elapsed_s):
+            return progress._with_row(gpu, phase=phase, elapsed_s=elapsed_s)
+        case GpuReady(gpu, report):
+            return progress._with_row(gpu, phase="ready", report=report)
+        case GpuFailed(gpu, report):
+            return progress._with_row(gpu, phase="failed", report=report)
+        case MeasureProgress():
+            return replace(progress, measure=event)
+        case ApplyRefused(errors):
+            return replace(progress, refused=errors)
+        case ApplyFinished(result):
+            return finish(progress, result)
     return progress
 
 
