@@ -236,3 +236,29 @@ def test_two_hundred_concurrent_counters_clients_are_all_answered(node: Node) ->
     assert codes == [200] * 200
     # Before: a client, a TLS context and a fleet-state read per request (+190 MiB at 200).
     assert _rss(node) - before < 40 << 20
+
+
+def test_an_operation_carrying_its_profile_needs_admin_and_the_policy(node: Node) -> None:
+    """A profile sent itself (the tuning form's apply), not by a saved name, decides what the
+    node runs as saving one does: an operate token is refused in one line, and an admin token's
+    profile is held to the same policy as a saved one; nothing runs either way."""
+    url = f"{base(node)}/api/v1"
+    doc = httpx.get(f"{url}/profiles/node-base", headers=bearer(ADMIN), timeout=10).json()
+    edited = {**doc["profile"], "name": "node-edited"}
+    before, pid = journal_types(node), server_pid(node)
+    apply = {"kind": "apply", "profile": edited, "gpus": [0], "measure": False}
+    answer = httpx.post(
+        f"{url}/operations", json=apply, headers=bearer(TOKENS["operate"]), timeout=10
+    )
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == (
+        "profile: 'node-edited' is not this node's saved profile of that name: running a new "
+        "profile needs an admin token (this one's scope is operate)"
+    )
+    evil = {**edited, "env": {"LD_PRELOAD": "/tmp/evil.so"}}
+    answer = httpx.post(
+        f"{url}/operations", json={**apply, "profile": evil}, headers=bearer(ADMIN), timeout=10
+    )
+    assert answer.status_code == 400, answer.text
+    assert "env.LD_PRELOAD: not allowed through the agent" in answer.json()["error"]
+    assert journal_types(node) == before and server_pid(node) == pid
