@@ -286,7 +286,9 @@ def preflight(
         kv_tokens=plan.max_total_num_tokens,
         max_running_requested=flags.max_running_requests,
         max_running_effective=plan.max_running_requests,
-        capped=bool(
+        # A plan that does not fit runs nothing: "does not fit" says it, not "capped".
+        capped=plan.ok
+        and bool(
             running_capped(
                 flags.max_running_requests,
                 plan.max_running_requests,
