@@ -6,8 +6,7 @@
 # bundle's starlette/uvicorn when .real/sglang-site.tar.xz is there) beside the machine's own
 # Python and torch, as device_harness.sh does.
 # usage: [DEADLINE_S=400] bash bench/device_overhead.sh BASE_DIR|- RUNS SECONDS [PLAIN ...]
-#   defaults: - 2 20 keepalive batch gcfreeze render (httpxcli changes only a command's start,
-#   which every run's "CPU s to start" shows; add it to measure it as a variant)
+#   defaults: - 2 20 keepalive batch gcfreeze render
 set -u
 BASE=${1:--}; RUNS=${2:-2}; WINDOW=${3:-20}; shift $(( $# < 3 ? $# : 3 ))
 PLAIN=("$@"); [ ${#PLAIN[@]} -gt 0 ] || PLAIN=(keepalive batch gcfreeze render)

@@ -24,7 +24,7 @@ fits in it, the seed's model where it fits at 0.85 (a 141 GB H200), an 8B model 
 
     python -m bench.gpu_overhead --scenario one --scenario idle --runs 3 --out one.md
     python -m bench.gpu_overhead --scenario seven --runs 2 --seconds 20 --warmup 4 \
-        --plain keepalive --plain batch --plain httpxcli --plain gcfreeze --plain render
+        --plain keepalive --plain batch --plain gcfreeze --plain render
 """
 
 from __future__ import annotations

@@ -52,23 +52,6 @@ def test_a_misspelt_switch_stops_the_command_in_one_line(tmp_path: Any) -> None:
     assert not (tmp_path / "fleet.json").exists()  # nothing ran
 
 
-@pytest.mark.parametrize(("switch", "loaded"), [("", False), ("httpxcli", True)])
-def test_httpxcli_off_imports_httpx_as_it_comes(switch: str, loaded: bool) -> None:
-    code = (
-        "import sys\n"
-        "from tui.cli import _skip_httpx_cli\n"
-        "_skip_httpx_cli()\n"
-        "import httpx\n"
-        "print(sys.modules.get('httpx._main') is not None)\n"
-    )
-    env = {**os.environ, plain.ENV: switch}
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == str(loaded)
-
-
 async def test_keepalive_and_batch_off_probe_through_httpx_alone(
     monkeypatch: pytest.MonkeyPatch, plain_switch: Any
 ) -> None:

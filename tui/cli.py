@@ -46,21 +46,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _skip_httpx_cli() -> None:
-    """Keep ``import httpx`` from importing httpx's own command-line tool (not with
-    ``GPUFLEET_PLAIN=httpxcli``: ``tui.plain``).
-
-    httpx's ``__init__`` imports ``httpx._main`` (its ``httpx`` command: click, rich, pygments,
-    ~80 modules, ~50 ms of every gpufleet command's start, a retune's included), which gpufleet
-    never runs. A None entry in ``sys.modules`` makes that import raise ImportError, and httpx
-    then defines a stub ``main`` instead: its own fallback for an install without its CLI extras.
-    Nothing else of httpx changes. Where httpx is already imported this does nothing.
-    """
-    if plain.off("httpxcli"):
-        return
-    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-
-
 def _private_state() -> None:
     """Make the state directory 0700 before the command runs (created so when missing, and
     tightened, with one line saying so, when an earlier version left it open): a subdirectory
@@ -104,7 +89,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except plain.PlainError as error:
         print(f"gpufleet: {error}", file=sys.stderr)
         return 2
-    _skip_httpx_cli()
     if name != "sim":  # the simulator stands in for SGLang: it keeps no state of gpufleet's
         _private_state()
     module = importlib.import_module(COMMANDS[name][0])

@@ -24,7 +24,6 @@ SWITCHES: dict[str, str] = {
     "keepalive": "HTTP through httpx's own client and transport (httpcore), not "
     "tui.servers.keepalive",
     "batch": "the monitor's steady /metrics reads on the event loop, not tui.servers.batch_fetch",
-    "httpxcli": "import httpx imports httpx's command-line tool, as it does by default",
     "gcfreeze": "the console does not gc.freeze its start-up heap",
     "compositor": "Textual's own compositor on the main screen (no DirtyRowsCompositor)",
     "refresh": "Textual's own Widget.refresh for the panels and the fleet row",
