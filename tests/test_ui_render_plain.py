@@ -1,6 +1,6 @@
 """``GPUFLEET_PLAIN=render``: every render replacement switched off, the console draws the very
 same screen through Textual's own path (its compositor, refresh and styles cache,
-``Visual.to_strips``, the whole panel repainted, the sparkline not held)."""
+``Visual.to_strips``, the whole panel repainted)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from ui_helpers import make_app, settle, seven_gpu_fleet
 
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ui.app import FleetApp
-from tui.ui.grid import spark_hold
 from tui.ui.grid.gpu_panel import GpuPanelView
 
 Cells = list[list[tuple[str, object]]]
@@ -54,8 +53,7 @@ async def _screens(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Cells], list[s
     app = make_app(fleet)
     assert isinstance(app, FleetApp)
     screens: list[Cells] = []
-    with monkeypatch.context() as patch:  # these two only, undone after this console
-        patch.setattr(spark_hold, "SPARK_EVERY_S", 0.0)  # the held history is the newest
+    with monkeypatch.context() as patch:  # undone after this console
         async with app.run_test(size=(200, 50)) as pilot:
             await settle(pilot, app)
             patch.setattr(GpuPanelView, "refresh", refresh)
@@ -69,7 +67,7 @@ async def _screens(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Cells], list[s
                 screens.append([[(s.text, s.style) for s in strip] for strip in strips])
             plain_path = type(app.main_screen._compositor) is Compositor
             panel = app.main_screen.query_one("#gpu-1", GpuPanelView)
-            parts = (panel._rows, panel._drawer, panel._spark_hold)
+            parts = (panel._rows, panel._drawer)
             assert plain_path == all(part is None for part in parts) == (not panel._line_diff)
     return screens, refreshed
 

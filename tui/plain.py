@@ -29,13 +29,12 @@ SWITCHES: dict[str, str] = {
     "refresh": "Textual's own Widget.refresh for the panels and the fleet row",
     "rows": "a panel's rows framed by Textual's styles cache, not the panel's kept frame",
     "strips": "a panel's lines drawn by Textual's Visual.to_strips, none kept",
-    "spark": "the sparkline takes the newest history at every reading (no hold)",
     "linediff": "a changed panel is repainted whole, not its changed cells alone",
 }
 """Each replacement that can be switched off, and what runs instead."""
 
 GROUPS: dict[str, tuple[str, ...]] = {
-    "render": ("compositor", "refresh", "rows", "strips", "spark", "linediff"),
+    "render": ("compositor", "refresh", "rows", "strips", "linediff"),
     "all": tuple(SWITCHES),
 }
 """Names for several switches at once."""

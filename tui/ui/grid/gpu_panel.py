@@ -29,7 +29,6 @@ from tui.ui.grid.panel_graphs import (
 from tui.ui.grid.panel_lines import Spark, compact_lines, full_lines, spark_cells
 from tui.ui.grid.panel_rows import FramedRows
 from tui.ui.grid.panel_strips import StripDrawer
-from tui.ui.grid.spark_hold import SparkHold
 from tui.ui.messages import PanelOpened, PanelSelected
 from tui.ui.render.screen_refresh import ScreenRefresh
 
@@ -106,9 +105,6 @@ class GpuPanelView(ScreenRefresh):
         """The sparklines' shared scale (``panel_graphs.spark_top``)."""
         self._spark_drawn: SparkDrawn | None = None
         """The sparkline last drawn, and what from."""
-        self._spark_hold = None if plain.off("spark") else SparkHold()
-        """The throughput history the sparkline shows (``spark_hold.SPARK_EVERY_S``; None:
-        the reading's own, at every reading)."""
         self._line_diff = not plain.off("linediff")
         """Whether a reading repaints only the cells whose text changed (else the panel)."""
         self._render_size: Size | None = None
@@ -198,17 +194,6 @@ class GpuPanelView(ScreenRefresh):
         self.late_s = 0.0
         self.panel = panel
 
-    def spark_history(self) -> tuple[float, ...] | None:
-        """The throughput history the sparkline draws (``SparkHold``; None: no server).
-
-        Why handed to the line builders, not a copy of the panel with it: two
-        ``dataclasses.replace`` a reading were a quarter of a panel's update.
-        """
-        if self._spark_hold is None:
-            server = self.panel.server if self.panel is not None else None
-            return server.throughput_history if server is not None else None
-        return self._spark_hold.history(self.panel)
-
     def watch_panel(self, panel: GpuPanel | None) -> None:
         """Retitle and restyle when they change; repaint the cells whose text changed."""
         name = "" if panel is None or panel.gpu is None else f" · {panel.gpu.name}"
@@ -247,11 +232,11 @@ class GpuPanelView(ScreenRefresh):
         width, height = size
         full = self._full(size)
         drawn = self._drawn_spark(width, full)
-        late, history = self.late_s, None if drawn is not None else self.spark_history()
+        late = self.late_s
         lines = (
-            full_lines(panel, width, late, history, drawn)
+            full_lines(panel, width, late, drawn)
             if full
-            else compact_lines(panel, width, height, late, history, drawn)
+            else compact_lines(panel, width, height, late, drawn)
         )
         # Never a cut number (fit elides whole words); an error's prose is cut at the width on
         # purpose: its next lines continue it.

@@ -165,7 +165,6 @@ def gen_line(
     server: ServerSnapshot,
     width: int,
     full: bool,
-    history: tuple[float, ...] | None = None,
     drawn: Spark | None = None,
 ) -> Content:
     """Generation tok/s, then a sparkline of its history with the sparkline's scale and span.
@@ -174,8 +173,6 @@ def gen_line(
         server: The server as shown (its rate may be blanked).
         width: Cells of the line.
         full: The full layout's words (else the compact ones).
-        history: Readings to draw when there is no ``drawn`` sparkline (see
-            ``spark_hold.SPARK_EVERY_S``; default the server's own).
         drawn: The sparkline from the fleet's history and its scale (``max 2k · 5m``), when
             the history has this GPU's series; else the readings are drawn on their own
             maximum (``max 1.4k``: no span, they have no times).
@@ -192,7 +189,7 @@ def gen_line(
         if len(blocks) + 1 + len(scale) > room:  # an age beside a decaying rate: no scale
             return line(label, (blocks[max(0, len(blocks) - room) :], "$success"))
         return line(label, (blocks, "$success"), (f" {scale}", "dim"))
-    readings = server.throughput_history if history is None else history
+    readings = server.throughput_history
     cells = spark_cells(width, full)
     if not readings or cells == 0:
         return line(label.rstrip())
@@ -205,7 +202,6 @@ def full_lines(
     panel: GpuPanel,
     width: int,
     late_s: float = 0.0,
-    history: tuple[float, ...] | None = None,
     drawn: Spark | None = None,
 ) -> list[Content]:
     """Every number, one topic per line (about nine lines); stale ones dimmed with their age,
@@ -215,8 +211,6 @@ def full_lines(
         panel: The GPU and its server.
         width: Cells per line.
         late_s: Seconds since the snapshot arrived (the grid counts them).
-        history: The throughput readings the sparkline draws without ``drawn`` (None: the
-            server's).
         drawn: The sparkline from the fleet's history, with its scale (``gen_line``).
     """
     late = late_s or None
@@ -237,7 +231,7 @@ def full_lines(
                 age,
             ),
             aged(
-                gen_line(shown, width - (6 if decay else 0), True, history, drawn),
+                gen_line(shown, width - (6 if decay else 0), True, drawn),
                 decay,
                 always=True,
             ),
@@ -253,7 +247,6 @@ def compact_lines(
     width: int,
     height: int,
     late_s: float = 0.0,
-    history: tuple[float, ...] | None = None,
     drawn: Spark | None = None,
 ) -> list[Content]:
     """The essential numbers, most important first, cut to ``height`` lines (stale ones
@@ -287,7 +280,7 @@ def compact_lines(
         run = line(f"run {num(shown.running)}/", max_running_part(shown), f" q{num(shown.queued)}")
         lines.append(aged(run, age))
         decay = gen_age(server, late_s)
-        gen = gen_line(shown, width - (6 if decay else 0), False, history, drawn)
+        gen = gen_line(shown, width - (6 if decay else 0), False, drawn)
         lines.append(aged(gen, decay, always=True))
     if server is not None and shown is not None and shown.kv_tokens is not None:
         lines.append(
