@@ -9,15 +9,11 @@ from typing import Any
 
 import pytest
 import textual
-from textual import messages
 from textual._compositor import Compositor
-from textual.message import Message
-from textual.message_pump import MessagePump
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ui.app import FleetApp
-from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.render import hooks
 from tui.ui.render.dirty_rows import DirtyRowsCompositor
 
@@ -31,10 +27,9 @@ def test_textual_is_the_release_the_hooks_were_checked_on() -> None:
     assert textual.__version__ == hooks.CHECKED_ON
 
 
-def test_every_private_name_is_there_and_both_hooks_run() -> None:
+def test_every_private_name_is_there_and_the_hook_runs() -> None:
     assert hooks.problems("compositor") == []
-    assert hooks.problems("refresh") == []
-    assert hooks.hook_on("compositor") and hooks.hook_on("refresh")
+    assert hooks.hook_on("compositor")
 
 
 RELIANCES = sorted({reliance for used in hooks.RELIES_ON.values() for reliance in used}, key=str)
@@ -81,7 +76,7 @@ def test_a_method_that_changes_its_parameters_turns_its_hook_off(
     assert hooks.problems("compositor") == [
         "textual._compositor.Compositor._get_renders takes (self, crop, clip), not (self, crop)"
     ]
-    assert not hooks.hook_on("compositor") and hooks.hook_on("refresh")
+    assert not hooks.hook_on("compositor")
 
 
 def _with_queued(fleet: FleetSnapshot, gpu: int, queued: int) -> FleetSnapshot:
@@ -96,27 +91,17 @@ def _with_queued(fleet: FleetSnapshot, gpu: int, queued: int) -> FleetSnapshot:
 async def test_with_the_hooks_off_the_console_runs_on_textuals_own_path(
     monkeypatch: pytest.MonkeyPatch, plain_switch: Any, why: str
 ) -> None:
-    """Textual's own compositor, and a panel's repaint through Textual's messages (a Prompt to
-    the panel, an Update to the screen); the screen shows every new reading all the same."""
+    """Textual's own compositor; the screen shows every new reading all the same."""
     if why == "another release":
         monkeypatch.setattr(hooks, "CHECKED_ON", "8.1.0")
     else:
-        plain_switch("compositor,refresh")
-    posted: list[str] = []
-    post = MessagePump.post_message
-
-    def counted_post(self: MessagePump, message: Message) -> bool:
-        if isinstance(message, messages.Update) and isinstance(message.widget, GpuPanelView):
-            posted.append(message.widget.id or "")
-        return post(self, message)
-
+        plain_switch("compositor")
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
     assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         assert type(app.main_screen._compositor) is Compositor
-        monkeypatch.setattr(MessagePump, "post_message", counted_post)
         for queued in (23, 5, 17):
             fleet = _with_queued(fleet, 1, queued)
             app.main_screen.fleet = fleet
@@ -124,8 +109,7 @@ async def test_with_the_hooks_off_the_console_runs_on_textuals_own_path(
             await pilot.pause()
             screen = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
             assert f"queued {queued} " in screen
-    assert posted and set(posted) == {"gpu-1"}
-    assert not hooks.hook_on("compositor") and not hooks.hook_on("refresh")
+    assert not hooks.hook_on("compositor")
 
 
 async def test_with_the_hooks_on_the_main_screen_has_the_dirty_rows_compositor() -> None:

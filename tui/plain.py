@@ -26,7 +26,6 @@ SWITCHES: dict[str, str] = {
     "batch": "the monitor's steady /metrics reads on the event loop, not tui.servers.batch_fetch",
     "gcfreeze": "the console does not gc.freeze its start-up heap",
     "compositor": "Textual's own compositor on the main screen (no DirtyRowsCompositor)",
-    "refresh": "Textual's own Widget.refresh for the panels and the fleet row",
     "rows": "a panel's rows framed by Textual's styles cache, not the panel's kept frame",
     "strips": "a panel's lines drawn by Textual's Visual.to_strips, none kept",
     "linediff": "a changed panel is repainted whole, not its changed cells alone",
@@ -34,7 +33,7 @@ SWITCHES: dict[str, str] = {
 """Each replacement that can be switched off, and what runs instead."""
 
 GROUPS: dict[str, tuple[str, ...]] = {
-    "render": ("compositor", "refresh", "rows", "strips", "linediff"),
+    "render": ("compositor", "rows", "strips", "linediff"),
     "all": tuple(SWITCHES),
 }
 """Names for several switches at once."""

@@ -19,6 +19,7 @@ from textual.containers import Horizontal
 from textual.content import Content
 from textual.geometry import Region, Size
 from textual.reactive import reactive
+from textual.widget import Widget
 
 from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.pipeline.status import PipelineStatus
@@ -26,7 +27,6 @@ from tui.ui.format import NA, duration, num, pct, short_num, sig3, sig3_text
 from tui.ui.grid.ages import blanked, load_age
 from tui.ui.grid.panel_lines import line
 from tui.ui.pipeline.generation_pane import halted
-from tui.ui.render.screen_refresh import ScreenRefresh
 
 LEAD = ("· ", "$text-muted")
 """What a field after the first starts with (a field's right padding is the space before it)."""
@@ -154,7 +154,7 @@ def fleet_line(totals: FleetTotals, status: PipelineStatus | None, width: int) -
     return line if line.cell_length <= width else line.truncate(width)
 
 
-class FleetField(ScreenRefresh):
+class FleetField(Widget):
     """One field of the row: repainted alone when its text changes.
 
     Why fields: a terminal update of a line is sent from the left edge of the widget it is in

@@ -12,6 +12,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual
+from textual.widget import Widget
 
 from tui import plain
 from tui.fleet.snapshot import GpuPanel, ServerState
@@ -30,7 +31,6 @@ from tui.ui.grid.panel_lines import Spark, compact_lines, full_lines, spark_cell
 from tui.ui.grid.panel_rows import FramedRows
 from tui.ui.grid.panel_strips import StripDrawer
 from tui.ui.messages import PanelOpened, PanelSelected
-from tui.ui.render.screen_refresh import ScreenRefresh
 
 ALARMING = frozenset(
     {ServerState.FAILED, ServerState.CRASHED, ServerState.STUCK, ServerState.UNKNOWN}
@@ -43,7 +43,7 @@ def _is_error_prose(line: Content) -> bool:
     return len(line.spans) == 1 and line.spans[0].style == "$error" and line.spans[0].start == 0
 
 
-class GpuPanelView(ScreenRefresh):
+class GpuPanelView(Widget):
     """A panel of the grid. The grid sets ``panel`` and ``selected``; clicks post messages up.
 
     A new reading repaints only the cells whose text changed (see ``changed_span``), not the

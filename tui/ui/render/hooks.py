@@ -30,7 +30,7 @@ from tui import plain
 if TYPE_CHECKING:
     from textual.screen import Screen
 
-Hook = Literal["compositor", "refresh"]
+Hook = Literal["compositor"]
 """The hooks (each also a ``GPUFLEET_PLAIN`` switch)."""
 
 CHECKED_ON = "8.2.8"
@@ -59,7 +59,6 @@ class Reliance:
 
 _COMPOSITOR = "textual._compositor:Compositor"
 _SCREEN = "textual.screen:Screen"
-_WIDGET = "textual.widget:Widget"
 
 RELIES_ON: dict[Hook, tuple[Reliance, ...]] = {
     "compositor": (
@@ -67,16 +66,6 @@ RELIES_ON: dict[Hook, tuple[Reliance, ...]] = {
         Reliance(_COMPOSITOR, "render_partial_update", ("self",)),
         Reliance(_COMPOSITOR, "_get_renders", ("self", "crop")),
         Reliance(_COMPOSITOR, "_dirty_regions", kind="set"),
-    ),
-    "refresh": (
-        Reliance(_WIDGET, "refresh", ("self", "*regions", "repaint", "layout", "recompose")),
-        Reliance(_WIDGET, "_set_dirty", ("self", "*regions")),
-        Reliance(_WIDGET, "_is_mounted", kind="bool"),
-        Reliance(_WIDGET, "_layout_cache", kind="dict"),
-        Reliance(_WIDGET, "_rich_style_cache", kind="dict"),
-        Reliance(_SCREEN, "_dirty_widgets", kind="set"),
-        Reliance(_SCREEN, "_compositor", kind=_COMPOSITOR),
-        Reliance(_COMPOSITOR, "__contains__", ("self", "widget")),
     ),
 }
 """Each hook's private names, and the public methods it overrides (their shape is its promise
