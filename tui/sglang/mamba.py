@@ -114,33 +114,24 @@ def carve_mamba(
     if not model.is_hybrid_mamba:
         return MambaCarve(0, 0, 0, 0, 0, rest)
     per_slot = model.conv_state_bytes + ssm_slot_bytes(model, ssm_dtype)
+    asked = (
+        rest,
+        per_slot,
+        max_mamba_cache_size,
+        ratio,
+        running,
+        disable_radix_cache,
+        mamba_full_memory_ratio,
+        draft_tokens,
+    )
     if build == SEED:
-        slots, requests = _seed_sizes(
-            rest,
-            per_slot,
-            max_mamba_cache_size,
-            ratio,
-            running,
-            disable_radix_cache,
-            mamba_full_memory_ratio,
-            draft_tokens,
-        )
+        slots, requests = _seed_sizes(*asked)
         if slots <= 0:
             failure = _no_memory(slots, rest, per_slot, build)
             return MambaCarve(max(slots, 0), 0, 0, 0, 0, rest, failure=failure)
         reserve = requests * draft_tokens * per_slot
     else:
-        slots, requests = _sizes(
-            rest,
-            per_slot,
-            max_mamba_cache_size,
-            ratio,
-            running,
-            disable_radix_cache,
-            mamba_full_memory_ratio,
-            draft_tokens,
-            floor=0 if build == SGLANG_0_5_17 else 1,
-        )
+        slots, requests = _sizes(*asked, floor=0 if build == SGLANG_0_5_17 else 1)
         reserve = requests * draft_tokens * per_slot if draft_tokens else 0
         if slots <= 0:
             failure = _no_memory(slots, rest - reserve, per_slot, build)

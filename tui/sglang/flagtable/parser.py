@@ -32,6 +32,15 @@ def _deprecated(parser: argparse.ArgumentParser, text: str) -> None:
         _ACTION_LOG.warning(f"\033[1;33m{text}\033[0m")
 
 
+def _renamed(parser: argparse.ArgumentParser, option_string: str, new_flag: str | None) -> None:
+    # SGLang's deprecated store actions, each its own copy of this warning.
+    replacement = f" Use '{new_flag}' instead." if new_flag else ""
+    _deprecated(
+        parser,
+        f"'{option_string}' is deprecated and will be removed in a future release.{replacement}",
+    )
+
+
 class DeprecatedAction(argparse.Action):
     """A retired flag: stops with ``error_message``, or warns when it has none."""
 
@@ -73,12 +82,7 @@ class DeprecatedStoreTrueAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=nargs, const=const, default=default, **kwargs)
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-        replacement = f" Use '{self.new_flag}' instead." if self.new_flag else ""
-        _deprecated(
-            parser,
-            f"'{option_string}' is deprecated and will be removed in a future release."
-            f"{replacement}",
-        )
+        _renamed(parser, option_string, self.new_flag)
         setattr(namespace, self.dest, True)
 
 
@@ -100,12 +104,7 @@ class DeprecatedStoreConstAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=nargs, default=default, **kwargs)
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-        replacement = f" Use '{self.new_flag}' instead." if self.new_flag else ""
-        _deprecated(
-            parser,
-            f"'{option_string}' is deprecated and will be removed in a future "
-            f"release.{replacement}",
-        )
+        _renamed(parser, option_string, self.new_flag)
         setattr(namespace, self.dest, self.const_value)
 
 
@@ -119,12 +118,7 @@ class DeprecatedAliasStoreAction(argparse.Action):
         super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-        replacement = f" Use '{self.new_flag}' instead." if self.new_flag else ""
-        _deprecated(
-            parser,
-            f"'{option_string}' is deprecated and will be removed in a future "
-            f"release.{replacement}",
-        )
+        _renamed(parser, option_string, self.new_flag)
         setattr(namespace, self.dest, values)
 
 
