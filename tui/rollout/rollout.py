@@ -256,6 +256,10 @@ class Rollout:
         k = self.options.batch
         steps: list[RolloutStep] = []
         done: list[int] = []
+        failed: tuple[int, ...] = ()
+        stayed: tuple[int, ...] = ()
+        restored: tuple[int, ...] = ()
+        failure: str | None = None
         for i in range(0, len(self.plan), k):
             batch = self.plan[i : i + k]
             step = await self._run_batch(len(steps), batch)
@@ -263,35 +267,24 @@ class Rollout:
             if self._on_step is not None:
                 self._on_step(step)
             done += [r.gpu for r in step.reports if r.ok]
-            if not step.ok:
+            if not step.ok:  # the rollout stops at its first failed batch
                 failed = tuple(r.gpu for r in step.reports if not r.ok)
                 first = next(r for r in step.reports if not r.ok)
+                failure = f"GPU {first.gpu}: {first.failure}"
                 stayed = tuple(g for g, _ in self.plan[i + k :])
                 restored = await self._restore(failed)
-                return RolloutResult(
-                    name,
-                    self.rollback,
-                    planned,
-                    tuple(steps),
-                    tuple(done),
-                    failed,
-                    stayed,
-                    restored,
-                    self.skipped,
-                    f"GPU {first.gpu}: {first.failure}",
-                    started_at=started,
-                    finished_at=time.time(),
-                )
+                break
         return RolloutResult(
             name,
             self.rollback,
             planned,
             tuple(steps),
             tuple(done),
-            (),
-            (),
-            (),
+            failed,
+            stayed,
+            restored,
             self.skipped,
+            failure,
             started_at=started,
             finished_at=time.time(),
         )
