@@ -20,7 +20,7 @@ import httpx
 
 from tui import plain
 from tui.pipeline.client_pool import ClientPool
-from tui.servers.keepalive import lean_transport
+from tui.servers.keepalive import Answer, lean_transport
 from tui.servers.probe import HEALTH_TIMEOUT_S
 
 Route = tuple[str, int, str]
@@ -95,16 +95,7 @@ class Sender:
             (status, body) of the answer.
         """
         if route is not None and self._lean is not None:
-            host, port, prefix = route
-            answer = await self._lean.send(
-                host,
-                port,
-                "POST",
-                prefix + path,
-                body,
-                connect_timeout=CONNECT_TIMEOUT_S,
-                read_timeout=self._request_timeout,
-            )
+            answer = await self._send(route, "POST", path, body, self._request_timeout)
             return answer.status, answer.body
         assert self._clients is not None
         with self._clients.lease() as client:
@@ -114,18 +105,25 @@ class Sender:
     async def health(self, url: str, route: Route | None) -> int:
         """The status of ``GET /health`` on a server (args as ``post``)."""
         if route is not None and self._lean is not None:
-            host, port, prefix = route
-            answer = await self._lean.send(
-                host,
-                port,
-                "GET",
-                prefix + "/health",
-                connect_timeout=CONNECT_TIMEOUT_S,
-                read_timeout=HEALTH_TIMEOUT_S,
-            )
-            return answer.status
+            return (await self._send(route, "GET", "/health", b"", HEALTH_TIMEOUT_S)).status
         assert self._probe_client is not None
         return (await self._probe_client.get(url + "/health")).status_code
+
+    async def _send(
+        self, route: Route, method: str, path: str, body: bytes, read_timeout: float
+    ) -> Answer:
+        """One request through the keep-alive transport, on its route."""
+        assert self._lean is not None
+        host, port, prefix = route
+        return await self._lean.send(
+            host,
+            port,
+            method,
+            prefix + path,
+            body,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=read_timeout,
+        )
 
     async def aclose(self) -> None:
         """Close every connection and client."""
