@@ -11,7 +11,7 @@ import contextlib
 import json
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -123,6 +123,26 @@ def test_a_cordoned_server_gets_nothing_new_and_finishes_what_it_has(
     assert final["state"] == "stopped" and "cordoned" in final["servers"][1]
 
 
+def _one_server_dispatcher(
+    server: ProcessServer,
+    prompts: PromptFile,
+    on_result: Callable[[Answer], int],
+    cordons: CordonWatch | None = None,
+) -> Dispatcher:
+    """Four in flight to ``server``, no retries: any failure fails the test."""
+    return Dispatcher(
+        [server.url],
+        prompts,
+        per_server_inflight=4,
+        model="m",
+        max_tokens=8,
+        max_retries=0,
+        on_result=on_result,
+        on_failed=lambda *failure: pytest.fail(f"failed: {failure}"),
+        cordons=cordons,
+    )
+
+
 async def test_a_slow_health_answer_is_up_not_down(tmp_path: Path, server: ProcessServer) -> None:
     """SGLang 0.5.23's /health takes >= 1 s (it generates a token, then sleeps 1 s): the probe
     waits HEALTH_TIMEOUT_S for it. The fake endpoint answers in 2.5 s, past the old 2 s."""
@@ -136,16 +156,7 @@ async def test_a_slow_health_answer_is_up_not_down(tmp_path: Path, server: Proce
         results.append(json.loads(line)["custom_id"])
         return tokens
 
-    dispatcher = Dispatcher(
-        [server.url],
-        prompts,
-        per_server_inflight=4,
-        model="m",
-        max_tokens=8,
-        max_retries=0,
-        on_result=on_result,
-        on_failed=lambda *failure: pytest.fail(f"failed: {failure}"),
-    )
+    dispatcher = _one_server_dispatcher(server, prompts, on_result)
     t0 = time.monotonic()
     dispatcher.start_probes()
     assert await dispatcher.wait_any_healthy(15)
@@ -180,17 +191,7 @@ async def test_requests_picked_before_the_cordon_are_not_sent_after_the_job_said
     after its end: SGLang waited for them with its scheduler gone, until the deadline)."""
     prompts = PromptFile.open(write_batch(tmp_path / "p.jsonl", [f"q{i}" for i in range(50)]))
     watch = _CordonedAfter(address_of(server.url))
-    dispatcher = Dispatcher(
-        [server.url],
-        prompts,
-        per_server_inflight=4,
-        model="m",
-        max_tokens=8,
-        max_retries=0,
-        on_result=lambda answer: 1,
-        on_failed=lambda *failure: pytest.fail(f"failed: {failure}"),
-        cordons=watch,
-    )
+    dispatcher = _one_server_dispatcher(server, prompts, lambda answer: 1, watch)
     sent_after_ack: list[str] = []
     acknowledged = asyncio.Event()
     real_post = dispatcher._sender.post
