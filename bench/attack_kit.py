@@ -174,11 +174,14 @@ class Workspace:
         timeout: float = 60.0,
         profiles: Path | None = None,
         prefix: list[str] | None = None,
+        hangs: Callable[[], bool] | None = None,
     ) -> Run:
         """``gpufleet ARGS`` in its own session, bounded by ``timeout`` and the address-space
         limit; a command that outlives the deadline is killed with its session (it is ours).
         ``prefix`` runs it under another command (``unshare --time ...``;
-        ``bench.in_tmpfs.wrapper``: on a small tmpfs)."""
+        ``bench.in_tmpfs.wrapper``: on a small tmpfs). ``hangs``: the sign, polled while it
+        runs, that the command will outlive its deadline (an agent that serves instead of
+        refusing): it is then killed at once, a hang as at the deadline."""
         start = time.monotonic()
         proc = subprocess.Popen(
             [*(prefix or []), sys.executable, "-m", "tui", *args],
@@ -192,6 +195,11 @@ class Workspace:
             preexec_fn=_limited,
         )
         try:
+            if hangs is not None:
+                # Its output is a few lines: the pipes cannot fill while it is polled.
+                poll(lambda: proc.poll() is not None or hangs(), timeout, 0.1)
+                if proc.poll() is None:
+                    raise subprocess.TimeoutExpired(args, timeout)
             out, err = proc.communicate(timeout=timeout)
             rc: int | None = proc.returncode
         except subprocess.TimeoutExpired:

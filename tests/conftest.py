@@ -71,8 +71,9 @@ SERIAL_MODULES = frozenset(
 """Modules whose assertions are verdicts on measured throughput (a canary better or worse, an
 apply's before/after, an autotune candidate adopted): they run alone (``make test``'s second
 pass, ``-m serial``), since a neighbour's simulated fleet on the same two cores makes the
-simulator CPU-bound and moves the very throughput they compare. Everything else runs two at a
-time (pytest-xdist): the suite mostly waits on real servers starting, draining and serving."""
+simulator CPU-bound and moves the very throughput they compare. Everything else runs three at
+a time (pytest-xdist, ``make test``): the suite mostly waits on real servers starting,
+draining and serving."""
 
 
 SLOW_FIRST = (

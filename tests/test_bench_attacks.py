@@ -4,6 +4,8 @@ table says HUNG and FAIL where a row failed."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,26 @@ def test_a_command_past_its_deadline_is_reported_hung_and_stopped(tmp_path: Path
         assert poll(lambda: not ws.ours(), 10), ws.ours()
         row = Row("agent in the foreground", run, "-", False)
         assert "| HUNG |" in table([row]) and "| FAIL |" in table([row])
+    finally:
+        ws.cleanup()
+
+
+def test_a_command_that_shows_it_will_hang_is_stopped_at_once(tmp_path: Path) -> None:
+    """``hangs``: the agent listens (it serves instead of refusing), so it is a hang now, not at
+    its 60 s deadline."""
+    ws = Workspace(tmp_path / "ws", 1)
+    try:
+        port = free_ports(1)[0]
+        argv = ["agent", "--profile", "sim-baseline", "--port", str(port)]
+
+        def listens() -> bool:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                return True
+            return False
+
+        run = ws.cli(argv, 60, SHIPPED, hangs=listens)
+        assert run.hung and run.seconds < 40
+        assert poll(lambda: not ws.ours(), 10), ws.ours()
     finally:
         ws.cleanup()
 

@@ -131,3 +131,29 @@ async def test_without_ready_endpoint_the_background_health_is_the_readiness() -
     assert server.hits["/ready"] == 1  # its 404 is remembered
     assert server.hits["/health_generate"] == 1
     assert server.hits["/health"] >= 3
+
+
+async def test_no_generating_probe_is_sent_to_a_server_being_stopped() -> None:
+    """SGLang's drain waits for a generating probe as for a client's request (its
+    ``HEALTH_CHECK_`` rid): one started as the stop begins holds the drain."""
+    clock = FakeClock()
+    with canned_server(_routes(), host=REMOTE) as server:  # type: ignore[arg-type]
+        monitor = _monitor(server, clock)
+        try:
+            assert await polled_state(monitor) is ServerState.READY
+            clock.now += 1.0
+            assert await polled_state(monitor) is ServerState.READY  # ready: its first is due
+            await _settle()
+            assert server.hits["/health_generate"] == 1
+            monitor.mark_stopping(0)
+            clock.now += 35.0  # a generation would be due
+            await monitor.poll()
+            await _settle()
+            assert server.hits["/health_generate"] == 1
+            monitor.mark_stopping(0, False)  # the stop was cancelled: due again
+            clock.now += 1.0
+            await monitor.poll()
+            await _settle()
+            assert server.hits["/health_generate"] == 2
+        finally:
+            await monitor.aclose()

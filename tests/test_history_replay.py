@@ -5,7 +5,6 @@ here from the live snapshots); a moment older than the finest tier reads the nex
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import csv
 import io
@@ -14,46 +13,14 @@ import statistics
 from pathlib import Path
 
 import pytest
-from fleet_helpers import poll_until
-from sim_helpers import Clients, running_sim
+from history_helpers import record
 
-from tui.fleet.monitor import FleetMonitor
-from tui.fleet.snapshot import FleetSnapshot, ServerState
-from tui.fleet.spec import FleetSpec, ServerSpec
-from tui.gpu.simulated import SimulatedSource
-from tui.history import HistoryRecorder, HistoryStore, Sample
+from tui.fleet.snapshot import ServerState
+from tui.history import HistoryStore, Sample
 from tui.history.cli import main as history_main
 from tui.history.replay import HistorySource
 
 BUCKET_S = 5
-
-
-async def record(tmp_path: Path, store_path: Path) -> list[FleetSnapshot]:
-    """A simulated server under load, polled four times a second for ~17 s, every snapshot
-    handed to the recorder as the console does; returns the live snapshots."""
-    args = ["--sim-speed", "20", "--sim-startup-seconds", "1", "--enable-metrics"]
-    live: list[FleetSnapshot] = []
-    with running_sim(args, tmp_path) as sim:
-        spec = FleetSpec((ServerSpec(gpu_index=0, port=sim.port),))
-        monitor = FleetMonitor(spec, SimulatedSource(tmp_path / "simgpu"), probe_timeout=2.0)
-        recorder = HistoryRecorder.at(store_path)
-        try:
-            await poll_until(monitor, lambda s: s.panels[0].server is not None
-                             and s.panels[0].server.state is ServerState.READY)  # fmt: skip
-            clients = Clients(sim.url, 12, 6000)
-            start = (await monitor.poll()).taken_at
-            while True:
-                snapshot = await monitor.poll()
-                if snapshot.taken_at - start > 17:
-                    break
-                live.append(snapshot)
-                recorder.add_fleet(snapshot)
-                await asyncio.sleep(0.25)  # the console's cadence, shortened
-            clients.join(120)
-        finally:
-            await asyncio.to_thread(recorder.close)
-            await monitor.aclose()
-    return live
 
 
 async def test_the_source_at_a_past_moment_gives_what_was_live_then(tmp_path: Path) -> None:

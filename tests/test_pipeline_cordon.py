@@ -7,10 +7,11 @@ The cordon test counts requests where they arrive: at the simulated server, from
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -31,7 +32,7 @@ from tui.pipeline.batch_output import output_record
 from tui.pipeline.dispatch import HEALTH_TIMEOUT_S, Answer, Dispatcher
 from tui.pipeline.prompts import PromptFile
 from tui.pipeline.status import PipelineStatus
-from tui.state.cordons import address_of, cordon, uncordon
+from tui.state.cordons import CordonWatch, address_of, cordon, uncordon
 
 _ARRIVALS = ("sglang:num_requests_total", "sglang:num_running_reqs", "sglang:num_queue_reqs")
 
@@ -122,6 +123,26 @@ def test_a_cordoned_server_gets_nothing_new_and_finishes_what_it_has(
     assert final["state"] == "stopped" and "cordoned" in final["servers"][1]
 
 
+def _one_server_dispatcher(
+    server: ProcessServer,
+    prompts: PromptFile,
+    on_result: Callable[[Answer], int],
+    cordons: CordonWatch | None = None,
+) -> Dispatcher:
+    """Four in flight to ``server``, no retries: any failure fails the test."""
+    return Dispatcher(
+        [server.url],
+        prompts,
+        per_server_inflight=4,
+        model="m",
+        max_tokens=8,
+        max_retries=0,
+        on_result=on_result,
+        on_failed=lambda *failure: pytest.fail(f"failed: {failure}"),
+        cordons=cordons,
+    )
+
+
 async def test_a_slow_health_answer_is_up_not_down(tmp_path: Path, server: ProcessServer) -> None:
     """SGLang 0.5.23's /health takes >= 1 s (it generates a token, then sleeps 1 s): the probe
     waits HEALTH_TIMEOUT_S for it. The fake endpoint answers in 2.5 s, past the old 2 s."""
@@ -135,16 +156,7 @@ async def test_a_slow_health_answer_is_up_not_down(tmp_path: Path, server: Proce
         results.append(json.loads(line)["custom_id"])
         return tokens
 
-    dispatcher = Dispatcher(
-        [server.url],
-        prompts,
-        per_server_inflight=4,
-        model="m",
-        max_tokens=8,
-        max_retries=0,
-        on_result=on_result,
-        on_failed=lambda *failure: pytest.fail(f"failed: {failure}"),
-    )
+    dispatcher = _one_server_dispatcher(server, prompts, on_result)
     t0 = time.monotonic()
     dispatcher.start_probes()
     assert await dispatcher.wait_any_healthy(15)
@@ -153,3 +165,59 @@ async def test_a_slow_health_answer_is_up_not_down(tmp_path: Path, server: Proce
     await dispatcher.aclose()
     prompts.close()
     assert sorted(results) == ["a", "b", "c"]
+
+
+class _CordonedAfter(CordonWatch):
+    """The cordon file as a dispatch reads it: ``address`` cordoned from the ``reads``-th read
+    of the run on (the stop's cordon landing between two picks of one busy loop pass)."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        self.address, self.reads, self.left = address, 0, None  # type: ignore[assignment]
+
+    def current(self) -> frozenset[str]:
+        self.reads += 1
+        if self.left is None or self.reads < self.left:
+            return frozenset()
+        return frozenset({self.address})
+
+
+async def test_requests_picked_before_the_cordon_are_not_sent_after_the_job_said_so(
+    tmp_path: Path, server: ProcessServer
+) -> None:
+    """One pass of the dispatch loop picks the server for two prompts (their tasks run later),
+    then reads the cordon and tells the stop it sends nothing new there. Those two went out all
+    the same, after the acknowledgement: a drain then saw requests arrive (on a loaded machine,
+    after its end: SGLang waited for them with its scheduler gone, until the deadline)."""
+    prompts = PromptFile.open(write_batch(tmp_path / "p.jsonl", [f"q{i}" for i in range(50)]))
+    watch = _CordonedAfter(address_of(server.url))
+    dispatcher = _one_server_dispatcher(server, prompts, lambda answer: 1, watch)
+    sent_after_ack: list[str] = []
+    acknowledged = asyncio.Event()
+    real_post = dispatcher._sender.post
+
+    async def post(url: str, route: object, path: str, body: bytes) -> tuple[int, bytes]:
+        if acknowledged.is_set():
+            sent_after_ack.append(path)
+        return await real_post(url, route, path, body)  # type: ignore[arg-type]
+
+    def on_closed(closed: frozenset[str]) -> None:
+        if watch.address in closed:
+            acknowledged.set()
+
+    dispatcher._sender.post = post  # type: ignore[method-assign]
+    dispatcher.on_closed = on_closed
+    dispatcher.start_probes()
+    assert await dispatcher.wait_any_healthy(15)
+    watch.left = watch.reads + 3  # two picks, then the cordon
+    run = asyncio.create_task(dispatcher.run(iter(range(50)), 50))
+    await asyncio.wait_for(acknowledged.wait(), 10)
+    for _ in range(20):  # the picked tasks run (and, cordoned, must not send)
+        await asyncio.sleep(0.02)
+    dispatcher.stop()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(run, 10)
+    await dispatcher.aclose()
+    prompts.close()
+    assert sent_after_ack == []
+    assert dispatcher.servers[0].in_flight == 0

@@ -1,22 +1,25 @@
 """The autotune screen (Pilot, fixed status documents, no servers): it shows the search from its
-status document, every key reaches the search's control file (or starts one after a
-confirmation), and read-only mode disables them."""
+status document read through the port, every key sends the port its command (a start after a
+confirmation), read-only mode disables them, and a many-node console neither starts nor shows a
+search of its own host (a search tunes one node's GPUs). The local port's autotune
+(``DetachedAutotune``) writes the control file and starts the detached process."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import psutil
 from textual.widgets import Static
-from ui_helpers import make_app, settle, wait_for
+from ui_helpers import RecordingFleet, make_app, settle, wait_for
 
 from tui.autotune.budget import Budget
 from tui.autotune.options import SearchRequest, request_argv
 from tui.autotune.space import SearchSpace
 from tui.autotune.status import control_file, read_request, write_status
+from tui.ops.commands import StartAutotune, SteerAutotune
+from tui.ui.app import FleetApp
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.autotune.candidate_chart import CandidateChart
 from tui.ui.autotune.form_screen import AutotuneFormScreen
@@ -77,13 +80,24 @@ def last_request() -> str | None:
     return None if found is None else found.request
 
 
+def steered(port: RecordingFleet) -> list[str]:
+    """The actions of every SteerAutotune that reached the port, in order."""
+    return [c.action for c in port.commands if isinstance(c, SteerAutotune)]
+
+
+def started(port: RecordingFleet) -> list[tuple[str, ...]]:
+    """The options of every StartAutotune that reached the port, in order."""
+    return [c.argv for c in port.commands if isinstance(c, StartAutotune)]
+
+
 async def test_the_screen_shows_the_search_and_every_key_reaches_it() -> None:
     write_status(status("canary"))
-    started: list[Sequence[str]] = []
-    app = make_app()
-    async with app.run_test(size=(100, 40)) as pilot:  # type: ignore[attr-defined]
-        screen = AutotuneScreen(starter=started.append, interval_s=3600, predictor=no_fleet)
-        await app.push_screen(screen)  # type: ignore[attr-defined]
+    port = RecordingFleet()
+    app = make_app(actions=port)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = AutotuneScreen(app.port, interval_s=3600, predictor=no_fleet)
+        await app.push_screen(screen)
         await wait_for(pilot, lambda: screen.doc is not None, "the status")
         summary = text(screen, "autotune-summary")
         assert "Search: canary" in summary and "autotune-1" in summary
@@ -106,44 +120,48 @@ async def test_the_screen_shows_the_search_and_every_key_reaches_it() -> None:
         assert screen.check_action("start", ()) is None
         assert screen.check_action("resume", ()) is None
         await pilot.press("p")
-        await wait_for(pilot, lambda: last_request() == "pause", "the pause request")
+        await wait_for(pilot, lambda: steered(port) == ["pause"], "the pause command")
         write_status(status("paused"))
         await screen.reload()
         assert screen.check_action("pause", ()) is None
         await pilot.press("u")
-        await wait_for(pilot, lambda: last_request() == "resume", "the resume request")
+        await wait_for(pilot, lambda: steered(port) == ["pause", "resume"], "the resume")
         await pilot.press("x")
-        await wait_for(pilot, lambda: last_request() == "stop", "the stop request")
-        # the search ended: s opens the form; ctrl+s asks, then starts one (detached, through
-        # the starter) with the form's values: untouched, the default space and budget
+        await wait_for(pilot, lambda: steered(port) == ["pause", "resume", "stop"], "the stop")
+        # the search ended: s opens the form; ctrl+s asks, then sends the port the start with
+        # the form's values: untouched, the default space and budget
         write_status(status("stopped"))
         await screen.reload()
         assert screen.check_action("stop", ()) is None
         await pilot.press("s")
-        await wait_for(pilot, lambda: isinstance(app.screen, AutotuneFormScreen), "the form")  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: isinstance(app.screen, AutotuneFormScreen), "the form")
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         await pilot.press("y")
         default = request_argv(SearchRequest(SearchSpace.default(), Budget()))
-        await wait_for(pilot, lambda: started == [default], "the start")
+        await wait_for(pilot, lambda: started(port) == [tuple(default)], "the start")
+        assert len(port.commands) == 4  # pause, resume, stop, start: nothing else was asked
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, AutotuneScreen), "closed")  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: not isinstance(app.screen, AutotuneScreen), "closed")
 
 
 async def test_a_dead_search_is_stale_and_read_only_disables_every_control() -> None:
     write_status(status("canary", alive=False))
-    app = make_app(readonly=True)
-    async with app.run_test(size=(100, 40)) as pilot:  # type: ignore[attr-defined]
-        screen = AutotuneScreen(starter=lambda argv: None, interval_s=3600)
-        await app.push_screen(screen)  # type: ignore[attr-defined]
+    port = RecordingFleet()
+    app = make_app(actions=port, readonly=True)
+    assert isinstance(app, FleetApp)
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = AutotuneScreen(app.port, interval_s=3600)
+        await app.push_screen(screen)
         await wait_for(pilot, lambda: screen.doc is not None, "the status")
         assert "STALE" in text(screen, "autotune-summary")
         for action in ("start", "pause", "resume", "stop"):
             assert screen.check_action(action, ()) is None, action
         await pilot.press("s", "p", "x")
         await pilot.pause()
-        assert not isinstance(app.screen, ConfirmScreen)  # type: ignore[attr-defined]
+        assert not isinstance(app.screen, ConfirmScreen)
         assert not control_file().exists()
+    assert port.commands == []
 
 
 async def test_a_from_the_grid_opens_the_screen_and_escape_leaves_the_search_running() -> None:

@@ -6,11 +6,10 @@ the search shows in the grid's status strip from its status document."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
-from test_ui_autotune import status
+from test_ui_autotune import started, status
 from textual.widgets import Input, Label, Static, Switch
-from ui_helpers import make_app, settle, wait_for
+from ui_helpers import RecordingFleet, make_app, settle, wait_for
 
 from tui.autotune import cli
 from tui.autotune.budget import Budget
@@ -24,14 +23,12 @@ from tui.ui.operation_strip import OperationStrip
 VERDICT = "Preflight on GPU 0: 1 of 5 single-knob moves from p predicted not to fit"
 
 
-async def open_form(pilot, app, started: list[Sequence[str]], asked: list[SearchSpace]):  # type: ignore[no-untyped-def]
+async def open_form(pilot, app, asked: list[SearchSpace]):  # type: ignore[no-untyped-def]
     def predictor(space: SearchSpace) -> str:
         asked.append(space)
         return VERDICT
 
-    screen = AutotuneScreen(
-        starter=started.append, interval_s=3600, predictor=predictor, gpus=(0, 1, 2)
-    )
+    screen = AutotuneScreen(app.port, interval_s=3600, predictor=predictor, gpus=(0, 1, 2))
     await app.push_screen(screen)
     await wait_for(pilot, lambda: screen.doc is None and screen.is_mounted, "the screen")
     await pilot.press("s")
@@ -50,10 +47,10 @@ def errors(form: AutotuneFormScreen) -> str:
 async def test_a_bad_range_or_budget_is_refused_with_its_one_line_error_and_nothing_starts() -> (
     None
 ):
-    started: list[Sequence[str]] = []
-    app = make_app()
+    port = RecordingFleet()
+    app = make_app(actions=port)
     async with app.run_test(size=(120, 50)) as pilot:  # type: ignore[attr-defined]
-        form = await open_form(pilot, app, started, [])
+        form = await open_form(pilot, app, [])
         field(form, "high-mem_fraction_static").value = "1.2"
         field(form, "budget-wall").value = "0"
         field(form, "canary-gpu").value = "5"  # not one of the fleet's GPUs
@@ -80,16 +77,16 @@ async def test_a_bad_range_or_budget_is_refused_with_its_one_line_error_and_noth
         assert app.screen is form  # type: ignore[attr-defined]
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, AutotuneScreen), "closed")  # type: ignore[attr-defined]
-    assert started == []
+    assert port.commands == []
     assert read_status() is None  # and no search ran
 
 
 async def test_a_good_form_starts_a_search_with_exactly_its_knobs_ranges_and_budget() -> None:
-    started: list[Sequence[str]] = []
+    port = RecordingFleet()
     asked: list[SearchSpace] = []
-    app = make_app()
+    app = make_app(actions=port)
     async with app.run_test(size=(120, 50)) as pilot:  # type: ignore[attr-defined]
-        form = await open_form(pilot, app, started, asked)
+        form = await open_form(pilot, app, asked)
         for name in KNOBS:
             if name not in ("mem_fraction_static", "max_running_requests"):
                 form.query_one(f"#on-{name}", Switch).value = False
@@ -125,8 +122,8 @@ async def test_a_good_form_starts_a_search_with_exactly_its_knobs_ranges_and_bud
         ):
             assert words in " ".join(said.split()), words
         await pilot.press("y")
-        await wait_for(pilot, lambda: len(started) == 1, "the start")
-    args = cli.build_parser().parse_args(["start", *started[0]])
+        await wait_for(pilot, lambda: len(started(port)) == 1, "the start")
+    args = cli.build_parser().parse_args(["start", *started(port)[0]])
     options, _ = cli.options_from(args)
     assert options.space == expected
     assert options.budget == Budget(1800.0, 300.0, 0.1)
@@ -172,7 +169,7 @@ async def test_a_burst_of_keys_lands_each_in_the_field_focused_when_it_was_typed
 
     app = make_app()
     async with app.run_test(size=(120, 50)) as pilot:  # type: ignore[attr-defined]
-        form = await open_form(pilot, app, [], [])
+        form = await open_form(pilot, app, [])
         low = field(form, "low-mem_fraction_static")
         form.set_focus(low)
         await wait_for(pilot, lambda: form.focused is low, "the low field")

@@ -201,6 +201,9 @@ async def test_the_read_only_port_reads_through_and_offers_only_viewing() -> Non
     assert wrapper.reads is inner
     assert wrapper.capabilities().kinds == {Kind.JOURNAL}
     assert wrapper.capabilities().reason(Kind.KILL) == "read-only"
+    # the autotune search's status is a read: followed where the inner port follows it
+    assert wrapper.capabilities().follows_autotune
+    assert Kind.AUTOTUNE not in wrapper.capabilities()
     inner.supported = frozenset()
     assert Kind.JOURNAL not in wrapper.capabilities()  # never more than the fleet itself
     assert inner.commands == []
@@ -213,10 +216,6 @@ def readonly_app(actions: RecordingFleet, **kwargs: object) -> FleetApp:
     app = make_app(actions=actions, readonly=True, profile="sim-baseline", **kwargs)  # type: ignore[arg-type]
     assert isinstance(app, FleetApp)
     return app
-
-
-def _refuse_start(argv: object) -> None:
-    raise AssertionError("a read-only console started an autotune search")
 
 
 SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
@@ -235,7 +234,7 @@ SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
         app.port, commands.Canary("sim-aggressive", 2), (0, 1, 2, 3)
     ),
     ApplyScreen: lambda app: ApplyScreen(app.port, commands.Apply("sim-aggressive", (2,))),
-    AutotuneScreen: lambda app: AutotuneScreen(starter=_refuse_start, interval_s=3600),
+    AutotuneScreen: lambda app: AutotuneScreen(app.port, interval_s=3600),
     AutotuneFormScreen: lambda app: AutotuneFormScreen(predictor=None),
 }
 """How to open each gated screen directly (in read-only mode no key leads to most of them)."""

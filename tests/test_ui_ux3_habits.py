@@ -50,7 +50,7 @@ async def test_a_hidden_key_with_a_reason_says_it() -> None:
 
 async def test_the_autotune_screen_says_why_pause_is_off() -> None:
     async with settled_app() as (app, pilot):
-        await app.push_screen(AutotuneScreen(starter=lambda argv: None, interval_s=3600))
+        await app.push_screen(AutotuneScreen(app.port, interval_s=3600))
         await pilot.pause()
         await pilot.press("p")
         await wait_for(pilot, lambda: bool(app._notifications), "the reason")

@@ -33,7 +33,7 @@ from tui.ops.commands import (
 from tui.ops.events import EventSink, OpEvent
 from tui.ops.journal import JournalRead
 from tui.ops.marks import OperationMark, Window
-from tui.ops.port import Capabilities
+from tui.ops.port import Capabilities, SearchStatus
 from tui.pipeline.status import PipelineStatus, Rate, ServerShare
 from tui.profiles import Problem, Profile, ProfileError, load_profile
 from tui.retune.events import (
@@ -341,6 +341,9 @@ class RecordingFleet:
     """Each GPU's current and previous profile."""
     tail: Callable[[Path, int], list[str]] = field(default=lambda path, n: list(LOG_LINES)[-n:])
     """A log's newest lines."""
+    follows_autotune: bool = True
+    """It reads the autotune search's status: the state directory's, as a local port does
+    (the tests write it); False: none (as on many nodes)."""
 
     # --- the port ---------------------------------------------------------------------------
 
@@ -354,6 +357,7 @@ class RecordingFleet:
             starts_fresh_job=self.starts_fresh_job,
             stops_pipeline_with_fleet=self.stops_pipeline_with_fleet,
             picks_controls=self.controls is not None,
+            follows_autotune=self.follows_autotune,
         )
 
     async def snapshot(self) -> FleetSnapshot:
@@ -467,6 +471,11 @@ class RecordingFleet:
 
     def canary_controls(self, gpu: int) -> tuple[int, ...] | None:
         return self.controls
+
+    def autotune_status(self) -> SearchStatus | None:
+        from tui.console_wiring import DetachedAutotune
+
+        return DetachedAutotune().status() if self.follows_autotune else None
 
     async def plan_adoption(
         self, ports: tuple[int, ...], gpus: tuple[int, ...], name: str

@@ -1,7 +1,9 @@
 """The autotune search's vocabulary, as its console screens show and edit it: its status
-document (read, its holder alive), the search request the form builds (knobs, ranges, budget,
-``gpufleet autotune start``'s options), the candidates' lines, the form's range preview, and how
-the screen starts the search (detached) and asks it to pause, resume or stop.
+document's file and final phases, the search request the form builds (knobs, ranges, budget,
+``gpufleet autotune start``'s options), the candidates' lines and the form's range preview. The
+search is started, steered and read through the console's port (``StartAutotune``,
+``SteerAutotune``, ``FleetReads.autotune_status``; on this host:
+``tui.console_wiring.DetachedAutotune``), not from here.
 
 The console (``tui.ui``) imports no ``tui.autotune`` (an import-linter contract in
 pyproject.toml): the search sits above the operations core it drives, and the screens reach it
@@ -12,7 +14,6 @@ Textual here.
 from __future__ import annotations
 
 from tui.autotune.budget import Budget
-from tui.autotune.detach import start_detached
 from tui.autotune.options import (
     OptionsError,
     SearchRequest,
@@ -26,7 +27,7 @@ from tui.autotune.options import (
 from tui.autotune.preview import RangePreview
 from tui.autotune.record import candidate_line
 from tui.autotune.space import KNOBS, KnobValue, SearchSpace
-from tui.autotune.status import FINAL_PHASES, holder_alive, read_status, request, status_file
+from tui.autotune.status import FINAL_PHASES, status_file
 
 __all__ = [
     "FINAL_PHASES",
@@ -40,13 +41,9 @@ __all__ = [
     "budget_of",
     "candidate_line",
     "default_range",
-    "holder_alive",
     "knob_range",
     "parse_canary_gpu",
-    "read_status",
-    "request",
     "request_argv",
     "space_of",
-    "start_detached",
     "status_file",
 ]

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "journal": ("tui.ops.cli.journal", "print the journal of applies, canaries and rollouts"),
     "fleet": ("tui.ops.cli.fleet", "the fleet state: forget a GPU that left the fleet"),
     "history": ("tui.history.cli", "export the recorded history (CSV or NDJSON rows)"),
+    "replay": ("tui.ui.replay.cli", "the console, read-only, on the history at a past moment"),
     "alerts": ("tui.ops.cli.alerts", "the alert rules; --watch fires them (journal, webhook)"),
     "canary": ("tui.ops.cli.canary", "try a profile on one GPU against the others as control"),
     "rollout": ("tui.ops.cli.rollout", "roll a profile out k GPUs at a time, verifying each"),

@@ -1,16 +1,20 @@
-"""What the console's command lines build of the agents: the remote port over many nodes'
-agents, the Prometheus chart source, a fleet file's check.
+"""What the console's command lines build of the layers above the operations core: the remote
+port over many nodes' agents, the Prometheus chart source, a fleet file's check, and the
+autotune search a local port starts, steers and reads (``DetachedAutotune``).
 
 The console (``tui.ui``) reaches the fleet through ``tui.ops`` (an import-linter contract in
-pyproject.toml); the agents sit above the operations core, so what the console needs of them is
-built here, once, and handed to it as a port (``tui.ops.port.Fleet``) or a chart source. No
-Textual here.
+pyproject.toml); the agents and the autotune search sit above the operations core, so what the
+console needs of them is built here, once, and handed to it as a port (``tui.ops.port.Fleet``),
+a port's part (``tui.ops.local.Autotune``) or a chart source. No Textual here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
+
+from tui.ops.port import SearchStatus
 
 if TYPE_CHECKING:
     from tui.agent.history import PrometheusChart
@@ -72,3 +76,37 @@ def fleet_file_problem(path: Path) -> str | None:
     except FleetFileError as error:
         return str(error)
     return None
+
+
+class DetachedAutotune:
+    """The autotune search on this host, as a local port (``tui.ops.local.LocalFleet``) starts,
+    steers and reads it: the detached ``gpufleet autotune start`` and its control and status
+    files in the state directory (``tui.autotune.status``). Blocking."""
+
+    def start(self, argv: Sequence[str]) -> object:
+        """Start ``gpufleet autotune start ARGV`` in its own session (closing the console
+        leaves it running)."""
+        from tui.autotune.detach import start_detached
+
+        return start_detached(argv)
+
+    def steer(self, action: str) -> None:
+        """Write ``action`` (pause, resume or stop) to the running search's control file.
+
+        Raises:
+            ValueError: not one of those (naming it).
+        """
+        from tui.autotune.status import Request, request
+
+        request(cast(Request, action))  # checked there: one line naming the request
+
+    def status(self) -> SearchStatus:
+        """The status document (None: no search has run here) and whether its process runs.
+
+        Raises:
+            StateFileError: the document cannot be read.
+        """
+        from tui.autotune.status import holder_alive, read_status
+
+        doc = read_status()
+        return SearchStatus(doc, doc is not None and holder_alive(doc))

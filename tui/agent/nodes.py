@@ -50,7 +50,13 @@ from tui.ops.door import OperationError
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead
 from tui.ops.marks import OperationMark
-from tui.ops.port import Capabilities, FleetReads, Refused, refuse_unless_capable
+from tui.ops.port import (
+    Capabilities,
+    FleetReads,
+    Refused,
+    SearchStatus,
+    refuse_unless_capable,
+)
 from tui.ops.windows import console_windows
 from tui.pipeline.status import PipelineStatus
 from tui.profiles import Problem, Profile, ProfileError
@@ -78,7 +84,10 @@ KINDS = frozenset(
 ON_ONE_NODE = {
     Kind.JOURNAL: "each node keeps its own journal (gpufleet journal on the node)",
     Kind.ADOPT: "servers are adopted on their own node (gpufleet adopt there)",
-    Kind.AUTOTUNE: "the search runs on one node (gpufleet autotune there)",
+    Kind.AUTOTUNE: (
+        "a search tunes one node's GPUs against each other: start it on that node "
+        "(gpufleet autotune start, or its agent's /api/v1/autotune)"
+    ),
 }
 """Why the kinds a many-node console lacks are off."""
 
@@ -401,6 +410,10 @@ class Nodes:
 
     def _everywhere(self) -> dict[int, None]:
         return {position: None for position in range(len(self._nodes))}
+
+    def autotune_status(self) -> SearchStatus | None:
+        """None: a search runs on one node (``ON_ONE_NODE``), not across this console's."""
+        return None
 
     def canary_controls(self, gpu: int) -> tuple[int, ...] | None:
         """The control GPUs a canary on ``gpu`` would have now (its confirm names them)."""

@@ -331,9 +331,13 @@ class FleetMonitor:
         )
 
     def _health_due(self, tracker: Tracker, now: float) -> bool:
-        """A ready server whose generating probe is due (``health_interval``)."""
+        """A ready server whose generating probe is due (``health_interval``), unless it is
+        being stopped or cordoned: SGLang's drain waits for a generating probe as for any
+        request (its ``HEALTH_CHECK_`` rid), so a probe sent as a drain begins holds it."""
         return (
-            tracker.ever_ready
+            not tracker.stopping
+            and not tracker.cordoned
+            and tracker.ever_ready
             and tracker.readiness is not None
             and tracker.readiness.status is ProbeStatus.READY
             and now - tracker.health_at >= self.health_interval

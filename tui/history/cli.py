@@ -60,6 +60,22 @@ def when(text: str, now: float) -> float:
         ) from None
 
 
+class NoHistory(HistoryError):
+    """No history file where one was looked for (nothing was created by looking)."""
+
+
+def open_existing(path: Path) -> HistoryStore:
+    """The history at ``path`` to read, never created by looking. Blocking.
+
+    Raises:
+        NoHistory: no file there (the message says a console records one).
+        HistoryError: a file that is not a history.
+    """
+    if not path.is_file():
+        raise NoHistory(f"no history at {path} (a console records it while it runs)")
+    return HistoryStore(path)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command's options."""
     parser = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
@@ -122,15 +138,10 @@ def main(argv: Sequence[str]) -> int:
     except argparse.ArgumentTypeError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 2
-    path = args.history or paths.history_file()
-    if not path.is_file():
-        print(f"{PROG}: no history at {path} (a console records it while it runs)",
-              file=sys.stderr)  # fmt: skip
-        return 1
     metrics = frozenset(args.metric.split(",")) if args.metric else None
     try:
-        store = HistoryStore(path)
-    except HistoryError as error:
+        store = open_existing(args.history or paths.history_file())
+    except HistoryError as error:  # none there too
         print(f"{PROG}: {error}", file=sys.stderr)
         return 1
     try:

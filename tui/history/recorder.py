@@ -69,11 +69,21 @@ class HistoryRecorder:
         """The finest bucket of the last snapshot recorded (its slow readings once a bucket)."""
         self.error: str | None = None
         """Why the history is not written (None while it is)."""
+        self.writes = True
+        """Whether what is added is written (False: ``reading``, a replay's)."""
 
     @classmethod
     def at(cls, path: Path) -> HistoryRecorder:
         """A recorder writing ``path`` (opened on the first flush)."""
         return cls(lambda: HistoryStore(path))
+
+    @classmethod
+    def reading(cls, store: HistoryStore) -> HistoryRecorder:
+        """A recorder that only reads ``store``: what the console adds is dropped, nothing is
+        written (a replay: its snapshots are the record itself, shown again)."""
+        recorder = cls(lambda: store)
+        recorder.writes = False
+        return recorder
 
     @property
     def store(self) -> HistoryStore | None:
@@ -97,7 +107,7 @@ class HistoryRecorder:
 
     def add(self, samples: list[Sample]) -> None:
         """Keep samples for the next write (cheap; thread-safe)."""
-        if self.error is not None or not samples:
+        if self.error is not None or not samples or not self.writes:
             return
         with self._pending_lock:
             self._pending.extend(samples)

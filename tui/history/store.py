@@ -412,13 +412,32 @@ class HistoryStore:
             series = self._series.get(key)
             if series is None:
                 return None
-            for index, tier in enumerate(self.tiers):
-                oldest, newest = self._db.execute(
-                    "SELECT MIN(t), MAX(t) FROM points WHERE tier = ? AND series = ?",
-                    (index, series),
-                ).fetchone()
-                if oldest is None:
-                    continue
-                if newest - oldest < tier.keep_s - tier.bucket_s or index == len(self.tiers) - 1:
-                    return float(oldest)
+            return self._oldest_locked("series = ?", (series,))
+
+    def time_range(self) -> tuple[float, float] | None:
+        """The first and the last moment recorded, over every series (a replay's range).
+
+        Returns:
+            (the oldest bucket kept, from the finest tier that has lost nothing to retention,
+            as ``first_time``; the newest bucket's start), or None when nothing is stored.
+        """
+        with self._lock:
+            first = self._oldest_locked("1", ())
+            if first is None:
+                return None
+            newest = self._db.execute("SELECT MAX(t) FROM points").fetchone()[0]
+            return first, float(newest)
+
+    def _oldest_locked(self, where: str, params: tuple[int, ...]) -> float | None:
+        """The oldest bucket kept of the points ``where`` selects, from the finest tier that
+        has lost nothing to retention yet (the coarsest otherwise); None: no such points."""
+        for index, tier in enumerate(self.tiers):
+            oldest, newest = self._db.execute(
+                f"SELECT MIN(t), MAX(t) FROM points WHERE tier = ? AND {where}",
+                (index, *params),
+            ).fetchone()
+            if oldest is None:
+                continue
+            if newest - oldest < tier.keep_s - tier.bucket_s or index == len(self.tiers) - 1:
+                return float(oldest)
         return None

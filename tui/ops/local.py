@@ -42,7 +42,14 @@ from tui.ops.commands import (
 from tui.ops.events import EventSink, OpEvent
 from tui.ops.journal import JournalRead, read_journal
 from tui.ops.marks import OperationMark
-from tui.ops.port import Capabilities, FleetReads, Refused, Tuning, refuse_unless_capable
+from tui.ops.port import (
+    Capabilities,
+    FleetReads,
+    Refused,
+    SearchStatus,
+    Tuning,
+    refuse_unless_capable,
+)
 from tui.ops.service import FleetOps
 from tui.pipeline.status import PipelineStatus, read_status
 from tui.profiles import Profile, ProfileError
@@ -73,8 +80,9 @@ class Monitor(Protocol):
 
 
 class Autotune(Protocol):
-    """The detached autotune search as a port starts and steers it (``tui.autotune``, which
-    sits above the operations core: the console's wiring passes it in)."""
+    """The detached autotune search as a port starts, steers and reads it (``tui.autotune``,
+    which sits above the operations core: the console's wiring passes it in,
+    ``tui.console_wiring.DetachedAutotune``). Blocking: the port calls it from a thread."""
 
     def start(self, argv: Sequence[str]) -> object:
         """Start ``gpufleet autotune start`` with ``argv``, detached."""
@@ -82,6 +90,11 @@ class Autotune(Protocol):
 
     def steer(self, action: str) -> None:
         """Ask the running search to pause, resume or stop."""
+        ...
+
+    def status(self) -> SearchStatus:
+        """The search's status document and whether its process runs (raises
+        ``StateFileError`` when the document cannot be read)."""
         ...
 
 
@@ -144,6 +157,7 @@ class LocalFleet:
             why[Kind.PIPELINE] = "this console knows no generation pipeline to start or stop"
         if self.autotune is None:
             kinds.discard(Kind.AUTOTUNE)
+            why[Kind.AUTOTUNE] = "this console has no autotune search (gpufleet autotune start)"
         if self.watching:
             kinds &= {Kind.ADOPT, Kind.JOURNAL}
             why |= {kind: WATCHING for kind in Kind if kind not in kinds}
@@ -153,6 +167,7 @@ class LocalFleet:
             stops_pipeline_with_fleet=self.ops.stop_pipeline_with_fleet
             and self.ops.pipeline is not None,
             starts_fresh_job=self.ops.starts_fresh_job,
+            follows_autotune=self.autotune is not None,
         )
 
     async def snapshot(self) -> FleetSnapshot:
@@ -291,6 +306,10 @@ class LocalFleet:
     def tuning(self, gpu: int | None) -> Tuning:
         """The form's reads are this port's own."""
         return self
+
+    def autotune_status(self) -> SearchStatus | None:
+        """The search's status on this node (None: no autotune control was given). Blocking."""
+        return self.autotune.status() if self.autotune is not None else None
 
     def running(self) -> dict[int, GpuState]:
         """The fleet state's current and previous profile of each GPU. Blocking."""

@@ -53,6 +53,9 @@ class Capabilities:
     picks_controls: bool = False
     """It picks a canary's control GPUs itself (``FleetReads.canary_controls``) and rolls a
     worse candidate back (many nodes)."""
+    follows_autotune: bool = False
+    """It reads the autotune search's status (``FleetReads.autotune_status``): a console on
+    the host the search runs on, even one that cannot start or steer it (read-only, watching)."""
 
     def __contains__(self, kind: object) -> bool:
         return kind in self.kinds
@@ -62,6 +65,16 @@ class Capabilities:
         if kind in self.kinds:
             return ""
         return self.why_not.get(kind, f"this console cannot {kind.value.replace('_', ' ')}")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchStatus:
+    """The autotune search as a port reads it."""
+
+    doc: dict[str, Any] | None
+    """Its status document (None: no search has run here)."""
+    alive: bool
+    """Whether the process the document names still runs."""
 
 
 class Tuning(Protocol):
@@ -137,6 +150,15 @@ class FleetReads(Protocol):
         """The tuning form's reads on ``gpu`` (None: every GPU)."""
         ...
 
+    def autotune_status(self) -> SearchStatus | None:
+        """The autotune search's status (None: this port follows no search, see
+        ``Capabilities.follows_autotune``). Blocking.
+
+        Raises:
+            StateFileError: the status document cannot be read (naming it).
+        """
+        ...
+
     async def plan_adoption(
         self, ports: tuple[int, ...], gpus: tuple[int, ...], name: str
     ) -> AdoptPlan:
@@ -193,9 +215,12 @@ class ReadOnlyFleet:
         return self.inner.reads
 
     def capabilities(self) -> Capabilities:
-        """Only the journal, a read; everything else is off: read-only."""
-        journal = frozenset({Kind.JOURNAL}) & self.inner.capabilities().kinds
-        return Capabilities(journal, {kind: READ_ONLY for kind in Kind})
+        """Only the journal, a read; everything else is off: read-only. It follows the autotune
+        search where the inner port does (a read)."""
+        inner = self.inner.capabilities()
+        journal = frozenset({Kind.JOURNAL}) & inner.kinds
+        why = {kind: READ_ONLY for kind in Kind}
+        return Capabilities(journal, why, follows_autotune=inner.follows_autotune)
 
     async def snapshot(self) -> FleetSnapshot:
         """The inner port's snapshot."""

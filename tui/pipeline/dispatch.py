@@ -298,6 +298,13 @@ class Dispatcher:
                 else:
                     self._on_failed(index, str(exc), 1)
                 return
+            if server.cordoned:
+                # Cordoned since it was picked (a busy loop runs a task late), and the job has
+                # told the stop it sends nothing new there: the prompt goes elsewhere. Sent now,
+                # it would reach a server whose drain may already have ended (SGLang then waits
+                # for it with its scheduler gone, until the stop's deadline).
+                self._requeue(index, 0)
+                return
             path, body = request_for(prompt, self._model, self._max_tokens)
             started_at = time.time()
             t0 = time.perf_counter()
@@ -392,6 +399,10 @@ class Dispatcher:
     async def _probe(self, server: ServerState) -> None:
         delay = 0.05
         while not self._stopping:
+            if server.cordoned:
+                # Not even /health: on SGLang 0.5.23 it generates, and a drain waits for it.
+                await asyncio.sleep(CORDON_RECHECK_S)
+                continue
             try:
                 status = await self._sender.health(server.url, server.route)
                 if status == 200:

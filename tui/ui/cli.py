@@ -275,6 +275,7 @@ def run_console(
     Returns:
         0.
     """
+    from tui.console_wiring import DetachedAutotune
     from tui.fleet.monitor import FleetMonitor
     from tui.gpu.simulated import SimulatedSource
     from tui.gpu.source import open_gpu_source
@@ -302,7 +303,9 @@ def run_console(
         stop_pipeline_with_fleet=stop_pipeline_with_fleet,
     )
     status = pipeline.status_path if pipeline is not None else None
-    port = LocalFleet(ops, monitor, status_path=status, marks=JournalMarks())
+    port = LocalFleet(
+        ops, monitor, status_path=status, marks=JournalMarks(), autotune=DetachedAutotune()
+    )
     app = FleetApp(port, profile=profile.name, readonly=readonly)
     app.chart_source = chart
     app.freeze_heap = True

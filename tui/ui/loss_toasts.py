@@ -14,7 +14,9 @@ from tui.ops.commands import (
     Op,
     Relaunch,
     SaveProfile,
+    StartAutotune,
     StartPipeline,
+    SteerAutotune,
     StopPipeline,
 )
 from tui.ops.types import ApplyResult, StopReleased
@@ -83,6 +85,10 @@ def asked(command: Op[Any]) -> str:
             return f"adopt {plan.summary()}"
         case SaveProfile(profile):
             return f"save {profile.name}"
+        case StartAutotune():
+            return "start the autotune search"
+        case SteerAutotune(action):
+            return f"{action} the autotune search"
     return type(command).__name__.lower()
 
 
@@ -98,6 +104,11 @@ def toast_after(command: Op[Any], result: object) -> Toast:
             return Toast("pipeline started")
         case StopPipeline(), _:
             return Toast("pipeline stopped")
+        case StartAutotune(), _:
+            return Toast("autotune search started (detached: it runs on if the console closes)")
+        case SteerAutotune(action), _:
+            # A request in the search's control file: it has not paused or stopped yet.
+            return Toast(f"asked the search to {action}", "Asked")
         case Adopt(plan), _:
             return Toast(
                 f"adopted {plan.summary()}; nothing was signalled ({plan.path})", "Adopted"

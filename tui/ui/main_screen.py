@@ -163,7 +163,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         )
         pane.display = False
         yield pane
-        yield OperationStrip(id="operation-strip")
+        yield OperationStrip(self.port, id="operation-strip")
         yield FilterBar(placeholder="filter: GPU index, state or profile words")
         yield CommandBar(placeholder="command: apply NAME 3,5 | canary NAME 2 | logs 4 | ...")
         yield FleetFooter()
@@ -436,7 +436,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
 
     def action_autotune(self) -> None:
         """Show the autotune search (re-attaches to a running one)."""
-        self.app.push_screen(AutotuneScreen(gpus=tuple(self._indices)))
+        self.app.push_screen(AutotuneScreen(self.port, gpus=tuple(self._indices)))
 
     def action_toggle_pipeline(self) -> None:
         """Start the pipeline, or stop it (after confirmation) when it is running; the demo's

@@ -4,8 +4,10 @@ It shows the app's current operation (``FleetApp.operation``, a report screen, s
 ``tui.ui.background``): which GPUs, the phase, the elapsed time and the verdict so far, and
 stays after the end until the report is closed. Without one, it shows the autotune search
 (``tui.ui.autotune.strip_line``), whether this console started it or the CLI did: the search
-runs detached, so the strip reads its status document (in a thread, every ``AUTOTUNE_READ_S``,
-while there is one: its absence is one ``stat`` on the loop, no thread hop).
+runs detached, so the strip reads its status through the port (in a thread, every
+``AUTOTUNE_READ_S``, while there is a document: its absence is one ``stat`` on the loop, no
+thread hop), where the port follows a search (``Capabilities.follows_autotune``: not on many
+nodes, where a search runs on one node).
 Hidden when there is neither. While it shows something it reads the report every ``TICK_S``
 so its timer ticks between events; hidden, that tick is paused (``OperationHost`` wakes the strip
 when an operation starts).
@@ -20,7 +22,8 @@ from textual.content import Content
 from textual.timer import Timer
 from textual.widgets import Static
 
-from tui.autotune_view import holder_alive, read_status, status_file
+from tui.autotune_view import status_file
+from tui.ops.port import Fleet, FleetReads
 from tui.ops.types import StateFileError
 from tui.ui.autotune.strip_line import autotune_line
 from tui.ui.background import TICK_S, OperationReport
@@ -44,8 +47,10 @@ class OperationStrip(Static):
     _ticks: Timer | None = None
     """The once-a-``TICK_S`` look at the operation (paused while the strip is hidden)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, port: Fleet, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.port = port
+        """The console's port (the search's status is read through it)."""
         self.autotune: Content | None = None
         """The autotune search's line as last read (None: none to show)."""
 
@@ -65,10 +70,10 @@ class OperationStrip(Static):
         strip's whole line; a missing document is a ``stat`` of a small directory, and then
         there is nothing to show.
         """
-        if not status_file().exists():
+        if not self.port.capabilities().follows_autotune or not status_file().exists():
             line = None
         else:
-            line = await asyncio.to_thread(_autotune_now)
+            line = await asyncio.to_thread(_autotune_now, self.port.reads)
         changed = line != self.autotune
         self.autotune = line
         if changed:
@@ -93,11 +98,11 @@ class OperationStrip(Static):
             self.update(line)
 
 
-def _autotune_now() -> Content | None:
-    """The search's line from its status document now (blocking; a damaged document reads as
-    none: the autotune screen names the damage)."""
+def _autotune_now(reads: FleetReads) -> Content | None:
+    """The search's line from its status now (blocking; a damaged document reads as none: the
+    autotune screen names the damage)."""
     try:
-        doc = read_status()
+        read = reads.autotune_status()
     except StateFileError:
         return None
-    return autotune_line(doc, doc is not None and holder_alive(doc))
+    return None if read is None else autotune_line(read.doc, read.alive)

@@ -157,6 +157,14 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "quitfail.leave": None,  # quits, leaving running what could not be stopped
         "quitfail.stay": None,
         "help.close": None,
+        # the replay's time cursor (gpufleet replay): it moves in the record, changes nothing
+        "replay.back": None,
+        "replay.forward": None,
+        "replay.back_minute": None,
+        "replay.forward_minute": None,
+        "replay.start": None,
+        "replay.end": None,
+        "replay.now": None,
     }
 )
 """The intent of every key binding of the console, by binding id (None: changes nothing)."""

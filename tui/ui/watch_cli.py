@@ -85,6 +85,7 @@ def run_watch_console(args: argparse.Namespace, readonly: bool, chart: SeriesSou
     Returns:
         0, or 2 for bad input (named on stderr).
     """
+    from tui.console_wiring import DetachedAutotune
     from tui.fleet.monitor import FleetMonitor
     from tui.fleet.recorded import journal_gpus
     from tui.gpu.source import open_gpu_source
@@ -109,6 +110,7 @@ def run_watch_console(args: argparse.Namespace, readonly: bool, chart: SeriesSou
         log_dir=args.log_dir,
         log_pattern=args.log_pattern,
         marks=JournalMarks(gpus=gpus),
+        autotune=DetachedAutotune(),  # once adopted: the search on this host
     )
     app = FleetApp(port, readonly=readonly)
     app.chart_source = chart

@@ -144,11 +144,20 @@ class AlertRunner:
                 self.poster.post(event)
         return events
 
-    def close(self) -> None:
-        """Send what the webhook still holds, and let another process publish."""
+    def close(self, wait_s: float | None = None) -> int:
+        """Send what the webhook still holds, and let another process publish.
+
+        Args:
+            wait_s: Seconds the webhook gets to send what it holds (None: its default).
+
+        Returns:
+            The alerts the webhook did not send (0 without one).
+        """
+        unsent = 0
         if self.poster is not None:
-            self.poster.close()
+            unsent = self.poster.close() if wait_s is None else self.poster.close(wait_s)
         if self._lock is not None:
             with contextlib.suppress(OSError):
                 os.close(self._lock)
             self._lock = None
+        return unsent

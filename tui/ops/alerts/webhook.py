@@ -114,10 +114,18 @@ class WebhookPoster:
                 break  # closing: no more waiting
         self.failed += 1
 
-    def close(self, wait_s: float = 10.0) -> None:
-        """Send what is queued (for at most ``wait_s``), then stop the thread."""
+    def close(self, wait_s: float = 10.0) -> int:
+        """Send what is queued (for at most ``wait_s``), then stop the thread.
+
+        Returns:
+            The alerts left unsent: still queued, or in flight when the wait ended.
+        """
         self._queue.put(None)
         self._thread.join(wait_s)
-        self._stop.set()
-        self._thread.join(1.0)
+        self._stop.set()  # a post between its tries gives up at once
+        self._thread.join(min(wait_s, 1.0))
+        unsent = sum(1 for event in list(self._queue.queue) if event is not None)
+        if self._thread.is_alive():
+            unsent += 1  # the one it is still sending (the process may end before it does)
         self._client.close()
+        return unsent

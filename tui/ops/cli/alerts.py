@@ -8,7 +8,13 @@ prints each alert as it fires and clears (one line, or the webhook's JSON body w
 and, when no other process does (the agent), journals and posts them (``tui.ops.alerts.runner``).
 
 Exit status: 0 (after ``--count`` polls), 2 bad input (an option, the ``[alerts]`` settings, a
-damaged state file), 130 interrupted.
+damaged state file), 130 interrupted (SIGINT, Ctrl-C), 143 stopped (SIGTERM).
+
+Both signals are the watcher's own (``loop.add_signal_handler``): ``asyncio.run`` acts on SIGINT
+only where it found SIGINT's default handler, and a watcher started in the background of a
+script (or of ``make test``) inherits SIGINT ignored, so ``kill -INT`` never ended it. On either
+it ends within ``STOP_GRACE_S`` and a second: what the webhook still holds gets that long, and
+what it could not send is said on stderr.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import socket
 import sys
 import time
@@ -36,6 +43,10 @@ from tui.pipeline.status import check_status_path, read_status
 from tui.state.files import StateFileError
 
 PROG = "gpufleet alerts"
+
+STOP_GRACE_S = 1.0
+"""Seconds an interrupted watcher gives the webhook to send what it holds (an operator's
+Ctrl-C ends it within a second or two, never after the webhook's tries)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,6 +109,16 @@ async def _watch(spec: FleetSpec, config: AlertConfig, args: argparse.Namespace)
     if not runner.publishing:
         print(f"{PROG}: another process publishes this node's alerts; showing them only",
               file=sys.stderr)  # fmt: skip
+    stopped: list[signal.Signals] = []
+    loop, main_task = asyncio.get_running_loop(), asyncio.current_task()
+    assert main_task is not None
+
+    def stop(sig: signal.Signals) -> None:
+        stopped.append(sig)
+        main_task.cancel()  # a poll under way is not waited for
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop, sig)
     polls = 0
     try:
         while True:
@@ -111,8 +132,16 @@ async def _watch(spec: FleetSpec, config: AlertConfig, args: argparse.Namespace)
             if args.count is not None and polls >= args.count:
                 return 0
             await asyncio.sleep(max(args.watch - (time.monotonic() - started), 0.0))
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        return 128 + stopped[0]
     finally:
-        await asyncio.to_thread(runner.close)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        unsent = await asyncio.to_thread(runner.close, STOP_GRACE_S if stopped else None)
+        if unsent:
+            print(f"{PROG}: {unsent} alert(s) not posted to the webhook", file=sys.stderr)
         await monitor.aclose()
 
 

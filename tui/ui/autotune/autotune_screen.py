@@ -2,18 +2,21 @@
 
 The search runs in its own process (``gpufleet autotune start --detach``), so closing this
 screen or quitting the console leaves it running and reopening the screen re-attaches: the
-screen only reads ``<state>/autotune/status.json`` (every second) and writes the operator's
-requests to ``control.json`` (``tui.autotune.status``). Keys: ``s`` opens the form of the
-knobs, ranges and budget (``tui.ui.autotune.form_screen``) and starts the search it confirms
-(as ``gpufleet autotune start`` with the same options, detached), ``p`` / ``u`` pause and
-resume it (between steps), ``x`` stops it (a running canary is cancelled and its GPU put back
-on the incumbent).
+screen reads the search's status through the console's port (every second,
+``FleetReads.autotune_status``) and sends the operator's requests to it as commands
+(``StartAutotune``, ``SteerAutotune``), which the port runs where it can (a local port: the
+detached process and its control file, ``tui.console_wiring.DetachedAutotune``) and refuses,
+saying why, where it cannot (read-only; many nodes: a search tunes one node's GPUs). Keys: ``s``
+opens the form of the knobs, ranges and budget (``tui.ui.autotune.form_screen``) and starts the
+search it confirms (as ``gpufleet autotune start`` with the same options, detached), ``p`` /
+``u`` pause and resume it (between steps), ``x`` stops it (a running canary is cancelled and its
+GPU put back on the incumbent).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from textual.app import ComposeResult
@@ -26,17 +29,16 @@ from tui.autotune_view import (
     SearchRequest,
     SearchSpace,
     candidate_line,
-    holder_alive,
-    read_status,
-    request,
     request_argv,
-    start_detached,
 )
+from tui.ops.commands import Kind, StartAutotune, SteerAutotune
+from tui.ops.port import Fleet
 from tui.ops.types import StateFileError
 from tui.ui.autotune.candidate_chart import CandidateChart, points_of
 from tui.ui.autotune.form_screen import AutotuneFormScreen, Predictor
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
+from tui.ui.messages import OperationRequested
 from tui.words import counted
 
 STEP_WORDS = {
@@ -46,14 +48,21 @@ STEP_WORDS = {
 """What the search does in the phases that follow a canary (``current`` is still its
 candidate then)."""
 
-Starter = Callable[[Sequence[str]], object]
-"""Starts a detached search with ``gpufleet autotune start`` options."""
+CONTROLS = ("start", "pause", "resume", "stop")
+"""The screen's actions that send the search a command (``Kind.AUTOTUNE``)."""
 
 
-def describe(doc: dict[str, Any] | None, alive: bool) -> str:
-    """The summary lines: phase, incumbent, current candidate and its look, budget spent."""
+def describe(doc: dict[str, Any] | None, alive: bool, start_off: str = "") -> str:
+    """The summary lines: phase, incumbent, current candidate and its look, budget spent.
+
+    Args:
+        doc: The status document (None: no search has run here).
+        alive: Whether its process runs.
+        start_off: Why this console cannot start a search ('' : s starts one).
+    """
     if doc is None:
-        return "No autotune search has run on this fleet. s starts one."
+        start = f"Starting one is off here: {start_off}." if start_off else "s starts one."
+        return f"No autotune search has run on this fleet. {start}"
     phase = str(doc.get("phase"))
     if phase not in FINAL_PHASES and not alive:
         phase += " (STALE: the search process died; the fleet state says what runs)"
@@ -111,10 +120,12 @@ def candidates_text(doc: dict[str, Any] | None, last: int = 12) -> str:
 
 
 class AutotuneScreen(ReadOnlyGate[None]):
-    """Follow, start, pause, resume and stop the autotune search.
+    """Follow, start, pause, resume and stop the autotune search, through the console's port.
 
     Args:
-        starter: Starts a detached search (tests pass a recorder).
+        port: The console's port: the search's status is read through it, its capabilities say
+            whether this console starts and steers a search (``Kind.AUTOTUNE``), and the
+            commands go to it (posted to the app as ``OperationRequested``).
         start_argv: ``start`` options added to the form's (e.g. the canary's timings).
         interval_s: How often the status document is read.
         predictor: The preflight's verdict of a space for the form (default: against the
@@ -131,7 +142,7 @@ class AutotuneScreen(ReadOnlyGate[None]):
 
     def __init__(
         self,
-        starter: Starter = start_detached,
+        port: Fleet,
         start_argv: Sequence[str] = (),
         interval_s: float = 1.0,
         predictor: Predictor | None = None,
@@ -141,7 +152,7 @@ class AutotuneScreen(ReadOnlyGate[None]):
         self.predictor = predictor or _preview()
         self.gpus = tuple(gpus) if gpus is not None else None
         """The fleet's GPUs (the form's canary GPU is one of them; None: not checked here)."""
-        self.starter = starter
+        self.port = port
         self.start_argv = tuple(start_argv)
         self.interval_s = interval_s
         self.doc: dict[str, Any] | None = None
@@ -169,20 +180,28 @@ class AutotuneScreen(ReadOnlyGate[None]):
         self.set_interval(self.interval_s, self.reload)
 
     async def reload(self) -> None:
-        """Read the status document (in a thread) and redraw."""
-        try:
-            doc = await asyncio.to_thread(read_status)
-        except StateFileError as exc:
-            self.query_one("#autotune-summary", Static).update(f"Status unreadable: {exc}")
-            return
-        self.doc, self.alive = doc, doc is not None and holder_alive(doc)
-        summary = describe(doc, self.alive)
+        """Read the search's status through the port (in a thread) and redraw."""
+        capabilities = self.port.capabilities()
+        if capabilities.follows_autotune:
+            try:
+                read = await asyncio.to_thread(self.port.reads.autotune_status)
+            except StateFileError as exc:
+                self.query_one("#autotune-summary", Static).update(f"Status unreadable: {exc}")
+                return
+        else:
+            read = None
+        self.doc, self.alive = (read.doc, read.alive) if read is not None else (None, False)
+        if read is None:  # a many-node console: the search, if any, runs on one node
+            why = capabilities.reason(Kind.AUTOTUNE)
+            summary = f"This console follows no autotune search: {why}."
+        else:
+            summary = describe(self.doc, self.alive, capabilities.reason(Kind.AUTOTUNE))
         # The candidates get what the summary, the chart's least rows and the keys leave.
         room = (self.size.height or 24) - summary.count("\n") - 1 - 1 - 7 - 1 - 1
         self.query_one("#autotune-summary", Static).update(summary)
-        self.query_one(CandidateChart).points = tuple(points_of(doc))
+        self.query_one(CandidateChart).points = tuple(points_of(self.doc))
         self.query_one("#autotune-candidates", Static).update(
-            candidates_text(doc, last=max(3, min(12, room)))
+            candidates_text(self.doc, last=max(3, min(12, room)))
         )
         self.refresh_bindings()
 
@@ -192,7 +211,10 @@ class AutotuneScreen(ReadOnlyGate[None]):
         return self.alive and self.doc is not None and self.doc.get("phase") not in FINAL_PHASES
 
     def check_operation(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Start without a running search; pause, resume, stop only with one."""
+        """Off where the port cannot run autotune's commands; else start without a running
+        search; pause, resume, stop only with one."""
+        if action in CONTROLS and Kind.AUTOTUNE not in self.port.capabilities():
+            return None
         paused = self.doc is not None and self.doc.get("phase") == "paused"
         allowed = {
             "start": not self.running,
@@ -203,7 +225,10 @@ class AutotuneScreen(ReadOnlyGate[None]):
         return True if allowed else None
 
     def disabled_reason(self, action: str, parameters: tuple[object, ...]) -> str:
-        """Why start, pause, resume or stop is off now."""
+        """Why start, pause, resume or stop is off now: the port's reason first."""
+        off = self.port.capabilities().reason(Kind.AUTOTUNE)
+        if action in CONTROLS and off:
+            return off
         paused = self.doc is not None and self.doc.get("phase") == "paused"
         return {
             "start": "a search is running (x stops it)",
@@ -220,29 +245,27 @@ class AutotuneScreen(ReadOnlyGate[None]):
         """Open the form; start the search it confirms (detached)."""
         self.app.push_screen(AutotuneFormScreen(self.predictor, gpus=self.gpus), self._started)
 
-    async def _started(self, chosen: SearchRequest | None) -> None:
-        if chosen is None:
-            return
-        await asyncio.to_thread(self.starter, [*request_argv(chosen), *self.start_argv])
-        self.notify("autotune search started")
-        await self.reload()
+    def _started(self, chosen: SearchRequest | None) -> None:
+        """Send the confirmed search to the port (the app toasts what it did); the next
+        reading of the status shows it."""
+        if chosen is not None:
+            argv = (*request_argv(chosen), *self.start_argv)
+            self.app.post_message(OperationRequested(StartAutotune(argv)))
 
-    async def _ask(self, what: str) -> None:
-        await asyncio.to_thread(request, what)  # type: ignore[arg-type]
-        self.notify(f"asked the search to {what}")
-        await self.reload()
+    def _ask(self, what: str) -> None:
+        self.app.post_message(OperationRequested(SteerAutotune(what)))
 
-    async def action_pause(self) -> None:
+    def action_pause(self) -> None:
         """Pause after the current step."""
-        await self._ask("pause")
+        self._ask("pause")
 
-    async def action_resume(self) -> None:
+    def action_resume(self) -> None:
         """Resume a paused search."""
-        await self._ask("resume")
+        self._ask("resume")
 
-    async def action_stop(self) -> None:
+    def action_stop(self) -> None:
         """Stop: a running canary is cancelled and its GPU goes back to the incumbent."""
-        await self._ask("stop")
+        self._ask("stop")
 
 
 def _preview() -> Predictor:

@@ -199,6 +199,8 @@ class GenerationPane(Vertical, can_focus=True):
         self._chart_read_at: float | None = None
         self.clock: Callable[[], float] = time.time
         """The chart's right edge ('now'); tests fix it."""
+        self.no_status = "no pipeline status document yet (press p to start it)"
+        """What the pane says without a status document (a replay's: none is recorded)."""
 
     def compose(self) -> ComposeResult:
         """Summary, progress bar, the output-rate chart with its markers, per-server share
@@ -295,7 +297,7 @@ class GenerationPane(Vertical, can_focus=True):
         servers = self.query_one("#pipeline-servers", Static)
         self._chart_if_due()
         if status is None:
-            _update(summary, Content("no pipeline status document yet (press p to start it)"))
+            _update(summary, Content(self.no_status))
             _update(servers, Content(""))
             return
         rows = _rows(summary)

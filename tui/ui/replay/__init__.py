@@ -1,0 +1,1 @@
+"""``gpufleet replay``: the console on the recorded history, at a time cursor."""
