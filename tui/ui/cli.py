@@ -349,6 +349,7 @@ def run_console(
     )
     app.chart_source = chart
     app.freeze_heap = True
+    app.alerts_on = True  # this node's alerts (tui.ui.alerts)
     app.run()
     return 0
 

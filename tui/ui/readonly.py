@@ -151,6 +151,9 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "quitfail.leave": None,  # quits, leaving running what could not be stopped
         "quitfail.stay": None,
         "help.close": None,
+        # the alerts list (tui.ui.alerts): it only looks
+        "app.alerts": None,
+        "alerts.back": None,
     }
 )
 """The intent of every key binding of the console, by binding id (None: changes nothing)."""

@@ -119,5 +119,6 @@ def run_watch_console(
     )
     app.chart_source = chart
     app.freeze_heap = True
+    app.alerts_on = True  # this node's alerts (tui.ui.alerts)
     app.run()
     return 0
