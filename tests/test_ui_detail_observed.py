@@ -4,6 +4,8 @@ Prometheus docs' ``histogram_quantile`` (``bench.prom_reference``) on the same b
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
 from textual.widgets import Static
@@ -26,7 +28,9 @@ ITL_COUNTS = (52_000.0, 60_000.0, 60_310.0, 60_400.0, 60_400.0, 60_400.0, 60_400
 
 def detailed_fleet() -> FleetSnapshot:
     ttft, itl = Histogram(BOUNDS, TTFT_COUNTS), Histogram(BOUNDS, ITL_COUNTS)
-    summary = summarise({TTFT: ttft, ITL: itl, E2E: ttft.plus(itl), QUEUE: ttft}, 300.0)
+    e2e = ttft.plus(itl)
+    assert e2e is not None
+    summary = summarise({TTFT: ttft, ITL: itl, E2E: e2e, QUEUE: ttft}, 300.0)
     fleet = seven_gpu_fleet()
     panel = fleet.panels[0]
     assert panel.server is not None
@@ -42,17 +46,23 @@ def detailed_fleet() -> FleetSnapshot:
     return replace(fleet, panels=(panel, *fleet.panels[1:]))
 
 
+@contextlib.asynccontextmanager
+async def _detail(fleet: FleetSnapshot, gpu: str) -> AsyncIterator[tuple[str, str]]:
+    """The detail of ``gpu`` opened on ``fleet``: its right box's text and its numbers'."""
+    async with settled_app(fleet, size=(160, 50)) as (app, pilot):
+        await pilot.press(gpu, "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
+        await pilot.pause()
+        right = str(app.screen.query_one("#detail-allocation", Static).render())
+        yield right, str(app.screen.query_one("#detail-numbers", Static).render())
+
+
 def _ref(q: float, counts: tuple[float, ...]) -> str:
     return seconds(reference_quantile(q, list(zip(BOUNDS, counts, strict=True))))
 
 
 async def test_the_detail_shows_each_latencys_percentiles_count_and_window() -> None:
-    async with settled_app(detailed_fleet(), size=(160, 50)) as (app, pilot):
-        await pilot.press("0", "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
-        await pilot.pause()
-        right = str(app.screen.query_one("#detail-allocation", Static).render())
-        numbers = str(app.screen.query_one("#detail-numbers", Static).render())
+    async with _detail(detailed_fleet(), "0") as (right, numbers):
         assert "latency over the last 5m 00s" in right
         ttft = next(line for line in right.splitlines() if line.startswith("TTFT"))
         expected = [_ref(q, TTFT_COUNTS) for q in (0.5, 0.9, 0.99)]
@@ -67,9 +77,5 @@ async def test_the_detail_shows_each_latencys_percentiles_count_and_window() -> 
 
 
 async def test_a_server_without_histograms_says_so() -> None:
-    async with settled_app(seven_gpu_fleet(), size=(160, 50)) as (app, pilot):
-        await pilot.press("1", "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
-        await pilot.pause()
-        right = str(app.screen.query_one("#detail-allocation", Static).render())
+    async with _detail(seven_gpu_fleet(), "1") as (right, _):
         assert "latency: no /metrics histograms read yet" in right
