@@ -1,11 +1,12 @@
 """``AlertsHost``: the console runs the node's alerts (``tui.ops.alerts.runner``).
 
-Each fleet snapshot is fed to the ``AlertRunner`` in a thread worker (the runner takes a lock
-file and fsyncs its journal: never on the event loop), one feed at a time (a snapshot that
-arrives while one runs is skipped: the next poll carries the same conditions). The worker posts
-``AlertsRead``; the console then shows the count in the header (``2 alerts (!)``), rings the
-terminal bell when an alert newly fires (``[console] bell = false`` turns it off), and the
-list screen (``!``) shows what fires and what resolved lately. When another process publishes
+Each fleet snapshot is fed to the ``AlertRunner`` in a thread (the runner takes a lock file
+and fsyncs its journal: never on the event loop), one feed at a time, at most every
+``FEED_EVERY_S`` (a snapshot that arrives meanwhile is skipped: the next carries the same
+conditions). Its answer (``AlertsRead``) changes the screen only when it says something new:
+the count in the header (``2 alerts (!)``), the terminal bell when an alert newly fires
+(``[console] bell = false`` turns it off), the list screen (``!``: what fires and what
+resolved lately). When another process publishes
 the node's alerts (the agent holds the lock), the console evaluates the same rules to show them
 and posts nothing (``AlertRunner.publishing``). Off unless the console's command turns it on
 (``alerts_on``): tests run many apps in one process.
@@ -14,10 +15,10 @@ and posts nothing (``AlertRunner.publishing``). Off unless the console's command
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Any
 
-from textual import work
 from textual.app import App
 from textual.binding import Binding
 
@@ -32,6 +33,11 @@ from tui.ui.settings import SettingsError, load_console_settings
 
 ALERTS = "alerts-feed"
 """Worker group of the alerts' feed."""
+FEED_EVERY_S = 2.0
+"""Seconds between two feeds at least. Why not every poll: each feed is a thread hop and a wake
+of the loop, which under load measured +15 % of the console's CPU at one a second
+(``bench.bench_console``); an alert's rule holds for seconds to minutes, and the crash rule's
+alert comes at most this much later."""
 RESOLVED_KEPT = 50
 """Resolved alerts the console keeps in memory for the list screen."""
 
@@ -64,34 +70,60 @@ class AlertsHost(App[None]):
         self.bell_on = True
         """Ring the terminal bell on a newly firing alert (``[console] bell``)."""
         self._feeding = False
+        self._fed_at = -FEED_EVERY_S
+        self._feed_task: asyncio.Future[None] | None = None
+        self._last_read: AlertsRead | None = None
         self._title_base: str | None = None
 
     def feed_alerts(self, snapshot: FleetSnapshot, job: PipelineStatus | None) -> None:
-        """Feed one snapshot to the runner off the loop (skipped while a feed runs)."""
+        """Feed one snapshot to the runner off the loop (skipped while a feed runs).
+
+        Why a thread hop and not a thread worker: a worker a poll cost Textual a Worker, its
+        three state messages and their dispatch each second (the poll's own status read hops
+        the same way, ``FleetApp._read_status``)."""
         if not self.alerts_on or self._feeding or self.alerts_problem:
             return
+        now = time.monotonic()
+        if now - self._fed_at < FEED_EVERY_S:
+            return
+        self._fed_at = now
         self._feeding = True
-        self._feed(snapshot, job)
+        task = asyncio.ensure_future(self._feed(snapshot, job))
+        self._feed_task = task  # kept: a task only the loop holds may be collected
 
-    @work(thread=True, group=ALERTS, exit_on_error=False, name="alerts feed")
-    def _feed(self, snapshot: FleetSnapshot, job: PipelineStatus | None) -> None:
-        """One poll through the runner (blocking: its lock file, its journal's fsync)."""
+    async def _feed(self, snapshot: FleetSnapshot, job: PipelineStatus | None) -> None:
+        """One poll through the runner in a thread (blocking: its lock file, its journal's
+        fsync); its answer shown (``_show_alerts``) when it says something new."""
         try:
-            runner = self.alert_runner
-            if runner is None:
-                try:
-                    self.bell_on = load_console_settings().bell
-                    runner = AlertRunner(load_alert_config(), by="console")
-                except (AlertConfigError, SettingsError) as error:
-                    self.post_message(AlertsRead((), (), False, str(error)))
-                    return
-                self.alert_runner = runner
-            events = runner.feed(snapshot, job)
-            self.post_message(AlertsRead(events, runner.active, runner.publishing))
+            read = await asyncio.to_thread(self._feed_blocking, snapshot, job)
+        except Exception as error:  # one failed feed must never end the alerts
+            self.log.error(f"{ALERTS} failed: {error!r}")
+            return
         finally:
             self._feeding = False
+        last = self._last_read
+        if (
+            read.events
+            or last is None
+            or read.active != last.active
+            or (read.publishing != last.publishing or read.problem)
+        ):
+            self._last_read = read
+            self._show_alerts(read)
 
-    def on_alerts_read(self, message: AlertsRead) -> None:
+    def _feed_blocking(self, snapshot: FleetSnapshot, job: PipelineStatus | None) -> AlertsRead:
+        runner = self.alert_runner
+        if runner is None:
+            try:
+                self.bell_on = load_console_settings().bell
+                runner = AlertRunner(load_alert_config(), by="console")
+            except (AlertConfigError, SettingsError) as error:
+                return AlertsRead((), (), False, str(error))
+            self.alert_runner = runner
+        events = runner.feed(snapshot, job)
+        return AlertsRead(events, runner.active, runner.publishing)
+
+    def _show_alerts(self, message: AlertsRead) -> None:
         """Keep what fires, ring the bell for what newly fires, retitle, refresh the list."""
         if message.problem:
             self.alerts_problem = message.problem
@@ -136,6 +168,9 @@ class AlertsHost(App[None]):
 
     async def close_alerts(self) -> None:
         """Send what the webhook still holds and let another process publish (at exit)."""
+        task = self._feed_task
+        if task is not None and not task.done():
+            await asyncio.wait([task], timeout=10.0)  # its thread still uses the runner
         runner, self.alert_runner = self.alert_runner, None
         if runner is not None:
             await asyncio.to_thread(runner.close)

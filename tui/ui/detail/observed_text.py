@@ -65,7 +65,7 @@ def observed_lines(panel: GpuPanel, server: ServerSnapshot) -> list[Content]:
     ]
     if panel.energy is not None:
         joules = f"  ({num(panel.energy.joules / 1000, 1)} kJ metered)"
-        lines.append(Content(energy_words(panel.energy) + joules))
+        lines.append(Content(energy_words(panel.energy, digits=3) + joules))
     return lines
 
 

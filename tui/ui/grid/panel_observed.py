@@ -8,6 +8,8 @@ the full-attention, sliding-window and Mamba pools, so Mamba pressure read as KV
 
 from __future__ import annotations
 
+import math
+
 from textual.content import Content
 
 from tui.fleet.energy import GpuEnergy
@@ -77,17 +79,37 @@ def spec_line(server: ServerSnapshot) -> Content:
     return line(spec_words(server.spec))
 
 
-def energy_words(energy: GpuEnergy) -> str:
-    """``energy 2.31 tok/J  avg 612 W`` over the window; on a card two slots share, ``energy
-    2.31 tok/J  shared with GPU 0`` (the joules are the card's, the tokens this slot's)."""
-    per_joule = NA if energy.tokens_per_joule is None else sig3_text(energy.tokens_per_joule)
+WATTS_STEP = 10
+"""The window's mean power on a panel to the nearest 10 W, its tokens per joule to two
+significant digits. Why: both are re-read at every poll (the meter bridges with the power
+samples), and at full precision the line was drawn again every second on every panel (+80 %
+bytes to the terminal under load); a 5-minute mean read to 10 W and 5 % is what a panel is
+read for (the detail screen keeps three digits)."""
+
+
+def energy_words(energy: GpuEnergy, digits: int = 2) -> str:
+    """``energy 2.3 tok/J  avg 610 W`` over the window; on a card two slots share, ``energy
+    2.3 tok/J  shared with GPU 0`` (the joules are the card's, the tokens this slot's);
+    ``digits``: the tokens per joule's significant digits (3: the watt too)."""
+    per_joule = NA if energy.tokens_per_joule is None else _sig(energy.tokens_per_joule, digits)
     head = f"energy {per_joule} tok/J"
     shared = energy.shared_words()
     if shared:
         return f"{head}  {shared}"
     if energy.watts is None:
         return head
-    return f"{head}  avg {energy.watts:.0f} W"
+    step = 1 if digits >= 3 else WATTS_STEP
+    return f"{head}  avg {round(energy.watts / step) * step:.0f} W"
+
+
+def _sig(value: float, digits: int) -> str:
+    """``value`` to ``digits`` significant digits, thousands separated (``sig3_text`` at 3)."""
+    if digits >= 3:
+        return sig3_text(value)
+    if value == 0:
+        return "0"
+    places = digits - 1 - math.floor(math.log10(abs(value)))
+    return f"{round(value, places):,.{max(0, places)}f}"
 
 
 def energy_line(energy: GpuEnergy | None) -> Content | None:
