@@ -31,7 +31,7 @@ def test_the_webhook_receives_the_crash_of_a_killed_server(tmp_path: Path) -> No
         settings.write_text(
             f'[alerts]\nwebhook = "{url}"\nwebhook_timeout_s = 2\n'
             f"[alerts.crashed]\nfor_s = {FOR_S}\nclear_s = 0\n"
-            "[alerts.capped]\nfor_s = 0\n"
+            "[alerts.capped]\nenabled = true\nfor_s = 0\n"
         )
         argv = [sys.executable, "-m", "tui", "alerts", "--watch", str(POLL_S),
                 "--ports", str(sim.port), "--gpus", "0"]  # fmt: skip

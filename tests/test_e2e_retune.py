@@ -36,7 +36,9 @@ APPLY_S = 90.0
 """Deadline for an apply or a rollback to reach its verdict (a 4 s window each side)."""
 READY = re.compile(r"ready\s+:(\d+) pid (\d+)")
 PANEL_SLOTS = re.compile(r"mamba (\d+) slots")
-PANEL_RUNNING = re.compile(r"max running (\d+)")
+PANEL_RUNNING = re.compile(r"\brun(?:ning)? (?:\d+|–)/(\d+)")
+"""A panel's effective max running requests: ``running 12/16  queued 0``, ``run 16/16 (auto,
+sglang 48)  queued 3``."""
 GEN = re.compile(r"[│┃]gen \S+ tok/s")
 """A panel's generation line (the fleet row at the bottom says 'gen ... tok/s' too)."""
 

@@ -26,6 +26,7 @@ from tui.ops.alerts.rules import (
     Rule,
     default_config,
     load_alert_config,
+    rule_of,
 )
 from tui.ops.alerts.runner import AlertRunner, journal_entry
 from tui.ops.alerts.webhook import ATTEMPTS, RETRY_S, WebhookPoster
@@ -49,7 +50,7 @@ def server(state: ServerState = READY, **fields: object) -> ServerSnapshot:
 
 
 def engine(*names: str, **overrides: float) -> AlertEngine:
-    rules = [r for r in default_config().rules if r.name in names]
+    rules = [rule_of(k) for k in KINDS if k.name in names]
     return AlertEngine(
         [
             Rule(
@@ -66,7 +67,7 @@ def engine(*names: str, **overrides: float) -> AlertEngine:
 def test_defaults_and_overrides_come_from_the_settings(tmp_path: Path) -> None:
     settings = tmp_path / "settings.toml"
     assert load_alert_config(settings) == default_config()
-    assert {r.name for r in default_config().rules} == {k.name for k in KINDS}
+    assert {r.name for r in default_config().rules} == {k.name for k in KINDS} - {"capped"}
     settings.write_text(
         '[alerts]\nwebhook = "http://127.0.0.1:9/h"\n'
         "[alerts.throughput_low]\nbelow_percent = 60\nfor_s = 120\n"
@@ -319,3 +320,15 @@ def test_gpufleet_journal_alerts_reads_the_alerts_journal(
     assert " alert on GPUs 0: firing in 0 s (cli)" in out
     assert "gpu_hot firing: GPU 0 at 91 °C (limit 85 °C)" in out
     assert journal_main([]) == 0 and "journal is empty" in capsys.readouterr().out
+
+
+def test_capped_is_off_unless_the_settings_turn_it_on(tmp_path: Path) -> None:
+    """A cap is how the fleet was launched (the demo's is by design): not an alert at every
+    start unless asked for."""
+    settings = tmp_path / "settings.toml"
+    assert "capped" not in {r.name for r in load_alert_config(settings).rules}
+    settings.write_text("[alerts.capped]\nfor_s = 5\n")  # a setting alone does not turn it on
+    assert "capped" not in {r.name for r in load_alert_config(settings).rules}
+    settings.write_text("[alerts.capped]\nenabled = true\nfor_s = 5\n")
+    (capped,) = (r for r in load_alert_config(settings).rules if r.name == "capped")
+    assert capped.for_s == 5.0

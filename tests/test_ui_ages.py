@@ -89,12 +89,12 @@ async def test_stale_values_are_dimmed_with_their_age_then_blanked() -> None:
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         fresh, dim, blank, decaying = (_text(app, g) for g in (0, 2, 3, 4))
-        assert "running 40  queued 12" in fresh and "·" not in fresh
-        assert "running 40  queued 10 · 12s" in dim
-        assert "token 54%  mamba 20% · 12s" in dim
-        assert "running –  queued – · 45s" in blank and "gen – tok/s" in blank
+        assert "  queued 12" in fresh and "running 40/" in fresh and "·" not in fresh
+        assert "running 40/" in dim and "  queued 10 · 12s" in dim
+        assert "KV 54%  mamba 20% · 12s" in dim
+        assert "running –/" in blank and "  queued – · 45s" in blank and "gen – tok/s" in blank
         assert "1,398" not in blank  # the stale rate is not on screen
-        assert "running 0  queued 0" in decaying and "· 12s" in decaying
+        assert "running 0/" in decaying and "  queued 0" in decaying and "· 12s" in decaying
         # the dimmed lines are drawn dim
         view = app.main_screen.query_one("#gpu-2", GpuPanelView)
         line = next(line for line in view.lines() if line.plain.startswith("running"))
@@ -108,10 +108,10 @@ async def test_each_panel_names_its_profile_and_asked_means_the_profiles_value()
         views = {v.gpu_index: v for v in app.main_screen.query(GpuPanelView)}
         assert views[0].border_subtitle == "sim-baseline"
         assert views[1].border_subtitle == "sim-aggressive (mrr 64, mamba 200, mfs 0.93)"
-        assert "max running 40 (asked 64)" in _text(app, 1)
+        assert "running 40/40 (asked 64)" in _text(app, 1)
         # the profile left it auto: SGLang's 48 is shown apart, never as "asked"
         five = _text(app, 5)
-        assert "max running 16 (auto, sglang 48)" in five and "asked" not in five
+        assert "/16 (auto, sglang 48)" in five and "asked" not in five
     small = _app()
     async with small.run_test(size=(80, 24)) as pilot:
         await settle(pilot, small)

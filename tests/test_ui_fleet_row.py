@@ -137,3 +137,33 @@ async def test_at_80_columns_the_eta_stays_on_screen_once_the_job_appears() -> N
         last = [f for f in row.query_children(FleetField) if "ETA" in f.text.plain]
         assert last and last[0].region.right <= 80, [f.region for f in last]
         assert row.line.cell_length <= 80, row.line.plain
+
+
+def _slowed(fleet: FleetSnapshot) -> FleetSnapshot:
+    """GPU 3 at 290 tok/s while the six others make 1,160 (the monitor's imbalance check run
+    on those rates, as it runs on every reading)."""
+    from tui.fleet.imbalance import READINGS, outliers
+
+    rates = {i: 1160.0 for i in range(7)} | {3: 290.0}
+    found = outliers(rates, next(r for r in READINGS if r.name == "tok_s"))
+    return replace(fleet, imbalance=found)
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [
+        ((200, 50), "· GPU 3 tok/s 290: 0.25x the fleet median 1,160"),
+        # no room for its ratio: the job's rate gives its place (the pane has it), the ETA stays
+        ((80, 24), "· GPU 3 tok/s"),
+    ],
+)
+async def test_the_row_names_the_gpu_that_stands_out(size: tuple[int, int], expected: str) -> None:
+    status = pipeline_status()
+    async with settled_app(_slowed(seven_gpu_fleet()), size=size, status=status) as (app, pilot):
+        row = app.screen.query_one(FleetRow)
+        await wait_for(pilot, lambda: "GPU 3" in row.line.plain, "the outlier's words")
+        assert expected in row.line.plain and "ETA 1d 02h" in row.line.plain
+        field = list(row.query_children(FleetField))[-1]
+        assert field.region.right <= size[0]  # on screen, not past the edge
+    async with settled_app(seven_gpu_fleet(), size=size) as (app, pilot):
+        assert "GPU" not in app.screen.query_one(FleetRow).line.plain  # none stands out

@@ -70,7 +70,7 @@ async def test_seven_gpus_show_everything_at_200x50() -> None:
             "KV 798,080 tok",
             "mamba 200 slots",
             "40 (arg 64)",  # no profile recorded: the server's argument, not "asked"
-            "running 40",
+            "running 40/40 (arg 64)",
             "gen 1,400 tok/s",  # 3 significant digits: the last ones jitter
         ):
             assert text in capped

@@ -124,7 +124,7 @@ async def test_a_line_shown_again_is_drawn_from_the_strip_kept() -> None:
             panel.show(replace(fleet.panels[1], server=replace(server, running=running)))
             y = next(i for i, c in enumerate(panel.lines()) if c.plain.startswith("running "))
             strip = panel.render_line(y)
-            assert f"running {running} " in strip.text
+            assert f"running {running}/" in strip.text
             return strip
 
         five = row(5)

@@ -152,10 +152,12 @@ async def test_a_reading_that_changes_several_lines_refreshes_the_panel_once(
         view = app.screen.query_one("#gpu-5", GpuPanelView)
         lines = [c.plain for c in view.lines()]
         running = next(i for i, text in enumerate(lines) if text.startswith("running"))
-        token = next(i for i, text in enumerate(lines) if text.startswith("token"))
+        token = next(
+            i for i, text in enumerate(lines) if text.startswith("KV") and text.endswith("%")
+        )
         assert [gpu for gpu, _ in calls] == [5]
         assert sorted(region.y for region in calls[0][1]) == [running, token]
-        assert "running 3  queued 7" in lines[running]
+        assert "running 3/64  queued 7" in lines[running]
 
 
 async def test_only_the_changed_line_is_rendered_again_and_a_theme_renders_all() -> None:
@@ -201,7 +203,7 @@ async def test_a_panel_line_has_the_cells_textual_would_render() -> None:
                     assert list(ours) == list(textual), line.plain
                     assert ours.cell_length == textual.cell_length
                     compared += 1
-            assert compared >= 7 * 8
+            assert compared >= 7 * 7
 
 
 def _count_calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:

@@ -54,7 +54,11 @@ def test_readonly_true_in_the_console_table() -> None:
     ("text", "message"),
     [
         ('[console]\nreadonly = "yes"\n', "console.readonly = 'yes': must be true or false"),
-        ("[console]\nreadonyl = true\n", "console.readonyl is not a setting (allowed: readonly)"),
+        (
+            "[console]\nreadonyl = true\n",
+            "console.readonyl is not a setting (allowed: readonly, bell)",
+        ),
+        ("[console]\nbell = 1\n", "console.bell = 1: must be true or false"),
         ("console = 3\n", "console must be a table"),
         ("[console\nreadonly = true\n", "not valid TOML"),
     ],

@@ -21,6 +21,7 @@ from tui.ops.events import OpEvent
 from tui.ops.marks import mark_time
 from tui.ops.port import Fleet, ReadOnlyFleet
 from tui.ops.types import DrainProgress
+from tui.ui.alerts.host import ALERTS_BINDING, AlertsHost
 from tui.ui.commands import BindingCommands
 from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.gate import why_key_is_off
@@ -56,7 +57,7 @@ HISTORY = "history-write"
 """Worker group of the history's batched writes."""
 
 
-class FleetApp(OperationHost):
+class FleetApp(OperationHost, AlertsHost):
     """The console. Every source is a constructor argument, so tests and the demo inject theirs."""
 
     CSS_PATH = "app.tcss"
@@ -65,6 +66,7 @@ class FleetApp(OperationHost):
     BINDINGS = [
         Binding("question_mark", "help", "Keys", id="app.help", key_display="?"),
         Binding("q", "request_quit", "Quit", id="app.quit"),
+        ALERTS_BINDING,
     ]
 
     def __init__(
@@ -206,6 +208,7 @@ class FleetApp(OperationHost):
         if self.history.due:  # a thread only every few seconds, for the batch
             self.write_history()
         self.main_screen.fleet = message.snapshot
+        self.feed_alerts(message.snapshot, self.main_screen.pipeline_status)  # tui.ui.alerts
         for screen in self.screen_stack:
             # A screen closed as the console quits is still on the stack, without its widgets:
             # the poll, which runs until the app's workers are cancelled, may post to it then.
@@ -225,6 +228,7 @@ class FleetApp(OperationHost):
     async def on_unmount(self) -> None:
         """Write what the history still holds; close what lives as long as the console."""
         self.history.close()
+        await self.close_alerts()  # tui.ui.alerts
         if self.close_on_exit is not None:
             await self.close_on_exit()
 

@@ -309,6 +309,7 @@ def run_console(
     app = FleetApp(port, profile=profile.name, readonly=readonly)
     app.chart_source = chart
     app.freeze_heap = True
+    app.alerts_on = True  # this node's alerts (tui.ui.alerts)
     app.run()
     return 0
 

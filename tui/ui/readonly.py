@@ -165,6 +165,9 @@ BINDING_INTENTS: Mapping[str, Intent | None] = MappingProxyType(
         "replay.start": None,
         "replay.end": None,
         "replay.now": None,
+        # the alerts list (tui.ui.alerts): it only looks
+        "app.alerts": None,
+        "alerts.back": None,
     }
 )
 """The intent of every key binding of the console, by binding id (None: changes nothing)."""

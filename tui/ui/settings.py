@@ -1,9 +1,10 @@
 """The operator's console settings: ``settings.toml`` in the configuration directory.
 
-Only read, never written. Today it holds one key::
+Only read, never written. Today it holds two keys::
 
     [console]
     readonly = true    # every console opens read-only unless --no-readonly is given
+    bell = false       # no terminal bell when an alert fires (default: it rings)
 
 A missing file means the defaults; a file that cannot be used is an error naming the file, the
 key and what is allowed, so that a mistyped safety setting is never silently ignored. Tables other
@@ -29,9 +30,11 @@ class ConsoleSettings:
 
     readonly: bool = False
     """Open every console read-only (``--readonly`` / ``--no-readonly`` override it)."""
+    bell: bool = True
+    """Ring the terminal bell when an alert newly fires (``tui.ui.alerts``)."""
 
 
-CONSOLE_KEYS = ("readonly",)
+CONSOLE_KEYS = ("readonly", "bell")
 """The keys ``[console]`` may have."""
 
 
@@ -66,10 +69,12 @@ def load_console_settings(path: Path | None = None) -> ConsoleSettings:
     if unknown:
         allowed = ", ".join(CONSOLE_KEYS)
         raise SettingsError(f"{path}: console.{unknown[0]} is not a setting (allowed: {allowed})")
-    readonly = console.get("readonly", False)
-    if not isinstance(readonly, bool):
-        raise SettingsError(f"{path}: console.readonly = {readonly!r}: must be true or false")
-    return ConsoleSettings(readonly=readonly)
+    defaults = ConsoleSettings()
+    flags = {key: console.get(key, getattr(defaults, key)) for key in CONSOLE_KEYS}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise SettingsError(f"{path}: console.{key} = {value!r}: must be true or false")
+    return ConsoleSettings(**flags)
 
 
 def resolve_readonly(flag: bool | None, path: Path | None = None) -> bool:

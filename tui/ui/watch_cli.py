@@ -115,5 +115,6 @@ def run_watch_console(args: argparse.Namespace, readonly: bool, chart: SeriesSou
     app = FleetApp(port, readonly=readonly)
     app.chart_source = chart
     app.freeze_heap = True
+    app.alerts_on = True  # this node's alerts (tui.ui.alerts)
     app.run()
     return 0

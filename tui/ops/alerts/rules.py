@@ -15,6 +15,9 @@ false before it clears (``clear_s``: the hysteresis), or turns it off (``enabled
     [alerts.gpu_hot]
     enabled = false
 
+    [alerts.capped]       # the one rule off unless turned on
+    enabled = true
+
 A key or value that cannot be used is one line naming the file, the key and what is allowed
 (``AlertConfigError``); nothing is guessed.
 """
@@ -50,6 +53,8 @@ class RuleKind:
     """The threshold's smallest allowed value."""
     high: float = 0.0
     """The threshold's largest allowed value."""
+    on: bool = True
+    """Whether it runs when the settings say nothing of it (``enabled`` turns it on or off)."""
 
 
 KINDS = (
@@ -64,7 +69,12 @@ KINDS = (
         "queue_growing", "a server's queue grew by at least N requests in a minute",
         120.0, 120.0, "by", 20.0, 1.0, 100_000.0,
     ),
-    RuleKind("capped", "SGLang capped a server's max running requests below the asked", 0.0, 0.0),
+    # Off unless turned on: a cap is how a fleet was launched (the demo's Mamba cache caps it
+    # by design), fired at every start and seen on the panels; docs/observability.md says why.
+    RuleKind(
+        "capped", "SGLang capped a server's max running requests below the asked",
+        0.0, 0.0, on=False,
+    ),
     RuleKind("gpu_hot", "a GPU at or above C degrees", 60.0, 60.0, "above_c", 85.0, 30.0, 120.0),
     RuleKind(
         "gpu_power", "a GPU drawing at least PERCENT of its power limit",
@@ -112,8 +122,13 @@ class AlertConfigError(ValueError):
 
 
 def default_config() -> AlertConfig:
-    """Every rule with its defaults, no webhook."""
-    return AlertConfig(tuple(Rule(k.name, k.for_s, k.clear_s, k.default) for k in KINDS))
+    """Every rule that is on by default (``RuleKind.on``) with its defaults, no webhook."""
+    return AlertConfig(tuple(rule_of(k) for k in KINDS if k.on))
+
+
+def rule_of(kind: RuleKind) -> Rule:
+    """The rule of ``kind`` with its defaults."""
+    return Rule(kind.name, kind.for_s, kind.clear_s, kind.default)
 
 
 def _number(path: Path, key: str, value: Any, low: float, high: float) -> float:
@@ -133,7 +148,7 @@ def _rule(path: Path, kind: RuleKind, table: Any) -> Rule | None:
         raise AlertConfigError(
             f"{path}: {where}.{unknown[0]} is not a setting (allowed: {', '.join(allowed)})"
         )
-    enabled = table.get("enabled", True)
+    enabled = table.get("enabled", kind.on)
     if not isinstance(enabled, bool):
         raise AlertConfigError(f"{path}: {where}.enabled = {enabled!r}: must be true or false")
     if not enabled:

@@ -17,6 +17,7 @@ from tui.ops.port import Fleet
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.describe import describe_servers
 from tui.ui.detail.log_panel import LogPanel
+from tui.ui.detail.observed_text import latency_lines, observed_lines
 from tui.ui.footer import FleetFooter
 from tui.ui.format import NA, gib, num, pct
 from tui.ui.gate import ReadOnlyGate
@@ -65,15 +66,9 @@ def numbers_text(panel: GpuPanel) -> Content:
                 if server.capped
                 else f"  (requested {num(server.max_running_requested)})",
             ),
-            Content(
-                f"running {num(server.running)}  queued {num(server.queued)}  "
-                f"token usage {pct(server.token_usage, 100)}  "
-                f"mamba usage {pct(server.mamba_usage, 100)}"
-            ),
-            Content(
-                f"gen {num(server.gen_throughput, 1)} tok/s  "
-                f"accept length {num(server.accept_len, 2)}"
-            ),
+            Content(f"running {num(server.running)}  queued {num(server.queued)}"),
+            Content(f"gen {num(server.gen_throughput, 1)} tok/s"),
+            *observed_lines(panel, server),
             Content(f"log {server.log_path or NA}"),
         ]
         if server.stuck_for_s is not None:
@@ -91,10 +86,15 @@ def numbers_text(panel: GpuPanel) -> Content:
 
 
 def allocation_text(panel: GpuPanel) -> Content:
-    """The startup allocation lines, or why there are none."""
-    if panel.server is None or not panel.server.allocation_lines:
-        return Content.styled("no allocation lines yet", "$text-muted")
-    return Content("\n").join(Content(line) for line in panel.server.allocation_lines)
+    """The latency percentiles (``observed_text``), then the startup allocation lines, or why
+    there are none."""
+    server = panel.server
+    latency = latency_lines(server.latency) if server is not None else []
+    if server is None or not server.allocation_lines:
+        allocation = [Content.styled("no allocation lines yet", "$text-muted")]
+    else:
+        allocation = [Content(line) for line in server.allocation_lines]
+    return Content("\n").join([*latency, *([Content("")] if latency else []), *allocation])
 
 
 KINDS = {"kill": Kind.KILL, "relaunch": Kind.RELAUNCH}
@@ -177,7 +177,7 @@ class DetailScreen(ReadOnlyGate[None]):
         """Title the boxes, draw the numbers."""
         self.title = f"GPU {self.gpu}"
         self.query_one("#detail-numbers").border_title = "Numbers"
-        self.query_one("#detail-allocation").border_title = "Allocation"
+        self.query_one("#detail-allocation").border_title = "Latency · allocation"
         self._show_numbers()
 
     def _log_path(self) -> str | None:

@@ -88,7 +88,17 @@ def _nothing_to_blank(server: ServerSnapshot) -> bool:
     )
 
 
-_LOAD = ("running", "queued", "token_usage", "mamba_usage", "gen_throughput", "accept_len")
+_LOAD = (
+    "running",
+    "queued",
+    "token_usage",
+    "mamba_usage",
+    "swa_usage",
+    "cache_hit_rate",
+    "gen_throughput",
+    "accept_len",
+    "spec",
+)
 """The load values (``blanked`` removes them)."""
 
 
@@ -99,8 +109,11 @@ def _no_load(server: ServerSnapshot) -> ServerSnapshot:
         queued=None,
         token_usage=None,
         mamba_usage=None,
+        swa_usage=None,
+        cache_hit_rate=None,
         gen_throughput=None,
         accept_len=None,
+        spec=None,
     )
 
 

@@ -21,6 +21,7 @@ from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from tui.fleet.imbalance import READINGS, Outlier
 from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, duration, num, pct, short_num, sig3, sig3_text
@@ -50,6 +51,9 @@ class FleetTotals:
     """Requests running, summed likewise."""
     queued: int | None
     """Requests queued, summed likewise."""
+    outliers: tuple[Outlier, ...] = ()
+    """The GPUs that stand out from the fleet (``FleetSnapshot.imbalance``), most distant
+    first."""
 
 
 def _sum(values: list[float]) -> float | None:
@@ -91,11 +95,13 @@ def fleet_totals(fleet: FleetSnapshot) -> FleetTotals:
         sig3(_sum(gen)),  # the digits a reader takes in: the line moves less often
         None if total_running is None else int(total_running),
         None if total_queued is None else int(total_queued),
+        fleet.imbalance,
     )
 
 
-FIELDS = 5
-"""The row's fields: the servers, generation, requests, the job's rate, its progress and ETA."""
+FIELDS = 6
+"""The row's fields: the servers, generation, requests, the job's rate, its progress and ETA,
+the GPU that stands out."""
 
 
 def _job_fields(status: PipelineStatus | None, short: bool) -> tuple[Content, Content]:
@@ -137,14 +143,45 @@ def fleet_fields(
         line(LEAD, f"running {num(totals.running)}  queued {num(totals.queued)}"),
         *_job_fields(status, short=False),
     )
-    if sum(field.cell_length + 1 for field in long) <= width:
-        return long
-    return (
+    room = width - sum(field.cell_length + 1 for field in long)
+    if room >= 0:
+        return (*long, outlier_field(totals.outliers, room))
+    short = (
         line(*ready),
         line(LEAD, f"{short_num(sig3(totals.gen_tok_s))} tok/s"),
         line(LEAD, f"run {num(totals.running)} q{num(totals.queued)}"),
         *_job_fields(status, short=True),
     )
+    room = width - sum(field.cell_length + 1 for field in short)
+    outlier = outlier_field(totals.outliers, room)
+    if outlier.cell_length + 1 > room and status is not None:
+        # A GPU that stands out matters more than the job's rate (the pane, g, has it)
+        short = (*short[:3], line(""), short[4])
+        outlier = outlier_field(totals.outliers, width - sum(f.cell_length + 1 for f in short))
+    return (*short, outlier)
+
+
+def outlier_field(outliers: tuple[Outlier, ...], room: int) -> Content:
+    """The GPU that stands out most, in $warning, in the longest words that fit ``room``: its
+    words (``Outlier.words``: 'GPU 3 tok/s 290: 0.25x the fleet median 1,160'), else 'GPU 3
+    tok/s 0.25x', else 'GPU 3 tok/s'; ``(+N)`` when others do too; empty when none does."""
+    if not outliers:
+        return line("")
+    first = outliers[0]
+    more = f" (+{len(outliers) - 1})" if len(outliers) > 1 else ""
+    label = next((r.label for r in READINGS if r.name == first.reading), first.reading)
+    cut = first.words.find(f" {label} ")  # who, as the words name it ('n2 GPU 1')
+    who = f"{first.words[:cut] if cut > 0 else f'GPU {first.gpu}'} {label}"
+    if first.reading == "kv":
+        how = f"{first.value:.0%}"
+    elif first.median:
+        how = f"{first.value / first.median:.2f}x"
+    else:
+        how = f"{first.value:g}"
+    for words in (first.words + more, f"{who} {how}{more}", who + more):
+        if len(words) + 3 <= room:
+            break
+    return line(LEAD, (words, "$warning"))
 
 
 def fleet_line(totals: FleetTotals, status: PipelineStatus | None, width: int) -> Content:

@@ -13,6 +13,8 @@ from tui.fleet.snapshot import GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuSnapshot
 from tui.ui.format import NA, bar, gib, num, pct, short_num, sig3, sig3_text, spark
 from tui.ui.grid.ages import aged, blanked, duration_short, gen_age, load_age
+from tui.ui.grid.line_cache import line
+from tui.ui.grid.panel_observed import energy_line, pools_line, spec_line
 
 STATE_STYLE: dict[ServerState, str] = {
     ServerState.ABSENT: "$text-muted",
@@ -27,31 +29,6 @@ STATE_STYLE: dict[ServerState, str] = {
     ServerState.UNKNOWN: "bold $error",
 }
 """Theme colour of each server state word."""
-
-LINES_KEPT = 1024
-"""Distinct lines ``line`` keeps (all are dropped at once past this, and made again). Why so
-few: a line need only outlive one reading to be found again; under load the moving lines add
-20-30 a second (seven panels), so this is a clear every minute or so, ~0.5 MB at most."""
-
-_lines: dict[tuple[str | tuple[str, str], ...], Content] = {}
-
-
-def line(*parts: str | tuple[str, str]) -> Content:
-    """``Content.assemble(*parts)``: the same object for the same parts (text, or text and style).
-
-    Why: most of a panel's lines read as they did a second ago (the state, memory, KV and max
-    running lines under load); built anew at each reading they cost their construction, and the
-    panel's line diff (``changed_span``) compared each one's text and spans. The same object
-    passes that diff at once (``old is new``). Content is immutable, so sharing it is safe.
-    Why parts and not Content as the key: Content compares by its text only.
-    """
-    content = _lines.get(parts)
-    if content is None:
-        if len(_lines) >= LINES_KEPT:
-            _lines.clear()
-        content = _lines[parts] = Content.assemble(*parts)
-    return content
-
 
 POWER_STEP_W = 5
 """Board power is shown to the nearest 5 W. Why: a loaded GPU's power moves a few watts every
@@ -204,8 +181,9 @@ def full_lines(
     late_s: float = 0.0,
     drawn: Spark | None = None,
 ) -> list[Content]:
-    """Every number, one topic per line (about nine lines); stale ones dimmed with their age,
-    a server that is not running without its numbers (``ages.blanked``).
+    """Every number, one topic per line (nine lines: what went wrong comes before the draft and
+    the energy, which a panel of the least height then cuts); stale ones dimmed with their
+    age, a server that is not running without its numbers (``ages.blanked``).
 
     Args:
         panel: The GPU and its server.
@@ -223,13 +201,9 @@ def full_lines(
         age = load_age(server, late_s)
         shown, decay = blanked(server, age), gen_age(server, late_s)
         lines += [
-            line(f"KV {num(shown.kv_tokens)} tok  mamba {num(shown.mamba_slots)} slots"),
-            line("max running ", max_running_part(shown)),
-            aged(line(f"running {num(shown.running)}  queued {num(shown.queued)}"), age),
-            aged(
-                line(f"token {pct(shown.token_usage, 100)}  mamba {pct(shown.mamba_usage, 100)}"),
-                age,
-            ),
+            line(capacity_words(shown)),
+            aged(running_line(shown), age),
+            aged(pools_line(shown), age),
             aged(
                 gen_line(shown, width - (6 if decay else 0), True, drawn),
                 decay,
@@ -239,7 +213,36 @@ def full_lines(
     for extra in (crash_line(server), pressure_line(server), error_line(server)):
         if extra is not None:
             lines.append(extra)
+    # Last, after what went wrong: a panel of the least height cuts these first.
+    if server is not None and draft_known(shown):
+        lines.append(aged(spec_line(shown), age))
+    energy = energy_line(panel.energy)
+    if energy is not None:
+        lines.append(energy)
     return lines
+
+
+def running_line(server: ServerSnapshot) -> Content:
+    """``running 40/64  queued 12``: running against its effective maximum (with what was
+    asked, ``max_running_part``); ``run`` when those words are long, so the queue stays in a
+    panel of the least width."""
+    limit = max_running_part(server)
+    label = "running" if len(limit[0]) <= 13 else "run"
+    return line(f"{label} {num(server.running)}/", limit, f"  queued {num(server.queued)}")
+
+
+def draft_known(server: ServerSnapshot) -> bool:
+    """Whether its draft can be told: it runs one, or its load was read (then ``spec none``
+    is known, not guessed for a server that is starting, stopped or unread)."""
+    return server.spec is not None or server.running is not None
+
+
+def capacity_words(server: ServerSnapshot) -> str:
+    """The pools' sizes: ``KV 798,080 tok  mamba 200 slots`` (no Mamba word without a pool)."""
+    kv = f"KV {num(server.kv_tokens)} tok"
+    if server.mamba_slots is None and not server.mamba_usage:
+        return kv
+    return f"{kv}  mamba {num(server.mamba_slots)} slots"
 
 
 def compact_lines(
@@ -283,10 +286,10 @@ def compact_lines(
         gen = gen_line(shown, width - (6 if decay else 0), False, drawn)
         lines.append(aged(gen, decay, always=True))
     if server is not None and shown is not None and shown.kv_tokens is not None:
-        lines.append(
-            line(
-                f"kv {short_num(shown.kv_tokens)} m{num(shown.mamba_slots)} "
-                f"tok {pct(shown.token_usage, 100)}"
-            )
-        )
+        lines.append(aged(pools_line(shown, short=True), age))
+    if shown is not None and draft_known(shown):  # a taller compact panel's
+        lines.append(aged(spec_line(shown), age))
+    energy = energy_line(panel.energy)
+    if energy is not None:
+        lines.append(energy)
     return lines[:height]

@@ -20,6 +20,7 @@ from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, duration, num, pct
 from tui.ui.history.chart import JOB, MIN_JOB_S, RANGES, ChartData, ChartRange, HistoryChart
 from tui.ui.pipeline.chart_read import chart_data
+from tui.ui.pipeline.energy_line import JobEnergyLine
 
 PIPELINE_STATE_STYLE = {
     "running": "$success",
@@ -206,6 +207,7 @@ class GenerationPane(Vertical, can_focus=True):
         """Summary, progress bar, the output-rate chart with its markers, per-server share
         (beside the chart when the pane is wide)."""
         yield Static("no pipeline status document yet", id="pipeline-summary")
+        yield JobEnergyLine(id="pipeline-energy")  # the job's energy and cost (energy_line)
         bar = PaneProgressBar(total=None, show_eta=False, id="pipeline-progress")
         bar.display = False  # until the pane is wide (``_fit_chart``)
         yield bar
@@ -240,6 +242,8 @@ class GenerationPane(Vertical, can_focus=True):
             self.query_one("#pipeline-progress").display = wide
             self._bar_animation()
         summary_rows = _rows(self.query_one("#pipeline-summary", Static))
+        energy = self.query_one(JobEnergyLine)
+        summary_rows += _rows(energy) if energy.display else 0
         # the pane's most: a share of the screen's height less its header and footer
         most = int((self.app.size.height - 2) * self.HEIGHT_SHARE)
         room = most - 2 - summary_rows - (1 if wide else 0)
@@ -300,6 +304,7 @@ class GenerationPane(Vertical, can_focus=True):
             _update(summary, Content(self.no_status))
             _update(servers, Content(""))
             return
+        self.query_one(JobEnergyLine).read_if_due(status.eta_s)
         rows = _rows(summary)
         _update(summary, summary_lines(status))
         progress.update(total=max(status.total, 1), progress=status.done)
@@ -382,6 +387,11 @@ class GenerationPane(Vertical, can_focus=True):
             return
         data = chart_data(store, span, end, marks, job_start)
         self.post_message(ChartRead(data, "no history yet"))
+
+    @on(JobEnergyLine.Shown)
+    def _energy_shown(self) -> None:
+        """The energy line appeared, left or changed its rows: the chart's room with it."""
+        self._fit_chart()
 
     def on_chart_read(self, message: ChartRead) -> None:
         """Draw what the worker read."""

@@ -1,0 +1,86 @@
+"""The generation pane shows the job's energy, its tokens per joule and, with a price per kWh,
+its cost so far and to the ETA (issue 38 point 5), from the ledger beside the status document;
+the figures worked out here from the ledger's own numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ui_helpers import make_app, pipeline_status, settle, wait_for
+
+from tui import paths
+from tui.pipeline.energy import JobEnergy, ledger_path, write_ledger
+from tui.ui.app import FleetApp
+from tui.ui.pipeline.energy_line import JobEnergyLine
+
+JOULES, TOKENS, WATTS = 44_640_000.0, 90_123_456, 4_900.0
+"""Twelve and a bit kWh over two runs of the job, drawing 4.9 kW lately."""
+
+
+def _app(tmp_path: Path) -> FleetApp:
+    status = pipeline_status()
+    app = make_app(status=status)
+    assert isinstance(app, FleetApp)
+    app.status_path = tmp_path / "status.json"
+    ledger = JobEnergy(1, "job-1", JOULES, TOKENS, 2, 7, True, WATTS, status.updated_at)
+    write_ledger(ledger_path(app.status_path), ledger)
+    return app
+
+
+def _energy(app: FleetApp) -> str:
+    return str(app.main_screen.query_one(JobEnergyLine).render())
+
+
+async def test_the_pane_shows_the_jobs_energy_and_its_cost_to_the_eta(tmp_path: Path) -> None:
+    settings = paths.settings_file()
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text('[energy]\nprice_per_kwh = 0.31\ncurrency = "EUR"\n')
+    app = _app(tmp_path)
+    eta_s = pipeline_status().eta_s
+    assert eta_s is not None
+    async with app.run_test(size=(120, 45)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: "job energy" in _energy(app), "the job's energy")
+        kwh = JOULES / 3.6e6
+        to_eta = WATTS * eta_s / 3.6e6 * 0.31
+        assert _energy(app) == (
+            f"job energy: {kwh:,.2f} kWh for {TOKENS:,} tokens, {TOKENS / JOULES:.3g} tok/J, "
+            f"{kwh * 0.31:,.2f} EUR so far, {to_eta:,.2f} EUR to the ETA (2 runs)"
+        )
+
+
+async def test_without_a_price_no_cost_and_a_bad_price_is_said(tmp_path: Path) -> None:
+    app = _app(tmp_path)
+    async with app.run_test(size=(120, 45)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: "job energy" in _energy(app), "the job's energy")
+        assert "EUR" not in _energy(app) and "so far" not in _energy(app)
+    settings = paths.settings_file()
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text("[energy]\nprice_per_kwh = -1\n")
+    app = _app(tmp_path)
+    async with app.run_test(size=(120, 45)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: "no cost" in _energy(app), "the price's problem")
+        assert "energy.price_per_kwh = -1: must be a number in 0..100" in _energy(app)
+
+
+async def test_without_a_ledger_the_line_takes_no_room(tmp_path: Path) -> None:
+    app = make_app(status=pipeline_status())
+    assert isinstance(app, FleetApp)
+    app.status_path = tmp_path / "status.json"
+    async with app.run_test(size=(120, 45)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("g")
+        line = app.main_screen.query_one(JobEnergyLine)
+
+        def read() -> bool:
+            reading = [w for w in app.workers if w.group == "energy-read" and not w.is_finished]
+            return line._read_at is not None and not reading
+
+        await wait_for(pilot, read, "the ledger's read")
+        await pilot.pause()
+        assert not line.display and not line.render().plain
