@@ -66,10 +66,18 @@ def plain_switch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], No
 
 
 SERIAL_MODULES = frozenset(
-    {"test_rollout_canary", "test_agent_canary", "test_retune_e2e", "test_autotune_search"}
+    {
+        "test_rollout_canary",
+        "test_agent_canary",
+        "test_retune_e2e",
+        "test_autotune_search",
+        "test_rollout_fleet_verdict",
+        "test_fleet_imbalance",
+    }
 )
 """Modules whose assertions are verdicts on measured throughput (a canary better or worse, an
-apply's before/after, an autotune candidate adopted): they run alone (``make test``'s second
+apply's before/after, an autotune candidate adopted, a rollout's fleet verdict, seven equal
+servers not called an outlier): they run alone (``make test``'s second
 pass, ``-m serial``), since a neighbour's simulated fleet on the same two cores makes the
 simulator CPU-bound and moves the very throughput they compare. Everything else runs three at
 a time (pytest-xdist, ``make test``): the suite mostly waits on real servers starting,

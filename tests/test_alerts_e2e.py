@@ -87,7 +87,7 @@ def test_sigint_ends_the_watcher_at_once_even_inherited_ignored_and_a_webhook_hu
         settings.parent.mkdir(parents=True, exist_ok=True)
         settings.write_text(
             f'[alerts]\nwebhook = "http://127.0.0.1:{hung.getsockname()[1]}/hook"\n'
-            "webhook_timeout_s = 30\n[alerts.capped]\nfor_s = 0\n"
+            "webhook_timeout_s = 30\n[alerts.capped]\nenabled = true\nfor_s = 0\n"
         )
         argv = [sys.executable, "-c", IGNORING_SIGINT, "alerts", "--watch", str(POLL_S),
                 "--ports", str(sim.port), "--gpus", "0"]  # fmt: skip

@@ -180,6 +180,8 @@ async def test_the_monitor_shows_a_live_servers_percentiles(tmp_path: Path) -> N
                     and server.latency is not None
                     and server.latency.ttft is not None
                     and server.latency.ttft.count >= 4
+                    # the fleet's is recomputed at most every THIN_S: wait for it to catch up
+                    and snap.latency == server.latency
                 )
 
             await poll_until(monitor, lambda s: s.panels[0].server is not None

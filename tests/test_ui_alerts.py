@@ -22,6 +22,8 @@ from tui.gpu.simulated import SimulatedSource
 from tui.ops.alerts.rules import default_config
 from tui.ops.alerts.runner import AlertRunner
 from tui.ops.journal import read_journal
+from tui.ops.local import LocalFleet
+from tui.ops.service import FleetOps
 from tui.ui.alerts.alerts_screen import AlertsScreen
 from tui.ui.alerts.host import FEED_EVERY_S
 from tui.ui.app import FleetApp
@@ -50,7 +52,10 @@ async def test_a_server_killed_under_the_console_is_counted_rung_and_listed(
     args = ["--sim-speed", "20", "--sim-startup-seconds", "1", "--enable-metrics"]
     with running_sim(args, tmp_path) as sim:
         monitor = FleetMonitor(FleetSpec.from_ports((sim.port,), (0,)), SimulatedSource())
-        app = FleetApp(monitor, poll_interval_s=POLL_S, status_reader=lambda path: None)
+        app = FleetApp(
+            LocalFleet(FleetOps(), monitor, watching=True, status_path=tmp_path / "none.json"),
+            poll_interval_s=POLL_S,
+        )
         app.alerts_on = True
         rung = _bells(app, monkeypatch)
         try:
