@@ -79,3 +79,20 @@ async def test_the_monitor_meters_a_simulated_gpu_and_its_server(tmp_path: Path)
     assert energy.joules > 0 and energy.watts is not None and energy.watts > 0
     assert snap.energy is not None and snap.energy.joules == energy.joules
     assert snap.energy.tokens_per_joule == pytest.approx(energy.tokens_per_joule)
+
+
+def test_readings_before_the_servers_load_was_read_do_not_blank_tokens_per_joule() -> None:
+    """A console's first readings (the server's load not read yet) carry no tokens: tokens per
+    joule is over the readings that do, not blank for the whole window (the demo showed
+    'energy – tok/J' for its first five minutes)."""
+    window = EnergyWindow(window_s=300.0, thin_s=1.0)
+    window.add(0.0, 0.0, None, epoch=1)
+    window.add(5.0, 2_500.0, None, epoch=1)
+    for t in range(10, 61, 5):
+        # 500 W; 1,000 tokens/s from t=10: 2 tokens per joule where counted
+        window.add(float(t), 500.0 * t, 1_000.0 * t, epoch=1)
+    energy = window.reading(30_000.0, counter=True)
+    assert energy.watts == pytest.approx(500.0) and energy.window_s == pytest.approx(60.0)
+    assert energy.tokens_per_joule == pytest.approx(2.0)
+    fleet = fleet_energy([(0, 30_000.0, window)])
+    assert fleet is not None and fleet.tokens_per_joule == pytest.approx(2.0)

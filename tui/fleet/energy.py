@@ -105,20 +105,31 @@ class EnergyWindow:
         readings = self._readings
         if len(readings) < 2:
             return GpuEnergy(joules, counter)
-        (t0, j0, k0), (t1, j1, k1) = readings[0], readings[-1]
+        (t0, j0, _), (t1, j1, _) = readings[0], readings[-1]
         seconds, used = t1 - t0, j1 - j0
-        per_joule = (k1 - k0) / used if k0 is not None and k1 is not None and used > 0 else None
+        tokens = self._tokens_span()
+        per_joule = tokens[1] / tokens[0] if tokens is not None and tokens[0] > 0 else None
         return GpuEnergy(joules, counter, seconds, used / seconds if seconds > 0 else None,
                          per_joule)  # fmt: skip
 
-    def span(self) -> tuple[float, float, float | None] | None:
-        """(seconds, joules, tokens) over the window; None before a second reading."""
+    def _tokens_span(self) -> tuple[float, float] | None:
+        """(joules, tokens) between the oldest and the newest reading that counted tokens: a
+        reading from before the server's load was first read (a console's first seconds, a
+        relaunch) holds none, and must not blank tokens per joule for the whole window."""
+        counted = [(j, k) for _, j, k in self._readings if k is not None]
+        if len(counted) < 2:
+            return None
+        (j0, k0), (j1, k1) = counted[0], counted[-1]
+        return j1 - j0, k1 - k0
+
+    def span(self) -> tuple[float, float, tuple[float, float] | None] | None:
+        """(seconds, joules, (joules, tokens) of the readings that counted tokens) over the
+        window; None before a second reading."""
         readings = self._readings
         if len(readings) < 2:
             return None
-        (t0, j0, k0), (t1, j1, k1) = readings[0], readings[-1]
-        tokens = k1 - k0 if k0 is not None and k1 is not None else None
-        return t1 - t0, j1 - j0, tokens
+        (t0, j0, _), (t1, j1, _) = readings[0], readings[-1]
+        return t1 - t0, j1 - j0, self._tokens_span()
 
 
 def fleet_energy(
@@ -144,13 +155,15 @@ def fleet_energy(
         found = [s for w in windows if (s := w.span()) is not None]
         if found:
             seconds, used, _ = found[0]
-            tokens = [k for _, _, k in found if k is not None]
-            spans.append((seconds, used, sum(tokens) if tokens else None))
+            # the card's joules while its slots' tokens were counted (its first such slot's)
+            tokens = [t for _, _, t in found if t is not None]
+            counted = (tokens[0][0], sum(k for _, k in tokens)) if tokens else None
+            spans.append((seconds, used, counted))
     if not spans:
         return FleetEnergy(joules, None, None, None)
     seconds = min(s for s, _, _ in spans)
     watts = sum(j / s for s, j, _ in spans if s > 0)
-    counted = [(j, k) for _, j, k in spans if k is not None]
-    used = sum(j for j, _ in counted)
-    per_joule = sum(k for _, k in counted) / used if counted and used > 0 else None
+    pairs = [t for _, _, t in spans if t is not None]
+    used = sum(j for j, _ in pairs)
+    per_joule = sum(k for _, k in pairs) / used if pairs and used > 0 else None
     return FleetEnergy(joules, seconds, watts, per_joule)
