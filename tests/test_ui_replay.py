@@ -77,6 +77,7 @@ def assert_shows_then(app: ReplayApp, live: list[FleetSnapshot], start: float) -
         assert view.panel == panel  # what the panel draws
         text = "\n".join(line.plain for line in view.lines())
         assert f"util {pct(mean['util'])}" in text, text
+        assert ":0 " not in text, text  # no port is recorded: none is shown, never ':0'
         assert f"running {num(round(mean['running']))}" in text, text
 
 

@@ -74,7 +74,9 @@ def state_line(panel: GpuPanel) -> Content:
     if server.state is ServerState.STUCK and server.stuck_for_s is not None:
         word = f"{word} {server.stuck_for_s:.0f}s"
     pid = NA if server.pid is None else str(server.pid)
-    return line((word, STATE_STYLE[server.state]), f"  :{server.port} pid {pid}")
+    # port 0: not known (a replay: the history records no ports), never ':0'
+    where = f"  :{server.port}" if server.port else ""
+    return line((word, STATE_STYLE[server.state]), f"{where} pid {pid}" if where else "")
 
 
 def gpu_lines(gpu: GpuSnapshot | None, note: str, width: int, full: bool) -> list[Content]:
