@@ -131,12 +131,17 @@ def test_served_console_refuses_without_token_shows_the_fleet_and_stays_read_onl
 
                 page.keyboard.press("Enter")  # the detail screen of the selected GPU 0
                 wait_until(
-                    lambda: "Allocation" in screen_text(page) and "Numbers" in screen_text(page),
+                    lambda: (
+                        "Latency · allocation" in screen_text(page)
+                        and "Numbers" in screen_text(page)
+                    ),
                     PAGE_S,
                     "the detail screen",
                 )
                 page.keyboard.press("Escape")
-                wait_until(lambda: "Allocation" not in screen_text(page), PAGE_S, "the grid")
+                wait_until(
+                    lambda: "Latency · allocation" not in screen_text(page), PAGE_S, "the grid"
+                )
 
                 # Read-only: K asks nothing and stops nothing. `?` after it shows the help, so
                 # K has been handled by then (keys are handled in order).
