@@ -160,9 +160,12 @@ def _back_under_a_client(
     clients = []
     for port in ports:
         out = tmp_path / f"client-{port}.json"
-        # Long answers: a drain's watchdog that finds every request ended at one of its checks
-        # (16 answers ending together, before the client sends again) ends the drain early.
+        # Long answers, their starts spread over 3 s (about one answer's time at SPEED): a drain's
+        # watchdog that finds every request ended at one of its checks (16 answers ending
+        # together, before the client sends again) ends the drain early (seen in CI once GPU 0's
+        # walk had taken one answer's time: GPU 1's drain ended, its timeout was not said).
         argv = [sys.executable, str(CLIENT), str(port), str(out), str(stop), "16", "3000", "120"]
+        argv += ["0.2"]
         clients.append((subprocess.Popen(argv), out))
     try:
         assert wait_until(lambda: all(active_requests(p) == 16 for p in ports), 30), (

@@ -1,10 +1,13 @@
 """Closed-loop load on one SGLang server: N workers each keep one ``/generate`` in flight.
 
-    python -m bench.real_sglang.load_client PORT OUT.json STOPFILE N MAX_NEW [SECONDS]
+    python -m bench.real_sglang.load_client PORT OUT.json STOPFILE N MAX_NEW [SECONDS [STAGGER_S]]
 
 The operator's own generation script, as the seed's sends: it never reads ``/health``, and
 stops sending new requests only when STOPFILE exists, SECONDS have passed, or a connection is
-refused (the server is going away); requests already sent are awaited. Outcome of each request:
+refused (the server is going away); requests already sent are awaited. With STAGGER_S, worker i
+sends its first request i * STAGGER_S seconds after the start, so that the requests do not all end
+together: a drain's check that finds none running (lockstep answers, the next not yet sent) would
+end the drain early, which a real script's varied prompts rarely allow. Outcome of each request:
 
 - ok: 200 (its output tokens counted from ``meta_info.completion_tokens``);
 - lost: the connection was accepted and the request then failed (reset, closed, timed out, or a
@@ -50,8 +53,9 @@ class Load:
             if detail is not None:
                 self.detail.append(detail)
 
-    def worker(self) -> None:
-        """Keep one request in flight until told to stop."""
+    def worker(self, delay: float = 0.0) -> None:
+        """Keep one request in flight until told to stop, the first sent after ``delay`` s."""
+        self.stop.wait(delay)
         while not self.stop.is_set():
             if os.path.exists(self.stopfile) or time.time() - self.started > self.seconds:
                 self.stop.set()
@@ -95,8 +99,9 @@ def main(argv: list[str]) -> int:
     port, out, stopfile = int(argv[0]), argv[1], argv[2]
     workers, max_new = int(argv[3]), int(argv[4])
     seconds = float(argv[5]) if len(argv) > 5 else 1e9
+    stagger = float(argv[6]) if len(argv) > 6 else 0.0
     load = Load(port, stopfile, seconds, max_new)
-    threads = [threading.Thread(target=load.worker) for _ in range(workers)]
+    threads = [threading.Thread(target=load.worker, args=(i * stagger,)) for i in range(workers)]
     for thread in threads:
         thread.start()
     for thread in threads:
