@@ -1,15 +1,20 @@
 """The generation pane shows the job's energy, its tokens per joule and, with a price per kWh,
 its cost so far and to the ETA (issue 38 point 5), from the ledger beside the status document;
-the figures worked out here from the ledger's own numbers."""
+the figures worked out here from the ledger's own numbers. The console here is a local fleet's
+(``LocalFleet``, as ``gpufleet console`` builds it): the line once read an app attribute that no
+console set, and showed only in tests that set it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ui_helpers import make_app, pipeline_status, settle, wait_for
+from ui_helpers import FixedPoller, make_app, pipeline_status, settle, seven_gpu_fleet, wait_for
 
 from tui import paths
+from tui.ops.local import LocalFleet
+from tui.ops.service import FleetOps
 from tui.pipeline.energy import JobEnergy, ledger_path, write_ledger
+from tui.pipeline.status import write_status
 from tui.ui.app import FleetApp
 from tui.ui.pipeline.energy_line import JobEnergyLine
 
@@ -17,14 +22,26 @@ JOULES, TOKENS, WATTS = 44_640_000.0, 90_123_456, 4_900.0
 """Twelve and a bit kWh over two runs of the job, drawing 4.9 kW lately."""
 
 
+class _Monitor(FixedPoller):
+    """The fleet monitor as a local port uses it, on the seven-GPU snapshot."""
+
+    def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
+        """Nothing stops here."""
+
+    def log_paths(self) -> dict[int, str]:
+        """No logs."""
+        return {}
+
+
 def _app(tmp_path: Path) -> FleetApp:
+    """A local fleet's console whose job's status document has a ledger beside it."""
     status = pipeline_status()
-    app = make_app(status=status)
-    assert isinstance(app, FleetApp)
-    app.status_path = tmp_path / "status.json"
+    path = tmp_path / "status.json"
+    write_status(path, status)
     ledger = JobEnergy(1, "job-1", JOULES, TOKENS, 2, 7, True, WATTS, status.updated_at)
-    write_ledger(ledger_path(app.status_path), ledger)
-    return app
+    write_ledger(ledger_path(path), ledger)
+    port = LocalFleet(FleetOps(), _Monitor(seven_gpu_fleet()), status_path=path)
+    return FleetApp(port, poll_interval_s=3600.0)
 
 
 def _energy(app: FleetApp) -> str:
@@ -69,9 +86,8 @@ async def test_without_a_price_no_cost_and_a_bad_price_is_said(tmp_path: Path) -
 
 
 async def test_without_a_ledger_the_line_takes_no_room(tmp_path: Path) -> None:
-    app = make_app(status=pipeline_status())
+    app = make_app(status=pipeline_status())  # a port without a ledger
     assert isinstance(app, FleetApp)
-    app.status_path = tmp_path / "status.json"
     async with app.run_test(size=(120, 45)) as pilot:
         await settle(pilot, app)
         await pilot.press("g")

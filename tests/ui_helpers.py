@@ -34,6 +34,7 @@ from tui.ops.events import EventSink, OpEvent
 from tui.ops.journal import JournalRead
 from tui.ops.marks import OperationMark, Window
 from tui.ops.port import Capabilities, SearchStatus
+from tui.pipeline.energy import JobEnergy
 from tui.pipeline.status import PipelineStatus, Rate, ServerShare
 from tui.profiles import Problem, Profile, ProfileError, load_profile
 from tui.retune.events import (
@@ -333,6 +334,8 @@ class RecordingFleet:
     """The snapshots (the seven-GPU fleet by default)."""
     status: PipelineStatus | None = None
     """The job's status document."""
+    energy: JobEnergy | None = None
+    """The job's energy ledger."""
     marks_read: tuple[OperationMark, ...] = ()
     """The journal's markers."""
     journal_read: JournalRead = field(default_factory=lambda: JournalRead((), 0))
@@ -465,6 +468,9 @@ class RecordingFleet:
 
     def pipeline_status(self) -> PipelineStatus | None:
         return self.status
+
+    def job_energy(self) -> JobEnergy | None:
+        return self.energy
 
     def log_tail(self, path: Path, max_lines: int) -> list[str]:
         return self.tail(path, max_lines)

@@ -58,6 +58,7 @@ from tui.ops.port import (
     refuse_unless_capable,
 )
 from tui.ops.windows import console_windows
+from tui.pipeline.energy import JobEnergy
 from tui.pipeline.status import PipelineStatus
 from tui.profiles import Problem, Profile, ProfileError
 from tui.retune.events import ApplyResult
@@ -458,6 +459,11 @@ class Nodes:
         """The job as its node's agent reports it."""
         found = job_of(self._views())
         return found[1] if found is not None else None
+
+    def job_energy(self) -> JobEnergy | None:
+        """None: the job's ledger stays on its node (its panels' energy comes with the
+        snapshots)."""
+        return None
 
     def journal(self) -> JournalRead:
         """None here: each node keeps its own (``ON_ONE_NODE``)."""

@@ -51,6 +51,7 @@ from tui.ops.port import (
     refuse_unless_capable,
 )
 from tui.ops.service import FleetOps
+from tui.pipeline.energy import JobEnergy, ledger_path, read_ledger
 from tui.pipeline.status import PipelineStatus, read_status
 from tui.profiles import Profile, ProfileError
 from tui.retune.events import GpuFailed, GpuPhase
@@ -326,6 +327,10 @@ class LocalFleet:
     def pipeline_status(self) -> PipelineStatus | None:
         """The status document, or None when missing or malformed. Blocking."""
         return read_status(self.status_path)
+
+    def job_energy(self) -> JobEnergy | None:
+        """The ledger ``gpufleet generate`` keeps beside the job's status document."""
+        return read_ledger(ledger_path(self.status_path))
 
     def log_tail(self, path: Path, max_lines: int) -> list[str]:
         """The last ``max_lines`` lines (at most 1 MiB of them, each cut at 64 KiB). Blocking."""

@@ -23,6 +23,7 @@ from tui.ops.commands import Kind, Op
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead
 from tui.ops.marks import OperationMark
+from tui.pipeline.energy import JobEnergy
 from tui.pipeline.status import PipelineStatus
 from tui.profiles import Profile
 from tui.retune.preflight import Preflight
@@ -136,6 +137,11 @@ class FleetReads(Protocol):
 
     def pipeline_status(self) -> PipelineStatus | None:
         """The job's status document (None: no job)."""
+        ...
+
+    def job_energy(self) -> JobEnergy | None:
+        """The job's energy ledger, every run of it so far (None: no ledger, or not read here).
+        Blocking."""
         ...
 
     def log_tail(self, path: Path, max_lines: int) -> list[str]:

@@ -31,6 +31,7 @@ from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead
 from tui.ops.marks import OperationMark
 from tui.ops.port import Capabilities, FleetReads, Refused, Tuning
+from tui.pipeline.energy import JobEnergy
 from tui.pipeline.status import PipelineStatus
 from tui.profiles import Problem, Profile, ProfileError
 from tui.state.fleet_state import GpuState
@@ -124,6 +125,10 @@ class ReplayReads:
 
     def pipeline_status(self) -> PipelineStatus | None:
         """Not recorded (the history keeps the job's rates only)."""
+        return None
+
+    def job_energy(self) -> JobEnergy | None:
+        """Not recorded (the panels' energy is, in the history)."""
         return None
 
     def log_tail(self, path: Path, max_lines: int) -> list[str]:

@@ -103,7 +103,7 @@ class FleetApp(OperationHost, AlertsHost):
         """Seconds of poll delays since the status document was read (again at the interval)."""
         self._status_posted: PipelineStatusRead | None = None
         """The last status reading handed down (an equal one is not posted again)."""
-        self.history = history or HistoryRecorder.at(paths.history_file())
+        self.history: HistoryRecorder = history or HistoryRecorder.at(paths.history_file())
         """The fleet's time series, written in batches from a thread worker."""
         self.chart_source: SeriesSource | None = None
         """Where the generation pane's chart reads instead of ``history`` (``--prometheus``)."""

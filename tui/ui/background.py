@@ -24,6 +24,7 @@ from textual.screen import Screen
 from tui.ops.lock import OperationBusy
 from tui.ops.service import OperationError
 from tui.ui.format import duration
+from tui.ui.host import host_of
 from tui.ui.retune.progress import ApplyProgress, GpuRow
 
 OPERATION_SCREEN = "operation"
@@ -144,6 +145,6 @@ def close_report(screen: Screen[Any], finished: bool, result: object) -> None:
         screen.app.notify("It goes on in the background; w opens its report.", timeout=3)
         return
     screen.dismiss(result)
-    forget = getattr(screen.app, "forget_operation", None)
-    if forget is not None:
-        screen.app.call_after_refresh(forget, screen)
+    host = host_of(screen)
+    if host is not None:
+        host.call_after_refresh(host.forget_operation, screen)

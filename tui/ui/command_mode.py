@@ -22,6 +22,7 @@ from tui.ops.port import Fleet
 from tui.ui.command_bar import CommandBar, CommandEntered
 from tui.ui.command_line import CommandError, CommandLine, parse_command
 from tui.ui.describe import describe_servers
+from tui.ui.gate import app_is_read_only
 from tui.ui.grid.scope import scope_words
 from tui.ui.messages import OperationRequested, PanelOpened
 from tui.ui.readonly import READ_ONLY, changes_fleet
@@ -110,7 +111,7 @@ class CommandMode:
         kind = command.intent
         if kind is None:
             return
-        if changes_fleet(kind) and getattr(self.app, "readonly", False) is True:
+        if changes_fleet(kind) and app_is_read_only(self.app):
             raise CommandError(f"{command.verb} changes the fleet; the console is {READ_ONLY}")
         capabilities = self.port.capabilities()
         if kind not in capabilities:

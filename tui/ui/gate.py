@@ -22,6 +22,7 @@ from textual.binding import ActiveBinding, Binding, BindingsMap
 from textual.dom import DOMNode
 from textual.screen import Screen, ScreenResultType
 
+from tui.ui.host import host_of
 from tui.ui.readonly import BINDING_INTENTS, READ_ONLY, Intent, binding_changes_fleet
 
 READ_ONLY_REASON = f"the console is {READ_ONLY} (it only watches)"
@@ -30,7 +31,8 @@ READ_ONLY_REASON = f"the console is {READ_ONLY} (it only watches)"
 
 def app_is_read_only(node: DOMNode) -> bool:
     """Whether the app ``node`` belongs to runs read-only (``FleetApp.readonly``)."""
-    return getattr(node.app, "readonly", False) is True
+    host = host_of(node)
+    return host is not None and host.readonly
 
 
 def class_bindings(cls: type[DOMNode]) -> tuple[Binding, ...]:

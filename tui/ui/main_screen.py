@@ -158,7 +158,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         yield FleetRow(id="fleet-row").data_bind(
             fleet=MainScreen.fleet, status=MainScreen.pipeline_status
         )
-        pane = GenerationPane(id="generation").data_bind(
+        pane = GenerationPane(self.port.reads, id="generation").data_bind(
             status=MainScreen.pipeline_status, retune_marks=MainScreen.retune_marks
         )
         pane.display = False

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual.app import App
 from textual.screen import Screen
 
 from tui.ui.background import OPERATION_SCREEN, OperationReport
+from tui.ui.host import ConsoleHost
 from tui.ui.operation_strip import OperationStrip
 
 
-class OperationHost(App[None]):
+class OperationHost(ConsoleHost):
     """An app holding at most one background operation's report (``operation``)."""
 
-    operation: Screen[Any] | None = None
-    """The report of the operation running in the background (or of the last one, until its
-    report is closed)."""
     _operations = 0
     """Operations started (names each report's install)."""
 

@@ -27,6 +27,7 @@ from tui.ops.port import Fleet, FleetReads
 from tui.ops.types import StateFileError
 from tui.ui.autotune.strip_line import autotune_line
 from tui.ui.background import TICK_S, OperationReport
+from tui.ui.host import host_of
 
 AUTOTUNE_READ_S = 2.0
 """How often the autotune search's status document is read."""
@@ -81,7 +82,8 @@ class OperationStrip(Static):
 
     def refresh_line(self) -> None:
         """Show the operation's line, else the search's (hide the strip when neither)."""
-        report = getattr(self.app, "operation", None)
+        host = host_of(self)
+        report = host.operation if host is not None else None
         if isinstance(report, OperationReport):
             line: Content | None = report.strip_line()
         else:

@@ -19,7 +19,6 @@ import time
 from collections import deque
 from typing import Any
 
-from textual.app import App
 from textual.binding import Binding
 
 from tui.fleet.snapshot import FleetSnapshot
@@ -29,6 +28,7 @@ from tui.ops.alerts.runner import AlertRunner
 from tui.pipeline.status import PipelineStatus
 from tui.ui.alerts.alerts_screen import AlertsScreen
 from tui.ui.alerts.messages import AlertsRead
+from tui.ui.host import ConsoleHost
 from tui.ui.settings import SettingsError, load_console_settings
 
 ALERTS = "alerts-feed"
@@ -49,7 +49,7 @@ ALERTS_BINDING = Binding(
 names the key)."""
 
 
-class AlertsHost(App[None]):
+class AlertsHost(ConsoleHost):
     """The console's part that runs the alerts (see the module)."""
 
     alerts_on = False

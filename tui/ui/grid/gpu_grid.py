@@ -30,6 +30,7 @@ from tui.ui.grid.panel_graphs import (
     spark_top,
 )
 from tui.ui.grid.panel_lines import spark_cells
+from tui.ui.host import host_of
 
 
 class GpuGrid(ScrollableContainer, can_focus=False):
@@ -112,7 +113,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         if self._late_check is not None:
             self._late_check.cancel()
         if after_s is None:
-            after_s = float(getattr(self.app, "poll_interval_s", 1.0)) + self.LATE_AFTER_S
+            after_s = self._poll_interval_s() + self.LATE_AFTER_S
         self._late_check = asyncio.get_running_loop().call_later(after_s, self._reading_late)
 
     def _reading_late(self) -> None:
@@ -163,20 +164,30 @@ class GpuGrid(ScrollableContainer, can_focus=False):
             }
             self._graph_panels(due)
 
+    def _poll_interval_s(self) -> float:
+        """The console's seconds between polls (1 s in another app)."""
+        host = host_of(self)
+        return host.poll_interval_s if host is not None else 1.0
+
+    def _history(self) -> HistoryRecorder | None:
+        """The console's history (None in another app: no graphs)."""
+        host = host_of(self)
+        return host.history if host is not None else None
+
     def _graph_panels(self, views: list[GpuPanelView] | None = None) -> None:
         """Read the history for ``views`` (default: every panel), up to ``SETTLE_S`` ago (the
         buckets written completely): all the graphed metrics for the panels with spare rows
         (nvitop's per-GPU graphs), the sparkline's for the others."""
         wanted = self._views() if views is None else views
         reads = tuple(read for read in map(panel_read, wanted) if read is not None)
-        if reads and isinstance(getattr(self.app, "history", None), HistoryRecorder):
+        if reads and self._history() is not None:
             self._reads_issued += 1
             self._read_graphs(reads, self.clock() - SETTLE_S, self._reads_issued)
 
     @work(thread=True, group="panel-graphs", exit_on_error=False)
     def _read_graphs(self, reads: tuple[PanelRead, ...], now: float, number: int) -> None:
-        recorder = getattr(self.app, "history", None)
-        store = recorder.open() if isinstance(recorder, HistoryRecorder) else None
+        recorder = self._history()
+        store = recorder.open() if recorder is not None else None
         if store is not None:
             series = read_series(store, reads, now)
             self.app.call_from_thread(self._take_graphs, reads, series, number)
@@ -203,7 +214,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
 
     def _age_panels(self) -> None:
         """Tell each panel how late the next reading is (0 while it is not yet due)."""
-        every = float(getattr(self.app, "poll_interval_s", 1.0))
+        every = self._poll_interval_s()
         since = time.monotonic() - self._received_at
         late = max(since - every, 0.0)
         if late < self.LATE_AFTER_S:

@@ -14,11 +14,13 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
-from tui.history import HistoryError, HistoryRecorder
+from tui.history import HistoryError
 from tui.ops.marks import OperationMark
+from tui.ops.port import FleetReads
 from tui.pipeline.status import PipelineStatus
 from tui.ui.format import NA, duration, num, pct
 from tui.ui.history.chart import JOB, MIN_JOB_S, RANGES, ChartData, ChartRange, HistoryChart
+from tui.ui.host import host_of
 from tui.ui.pipeline.chart_read import chart_data
 from tui.ui.pipeline.energy_line import JobEnergyLine
 
@@ -193,8 +195,10 @@ class GenerationPane(Vertical, can_focus=True):
     range_label: reactive[str] = reactive(JOB.label)
     """Which of ``RANGES`` the chart shows (the job's whole life at first)."""
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, reads: FleetReads, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.reads = reads
+        """The console's port's reads (the job's energy ledger)."""
         self._stale = False
         """Readings arrived while the pane was hidden and are not shown yet."""
         self._chart_read_at: float | None = None
@@ -207,7 +211,7 @@ class GenerationPane(Vertical, can_focus=True):
         """Summary, progress bar, the output-rate chart with its markers, per-server share
         (beside the chart when the pane is wide)."""
         yield Static("no pipeline status document yet", id="pipeline-summary")
-        yield JobEnergyLine(id="pipeline-energy")  # the job's energy and cost (energy_line)
+        yield JobEnergyLine(self.reads, id="pipeline-energy")  # the job's energy and cost
         bar = PaneProgressBar(total=None, show_eta=False, id="pipeline-progress")
         bar.display = False  # until the pane is wide (``_fit_chart``)
         yield bar
@@ -260,9 +264,10 @@ class GenerationPane(Vertical, can_focus=True):
         on screen; hidden (the console's default), it woke the console 15 times a second for
         nothing, a tenth of its CPU on a busy fleet. A known total stops the timer anyway.
         """
-        shown = self.display and self.query_one("#pipeline-progress").display
+        progress = self.query_one("#pipeline-progress", ProgressBar)
+        shown = self.display and progress.display
+        indeterminate = progress.percentage is None
         for bar in self.query("#pipeline-progress #bar"):
-            indeterminate = getattr(bar, "percentage", None) is None
             bar.auto_refresh = BAR_ANIMATION_S if shown and indeterminate else None
 
     def _subtitle(self) -> None:
@@ -368,7 +373,8 @@ class GenerationPane(Vertical, can_focus=True):
         marks: tuple[OperationMark, ...],
         job_start: float | None,
     ) -> None:
-        source = getattr(self.app, "chart_source", None)
+        host = host_of(self)
+        source = host.chart_source if host is not None else None
         if source is not None:  # a Prometheus server: its answer or why not
             try:
                 data = chart_data(source, span, end, marks, job_start)
@@ -377,8 +383,8 @@ class GenerationPane(Vertical, can_focus=True):
                 return
             self.post_message(ChartRead(data, "no series in Prometheus for this range"))
             return
-        recorder = getattr(self.app, "history", None)
-        if not isinstance(recorder, HistoryRecorder):
+        recorder = host.history if host is not None else None
+        if recorder is None:
             self.post_message(ChartRead(None, "no history in this console"))
             return
         store = recorder.open()
