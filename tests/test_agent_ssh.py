@@ -22,9 +22,9 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from ssh_helpers import Sshd, SshdUnavailable, sshd
 
 from bench.simfleet import BASELINE, free_ports, sim_profile_text
-from tests.ssh_helpers import Sshd, SshdUnavailable, sshd
 from tui import paths
 from tui.agent import detached, pidfile
 
