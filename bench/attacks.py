@@ -314,7 +314,7 @@ def _foreign_uid(argv: list[str], root: Path) -> Run:
     )
 
 
-BAD_STATES: dict[str, Callable[[Workspace], None]] = {
+BAD_STATES: dict[str, Callable[[Workspace], object]] = {
     "version 99": lambda ws: ws.state_file.write_text('{"version": 99, "gpus": {}}'),
     "invalid current profile": lambda ws: ws.state_file.write_text(
         json.dumps(

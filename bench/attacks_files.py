@@ -127,11 +127,13 @@ def disk_rows(ws: Workspace, url: str) -> list[Row]:
     (job.out / "failures.jsonl").write_bytes(b'{"custom_id": "old"}\n{"custom_id": "to')
     run = ws.cli(job.args, timeout=120)
     set_mode(url, "ok")
-    data = (job.out / "failures.jsonl").read_bytes().splitlines()
-    whole = all(_json(line) for line in data) and len(data) == PROMPTS + 1
+    records = (job.out / "failures.jsonl").read_bytes().splitlines()
+    whole = all(_json(line) for line in records) and len(records) == PROMPTS + 1
     ok = run.rc == 3 and "cut off a torn last line" in run.err and whole and not run.traceback
     label = "failures.jsonl ends in half a line, next run"
-    rows.append(Row(label, run, f"{len(data)} lines, all JSON: {whole}", ok, run.line_with("torn")))
+    rows.append(
+        Row(label, run, f"{len(records)} lines, all JSON: {whole}", ok, run.line_with("torn"))
+    )
     return rows
 
 

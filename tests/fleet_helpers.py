@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator, Callable
 
 from tui import paths
 from tui.fleet.monitor import FleetMonitor
-from tui.fleet.snapshot import FleetSnapshot, ServerState
+from tui.fleet.snapshot import FleetSnapshot, ServerSnapshot, ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.simulated import SimulatedSource
+from tui.gpu.snapshot import GpuSnapshot
 
 
 async def poll_until(
@@ -45,8 +46,38 @@ async def sim_monitor(spec: ServerSpec) -> AsyncIterator[FleetMonitor]:
         await monitor.aclose()
 
 
+def served(snap: FleetSnapshot, panel: int = 0) -> ServerSnapshot:
+    """The server of panel ``panel`` (which must be there)."""
+    server = snap.panels[panel].server
+    assert server is not None, f"panel {panel} has no server: {snap}"
+    return server
+
+
+def reading(snap: FleetSnapshot, panel: int = 0) -> GpuSnapshot:
+    """The GPU reading of panel ``panel`` (which must be there)."""
+    gpu = snap.panels[panel].gpu
+    assert gpu is not None, f"panel {panel} has no GPU reading: {snap}"
+    return gpu
+
+
 def first_state(snap: FleetSnapshot) -> ServerState:
     """The state of the first panel's server (which must be there)."""
-    server = snap.panels[0].server
-    assert server is not None
-    return server.state
+    return served(snap).state
+
+
+class MarksOnly:
+    """A monitor (``tui.ops.local.Monitor``) that records the STOPPING marks an operation sets,
+    in order, and follows nothing: an empty snapshot, no logs."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, bool]] = []
+        """Each ``mark_stopping(gpu, stopping)``, in order."""
+
+    async def poll(self) -> FleetSnapshot:
+        return FleetSnapshot()
+
+    def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
+        self.seen.append((gpu, stopping))
+
+    def log_paths(self) -> dict[int, str]:
+        return {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,12 +31,30 @@ class FakeDevice:
     processes: list[tuple[int, int | None]] = field(default_factory=list)
 
 
-def make_fake_pynvml(devices: list[FakeDevice], v2_memory: bool = True) -> types.ModuleType:
+class FakePynvml(types.ModuleType):
+    """A module with pynvml's names (the code under test imports it as one); the constants and
+    the fake's own records are typed here, its functions are set by ``make_fake_pynvml``."""
+
+    NVMLError: type[Exception]
+    NVML_TEMPERATURE_GPU: int
+    NVML_CLOCK_SM: int
+    NVML_CLOCK_MEM: int
+    NVML_PCIE_UTIL_TX_BYTES: int
+    NVML_PCIE_UTIL_RX_BYTES: int
+    nvmlMemory_v2: int
+    nvmlInit: Callable[[], None]
+    calls: dict[str, int]
+    """How many times each function was called, by name."""
+    initialised: bool
+    """nvmlInit ran and nvmlShutdown did not since."""
+
+
+def make_fake_pynvml(devices: list[FakeDevice], v2_memory: bool = True) -> FakePynvml:
     """Build a module object with pynvml's names, backed by ``devices``.
 
     ``calls`` on the module counts each function's calls, so tests can see what was queried.
     """
-    lib = types.ModuleType("fake_pynvml")
+    lib = FakePynvml("fake_pynvml")
 
     class NVMLError(Exception):
         pass
@@ -63,8 +82,8 @@ def make_fake_pynvml(devices: list[FakeDevice], v2_memory: bool = True) -> types
     lib.calls = calls
     lib.initialised = False
 
-    def counted(name: str):  # type: ignore[no-untyped-def]
-        def wrap(fn):  # type: ignore[no-untyped-def]
+    def counted(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
             def inner(*args: Any, **kwargs: Any) -> Any:
                 calls[name] = calls.get(name, 0) + 1
                 return fn(*args, **kwargs)
@@ -120,7 +139,7 @@ def make_fake_pynvml(devices: list[FakeDevice], v2_memory: bool = True) -> types
     return lib
 
 
-def failing_pynvml(error_name: str) -> types.ModuleType:
+def failing_pynvml(error_name: str) -> FakePynvml:
     """A fake pynvml whose nvmlInit raises ``NVMLError_<error_name>``."""
     lib = make_fake_pynvml([])
 

@@ -50,11 +50,13 @@ BUCKET = "gpufleet-test"
 """The bucket ``moto_with_bucket`` creates."""
 
 
-def wait_until(predicate: object, timeout: float, what: str, interval: float = 0.02) -> None:
+def wait_until(
+    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.02
+) -> None:
     """Poll ``predicate()`` until true; fail with ``what`` after ``timeout`` seconds."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if predicate():  # type: ignore[operator]
+        if predicate():
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
@@ -258,7 +260,7 @@ def requests_served(server: ProcessServer) -> int:
     return int(httpx.get(server.url + "/_stats", timeout=5).json()["requests"])
 
 
-def read_shards(out_dir: Path) -> Iterator[dict[str, object]]:
+def read_shards(out_dir: Path) -> Iterator[dict[str, Any]]:
     """Every record of every final shard in ``out_dir``."""
     for path in sorted(out_dir.glob("shard-*.jsonl")):
         with open(path) as handle:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tui.retune.events import EffectiveValues, RequestedValues
 from tui.retune.ports import GpuLaunchSpec, LaunchError, ServerSignal, Stopped
@@ -154,11 +155,11 @@ class FakeProbe:
         return {g: self.total / len(gpus) for g in gpus}
 
 
-def ready_script(ready_at: float = 0.05, **kw: object) -> Script:
+def ready_script(ready_at: float = 0.05, **kw: Any) -> Script:
     """A server that walks through two phases and becomes ready."""
     signals = [
         (0.0, ServerSignal("phase", "loading weights")),
         (0.01, ServerSignal("effective", effective=EffectiveValues(kv_tokens=798080))),
         (0.02, ServerSignal("phase", "capturing CUDA graphs")),
     ]
-    return Script(signals=signals, ready_at=ready_at, **kw)  # type: ignore[arg-type]
+    return Script(signals=signals, ready_at=ready_at, **kw)

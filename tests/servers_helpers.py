@@ -18,6 +18,8 @@ Reply = tuple[int, str, str]
 """(status, content type, body)."""
 OK: Reply = (200, "text/plain", "")
 UNAVAILABLE: Reply = (503, "text/plain", "")
+Route = Reply | list[Reply] | Callable[[], Reply]
+"""A reply, replies served in turn (the last one repeats), or a function that gives one."""
 REMOTE = "127.0.0.2"
 """Loopback, but not an address the monitor treats as local (no process discovery)."""
 
@@ -45,7 +47,7 @@ class CannedServer:
     """Routes path -> reply, or path -> list of replies served in turn (the last one repeats)."""
 
     port: int = 0
-    routes: dict[str, Reply | list[Reply] | Callable[[], Reply]] = field(default_factory=dict)
+    routes: dict[str, Route] = field(default_factory=dict)
     hits: dict[str, int] = field(default_factory=dict)
     release: threading.Event = field(default_factory=threading.Event)
     """Set to let every handler blocked in a slow route finish (done at teardown)."""
@@ -87,7 +89,7 @@ def idle_metrics_reply() -> Reply:
 
 @contextmanager
 def canned_server(
-    routes: dict[str, Reply | list[Reply] | Callable[[], Reply]],
+    routes: dict[str, Route],
     host: str = "127.0.0.1",
 ) -> Iterator[CannedServer]:
     """Serve ``routes`` on ``host`` (a loopback address) at a free port until the block exits.
@@ -137,13 +139,13 @@ async def five_polls_of_a_loaded_server() -> tuple[ServerSnapshot, dict[str, int
     from tui.fleet.spec import FleetSpec, ServerSpec
     from tui.gpu.source import NoGpuSource
 
-    routes: dict[str, object] = {
+    routes: dict[str, Route] = {
         "/ready": OK,
         "/metrics": metrics_reply(),
         "/server_info": json_reply('{"max_running_requests": 64}'),
     }
     clock = FakeClock()
-    with canned_server(routes, host=REMOTE) as server:  # type: ignore[arg-type]
+    with canned_server(routes, host=REMOTE) as server:
         spec = FleetSpec((ServerSpec(0, server.port, host=REMOTE),))
         monitor = FleetMonitor(spec, NoGpuSource("none"), probe_timeout=2.0, clock=clock)
         try:

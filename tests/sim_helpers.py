@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,11 +90,11 @@ def active_requests(port: int) -> int:
     return parse_request_counts(body).active or 0
 
 
-def wait_until(predicate: object, timeout: float, interval: float = 0.05) -> bool:
+def wait_until(predicate: Callable[[], object], timeout: float, interval: float = 0.05) -> bool:
     """Poll ``predicate()`` until true or the deadline; returns whether it became true."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
+        if predicate():
             return True
         time.sleep(interval)
     return False

@@ -27,11 +27,11 @@ from tui.ops.cli import apply as apply_cli
 from tui.ops.cli import status as status_cli
 from tui.ops.journal import read_journal
 from tui.ops.service import FleetOps
-from tui.profiles import load_named, profile_from_dict, profile_to_dict, save_profile
+from tui.profiles import Profile, load_named, profile_from_dict, profile_to_dict, save_profile
 from tui.retune.events import GpuPhase
 from tui.retune.options import ApplyOptions
 from tui.rollout.fleet_verdict import VerdictWindows
-from tui.rollout.rollout import RolloutOptions
+from tui.rollout.rollout import RolloutOptions, RolloutResult
 from tui.state.fleet_state import read_fleet, read_records
 
 SPEED = 20.0
@@ -101,10 +101,10 @@ def test_a_script_started_fleet_is_adopted_then_rolled_out_under_the_job(
         kill_strays(ports)
 
 
-async def _roll_out(adopted: object, script_pids: dict[int, int]) -> object:
+async def _roll_out(adopted: Profile, script_pids: dict[int, int]) -> RolloutResult:
     """Roll a retuned copy of the adopted profile out; at each GPU's stop, the script's servers
     not yet replaced must still run (one GPU's stop never reaches the shared group)."""
-    doc = profile_to_dict(adopted)  # type: ignore[arg-type]
+    doc = profile_to_dict(adopted)
     doc["name"] = "retuned"
     doc["server"]["max_running_requests"] = 24
     retuned = profile_from_dict(doc, default_name="retuned")

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -79,9 +80,9 @@ async def test_an_agent_fires_the_crash_of_a_killed_server_and_serves_it(tmp_pat
         agent = Agent(config, monitor, FleetOps())
         async with agent.running():
 
-            async def until(done: object, what: str) -> None:
+            async def until(done: Callable[[], object], what: str) -> None:
                 deadline = time.monotonic() + 30
-                while not done():  # type: ignore[operator]
+                while not done():
                     assert time.monotonic() < deadline, what
                     await asyncio.sleep(0.1)  # the agent's own loop refreshes the view
 

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -32,7 +33,8 @@ from tui.ui.confirm import ConfirmScreen
 pytestmark = [pytest.mark.timeout(150)]
 
 
-def status_doc(node: Node) -> dict[str, object]:
+def status_doc(node: Node) -> dict[str, Any]:
+    """The job's status document as JSON reads it ({} before it is written)."""
     try:
         return dict(json.loads((node.root / "state" / "pipeline" / "status.json").read_text()))
     except (OSError, ValueError):

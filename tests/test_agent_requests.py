@@ -45,7 +45,8 @@ def test_a_rollback_may_carry_the_profile_it_expects_and_nothing_else_may() -> N
 
 def test_a_kill_may_carry_the_operator_s_drain_deadline_and_nothing_else_may() -> None:
     assert decode({"kind": "kill", "gpus": [1], "drain_s": 90}) == Kill((1,), drain_s=90.0)
-    assert decode({"kind": "kill", "gpus": [1]}).drain_s is None  # type: ignore[attr-defined]
+    kill = decode({"kind": "kill", "gpus": [1]})
+    assert isinstance(kill, Kill) and kill.drain_s is None
     for bad in (0, -1, 2e6):
         with pytest.raises(CodecError, match=r"^drain_s: .* must be seconds in \(0, 1000000\]$"):
             decode({"kind": "kill", "gpus": [1], "drain_s": bad})
@@ -71,7 +72,8 @@ def test_every_field_is_checked_before_anything_runs() -> None:
         decode({"kind": "rollout_back", "batch": 65})
     with pytest.raises(CodecError, match=r"^profile: '../etc/passwd' must be a profile name"):
         decode({"kind": "canary", "profile": "../etc/passwd", "gpu": 0})
-    assert decode({"kind": "relaunch", "gpus": [2, 0, 2]}).gpus == (0, 2)  # type: ignore[attr-defined]
+    relaunch = decode({"kind": "relaunch", "gpus": [2, 0, 2]})
+    assert isinstance(relaunch, commands.Relaunch) and relaunch.gpus == (0, 2)
 
 
 def test_every_command_crosses_the_wire_and_back_the_same() -> None:

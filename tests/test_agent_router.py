@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -89,18 +90,24 @@ def registered(url: str) -> set[str]:
     return {w["url"].rstrip("/") for w in workers}
 
 
-def wait_until(check: object, timeout: float, what: str, detail: object = None) -> None:
+def wait_until(
+    check: Callable[[], object],
+    timeout: float,
+    what: str,
+    detail: Callable[[], object] | None = None,
+) -> None:
     """Poll ``check`` until true; on timeout fail with ``what`` and what ``detail()`` says."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
+        if check():
             return
         time.sleep(0.2)
     said = f": {detail()}" if callable(detail) else ""
     raise AssertionError(f"{what} not within {timeout:.0f} s{said}")
 
 
-def status_of(path: Path) -> dict[str, object]:
+def status_of(path: Path) -> dict[str, Any]:
+    """The job's status document as JSON reads it ({} before it is written)."""
     try:
         return dict(json.loads(path.read_text()))
     except (OSError, ValueError):
@@ -118,8 +125,8 @@ def test_job_through_the_router_survives_a_killed_server(tmp_path: Path) -> None
                 # Distinct openings: cache-aware routing sends shared prefixes to one worker.
                 opening = hashlib.sha256(str(i).encode()).hexdigest()[:12]
                 body = {"model": "default", "prompt": f"{opening} story.", "max_tokens": MAX_TOKENS}
-                line = {"custom_id": f"q-{i}", "method": "POST", "url": "/v1/completions"}
-                handle.write(json.dumps({**line, "body": body}) + "\n")
+                request = {"custom_id": f"q-{i}", "method": "POST", "url": "/v1/completions"}
+                handle.write(json.dumps({**request, "body": body}) + "\n")
         out, status = tmp_path / "out", tmp_path / "status.json"
         argv = [sys.executable, "-m", "tui", "generate", "--prompts", str(prompts)]
         argv += ["--out", str(out), "--status", str(status), "--router", url]

@@ -8,6 +8,7 @@ import os
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -254,8 +255,8 @@ async def test_a_canary_whose_controls_made_no_tokens_ends_the_search(tmp_path: 
     async def back_to(profile: Profile, gpus: list[int] | None = None) -> None:
         back.append(profile.name)
 
-    tuner._canary = canary  # type: ignore[method-assign]
-    tuner._back_to = back_to  # type: ignore[method-assign]
+    tuner._canary = canary  # type: ignore[method-assign]  # the test's stand-in
+    tuner._back_to = back_to  # type: ignore[method-assign]  # the test's stand-in
     move = Candidate.of({"max_running_requests": 72})
     best = Ranked(move, preflight(inc, 0), (1.0,))
     assert await tuner._try(best, [1]) == IDLE_FLEET
@@ -311,7 +312,7 @@ def test_status_is_replaced_whole_and_requests_older_than_the_search_are_ignored
     assert read_request(time.time() - 60) is not None
     assert read_request(time.time() + 60) is None
     with pytest.raises(ValueError, match="allowed: pause, resume, stop"):
-        request("kill")  # type: ignore[arg-type]
+        request("kill")  # type: ignore[arg-type]  # not an action, on purpose
     status_file().write_text("{not json")
     with pytest.raises(StateFileError, match=r"status\.json"):
         read_status()
@@ -377,6 +378,11 @@ def test_coupled_knobs_also_move_together_one_step_each() -> None:
     assert coupled_moves(space_from([("max_running_requests", (16, 24))]), current) == []
 
 
+def key_of(move: Candidate | None) -> str | None:
+    """A move's key (None: no move)."""
+    return None if move is None else move.key()
+
+
 def test_further_takes_a_better_move_on_along_its_line() -> None:
     space = space_from(
         [
@@ -387,14 +393,14 @@ def test_further_takes_a_better_move_on_along_its_line() -> None:
     )
     incumbent = {"max_mamba_cache_size": 80, "max_running_requests": None}
     up = Candidate.of({"max_mamba_cache_size": 120})
-    assert [further(space, incumbent, up, n).key() for n in (1, 2, 4)] == [  # type: ignore[union-attr]
+    assert [key_of(further(space, incumbent, up, n)) for n in (1, 2, 4)] == [
         "max_mamba_cache_size=160",
         "max_mamba_cache_size=200",
         "max_mamba_cache_size=280",
     ]
-    assert further(space, incumbent, up, 9).key() == "max_mamba_cache_size=280"  # type: ignore[union-attr]
+    assert key_of(further(space, incumbent, up, 9)) == "max_mamba_cache_size=280"
     down = Candidate.of({"max_mamba_cache_size": 200})
-    assert further(space, {"max_mamba_cache_size": 240}, down, 2).key() == (  # type: ignore[union-attr]
+    assert key_of(further(space, {"max_mamba_cache_size": 240}, down, 2)) == (
         "max_mamba_cache_size=120"
     )
     # at the end of the list, or from SGLang's automatic value, there is no line to follow
@@ -403,7 +409,7 @@ def test_further_takes_a_better_move_on_along_its_line() -> None:
     # a coupled move goes on together; a knob at its end stays while the other moves on
     pair = Candidate.of({"max_mamba_cache_size": 240, "max_running_requests": 32})
     start = {"max_mamba_cache_size": 200, "max_running_requests": 24}
-    assert further(space, start, pair, 1).key() == (  # type: ignore[union-attr]
+    assert key_of(further(space, start, pair, 1)) == (
         "max_mamba_cache_size=280,max_running_requests=32"
     )
 
@@ -457,8 +463,8 @@ def _tuner_with_canary(
     async def back_to(profile: Profile, gpus: list[int] | None = None) -> None:
         back.append(profile.name)
 
-    tuner._canary = canary  # type: ignore[method-assign]
-    tuner._back_to = back_to  # type: ignore[method-assign]
+    tuner._canary = canary  # type: ignore[method-assign]  # the test's stand-in
+    tuner._back_to = back_to  # type: ignore[method-assign]  # the test's stand-in
     return tuner, back
 
 
@@ -501,7 +507,8 @@ async def test_a_job_that_ends_during_a_trial_abandons_it_and_spends_no_regressi
 
     tuner, back = _tuner_with_canary(tmp_path, [_load_changed(idle=True)])
     move = Candidate.of({"max_running_requests": 72})
-    best = Ranked(move, preflight(tuner.incumbent, 0), (1.0,))  # type: ignore[arg-type]
+    assert tuner.incumbent is not None
+    best = Ranked(move, preflight(tuner.incumbent, 0), (1.0,))
     tuner.visited.add(point_key(apply_move(tuner.knobs, move)))
     reason = await tuner._try(best, [1])
     assert reason == JOB_STOPPED.format(index=1)
@@ -520,7 +527,8 @@ async def test_a_trial_the_load_changed_under_is_measured_again_once(tmp_path: P
 
     tuner, back = _tuner_with_canary(tmp_path, [_load_changed(idle=False)])
     move = Candidate.of({"max_running_requests": 72})
-    best = Ranked(move, preflight(tuner.incumbent, 0), (1.0,))  # type: ignore[arg-type]
+    assert tuner.incumbent is not None
+    best = Ranked(move, preflight(tuner.incumbent, 0), (1.0,))
     point = point_key(apply_move(tuner.knobs, move))
     tuner.visited.add(point)
     assert await tuner._try(best, [1]) is None  # the search goes on
@@ -552,7 +560,8 @@ async def test_only_a_worse_verdict_spends_the_regression_budget(tmp_path: Path)
     noisy = result([200.0, 1100.0, 300.0, 1000.0, 400.0, 600.0])
     assert noisy.tokens is not None and noisy.tokens.relative < -0.25 < noisy.tokens.rel_high
     tuner, _ = _tuner_with_canary(tmp_path, [noisy])
-    best = Ranked(Candidate.of({"max_running_requests": 72}), preflight(tuner.incumbent, 0), ())  # type: ignore[arg-type]
+    assert tuner.incumbent is not None
+    best = Ranked(Candidate.of({"max_running_requests": 72}), preflight(tuner.incumbent, 0), ())
     assert await tuner._try(best, [1]) is None
     assert tuner.records[-1].decision == "dropped"
     # -40%, its interval below 0: the budget is spent, the search ends
@@ -606,13 +615,13 @@ async def test_the_status_stays_live_through_a_canary_and_lists_the_line_s_pendi
         15, Candidate.of({"max_mamba_cache_size": 160}), "a-15", "inc", preflight(inc, 0)
     )
     tuner.pending[15] = replace(best, why="the best of its line so far")
-    written: list[dict[str, object]] = []
+    written: list[dict[str, Any]] = []
 
     async def status() -> None:
         tuner._tick()
         written.append(status_document(tuner))
 
-    tuner._status = status  # type: ignore[method-assign]
+    tuner._status = status  # type: ignore[method-assign]  # the test's stand-in
     done = CanaryResult("c", 0, (1,), "inc", "not measured", "", None, None)
 
     class Ops:
@@ -623,13 +632,13 @@ async def test_the_status_stays_live_through_a_canary_and_lists_the_line_s_pendi
                 await asyncio.sleep(0.01)
             return replace(done, report=verify_report(0, "c"))
 
-    tuner.ops = Ops()  # type: ignore[assignment]
+    tuner.ops = Ops()  # type: ignore[assignment]  # a stand-in: only its canary is called
     result, stop = await tuner._canary(inc, [1])
     assert result is not None and not stop
     assert len(written) >= 3, "the status was not rewritten during the canary"
-    spent = [doc["spent"]["wall_s"] for doc in written]  # type: ignore[index]
+    spent = [doc["spent"]["wall_s"] for doc in written]
     assert spent == sorted(spent) and spent[-1] > spent[0]
     # the line's best stays listed while it is undecided
-    listed = [c["index"] for c in written[-1]["candidates"]]  # type: ignore[union-attr]
+    listed = [c["index"] for c in written[-1]["candidates"]]
     assert 15 in listed
-    assert "#15 max_mamba_cache_size=160: pending" in describe_status(written[-1])  # type: ignore[arg-type]
+    assert "#15 max_mamba_cache_size=160: pending" in describe_status(written[-1])

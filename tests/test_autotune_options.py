@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,9 @@ def test_ranges_give_their_values_and_a_blank_step_gives_the_defaults_in_the_ran
         (lambda: budget_of("1h", 10, "100%"), "max_regression '100%': allowed range (0, 1)"),
     ],
 )  # fmt: skip
-def test_bad_values_get_one_line_naming_the_field_and_the_range(call, message) -> None:  # type: ignore[no-untyped-def]
+def test_bad_values_get_one_line_naming_the_field_and_the_range(
+    call: Callable[[], object], message: str
+) -> None:
     with pytest.raises(OptionsError) as caught:
         call()
     assert message in str(caught.value)

@@ -78,7 +78,7 @@ def ops() -> FleetOps:
 
 def options(*knobs: tuple[str, tuple[float, ...]], max_regression: float = 0.9) -> AutotuneOptions:
     return AutotuneOptions(
-        space=space_from([(k, tuple(v)) for k, v in knobs]),  # type: ignore[misc]
+        space=space_from([(k, tuple(v)) for k, v in knobs]),
         budget=Budget(wall_s=300.0, explore_gpu_s=500.0, max_regression=max_regression),
         gpu=0,
         canary=CANARY,

@@ -66,8 +66,8 @@ def tuner_on(
     async def back_to(profile: Profile, gpus: list[int] | None = None) -> None:
         back.append(profile.name)
 
-    tuner._canary = canary  # type: ignore[method-assign]
-    tuner._back_to = back_to  # type: ignore[method-assign]
+    tuner._canary = canary  # type: ignore[method-assign]  # the test's stand-in
+    tuner._back_to = back_to  # type: ignore[method-assign]  # the test's stand-in
     return tuner, back
 
 
@@ -100,16 +100,16 @@ async def test_within_the_limit_or_without_one_it_is_kept_and_unmeasured_is_not_
     profile = tuner.incumbent
 
     def trial(result: CanaryResult) -> Trial:
-        return Trial(best, profile, replace(tuner.records[0]) if tuner.records else None, result)  # type: ignore[arg-type]
+        record = replace(tuner.records[0]) if tuner.records else None
+        return Trial(best, profile, record, result)  # type: ignore[arg-type]  # None: the limit reads no record
 
     assert tuner._over_ttft_limit(trial(better(1.9))) is None
     assert tuner._over_ttft_limit(trial(better(None))) == (
         "TTFT p90 not measured (too few requests (canary n=3, control n=300; a p90 needs 20)): "
         "--max-ttft-p90 2 s cannot be checked"
     )
-    assert tuner._over_ttft_limit(trial(replace(better(1.9), beside=None))).startswith(  # type: ignore[union-attr]
-        "TTFT p90 not measured (not read)"
-    )
+    unread = tuner._over_ttft_limit(trial(replace(better(1.9), beside=None)))
+    assert unread is not None and unread.startswith("TTFT p90 not measured (not read)")
     free, _ = tuner_on(tmp_path, better(40.0), limit=None)
     assert free._over_ttft_limit(trial(better(40.0))) is None  # the default: no limit
 

@@ -18,6 +18,7 @@ from tui.autotune.options import AutotuneOptions
 from tui.autotune.search import Autotuner
 from tui.autotune.space import Candidate, SearchSpace, candidate_profile, knobs_of
 from tui.autotune.strategy import Ranked, apply_move, held_batch, rank
+from tui.autotune.trials import Trial
 from tui.ops.service import FleetOps
 from tui.profiles import Profile, load_profile
 from tui.retune.preflight import Preflight, model_for, preflight
@@ -43,8 +44,11 @@ async def test_a_whole_move_sets_the_pool_and_the_fraction_a_batch_needs() -> No
     current = preflight(BASE, 0)
     assert current.max_running_effective == 16  # 80 slots, 5 a request
 
-    async def predict(move: Candidate) -> Preflight | None:
+    def predicted(move: Candidate) -> Preflight:
         return preflight(candidate_profile(BASE, move, "p"), 0)
+
+    async def predict(move: Candidate) -> Preflight | None:
+        return predicted(move)
 
     moves = await whole_moves(space, knobs, current, predict, 2500)
     by_batch = {int(m.as_dict()["max_running_requests"]): m.as_dict() for m in moves}
@@ -58,7 +62,7 @@ async def test_a_whole_move_sets_the_pool_and_the_fraction_a_batch_needs() -> No
     }
     # 80 running: 400 slots with 3 speculative steps fit only at 0.93, on 704 KV tokens
     assert 80 not in by_batch
-    ranked = rank([(m, await predict(m)) for m in moves])  # type: ignore[misc]
+    ranked = rank([(m, predicted(m)) for m in moves])
     assert ranked[0].candidate.as_dict()["max_running_requests"] == 72
     assert held_batch(ranked[0].prediction, 2500) == 72
 
@@ -112,12 +116,12 @@ class Modelled(Autotuner):
     async def _back_to(self, profile: Profile, gpus: list[int] | None = None) -> None:
         return None
 
-    async def _adopt(self, trial: object) -> str | None:
-        assert isinstance(trial.move, Ranked)  # type: ignore[attr-defined]
-        self.incumbent = trial.profile  # type: ignore[attr-defined]
-        self.knobs = apply_move(self.knobs, trial.move.candidate)  # type: ignore[attr-defined]
+    async def _adopt(self, trial: Trial) -> str | None:
+        assert isinstance(trial.move, Ranked)
+        self.incumbent = trial.profile
+        self.knobs = apply_move(self.knobs, trial.move.candidate)
         self.measured = []
-        await self._finish(trial.record, "kept", "adopted")  # type: ignore[attr-defined]
+        await self._finish(trial.record, "kept", "adopted")
         return None
 
     async def _status(self) -> None:

@@ -48,14 +48,18 @@ OPTIONS = CanaryOptions(
 )
 
 
+Row = tuple[float, dict[int, str], dict[int, int]]
+"""One of the test's own readings: (time.time(), text per port, mJ per GPU)."""
+
+
 @dataclass
 class Scrapes:
-    """What the test read itself, every ~0.15 s: (time.time(), text per port, mJ per GPU)."""
+    """What the test read itself, every ~0.15 s."""
 
-    rows: list[tuple[float, dict[int, str], dict[int, int]]] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
-    def nearest(self, wall: float) -> tuple[float, dict[int, str], dict[int, int]]:
+    def nearest(self, wall: float) -> Row:
         return min(self.rows, key=lambda row: abs(row[0] - wall))
 
 
@@ -81,7 +85,7 @@ def loaded(
         yield both
 
 
-def ttft_p90(rows: tuple[tuple, tuple], ports: list[int]) -> float:
+def ttft_p90(rows: tuple[Row, Row], ports: list[int]) -> float:
     """The reference p90 of ``ports``' TTFT increase between two of the test's scrapes."""
     (_, start, _), (_, end, _) = rows
     total = None
@@ -90,6 +94,13 @@ def ttft_p90(rows: tuple[tuple, tuple], ports: list[int]) -> float:
         total = grown if total is None else plus(total, grown)
     assert total is not None
     return reference_quantile(0.9, total)
+
+
+def counted(text: str) -> float:
+    """The output-token counter of one scrape (which must have it)."""
+    tokens = output_tokens(text)
+    assert tokens is not None, "a scrape without the output-token counter"
+    return tokens
 
 
 async def test_a_starved_canary_reports_ttft_up_and_tokens_per_joule_down(
@@ -127,7 +138,7 @@ async def test_a_starved_canary_reports_ttft_up_and_tokens_per_joule_down(
     (_, t0, e0), (_, t1, e1) = rows
     for side, gpus in ((canary, [0]), (control, [1, 2])):
         ports = [fleet.ports[g] for g in gpus]
-        tokens = sum(output_tokens(t1[p]) - output_tokens(t0[p]) for p in ports)  # type: ignore[operator]
+        tokens = sum(counted(t1[p]) - counted(t0[p]) for p in ports)
         joules = sum(e1[g] - e0[g] for g in gpus) / 1000.0
         assert side.tokens_per_joule == pytest.approx(tokens / joules, rel=0.1), side
     tpj = beside.tokens_per_joule

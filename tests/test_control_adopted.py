@@ -22,6 +22,7 @@ from control_helpers import parent_argv, read_pids, reaper, running
 
 from bench.ports import free_port
 from tui.control import IdentityMismatch, stop, verify
+from tui.control.stop import StopMode
 from tui.control.stop_release import stop_and_release
 from tui.servers.procinfo import boot_id, cmdline_digest, start_ticks
 from tui.state.fleet_state import ProcessRecord, put_record, read_records
@@ -85,12 +86,12 @@ def test_an_adopted_server_is_verified_without_a_launch_id(
 
 @pytest.mark.parametrize("mode", ["terminate", "kill"])
 def test_its_stop_signals_its_own_processes_never_the_shared_group(
-    two_servers: tuple[tuple[int, int], tuple[int, int], int], mode: str
+    two_servers: tuple[tuple[int, int], tuple[int, int], int], mode: StopMode
 ) -> None:
     """Server A is stopped the fast way (the group's signal for a launched server): A and its
     child go; B, its child and the launcher, all in the same group, live on."""
     (a_main, a_child), (b_main, b_child), launcher = two_servers
-    result = stop(adopted(a_main), term_timeout=5, kill_timeout=5, mode=mode)  # type: ignore[arg-type]
+    result = stop(adopted(a_main), term_timeout=5, kill_timeout=5, mode=mode)
     assert result.outcome in ("terminated", "killed") and not result.survivors
     assert not running(a_main) and not running(a_child)
     assert running(b_main) and running(b_child) and running(launcher)
@@ -121,7 +122,7 @@ def test_another_command_line_at_its_pid_is_refused_and_nothing_is_signalled(
     forged = replace(adopted(a_main), cmdline_digest=cmdline_digest(["python", "-m", "other"]))
     for mode in ("drain", "terminate", "kill"):
         with pytest.raises(IdentityMismatch, match="its command line differs from the one adopted"):
-            stop(forged, term_timeout=1, kill_timeout=1, mode=mode)  # type: ignore[arg-type]
+            stop(forged, term_timeout=1, kill_timeout=1, mode=mode)
     assert running(a_main) and running(a_child)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ssl
 import time
+from functools import partial
 from typing import Any
 
 import pytest
@@ -60,9 +61,7 @@ async def test_every_stop_of_a_large_fleet_runs_at_once() -> None:
         together.wait()
         return StopReleased(gpu, "done", f"GPU {gpu}: stopped")
 
-    results = await asyncio.gather(
-        *(in_stop_thread(lambda gpu=gpu: stop(gpu)) for gpu in range(gpus))  # type: ignore[misc]
-    )
+    results = await asyncio.gather(*(in_stop_thread(partial(stop, gpu)) for gpu in range(gpus)))
     assert [r.gpu for r in results] == list(range(gpus)) and all(r.ok for r in results)
 
 

@@ -23,6 +23,7 @@ from control_helpers import parent_argv, read_pids, reaper, running, wait_for
 from bench.ports import free_port
 from tui import paths
 from tui.control import IdentityMismatch, ManagedProcess, launch, stop, verify
+from tui.control.stop import StopMode
 from tui.control.stop_release import stop_and_release
 from tui.state.files import StateFileError
 from tui.state.fleet_state import ProcessRecord, put_record, read_fleet, read_records
@@ -100,6 +101,7 @@ def test_start_ticks_are_read_past_a_command_name_with_spaces_and_parentheses() 
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "named"
         assert psutil.Process(child.pid).name() == "x) (y z"
+        # psutil's own parse of the stat line (private, untyped): the reference to compare with
         expected = psutil.Process(child.pid)._proc.create_time(monotonic=True)  # type: ignore[attr-defined]
         ticks = start_ticks(child.pid)
         assert ticks is not None
@@ -231,7 +233,7 @@ def test_a_truly_foreign_process_recorded_is_never_signalled(tmp_path: Path) -> 
             forged = replace(proc.record, pid=stranger.pid, pgid=stranger.pid)
             for mode in ("drain", "terminate", "kill"):
                 with pytest.raises(IdentityMismatch, match="its start time \\(ticks") as err:
-                    stop(forged, term_timeout=1, kill_timeout=1, mode=mode)  # type: ignore[arg-type]
+                    stop(forged, term_timeout=1, kill_timeout=1, mode=mode)
                 assert err.value.gone
                 assert running(stranger.pid)
             legacy = replace(forged, start_ticks=0, boot_id="")
@@ -290,7 +292,7 @@ def test_an_environment_that_may_not_be_read_is_never_taken_for_ours(
 
 @pytest.mark.parametrize("mode", ["kill", "terminate"])
 def test_a_live_server_with_a_foreign_pgid_gets_only_its_own_processes_signalled(
-    tmp_path: Path, mode: str
+    tmp_path: Path, mode: StopMode
 ) -> None:
     """The measured case: the record's pgid names a stranger's group of three. The stop acts on
     the verified server (its pid and children, one by one) and says why; the group keeps all
@@ -304,7 +306,7 @@ def test_a_live_server_with_a_foreign_pgid_gets_only_its_own_processes_signalled
             0,
             read_records()[0],
             lambda gpu: set(),
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
         )
         assert outcome.status == "done", outcome.message
         assert not running(parent) and not running(child)
@@ -344,7 +346,7 @@ def test_pgid_one_is_never_signalled(tmp_path: Path, monkeypatch: pytest.MonkeyP
         for mode in ("kill", "terminate"):
             record = replace(proc.record, pgid=1)
             if running(parent):
-                stop(record, term_timeout=0.3, kill_timeout=5, mode=mode)  # type: ignore[arg-type]
+                stop(record, term_timeout=0.3, kill_timeout=5, mode=mode)
         assert 1 not in groups_signalled and groups_signalled == []
         assert not running(parent) and not running(child)
 

@@ -26,13 +26,14 @@ from tui.ops import demo
 from tui.ops.commands import StartPipeline
 from tui.ops.demo import demo_prompts_file, ensure_prompts, fresh_job_if_finished, pipeline_config
 from tui.ops.journal import read_journal
+from tui.ops.pipeline import PipelineConfig
 from tui.ops.service import FleetOps
 from tui.ops.simfleet import sim_profile
 from tui.pipeline.status import read_status, write_status
 from tui.ui.confirm import ConfirmScreen
 
 
-def demo_config() -> object:
+def demo_config() -> PipelineConfig:
     return pipeline_config(sim_profile(None), demo_prompts_file(), 60.0)
 
 
@@ -97,7 +98,7 @@ def test_the_makefile_passes_args_to_the_demo() -> None:
 
 
 def test_the_demo_pipeline_starts_fresh_and_another_job_resumes(tmp_path: Path) -> None:
-    assert demo_config().fresh_when_finished  # type: ignore[attr-defined]
+    assert demo_config().fresh_when_finished
     other = pipeline_config(sim_profile(None), tmp_path / "prompts.jsonl", 60.0)
     assert not other.fresh_when_finished  # a real job's done record is never put aside
 
@@ -138,11 +139,12 @@ async def test_p_asks_before_starting_the_finished_demo_job_afresh() -> None:
     actions = RecordingFleet(starts_fresh_job=True)
     done = replace(pipeline_status("finished"), done=100_000, total=100_000)
     app = make_app(actions=actions, status=done)
-    async with app.run_test(size=(120, 40)) as pilot:  # type: ignore[attr-defined]
+    async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         await pilot.press("p")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")  # type: ignore[attr-defined]
-        confirm = app.screen  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
         assert confirm.title_text == "Start a fresh demo job?"
         assert "100,000 of 100,000 prompts done" in confirm.affected
         assert actions.commands == []

@@ -60,6 +60,8 @@ def test_the_command_exits_1_on_a_broken_link_and_0_on_the_docs(tmp_path: Path) 
     tool = [sys.executable, str(ROOT / "tools" / "doclinks.py")]
     done = subprocess.run([*tool, str(bad)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "nowhere.md: " in done.stderr
-    done = subprocess.run([*tool, "README.md", "docs"], cwd=ROOT, capture_output=True, timeout=60)
+    done = subprocess.run(
+        [*tool, "README.md", "docs"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert subprocess.run(tool, capture_output=True, timeout=60).returncode == 2

@@ -123,8 +123,12 @@ def focus_knob(term: TmuxSession, knob: str) -> None:
         if before == knob:
             return
         term.send("Tab")
+
+        def moved(screen: str, before: str | None = before) -> bool:
+            return focused_knob(screen) != before
+
         with contextlib.suppress(AssertionError):
-            term.wait_for(lambda s, b=before: focused_knob(s) != b, 2, ansi=True)  # type: ignore[misc]
+            term.wait_for(moved, 2, ansi=True)
     raise AssertionError(f"could not focus {knob}:\n{term.screen()}")
 
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from sim_helpers import Clients, in_flight, running_sim, wait_until
 
@@ -79,7 +80,7 @@ async def test_a_sigkilled_server_is_crashed_on_its_panel_within_2_s_with_blank_
     assert server.gen_throughput is None and server.running is None and server.queued is None
 
 
-def _status(env: dict[str, str]) -> tuple[int, dict[str, object]]:
+def _status(env: dict[str, str]) -> tuple[int, dict[str, Any]]:
     done = subprocess.run(
         [sys.executable, "-m", "tui", "status", "--json"],
         capture_output=True,
@@ -113,7 +114,7 @@ def test_status_calls_a_recorded_server_that_died_crashed_and_a_stopped_one_not(
     finally:
         stop_all()
         kill_strays(ports)
-    gpus = {g["gpu"]: g for g in doc["gpus"]}  # type: ignore[attr-defined]
+    gpus = {g["gpu"]: g for g in doc["gpus"]}
     crashed = gpus[0]
     assert crashed["state"] == "crashed", crashed
     assert crashed["pid"] == record.pid

@@ -50,7 +50,9 @@ def test_the_fleet_is_every_gpus_tokens_over_every_gpus_joules() -> None:
         a.add(t, 1000.0 * t, 3000.0 * t, epoch=1)  # 3 tokens/J
         b.add(t, 500.0 * t, 0.0 * t, epoch=2)  # idle server: 0 tokens/J
     fleet = fleet_energy([(0, 10_000.0, a), (1, 5_000.0, b)])
-    assert fleet == FleetEnergy(15_000.0, 10.0, 1500.0, pytest.approx(30_000.0 / 15_000.0))
+    # pytest.approx stands in for the float on purpose: it compares equal to one near it
+    approx_ratio = pytest.approx(30_000.0 / 15_000.0)
+    assert fleet == FleetEnergy(15_000.0, 10.0, 1500.0, approx_ratio)  # type: ignore[arg-type]
     assert fleet_energy([]) is None
 
 

@@ -52,7 +52,7 @@ def _view(decode_lines: int, stamp: str | None) -> LogView:
 
 
 def test_decode_age_counts_from_the_last_new_line() -> None:
-    tracker = Tracker(ServerSpec(0, 40000), probe=None)  # type: ignore[arg-type]
+    tracker = Tracker(ServerSpec(0, 40000), probe=None)  # type: ignore[arg-type]  # never probed
     assert note_decode(tracker, 100.0) is None  # no Decode line yet
     tracker.log = _view(3, None)
     tracker.load = ServerLoad(gen_throughput=6190.0)
@@ -63,7 +63,7 @@ def test_decode_age_counts_from_the_last_new_line() -> None:
 
 
 def test_first_look_dates_the_line_from_its_log_stamp() -> None:
-    tracker = Tracker(ServerSpec(0, 40000), probe=None)  # type: ignore[arg-type]
+    tracker = Tracker(ServerSpec(0, 40000), probe=None)  # type: ignore[arg-type]  # never probed
     now = time.time()
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now - 180))
     tracker.log = _view(40, stamp)

@@ -12,13 +12,14 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from sim_helpers import SimProcess, running_sim
 
 from tui import paths
-from tui.fleet.imbalance import MAD_TO_SIGMA, READINGS, Z_LIMIT, outliers
+from tui.fleet.imbalance import MAD_TO_SIGMA, READINGS, Z_LIMIT, Outlier, outliers
 from tui.fleet.insight import fleet_imbalance
 from tui.fleet.monitor import FleetMonitor
 from tui.fleet.snapshot import GpuPanel, ServerSnapshot, ServerState
@@ -29,8 +30,8 @@ TOK_S = next(r for r in READINGS if r.name == "tok_s")
 QUEUE = next(r for r in READINGS if r.name == "queue")
 
 
-def panel(gpu: int, **load: float) -> GpuPanel:
-    return GpuPanel(gpu, None, ServerSnapshot(30000 + gpu, ServerState.READY, **load))  # type: ignore[arg-type]
+def panel(gpu: int, **load: Any) -> GpuPanel:
+    return GpuPanel(gpu, None, ServerSnapshot(30000 + gpu, ServerState.READY, **load))
 
 
 def seven_alike(rng: random.Random) -> list[GpuPanel]:
@@ -132,7 +133,7 @@ async def test_the_slowed_simulated_server_is_singled_out(tmp_path: Path) -> Non
         load = Load([s.url for s in servers], per_server=6)
         try:
             began = time.monotonic()
-            flagged_early = []
+            flagged_early: list[Outlier] = []
             snap = await monitor.poll()
             while time.monotonic() - began < 10.0:  # the equal phase (the fault comes at 20 s)
                 await asyncio.sleep(0.5)  # the console's cadence, not a synchronisation

@@ -134,7 +134,8 @@ def test_a_reading_is_parsed_only_when_due() -> None:
 def test_the_fleet_is_the_servers_increases_summed() -> None:
     servers = [Server(10 + i) for i in range(3)]
     windows = [LatencyWindow() for _ in servers]
-    firsts, lasts = [], []
+    firsts: list[str] = []
+    lasts: list[str] = []
     for t in (0.0, 30.0):
         for i, (server, window) in enumerate(zip(servers, windows, strict=True)):
             server.serve(25, scale=1.0 + i)
@@ -179,6 +180,7 @@ async def test_the_monitor_shows_a_live_servers_percentiles(tmp_path: Path) -> N
                     and server.state is ServerState.READY
                     and server.latency is not None
                     and server.latency.ttft is not None
+                    and server.latency.ttft.count is not None
                     and server.latency.ttft.count >= 4
                     # the fleet's is recomputed at most every THIN_S: wait for it to catch up
                     and snap.latency == server.latency

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+from fleet_helpers import served
 from sim_helpers import Clients, in_flight, running_sim, wait_until
 
 from tui.fleet.liveness import ProgressWatch
@@ -75,11 +76,11 @@ async def test_stuck_scheduler_is_stuck_in_the_snapshot(tmp_path: Path) -> None:
         finally:
             await monitor.aclose()
         assert httpx.get(sim.url + "/ready").status_code == 200  # it still answers
-    states = [s.panels[0].server.state for _, s in seen]
+    states = [served(s).state for _, s in seen]
     assert ServerState.READY in states and states[-1] is ServerState.STUCK, states
     first_stuck = states.index(ServerState.STUCK)
     assert all(s is ServerState.STUCK for s in states[first_stuck:])
-    server = seen[-1][1].panels[0].server
+    server = served(seen[-1][1])
     assert server.stuck_for_s is not None and server.stuck_for_s > 1.5
     assert server.running == 6  # it has the work: stuck, not idle
 
@@ -111,7 +112,7 @@ async def test_a_long_prefill_is_progress_not_stuck(tmp_path: Path) -> None:
             await monitor.aclose()
         log = sim.log()
     assert reply.status_code == 200
-    assert all(s.panels[0].server.state is ServerState.READY for _, s in seen)
+    assert all(served(s).state is ServerState.READY for _, s in seen)
     lines = log.splitlines()
     chunks = [i for i, ln in enumerate(lines) if "#new-token: 16384" in ln]
     assert len(chunks) >= 11  # the prefill really was long and chunked
@@ -127,7 +128,7 @@ async def test_a_retraction_is_pressure_on_a_ready_server(tmp_path: Path) -> Non
         try:
             Clients(sim.url, 6, max_tokens=50_000)
             assert wait_until(lambda: "Retract requests" in sim.log(), 10)
-            server = (await monitor.poll()).panels[0].server
+            server = served(await monitor.poll())
         finally:
             await monitor.aclose()
     assert server is not None and server.state is ServerState.READY

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from fleet_helpers import poll_until
+from fleet_helpers import poll_until, reading, served
 from servers_helpers import canned_server
 
 from bench.ports import free_port
@@ -92,24 +92,18 @@ async def test_starting_ready_then_sigkill_stopped(fleet: FakeFleet) -> None:
     try:
         snap = await _poll_until(
             monitor,
-            lambda s: (
-                s.panels[0].server.state is ServerState.STARTING
-                and s.panels[0].server.pid is not None
-            ),
+            lambda s: served(s).state is ServerState.STARTING and served(s).pid is not None,
         )
-        server = snap.panels[0].server
+        server = served(snap)
         assert server.pid == proc.pid
         assert server.phase  # the log says how far startup got
         gate.touch()
         snap = await _poll_until(
             monitor,
-            lambda s: (
-                s.panels[0].server.state is ServerState.READY
-                and s.panels[0].server.running is not None
-            ),
+            lambda s: served(s).state is ServerState.READY and served(s).running is not None,
         )
         (panel,) = snap.panels
-        server = panel.server
+        server = served(snap)
         assert panel.gpu_index == 2 and panel.gpu is not None
         assert panel.gpu.memory_used == 120 * GIB + DRIVER_RESERVED_BYTES
         assert [p.pid for p in panel.gpu.processes] == [proc.pid]
@@ -126,10 +120,10 @@ async def test_starting_ready_then_sigkill_stopped(fleet: FakeFleet) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         # SIGKILLed behind the monitor's back: a crash, never the word of an orderly stop
-        snap = await _poll_until(monitor, lambda s: s.panels[0].server.state is ServerState.CRASHED)
-        assert snap.panels[0].gpu.memory_used == DRIVER_RESERVED_BYTES
-        assert snap.panels[0].gpu.processes == ()
-        assert snap.panels[0].server.running is None
+        snap = await _poll_until(monitor, lambda s: served(s).state is ServerState.CRASHED)
+        assert reading(snap).memory_used == DRIVER_RESERVED_BYTES
+        assert reading(snap).processes == ()
+        assert served(snap).running is None
     finally:
         await monitor.aclose()
 
@@ -141,12 +135,9 @@ async def test_oom_while_alive_is_failed_with_the_error(fleet: FakeFleet) -> Non
         # The fake is found by its listening socket, which may open after the OOM line is logged.
         snap = await _poll_until(
             monitor,
-            lambda s: (
-                s.panels[0].server.state is ServerState.FAILED
-                and s.panels[0].server.pid is not None
-            ),
+            lambda s: served(s).state is ServerState.FAILED and served(s).pid is not None,
         )
-        server = snap.panels[0].server
+        server = served(snap)
         assert server.pid == proc.pid and psutil.pid_exists(proc.pid)
         assert server.error_reason == "oom"
         assert "Not enough memory" in (server.last_error or "")
@@ -168,7 +159,7 @@ async def test_timeouts_mark_a_live_server_stale() -> None:
             elapsed = time.monotonic() - start
         finally:
             await monitor.aclose()
-    states = [p.server.state for p in snap.panels]
+    states = [served(snap, i).state for i in range(len(snap.panels))]
     assert states == [ServerState.STALE, ServerState.READY]
     # The hung server's route answers only after 30 s: the poll cost one 0.3 s timeout, not the
     # hang. The bound is far from both (a loaded 2-core machine took 2.1 s once; a poll that
@@ -184,7 +175,7 @@ async def test_nothing_running_is_absent_and_gpus_listed(tmp_path: Path) -> None
     finally:
         await monitor.aclose()
     assert [p.gpu_index for p in snap.panels] == [0, 3]
-    assert snap.panels[0].server.state is ServerState.ABSENT
+    assert served(snap).state is ServerState.ABSENT
     assert snap.panels[1].server is None
     assert snap.gpu_source == "no NVIDIA driver"
 
@@ -200,7 +191,7 @@ async def test_a_damaged_fleet_state_costs_no_poll(tmp_path: Path) -> None:
         snap = await monitor.poll()
     finally:
         await monitor.aclose()
-    assert snap.panels[0].server.state is ServerState.ABSENT
+    assert served(snap).state is ServerState.ABSENT
 
 
 async def test_a_state_rewritten_within_one_timestamp_is_read_again(tmp_path: Path) -> None:
@@ -225,7 +216,7 @@ async def test_a_state_rewritten_within_one_timestamp_is_read_again(tmp_path: Pa
         second = await monitor.poll()
     finally:
         await monitor.aclose()
-    profiles = [s.panels[0].server.profile for s in (first, second)]
+    profiles = [served(s).profile for s in (first, second)]
     assert [p.name if p else None for p in profiles] == ["aaaa", "bbbb"]
 
 

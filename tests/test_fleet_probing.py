@@ -12,6 +12,7 @@ from servers_helpers import (
     UNAVAILABLE,
     CannedServer,
     FakeClock,
+    Route,
     canned_server,
     idle_metrics_reply,
     json_reply,
@@ -34,7 +35,7 @@ def _monitor(server: CannedServer, clock: FakeClock, probe_timeout: float = 2.0)
     )
 
 
-def _routes() -> dict[str, object]:
+def _routes() -> dict[str, Route]:
     return {
         "/health_generate": OK,
         "/health": OK,
@@ -52,7 +53,7 @@ async def _settle() -> None:
 
 async def test_ready_server_gets_ready_each_poll_and_a_background_generation_per_interval() -> None:
     clock = FakeClock()
-    with canned_server(_routes(), host=REMOTE) as server:  # type: ignore[arg-type]
+    with canned_server(_routes(), host=REMOTE) as server:
         monitor = _monitor(server, clock)
         try:
             assert await polled_state(monitor) is ServerState.READY
@@ -80,7 +81,7 @@ async def test_ready_server_gets_ready_each_poll_and_a_background_generation_per
 
 async def test_the_refresh_never_waits_for_the_generating_probe() -> None:
     clock = FakeClock()
-    with canned_server(_routes(), host=REMOTE) as server:  # type: ignore[arg-type]
+    with canned_server(_routes(), host=REMOTE) as server:
         server.routes["/health_generate"] = server.slow(OK)  # a hung scheduler's 20 s
         monitor = _monitor(server, clock, probe_timeout=0.8)
         try:
@@ -98,7 +99,7 @@ async def test_starting_server_is_read_from_ready_alone() -> None:
     clock = FakeClock()
     routes = _routes()
     routes["/ready"] = [UNAVAILABLE, UNAVAILABLE, OK]
-    with canned_server(routes, host=REMOTE) as server:  # type: ignore[arg-type]
+    with canned_server(routes, host=REMOTE) as server:
         monitor = _monitor(server, clock)
         try:
             states = []
@@ -117,7 +118,7 @@ async def test_without_ready_endpoint_the_background_health_is_the_readiness() -
     clock = FakeClock()
     routes = _routes()
     del routes["/ready"], routes["/health_generate"]
-    with canned_server(routes, host=REMOTE) as server:  # type: ignore[arg-type]
+    with canned_server(routes, host=REMOTE) as server:
         monitor = _monitor(server, clock)
         try:
             assert await polled_state(monitor) is ServerState.STARTING  # not answered yet
@@ -137,7 +138,7 @@ async def test_no_generating_probe_is_sent_to_a_server_being_stopped() -> None:
     """SGLang's drain waits for a generating probe as for a client's request (its
     ``HEALTH_CHECK_`` rid): one started as the stop begins holds the drain."""
     clock = FakeClock()
-    with canned_server(_routes(), host=REMOTE) as server:  # type: ignore[arg-type]
+    with canned_server(_routes(), host=REMOTE) as server:
         monitor = _monitor(server, clock)
         try:
             assert await polled_state(monitor) is ServerState.READY

@@ -106,7 +106,8 @@ async def test_relaunch_on_the_same_gpu_and_log(isolated_state: Path) -> None:
             new = _server(snap)
             assert new.pid == second.proc.pid and new.mamba_slots == 100
             assert ["max_mamba_cache_size: 100" in line for line in _mamba_lines(new)] == [True]
-            assert new.ready_at is not None and new.ready_at > old.ready_at  # type: ignore[operator]
+            assert new.ready_at is not None and old.ready_at is not None
+            assert new.ready_at > old.ready_at
             assert log_path.with_name(log_path.name + ".1").exists()
     finally:
         await monitor.aclose()

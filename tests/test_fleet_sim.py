@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet_helpers import first_state, poll_until, sim_monitor
+from fleet_helpers import first_state, poll_until, reading, served, sim_monitor
 
 from bench.ports import free_port
 from tui import paths
@@ -57,16 +57,15 @@ async def test_sim_server_starting_ready_killed(
     proc, spec = sim_server
     async with sim_monitor(spec) as monitor:
         snap = await poll_until(monitor, lambda s: first_state(s) is ServerState.STARTING)
-        assert snap.panels[0].server.pid == proc.pid
+        assert served(snap).pid == proc.pid
         snap = await poll_until(
             monitor,
             lambda s: (
-                first_state(s) is ServerState.READY
-                and s.panels[0].server.max_running_effective is not None
+                first_state(s) is ServerState.READY and served(s).max_running_effective is not None
             ),
         )
         panel = snap.panels[0]
-        server = panel.server
+        server = served(snap)
         assert panel.gpu_index == 1 and panel.gpu is not None and panel.gpu.source == "sim"
         assert panel.gpu.memory_used > 100 * GIB  # weights + pools + graphs of the aggressive plan
         assert server.kv_tokens == 796544  # 0.5.23: 100 MiB of the budget reserved (multimodal)
@@ -84,7 +83,7 @@ async def test_sim_server_starting_ready_killed(
             lambda s: (
                 first_state(s) is ServerState.CRASHED  # killed, not stopped
                 and s.panels[0].gpu is not None
-                and s.panels[0].gpu.memory_used == DRIVER_RESERVED_BYTES
+                and reading(s).memory_used == DRIVER_RESERVED_BYTES
             ),
         )
-        assert snap.panels[0].gpu.processes == ()
+        assert reading(snap).processes == ()

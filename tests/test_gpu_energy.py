@@ -69,7 +69,9 @@ def test_nvml_reads_the_counter_and_says_none_where_unsupported() -> None:
     assert first.energy_mj == 123_456_789 and second.energy_mj is None
 
 
-def busy_record(proc: psutil.Process, util: float, busy_s: float, at: float):  # type: ignore[no-untyped-def]
+def busy_record(
+    proc: psutil.Process, util: float, busy_s: float, at: float
+) -> sim_records.SimProcessRecord:
     return sim_records.SimProcessRecord(
         pid=proc.pid,
         create_time=proc.create_time(),
@@ -107,7 +109,10 @@ def test_the_simulated_counter_is_the_integral_of_the_power_samples(tmp_path: Pa
     with running_sim(args, tmp_path) as sim:
         source = SimulatedSource(tmp_path / "simgpu")  # the server's state directory
         (start,) = source.sample_slow()
-        samples = [(g.taken_at, g.power_w) for g in source.sample()]
+        samples: list[tuple[float, float]] = []
+        for g in source.sample():
+            assert g.power_w is not None
+            samples.append((g.taken_at, g.power_w))
         clients = Clients(sim.url, 8, 3000)
         deadline = time.monotonic() + 12.0
         while time.monotonic() < deadline:
@@ -117,11 +122,12 @@ def test_the_simulated_counter_is_the_integral_of_the_power_samples(tmp_path: Pa
             time.sleep(0.1)  # the sampling cadence under test, not a synchronisation
         assert clients.join(60) == [200] * 8
         (gpu,) = source.sample()
-        samples.append((gpu.taken_at, gpu.power_w))  # type: ignore[arg-type]
+        assert gpu.power_w is not None
+        samples.append((gpu.taken_at, gpu.power_w))
         (end,) = source.sample_slow()
     watts = {w for _, w in samples}
     assert len(watts) >= 2  # it served: the power moved
     assert start.energy_mj is not None and end.energy_mj is not None
     counted = (end.energy_mj - start.energy_mj) / 1000
-    integrated = trapezoid(samples)  # type: ignore[arg-type]
+    integrated = trapezoid(samples)
     assert counted == pytest.approx(integrated, rel=0.05)

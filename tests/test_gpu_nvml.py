@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import psutil
 import pytest
@@ -94,7 +95,7 @@ def test_memory_info_falls_back_to_v1() -> None:
     assert snap.memory_used == 7 * 1024**3
 
 
-def test_open_source_prefers_nvml_and_reports_missing_driver(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_open_source_prefers_nvml_and_reports_missing_driver(tmp_path: Path) -> None:
     lib = make_fake_pynvml([FakeDevice()])
     source = open_gpu_source("auto", sim_root=tmp_path, loader=lambda: lib)
     assert source.kind == "nvml"
@@ -111,7 +112,7 @@ def test_open_source_prefers_nvml_and_reports_missing_driver(tmp_path) -> None: 
     assert str(tmp_path / "nothing") in text
 
 
-def test_open_source_with_zero_devices_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_open_source_with_zero_devices_says_so(tmp_path: Path) -> None:
     lib = make_fake_pynvml([])
     source = open_gpu_source("nvml", sim_root=tmp_path, loader=lambda: lib)
     assert source.kind == "none"

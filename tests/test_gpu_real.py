@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
@@ -19,7 +20,7 @@ MIB = 1024**2
 
 
 @pytest.fixture
-def source() -> NvmlSource:  # type: ignore[misc]
+def source() -> Iterator[NvmlSource]:
     try:
         src = NvmlSource()
     except Exception as error:  # no driver here: this file is for GPU machines

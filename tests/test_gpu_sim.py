@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ GIB = 1024**3
 
 
 @pytest.fixture
-def child() -> psutil.Process:  # type: ignore[misc]
+def child() -> Iterator[psutil.Process]:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         yield psutil.Process(proc.pid)
@@ -30,7 +31,9 @@ def child() -> psutil.Process:  # type: ignore[misc]
         proc.wait(timeout=10)
 
 
-def _record(proc: psutil.Process, used: int, util: float, create_time: float | None = None):  # type: ignore[no-untyped-def]
+def _record(
+    proc: psutil.Process, used: int, util: float, create_time: float | None = None
+) -> sim_records.SimProcessRecord:
     return sim_records.SimProcessRecord(
         pid=proc.pid,
         create_time=proc.create_time() if create_time is None else create_time,
@@ -55,8 +58,11 @@ def test_memory_is_the_sum_of_live_processes(tmp_path: Path, child: psutil.Proce
     assert gpu0.source == "sim" and gpu0.name == "NVIDIA H200"
     assert gpu1.memory_used == DRIVER_RESERVED_BYTES and gpu1.utilization_gpu == 0.0
     # A busy GPU runs hotter, draws more and clocks higher than an idle one.
+    assert gpu0.temperature_c is not None and gpu1.temperature_c is not None
     assert gpu0.temperature_c > gpu1.temperature_c
+    assert gpu0.power_w is not None and gpu1.power_w is not None
     assert gpu0.power_w > gpu1.power_w
+    assert gpu0.sm_clock_mhz is not None and gpu1.sm_clock_mhz is not None
     assert gpu0.sm_clock_mhz > gpu1.sm_clock_mhz
     assert gpu0.fan_percent is None
     assert "2 x NVIDIA H200" in source.describe()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -21,7 +22,7 @@ GIB = 1024**3
 
 
 @pytest.fixture
-def child() -> psutil.Process:  # type: ignore[misc]
+def child() -> Iterator[psutil.Process]:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         yield psutil.Process(proc.pid)

@@ -24,7 +24,7 @@ from bench.ports import free_port
 from bench.simfleet import stop_all
 from tui.control.release import nvml_gpu_pids
 from tui.fleet.monitor import FleetMonitor
-from tui.fleet.snapshot import ServerState
+from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.fleet.spec import FleetSpec
 from tui.gpu.source import open_gpu_source
 from tui.ops.cli import apply as cli
@@ -161,7 +161,7 @@ def gpu_fleet(tmp_path: Path) -> Iterator[dict[str, Path]]:
 FAST = ["--timeout", "180", "--term-timeout", "10", "--release-timeout", "60", "--no-measure"]
 
 
-async def _snapshot(profile_port: int, log: Path) -> object:
+async def _snapshot(profile_port: int, log: Path) -> FleetSnapshot:
     spec = FleetSpec.from_ports([profile_port], gpus=[0], log_paths=[str(log)])
     monitor = FleetMonitor(spec, open_gpu_source("nvml"))
     try:
@@ -184,7 +184,7 @@ def test_console_sees_real_memory_kill_releases_and_oom_is_real(
     assert cli.main([str(gpu_fleet["fits"]), *FAST]) == 0
     record = read_records()[0]
     snap = asyncio.run(_snapshot(record.port, Path(record.log_path)))
-    panel = snap.panels[0]  # type: ignore[attr-defined]
+    panel = snap.panels[0]
     assert panel.server is not None and panel.server.state == ServerState.READY
     assert panel.gpu is not None and panel.gpu.source == "nvml"
     smi = _smi_used_mib(0)
@@ -208,7 +208,7 @@ def test_console_sees_real_memory_kill_releases_and_oom_is_real(
     release = steps.index("waiting for GPU memory release")
     assert all(step.startswith("draining") for step in steps[1:release]), steps
     assert steps[release + 1] == "launching"
-    assert not holders & nvml_gpu_pids()(0), "the old holder no longer holds GPU memory"
+    assert holders.isdisjoint(nvml_gpu_pids()(0)), "the old holder no longer holds GPU memory"
 
     # 3. A retune that does not fit: PyTorch's real OOM, on the report and on the panel.
     capsys.readouterr()
@@ -222,7 +222,7 @@ def test_console_sees_real_memory_kill_releases_and_oom_is_real(
     text = log.read_text()
     assert "torch.OutOfMemoryError: CUDA out of memory" in text
     snap = asyncio.run(_snapshot(record.port, log))
-    panel = snap.panels[0]  # type: ignore[attr-defined]
+    panel = snap.panels[0]
     assert panel.server is not None
     print("panel after OOM:", panel.server.state, panel.server.last_error)
     assert panel.server.state in (ServerState.FAILED, ServerState.STOPPED, ServerState.ABSENT)

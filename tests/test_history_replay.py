@@ -10,7 +10,9 @@ import csv
 import io
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from history_helpers import record
@@ -39,8 +41,8 @@ async def test_the_source_at_a_past_moment_gives_what_was_live_then(tmp_path: Pa
     (panel,) = found.snapshot.panels
     assert panel.gpu is not None and panel.server is not None
 
-    def mean(read: object) -> float:
-        values = [read(s.panels[0]) for s in then]  # type: ignore[operator]
+    def mean(read: Callable[[Any], float | None]) -> float:
+        values = [read(s.panels[0]) for s in then]
         return statistics.fmean(v for v in values if v is not None)
 
     gpu, server = panel.gpu, panel.server

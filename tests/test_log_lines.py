@@ -88,7 +88,8 @@ def test_the_simulators_own_lines_are_the_rows() -> None:
         assert row.read(text) is not None, name
         event = parse_line(text)
         assert event is not None and event.kind == row.event, text
-    assert parse_line(written["pool_line"]).fields["max_running_requests"] == 40  # type: ignore[union-attr]
+    pool = parse_line(written["pool_line"])
+    assert pool is not None and pool.fields["max_running_requests"] == 40
 
 
 def test_the_real_lines_sglang_printed_are_read_by_the_rows() -> None:

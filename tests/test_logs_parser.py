@@ -264,7 +264,7 @@ def test_to_json_is_flat_and_read_only() -> None:
     assert event is not None
     assert event.to_json().startswith('{"line": 4, "kind": "ready"')
     with pytest.raises(TypeError):
-        event.fields["x"] = 1  # type: ignore[index]
+        event.fields["x"] = 1  # type: ignore[index]  # read-only on purpose: the write must fail
 
 
 def _chain_view(chain: list[str]) -> LogView:

@@ -21,8 +21,9 @@ from tui.state.fleet_state import read_fleet
 def test_reading_a_small_state_file_allocates_about_its_size() -> None:
     path = paths.fleet_state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    server = {"gpu": 0, "port": 30000, "pid": 4242, "pgid": 4242, "create_time": 1.0}
-    server |= {"cmdline": ["python", "-m", "tui", "sim"], "log_path": "/tmp/x.log"}
+    server: dict[str, object] = {"gpu": 0, "port": 30000, "pid": 4242, "pgid": 4242}
+    server |= {"create_time": 1.0, "cmdline": ["python", "-m", "tui", "sim"]}
+    server |= {"log_path": "/tmp/x.log"}
     path.write_text(json.dumps({"version": 2, "gpus": {"0": {"port": 30000, "server": server}}}))
     read_fleet()  # imports and caches warmed outside the measurement
     tracemalloc.start()

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,8 +46,8 @@ def fleet(*servers: ServerSnapshot | None, gpus: tuple[GpuSnapshot, ...] = ()) -
     )
 
 
-def server(state: ServerState = READY, **fields: object) -> ServerSnapshot:
-    return ServerSnapshot(30000, state, **fields)  # type: ignore[arg-type]
+def server(state: ServerState = READY, /, **fields: Any) -> ServerSnapshot:
+    return ServerSnapshot(30000, state, **fields)
 
 
 def engine(*names: str, **overrides: float) -> AlertEngine:
@@ -217,7 +218,7 @@ def test_a_job_that_completes_nothing_stalls() -> None:
 class Hook(http.server.BaseHTTPRequestHandler):
     """A webhook on loopback: each POST's JSON kept; answers ``status`` (500s first if asked)."""
 
-    bodies: list[dict[str, object]]
+    bodies: list[dict[str, Any]]
     failures: list[int]
     received: threading.Event
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fleet_helpers import MarksOnly
 from operator_helpers import (
     BASELINE,
     OpFleet,
@@ -38,16 +39,6 @@ GPUS = [0, 1]
 FAST = ApplyOptions(timeout_s=60.0, release_timeout_s=20.0, poll_s=0.1, measure=False)
 
 
-class Marks:
-    """Records the STOPPING marks the operator sets (the monitor's ``mark_stopping``)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[int, bool]] = []
-
-    def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
-        self.calls.append((gpu, stopping))
-
-
 @pytest.fixture()
 def fleet(
     tmp_path: Path, isolated_state: Path, monkeypatch: pytest.MonkeyPatch
@@ -62,7 +53,7 @@ def fleet(
         yield made
 
 
-def operator(fleet: OpFleet, marks: Marks | None = None) -> LocalFleet:
+def operator(fleet: OpFleet, marks: MarksOnly | None = None) -> LocalFleet:
     walk = RolloutOptions(apply=FAST, measure_cost=False)  # the rollback's walk: no verdict
     stop = StopTimeouts(drain_s=10.0, release_s=20.0)
     options = OpsOptions(apply=FAST, stop=stop, settle_s=0.2, rollout=walk)
@@ -70,12 +61,12 @@ def operator(fleet: OpFleet, marks: Marks | None = None) -> LocalFleet:
 
 
 async def test_kill_stops_one_gpu_and_waits_for_its_memory(fleet: OpFleet) -> None:
-    marks = Marks()
+    marks = MarksOnly()
     before = read_records()
     await operator(fleet, marks).run(Kill((0,)))
     # Marked stopping first; the mark withdrawn once the stop ended (the process is gone by
     # then: the panel says STOPPED at the next poll), whatever the stop did (issue 35).
-    assert marks.calls[0] == (0, True) and marks.calls[-1] == (0, False)
+    assert marks.seen[0] == (0, True) and marks.seen[-1] == (0, False)
     assert not pid_alive(before[0].pid)
     assert live_processes(paths.sim_gpu_dir(), 0) == []  # the GPU's memory is released
     assert 0 not in read_records()
@@ -100,13 +91,13 @@ async def test_stop_refuses_a_pid_that_is_not_ours(fleet: OpFleet) -> None:
         **{**real.to_json(), "cmdline": tuple(real.cmdline), "launch_id": "0" * 32}
     )
     put_record(ProcessRecord.from_json(fake.to_json()))
-    marks = Marks()
+    marks = MarksOnly()
     with pytest.raises(
         OperationError, match=r"refused on GPU 0: refusing to signal .*its launch id differs"
     ):
         await operator(fleet, marks).run(Kill((0,)))
     assert pid_alive(real.pid)  # nothing was signalled
-    assert marks.calls[-1] == (0, False)  # the STOPPING mark is withdrawn
+    assert marks.seen[-1] == (0, False)  # the STOPPING mark is withdrawn
     assert read_records()[0].launch_id == fake.launch_id  # the record is kept for the operator
     put_record(real)
 

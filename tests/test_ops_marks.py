@@ -4,13 +4,15 @@ they did, at the moment the servers changed, with their windows; read again only
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 from ui_helpers import verify_report
 
 from tui.ops import marks as marks_module
 from tui.ops.entries import apply_entry, canary_entry, simple_entry
-from tui.ops.journal import JournalEntry, append
+from tui.ops.journal import JournalEntry, JournalRead, append
 from tui.ops.marks import JournalMarks, OperationMark, Window, gpus_words, mark_of, marks_of
 from tui.retune.events import ApplyResult, ThroughputComparison
 from tui.rollout.canary_result import CanaryResult
@@ -18,7 +20,7 @@ from tui.rollout.canary_result import CanaryResult
 T = 1_000_000.0
 
 
-def apply_result(**changes: object) -> ApplyResult:
+def apply_result(**changes: Any) -> ApplyResult:
     comparison = ThroughputComparison(
         (1.0,), (2.0,), "better", before_window=(T, T + 30), after_window=(T + 90, T + 120)
     )
@@ -27,7 +29,7 @@ def apply_result(**changes: object) -> ApplyResult:
         "sim-aggressive", dict.fromkeys(range(7), "sim-baseline"), tuple(range(7)), reports,
         comparison, T, T + 130,
     )  # fmt: skip
-    return replace(result, **changes)  # type: ignore[arg-type]
+    return replace(result, **changes)
 
 
 def kill(
@@ -97,12 +99,12 @@ def test_an_older_entry_without_windows_is_marked_at_its_start() -> None:
 
 
 def test_the_journal_is_read_again_only_when_it_changed(monkeypatch: pytest.MonkeyPatch) -> None:
-    reads: list[object] = []
+    reads: list[Path | None] = []
     real = marks_module.read_journal
 
-    def counting(path: object = None) -> object:
+    def counting(path: Path | None = None) -> JournalRead:
         reads.append(path)
-        return real(path)  # type: ignore[arg-type]
+        return real(path)
 
     monkeypatch.setattr(marks_module, "read_journal", counting)
     source = JournalMarks()

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -73,7 +74,7 @@ def listening(port: int) -> bool:
         return False
 
 
-def status(run: PipelineRun) -> dict[str, dict[str, object]]:
+def status(run: PipelineRun) -> dict[str, dict[str, Any]]:
     doc = json.loads(run.status.read_text())
     return {str(s["url"]): s for s in doc["servers"]}
 
@@ -99,7 +100,7 @@ async def agree(fleet: SimFleet, run: PipelineRun, moved: Path) -> None:
     for panel in snapshot.panels:
         assert panel.server is not None and panel.server.state == ServerState.READY
         assert panel.server.pid == records[panel.gpu_index].pid
-    before = {url: int(s["done"]) for url, s in status(run).items()}  # type: ignore[call-overload]
+    before = {url: int(s["done"]) for url, s in status(run).items()}
     wait_done_at_least(run, int(json.loads(run.status.read_text())["done"]) + 30, timeout=60)
     # The pipeline takes a relaunched server back after its /health answers (>= 1 s) and a
     # backoff: the last GPU a rollout relaunched may still be on its way back when 30 more
@@ -111,7 +112,7 @@ async def agree(fleet: SimFleet, run: PipelineRun, moved: Path) -> None:
     after = status(run)
     for url in fleet.urls:
         assert after[url]["healthy"] is True
-    assert sum(int(s["done"]) for s in after.values()) > sum(before.values())  # type: ignore[call-overload]
+    assert sum(int(s["done"]) for s in after.values()) > sum(before.values())
 
 
 async def test_canary_relaunch_and_rollout_keep_every_gpu_on_the_fleets_port(

@@ -102,7 +102,8 @@ def test_the_port_runs_nothing_and_its_cursor_moves_a_bucket_within_the_range(
         (panel,) = shown.panels
         assert panel.gpu is not None and panel.gpu.utilization_gpu == 2.0  # mean of 0..4
         port.step(-1)
-        assert port.snapshot_now().panels[0].gpu.utilization_gpu == 97.0  # type: ignore[union-attr]
+        back = port.snapshot_now().panels[0]
+        assert back.gpu is not None and back.gpu.utilization_gpu == 97.0
         port.step(seconds=-3600)
         assert port.cursor == FIRST
         port.jump(to_end=True)

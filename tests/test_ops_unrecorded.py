@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from control_helpers import running
+from fleet_helpers import MarksOnly
 
 from bench.operator_fleet import OperatorFleet, answers, operator_fleet, sim_server
 from bench.ports import free_ports
@@ -58,22 +59,12 @@ def script_fleet(tmp_path: Path) -> Iterator[tuple[OperatorFleet, Profile]]:
         kill_strays(ports)
 
 
-class Marks:
-    """The monitor's STOPPING marks, as the console's backend sets them."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, bool]] = []
-
-    def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
-        self.seen.append((gpu, stopping))
-
-
 def test_k_on_an_unrecorded_server_is_refused_by_name_then_stopped_only_when_confirmed(
     script_fleet: tuple[OperatorFleet, Profile],
 ) -> None:
     fleet, profile = script_fleet
     pid, url = fleet.pids[0], fleet.urls[0]
-    marks = Marks()
+    marks = MarksOnly()
     options = OpsOptions(stop=StopTimeouts(drain_s=10, kill_s=5, release_s=10))
     backend = LocalFleet(FleetOps(profile, options=options, by="console"), marks)
     with pytest.raises(OperationError) as refused:
@@ -157,7 +148,7 @@ def test_the_watching_console_s_backend_adopts_then_operates_them(
     """`gpufleet console --ports ...`: it only watches (k is off) until `A` adopts the servers;
     then its k drains an adopted server through its main pid."""
     fleet, _ = script_fleet
-    marks = Marks()
+    marks = MarksOnly()
     options = OpsOptions(stop=StopTimeouts(drain_s=10, kill_s=5, release_s=10))
     backend = LocalFleet(FleetOps(options=options, by="console"), marks, watching=True)
     caps = backend.capabilities()

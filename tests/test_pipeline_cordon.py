@@ -31,6 +31,7 @@ from pipeline_helpers import (
 from tui.pipeline.batch_output import output_record
 from tui.pipeline.dispatch import HEALTH_TIMEOUT_S, Answer, Dispatcher
 from tui.pipeline.prompts import PromptFile
+from tui.pipeline.sender import Route
 from tui.pipeline.status import PipelineStatus
 from tui.state.cordons import CordonWatch, address_of, cordon, uncordon
 
@@ -87,8 +88,8 @@ def test_a_cordoned_server_gets_nothing_new_and_finishes_what_it_has(
     argv += ["--server", b.url, "--max-tokens", "512", "--per-server-inflight", "8"]
     process = start_generate(argv)
 
-    def status(check: object, what: str) -> PipelineStatus:
-        return status_when(status_path, process.pid, check, what)  # type: ignore[arg-type]
+    def status(check: Callable[[PipelineStatus], bool], what: str) -> PipelineStatus:
+        return status_when(status_path, process.pid, check, what)
 
     try:
         status(lambda s: s.servers[1].done > 8 and s.servers[1].in_flight > 0, "b busy")
@@ -173,7 +174,8 @@ class _CordonedAfter(CordonWatch):
 
     def __init__(self, address: str) -> None:
         super().__init__()
-        self.address, self.reads, self.left = address, 0, None  # type: ignore[assignment]
+        self.address, self.reads = address, 0
+        self.left: int | None = None
 
     def current(self) -> frozenset[str]:
         self.reads += 1
@@ -196,16 +198,16 @@ async def test_requests_picked_before_the_cordon_are_not_sent_after_the_job_said
     acknowledged = asyncio.Event()
     real_post = dispatcher._sender.post
 
-    async def post(url: str, route: object, path: str, body: bytes) -> tuple[int, bytes]:
+    async def post(url: str, route: Route | None, path: str, body: bytes) -> tuple[int, bytes]:
         if acknowledged.is_set():
             sent_after_ack.append(path)
-        return await real_post(url, route, path, body)  # type: ignore[arg-type]
+        return await real_post(url, route, path, body)
 
     def on_closed(closed: frozenset[str]) -> None:
         if watch.address in closed:
             acknowledged.set()
 
-    dispatcher._sender.post = post  # type: ignore[method-assign]
+    dispatcher._sender.post = post  # type: ignore[method-assign]  # the test's stand-in
     dispatcher.on_closed = on_closed
     dispatcher.start_probes()
     assert await dispatcher.wait_any_healthy(15)

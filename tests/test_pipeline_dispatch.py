@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -32,11 +33,11 @@ def two_servers() -> Iterator[tuple[ProcessServer, ProcessServer]]:
 def _dispatcher(
     prompts: PromptFile,
     urls: list[str],
-    results: list[tuple[int, dict[str, object]]],
+    results: list[tuple[int, dict[str, Any]]],
     failures: list[tuple[int, str, int]],
-    **kwargs: object,
+    **kwargs: Any,
 ) -> Dispatcher:
-    options: dict[str, object] = {
+    options: dict[str, Any] = {
         "per_server_inflight": 8,
         "model": "m",
         "max_tokens": 8,
@@ -61,7 +62,7 @@ def _dispatcher(
         prompts,
         on_result=record,
         on_failed=lambda i, reason, attempts: failures.append((i, reason, attempts)),
-        **options,  # type: ignore[arg-type]
+        **options,
     )
 
 
@@ -70,7 +71,7 @@ async def test_server_killed_and_relaunched_loses_and_duplicates_nothing(
 ) -> None:
     a, b = two_servers
     prompts = PromptFile.open(write_prompts(tmp_path / "p.jsonl", 12000))
-    results: list[tuple[int, dict[str, object]]] = []
+    results: list[tuple[int, dict[str, Any]]] = []
     failures: list[tuple[int, str, int]] = []
     dispatcher = _dispatcher(prompts, [a.url, b.url], results, failures)
     dispatcher.start_probes()
@@ -94,7 +95,7 @@ async def test_server_killed_and_relaunched_loses_and_duplicates_nothing(
     completion = next(r for i, r in results if i == 1)
     assert "m0" in str(chat["text"]) and "p1" in str(completion["text"])
     assert chat["custom_id"] == prompts.read(0).custom_id
-    assert chat["response"]["status_code"] == 200  # type: ignore[index]
+    assert chat["response"]["status_code"] == 200
     assert set(chat) >= {
         "id",
         "custom_id",
@@ -117,7 +118,7 @@ async def test_errors_are_retried_then_recorded_as_failed(
     a, _ = two_servers
     set_mode(a, "fail400")
     prompts = PromptFile.open(write_prompts(tmp_path / "p.jsonl", 5))
-    results: list[tuple[int, dict[str, object]]] = []
+    results: list[tuple[int, dict[str, Any]]] = []
     failures: list[tuple[int, str, int]] = []
     dispatcher = _dispatcher(prompts, [a.url], results, failures, max_retries=2)
     dispatcher.start_probes()
@@ -136,7 +137,7 @@ async def test_unhealthy_server_gets_no_work(
     a, b = two_servers
     set_mode(a, "down503")
     prompts = PromptFile.open(write_prompts(tmp_path / "p.jsonl", 200))
-    results: list[tuple[int, dict[str, object]]] = []
+    results: list[tuple[int, dict[str, Any]]] = []
     failures: list[tuple[int, str, int]] = []
     dispatcher = _dispatcher(prompts, [a.url, b.url], results, failures)
     dispatcher.start_probes()

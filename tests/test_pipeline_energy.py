@@ -5,6 +5,7 @@ and its cost at the operator's price; and a real run on a simulated GPU writes i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pipeline_helpers import generate_argv, run_generate, sim_server, started, write_prompts
@@ -51,12 +52,12 @@ class Gpus:
         return tuple(self._gpu(i, watts) for i, watts in enumerate(self.watts))
 
     def _gpu(self, index: int, watts: float) -> GpuSnapshot:
-        unknown = dict.fromkeys(
+        unknown: dict[str, Any] = dict.fromkeys(
             ("utilization_gpu", "utilization_memory", "temperature_c", "power_limit_w",
              "sm_clock_mhz", "mem_clock_mhz"),
         )  # fmt: skip
         return GpuSnapshot(index, "GPU", f"u{index}", 1, 0, 1, power_w=watts,
-                           taken_at=self.clock.now, **unknown)  # type: ignore[arg-type]  # fmt: skip
+                           taken_at=self.clock.now, **unknown)  # fmt: skip
 
     def sample_slow(self) -> tuple[GpuSlowSnapshot, ...]:
         return (
@@ -73,7 +74,7 @@ class Gpus:
 
 def run(path: Path, job: str, clock: Clock, seconds: int, tokens_per_s: int) -> JobEnergy:
     gpus = Gpus(clock)
-    meter = JobMeter(path, job, gpus, clock)  # type: ignore[arg-type]
+    meter = JobMeter(path, job, gpus, clock)
     ledger = meter.sample(0)
     for step in range(1, seconds // 5 + 1):
         gpus.advance(5.0)
@@ -103,8 +104,11 @@ def test_the_ledger_adds_runs_of_one_job_and_starts_anew_for_another(tmp_path: P
 
 def test_the_cost_so_far_and_to_the_eta(tmp_path: Path) -> None:
     ledger = JobEnergy(1, "j", 2 * JOULES_PER_KWH, 10, 1, 7, True, 1500.0, 0.0)
+    # pytest.approx stands in for each float on purpose: it compares equal to one near it
     assert job_cost(ledger, Price(0.25, "EUR"), eta_s=7200) == JobCost(
-        pytest.approx(0.5), pytest.approx(0.75), "EUR"
+        pytest.approx(0.5),  # type: ignore[arg-type]
+        pytest.approx(0.75),  # type: ignore[arg-type]
+        "EUR",
     )
     assert job_cost(ledger, Price(0.25), eta_s=None).to_eta is None
 

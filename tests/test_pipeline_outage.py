@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from pipeline_helpers import PYTHON, REPO, sim_server, status_when, write_prompts
 
@@ -59,14 +60,14 @@ def test_the_status_says_since_when_no_server_is_up_and_clears_when_one_is(
     assert final is not None and final.state == "stopped" and final.no_server_since is None
 
 
-def _status(**changes: object) -> PipelineStatus:
+def _status(**changes: Any) -> PipelineStatus:
     rate = Rate(60.0, 0.0, 0.0)
     base = PipelineStatus(
         schema=1, state="running", pid=1, started_at=0.0, updated_at=1000.0, total=10, done=4,
         failed=0, in_flight=0, rate_1m=rate, rate_10m=rate, eta_s=None,
         servers=(ServerShare("http://127.0.0.1:30000", 4, 0, 0, False),),
     )  # fmt: skip
-    return replace(base, **changes)  # type: ignore[arg-type]
+    return replace(base, **changes)
 
 
 def test_the_pane_warns_with_how_long_the_fleet_has_been_down() -> None:

@@ -90,7 +90,7 @@ def test_generate_with_profile_uses_every_server(
         timeout=90,
     )
     assert result.returncode == 0, result.stderr
-    counts = Counter(int(r["index"]) for r in read_shards(tmp_path / "out"))  # type: ignore[call-overload]
+    counts = Counter(int(r["index"]) for r in read_shards(tmp_path / "out"))
     assert sorted(counts) == list(range(400)) and max(counts.values()) == 1
     status = read_status(status_path)
     assert status is not None

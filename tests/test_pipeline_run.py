@@ -203,7 +203,7 @@ def test_sigterm_stops_gracefully_and_resume_completes(
     set_mode(server, "ok")
     result = run_generate(argv)
     assert result.returncode == 0, result.stderr
-    counts = Counter(int(r["index"]) for r in read_shards(tmp_path / "out"))  # type: ignore[call-overload]
+    counts = Counter(int(r["index"]) for r in read_shards(tmp_path / "out"))
     assert sorted(counts) == list(range(3000)) and max(counts.values()) == 1
 
 

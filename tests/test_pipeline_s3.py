@@ -77,7 +77,7 @@ def test_s3_down_past_the_wait_exits_1_keeping_shards(
     result = run_generate(s3_job_argv(tmp_path, prompts, server.url, closed, "--s3-wait", "1"))
     assert result.returncode == 1, result.stderr
     assert "S3 unreachable for 1s" in result.stderr and "run again to upload" in result.stderr
-    assert sorted(int(r["index"]) for r in read_shards(tmp_path / "out")) == list(range(200))  # type: ignore[call-overload]
+    assert sorted(int(r["index"]) for r in read_shards(tmp_path / "out")) == list(range(200))
     status = read_status(tmp_path / "status.json")
     assert status is not None and status.state == "failed" and status.pending_uploads == 1
 

@@ -19,7 +19,6 @@ from tui.fleet.snapshot import ServerState
 from tui.pipeline.sender import lean_route
 from tui.servers.batch_fetch import BatchFetcher
 from tui.servers.keepalive import KeepAliveTransport, lean_transport
-from tui.ui.app import FleetApp
 
 
 def test_names_and_groups_parse_and_a_stranger_is_named() -> None:
@@ -90,7 +89,6 @@ async def test_gcfreeze_off_freezes_nothing(plain_switch: Any) -> None:
     plain_switch("gcfreeze")
     gc.unfreeze()
     app = make_app(seven_gpu_fleet())
-    assert isinstance(app, FleetApp)
     app.freeze_heap = True  # what the console's command sets
     try:
         async with app.run_test(size=(200, 50)) as pilot:

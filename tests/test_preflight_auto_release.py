@@ -49,7 +49,7 @@ def site(tmp_path: Path) -> Path:
     return package.parent
 
 
-def _profile(site: Path, version: str = "auto", **knobs: object) -> Profile:
+def _profile(site: Path, version: str = "auto", /, **knobs: object) -> Profile:
     doc = {
         "name": "real",
         "engine": {"kind": "sglang", "python": sys.executable, "sglang_version": version},

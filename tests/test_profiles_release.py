@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import tomli_w
 from flagtable_helpers import ensure_reference
-from servers_helpers import canned_server, json_reply
+from servers_helpers import Route, canned_server, json_reply
 
 from tui.ops.cli import apply as apply_cli
 from tui.profiles import ProfileError, profile_from_dict, sglang_release
@@ -174,7 +174,7 @@ def test_a_hung_interpreter_is_given_up_on(tmp_path: Path) -> None:
 
 def test_auto_falls_back_to_a_running_server(tmp_path: Path, closed_port: int) -> None:
     info = json.dumps({"version": "0.5.19", "internal_states": [{}], "max_running_requests": 8})
-    routes = {"/server_info": json_reply(info)}
+    routes: dict[str, Route] = {"/server_info": json_reply(info)}
     with canned_server(routes) as server:
         assert served_release("127.0.0.1", [server.port]) == (server.port, "0.5.19")
         doc = _doc(str(tmp_path / "no-such-python"), None, cuda_graph_max_bs=256)

@@ -148,7 +148,8 @@ def test_0517_startup_lines_carry_their_fields() -> None:
 
 
 def _phases(path: Path) -> list[str]:
-    state, seen = LogState(), []
+    state = LogState()
+    seen: list[str] = []
     for record in read_records(path.read_text().split("\n")[:-1]):
         if record.event is not None:
             state.apply(record.event)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,7 +163,7 @@ CONFIGS = Path(__file__).parent / "fixtures" / "model_configs"
 H200 = 150_754_820_096  # 140.4 GiB, as NVML reports an H200
 
 
-def _real(profile: Profile, model_path: str, **server: object) -> Profile:
+def _real(profile: Profile, model_path: str, **server: Any) -> Profile:
     engine = dataclasses.replace(profile.engine, kind="sglang")
     fields = dict(model_path=model_path, **server)
     return dataclasses.replace(

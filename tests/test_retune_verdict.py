@@ -25,7 +25,8 @@ def test_clearly_better() -> None:
     result = compare(noisy(13500, 12, 300, 1), noisy(16000, 12, 300, 2))
     assert result.verdict == "better"
     assert result.ci_low is not None and result.ci_high is not None
-    assert 0.10 < result.ci_low < result.relative_change < result.ci_high  # type: ignore[operator]
+    assert result.relative_change is not None
+    assert 0.10 < result.ci_low < result.relative_change < result.ci_high
     assert result.sureness is not None and result.sureness > 0.999
     assert "better: +" in result.describe() and "95% CI" in result.describe()
 
@@ -77,7 +78,7 @@ def test_bad_level_is_refused() -> None:
 
 
 def test_interval_rates_skip_restarted_counters() -> None:
-    readings = [
+    readings: list[tuple[float, dict[int, float | None]]] = [
         (0.0, {0: 100.0, 1: 50.0}),
         (1.0, {0: 200.0, 1: 60.0}),
         (2.0, {0: 5.0, 1: 80.0}),  # GPU 0 restarted: its counter went back

@@ -6,7 +6,7 @@ import math
 
 from bench.prom_reference import reference_quantile
 from tui.rollout.beside import MIN_OBSERVATIONS, measured_beside, steps
-from tui.rollout.sampling import Reading
+from tui.rollout.sampling import Counts, Reading
 from tui.servers.histogram import TTFT, Histogram
 
 BOUNDS = (0.1, 0.2, 0.4, 0.8, 1.6, math.inf)
@@ -44,9 +44,9 @@ def readings(
                 made[g] += tokens[g]
                 joules[g] += watts[g] or 0.0
         latency = {g: {TTFT: Histogram(BOUNDS, cumulative(ttft[g]))} for g in per_step}
-        values = {g: (made[g], 0.0) for g in per_step}
+        values: dict[int, Counts | None] = {g: (made[g], 0.0) for g in per_step}
         metered = {g: (joules[g] if watts[g] is not None else None) for g in per_step}
-        out.append(Reading(float(i), 1000.0 + i, values, latency, metered, True))  # type: ignore[arg-type]
+        out.append(Reading(float(i), 1000.0 + i, values, latency, metered, True))
     return out
 
 
@@ -69,7 +69,7 @@ def test_a_slower_canary_s_ttft_p90_and_tokens_per_joule_against_a_reference() -
     assert c.tokens_per_joule == 500.0 / 700.0 and k.tokens_per_joule == 2000.0 / 1400.0
     assert c.window == (1000.0, 1008.0)
     ttft = beside.ttft_p90
-    assert ttft.relative == c.ttft_p90_s / k.ttft_p90_s - 1  # type: ignore[operator]
+    assert ttft.relative == c.ttft_p90_s / k.ttft_p90_s - 1
     assert ttft.low is not None and ttft.high is not None
     assert 0 < ttft.low <= ttft.relative <= ttft.high
     tpj = beside.tokens_per_joule

@@ -33,7 +33,9 @@ def _rates(
     ``loads[i]`` requests: 16 running, the rest queued; unknown without ``loads``)."""
     out = []
     for i, v in enumerate(per_second):
-        held = {} if loads is None else dict.fromkeys((0, 1), _held(loads[i]))
+        held: dict[int, Load | None] = {}
+        if loads is not None:
+            held = dict.fromkeys((0, 1), _held(loads[i]))
         out.append(IntervalRates(start + i, start + i + 1, {0: v / 2, 1: v / 2}, {}, held))
     return out
 

@@ -45,7 +45,7 @@ async def client() -> AsyncIterator[TestClient[web.Request, web.Application]]:
         yield client
 
 
-async def test_no_token_is_401_and_a_wrong_one_403(client: TestClient) -> None:  # type: ignore[type-arg]
+async def test_no_token_is_401_and_a_wrong_one_403(client: TestClient) -> None:
     assert (await client.get("/")).status == 401
     assert (await client.get("/static/x.js")).status == 401
     assert (await client.get("/", params={"token": "wrong" * 5})).status == 403
@@ -53,7 +53,7 @@ async def test_no_token_is_401_and_a_wrong_one_403(client: TestClient) -> None: 
     assert (await client.get("/")).status == 403
 
 
-async def test_the_token_moves_into_a_cookie_then_every_request_passes(client: TestClient) -> None:  # type: ignore[type-arg]
+async def test_the_token_moves_into_a_cookie_then_every_request_passes(client: TestClient) -> None:
     first = await client.get("/", params={"token": TOKEN, "fontsize": "20"}, allow_redirects=False)
     assert first.status == 303
     assert first.headers["Location"] == "/?fontsize=20"  # the token leaves the address bar
@@ -65,7 +65,7 @@ async def test_the_token_moves_into_a_cookie_then_every_request_passes(client: T
     assert (await client.get("/static/x.js")).status == 200
 
 
-async def test_another_origin_is_refused_even_with_the_token(client: TestClient) -> None:  # type: ignore[type-arg]
+async def test_another_origin_is_refused_even_with_the_token(client: TestClient) -> None:
     client.session.cookie_jar.update_cookies({COOKIE: TOKEN})
     assert (await client.get("/")).status == 200
     own = f"http://{client.host}:{client.port}"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
-from servers_helpers import FIXTURES, canned_server, json_reply, metrics_reply
+from servers_helpers import FIXTURES, OK, Reply, Route, canned_server, json_reply, metrics_reply
 
 from bench.ports import free_port
 from tui.servers.keepalive import KeepAliveTransport
@@ -47,13 +48,13 @@ def make_client(request: pytest.FixtureRequest) -> ClientFactory:
     return httpx.AsyncClient
 
 
-def make_probe(client: httpx.AsyncClient, port: int, **options: float) -> ServerProbe:
+def make_probe(client: httpx.AsyncClient, port: int, **options: Any) -> ServerProbe:
     """A probe over ``client``, straight to its transport when the fixture made it so."""
-    return ServerProbe(client, port, direct=_DIRECT.get(client), **options)  # type: ignore[arg-type]
+    return ServerProbe(client, port, direct=_DIRECT.get(client), **options)
 
 
 async def test_readiness_is_the_cheap_ready_endpoint(make_client: ClientFactory) -> None:
-    routes = {
+    routes: dict[str, Route] = {
         "/ready": [(503, "text/plain", ""), (503, "text/plain", ""), (200, "text/plain", "")],
         "/health_generate": (200, "text/plain", ""),
         "/model_info": json_reply('{"model_path": "Qwen/Qwen3.6-27B"}'),
@@ -124,7 +125,12 @@ async def test_generating_probe_waits_past_the_cheap_timeout(make_client: Client
     import time
 
     with canned_server({}) as server:
-        server.routes["/health_generate"] = lambda: (time.sleep(1.2), (200, "text/plain", ""))[1]
+
+        def slow_ok() -> Reply:
+            time.sleep(1.2)  # as 0.5.23's answers: after >= 1 s
+            return OK
+
+        server.routes["/health_generate"] = slow_ok
         async with make_client() as client:
             probe = make_probe(client, server.port, timeout=0.3)
             result = await probe.health_generate()
@@ -256,10 +262,11 @@ def test_parse_metrics_agrees_with_prometheus_client_on_an_exposition() -> None:
     families the console skips, NaN and +Inf values)."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.metrics_core import Metric
     from prometheus_client.parser import text_string_to_metric_families
 
     class Collector:
-        def collect(self) -> object:
+        def collect(self) -> Iterator[Metric]:
             for rank in ("0", "1"):
                 labels = ['odd} {name"', rank]
                 for name, value in (
@@ -280,7 +287,7 @@ def test_parse_metrics_agrees_with_prometheus_client_on_an_exposition() -> None:
                 yield counter
 
     registry = CollectorRegistry()
-    registry.register(Collector())  # type: ignore[arg-type]
+    registry.register(Collector())
     text = generate_latest(registry).decode()
     load = parse_metrics(text)
     oracle: dict[str, list[float]] = {}

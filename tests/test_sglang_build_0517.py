@@ -6,11 +6,12 @@ machine's own tiny model (make_tiny.py's Qwen3_5ForCausalLM) with numbers comput
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tui.gpu.sim_records import SIM_GPU_KINDS
-from tui.sglang.builds import SEED, SGLANG_0_5_17, SGLANG_0_5_23
+from tui.sglang.builds import SEED, SGLANG_0_5_17, SGLANG_0_5_23, Build
 from tui.sglang.memory import plan_memory
 from tui.sglang.modelcfg.spec import resolve_model
 from tui.sglang.models import MODELS
@@ -21,7 +22,7 @@ B200 = SIM_GPU_KINDS["b200"][1]
 TINY = resolve_model(str(CONFIGS / "gpufleet--tiny-qwen35"), load_format="dummy")
 # serve.sh's flags: --mem-fraction-static 0.2 --context-length 4096 --max-running-requests 16
 # --max-mamba-cache-size 64 --disable-cuda-graph (the other flags do not size memory).
-SERVE = dict(
+SERVE: dict[str, Any] = dict(
     mem_fraction_static=0.2,
     context_length=4096,
     max_running_requests=16,
@@ -35,7 +36,7 @@ def test_the_tiny_models_plan_by_hand() -> None:
     dummy weights 3,160,676 bf16 parameters = 6,321,352 B; slack 0.8 * pre = 8,589,934,592;
     rest = pre - both - slack = 2,067,790,848; 65 Mamba slots (64 + padding) of 9,216 + 196,608 B
     = 13,378,560; KV tokens (rest - that) // 512 B = 4,012,524."""
-    plan = plan_memory(TINY, H200, pre_bytes=10 * 2**30, build=SGLANG_0_5_17, **SERVE)  # type: ignore[arg-type]
+    plan = plan_memory(TINY, H200, pre_bytes=10 * 2**30, build=SGLANG_0_5_17, **SERVE)
     assert plan.ok
     assert (plan.weight_bytes, plan.before_weights_bytes) == (6_321_352, 73_371_448)
     assert (plan.slack_bytes, plan.rest_bytes) == (8_589_934_592, 2_067_790_848)
@@ -51,8 +52,8 @@ def test_0517_leaves_qwen3_5_for_causal_lm_strategy_unresolved() -> None:
     """0.5.17's lists lack Qwen3_5ForCausalLM: ``auto`` stays, no extra buffer, 3 slots per
     request (64 // 3 = 21 >= 16: no cap). 0.5.23 lists it: extra_buffer with overlap, 5 slots,
     64 // 5 = 12 < 16: capped, with the WARNING."""
-    old = plan_memory(TINY, H200, pre_bytes=10 * 2**30, build=SGLANG_0_5_17, **SERVE)  # type: ignore[arg-type]
-    new = plan_memory(TINY, H200, pre_bytes=10 * 2**30, build=SGLANG_0_5_23, **SERVE)  # type: ignore[arg-type]
+    old = plan_memory(TINY, H200, pre_bytes=10 * 2**30, build=SGLANG_0_5_17, **SERVE)
+    new = plan_memory(TINY, H200, pre_bytes=10 * 2**30, build=SGLANG_0_5_23, **SERVE)
     assert (old.mamba_strategy, old.mamba_slots_per_request) == ("auto", 3)
     assert (new.mamba_strategy, new.mamba_slots_per_request) == ("extra_buffer", 5)
     assert old.max_running_requests == 16 and old.warnings == ()
@@ -65,10 +66,12 @@ def test_0517_leaves_qwen3_5_for_causal_lm_strategy_unresolved() -> None:
 
 
 def test_0517_has_no_multimodal_reserve() -> None:
-    flags = dict(mem_fraction_static=0.93, max_mamba_cache_size=200, speculative_algorithm="EAGLE")
+    flags: dict[str, Any] = dict(
+        mem_fraction_static=0.93, max_mamba_cache_size=200, speculative_algorithm="EAGLE"
+    )
     qwen = MODELS["qwen3.6-27b"]
-    old = plan_memory(qwen, B200, build=SGLANG_0_5_17, **flags)  # type: ignore[arg-type]
-    new = plan_memory(qwen, B200, build=SGLANG_0_5_23, **flags)  # type: ignore[arg-type]
+    old = plan_memory(qwen, B200, build=SGLANG_0_5_17, **flags)
+    new = plan_memory(qwen, B200, build=SGLANG_0_5_23, **flags)
     assert old.multimodal_reserve_bytes == 0 and new.multimodal_reserve_bytes == 100 * 2**20
     assert old.rest_bytes == old.avail_after_weights_bytes - old.slack_bytes
     assert new.rest_bytes == new.avail_after_weights_bytes - new.slack_bytes - 100 * 2**20
@@ -79,9 +82,11 @@ def test_a_path_less_mtp_draft_is_budgeted_only_where_the_source_says() -> None:
     where SGLang sizes them in: never for a Qwen3.5 config outside the seed build, always for
     DeepSeek (its draft path defaults to the model path)."""
     qwen = resolve_model(str(CONFIGS / "Qwen--Qwen3.5-27B"))
-    flags = dict(mem_fraction_static=0.93, max_mamba_cache_size=200, speculative_algorithm="EAGLE")
+    flags: dict[str, Any] = dict(
+        mem_fraction_static=0.93, max_mamba_cache_size=200, speculative_algorithm="EAGLE"
+    )
     for build, cell in ((SGLANG_0_5_23, 65_536), (SGLANG_0_5_17, 65_536), (SEED, 69_632)):
-        plan = plan_memory(qwen, B200, build=build, **flags)  # type: ignore[arg-type]
+        plan = plan_memory(qwen, B200, build=build, **flags)
         rest = plan.rest_bytes - plan.mamba_reserve_bytes
         assert plan.max_total_num_tokens == rest // cell, build
         assert plan.draft_k_bytes == plan.max_total_num_tokens * 4_096 // 2
@@ -90,7 +95,7 @@ def test_a_path_less_mtp_draft_is_budgeted_only_where_the_source_says() -> None:
 
 
 @pytest.mark.parametrize(("build", "slots"), [(SGLANG_0_5_17, 0), (SGLANG_0_5_23, 1)])
-def test_0517_takes_max_running_requests_without_the_floor_of_one(build: str, slots: int) -> None:
+def test_0517_takes_max_running_requests_without_the_floor_of_one(build: Build, slots: int) -> None:
     """``--disable-radix-cache --max-running-requests 0``: 0.5.17 sizes 0 Mamba slots (and
     fails), 0.5.23 floors the request at 1."""
     plan = plan_memory(
@@ -100,7 +105,7 @@ def test_0517_takes_max_running_requests_without_the_floor_of_one(build: str, sl
         disable_radix_cache=True,
         max_running_requests=0,
         mem_fraction_static=0.2,
-        build=build,  # type: ignore[arg-type]
+        build=build,
     )
     assert plan.max_mamba_cache_size == slots
     assert plan.ok == (slots > 0)

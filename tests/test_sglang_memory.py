@@ -5,11 +5,12 @@ the default build follows SGLang 0.5.23's source (``srt/mem_cache/kv_cache_confi
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
 import pytest
 
 from tui.gpu.sim_records import SIM_GPU_KINDS
-from tui.sglang.builds import SEED
+from tui.sglang.builds import SEED, SGLANG_0_5_23, Build
 from tui.sglang.memory import plan_memory, slots_per_request
 from tui.sglang.models import GIB, get_model
 from tui.sglang.plan_types import Calibration
@@ -18,14 +19,29 @@ QWEN = get_model("qwen3.6-27b")
 LLAMA = get_model("llama-8b")
 B200 = SIM_GPU_KINDS["b200"][1]
 H100 = SIM_GPU_KINDS["h100"][1]
-SEED_FLAGS = dict(
+
+
+class Flags(TypedDict, total=False):
+    """The flags of ``plan_memory`` these tests set, each with its type (a plain dict of them
+    would pass every value as ``object``)."""
+
+    mem_fraction_static: float
+    max_mamba_cache_size: int
+    mamba_full_memory_ratio: float
+    max_running_requests: int
+    max_total_tokens: int
+    page_size: int
+    speculative_algorithm: str
+
+
+SEED_FLAGS = Flags(
     mem_fraction_static=0.93,
     max_mamba_cache_size=200,
     mamba_full_memory_ratio=0.6,
     max_running_requests=64,
     speculative_algorithm="EAGLE",
 )
-BASELINE_FLAGS = dict(
+BASELINE_FLAGS = Flags(
     mem_fraction_static=0.88, max_mamba_cache_size=80, speculative_algorithm="EAGLE"
 )
 
@@ -63,9 +79,9 @@ def test_seed_baseline_80_slots_cap_16() -> None:
     assert plan.max_total_num_tokens % plan.page_size == 0
 
 
-@pytest.mark.parametrize("build", ["0.5.23", SEED])
-def test_kv_tokens_follow_the_formula(build: str) -> None:
-    plan = plan_memory(QWEN, B200, build=build, **SEED_FLAGS)  # type: ignore[arg-type]
+@pytest.mark.parametrize("build", [SGLANG_0_5_23, SEED])
+def test_kv_tokens_follow_the_formula(build: Build) -> None:
+    plan = plan_memory(QWEN, B200, build=build, **SEED_FLAGS)
     rest = plan.rest_bytes - plan.mamba_reserve_bytes
     cell = QWEN.kv_bytes_per_token + QWEN.draft_kv_bytes_per_token
     assert plan.max_total_num_tokens == rest // cell // 64 * 64
@@ -75,7 +91,7 @@ def test_kv_tokens_follow_the_formula(build: str) -> None:
 
 
 def test_raising_the_fraction_grows_kv_and_other_tenants_shrink_it() -> None:
-    low = plan_memory(QWEN, B200, **{**SEED_FLAGS, "mem_fraction_static": 0.90})
+    low = plan_memory(QWEN, B200, **(SEED_FLAGS | Flags(mem_fraction_static=0.90)))
     high = plan_memory(QWEN, B200, **SEED_FLAGS)
     crowded = plan_memory(QWEN, B200, other_resident_bytes=4 * GIB, **SEED_FLAGS)
     assert low.max_total_num_tokens < high.max_total_num_tokens
@@ -127,7 +143,7 @@ def test_bf16_ssm_halves_the_state() -> None:
 
 
 def test_failure_weights_leave_no_memory_gives_the_minimum_fraction() -> None:
-    plan = plan_memory(QWEN, B200, build=SEED, **{**SEED_FLAGS, "mem_fraction_static": 0.3})
+    plan = plan_memory(QWEN, B200, build=SEED, **(SEED_FLAGS | Flags(mem_fraction_static=0.3)))
     assert plan.failure is not None and plan.failure.exception == "ValueError"
     minimum = 1 - plan.avail_after_weights_bytes / plan.pre_bytes
     assert f"{minimum:.4f}" in plan.failure.message
@@ -135,7 +151,7 @@ def test_failure_weights_leave_no_memory_gives_the_minimum_fraction() -> None:
 
 
 def test_seed_build_not_enough_memory_when_mamba_eats_the_rest() -> None:
-    plan = plan_memory(QWEN, B200, build=SEED, **{**SEED_FLAGS, "mem_fraction_static": 0.5})
+    plan = plan_memory(QWEN, B200, build=SEED, **(SEED_FLAGS | Flags(mem_fraction_static=0.5)))
     assert plan.failure is not None
     assert plan.failure.line == (
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
@@ -144,8 +160,8 @@ def test_seed_build_not_enough_memory_when_mamba_eats_the_rest() -> None:
 
 
 def test_failure_cuda_oom_at_graph_capture_when_fraction_is_too_high() -> None:
-    ok = plan_memory(QWEN, B200, **{**SEED_FLAGS, "mem_fraction_static": 0.95})
-    oom = plan_memory(QWEN, B200, **{**SEED_FLAGS, "mem_fraction_static": 0.97})
+    ok = plan_memory(QWEN, B200, **(SEED_FLAGS | Flags(mem_fraction_static=0.95)))
+    oom = plan_memory(QWEN, B200, **(SEED_FLAGS | Flags(mem_fraction_static=0.97)))
     assert ok.ok
     assert oom.failure is not None and oom.failure.phase == "cuda_graph"
     assert oom.failure.line.startswith(
@@ -300,7 +316,7 @@ def test_0523_too_small_pool_names_the_remedies() -> None:
 
 
 def test_0523_kv_warning_only_when_mamba_did_not_cap() -> None:
-    capped = plan_memory(QWEN, B200, **{**SEED_FLAGS, "max_total_tokens": 64})
+    capped = plan_memory(QWEN, B200, **(SEED_FLAGS | Flags(max_total_tokens=64)))
     assert capped.failure is None and capped.capped_by_mamba is False
     assert capped.max_running_requests == 32 and capped.reduced_by_kv
     assert [w for w in capped.warnings if "reduced from" in w] == [
@@ -308,9 +324,9 @@ def test_0523_kv_warning_only_when_mamba_did_not_cap() -> None:
         "the available KV cache capacity."
     ]
     # 100 tokens bound it to 50, then the 200 Mamba slots cap it to 40: only the cap is told.
-    both_flags = {**SEED_FLAGS, "max_total_tokens": 100, "page_size": 1}
-    both = plan_memory(QWEN, B200, **both_flags)  # type: ignore[arg-type]
+    both_flags = SEED_FLAGS | Flags(max_total_tokens=100, page_size=1)
+    both = plan_memory(QWEN, B200, **both_flags)
     assert both.capped_by_mamba and both.max_running_requests == 40
     assert not any("reduced from" in w for w in both.warnings)
-    seed = plan_memory(QWEN, B200, build=SEED, **both_flags)  # type: ignore[arg-type]
+    seed = plan_memory(QWEN, B200, build=SEED, **both_flags)
     assert any("reduced from the requested 64 to 50" in w for w in seed.warnings)

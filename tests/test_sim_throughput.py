@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from typing import Any
 
 from tui.gpu.sim_records import SIM_GPU_KINDS
 from tui.sglang.memory import plan_memory
@@ -55,10 +56,10 @@ def test_speed_scales_rates() -> None:
 
 
 async def _measure(
-    plan: object, speed: float, requests: int, tokens: int
+    plan: MemoryPlan, speed: float, requests: int, tokens: int
 ) -> tuple[float, int, int]:
     lines: list[str] = []
-    sch = SimScheduler(plan, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)  # type: ignore[arg-type]
+    sch = SimScheduler(plan, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)
     task = asyncio.create_task(sch.run())
     try:
         start = time.monotonic()
@@ -97,7 +98,7 @@ async def test_a_late_catch_up_logs_each_interval_at_its_own_rate() -> None:
     line's gen throughput must still be tokens over that interval's own duration."""
     lines: list[str] = []
     speed = 10.0
-    sch = SimScheduler(BASELINE, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)  # type: ignore[arg-type]
+    sch = SimScheduler(BASELINE, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)
     for i in range(16):
         sch.submit(f"r{i}", 100, 100_000, True)
     sch._run_prefill(sch._prefill_batch(), 0.001)  # admit all 16 in one prefill batch
@@ -118,7 +119,7 @@ async def test_a_huge_prompt_is_prefilled_in_chunks_while_decoding_pauses() -> N
     rate, and no decode step in between, so the decode counters stand still meanwhile."""
     lines: list[str] = []
     speed = 20.0
-    sch = SimScheduler(BASELINE, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)  # type: ignore[arg-type]
+    sch = SimScheduler(BASELINE, QWEN, speed=speed, decode_log_interval=40, emit=lines.append)
     task = asyncio.create_task(sch.run())
     try:
         decoding = [sch.submit(f"d{i}", 100, 50_000, True) for i in range(4)]
@@ -146,14 +147,14 @@ async def test_a_huge_prompt_is_prefilled_in_chunks_while_decoding_pauses() -> N
     assert decode_before > 0 and sch.realtime_tokens["prefill_compute"] >= prompt
 
 
-def _spec(draft_tokens: int, **knobs: int) -> MemoryPlan:
+def _spec(draft_tokens: int, **knobs: Any) -> MemoryPlan:
     return plan_memory(
         QWEN,
         B200,
         mem_fraction_static=0.88,
         speculative_algorithm="EAGLE",
         speculative_num_draft_tokens=draft_tokens,
-        **knobs,  # type: ignore[arg-type]
+        **knobs,
     )
 
 

@@ -11,7 +11,6 @@ from ui_helpers import RecordingFleet, finish_actions, make_app, press_until, se
 
 from tui.ops.commands import Rollback
 from tui.state.fleet_state import GpuState
-from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.main_screen import MainScreen
 from tui.ui.retune.apply_screen import ApplyScreen
@@ -29,7 +28,6 @@ async def test_keyboard_alone_tune_apply_verify_and_roll_back() -> None:
         for g in ALL
     }
     app = make_app(actions=actions, running=running)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(150, 50)) as pilot:
         await settle(pilot, app)
         await press_until(pilot, ("T",), TuningFormScreen)
@@ -46,7 +44,9 @@ async def test_keyboard_alone_tune_apply_verify_and_roll_back() -> None:
         assert all(p.fits and p.mamba_slots == 200 for p in form.preflight)
         await pilot.press("ctrl+t")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
-        assert "Restart GPUs 0-6 (7 servers)" in app.screen.title_text  # type: ignore[attr-defined]
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        assert "Restart GPUs 0-6 (7 servers)" in confirm.title_text
         actions.gates[len(actions.apply_script_events()) - 1] = measured
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, ApplyScreen), "the apply screen")
@@ -64,7 +64,9 @@ async def test_keyboard_alone_tune_apply_verify_and_roll_back() -> None:
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
         await press_until(pilot, ("b",), ConfirmScreen)
-        assert app.screen.title_text == "Roll back GPUs 0-6 to sim-baseline?"  # type: ignore[attr-defined]
+        rollback = app.screen
+        assert isinstance(rollback, ConfirmScreen)
+        assert rollback.title_text == "Roll back GPUs 0-6 to sim-baseline?"
         await pilot.press("y")
         await finish_actions(pilot, app)
     applied = actions.applied()

@@ -99,7 +99,6 @@ def script_fleet() -> FleetSnapshot:
 
 def _app(actions: RecordingFleet, fleet: FleetSnapshot | None = None) -> FleetApp:
     app = make_app(script_fleet() if fleet is None else fleet, actions=actions)
-    assert isinstance(app, FleetApp)
     app.animation_level = "none"
     return app
 

@@ -74,7 +74,6 @@ def aged_fleet() -> FleetSnapshot:
 
 def _app() -> FleetApp:
     app = make_app(aged_fleet(), status=pipeline_status())
-    assert isinstance(app, FleetApp)
     app.animation_level = "none"
     return app
 
@@ -138,9 +137,9 @@ def test_stale_panels_snapshot(snap_compare: Any) -> None:
     ],
 )
 def test_the_generation_panes_rates_and_eta_stop_and_say_why(
-    changes: dict[str, object], why: str
+    changes: dict[str, Any], why: str
 ) -> None:
-    status = replace(pipeline_status(), **changes)  # type: ignore[arg-type]
+    status = replace(pipeline_status(), **changes)
     text = summary_lines(status).plain
     assert f"ETA – ({why})" in text and f"req/s –  out tok/s –  ({why})" in text
     assert "156" not in text and "(1m)" not in text  # the last rates are not on screen
@@ -161,7 +160,6 @@ async def test_a_stopped_or_failed_panel_blanks_its_servers_numbers(
     kept = ready_server(1, state=state, max_running_requested=64, capped=True)
     fleet = FleetSnapshot((GpuPanel(0, gpu(0), ready_server(0)), GpuPanel(1, gpu(1), kept)))
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app)
         text = "\n".join(line.plain for line in panel_text(app, 1))

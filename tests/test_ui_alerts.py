@@ -107,7 +107,6 @@ async def test_when_another_process_publishes_the_console_shows_and_posts_nothin
     assert agent.publishing
     try:
         app = make_app(poll_interval_s=POLL_S)  # GPU 2's server failed with an OOM
-        assert isinstance(app, FleetApp)
         app.alerts_on = True
         rung = _bells(app, monkeypatch)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -129,7 +128,6 @@ async def test_when_another_process_publishes_the_console_shows_and_posts_nothin
 async def test_bad_alert_settings_are_one_line_and_the_header_says_alerts_are_off() -> None:
     _settings("[alerts.crashed]\nfor_s = -1\n")
     app = make_app(poll_interval_s=POLL_S)
-    assert isinstance(app, FleetApp)
     app.alerts_on = True
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)

@@ -19,7 +19,6 @@ from tui.autotune.options import SearchRequest, request_argv
 from tui.autotune.space import SearchSpace
 from tui.autotune.status import control_file, read_request, write_status
 from tui.ops.commands import StartAutotune, SteerAutotune
-from tui.ui.app import FleetApp
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.autotune.candidate_chart import CandidateChart
 from tui.ui.autotune.form_screen import AutotuneFormScreen
@@ -94,7 +93,6 @@ async def test_the_screen_shows_the_search_and_every_key_reaches_it() -> None:
     write_status(status("canary"))
     port = RecordingFleet()
     app = make_app(actions=port)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(100, 40)) as pilot:
         screen = AutotuneScreen(app.port, interval_s=3600, predictor=no_fleet)
         await app.push_screen(screen)
@@ -149,7 +147,6 @@ async def test_a_dead_search_is_stale_and_read_only_disables_every_control() -> 
     write_status(status("canary", alive=False))
     port = RecordingFleet()
     app = make_app(actions=port, readonly=True)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(100, 40)) as pilot:
         screen = AutotuneScreen(app.port, interval_s=3600)
         await app.push_screen(screen)
@@ -167,15 +164,16 @@ async def test_a_dead_search_is_stale_and_read_only_disables_every_control() -> 
 async def test_a_from_the_grid_opens_the_screen_and_escape_leaves_the_search_running() -> None:
     write_status(status("canary"))
     app = make_app()
-    async with app.run_test(size=(100, 40)) as pilot:  # type: ignore[attr-defined]
+    async with app.run_test(size=(100, 40)) as pilot:
         await settle(pilot, app)
         await pilot.press("a")
-        await wait_for(pilot, lambda: isinstance(app.screen, AutotuneScreen), "the screen")  # type: ignore[attr-defined]
-        screen = app.screen  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: isinstance(app.screen, AutotuneScreen), "the screen")
+        screen = app.screen
+        assert isinstance(screen, AutotuneScreen)
         await wait_for(pilot, lambda: screen.doc is not None, "the status")
         assert "Search: canary" in text(screen, "autotune-summary")
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, AutotuneScreen), "the grid")  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: not isinstance(app.screen, AutotuneScreen), "the grid")
     assert last_request() is None  # closing the screen asked the search nothing
 
 

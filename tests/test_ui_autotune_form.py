@@ -6,8 +6,10 @@ the search shows in the grid's status strip from its status document."""
 from __future__ import annotations
 
 import time
+from operator import is_
 
 from test_ui_autotune import started, status
+from textual.pilot import Pilot
 from textual.widgets import Input, Label, Static, Switch
 from ui_helpers import RecordingFleet, make_app, settle, wait_for
 
@@ -15,6 +17,7 @@ from tui.autotune import cli
 from tui.autotune.budget import Budget
 from tui.autotune.space import KNOBS, SearchSpace
 from tui.autotune.status import read_status, write_status
+from tui.ui.app import FleetApp
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.autotune.form_screen import AutotuneFormScreen
 from tui.ui.confirm import ConfirmScreen
@@ -23,7 +26,9 @@ from tui.ui.operation_strip import OperationStrip
 VERDICT = "Preflight on GPU 0: 1 of 5 single-knob moves from p predicted not to fit"
 
 
-async def open_form(pilot, app, asked: list[SearchSpace]):  # type: ignore[no-untyped-def]
+async def open_form(
+    pilot: Pilot[None], app: FleetApp, asked: list[SearchSpace]
+) -> AutotuneFormScreen:
     def predictor(space: SearchSpace) -> str:
         asked.append(space)
         return VERDICT
@@ -33,7 +38,9 @@ async def open_form(pilot, app, asked: list[SearchSpace]):  # type: ignore[no-un
     await wait_for(pilot, lambda: screen.doc is None and screen.is_mounted, "the screen")
     await pilot.press("s")
     await wait_for(pilot, lambda: isinstance(app.screen, AutotuneFormScreen), "the form")
-    return app.screen
+    form = app.screen
+    assert isinstance(form, AutotuneFormScreen)
+    return form
 
 
 def field(form: AutotuneFormScreen, widget: str) -> Input:
@@ -49,7 +56,7 @@ async def test_a_bad_range_or_budget_is_refused_with_its_one_line_error_and_noth
 ):
     port = RecordingFleet()
     app = make_app(actions=port)
-    async with app.run_test(size=(120, 50)) as pilot:  # type: ignore[attr-defined]
+    async with app.run_test(size=(120, 50)) as pilot:
         form = await open_form(pilot, app, [])
         field(form, "high-mem_fraction_static").value = "1.2"
         field(form, "budget-wall").value = "0"
@@ -65,7 +72,8 @@ async def test_a_bad_range_or_budget_is_refused_with_its_one_line_error_and_noth
         assert form.request is None
         await pilot.press("ctrl+s")
         await pilot.pause()
-        assert app.screen is form  # no confirmation: nothing can start  # type: ignore[attr-defined]
+        # is_(a, b), not "a is b": mypy would narrow form to the declared type of the other side
+        assert is_(app.screen, form)  # no confirmation: nothing can start
         # every knob off: refused too, naming what to do
         field(form, "high-mem_fraction_static").value = "0.93"
         field(form, "budget-wall").value = "4h"
@@ -74,9 +82,9 @@ async def test_a_bad_range_or_budget_is_refused_with_its_one_line_error_and_noth
         await wait_for(pilot, lambda: "knobs: none turned on" in errors(form), "the error")
         await pilot.press("ctrl+s")
         await pilot.pause()
-        assert app.screen is form  # type: ignore[attr-defined]
+        assert is_(app.screen, form)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, AutotuneScreen), "closed")  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: isinstance(app.screen, AutotuneScreen), "closed")
     assert port.commands == []
     assert read_status() is None  # and no search ran
 
@@ -85,7 +93,7 @@ async def test_a_good_form_starts_a_search_with_exactly_its_knobs_ranges_and_bud
     port = RecordingFleet()
     asked: list[SearchSpace] = []
     app = make_app(actions=port)
-    async with app.run_test(size=(120, 50)) as pilot:  # type: ignore[attr-defined]
+    async with app.run_test(size=(120, 50)) as pilot:
         form = await open_form(pilot, app, asked)
         for name in KNOBS:
             if name not in ("mem_fraction_static", "max_running_requests"):
@@ -112,8 +120,8 @@ async def test_a_good_form_starts_a_search_with_exactly_its_knobs_ranges_and_bud
         await wait_for(pilot, lambda: str(panel.render()) == VERDICT, "the verdict shown")
         assert errors(form) == ""
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")  # type: ignore[attr-defined]
-        said = str(app.screen.query_one("#confirm-affected", Label).render())  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        said = str(app.screen.query_one("#confirm-affected", Label).render())
         for words in (
             "runs on GPU 2 as a canary against the other GPUs",
             "rolled back",
@@ -136,25 +144,23 @@ async def test_the_search_shows_in_the_grids_status_strip_from_its_status_docume
     doc["waiting_for"] = "apply sim-x to GPUs [1] (pid 7)"
     write_status(doc)  # as a search started by the CLI writes it: this console started nothing
     app = make_app()
-    async with app.run_test(size=(160, 40)) as pilot:  # type: ignore[attr-defined]
+    async with app.run_test(size=(160, 40)) as pilot:
         await settle(pilot, app)
-        strip = app.main_screen.query_one(OperationStrip)  # type: ignore[attr-defined]
+        strip = app.main_screen.query_one(OperationStrip)
         await strip.read_autotune()
-        line = strip.content.plain  # type: ignore[union-attr]
+        line = str(strip.content)
         assert strip.display
         assert line.startswith("autotune canary · waiting for apply sim-x to GPUs [1]")
         assert "#4 max_mamba_cache_size=200 on GPU 0 (measuring, 6 intervals: better)" in line
         assert "1m 00s of 1h 00m, 21.5/1800 GPU-s, 3 canaries · a: autotune" in line
         write_status(status("canary", alive=False))
         await strip.read_autotune()
-        assert "STALE: the search process died" in strip.content.plain  # type: ignore[union-attr]
+        assert "STALE: the search process died" in str(strip.content)
         ended = status("finished")
         ended["reason"] = "no untried neighbour fits"
         write_status(ended)
         await strip.read_autotune()
-        assert strip.content.plain.startswith(  # type: ignore[union-attr]
-            "autotune finished · no untried neighbour fits"
-        )
+        assert str(strip.content).startswith("autotune finished · no untried neighbour fits")
         # long after the end it leaves the strip
         from tui.ui.autotune.strip_line import ENDED_SHOWN_S, autotune_line
 
@@ -168,7 +174,7 @@ async def test_a_burst_of_keys_lands_each_in_the_field_focused_when_it_was_typed
     from test_ui_tuning_typeahead import post_keys, typed
 
     app = make_app()
-    async with app.run_test(size=(120, 50)) as pilot:  # type: ignore[attr-defined]
+    async with app.run_test(size=(120, 50)) as pilot:
         form = await open_form(pilot, app, [])
         low = field(form, "low-mem_fraction_static")
         form.set_focus(low)

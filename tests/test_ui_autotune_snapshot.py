@@ -10,14 +10,12 @@ from textual.pilot import Pilot
 from ui_helpers import make_app, settle, wait_for
 
 from tui.autotune.status import write_status
-from tui.ui.app import FleetApp
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 
 
 def _opened(snap_compare: Any, size: tuple[int, int]) -> bool:
     write_status(status("canary"))
     app = make_app()
-    assert isinstance(app, FleetApp)
     app.animation_level = "none"
 
     async def open_screen(pilot: Pilot[None]) -> None:

@@ -6,6 +6,7 @@ the phase timer ticks between events."""
 from __future__ import annotations
 
 import asyncio
+from operator import is_
 from typing import Any
 
 from textual.pilot import Pilot
@@ -20,7 +21,8 @@ from ui_helpers import (
     wait_for,
 )
 
-from tui.ops.commands import Apply, Rollback
+from tui.ops.commands import Apply, Op, Rollback
+from tui.ops.events import EventSink, OpEvent
 from tui.ops.service import OperationError
 from tui.retune.events import ApplyFinished, ApplyRefused, ApplyResult, ThroughputComparison
 from tui.state.fleet_state import GpuState
@@ -40,7 +42,6 @@ ALL = (0, 1, 2, 3, 4, 5, 6)
 
 def _app(actions: RecordingFleet, **kwargs: Any) -> FleetApp:
     app = make_app(actions=actions, status=pipeline_status(), **kwargs)
-    assert isinstance(app, FleetApp)
     app.animation_level = "none"
     return app
 
@@ -126,7 +127,9 @@ async def test_a_failed_apply_offers_rollback() -> None:
         assert "b: roll back  Escape: close" in _text(screen, "#apply-summary")
         await pilot.press("b")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
-        assert "Roll back" in app.screen.title_text  # type: ignore[attr-defined]
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        assert "Roll back" in confirm.title_text
         await pilot.press("y")
         await wait_for(
             pilot,
@@ -151,11 +154,11 @@ async def test_an_apply_that_went_well_offers_no_rollback() -> None:
 
 
 class NoHistory(RecordingFleet):
-    async def run(self, command: object, sink: object = None) -> object:
+    async def run(self, command: Op[Any], sink: EventSink | None = None) -> Any:
         if isinstance(command, Rollback):
             self.commands.append(command)
             raise OperationError("rollback: no GPU has a previous profile recorded")
-        return await super().run(command, sink)  # type: ignore[arg-type]
+        return await super().run(command, sink)
 
 
 async def test_rollback_with_no_history_says_nothing_to_roll_back_in_one_line() -> None:
@@ -204,7 +207,7 @@ def test_status_strip_snapshot_80x24(snap_compare: Any) -> None:
         strip.refresh_line()
         app.clear_notifications()
         await pilot.pause()
-        assert len(strip.render().plain) <= 78  # one line at 80 columns (padding 1 each side)
+        assert len(str(strip.render())) <= 78  # one line at 80 columns (padding 1 each side)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run)
 
@@ -223,8 +226,10 @@ async def test_a_new_operation_starts_while_the_last_report_is_under_another_scr
             "the second apply's report",
         )
         second = app.screen
-        assert app.operation is second
-        await wait_for(pilot, lambda: second.finished, "the second apply's end")  # type: ignore[attr-defined]
+        assert isinstance(second, ApplyScreen)
+        # is_(a, b), not "a is b": mypy would narrow second to the declared type of the other side
+        assert is_(app.operation, second)
+        await wait_for(pilot, lambda: second.finished, "the second apply's end")
     assert actions.commands == [Apply("sim-aggressive", (3, 5)), Apply("sim-baseline", (1,))]
 
 
@@ -236,7 +241,7 @@ async def test_a_refused_apply_offers_no_rollback() -> None:
         "a server gpufleet did not launch and has not adopted: nothing was stopped"
     )
 
-    def refused(name: str, gpus: tuple[int, ...]) -> list[object]:
+    def refused(name: str, gpus: tuple[int, ...]) -> list[OpEvent]:
         nothing = ThroughputComparison((), (), "not measured")
         result = ApplyResult(name, {}, gpus, (), nothing, 0.0, 0.0, refused=(why,))
         return [ApplyRefused((why,)), ApplyFinished(result)]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from typing import Any
 
 import pytest
+from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.screen import ModalScreen
 from textual.widgets import Input
@@ -36,10 +38,8 @@ from tui.ui.quit_screen import QuitScreen
 from tui.ui.stop_screen import StopScreen
 
 
-def app_with(actions: RecordingFleet | None = None, **kwargs: object) -> FleetApp:
-    app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
-    assert isinstance(app, FleetApp)
-    return app
+def app_with(actions: RecordingFleet | None = None, **kwargs: Any) -> FleetApp:
+    return make_app(actions=actions, **kwargs)
 
 
 def selected_views(app: FleetApp) -> list[int]:
@@ -300,9 +300,10 @@ async def test_quit_with_stop_keeps_the_console_live_until_the_stop_is_over() ->
         before = app.main_screen.selected
         await pilot.press("right")
         assert app.main_screen.selected == before + 1
-        assert isinstance(app.port.poller, FixedPoller)
-        polls = app.port.poller.polls
-        await wait_for(pilot, lambda: app.port.poller.polls > polls + 1, "more polls")
+        port = app.port
+        assert isinstance(port, RecordingFleet) and isinstance(port.poller, FixedPoller)
+        polls = port.poller.polls
+        await wait_for(pilot, lambda: port.poller.polls > polls + 1, "more polls")
         gate.set()
         await wait_for(pilot, lambda: not app.is_running, "the console to close")
     assert actions.commands == [StopFleet()]
@@ -378,10 +379,13 @@ async def test_detail_kill_and_relaunch_reach_the_backend_for_that_gpu() -> None
 
 
 async def test_footer_lists_operation_keys_with_descriptions_and_ids() -> None:
-    bindings = [*FleetApp.BINDINGS, *MainScreen.BINDINGS, *DetailScreen.BINDINGS]
-    ids = [b.id for b in bindings]  # type: ignore[union-attr]
+    bindings: list[Binding] = []
+    for binding in [*FleetApp.BINDINGS, *MainScreen.BINDINGS, *DetailScreen.BINDINGS]:
+        assert isinstance(binding, Binding), binding  # an id needs a Binding, not a tuple
+        bindings.append(binding)
+    ids = [b.id for b in bindings]
     assert all(ids) and len(set(ids)) == len(ids)
-    assert all(b.description for b in bindings)  # type: ignore[union-attr]
+    assert all(b.description for b in bindings)
 
 
 async def test_command_palette_runs_an_operation_through_its_binding() -> None:
@@ -412,14 +416,18 @@ async def test_new_snapshots_reach_the_open_detail_screen() -> None:
     app = app_with(poll_interval_s=0.01)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_detail(pilot, app)
-        poller = app.port.poller
+        port = app.port
+        assert isinstance(port, RecordingFleet)
         fleet = seven_gpu_fleet()
         from dataclasses import replace
 
-        changed = replace(fleet.panels[0], server=replace(fleet.panels[0].server, running=3))  # type: ignore[arg-type,type-var]
-        poller.snapshot = replace(fleet, panels=(changed, *fleet.panels[1:]))  # type: ignore[attr-defined]
+        server = fleet.panels[0].server
+        assert server is not None
+        changed = replace(fleet.panels[0], server=replace(server, running=3))
+        port.poller.snapshot = replace(fleet, panels=(changed, *fleet.panels[1:]))
         for _ in range(500):
-            if screen.panel is not None and screen.panel.server.running == 3:  # type: ignore[union-attr]
+            shown = screen.panel.server if screen.panel is not None else None
+            if shown is not None and shown.running == 3:
                 break
             await pilot.pause(0.01)
         assert "running 3 " in str(screen.query_one("#detail-numbers").render())

@@ -47,7 +47,6 @@ def gpu_history() -> list[Sample]:
 
 def app_on_fixed_data() -> FleetApp:
     app = make_app(status=replace(pipeline_status(), started_at=T0 - 3600), marks=RETUNE_MARKS)
-    assert isinstance(app, FleetApp)
     app.animation_level = "none"
     return app
 
@@ -71,7 +70,9 @@ async def with_history(pilot: Pilot[None]) -> None:
 async def with_the_chart(pilot: Pilot[None]) -> None:
     """The grid's history, then an hour of the job's rate (two operations) in the pane."""
     await with_history(pilot)
-    await show_chart(pilot, pilot.app)
+    app = pilot.app
+    assert isinstance(app, FleetApp)
+    await show_chart(pilot, app)
 
 
 def test_charts_grid_80x24(snap_compare: Any) -> None:

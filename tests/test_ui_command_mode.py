@@ -3,6 +3,8 @@ typed command reaches (the same dialogs and backend calls as its key; read-only 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from textual.pilot import Pilot
 from ui_helpers import RecordingFleet, finish_actions, make_app, settle, wait_for
@@ -65,10 +67,8 @@ def test_bad_commands_are_one_line_naming_the_word(line: str, error: str) -> Non
     assert error in str(raised.value) and "\n" not in str(raised.value)
 
 
-def _app(actions: RecordingFleet, **kwargs: object) -> FleetApp:
-    app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
-    assert isinstance(app, FleetApp)
-    return app
+def _app(actions: RecordingFleet, **kwargs: Any) -> FleetApp:
+    return make_app(actions=actions, **kwargs)
 
 
 async def _type(pilot: Pilot[None], app: FleetApp, line: str) -> None:
@@ -132,7 +132,8 @@ async def test_kill_logs_and_journal_commands_use_their_keys_flows() -> None:
         assert actions.commands == [Kill((3,))]
         await _type(pilot, app, "logs 4")
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), "GPU 4's detail")
-        assert app.screen.gpu == 4  # type: ignore[attr-defined]
+        detail = app.screen
+        assert isinstance(detail, DetailScreen) and detail.gpu == 4
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, MainScreen), "the grid")
         await _type(pilot, app, "journal")

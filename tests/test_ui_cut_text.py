@@ -7,7 +7,6 @@ from textual.content import Content
 from textual.widgets import Label
 from ui_helpers import make_app, press_until, settle, wait_for
 
-from tui.ui.app import FleetApp
 from tui.ui.confirm import ConfirmScreen
 from tui.ui.format import fit
 from tui.ui.retune.profile_picker import ProfilePickerScreen
@@ -38,7 +37,6 @@ async def test_the_canary_confirm_wraps_and_names_the_right_profile_whole(
     size: tuple[int, int],
 ) -> None:
     app = make_app()
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app)
         await press_until(pilot, ("3", "c"), ProfilePickerScreen)

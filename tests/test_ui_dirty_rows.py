@@ -41,7 +41,6 @@ def _seven_gpu_app() -> tuple[FleetSnapshot, FleetApp]:
     """The seven-GPU fleet and a console app showing it."""
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     return fleet, app
 
 

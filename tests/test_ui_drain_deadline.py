@@ -6,6 +6,9 @@ so, with what it lost, never "Done"."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from textual.screen import Screen
 from textual.widgets import Input, Label, Static
 from ui_helpers import (
     RecordingFleet,
@@ -20,12 +23,13 @@ from tui.control.drain_watch import DrainAccount
 from tui.control.stop import StopResult
 from tui.control.stop_release import StopReleased
 from tui.ops.commands import Kill
+from tui.ops.events import OpEvent
 from tui.retune.events import ApplyResult, ThroughputComparison, VerifyReport
 from tui.ui.stop_screen import StopScreen
 
 
-def text_of(screen: object, selector: str) -> str:
-    return str(screen.query_one(selector, Static).render())  # type: ignore[attr-defined]
+def text_of(screen: Screen[Any], selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
 
 
 def _timed_out(gpu: int) -> StopReleased:
@@ -92,7 +96,7 @@ async def test_the_apply_report_says_what_a_timed_out_drain_lost() -> None:
     )
     plain = scripted_apply()
 
-    def lossy(name: str, gpus: tuple[int, ...]) -> list[object]:
+    def lossy(name: str, gpus: tuple[int, ...]) -> list[OpEvent]:
         def mark(report: VerifyReport) -> VerifyReport:
             if report.gpu != 1:
                 return replace(report, stop_s=2.0, lost_in_flight=0)
@@ -100,7 +104,7 @@ async def test_the_apply_report_says_what_a_timed_out_drain_lost() -> None:
                 report, stop_s=65.3, drain_timed_out=True, lost_in_flight=16, drain_note=note
             )
 
-        events: list[object] = []
+        events: list[OpEvent] = []
         for event in plain(name, gpus):
             if isinstance(event, GpuReady):
                 event = GpuReady(event.gpu, mark(event.report))

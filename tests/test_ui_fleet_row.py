@@ -11,7 +11,6 @@ from textual.geometry import Region
 from ui_helpers import make_app, pipeline_status, settle, settled_app, seven_gpu_fleet, wait_for
 
 from tui.fleet.snapshot import FleetSnapshot
-from tui.ui.app import FleetApp
 from tui.ui.grid.fleet_row import FleetField, FleetRow, fleet_line, fleet_totals
 
 
@@ -40,7 +39,6 @@ def test_the_line_is_long_where_it_fits_and_short_where_it_does_not() -> None:
 @pytest.mark.parametrize(("size", "expected"), [((80, 24), "run 200 q44"), ((200, 50), "gen 7")])
 async def test_the_row_is_on_screen_under_the_grid(size: tuple[int, int], expected: str) -> None:
     app = make_app(status=pipeline_status())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app)
         row = app.screen.query_one(FleetRow)

@@ -6,7 +6,7 @@ import pytest
 from textual.geometry import Region
 from ui_helpers import fleet_of, make_app, settle, seven_gpu_fleet
 
-from tui.fleet.snapshot import FleetSnapshot
+from tui.fleet.snapshot import FleetSnapshot, ServerSnapshot
 from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.gpu_panel import GpuPanelView
@@ -33,7 +33,6 @@ async def panel_regions(
     fleet: FleetSnapshot, size: tuple[int, int]
 ) -> tuple[list[Region], FleetApp]:
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app)
         grid = app.screen.query_one(GpuGrid)
@@ -59,7 +58,6 @@ async def test_seven_gpus_fit_at_80x24() -> None:
 
 async def test_seven_gpus_show_everything_at_200x50() -> None:
     app = make_app(seven_gpu_fleet())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         views = list(app.screen.query(GpuPanelView))
@@ -89,7 +87,6 @@ async def test_sixteen_gpus_fit(size: tuple[int, int]) -> None:
 
 async def test_columns_follow_a_resize() -> None:
     app = make_app(seven_gpu_fleet())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
         grid = app.screen.query_one(GpuGrid)
@@ -104,7 +101,6 @@ async def test_columns_follow_a_resize() -> None:
 
 async def test_capped_value_is_styled_as_a_warning_and_error_as_error() -> None:
     app = make_app(seven_gpu_fleet())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         views = list(app.screen.query(GpuPanelView))
@@ -118,7 +114,7 @@ async def test_capped_value_is_styled_as_a_warning_and_error_as_error() -> None:
         assert views[2].has_class("-failed")
 
 
-def _fleet_with(*servers: object) -> FleetSnapshot:
+def _fleet_with(*servers: ServerSnapshot | None) -> FleetSnapshot:
     from dataclasses import replace
 
     fleet = seven_gpu_fleet()
@@ -143,7 +139,6 @@ async def test_stuck_and_pressure_show_on_the_panel_apart_from_errors() -> None:
     )
     for size in ((200, 50), (80, 24)):  # full and compact layouts
         app = make_app(_fleet_with(stuck, pressured, too_long))
-        assert isinstance(app, FleetApp)
         async with app.run_test(size=size) as pilot:
             await settle(pilot, app)
             views = list(app.screen.query(GpuPanelView))
@@ -189,7 +184,6 @@ def test_a_short_last_row_shares_the_whole_width() -> None:
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_no_empty_band_the_last_row_fills_the_grids_width(size: tuple[int, int]) -> None:
     app = make_app(seven_gpu_fleet())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app)
         grid = app.screen.query_one(GpuGrid).region

@@ -20,7 +20,6 @@ from tui.ui.stop_screen import StopScreen
 
 def _app(actions: RecordingFleet) -> FleetApp:
     app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
     return app
 
 
@@ -41,7 +40,9 @@ async def test_space_marks_gpus_and_k_stops_the_marked_ones() -> None:
         assert "marked GPUs 2,4" in str(app.main_screen.sub_title)
         await pilot.press("k")
         await wait_for(pilot, lambda: isinstance(app.screen, StopScreen), "how to stop")
-        assert app.screen.title_text == "Stop the servers on GPUs 2,4?"  # type: ignore[attr-defined]
+        asked = app.screen
+        assert isinstance(asked, StopScreen)
+        assert asked.title_text == "Stop the servers on GPUs 2,4?"
         await pilot.press("d")
         await wait_for(pilot, lambda: bool(actions.commands), "the stop")
         assert actions.commands == [Kill((2, 4))]
@@ -50,7 +51,9 @@ async def test_space_marks_gpus_and_k_stops_the_marked_ones() -> None:
         assert not any(t.startswith("●") for t in _titles(app).values())
         await pilot.press("k")
         await wait_for(pilot, lambda: isinstance(app.screen, StopScreen), "how to stop")
-        assert app.screen.title_text == "Stop the server on GPU 5?"  # type: ignore[attr-defined]
+        asked = app.screen
+        assert isinstance(asked, StopScreen)
+        assert asked.title_text == "Stop the server on GPU 5?"
 
 
 async def test_slash_filters_the_grid_by_state_and_escape_clears_it() -> None:

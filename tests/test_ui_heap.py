@@ -8,13 +8,10 @@ import gc
 
 from ui_helpers import make_app, settle, seven_gpu_fleet, wait_for
 
-from tui.ui.app import FleetApp
-
 
 async def test_the_first_snapshot_freezes_the_start_up_heap_once() -> None:
     gc.unfreeze()
     app = make_app(seven_gpu_fleet())
-    assert isinstance(app, FleetApp)
     app.freeze_heap = True
     try:
         async with app.run_test(size=(200, 50)) as pilot:

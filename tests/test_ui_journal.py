@@ -6,7 +6,6 @@ from __future__ import annotations
 from ui_helpers import T0, make_app, press_until, settle, wait_for
 
 from tui.ops.journal import JournalEntry, JournalRead
-from tui.ui.app import FleetApp
 from tui.ui.journal.entry_view import profiles_text
 from tui.ui.journal.journal_screen import JournalScreen
 
@@ -30,7 +29,6 @@ async def test_entries_are_listed_newest_first_by_their_start() -> None:
     short = entry("relaunch", T0 + 30, "sim-aggressive", "sim-aggressive")
     start = entry("start", T0 - 600, None, "sim-baseline")
     app = make_app(journal=JournalRead((start, short, long_apply), 0))
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(130, 30)) as pilot:
         await settle(pilot, app)
         await press_until(pilot, ("j",), JournalScreen)

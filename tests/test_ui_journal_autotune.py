@@ -33,8 +33,8 @@ def record(**changes: object) -> CandidateRecord:
         started_at=1_700_000_000.0,
         finished_at=1_700_000_090.0,
     )  # fmt: skip
-    fields = {f: getattr(base, f) for f in base.__slots__}  # type: ignore[attr-defined]
-    return CandidateRecord(**{**fields, **changes})  # type: ignore[arg-type]
+    fields = {f: getattr(base, f) for f in base.__slots__}
+    return CandidateRecord(**{**fields, **changes})
 
 
 def test_a_measured_candidate_reads_with_its_prediction_effect_and_decision() -> None:

@@ -5,6 +5,7 @@ rotation, the pager, and Escape closing the viewer's modes before the screen."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from test_log_viewer_core import DECODE, KV, OOM, write_rotated
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 from textual.widgets import Input, Label
 from ui_helpers import make_app, settle, seven_gpu_fleet, wait_for
 
@@ -38,11 +40,10 @@ def numbered(count: int, start: int = 0) -> str:
 
 def viewer_app(log: Path) -> FleetApp:
     app = make_app(fleet=fleet_logging_to(log), log_tail=tail_file)
-    assert isinstance(app, FleetApp)
     return app
 
 
-async def open_viewer(pilot: object, app: FleetApp, lines: int) -> LogPanel:
+async def open_viewer(pilot: Pilot[None], app: FleetApp, lines: int) -> LogPanel:
     from textual.pilot import Pilot
 
     assert isinstance(pilot, Pilot)
@@ -238,16 +239,17 @@ async def test_escape_closes_a_field_then_the_filter_then_the_screen(tmp_path: P
 
 
 @contextmanager
-def no_suspend(app: FleetApp) -> object:
+def no_suspend(app: FleetApp) -> Iterator[None]:
     """Run what the pager runs, without a terminal to hand over (headless Pilot)."""
     from contextlib import nullcontext
 
     original = app.suspend
+    # a stand-in for the app's own method, for the test's length
     app.suspend = lambda: nullcontext()  # type: ignore[method-assign,assignment,return-value]
     try:
         yield
     finally:
-        app.suspend = original  # type: ignore[method-assign]
+        app.suspend = original  # type: ignore[method-assign]  # the app's own, back
 
 
 async def test_p_opens_the_log_in_pager_with_an_argv(

@@ -104,7 +104,6 @@ async def _graphed(pilot: Pilot[None], app: FleetApp) -> GpuGrid:
 async def test_panels_at_200x50_graph_their_gpus_history() -> None:
     _write_history(time.time())
     app = make_app(seven_gpu_fleet(), actions=RecordingFleet())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         grid = await _graphed(pilot, app)
         views = {v.gpu_index: v for v in grid.query_children(GpuPanelView)}
@@ -124,7 +123,6 @@ async def test_panels_at_200x50_graph_their_gpus_history() -> None:
 async def test_at_80x24_no_graphs_but_every_sparkline_says_its_scale() -> None:
     _write_history(time.time())
     app = make_app(seven_gpu_fleet(), actions=RecordingFleet())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(80, 24)) as pilot:
         grid = await _graphed(pilot, app)
         views = {v.gpu_index: v for v in grid.query_children(GpuPanelView)}
@@ -140,7 +138,6 @@ async def test_a_read_issued_earlier_never_replaces_a_later_one() -> None:
     from tui.ui.grid.panel_graphs import PanelRead
 
     app = make_app(seven_gpu_fleet(), actions=RecordingFleet())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         grid = app.main_screen.query_one(GpuGrid)

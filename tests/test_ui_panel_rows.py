@@ -9,7 +9,6 @@ from textual.geometry import Region
 from textual.strip import Strip
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
-from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.grid.panel_rows import FramedRows
 
@@ -55,7 +54,6 @@ async def test_framed_rows_are_textuals_rows() -> None:
     marked or not, and after a new reading: the same cells, styles and offsets."""
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         app.main_screen.marked = frozenset({3})
@@ -92,7 +90,6 @@ async def test_a_change_of_style_takes_the_border_cells_again() -> None:
     """Selecting a panel (a heavy border in another colour) clears the kept cells; the rows
     then carry the new border."""
     app = make_app(seven_gpu_fleet())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.pause()
@@ -113,7 +110,6 @@ async def test_a_line_shown_again_is_drawn_from_the_strip_kept() -> None:
     strip (the same object, the same cells); a change of style draws it anew."""
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         panel = app.query_one("#gpu-1", GpuPanelView)

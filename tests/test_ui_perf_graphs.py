@@ -9,7 +9,6 @@ from collections import Counter
 import pytest
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
-from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.grid.panel_graphs import SETTLE_S, PanelRead, read_every_s
@@ -28,7 +27,6 @@ async def test_the_history_is_read_once_per_cell(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(GpuGrid, "_read_graphs", read)
     app = make_app(seven_gpu_fleet())
-    assert isinstance(app, FleetApp)
     now = 1_000_000.0
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
@@ -71,7 +69,6 @@ async def test_at_80x24_the_ticks_read_only_the_sparklines(
     calls: list[tuple[PanelRead, ...]] = []
     monkeypatch.setattr(GpuGrid, "_read_graphs", lambda self, wanted, *_: calls.append(wanted))
     app = make_app(seven_gpu_fleet())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app)
         grid = app.main_screen.query_one(GpuGrid)
@@ -86,7 +83,9 @@ def test_no_cell_is_read_more_often_than_the_history_is_written() -> None:
     per finer cell would redraw rows with no new data of their own."""
     from tui.ui.grid.panel_graphs import FINEST_BUCKET_S, cells_due
 
-    cells = [read_every_s(w, c, g) for w in range(10, 201) for c in (0, 4, 7, 60) for g in (0, 1)]
+    cells = [
+        read_every_s(w, c, g) for w in range(10, 201) for c in (0, 4, 7, 60) for g in (False, True)
+    ]
     assert min(cells) >= FINEST_BUCKET_S
     base = 1_000_000 * FINEST_BUCKET_S + SETTLE_S  # the start of a bucket, edge lag included
     seen = {cells_due((FINEST_BUCKET_S,), base + t / 10) for t in range(0, 300)}  # 30 s

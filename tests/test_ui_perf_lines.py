@@ -11,7 +11,6 @@ from textual.geometry import Region
 from ui_helpers import gpu, graphs_by_hand, make_app, settle, seven_gpu_fleet
 
 from tui.fleet.snapshot import FleetSnapshot
-from tui.ui.app import FleetApp
 from tui.ui.grid import gpu_panel
 from tui.ui.grid.gpu_panel import GpuPanelView
 from tui.ui.grid.panel_graphs import PanelSeries
@@ -45,7 +44,6 @@ async def test_a_few_watts_of_jitter_redraw_nothing_and_5_w_redraw_the_digits(
 ) -> None:
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.pause()
@@ -90,7 +88,6 @@ async def test_a_reading_fits_the_number_lines_only(monkeypatch: pytest.MonkeyPa
     graphs_by_hand(monkeypatch)
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         view = app.main_screen.query_one("#gpu-1", GpuPanelView)
@@ -130,7 +127,6 @@ async def test_a_line_too_long_is_cut_once_while_it_stays_the_same(
         for panel in fleet.panels
     )
     app = make_app(replace(fleet, panels=panels))
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         view = app.main_screen.query_one("#gpu-6", GpuPanelView)

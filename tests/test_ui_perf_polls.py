@@ -41,7 +41,7 @@ def _app(poller: FixedPoller, reads: list[int], interval: float, fail: bool = Fa
 
 def _port(poller: FixedPoller, reader: Callable[[], PipelineStatus | None]) -> RecordingFleet:
     port = RecordingFleet(poller=poller)
-    port.pipeline_status = reader  # type: ignore[method-assign]
+    port.pipeline_status = reader  # type: ignore[method-assign]  # the test's stand-in
     return port
 
 
@@ -120,7 +120,7 @@ async def test_an_unchanged_status_reading_is_handed_down_once() -> None:
 
     app = CountingApp(_port(poller, reader), poll_interval_s=0.05)
     handed: list[PipelineStatus | None] = []
-    app.main_screen.record_pipeline = (  # type: ignore[method-assign]
+    app.main_screen.record_pipeline = (  # type: ignore[method-assign]  # the test's stand-in
         lambda status, marks: handed.append(status)
     )
     async with app.run_test(size=(200, 50)) as pilot:

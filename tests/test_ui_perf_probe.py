@@ -10,6 +10,7 @@ from servers_helpers import (
     REMOTE,
     UNAVAILABLE,
     FakeClock,
+    Route,
     canned_server,
     five_polls_of_a_loaded_server,
     idle_metrics_reply,
@@ -25,14 +26,14 @@ from tui.servers.keepalive import KeepAliveTransport
 
 
 async def test_metrics_stand_for_readiness_between_ready_probes() -> None:
-    routes: dict[str, object] = {
+    routes: dict[str, Route] = {
         "/health_generate": OK,
         "/ready": OK,
         "/metrics": idle_metrics_reply(),
         "/server_info": json_reply('{"max_running_requests": 64}'),
     }
     clock = FakeClock()
-    with canned_server(routes, host=REMOTE) as server:  # type: ignore[arg-type]
+    with canned_server(routes, host=REMOTE) as server:
         spec = FleetSpec((ServerSpec(0, server.port, host=REMOTE),))
         monitor = FleetMonitor(
             spec, NoGpuSource("none"), probe_timeout=2.0, ready_interval=10.0, clock=clock

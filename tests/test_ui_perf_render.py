@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
-from ui_helpers import graphs_by_hand, make_app, settle, seven_gpu_fleet, wait_for
+from ui_helpers import RecordingFleet, graphs_by_hand, make_app, settle, seven_gpu_fleet, wait_for
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel
 from tui.ui.app import FleetApp
@@ -92,7 +92,6 @@ def _with(fleet: FleetSnapshot, gpu: int, **changes: Any) -> FleetSnapshot:
 async def settled_console(fleet: FleetSnapshot) -> AsyncIterator[tuple[FleetApp, Pilot[None]]]:
     """The console at 200x50 on ``fleet``, every panel drawn once."""
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.pause()
@@ -172,7 +171,8 @@ async def test_only_the_changed_line_is_rendered_again_and_a_theme_renders_all()
         changed = [y for y, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]
         line = next(i for i, c in enumerate(view.lines()) if c.plain.startswith("running"))
         assert changed == [line]
-        assert "queued 7" in after[line].text  # type: ignore[union-attr]
+        changed_strip = after[line]
+        assert changed_strip is not None and "queued 7" in changed_strip.text
         app.theme = "textual-light" if app.theme != "textual-light" else "nord"
         await pilot.pause()
         themed = list(view._strips)
@@ -197,8 +197,10 @@ async def test_a_panel_line_has_the_cells_textual_would_render() -> None:
             compared = 0
             for view in app.screen.query(GpuPanelView):
                 style = view.visual_style
+                drawer = view._drawer
+                assert drawer is not None
                 for line in view.lines():
-                    ours = view._drawer.line_strip(line, style)
+                    ours = drawer.line_strip(line, style)
                     textual = Visual.to_strips(view, line, view.size.width, 1, style)[0]
                     assert list(ours) == list(textual), line.plain
                     assert ours.cell_length == textual.cell_length
@@ -227,14 +229,15 @@ async def test_the_grid_runs_no_interval_and_dims_the_panels_when_readings_stop(
 
     fleet = seven_gpu_fleet()
     app = make_app(fleet, poll_interval_s=0.2)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         grid = app.main_screen.query_one(GpuGrid)
         view = app.main_screen.query_one("#gpu-1", GpuPanelView)
         assert not list(grid._timers)
-        polls = app.port.poller.polls  # type: ignore[attr-defined]
-        await wait_for(pilot, lambda: app.port.poller.polls >= polls + 3, "readings")  # type: ignore[attr-defined]
+        port = app.port
+        assert isinstance(port, RecordingFleet)
+        polls = port.poller.polls
+        await wait_for(pilot, lambda: port.poller.polls >= polls + 3, "readings")
         assert " · " not in _panel_text(view)
         answer = asyncio.Event()
 
@@ -242,7 +245,7 @@ async def test_the_grid_runs_no_interval_and_dims_the_panels_when_readings_stop(
             await answer.wait()  # the monitor stops answering (cancelled as the app exits)
             return fleet
 
-        app.port.poller.poll = stopped  # type: ignore[attr-defined]
+        port.poller.poll = stopped  # type: ignore[method-assign]  # the monitor stops answering
         await wait_for(pilot, lambda: "queued 11 · " in _panel_text(view), "dimmed", timeout=15)
         first = _panel_text(view)
         await wait_for(pilot, lambda: _panel_text(view) != first, "the age moving on")

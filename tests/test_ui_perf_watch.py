@@ -10,7 +10,6 @@ import pytest
 from textual import reactive
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
-from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_grid import GpuGrid
 from tui.ui.grid.gpu_panel import GpuPanelView
 
@@ -18,7 +17,6 @@ from tui.ui.grid.gpu_panel import GpuPanelView
 async def test_readings_of_the_same_gpus_await_no_watcher(monkeypatch: pytest.MonkeyPatch) -> None:
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         awaited: list[Any] = []

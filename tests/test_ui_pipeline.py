@@ -139,7 +139,8 @@ def test_chart_data_reads_the_range_and_keeps_the_marks_inside_it(tmp_path: obje
     # the job's range is fitted to its age: a five-minute job fills the width
     young = chart_data(store, JOB, T0, RETUNE_MARKS, job_start=T0 - 300)
     assert young is not None and young.start == T0 - 300 and young.marks == ()
-    assert chart_data(store, JOB, T0, (), job_start=T0 - 5).start == T0 - 60  # type: ignore[union-attr]
+    infant = chart_data(store, JOB, T0, (), job_start=T0 - 5)
+    assert infant is not None and infant.start == T0 - 60
     assert chart_data(store, range_named("1h"), T0 + 7200, ()) is None  # nothing in that hour
 
 
@@ -160,7 +161,6 @@ async def open_chart(pilot: Pilot[None], app: FleetApp) -> tuple[GenerationPane,
 
 async def test_pane_shows_rates_progress_servers_and_the_chart_with_markers() -> None:
     app = make_app(status=hour_old_job(), marks=RETUNE_MARKS)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(120, 45)) as pilot:
         pane, chart = await open_chart(pilot, app)
         summary = str(pane.query_one("#pipeline-summary").render())
@@ -179,7 +179,6 @@ async def test_pane_shows_rates_progress_servers_and_the_chart_with_markers() ->
 
 async def test_the_range_keys_step_through_the_ranges_by_length_the_jobs_among_them() -> None:
     app = make_app(status=pipeline_status(), marks=RETUNE_MARKS)  # a job three hours old
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(120, 45)) as pilot:
         pane, chart = await open_chart(pilot, app)
         assert pane.chart_range is JOB and chart.data is not None
@@ -197,9 +196,11 @@ async def test_the_range_keys_step_through_the_ranges_by_length_the_jobs_among_t
         )
         for key, label, start in steps:
             await pilot.press(key)
-            await wait_for(
-                pilot, lambda s=start: chart.data is not None and chart.data.start == s, label
-            )
+
+            def shown(start: float = start) -> bool:
+                return chart.data is not None and chart.data.start == start
+
+            await wait_for(pilot, shown, label)
             assert pane.chart_range.label == label
             assert f"[b reverse] {label} [/" in str(pane.border_subtitle)
 
@@ -224,7 +225,6 @@ async def test_the_history_survives_a_new_console() -> None:
 
 async def test_at_80x24_the_chart_is_on_screen_with_room_for_its_axes() -> None:
     app = make_app(status=hour_old_job(), marks=RETUNE_MARKS)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(80, 24)) as pilot:
         pane, chart = await open_chart(pilot, app)
         region = chart.region
@@ -236,7 +236,6 @@ async def test_at_80x24_the_chart_is_on_screen_with_room_for_its_axes() -> None:
 
 async def test_at_200x50_the_chart_is_taller_and_the_servers_beside_it() -> None:
     app = make_app(status=hour_old_job(), marks=RETUNE_MARKS)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         pane, chart = await open_chart(pilot, app)
         servers = pane.query_one("#pipeline-servers")
@@ -250,7 +249,6 @@ async def test_at_200x50_the_chart_is_taller_and_the_servers_beside_it() -> None
 
 async def test_pane_without_a_status_document_or_history_says_so() -> None:
     app = make_app(status=None)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
         await pilot.press("g")
@@ -283,7 +281,6 @@ class FixedSource:
 
 async def test_the_chart_reads_prometheus_when_given_and_says_why_it_cannot() -> None:
     app = make_app(status=pipeline_status())
-    assert isinstance(app, FleetApp)
     source = FixedSource()
     app.chart_source = source
     async with app.run_test(size=(120, 45)) as pilot:
@@ -308,7 +305,6 @@ async def test_the_panes_progress_bar_runs_no_timer_it_does_not_need() -> None:
     no ETA timer ever runs. In a narrow pane (the done line says the share) it is not shown,
     and does not animate either."""
     app = make_app(status=None)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(160, 40)) as pilot:  # wide: the pane shows its bar
         await settle(pilot, app)
         bar = app.screen.query_one("#pipeline-progress #bar")
@@ -318,7 +314,6 @@ async def test_the_panes_progress_bar_runs_no_timer_it_does_not_need() -> None:
         await pilot.press("g")
         await wait_for(pilot, lambda: bar.auto_refresh is None, "no animation once hidden")
     app = make_app(status=None)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
         await pilot.press("g")
@@ -326,7 +321,6 @@ async def test_the_panes_progress_bar_runs_no_timer_it_does_not_need() -> None:
         await pilot.pause()
         assert not progress.display and progress.query_one("#bar").auto_refresh is None
     app = make_app(status=pipeline_status())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(pilot, app)
         await pilot.press("g")

@@ -8,7 +8,6 @@ from textual.widgets import Label
 from ui_helpers import RecordingFleet, make_app, settle, wait_for
 
 from tui.cli_args import plain_text
-from tui.ui.app import FleetApp
 from tui.ui.quit_screen import QuitScreen
 
 
@@ -27,7 +26,6 @@ async def test_the_quit_dialog_says_what_stop_fleet_does_to_the_pipeline(
     actions: RecordingFleet, says: str, never: str
 ) -> None:
     app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         await pilot.press("q")

@@ -10,6 +10,8 @@ import importlib
 import pkgutil
 import typing
 from collections.abc import Callable
+from operator import attrgetter
+from typing import Any
 
 import pytest
 from textual.actions import parse
@@ -162,7 +164,7 @@ def test_only_viewing_intents_keep_working() -> None:
 # --- the read-only port ------------------------------------------------------------------------
 
 PROFILE = shipped_profiles()["sim-aggressive"]
-REFUSED: dict[type, commands.Command] = {
+REFUSED: dict[type[commands.Op[Any]], commands.Op[Any]] = {
     commands.Kill: commands.Kill((0,)),
     commands.Relaunch: commands.Relaunch((0,)),
     commands.Apply: commands.Apply(PROFILE, (0,)),
@@ -185,9 +187,9 @@ def test_every_command_is_listed() -> None:
     assert set(REFUSED) | {commands.Adopt} == set(typing.get_args(commands.Command))
 
 
-@pytest.mark.parametrize("kind", sorted(REFUSED, key=lambda cls: cls.__name__))
+@pytest.mark.parametrize("kind", sorted(REFUSED, key=attrgetter("__name__")))
 async def test_the_read_only_port_refuses_every_command_without_asking_the_fleet(
-    kind: type,
+    kind: type[commands.Op[Any]],
 ) -> None:
     inner = RecordingFleet()
     with pytest.raises(Refused, match="read-only console"):
@@ -212,13 +214,11 @@ async def test_the_read_only_port_reads_through_and_offers_only_viewing() -> Non
 # --- Pilot: every changing key of every screen, pressed ------------------------------------
 
 
-def readonly_app(actions: RecordingFleet, **kwargs: object) -> FleetApp:
-    app = make_app(actions=actions, readonly=True, profile="sim-baseline", **kwargs)  # type: ignore[arg-type]
-    assert isinstance(app, FleetApp)
-    return app
+def readonly_app(actions: RecordingFleet, **kwargs: Any) -> FleetApp:
+    return make_app(actions=actions, readonly=True, profile="sim-baseline", **kwargs)
 
 
-SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[object] | None]] = {
+SCREENS: dict[type[DOMNode], Callable[[FleetApp], Screen[Any] | None]] = {
     MainScreen: lambda app: None,  # the base screen
     DetailScreen: lambda app: DetailScreen(2, app.fleet, app.port),
     ConfirmScreen: lambda app: ConfirmScreen("Relaunch the server on GPU 2?", "port 30002"),
@@ -286,7 +286,6 @@ async def test_the_same_keys_work_when_not_read_only() -> None:
     """The comparison that shows the test above can fail: writable, `K` asks, `p` stops."""
     actions = RecordingFleet()
     app = make_app(actions=actions, status=pipeline_status(state="stopped"))
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         assert app.main_screen.check_action("kill_all", ()) is True

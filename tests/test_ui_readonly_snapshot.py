@@ -12,7 +12,6 @@ from tui.ui.app import FleetApp
 
 def still_readonly_app() -> FleetApp:
     app = make_app(status=pipeline_status(), readonly=True)
-    assert isinstance(app, FleetApp)
     app.animation_level = "none"
     return app
 

@@ -13,7 +13,6 @@ from textual._compositor import Compositor
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
 from tui.fleet.snapshot import FleetSnapshot
-from tui.ui.app import FleetApp
 from tui.ui.render import hooks
 from tui.ui.render.dirty_rows import DirtyRowsCompositor
 
@@ -98,7 +97,6 @@ async def test_with_the_hooks_off_the_console_runs_on_textuals_own_path(
         plain_switch("compositor")
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         assert type(app.main_screen._compositor) is Compositor
@@ -114,7 +112,6 @@ async def test_with_the_hooks_off_the_console_runs_on_textuals_own_path(
 
 async def test_with_the_hooks_on_the_main_screen_has_the_dirty_rows_compositor() -> None:
     app = make_app(seven_gpu_fleet())
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         assert isinstance(app.main_screen._compositor, DirtyRowsCompositor)

@@ -13,7 +13,6 @@ from textual.geometry import Region
 from ui_helpers import make_app, settle, seven_gpu_fleet
 
 from tui.fleet.snapshot import FleetSnapshot
-from tui.ui.app import FleetApp
 from tui.ui.grid.gpu_panel import GpuPanelView
 
 Cells = list[list[tuple[str, object]]]
@@ -51,7 +50,6 @@ async def _screens(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Cells], list[s
 
     fleet = seven_gpu_fleet()
     app = make_app(fleet)
-    assert isinstance(app, FleetApp)
     screens: list[Cells] = []
     with monkeypatch.context() as patch:  # undone after this console
         async with app.run_test(size=(200, 50)) as pilot:

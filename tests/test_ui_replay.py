@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from history_helpers import record
+from textual.pilot import Pilot
 from ui_helpers import settle
 
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerState
@@ -126,7 +127,7 @@ async def test_the_replay_shows_at_a_past_moment_what_the_panels_showed_live(
     assert sqlite3.connect(path).execute("SELECT SUM(count) FROM points").fetchone()[0] == written
 
 
-async def until_cursor(pilot: object, app: ReplayApp, at: float) -> None:
+async def until_cursor(pilot: Pilot[None], app: ReplayApp, at: float) -> None:
     """Wait (bounded) until the console shows the snapshot at ``at``."""
     import asyncio
 

@@ -4,8 +4,10 @@ the screens say live and at the end, and when `c` and `o` are offered."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import Static
 from ui_helpers import (
     RecordingFleet,
@@ -32,10 +34,8 @@ from tui.ui.rollout.describe import compact_range
 from tui.ui.rollout.rollout_screen import RolloutScreen
 
 
-def app_with(actions: RecordingFleet, **kwargs: object) -> FleetApp:
-    app = make_app(actions=actions, **kwargs)  # type: ignore[arg-type]
-    assert isinstance(app, FleetApp)
-    return app
+def app_with(actions: RecordingFleet, **kwargs: Any) -> FleetApp:
+    return make_app(actions=actions, **kwargs)
 
 
 def text(screen: object, selector: str) -> str:
@@ -43,10 +43,10 @@ def text(screen: object, selector: str) -> str:
     return str(screen.query_one(selector, Static).render())
 
 
-async def open_canary(pilot: object, app: FleetApp, gpu: str) -> CanaryScreen:
+async def open_canary(pilot: Pilot[None], app: FleetApp, gpu: str) -> CanaryScreen:
     """Select ``gpu``, press c, pick sim-aggressive, check the confirm, say yes."""
     await press_until(pilot, (gpu, "c"), ProfilePickerScreen)
-    await pilot.press("enter")  # type: ignore[attr-defined]
+    await pilot.press("enter")
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
     confirm = app.screen
     assert isinstance(confirm, ConfirmScreen)
@@ -54,7 +54,7 @@ async def open_canary(pilot: object, app: FleetApp, gpu: str) -> CanaryScreen:
         f"Try profile sim-aggressive on GPU {gpu}; GPUs "
         f"{compact_range([g for g in range(7) if g != int(gpu)])} stay as control"
     )
-    await pilot.press("y")  # type: ignore[attr-defined]
+    await pilot.press("y")
     await wait_for(pilot, lambda: isinstance(app.screen, CanaryScreen), "the canary screen")
     screen = app.screen
     assert isinstance(screen, CanaryScreen)

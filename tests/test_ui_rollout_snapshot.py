@@ -8,14 +8,12 @@ from textual.pilot import Pilot
 from ui_helpers import RecordingFleet, make_app, pipeline_status, settle, wait_for
 
 from tui.ops.commands import Canary
-from tui.ui.app import FleetApp
 from tui.ui.messages import OperationRequested
 from tui.ui.rollout.canary_screen import CanaryScreen
 
 
 def test_canary_verdict_screen(snap_compare: Any) -> None:
     app = make_app(actions=RecordingFleet(), status=pipeline_status())
-    assert isinstance(app, FleetApp)
     app.animation_level = "none"
 
     async def verdict(pilot: Pilot[None]) -> None:

@@ -61,7 +61,6 @@ def test_scope_words_name_the_gpus_and_their_nodes() -> None:
 async def test_marks_scope_the_rollback_and_the_rollout_else_the_fleet() -> None:
     actions = RecordingFleet()
     app = make_app(actions=actions, running={})
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=(150, 45)) as pilot:
         await settle(pilot, app)
         # Nothing marked: the rollback is the fleet's (the backend picks the GPUs).
@@ -72,7 +71,9 @@ async def test_marks_scope_the_rollback_and_the_rollout_else_the_fleet() -> None
         await pilot.press("y")
         await wait_for(pilot, lambda: Rollback() in actions.commands, "the fleet's rollback")
         await wait_for(pilot, lambda: isinstance(app.screen, RolloutScreen), "the report")
-        await wait_for(pilot, lambda: app.screen.finished, "its end")  # type: ignore[attr-defined]
+        report = app.screen
+        assert isinstance(report, RolloutScreen)
+        await wait_for(pilot, lambda: report.finished, "its end")
         await pilot.press("escape")
         # GPUs 2 and 4 marked: the rollout is theirs, and its confirm says so.
         await pilot.press("2", "space", "4", "space")

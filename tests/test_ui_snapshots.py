@@ -15,11 +15,11 @@ from ui_helpers import (
 )
 
 from tui.ui.app import FleetApp
+from tui.ui.detail.log_view import LogView
 
 
 def still_app(**kwargs: Any) -> FleetApp:
     app = make_app(**kwargs)
-    assert isinstance(app, FleetApp)
     app.animation_level = "none"
     return app
 
@@ -54,7 +54,7 @@ def test_detail_screen(snap_compare: Any) -> None:
         await pilot.press("0", "enter")
         app = pilot.app
         for _ in range(500):  # the log tail arrives from a thread worker
-            if app.screen.query("LogView") and app.screen.query_one("LogView").buffer.lines:  # type: ignore[attr-defined]
+            if app.screen.query(LogView) and app.screen.query_one(LogView).buffer.lines:
                 break
             await pilot.pause(0.01)
         await ready(pilot)
@@ -70,7 +70,7 @@ def test_log_viewer_80x24_filtered_and_paused(snap_compare: Any) -> None:
         await pilot.press("0", "enter")
         app = pilot.app
         for _ in range(500):  # the log arrives from a thread worker
-            if app.screen.query("LogView") and app.screen.query_one("LogView").buffer.lines:  # type: ignore[attr-defined]
+            if app.screen.query(LogView) and app.screen.query_one(LogView).buffer.lines:
                 break
             await pilot.pause(0.01)
         await pilot.press("slash", *"decode|ready", "escape", "space")
@@ -95,7 +95,9 @@ def test_help_screen(snap_compare: Any) -> None:
 async def show_generation(pilot: Pilot[None]) -> None:
     """The pane over an hour of history (two retunes), its chart read back from the file."""
     await ready(pilot)
-    await show_chart(pilot, pilot.app)
+    app = pilot.app
+    assert isinstance(app, FleetApp)
+    await show_chart(pilot, app)
 
 
 def test_generation_pane(snap_compare: Any) -> None:

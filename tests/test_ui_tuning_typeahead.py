@@ -105,7 +105,6 @@ async def open_ready_form(pilot: Pilot[None], app: FleetApp) -> TuningFormScreen
 async def test_only_the_newest_values_preflight_is_shown_and_the_table_stays_meanwhile() -> None:
     actions = GatedPreflight()
     app = make_app(actions=actions)
-    assert isinstance(app, FleetApp)
     shown: list[TuningFormScreen.PreflightShown] = []
 
     def hook(message: object) -> None:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fleet_helpers import MarksOnly
 from textual.pilot import Pilot
 from textual.screen import ModalScreen
 from ui_helpers import (
@@ -25,7 +26,7 @@ from ui_helpers import (
 from tui.control.adopt import ConfirmedServer
 from tui.control.stop import StopResult
 from tui.control.stop_release import StopReleased
-from tui.fleet.snapshot import ServerState
+from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.ops.commands import Kill, Relaunch, StopFleet
 from tui.ops.door import OperationError
 from tui.ops.local import LocalFleet
@@ -42,7 +43,7 @@ COMMAND = ("python", "-m", "tui", "sim", "--port", "30002")
 UNKNOWN = ConfirmedServer(2, 4802, 777_001, " ".join(COMMAND))
 
 
-def _fleet_with_an_unknown_server() -> object:
+def _fleet_with_an_unknown_server() -> FleetSnapshot:
     fleet = seven_gpu_fleet()
     server = ready_server(
         2, state=ServerState.UNKNOWN, pid=4802, cmdline=COMMAND, start_ticks=777_001
@@ -52,8 +53,7 @@ def _fleet_with_an_unknown_server() -> object:
 
 
 def _app(actions: RecordingFleet) -> FleetApp:
-    app = make_app(_fleet_with_an_unknown_server(), actions=actions, profile="aggressive")  # type: ignore[arg-type]
-    assert isinstance(app, FleetApp)
+    app = make_app(_fleet_with_an_unknown_server(), actions=actions, profile="aggressive")
     return app
 
 
@@ -61,7 +61,7 @@ SCRIPTED = ("/venv/bin/python", "-m", "sglang.launch_server", "--port", "30004")
 STRANGER_4 = ConfirmedServer(4, 4804, 777_004, " ".join(SCRIPTED))
 
 
-def _fleet_started_by_a_script() -> object:
+def _fleet_started_by_a_script() -> FleetSnapshot:
     """GPU 4 serves, ready, but the fleet state records nothing of it (issue 35: a profile's
     console on servers the operator's own script started)."""
     fleet = seven_gpu_fleet()
@@ -75,7 +75,7 @@ async def test_k_on_a_server_the_fleet_does_not_record_names_it_and_sends_only_i
     confirmation now names it as not the fleet's, and only its confirmed pid reaches the
     backend."""
     actions = RecordingFleet()
-    app = make_app(_fleet_started_by_a_script(), actions=actions, profile="aggressive")  # type: ignore[arg-type]
+    app = make_app(_fleet_started_by_a_script(), actions=actions, profile="aggressive")
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
         await press_until(pilot, ("4", "k"), StopScreen)
@@ -200,13 +200,8 @@ async def test_leave_running_quits_with_the_servers_left() -> None:
 
 def test_a_failed_step_withdraws_the_stopping_mark_whatever_failed() -> None:
     """A rollout step whose launch failed (its port held) left GPU 1 'stopping' for ever."""
-    marks: list[tuple[int, bool]] = []
-
-    class Marker:
-        def mark_stopping(self, gpu: int, stopping: bool = True) -> None:
-            marks.append((gpu, stopping))
-
-    sink = LocalFleet(FleetOps(), Marker()).sink(None)  # type: ignore[arg-type]
+    monitor = MarksOnly()
+    sink = LocalFleet(FleetOps(), monitor).sink(None)
     report = VerifyReport(
         1,
         False,
@@ -217,7 +212,7 @@ def test_a_failed_step_withdraws_the_stopping_mark_whatever_failed() -> None:
         error_reason="launch",
     )
     sink(GpuFailed(1, report))
-    assert marks == [(1, False)]
+    assert monitor.seen == [(1, False)]
 
 
 # --- the whole chain, real processes: monitor, confirmation, backend, the one signal ----------

@@ -8,10 +8,12 @@ import threading
 
 import pytest
 from textual import events
+from textual.suggester import SuggestFromList
 from textual.widgets import Footer
 from ui_helpers import RecordingFleet, make_app, settle, settled_app, wait_for
 
 from tui.ui.app import FleetApp
+from tui.ui.bottom_bar import BottomBar
 from tui.ui.command_bar import CommandBar
 from tui.ui.grid.filter_bar import FilterBar
 from tui.ui.stop_screen import StopScreen
@@ -28,10 +30,9 @@ def _row_text(app: FleetApp, y: int) -> str:
     [("colon", "kill 3,5", CommandBar), ("slash", "ready", FilterBar)],
 )
 async def test_typed_text_shows_above_the_footer(
-    size: tuple[int, int], opener: str, typed: str, bar_type: type
+    size: tuple[int, int], opener: str, typed: str, bar_type: type[BottomBar]
 ) -> None:
     app = make_app()
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app)
         await pilot.press(opener, *typed)
@@ -71,7 +72,9 @@ async def test_keys_typed_right_after_colon_land_in_the_bar() -> None:
         finally:
             actions.read.set()
         names = "canary sim-baseline "
-        await wait_for(pilot, lambda: names in bar.suggester._suggestions, "the names")  # type: ignore[union-attr]
+        suggester = bar.suggester
+        assert isinstance(suggester, SuggestFromList)
+        await wait_for(pilot, lambda: names in suggester._suggestions, "the names")
         assert actions.commands == []
 
 

@@ -17,7 +17,6 @@ from tui.ui.app import FleetApp
 
 def still_app() -> FleetApp:
     app = make_app(status=pipeline_status())
-    assert isinstance(app, FleetApp)
     app.animation_level = "none"
     return app
 

@@ -7,7 +7,10 @@ confirms. Left and right move among the buttons; y and n answer."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widgets import Button, Label
 from ui_helpers import (
     RecordingFleet,
@@ -35,8 +38,8 @@ async def closed(pilot: Pilot[None], app: FleetApp, dialog: type) -> None:
     await wait_for(pilot, lambda: not isinstance(app.screen, dialog), "closed")
 
 
-def keys_line(screen: object) -> str:
-    return str(screen.query_one(".dialog-keys", Label).render())  # type: ignore[attr-defined]
+def keys_line(screen: Screen[Any]) -> str:
+    return str(screen.query_one(".dialog-keys", Label).render())
 
 
 def focused_id(app: FleetApp) -> str | None:
@@ -44,9 +47,9 @@ def focused_id(app: FleetApp) -> str | None:
     return focused.id if isinstance(focused, Button) else None
 
 
-async def canary_confirm(pilot: object, app: FleetApp) -> ConfirmScreen:
+async def canary_confirm(pilot: Pilot[None], app: FleetApp) -> ConfirmScreen:
     await press_until(pilot, ("3", "c"), ProfilePickerScreen)
-    await pilot.press("enter")  # type: ignore[attr-defined]
+    await pilot.press("enter")
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
     confirm = app.screen
     assert isinstance(confirm, ConfirmScreen)
@@ -197,8 +200,9 @@ async def test_the_profile_picker_names_its_keys_and_what_enter_picks() -> None:
     async with settled_app(actions=actions, running=RUNNING) as (app, pilot):
         await press_until(pilot, ("3", "c"), ProfilePickerScreen)
         picker = app.screen
+        assert isinstance(picker, ProfilePickerScreen)
         assert keys_line(picker) == "Enter: Pick sim-aggressive · Esc: Cancel · ↑/↓: move"
-        names = picker.names  # type: ignore[attr-defined]
+        names = picker.names
         await pilot.press("down")
         after = names[(names.index("sim-aggressive") + 1) % len(names)]
         await wait_for(pilot, lambda: f"Enter: Pick {after} ·" in keys_line(picker), after)

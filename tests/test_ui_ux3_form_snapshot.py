@@ -16,7 +16,6 @@ from tui.ui.tuning.scope import ScopeScreen
 
 def still_app() -> FleetApp:
     app = make_app(status=pipeline_status())
-    assert isinstance(app, FleetApp)
     app.animation_level = "none"
     return app
 

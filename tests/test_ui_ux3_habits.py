@@ -24,7 +24,6 @@ async def test_the_grid_footer_shows_the_habit_keys(
     size: tuple[int, int], keys: tuple[str, ...]
 ) -> None:
     app = make_app()
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app)
         await pilot.pause()

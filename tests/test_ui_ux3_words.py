@@ -27,6 +27,7 @@ from tui.retune.events import GpuPhase, GpuReady, MeasureProgress
 from tui.rollout.canary_result import CanaryLook
 from tui.ui.autotune.autotune_screen import candidates_text
 from tui.ui.background import PhaseClock, rows_phrase
+from tui.ui.detail.detail_screen import DetailScreen
 from tui.ui.detail.log_view import LogView
 from tui.ui.retune.progress import ApplyProgress, advance
 from tui.ui.retune.report_view import ready_in
@@ -123,7 +124,9 @@ async def test_previous_allocation_searches_the_whole_log(tmp_path: Path) -> Non
         await settle(pilot, app)
         await pilot.press("0", "enter")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "DetailScreen", "detail")
-        panel = app.screen.log_panel  # type: ignore[attr-defined]
+        detail = app.screen
+        assert isinstance(detail, DetailScreen)
+        panel = detail.log_panel
         await wait_for(pilot, lambda: bool(panel.live.buffer.lines), "the live log")
         assert KV not in panel.live.buffer.lines  # outside the kept window
         await pilot.press("A")

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from tui import paths
+from tui.fleet.monitor import FleetMonitor
 from tui.ops.entries import simple_entry
 from tui.ops.journal import append
+from tui.ops.local import LocalFleet
 from tui.state.fleet_state import FleetState, GpuState, update_fleet
 from tui.ui import cli as console_cli
 from tui.ui.app import FleetApp
@@ -42,7 +44,9 @@ def record(ports: tuple[int, ...], host: str = "127.0.0.1") -> None:
 
 
 def watched(app: FleetApp) -> list[tuple[int, int, str]]:
-    spec = app.port.monitor.spec  # type: ignore[attr-defined]
+    port = app.port
+    assert isinstance(port, LocalFleet) and isinstance(port.monitor, FleetMonitor)
+    spec = port.monitor.spec
     return [(s.gpu_index, s.port, s.host) for s in spec.servers]
 
 
@@ -93,7 +97,7 @@ def test_serve_says_which_fleet_its_consoles_watch(capsys: pytest.CaptureFixture
         title="t",
         watching=watching,
     )
-    asyncio.run(server.on_startup(None))  # type: ignore[arg-type]
+    asyncio.run(server.on_startup(None))  # type: ignore[arg-type]  # no aiohttp app: it reads none
     out = capsys.readouterr().out
     assert "gpufleet serve: and watches the fleet state's ports 25000-25006 (GPUs 0-6)" in out
 
@@ -152,16 +156,18 @@ async def test_devices_says_two_watched_ports_share_a_card_before_any_adopt(
 
     args = ["--ports", "25000,25001", "--gpus", "0,1", "--devices", "0,0"]
     assert console_cli.main([*args, "--log-dir", str(tmp_path)]) == 0
-    monitor = opened[0].port.monitor  # type: ignore[attr-defined]
-    spec = monitor.spec  # type: ignore[attr-defined]
+    port = opened[0].port
+    assert isinstance(port, LocalFleet) and isinstance(port.monitor, FleetMonitor)
+    monitor = port.monitor
+    spec = monitor.spec
     assert [(s.gpu_index, s.device_index, s.log_path) for s in spec.servers] == [
         (0, 0, str(tmp_path / "sglang_gpu0.log")),
         (1, 0, str(tmp_path / "sglang_gpu1.log")),
     ]
     try:
-        snap = await poll_until(monitor, lambda s: len(s.panels) >= 2, 20)  # type: ignore[arg-type]
+        snap = await poll_until(monitor, lambda s: len(s.panels) >= 2, 20)
     finally:
-        await monitor.aclose()  # type: ignore[attr-defined]
+        await monitor.aclose()
     assert [(p.gpu_index, p.device) for p in snap.panels][:2] == [(0, None), (1, 0)]
 
 

@@ -15,7 +15,7 @@ from tui.profiles import profile_to_dict
 from tui.state.fleet_state import GpuState
 
 
-def fleet_with_profiles() -> dict:  # type: ignore[type-arg]
+def fleet_with_profiles() -> dict:
     """The seven-GPU fleet: GPUs 0-5 on sim-baseline, GPU 6 on a long-named variant of it."""
     base = profile_to_dict(shipped_profiles()["sim-baseline"])
     variant = {

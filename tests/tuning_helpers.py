@@ -52,6 +52,5 @@ async def tuning_form(
         The app, its pilot and the form.
     """
     app = make_app(actions=actions, **app_args)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=size) as pilot:
         yield app, pilot, await open_form(pilot, *keys)

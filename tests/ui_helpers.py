@@ -19,7 +19,6 @@ from tui.ops.commands import (
     Adopt,
     Apply,
     Canary,
-    Command,
     Kill,
     Kind,
     Op,
@@ -33,7 +32,7 @@ from tui.ops.commands import (
 from tui.ops.events import EventSink, OpEvent
 from tui.ops.journal import JournalRead
 from tui.ops.marks import OperationMark, Window
-from tui.ops.port import Capabilities, SearchStatus
+from tui.ops.port import Capabilities, Fleet, FleetReads, SearchStatus, Tuning
 from tui.pipeline.energy import JobEnergy
 from tui.pipeline.status import PipelineStatus, Rate, ServerShare
 from tui.profiles import Problem, Profile, ProfileError, load_profile
@@ -59,6 +58,7 @@ from tui.state.fleet_state import GpuState
 
 if TYPE_CHECKING:  # the UI's widgets only where a helper drives them (imported there)
     from textual.pilot import Pilot
+    from textual.screen import Screen
 
     from tui.ui.app import FleetApp
     from tui.ui.history.chart import HistoryChart
@@ -146,7 +146,7 @@ def history(index: int, length: int = 40) -> tuple[float, ...]:
     )
 
 
-def ready_server(index: int, **changes: object) -> ServerSnapshot:
+def ready_server(index: int, **changes: Any) -> ServerSnapshot:
     """A ready, loaded server on GPU ``index``; ``changes`` override fields."""
     server = ServerSnapshot(
         port=30000 + index,
@@ -168,7 +168,7 @@ def ready_server(index: int, **changes: object) -> ServerSnapshot:
         ready_at=T0 - 600,
         updated_at=T0,
     )
-    return replace(server, **changes)  # type: ignore[arg-type]
+    return replace(server, **changes)
 
 
 def seven_gpu_fleet() -> FleetSnapshot:
@@ -289,9 +289,10 @@ ScriptedRollback = Callable[[tuple[int, ...], bool], tuple[list[OpEvent], Rollou
 
 
 @dataclass
-class RecordingFleet:
-    """A port (``tui.ops.port.Fleet``) on fixed data that offers ``supported`` and records every
-    command that reaches it, in order (``commands``).
+class RecordingFleet(Fleet, FleetReads, Tuning):
+    """A port (``tui.ops.port.Fleet``, its reads and its tuning reads: mypy holds it to each
+    protocol) on fixed data that offers ``supported`` and records every command that reaches it,
+    in order (``commands``).
 
     Profiles live in memory (the shipped sim profiles by default); the preflight is the real core
     prediction for those sim profiles; an apply plays ``apply_script``'s events into the sink,
@@ -299,7 +300,7 @@ class RecordingFleet:
     """
 
     supported: frozenset[Kind] = frozenset(Kind)
-    commands: list[Command] = field(default_factory=list)
+    commands: list[Op[Any]] = field(default_factory=list)
     """Every command run, in order."""
     profiles: dict[str, Profile] = field(default_factory=shipped_profiles)
     current: str | None = "sim-baseline"
@@ -781,7 +782,7 @@ def make_app(
     readonly: bool = False,
     node_groups: bool = False,
     log_tail: Callable[[Path, int], list[str]] = fixed_log_tail,
-) -> object:
+) -> FleetApp:
     """A FleetApp on a recording port with fixed data. A long poll interval keeps each test to
     its first reading."""
     from tui.ui.app import FleetApp
@@ -805,24 +806,14 @@ async def settled_app(
     fleet: FleetSnapshot | None = None, *, size: tuple[int, int] = (120, 40), **kwargs: Any
 ) -> AsyncIterator[tuple[FleetApp, Pilot[None]]]:
     """``make_app(fleet, **kwargs)`` run at ``size`` and settled; yields the app and its pilot."""
-    from tui.ui.app import FleetApp
-
     app = make_app(fleet, **kwargs)
-    assert isinstance(app, FleetApp)
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app)
         yield app, pilot
 
 
-async def settle(pilot: object, app: object) -> None:
+async def settle(pilot: Pilot[Any], app: FleetApp) -> None:
     """Wait (bounded) until the first fleet snapshot and pipeline reading reached the screen."""
-    import asyncio
-
-    from textual.pilot import Pilot
-
-    from tui.ui.app import FleetApp
-
-    assert isinstance(pilot, Pilot) and isinstance(app, FleetApp)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 10
     screen = app.main_screen
@@ -832,16 +823,13 @@ async def settle(pilot: object, app: object) -> None:
     await pilot.pause()
 
 
-async def finish_actions(pilot: object, app: object) -> None:
+async def finish_actions(pilot: Pilot[Any], app: FleetApp) -> None:
     """Let every backend call the app started complete."""
-    from textual.pilot import Pilot
-
-    from tui.ui.app import ACTIONS, FleetApp
+    from tui.ui.app import ACTIONS
     from tui.ui.retune.apply_screen import APPLY
     from tui.ui.rollout.canary_screen import CANARY
     from tui.ui.rollout.rollout_screen import ROLLOUT
 
-    assert isinstance(pilot, Pilot) and isinstance(app, FleetApp)
     await pilot.pause()
     # the apply, canary and rollout screens run their operation in their own workers
     groups = (ACTIONS, APPLY, CANARY, ROLLOUT)
@@ -878,31 +866,25 @@ def pipeline_history_statuses() -> list[PipelineStatus]:
     return statuses
 
 
-def recorded_hour(app: object) -> None:
+def recorded_hour(app: FleetApp) -> None:
     """An hour of status documents a minute apart (two retune dips), written to the app's
     history (as an earlier console did: older than the document the app has just read)."""
     from tui.history.samples import pipeline_samples
-    from tui.ui.app import FleetApp
 
-    assert isinstance(app, FleetApp)
     for status in pipeline_history_statuses():
         app.history.add(pipeline_samples(status))
     app.history.flush()
 
 
-async def show_chart(pilot: object, app: object) -> tuple[GenerationPane, HistoryChart]:
+async def show_chart(pilot: Pilot[Any], app: FleetApp) -> tuple[GenerationPane, HistoryChart]:
     """``recorded_hour``, then the generation pane shown at ``T0`` (``g``) and its chart read.
 
     Returns:
         The pane and its chart (with data).
     """
-    from textual.pilot import Pilot
-
-    from tui.ui.app import FleetApp
     from tui.ui.history.chart import HistoryChart
     from tui.ui.pipeline.generation_pane import GenerationPane
 
-    assert isinstance(pilot, Pilot) and isinstance(app, FleetApp)
     recorded_hour(app)
     pane = app.screen.query_one(GenerationPane)
     pane.clock = lambda: T0
@@ -914,12 +896,9 @@ async def show_chart(pilot: object, app: object) -> tuple[GenerationPane, Histor
 
 
 async def wait_for(
-    pilot: object, condition: Callable[[], bool], what: str = "condition", timeout: float = 10
+    pilot: Pilot[Any], condition: Callable[[], bool], what: str = "condition", timeout: float = 10
 ) -> None:
     """Pause the pilot until ``condition()`` holds (bounded: ``timeout`` seconds)."""
-    from textual.pilot import Pilot
-
-    assert isinstance(pilot, Pilot)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not condition():
@@ -927,12 +906,11 @@ async def wait_for(
         await pilot.pause(0.01)
 
 
-async def press_until(pilot: object, keys: tuple[str, ...], screen_type: type) -> None:
+async def press_until(
+    pilot: Pilot[Any], keys: tuple[str, ...], screen_type: type[Screen[Any]]
+) -> None:
     """Press ``keys`` one by one, each after the screens the previous one opened (workers read
     the backend before a modal appears), and wait until the top screen is a ``screen_type``."""
-    from textual.pilot import Pilot
-
-    assert isinstance(pilot, Pilot)
     app = pilot.app
     for key in keys:
         before = len(app.screen_stack)

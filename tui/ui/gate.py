@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cache
+from typing import Any
 
 from textual.actions import parse
 from textual.binding import ActiveBinding, Binding, BindingsMap
@@ -122,7 +123,7 @@ class ReadOnlyGate(Screen[ScreenResultType]):
         return {key: hidden.get(key, entry) for key, entry in active.items()}
 
 
-def why_key_is_off(screen: Screen[object], key: str) -> tuple[str, str] | None:
+def why_key_is_off(screen: Screen[Any], key: str) -> tuple[str, str] | None:
     """What ``key`` would do on ``screen`` and why it does nothing now, or None (it runs, or
     nothing is bound to it, or it does not apply on this screen at all).
 
