@@ -1,6 +1,8 @@
 """The console on a small simulated fleet whose /health takes a second, as SGLang 0.5.23's does:
-every panel shows ready within a fraction of a second of the ready line, and a stuck scheduler
-shows stuck on its panel (a Pilot test; real processes, real loopback HTTP, real logs)."""
+every panel shows ready from the first or second poll after the ready line, and a stuck scheduler
+shows stuck on its panel (a Pilot test; real processes, real loopback HTTP, real logs). How soon
+in seconds is ``bench.bench_readiness``'s, against a peer: a test's wall-clock bound failed under
+three burners on two cores (3.5 s, both panels at once: the polls themselves came late)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from sim_helpers import Clients, SimProcess, in_flight, running_sim, wait_until
 
 from tui import paths
 from tui.fleet.monitor import FleetMonitor
+from tui.fleet.snapshot import FleetSnapshot, ServerState
 from tui.fleet.spec import FleetSpec, ServerSpec
 from tui.gpu.simulated import SimulatedSource
 from tui.ops.local import LocalFleet
@@ -84,6 +87,7 @@ async def test_console_shows_ready_at_once_and_stuck_on_its_panel(
             )
         )
         monitor = FleetMonitor(spec, SimulatedSource(paths.sim_gpu_dir()), stuck_after_s=2.0)
+        polls = _recorded(monitor)
         app = FleetApp(LocalFleet(FleetOps(), monitor, watching=True), poll_interval_s=1.0)
         shown_ready: dict[int, float] = {}
         try:
@@ -112,7 +116,27 @@ async def test_console_shows_ready_at_once_and_stuck_on_its_panel(
             await monitor.aclose()
     delays = {gpu: shown_ready[gpu] - watch.seen[gpu] for gpu in shown_ready}
     print(f"ready line -> panel shows ready: {delays}")
-    # Within the next poll or two (1 s interval), whatever the load: the speed target (0.5 s)
-    # is bench.bench_readiness's, measured against a peer, not a test's (1.5 s here once failed
-    # under a heavily loaded 2-core machine).
-    assert all(-0.05 < d < 2.5 for d in delays.values()), delays
+    for gpu, seen in watch.seen.items():
+        # The first two polls begun after the line (one may have read /ready just before it).
+        after = [states for began, states in polls if began >= seen][:2]
+        assert len(after) == 2 and ServerState.READY in {one.get(gpu) for one in after}, (
+            gpu,
+            after,
+        )
+        assert shown_ready[gpu] >= seen - 0.05, "shown ready before its ready line"
+
+
+def _recorded(monitor: FleetMonitor) -> list[tuple[float, dict[int, ServerState | None]]]:
+    """Each poll's start (wall clock, as ``ReadyLines``) and each GPU's state in its snapshot."""
+    polls: list[tuple[float, dict[int, ServerState | None]]] = []
+    poll = monitor.poll
+
+    async def recorded() -> FleetSnapshot:
+        began = time.time()
+        snapshot = await poll()
+        states = {p.gpu_index: p.server.state if p.server else None for p in snapshot.panels}
+        polls.append((began, states))
+        return snapshot
+
+    monitor.poll = recorded  # type: ignore[method-assign]
+    return polls
