@@ -4,10 +4,10 @@ jobs on one S3 prefix (moto's server), a prompts file rewritten under a running 
 journal, a GPU that left the fleet, a job started with a relative ``--status``. Part of
 ``bench.attacks`` (``--only files``); ``files_rows`` returns the table's rows.
 
-The job's servers are the pipeline tests' fake OpenAI endpoint (``tests/pipeline_endpoint.py``:
-answers at once, or slowly, or 400 to every prompt), S3 is moto's standalone server, both on
-loopback; the fleet rows use the workspace's simulated fleet. Every process started here is
-stopped at the end, also on error.
+The job's servers are the pipeline tests' fake OpenAI endpoint
+(``tests/helpers/pipeline_endpoint.py``: answers at once, or slowly, or 400 to every prompt), S3 is
+moto's standalone server, both on loopback; the fleet rows use the workspace's simulated fleet.
+Every process started here is stopped at the end, also on error.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def _reading(fleet: Any, step: int) -> Any:
 
 async def _one(readings: int) -> dict[str, float]:
     """This process's variant: CPU and terminal bytes a reading."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
     from textual._compositor import CompositorUpdate
     from textual.app import App
     from ui_helpers import make_app, settle, seven_gpu_fleet

@@ -489,8 +489,9 @@ def run(h: Harness, names: list[str], budget: float) -> None:
 
 
 def live_tests(h: Harness, log: Path) -> None:
-    """The gpu-marked tests that read a live server (tests/test_sglang_live.py), on this one."""
-    tests = Path("tests/test_sglang_live.py")
+    """The gpu-marked tests that read a live server (tests/core/test_sglang_live.py), on this
+    one."""
+    tests = Path("tests/core/test_sglang_live.py")
     if not tests.exists():
         return
     env = dict(
