@@ -60,7 +60,7 @@ def child(ports: list[int], polls: int, warmup: int, interval: float, profile: s
 
         return wrapper
 
-    # the monitor's own methods, timed where they run (restored by the process's end)
+    # the monitor's own methods, timed where they run (in this bench's process only)
     fm.FleetMonitor._host_side = timed(fm.FleetMonitor._host_side, host)  # type: ignore[method-assign]
     fm.FleetMonitor._sample_gpus = timed(fm.FleetMonitor._sample_gpus, gpus)  # type: ignore[method-assign]
     monitor = make_poller(tuple(ports), tuple(range(len(ports))), None, "sglang_{port}.log")

@@ -72,9 +72,12 @@ async def test_keys_typed_right_after_colon_land_in_the_bar() -> None:
         finally:
             actions.read.set()
         names = "canary sim-baseline "
-        suggester = bar.suggester
-        assert isinstance(suggester, SuggestFromList)
-        await wait_for(pilot, lambda: names in suggester._suggestions, "the names")
+
+        def suggested() -> bool:  # the bar takes a new suggester when the names arrive
+            suggester = bar.suggester
+            return isinstance(suggester, SuggestFromList) and names in suggester._suggestions
+
+        await wait_for(pilot, suggested, "the names")
         assert actions.commands == []
 
 
