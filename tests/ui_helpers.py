@@ -15,6 +15,7 @@ from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
 from tui.ops.adoption import AdoptError, AdoptPlan
+from tui.ops.alerts.engine import AlertFired
 from tui.ops.commands import (
     Adopt,
     Apply,
@@ -336,6 +337,8 @@ class RecordingFleet:
     """The job's status document."""
     energy: JobEnergy | None = None
     """The job's energy ledger."""
+    nodes_firing: tuple[AlertFired, ...] | None = None
+    """The nodes' alerts it carries (None: none, the console runs its own, as on one node)."""
     marks_read: tuple[OperationMark, ...] = ()
     """The journal's markers."""
     journal_read: JournalRead = field(default_factory=lambda: JournalRead((), 0))
@@ -471,6 +474,9 @@ class RecordingFleet:
 
     def job_energy(self) -> JobEnergy | None:
         return self.energy
+
+    def node_alerts(self) -> tuple[AlertFired, ...] | None:
+        return self.nodes_firing
 
     def log_tail(self, path: Path, max_lines: int) -> list[str]:
         return self.tail(path, max_lines)
