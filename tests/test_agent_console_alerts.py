@@ -16,7 +16,14 @@ import psutil
 import pytest
 from node_helpers import Node, nodes
 from test_agent_console import server_pid
-from ui_helpers import RecordingFleet, pipeline_status, settle, wait_for
+from ui_helpers import (
+    RecordingFleet,
+    count_bells,
+    pipeline_status,
+    settle,
+    wait_for,
+    write_settings,
+)
 
 from tui import paths
 from tui.agent.client import parse_agents
@@ -36,18 +43,6 @@ POLL_S = 0.5
 """The console's poll (the agents build a view every 0.5 s: ``node_helpers``)."""
 
 
-def _settings(text: str) -> None:
-    settings = paths.settings_file()
-    settings.parent.mkdir(parents=True, exist_ok=True)
-    settings.write_text(text)
-
-
-def _bells(app: FleetApp, monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    rung: list[float] = []
-    monkeypatch.setattr(app, "bell", lambda: rung.append(time.monotonic()))
-    return rung
-
-
 def _kill_server(node: Node, gpu: int) -> None:
     """SIGKILL the simulated server's process group, once its pid is verified as this node's
     server on its port (the fleet state's record, the process's command line)."""
@@ -65,12 +60,12 @@ def _list_text(app: FleetApp) -> str:
 async def test_a_server_killed_on_node_2_is_counted_rung_and_listed_naming_its_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _settings("[alerts.crashed]\nfor_s = 0\nclear_s = 0\n")
+    write_settings("[alerts.crashed]\nfor_s = 0\nclear_s = 0\n")
     with nodes(tmp_path, count=2, gpus=1, speed=20.0, startup_s=1.0) as (n1, n2):
         token = n1.token_file.read_text().strip()
         backend = Nodes(parse_agents(f"{n1.agent_address},{n2.agent_address}"), token)
         app = FleetApp(backend, node_groups=True, poll_interval_s=POLL_S)
-        rung = _bells(app, monkeypatch)
+        rung = count_bells(app, monkeypatch)
         try:
             async with app.run_test(size=(160, 50)) as pilot:
                 await wait_for(pilot, lambda: len(app.fleet.panels) == 2, "both nodes' panels", 60)
@@ -148,11 +143,11 @@ def _firing(at: float) -> AlertFired:
 async def test_the_bell_setting_is_honoured_and_a_cleared_alert_is_listed_resolved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _settings("[console]\nbell = false\n")
+    write_settings("[console]\nbell = false\n")
     port = RecordingFleet(nodes_firing=())
     app = FleetApp(port, poll_interval_s=0.2)
     app.alerts_on = True  # as a local console's command sets it: still no rules run here
-    rung = _bells(app, monkeypatch)
+    rung = count_bells(app, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         assert app.alerts_from_nodes and app.alert_runner is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tui import paths
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
@@ -965,3 +967,17 @@ def graphs_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     from tui.ui.grid.gpu_grid import GpuGrid
 
     monkeypatch.setattr(GpuGrid, "_take_graphs", lambda self, series: None)
+
+
+def write_settings(text: str) -> None:
+    """Write the test's ``settings.toml`` (its own config directory, ``conftest.py``)."""
+    settings = paths.settings_file()
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(text)
+
+
+def count_bells(app: object, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The times ``app`` rings the terminal bell from now on (it rings nothing)."""
+    rung: list[float] = []
+    monkeypatch.setattr(app, "bell", lambda: rung.append(time.monotonic()))
+    return rung
