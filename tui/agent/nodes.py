@@ -22,11 +22,12 @@ import httpx
 from tui.agent.client import SNAPSHOT_TIMEOUT_S, AgentAddress, AgentClient, AgentError, NodeView
 from tui.agent.cross_canary import cross_controls
 from tui.agent.fanout import FanOut
-from tui.agent.node_views import job_of, node_of, running_of
+from tui.agent.node_views import alerts_of, energy_of, job_of, node_of, running_of
 from tui.agent.tuning import NodesTuning
 from tui.fleet.insight import fleet_imbalance
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
 from tui.ops.adoption import AdoptError, AdoptPlan
+from tui.ops.alerts.engine import AlertFired
 from tui.ops.commands import Kind, Op
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead
@@ -308,9 +309,14 @@ class Nodes:
         return found[1] if found is not None else None
 
     def job_energy(self) -> JobEnergy | None:
-        """None: the job's ledger stays on its node (its panels' energy comes with the
-        snapshots)."""
-        return None
+        """The job's ledger as its node's agent last sent it (the node ``pipeline_status``
+        picks)."""
+        return energy_of(self.views())
+
+    def node_alerts(self) -> tuple[AlertFired, ...]:
+        """The alerts the nodes' agents fire now, as their last answers said, each naming its
+        node (``alerts_of``). The agents run, journal and post them; this console runs none."""
+        return alerts_of(self.views())
 
     def journal(self) -> JournalRead:
         """None here: each node keeps its own (``ON_ONE_NODE``)."""
