@@ -17,7 +17,7 @@ import httpx
 from bench.attack_kit import ROOT, Run, Workspace, poll, started
 from tui.pipeline.status import PipelineStatus, read_status
 
-ENDPOINT = ROOT / "tests" / "pipeline_endpoint.py"
+ENDPOINT = ROOT / "tests" / "helpers" / "pipeline_endpoint.py"
 PROMPTS = 2000
 
 

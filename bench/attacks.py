@@ -17,7 +17,7 @@ the pid file, the token file, a long log line: ``bench.attacks_network``) and ``
 a full disk, two jobs on one S3 prefix, a prompts file rewritten under a job, a 300 MiB journal,
 a GPU that left the fleet, a job started with a relative ``--status``).
 
-Each row can fail: ``tests/test_bench_attack_rows.py`` runs it once against a deliberately
+Each row can fail: ``tests/core/test_bench_attack_rows.py`` runs it once against a deliberately
 broken build (``bench.broken_builds``) and sees FAIL.
 
 Every command runs under a deadline (a hang is a row saying HUNG), every fleet and helper process
@@ -223,7 +223,7 @@ def clock_rows(ws: Workspace) -> list[Row]:
 
 def console_row() -> Row:
     """The console's kill and Stop fleet after the step and with a stranger: its tmux test."""
-    test = "tests/test_e2e_quit_refused.py"
+    test = "tests/e2e/test_e2e_quit_refused.py"
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", test]
     start = time.monotonic()
     try:
@@ -314,7 +314,7 @@ def _foreign_uid(argv: list[str], root: Path) -> Run:
     )
 
 
-BAD_STATES: dict[str, Callable[[Workspace], None]] = {
+BAD_STATES: dict[str, Callable[[Workspace], object]] = {
     "version 99": lambda ws: ws.state_file.write_text('{"version": 99, "gpus": {}}'),
     "invalid current profile": lambda ws: ws.state_file.write_text(
         json.dumps(

@@ -4,10 +4,10 @@ jobs on one S3 prefix (moto's server), a prompts file rewritten under a running 
 journal, a GPU that left the fleet, a job started with a relative ``--status``. Part of
 ``bench.attacks`` (``--only files``); ``files_rows`` returns the table's rows.
 
-The job's servers are the pipeline tests' fake OpenAI endpoint (``tests/pipeline_endpoint.py``:
-answers at once, or slowly, or 400 to every prompt), S3 is moto's standalone server, both on
-loopback; the fleet rows use the workspace's simulated fleet. Every process started here is
-stopped at the end, also on error.
+The job's servers are the pipeline tests' fake OpenAI endpoint
+(``tests/helpers/pipeline_endpoint.py``: answers at once, or slowly, or 400 to every prompt), S3 is
+moto's standalone server, both on loopback; the fleet rows use the workspace's simulated fleet.
+Every process started here is stopped at the end, also on error.
 """
 
 from __future__ import annotations
@@ -127,11 +127,13 @@ def disk_rows(ws: Workspace, url: str) -> list[Row]:
     (job.out / "failures.jsonl").write_bytes(b'{"custom_id": "old"}\n{"custom_id": "to')
     run = ws.cli(job.args, timeout=120)
     set_mode(url, "ok")
-    data = (job.out / "failures.jsonl").read_bytes().splitlines()
-    whole = all(_json(line) for line in data) and len(data) == PROMPTS + 1
+    records = (job.out / "failures.jsonl").read_bytes().splitlines()
+    whole = all(_json(line) for line in records) and len(records) == PROMPTS + 1
     ok = run.rc == 3 and "cut off a torn last line" in run.err and whole and not run.traceback
     label = "failures.jsonl ends in half a line, next run"
-    rows.append(Row(label, run, f"{len(data)} lines, all JSON: {whole}", ok, run.line_with("torn")))
+    rows.append(
+        Row(label, run, f"{len(records)} lines, all JSON: {whole}", ok, run.line_with("torn"))
+    )
     return rows
 
 

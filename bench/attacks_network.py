@@ -1,7 +1,7 @@
 """Issue 36's attacks on the agent and ``gpufleet serve`` (no token needed for a connection, a
 read token for a huge preflight), on the agent's job and environment, its pid file and token
 file, and a log line without bound. Part of ``bench.attacks`` (``--only network``); each
-function takes a workspace (``Workspace(..., broken=NAME)`` in ``tests/test_bench_attack_rows``
+function takes a workspace (``Workspace(..., broken=NAME)`` in ``tests/core/test_bench_attack_rows``
 shows the row fails on a build without the check) and returns table rows.
 
 Everything is on loopback, every process started is stopped at the end (ours: started here),

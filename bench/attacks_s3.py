@@ -9,6 +9,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.attack_jobs import Job, ended, serving, set_mode, start_job
 from bench.attack_kit import Row, Workspace
@@ -23,14 +24,14 @@ S3_ENV = {
 BUCKET = "gpufleet-attacks"
 
 
-def _bucket_is(s3: object, out: Path, prefix: str) -> bool:
+def _bucket_is(s3: Any, out: Path, prefix: str) -> bool:
     """Every object of the prefix's shards is the local shard of that name, byte for byte."""
-    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/shards/")  # type: ignore[attr-defined]
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/shards/")
     keys = sorted(item["Key"] for item in listed.get("Contents", []))
     local = sorted(p.name for p in out.glob("shard-*.jsonl"))
     if [key.rsplit("/", 1)[1] for key in keys] != local or not local:
         return False
-    get = s3.get_object  # type: ignore[attr-defined]
+    get = s3.get_object
     return all(
         get(Bucket=BUCKET, Key=k)["Body"].read() == (out / k.rsplit("/", 1)[1]).read_bytes()
         for k in keys

@@ -131,10 +131,10 @@ _RETRACTED = re.compile(r"^sglang:num_retracted_requests_total\{[^}]*\} (\S+)$",
 def _scrape(url: str) -> tuple[float, float, float]:
     """(decode tokens so far, queued requests, retracted so far) from one server's /metrics."""
     text = httpx.get(url + "/metrics", timeout=5).text
-    found = [rx.search(text) for rx in (_DECODE, _QUEUE, _RETRACTED)]
-    if any(m is None for m in found):
+    decode, queue, retracted = (rx.search(text) for rx in (_DECODE, _QUEUE, _RETRACTED))
+    if decode is None or queue is None or retracted is None:
         raise RuntimeError(f"{url}/metrics lacks decode tokens, the queue or retractions")
-    return tuple(float(m.group(1)) for m in found if m is not None)  # type: ignore[return-value]
+    return float(decode.group(1)), float(queue.group(1)), float(retracted.group(1))
 
 
 @dataclass(frozen=True, slots=True)

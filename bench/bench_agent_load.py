@@ -66,7 +66,7 @@ async def _client(
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection("127.0.0.1", port), 10
                 )
-            assert reader is not None
+            assert reader is not None and writer is not None
             started = time.monotonic()
             status = await asyncio.wait_for(_request(reader, writer, head), 30)
             latencies.append(time.monotonic() - started)
@@ -159,8 +159,13 @@ def node(repo: Path, gpus: int) -> Iterator[tuple[int, str, psutil.Process, list
         (root / "agent.token").write_text(token + "\n")
         (root / "agent.token").chmod(0o600)
         python = [sys.executable, "-m", "tui"]
-        run = {"env": env, "cwd": repo, "capture_output": True, "text": True, "timeout": 120}
-        done = subprocess.run([*python, "apply", "load-base", *FAST_APPLY], check=False, **run)
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*python, *args], env=env, cwd=repo, capture_output=True, text=True, timeout=120
+            )
+
+        done = cli("apply", "load-base", *FAST_APPLY)
         if done.returncode != 0:
             raise SystemExit(f"the node did not come up: {done.stderr}")
         argv = [*python, "agent", "--profile", "load-base", "--port", str(ports[gpus])]
@@ -182,9 +187,7 @@ def node(repo: Path, gpus: int) -> Iterator[tuple[int, str, psutil.Process, list
                 agent.wait(20)
             if agent.poll() is None:
                 agent.kill()
-            subprocess.run(
-                [*python, "sim-fleet", "stop", "--mode", "terminate"], check=False, **run
-            )
+            cli("sim-fleet", "stop", "--mode", "terminate")
             kill_strays(ports[:gpus])
 
 

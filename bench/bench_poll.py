@@ -20,7 +20,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench.gpu_overhead import CLIENTS_SEVEN, fleet
 from bench.harness import unwind_on_sigterm
@@ -43,8 +45,8 @@ def child(ports: list[int], polls: int, warmup: int, interval: float, profile: s
     threads = cProfile.Profile(time.thread_time) if profile else None
     window = [False]
 
-    def timed(fn, acc):  # type: ignore[no-untyped-def]
-        def wrapper(*a, **k):  # type: ignore[no-untyped-def]
+    def timed(fn: Callable[..., Any], acc: list[float]) -> Callable[..., Any]:
+        def wrapper(*a: Any, **k: Any) -> Any:
             if threads is not None and window[0]:
                 threads.enable()
             start = time.thread_time()
@@ -58,12 +60,13 @@ def child(ports: list[int], polls: int, warmup: int, interval: float, profile: s
 
         return wrapper
 
+    # the monitor's own methods, timed where they run (restored by the process's end)
     fm.FleetMonitor._host_side = timed(fm.FleetMonitor._host_side, host)  # type: ignore[method-assign]
     fm.FleetMonitor._sample_gpus = timed(fm.FleetMonitor._sample_gpus, gpus)  # type: ignore[method-assign]
     monitor = make_poller(tuple(ports), tuple(range(len(ports))), None, "sglang_{port}.log")
     assert isinstance(monitor, fm.FleetMonitor)
 
-    async def go() -> dict[str, float]:
+    async def go() -> dict[str, float | str]:
         try:
             for _ in range(warmup):
                 await monitor.poll()
@@ -97,7 +100,7 @@ def child(ports: list[int], polls: int, warmup: int, interval: float, profile: s
                 "wall_ms_per_poll": 1000 * wall / polls,
                 "host_side_ms": 1000 * host[0] / max(host[1], 1),
                 "sample_gpus_ms": 1000 * gpus[0] / max(gpus[1], 1),
-                "states": " ".join(states),  # type: ignore[dict-item]
+                "states": " ".join(states),
             }
         finally:
             await monitor.aclose()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
@@ -75,8 +76,8 @@ class _LogWatch:
             self._tails[gpu] = window[-len(_READY) :]
 
 
-def _reader(stream: object, sink: list[tuple[float, str]]) -> None:
-    for line in stream:  # type: ignore[attr-defined]
+def _reader(stream: Iterable[str], sink: list[tuple[float, str]]) -> None:
+    for line in stream:
         sink.append((time.time(), line.rstrip("\n")))
 
 

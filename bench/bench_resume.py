@@ -28,6 +28,7 @@ import sys
 import time
 import tracemalloc
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.harness import Context, Row, Stat, repeat, timed
@@ -89,7 +90,9 @@ def _digest(ids: array[int]) -> bytes:
     return hashlib.blake2b(ids.tobytes(), digest_size=16).digest()
 
 
-def _resume(out: Path, ids: array[int], digest: bytes, by_id: bool = False) -> object:
+def _resume(
+    out: Path, ids: array[int], digest: bytes, by_id: bool = False
+) -> tuple[DoneRecord, job_index.JobIndex]:
     done = DoneRecord.load(out / "done.record")
     index = job_index.resolve(out, ids, digest, done, by_id=by_id)
     if not by_id and index.mapping is not None:
@@ -107,11 +110,11 @@ def _load_id_set(path: Path) -> set[str]:
         return {line.rstrip("\n") for line in handle}
 
 
-def _traced(fn: object) -> tuple[float, float]:
+def _traced(fn: Callable[[], object]) -> tuple[float, float]:
     """(MB still held with the result alive, peak MB during the load) by tracemalloc."""
     tracemalloc.start()
     try:
-        held = fn()  # type: ignore[operator]
+        held = fn()
         current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -144,9 +147,9 @@ def _remap_runs(out: Path, ids: array[int], runs: int) -> Stat:
     for _ in range(runs):
         shutil.copyfile(pristine, out / job_index.REGISTRY_NAME)
         t0 = time.perf_counter()
-        _, index = _resume(out, inserted, digest, by_id=True)  # type: ignore[misc]
+        _, index = _resume(out, inserted, digest, by_id=True)
         times.append(time.perf_counter() - t0)
-        if index.change is None or index.change.added != 1:  # type: ignore[attr-defined]
+        if index.change is None or index.change.added != 1:
             raise RuntimeError("the insert was not found")
     shutil.copyfile(pristine, out / job_index.REGISTRY_NAME)
     return Stat.of(times)

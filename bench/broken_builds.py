@@ -3,7 +3,7 @@
 Each is a ``sitecustomize.py`` that patches one check out of gpufleet before anything imports
 it (``Workspace(..., broken=NAME)`` puts it first on the ``PYTHONPATH`` of every command the
 workspace runs, the agents and servers it starts included). A row run against the build that
-lacks the check it is about must say FAIL (``tests/test_bench_attack_rows.py``): a row that
+lacks the check it is about must say FAIL (``tests/core/test_bench_attack_rows.py``): a row that
 passes whatever the build is checks nothing (issue 36: the "+24 s clock" rows passed with the
 shift at -9.6e8 s too).
 """

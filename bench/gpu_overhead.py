@@ -62,7 +62,7 @@ SIM_FLAGS = [
 """The seed's knobs; speed 10 so requests finish and new ones arrive every second."""
 SEED_MODEL_MIB = 120 * 1024
 """The seed's model (FP8 weights, 80 Mamba slots, EAGLE) fits at 0.85 only on a card this big
-(``tests/test_gpu_sim_cuda.py``'s measure); on a smaller one the 8B model stands in."""
+(``tests/core/test_gpu_sim_cuda.py``'s measure); on a smaller one the 8B model stands in."""
 SMALL_CARD_FLAGS = [
     "--sim-model", "llama-8b", "--mem-fraction-static", "0.85", "--enable-metrics",
     "--sim-speed", "10",

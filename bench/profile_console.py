@@ -24,6 +24,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from bench.gpu_overhead import SCENARIOS, console_argv, fleet
 from bench.harness import unwind_on_sigterm
@@ -83,13 +84,13 @@ def fold(raw: Path, depth: int) -> list[str]:
     return out
 
 
-def loop_cost_report(before: dict[str, object], after: dict[str, object]) -> list[str]:
+def loop_cost_report(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """Per second over the window between two of ``bench/loop_cost``'s documents: the process
     CPU, then each table (loop handles, Textual messages, wrapped functions), heaviest first."""
-    seconds = float(after["at"]) - float(before["at"])  # type: ignore[arg-type]
+    seconds = float(after["at"]) - float(before["at"])
     if seconds <= 0:
         return ["loop cost: no window between the two documents"]
-    cpu = float(after["process_cpu"]) - float(before["process_cpu"])  # type: ignore[arg-type]
+    cpu = float(after["process_cpu"]) - float(before["process_cpu"])
     out = [f"window {seconds:.1f} s, process CPU {1000 * cpu / seconds:.2f} ms/s"]
     for table in ("handles", "messages", "functions"):
         now, then = after[table], before.get(table, {})

@@ -62,7 +62,7 @@ def _reading(fleet: Any, step: int) -> Any:
 
 async def _one(readings: int) -> dict[str, float]:
     """This process's variant: CPU and terminal bytes a reading."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
     from textual._compositor import CompositorUpdate
     from textual.app import App
     from ui_helpers import make_app, settle, seven_gpu_fleet
@@ -75,7 +75,7 @@ async def _one(readings: int) -> dict[str, float]:
             sent[0] += len(renderable.render_segments(self.console).encode())
         display(self, screen, renderable)
 
-    App._display = counted  # type: ignore[method-assign]
+    App._display = counted  # type: ignore[method-assign]  # counted, then Textual's own
     fleet = seven_gpu_fleet()
     app: Any = make_app(fleet)
     async with app.run_test(size=(200, 50)) as pilot:

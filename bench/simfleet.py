@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -302,16 +303,16 @@ def pipeline(
                 proc.wait(timeout=10)
 
 
-def wait_done_at_least(run: PipelineRun, count: int, timeout: float) -> dict[str, object]:
+def wait_done_at_least(run: PipelineRun, count: int, timeout: float) -> dict[str, Any]:
     """Poll the status document until ``done >= count``; returns the document."""
     deadline = time.monotonic() + timeout
-    doc: dict[str, object] = {}
+    doc: dict[str, Any] = {}
     while time.monotonic() < deadline:
         if run.proc.poll() is not None and run.proc.returncode != 0:
             raise AssertionError(f"pipeline exited {run.proc.returncode}:\n{run.log.read_text()}")
         with contextlib.suppress(OSError, ValueError):
             doc = json.loads(run.status.read_text())
-            if int(doc.get("done", 0)) >= count:  # type: ignore[call-overload]
+            if int(doc.get("done", 0)) >= count:
                 return doc
         time.sleep(0.1)
     raise AssertionError(f"pipeline did not reach {count} done in {timeout} s: {doc}")

@@ -1,24 +1,22 @@
-"""Project-wide test fixtures: every test gets its own state directory.
+"""What every test needs: its own state directory and no remembered SGLang release; and the
+order of the run (the serial modules marked, the slowest started first).
 
-The tests share the simulated-fleet kit with the benchmarks (``bench.simfleet``), so the
-repository root must be importable: ``python -m pytest`` puts it on sys.path, a bare ``pytest``
-(which only adds tests/) does not.
+The tests live in three folders (``core/``, ``console/``, ``e2e/``; the first two have a
+conftest of their own for what only they need). The helpers in ``helpers/`` and the repository
+root are on sys.path by pytest's ``pythonpath`` (pyproject): ``from ui_helpers import ...`` and
+``from bench.simfleet import ...`` work from every folder, under ``pytest`` as under
+``python -m pytest``.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tui import paths
 from tui.profiles.sglang_release import forget
-
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:
-    sys.path.append(_ROOT)
 
 
 @pytest.fixture(autouse=True)
@@ -41,28 +39,6 @@ def no_remembered_release() -> Iterator[None]:
     forget()
     yield
     forget()
-
-
-@pytest.fixture
-def plain_switch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
-    """Set ``GPUFLEET_PLAIN`` in this test (``tui.plain``): the switches, and the render hooks
-    that follow them (``tui.ui.render.hooks``), are read once per process, so both are read
-    anew on the way in, at each setting and on the way out."""
-    from tui import plain
-    from tui.ui.render import hooks
-
-    def read_anew() -> None:
-        plain.switched_off.cache_clear()
-        hooks.hook_on.cache_clear()
-
-    def switch(value: str) -> None:
-        monkeypatch.setenv(plain.ENV, value)
-        read_anew()
-
-    read_anew()
-    yield switch
-    monkeypatch.delenv(plain.ENV, raising=False)
-    read_anew()
 
 
 SERIAL_MODULES = frozenset(
@@ -101,7 +77,8 @@ collection order, and one started last would run alone while the other worker id
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test of a ``SERIAL_MODULES`` module ``serial``; the slowest modules first."""
+    """Mark every test of a ``SERIAL_MODULES`` module ``serial``; the slowest modules first (both
+    by the file's name, whatever its folder)."""
     for item in items:
         if item.path.stem in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)

@@ -90,8 +90,8 @@ def predictions(stdout: str) -> dict[int, tuple[int, bool]]:
 
 def said(stdout: str) -> list[str]:
     """The lines of an apply that speak of sharing, the drain, the loss and the outcome."""
-    keys = ("preflight", "beside", "cordoned", "drain timed out", "lost", "GPUs ready", "walked")
-    keys += ("refused",)
+    keys: tuple[str, ...] = ("preflight", "beside", "cordoned", "drain timed out", "lost")
+    keys += ("GPUs ready", "walked", "refused")
     return [line for line in stdout.splitlines() if any(k in line for k in keys)]
 
 

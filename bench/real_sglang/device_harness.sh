@@ -12,7 +12,7 @@ rm -rf /tmp/hout; mkdir -p /tmp/hout
 # The GPU tests first (bounded), then the harness in what is left of DEADLINE_S (one call).
 T0=$(date +%s); DEADLINE=${DEADLINE_S:-560}
 if [ "$GPU_T" -gt 0 ]; then
-  timeout "$GPU_T" "$PY" -m pytest -q -p no:cacheprovider -p no:xdist -m gpu tests/test_gpu_*.py --timeout 150 > /tmp/hout/pytest-gpu.txt 2>&1
+  timeout "$GPU_T" "$PY" -m pytest -q -p no:cacheprovider -p no:xdist -m gpu tests/core/test_gpu_*.py --timeout 150 > /tmp/hout/pytest-gpu.txt 2>&1
   echo "gpu tests rc=$? in $(( $(date +%s) - T0 )) s"; tail -15 /tmp/hout/pytest-gpu.txt
 fi
 LEFT=$(( DEADLINE - ($(date +%s) - T0) ))

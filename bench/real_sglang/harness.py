@@ -198,8 +198,10 @@ class Harness:
         )
         mine = events[last_start:]
         kinds = [e.get("kind") for e in mine]
-        pool = next((e for e in reversed(mine) if e.get("kind") == "pool"), {})
-        mamba = next((e for e in reversed(mine) if e.get("kind") == "mamba_cache"), {})
+        pool: dict[str, Any] = next((e for e in reversed(mine) if e.get("kind") == "pool"), {})
+        mamba: dict[str, Any] = next(
+            (e for e in reversed(mine) if e.get("kind") == "mamba_cache"), {}
+        )
         info["log"] = {
             "kv_tokens": pool.get("max_total_num_tokens"),
             "max_running": pool.get("max_running_requests"),
@@ -467,11 +469,11 @@ def run(h: Harness, names: list[str], budget: float) -> None:
         ["bash", "-c", "sleep 2001 & sleep 2002 & wait"], start_new_session=True
     )
     time.sleep(0.3)  # let bash start its two children (counted below, before and after)
-    before = group_size(foreign.pid)
+    group_before = group_size(foreign.pid)
     shifted = shift_state(h.state / "fleet_state.json", seconds=24.0, pgid=foreign.pid)
     status = h.gpufleet("status", "--json", timeout=60)
     stop = h.gpufleet("sim-fleet", "stop", timeout=180)
-    after = group_size(foreign.pid)
+    group_after = group_size(foreign.pid)
     with contextlib.suppress(OSError):
         os.killpg(foreign.pid, 9)
     foreign.wait(10)
@@ -480,15 +482,16 @@ def run(h: Harness, names: list[str], budget: float) -> None:
         "status_rc_after_shift": status["rc"],
         "rc": stop["rc"],
         "tail": stop["stdout"].strip().splitlines()[-4:],
-        "foreign_group_before": before,
-        "foreign_group_after": after,
+        "foreign_group_before": group_before,
+        "foreign_group_after": group_after,
     }
     h.records["health_after_stop"] = http("/health", timeout=3)[0]
 
 
 def live_tests(h: Harness, log: Path) -> None:
-    """The gpu-marked tests that read a live server (tests/test_sglang_live.py), on this one."""
-    tests = Path("tests/test_sglang_live.py")
+    """The gpu-marked tests that read a live server (tests/core/test_sglang_live.py), on this
+    one."""
+    tests = Path("tests/core/test_sglang_live.py")
     if not tests.exists():
         return
     env = dict(

@@ -228,15 +228,12 @@ async def observe(args: argparse.Namespace) -> dict[str, Any]:
         from tui.gpu.simulated import SimulatedSource
         from tui.gpu.source import open_gpu_source
 
-        source: GpuSource = (
-            SimulatedSource(Path(env["GPUFLEET_STATE_DIR"]) / "simgpu")
-            if args.sim
-            else open_gpu_source("nvml")
-        )
+        sim = SimulatedSource(Path(env["GPUFLEET_STATE_DIR"]) / "simgpu") if args.sim else None
+        source: GpuSource = sim if sim is not None else open_gpu_source("nvml")
         monitor = FleetMonitor(FleetSpec((ServerSpec(gpu_index=0, port=port),)), source,
                                probe_timeout=5.0)  # fmt: skip
         monitor.insight.slow_every_s = 5.0
-        power = PowerLog(0, SimulatedSource(source.root) if args.sim else None)  # type: ignore[attr-defined]
+        power = PowerLog(0, SimulatedSource(sim.root) if sim is not None else None)
         load = Load(base, args.clients)
         snaps: list[FleetSnapshot] = []
         try:
@@ -262,7 +259,9 @@ async def observe(args: argparse.Namespace) -> dict[str, Any]:
     near = [s for s in snaps if s.panels and s.panels[0].energy is not None]
     at1 = min(near, key=lambda s: abs(s.taken_at - t1))
     at2 = min(near, key=lambda s: abs(s.taken_at - t2))
-    ours = at2.panels[0].energy.joules - at1.panels[0].energy.joules  # type: ignore[union-attr]
+    energy1, energy2 = at1.panels[0].energy, at2.panels[0].energy
+    assert energy1 is not None and energy2 is not None  # ``near`` holds metered readings only
+    ours = energy2.joules - energy1.joules
     tokens = counter(last, "sglang:generation_tokens_total") - counter(
         first, "sglang:generation_tokens_total"
     )
@@ -275,7 +274,7 @@ async def observe(args: argparse.Namespace) -> dict[str, Any]:
         "latency": latency_rows(first, last, live),
         "energy": [
             # (what, interval s, joules): each over its own interval, compared by mean power
-            ["gpufleet's meter (" + ("driver counter" if at2.panels[0].energy.counter  # type: ignore[union-attr]
+            ["gpufleet's meter (" + ("driver counter" if energy2.counter
                                      else "power integrated") + ")",
              last_at - first_at, ours],
             ["power samples integrated, same interval (" + ("simulated GPU" if args.sim

@@ -344,7 +344,7 @@ def _simulated_card() -> None:
     from tui.gpu.sim_records import SIM_GPU_KINDS
 
     total = SIM_GPU_KINDS["h100"][1]
-    preflight.gpu_capacity = lambda index: total  # type: ignore[assignment]
+    preflight.gpu_capacity = lambda index: total  # type: ignore[assignment]  # the stand-in card
 
 
 def save(run: Run) -> None:

@@ -3,7 +3,7 @@ the operations core's events and results, so the console's screens (apply, canar
 each GPU of each node apart.
 
 Which fields hold GPU numbers is listed per class: a new event type with a GPU field must be added
-here (``tests/test_agent_codec.py`` checks every ``gpu``-named field of the codec's classes is).
+here (``tests/core/test_agent_api.py`` checks every ``gpu``-named field of the codec's classes is).
 """
 
 from __future__ import annotations

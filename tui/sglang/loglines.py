@@ -3,7 +3,7 @@
 The simulator writes each line from its row's ``template`` (``tui.sim.logfmt``, and the planner's
 cap warnings in ``tui.sglang.caps``); the log parser (``tui.logs.parser``) knows a line by its
 row's ``marker`` and reads its fields with the row's ``fields``. One row, so a line the simulator
-writes is a line the parser reads: ``tests/test_log_lines.py`` writes every row and parses it,
+writes is a line the parser reads: ``tests/core/test_log_lines.py`` writes every row and parses it,
 and the real lines of ``tests/fixtures/real_sglang`` are read by the same rows.
 
 Each row is named for the claim of ``tui.sglang.releases`` that says which releases print it

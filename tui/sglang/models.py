@@ -19,7 +19,7 @@ context were then fitted so that the seed's aggressive flags on a B200 give exac
 tokens; the baseline (fraction 0.88, 80 slots) lands within 0.2% of its 1,142,976.
 
 Every other model's spec is derived from its own config.json (``tui.sglang.modelcfg``). The two
-specs here are fixtures checked against their configs (``tests/test_modelcfg_shapes.py``: every
+specs here are fixtures checked against their configs (``tests/core/test_modelcfg_shapes.py``: every
 shape a config gives is equal); what stays hand-written is the named calibration a config cannot
 give: the weights as served, the B200 page size (64: trtllm_mha on SM100), the activation and
 CUDA-graph memory, and the simulator's throughput constants.

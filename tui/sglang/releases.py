@@ -1,10 +1,10 @@
 """What each SGLang release gpufleet knows has: endpoints, health, log lines, metrics (no I/O).
 
 Every claim below was read from the releases' own source (their wheels: ``sglang/srt/...``) and
-names the file and the text that shows it. ``tests/test_sglang_releases.py`` holds each claim to
-the source of every release, 0.5.17 to 0.5.23: the text is found in exactly the releases the
-claim says have it. A claim with neither ``since`` nor ``until`` is the same in all of them:
-worth knowing too (0.5.17's batch lines, Mamba line and cap warning read as 0.5.23's do).
+names the file and the text that shows it. ``tests/core/test_sglang_releases.py`` holds each claim
+to the source of every release, 0.5.17 to 0.5.23: the text is found in exactly the releases the
+claim says have it. A claim with neither ``since`` nor ``until`` is the same in all of them: worth
+knowing too (0.5.17's batch lines, Mamba line and cap warning read as 0.5.23's do).
 
 Flags are not here: each release's flag table (``tui.sglang.flagtable``) is that release's
 parser itself, and ``aliases`` below reads the deprecated aliases out of it.

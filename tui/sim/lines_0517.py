@@ -1,7 +1,7 @@
 """SGLang 0.5.17's own log lines, where they differ from 0.5.23's (``tui.sim.logfmt``).
 
 Read from the 0.5.17 wheel and checked against what a real 0.5.17 server wrote
-(``tests/fixtures/real_sglang/0.5.17``, shape for shape; ``tests/test_sim_0517_logs.py``):
+(``tests/fixtures/real_sglang/0.5.17``, shape for shape; ``tests/core/test_sim_0517_logs.py``):
 
 * ``srt/distributed/bootstrap.py``: ``Init torch distributed begin.`` / ``Init torch distributed
   ends. elapsed=0.08 s, mem usage=0.09 GB`` where 0.5.23 prints ``Memory baseline taken``;

@@ -4,8 +4,8 @@ Every screen with a binding that ``tui.ui.readonly.binding_changes_fleet`` is a 
 its ``check_action`` disables (None) such a binding while the app is read-only, before the
 screen's own ``check_operation`` is asked; its ``active_bindings`` keep the disabled keys out of
 the Footer, which says "read-only" in words instead (``tui.ui.footer``), and in the command
-palette and the help, each marked disabled. ``tests/test_ui_readonly.py`` checks every binding
-of every screen against it.
+palette and the help, each marked disabled. ``tests/console/test_ui_readonly.py`` checks every
+binding of every screen against it.
 
 A key pressed while its binding is disabled says why (``why_key_is_off``, which the app
 notifies): the screen's ``why_disabled`` names read-only mode, else the screen's own
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cache
+from typing import Any
 
 from textual.actions import parse
 from textual.binding import ActiveBinding, Binding, BindingsMap
@@ -122,7 +123,7 @@ class ReadOnlyGate(Screen[ScreenResultType]):
         return {key: hidden.get(key, entry) for key, entry in active.items()}
 
 
-def why_key_is_off(screen: Screen[object], key: str) -> tuple[str, str] | None:
+def why_key_is_off(screen: Screen[Any], key: str) -> tuple[str, str] | None:
     """What ``key`` would do on ``screen`` and why it does nothing now, or None (it runs, or
     nothing is bound to it, or it does not apply on this screen at all).
 

@@ -8,8 +8,8 @@ but right (an upgraded Textual must not break the console):
    its name and change what it does;
 3. every private name the hook uses is there, with the shape it expects (``RELIES_ON``).
 
-``tests/test_ui_render_hooks.py`` pins all three: it fails on another Textual release and when
-any name of ``RELIES_ON`` disappears (each is taken away there in turn), and compares each
+``tests/console/test_ui_render_hooks.py`` pins all three: it fails on another Textual release and
+when any name of ``RELIES_ON`` disappears (each is taken away there in turn), and compares each
 hook's output with Textual's own.
 """
 
@@ -36,8 +36,9 @@ Hook = Literal["compositor"]
 CHECKED_ON = "8.2.8"
 """The Textual release whose private internals the hooks were read against and tested on
 (pyproject allows ``textual>=8.2,<9``; on any other release the hooks stay off). To move it:
-read the names in ``RELIES_ON`` in the new release's source, run tests/test_ui_render_hooks.py,
-tests/test_ui_dirty_rows.py and the snapshot tests with the new value."""
+read the names in ``RELIES_ON`` in the new release's source, run
+tests/console/test_ui_render_hooks.py, tests/console/test_ui_dirty_rows.py and the snapshot tests
+with the new value."""
 
 
 @dataclass(frozen=True, slots=True)
