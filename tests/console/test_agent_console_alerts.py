@@ -14,8 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from node_helpers import Node, nodes
-from test_agent_console import server_pid
+from node_helpers import Node, nodes, server_pid
 from ui_helpers import (
     RecordingFleet,
     count_bells,

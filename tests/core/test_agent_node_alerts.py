@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from test_ops_status_observed import snapshot
 from ui_helpers import pipeline_status
 
+from core.test_ops_status_observed import snapshot
 from tui.agent.app import build_app
 from tui.agent.client import AgentAddress, AgentClient, AgentError, NodeView
 from tui.agent.metrics import AgentView
