@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from node_helpers import Node, nodes
+from node_helpers import Node, nodes, server_pid
 from textual.pilot import Pilot
 from tuning_helpers import type_into
 from ui_helpers import press_until, wait_for
@@ -32,11 +32,6 @@ from tui.ui.tuning.form_screen import TuningFormScreen
 from tui.ui.tuning.scope import ScopeScreen
 
 pytestmark = [pytest.mark.timeout(150)]
-
-
-def server_pid(node: Node, gpu: int) -> int:
-    records = json.loads((node.root / "state" / "fleet_state.json").read_text())
-    return int(records["gpus"][str(gpu)]["server"]["pid"])
 
 
 def running_doc(node: Node, gpu: int) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from sim_helpers import running_sim
-from ui_helpers import make_app, settle, wait_for
+from ui_helpers import count_bells, make_app, settle, wait_for, write_settings
 
 from tui import paths
 from tui.fleet.monitor import FleetMonitor
@@ -33,22 +33,10 @@ FOR_S = 0.0
 POLL_S = 0.3
 
 
-def _settings(text: str) -> None:
-    settings = paths.settings_file()
-    settings.parent.mkdir(parents=True, exist_ok=True)
-    settings.write_text(text)
-
-
-def _bells(app: FleetApp, monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    rung: list[float] = []
-    monkeypatch.setattr(app, "bell", lambda: rung.append(asyncio.get_running_loop().time()))
-    return rung
-
-
 async def test_a_server_killed_under_the_console_is_counted_rung_and_listed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _settings(f"[alerts.crashed]\nfor_s = {FOR_S}\nclear_s = 0\n")
+    write_settings(f"[alerts.crashed]\nfor_s = {FOR_S}\nclear_s = 0\n")
     args = ["--sim-speed", "20", "--sim-startup-seconds", "1", "--enable-metrics"]
     with running_sim(args, tmp_path) as sim:
         monitor = FleetMonitor(FleetSpec.from_ports((sim.port,), (0,)), SimulatedSource())
@@ -57,7 +45,7 @@ async def test_a_server_killed_under_the_console_is_counted_rung_and_listed(
             poll_interval_s=POLL_S,
         )
         app.alerts_on = True
-        rung = _bells(app, monkeypatch)
+        rung = count_bells(app, monkeypatch)
         try:
             async with app.run_test(size=(120, 40)) as pilot:
 
@@ -102,13 +90,13 @@ async def test_a_server_killed_under_the_console_is_counted_rung_and_listed(
 async def test_when_another_process_publishes_the_console_shows_and_posts_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _settings("[console]\nbell = false\n[alerts.crashed]\nfor_s = 0\n")
+    write_settings("[console]\nbell = false\n[alerts.crashed]\nfor_s = 0\n")
     agent = AlertRunner(default_config(), by="agent")  # holds the node's alerts' lock
     assert agent.publishing
     try:
         app = make_app(poll_interval_s=POLL_S)  # GPU 2's server failed with an OOM
         app.alerts_on = True
-        rung = _bells(app, monkeypatch)
+        rung = count_bells(app, monkeypatch)
         async with app.run_test(size=(120, 40)) as pilot:
             await settle(pilot, app)
             await wait_for(pilot, lambda: bool(app.alerts_active), "the failed server's alert")
@@ -126,7 +114,7 @@ async def test_when_another_process_publishes_the_console_shows_and_posts_nothin
 
 
 async def test_bad_alert_settings_are_one_line_and_the_header_says_alerts_are_off() -> None:
-    _settings("[alerts.crashed]\nfor_s = -1\n")
+    write_settings("[alerts.crashed]\nfor_s = -1\n")
     app = make_app(poll_interval_s=POLL_S)
     app.alerts_on = True
     async with app.run_test(size=(120, 40)) as pilot:

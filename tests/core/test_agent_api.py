@@ -57,6 +57,8 @@ def test_events_and_results_cross_the_api_typed_and_remapped() -> None:
             "JournalEntry",  # the node's own journal, read as written there
             "GpuPanel",  # renumbered by the poller itself
             "RetuneCost",  # its ``gpus`` is a count
+            "JobEnergy",  # its ``gpus`` is a count
+            "AlertFired",  # renumbered, its node named, by the console (``alerts_of``)
         ), name
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from node_helpers import Node, nodes
+from node_helpers import Node, nodes, server_pid
 from repo_paths import ROOT
 
 from tui import paths
@@ -72,11 +72,6 @@ def save_profile(node: Node, name: str, profile: dict[str, object]) -> httpx.Res
         headers=bearer(ADMIN),
         timeout=10,
     )
-
-
-def server_pid(node: Node) -> int:
-    state = json.loads((node.root / "state" / "fleet_state.json").read_text())
-    return int(state["gpus"]["0"]["server"]["pid"])
 
 
 def journal_types(node: Node) -> list[str]:

@@ -11,17 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from node_helpers import ROOT, Node, nodes
+from node_helpers import ROOT, nodes, server_pid
 from tmux_helpers import require_tmux, tmux_session
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180)]
 
 READY = re.compile(r"ready\s+:(\d+) pid (\d+)")
-
-
-def server_pid(node: Node, gpu: int) -> int:
-    records = json.loads((node.root / "state" / "fleet_state.json").read_text())
-    return int(records["gpus"][str(gpu)]["server"]["pid"])
 
 
 def test_console_over_two_agents_survives_a_lost_node(tmp_path: Path) -> None:

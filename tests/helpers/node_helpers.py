@@ -7,6 +7,7 @@ killed)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -169,3 +170,9 @@ def nodes(
             with contextlib.suppress(subprocess.TimeoutExpired):
                 node.run("sim-fleet", "stop", "--mode", "terminate", timeout=60)
             kill_strays(node.ports)
+
+
+def server_pid(node: Node, gpu: int = 0) -> int:
+    """The pid the node's fleet state records for ``gpu``'s server."""
+    records = json.loads((node.root / "state" / "fleet_state.json").read_text())
+    return int(records["gpus"][str(gpu)]["server"]["pid"])

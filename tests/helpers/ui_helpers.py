@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from repo_paths import ROOT
 
+from tui import paths
 from tui.control.stop_release import StopReleased
 from tui.fleet.snapshot import FleetSnapshot, GpuPanel, ServerSnapshot, ServerState
 from tui.gpu.snapshot import GpuProcess, GpuSnapshot
 from tui.ops.adoption import AdoptError, AdoptPlan
+from tui.ops.alerts.engine import AlertFired
 from tui.ops.commands import (
     Adopt,
     Apply,
@@ -338,6 +341,8 @@ class RecordingFleet(Fleet, FleetReads, Tuning):
     """The job's status document."""
     energy: JobEnergy | None = None
     """The job's energy ledger."""
+    nodes_firing: tuple[AlertFired, ...] | None = None
+    """The nodes' alerts it carries (None: none, the console runs its own, as on one node)."""
     marks_read: tuple[OperationMark, ...] = ()
     """The journal's markers."""
     journal_read: JournalRead = field(default_factory=lambda: JournalRead((), 0))
@@ -473,6 +478,9 @@ class RecordingFleet(Fleet, FleetReads, Tuning):
 
     def job_energy(self) -> JobEnergy | None:
         return self.energy
+
+    def node_alerts(self) -> tuple[AlertFired, ...] | None:
+        return self.nodes_firing
 
     def log_tail(self, path: Path, max_lines: int) -> list[str]:
         return self.tail(path, max_lines)
@@ -938,3 +946,17 @@ def graphs_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     from tui.ui.grid.gpu_grid import GpuGrid
 
     monkeypatch.setattr(GpuGrid, "_take_graphs", lambda self, series: None)
+
+
+def write_settings(text: str) -> None:
+    """Write the test's ``settings.toml`` (its own config directory, ``conftest.py``)."""
+    settings = paths.settings_file()
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(text)
+
+
+def count_bells(app: object, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The times ``app`` rings the terminal bell from now on (it rings nothing)."""
+    rung: list[float] = []
+    monkeypatch.setattr(app, "bell", lambda: rung.append(time.monotonic()))
+    return rung

@@ -17,8 +17,10 @@ import httpx
 
 from tui.agent.codec import CodecError, decode, encode_command, result_type
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.alerts.engine import AlertFired
 from tui.ops.commands import Op
 from tui.ops.events import OpEvent
+from tui.pipeline.energy import JobEnergy
 from tui.pipeline.status import PipelineStatus
 from tui.profiles import Profile, ProfileError, profile_from_dict, profile_to_dict
 from tui.retune.preflight import Preflight
@@ -135,6 +137,12 @@ class NodeView:
     """When the agent built the view."""
     previous: dict[int, str] = field(default_factory=dict)
     """GPU -> the profile it ran before (what a rollback returns to)."""
+    alerts: tuple[AlertFired, ...] = ()
+    """The node's alerts firing now, in its own words and GPU numbers (its agent runs, journals
+    and posts them; an agent that sends none: none)."""
+    job_energy: JobEnergy | None = None
+    """The energy ledger beside the job's status document on that node (None: none, or an
+    agent that does not send it)."""
 
 
 Remap = Callable[[Any], Any]
@@ -210,6 +218,15 @@ class AgentClient:
                 ),
                 polled_at=float(body.get("polled_at") or 0.0),
                 previous={int(g): str(n) for g, n in (body.get("previous") or {}).items()},
+                alerts=tuple(
+                    decode(alert, AlertFired, f"alerts[{i}]")
+                    for i, alert in enumerate(body.get("alerts") or ())
+                ),
+                job_energy=(
+                    decode(body["job_energy"], JobEnergy, "job_energy")
+                    if body.get("job_energy")
+                    else None
+                ),
             )
         except (CodecError, KeyError, TypeError, ValueError) as error:
             raise self._fail(f"its snapshot does not fit ({error})") from None

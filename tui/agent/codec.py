@@ -3,8 +3,9 @@
 The console sends commands (``tui.ops.commands``: ``encode_command``), which the agent decodes
 (``decode_command``, every field checked by its type, then by the command itself) and runs on its
 own port: one route for every operation. The agent sends the operations core's events and
-results (``OpEvent``, ``ApplyResult``, ``CanaryResult``, ``RolloutResult``) and the monitor's
-``FleetSnapshot`` to consoles; the console rebuilds the same dataclasses, so its screens run
+results (``OpEvent``, ``ApplyResult``, ``CanaryResult``, ``RolloutResult``), the monitor's
+``FleetSnapshot``, the node's firing alerts (``AlertFired``) and the job's energy ledger
+(``JobEnergy``) to consoles; the console rebuilds the same dataclasses, so its screens run
 unchanged on a remote node. Only the classes
 reachable from ``ROOTS`` can be built (a closed registry: a document cannot name any other
 class), each field is converted by its declared type, and a document that does not fit raises
@@ -23,9 +24,11 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from tui.control.stop_release import DrainProgress, StopReleased
 from tui.fleet.snapshot import FleetSnapshot
+from tui.ops.alerts.engine import AlertFired
 from tui.ops.commands import Command, Op
 from tui.ops.events import OperationFinished, OperationStarted
 from tui.ops.journal import JournalEntry
+from tui.pipeline.energy import JobEnergy
 from tui.pipeline.status import PipelineStatus
 from tui.profiles import Profile, profile_to_dict
 from tui.profiles.store import NAME
@@ -65,6 +68,8 @@ ROOTS: tuple[type, ...] = (
     PipelineStatus,
     JournalEntry,
     Preflight,
+    AlertFired,
+    JobEnergy,
 )
 """Every type the API carries; the registry holds these and the dataclasses inside them."""
 

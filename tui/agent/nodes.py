@@ -1,12 +1,10 @@
 """Many nodes as one fleet for the console: the port (``tui.ops.port.Fleet``) over the agents,
-its snapshot merging theirs, its commands run by their control APIs.
+its snapshot merging theirs, its reads through their last views or their APIs.
 
 The k-th agent's GPU ``n`` is the console's GPU ``k * NODE_STRIDE + n`` (its panel says which node
 and which GPU). A node whose agent stops answering keeps its last panels, marked unreachable with
-the time of its last answer; the other nodes keep working. Every operation goes to the agent of
-the GPU's node, which runs it through that node's ``FleetOps`` (its lock, its journal); one split
-over several nodes runs on each at once (a rollout: node after node). A canary is judged across
-nodes by the console itself (``tui.agent.cross_canary``).
+the time of its last answer; the other nodes keep working. The port's commands are split over the
+nodes and their outcomes joined by ``tui.agent.fanout``: this module polls, merges and reads.
 """
 
 from __future__ import annotations
@@ -14,59 +12,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 import httpx
 
 from tui.agent.client import SNAPSHOT_TIMEOUT_S, AgentAddress, AgentClient, AgentError, NodeView
-from tui.agent.cross_canary import cross_controls, cross_node_canary
-from tui.agent.merge import merge_applies, merge_rollouts
-from tui.agent.node_views import NO_JOB, job_of, node_of, running_of
-from tui.agent.remap import remap_gpus
-from tui.agent.tuning import NodesTuning, renumber
-from tui.control.adopt import ConfirmedServer
+from tui.agent.cross_canary import cross_controls
+from tui.agent.fanout import FanOut
+from tui.agent.node_views import alerts_of, energy_of, job_of, node_of, running_of
+from tui.agent.tuning import NodesTuning
 from tui.fleet.insight import fleet_imbalance
 from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot, NodeStatus
 from tui.ops.adoption import AdoptError, AdoptPlan
-from tui.ops.commands import (
-    MAX_BATCH,
-    Apply,
-    Canary,
-    Kill,
-    Kind,
-    Op,
-    Relaunch,
-    Rollback,
-    Rollout,
-    SaveProfile,
-    StartPipeline,
-    StopFleet,
-    StopPipeline,
-)
-from tui.ops.door import OperationError
+from tui.ops.alerts.engine import AlertFired
+from tui.ops.commands import Kind, Op
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead
 from tui.ops.marks import OperationMark
-from tui.ops.port import (
-    Capabilities,
-    FleetReads,
-    Refused,
-    SearchStatus,
-    refuse_unless_capable,
-)
+from tui.ops.port import Capabilities, FleetReads, SearchStatus, refuse_unless_capable
 from tui.ops.windows import console_windows
 from tui.pipeline.energy import JobEnergy
 from tui.pipeline.status import PipelineStatus
 from tui.profiles import Problem, Profile, ProfileError
-from tui.retune.events import ApplyResult
 from tui.rollout.canary import CanaryOptions
-from tui.rollout.rollout import RolloutResult
 from tui.state.fleet_state import GpuState
 
-T = TypeVar("T")
 R = TypeVar("R")
 
 KINDS = frozenset(
@@ -93,15 +66,6 @@ ON_ONE_NODE = {
 """Why the kinds a many-node console lacks are off."""
 
 
-def _local_only(confirmed: tuple[ConfirmedServer, ...]) -> None:
-    """A server no node verifies as its fleet's is stopped only from a console on its host."""
-    if confirmed:
-        pids = ", ".join(f"pid {c.pid} (GPU {c.gpu})" for c in confirmed)
-        raise OperationError(
-            f"{pids}: not a server of its node's fleet; stop it on that node's host"
-        )
-
-
 @dataclass
 class _Node:
     """What the poller remembers of one agent (mutable, private)."""
@@ -115,7 +79,8 @@ class _Node:
 
 
 class Nodes:
-    """The agents of a many-node console: one poll merges them; operations go to each.
+    """The agents of a many-node console: one poll merges them; operations go to each
+    (``tui.agent.fanout``).
 
     Args:
         addresses: The agents, in the order their nodes are shown.
@@ -141,11 +106,18 @@ class Nodes:
         """A panel's log path as shown (``node:path``) -> (node position, local GPU)."""
         self._form: NodesTuning | None = None
         """The tuning form's reads last handed out (a Save writes each node's version)."""
+        self._fanout = FanOut(self)
 
     @property
     def clients(self) -> list[AgentClient]:
         """One client per node, in order."""
         return [n.client for n in self._nodes]
+
+    @property
+    def last_tuning(self) -> NodesTuning | None:
+        """The tuning form's reads last handed out (an Apply or a Save of the form sends each
+        node its own version of the profile)."""
+        return self._form
 
     async def aclose(self) -> None:
         """Close the HTTP client if owned (a snapshot request still in flight is cancelled)."""
@@ -178,98 +150,7 @@ class Nodes:
             AgentError: naming each node that refused or failed, and why.
         """
         refuse_unless_capable(self.capabilities(), command)
-        return cast(R, await self._run(command, sink))
-
-    async def _run(self, command: Op[Any], sink: EventSink | None) -> object:
-        match command:
-            case Kill() | Relaunch() | StopFleet():  # every node at once; each GPU's outcome
-                if not isinstance(command, StopFleet):
-                    _local_only(command.confirmed)
-                groups = self._scope(getattr(command, "gpus", None))
-                found = await self._each(groups, lambda p, local: self._on(p, command, local, sink))
-                return tuple(outcome for outcomes in found for outcome in outcomes)
-            case Apply(profile):  # every node at once, each its own version of the profile
-                groups = self._scope(command.gpus)
-                versions = {p: self._version(p, profile) for p in groups}
-
-                async def apply(position: int, local: list[int] | None) -> ApplyResult:
-                    one = replace(command, profile=versions[position])
-                    return await self._on(position, one, local, sink)
-
-                return merge_applies(await self._each(groups, apply))
-            case Rollback(gpus, _, all_at_once):
-                # Each node walks its own GPUs back; all at once: every node, in one batch each.
-                back = Rollback(batch=MAX_BATCH if all_at_once else 1)
-                groups = self._scope(gpus)
-
-                async def walk(position: int, local: list[int] | None) -> RolloutResult:
-                    return await self._on(position, back, local, sink)
-
-                if all_at_once:
-                    return merge_rollouts(await self._each(groups, walk))
-                return merge_rollouts(await self._node_after_node(groups, walk))
-            case Rollout(profile, batch, gpus):  # node after node, each by the name it has
-                rollout = Rollout(_name(profile), batch)
-
-                async def roll(position: int, local: list[int] | None) -> RolloutResult:
-                    return await self._on(position, rollout, local, sink)
-
-                return merge_rollouts(await self._node_after_node(self._scope(gpus), roll))
-            case Canary(profile, gpu):  # judged here, across nodes (tui.agent.cross_canary)
-                return await cross_node_canary(
-                    self.clients,
-                    self._views(),
-                    self._answering(),
-                    _name(profile),
-                    gpu,
-                    self.canary_options,
-                    sink,
-                    sink,
-                )
-            case StartPipeline() | StopPipeline():
-                # Started again or stopped through the job's node's agent (identity-checked
-                # there; a start resumes from the done record).
-                action = "start" if isinstance(command, StartPipeline) else "stop"
-                await (await self._job_client()).pipeline(action)
-                return None
-            case SaveProfile(profile, gpus):
-                form = self._form or self.tuning(None if not gpus else gpus[0])
-                return await asyncio.to_thread(form.save_profile, profile)
-        raise Refused(f"{type(command).__name__}: not a command a many-node console runs")
-
-    async def _on(
-        self, position: int, command: Op[R], local: list[int] | None, sink: EventSink | None
-    ) -> R:
-        """``command`` on node ``position``'s agent, its GPUs ``local`` (None: as it is), its
-        events and result in the console's numbers."""
-        if local is not None:
-            command = replace(command, gpus=tuple(local))  # type: ignore[type-var]
-        return await self._client(position).run(command, sink, self._remap(position))
-
-    def _scope(self, gpus: Sequence[int] | None) -> dict[int, Any]:
-        """The nodes of ``gpus`` with their own GPUs (None: every node, each as a whole)."""
-        return self._everywhere() if gpus is None else self._split(gpus)
-
-    @staticmethod
-    async def _node_after_node(
-        groups: dict[int, Any], walk: Callable[[int, Any], Awaitable[RolloutResult]]
-    ) -> list[RolloutResult]:
-        """``walk`` on each node in turn, stopping at the first node whose walk failed."""
-        results: list[RolloutResult] = []
-        for position, local in groups.items():
-            results.append(await walk(position, local))
-            if results[-1].failed or results[-1].failure:
-                break
-        return results
-
-    def _version(self, position: int, profile: Profile | str) -> Profile | str:
-        """What node ``position`` applies: a profile by name its own of that name; the tuning
-        form's profile that node's version of it, in its own numbers."""
-        if isinstance(profile, str):
-            return profile
-        if self._form is not None:
-            return self._form.version(position, profile)
-        return renumber(profile, -position * NODE_STRIDE)
+        return cast(R, await self._fanout.run(command, sink))
 
     async def snapshot(self) -> FleetSnapshot:
         """Every agent's snapshot at once, merged."""
@@ -377,50 +258,16 @@ class Nodes:
         except AgentError:
             return []
 
-    # --- routing ----------------------------------------------------------------------------
-
-    def _client(self, position: int) -> AgentClient:
-        if not 0 <= position < len(self._nodes):
-            raise AgentError(f"GPU {position * NODE_STRIDE}: no node {position} in this console")
-        return self._nodes[position].client
-
-    def _split(self, gpus: Sequence[int]) -> dict[int, list[int]]:
-        groups: dict[int, list[int]] = {}
-        for gpu in sorted(set(gpus)):
-            position, local = node_of(gpu)
-            self._client(position)
-            groups.setdefault(position, []).append(local)
-        return groups
-
-    @staticmethod
-    def _remap(position: int) -> Callable[[Any], Any]:
-        return lambda value: remap_gpus(value, lambda g: position * NODE_STRIDE + g)
-
-    async def _each(
-        self, groups: dict[int, Any], run: Callable[[int, Any], Awaitable[T]]
-    ) -> list[T]:
-        """Run on every node at once; all finish; failures are raised together, by node."""
-        positions = list(groups)
-        outcomes = await asyncio.gather(
-            *(run(p, groups[p]) for p in positions), return_exceptions=True
-        )
-        errors = [str(o) for o in outcomes if isinstance(o, BaseException)]
-        if errors:
-            raise AgentError("; ".join(errors))
-        return [o for o in outcomes if not isinstance(o, BaseException)]
-
-    def _everywhere(self) -> dict[int, None]:
-        return {position: None for position in range(len(self._nodes))}
-
     def autotune_status(self) -> SearchStatus | None:
         """None: a search runs on one node (``ON_ONE_NODE``), not across this console's."""
         return None
 
     def canary_controls(self, gpu: int) -> tuple[int, ...] | None:
         """The control GPUs a canary on ``gpu`` would have now (its confirm names them)."""
-        return cross_controls(self._views(), self._answering(), gpu)[1]
+        return cross_controls(self.views(), self.answering(), gpu)[1]
 
-    def _answering(self) -> list[bool]:
+    def answering(self) -> list[bool]:
+        """Whether each node answered its last poll, by position."""
         return [not n.error and n.view is not None for n in self._nodes]
 
     def profile_names(self) -> list[str]:
@@ -448,22 +295,28 @@ class Nodes:
 
     # --- the job and the rollback dialog (what the agents' views say) --------------------------
 
-    def _views(self) -> list[NodeView | None]:
+    def views(self) -> list[NodeView | None]:
+        """Each node's last view, by position (None: never answered)."""
         return [n.view for n in self._nodes]
 
     def running(self) -> dict[int, GpuState]:
         """Each GPU's current and previous profile, as its node's agent last reported them."""
-        return running_of(self._views())
+        return running_of(self.views())
 
     def pipeline_status(self) -> PipelineStatus | None:
         """The job as its node's agent reports it."""
-        found = job_of(self._views())
+        found = job_of(self.views())
         return found[1] if found is not None else None
 
     def job_energy(self) -> JobEnergy | None:
-        """None: the job's ledger stays on its node (its panels' energy comes with the
-        snapshots)."""
-        return None
+        """The job's ledger as its node's agent last sent it (the node ``pipeline_status``
+        picks)."""
+        return energy_of(self.views())
+
+    def node_alerts(self) -> tuple[AlertFired, ...]:
+        """The alerts the nodes' agents fire now, as their last answers said, each naming its
+        node (``alerts_of``). The agents run, journal and post them; this console runs none."""
+        return alerts_of(self.views())
 
     def journal(self) -> JournalRead:
         """None here: each node keeps its own (``ON_ONE_NODE``)."""
@@ -478,12 +331,6 @@ class Nodes:
     ) -> AdoptPlan:
         """Refused: servers are adopted on their own node."""
         raise AdoptError(ON_ONE_NODE[Kind.ADOPT])
-
-    async def _job_client(self) -> AgentClient:
-        found = job_of(self._views())
-        if found is None:
-            raise AgentError(NO_JOB)
-        return self._client(found[0])
 
     def tuning(self, gpu: int | None) -> NodesTuning:
         """The tuning form's backend: ``gpu``'s node (``t``), or every node (``T``: None).
@@ -519,8 +366,3 @@ class Nodes:
             return self.tuning(None).load_profile(name)
         except AgentError as error:
             raise ProfileError([Problem("file", name, str(error))], name) from None
-
-
-def _name(profile: Profile | str) -> str:
-    """A profile by name: each node runs its own of that name."""
-    return profile if isinstance(profile, str) else profile.name

@@ -110,6 +110,9 @@ def read_routes(agent: Agent, guarded: Callable[..., Any]) -> list[Route]:
             "previous": {str(g): name for g, name in view.previous.items()},
             "pipeline": encode(view.pipeline) if view.pipeline is not None else None,
             "operations": list(key[1]),
+            # What the many-node console shows of the node (an agent before these sent neither).
+            "alerts": [encode(alert) for alert in view.alerts],
+            "job_energy": encode(view.job_energy) if view.job_energy is not None else None,
         }
         return await asyncio.to_thread(_dumps, doc)
 

@@ -6,14 +6,11 @@ the simulated records, psutil, log reads) runs in one ``asyncio.to_thread`` per 
 probes of every server run concurrently with short timeouts, so a hung server never delays the
 others.
 
-The refresh uses cheap signals only: ``/ready`` (SGLang 0.5.23 answers it at once), ``/metrics``
-and the log. A ready server's steady ``/metrics`` read (its one request of most polls) rides the
-poll's thread hop as one blocking batch (``tui.servers.batch_fetch``); the rest is asyncio.
-SGLang's generating health check (``/health_generate``, >= 1 s, up to 20 s) runs in
-a background task per server every ``health_interval`` and is never awaited by the refresh: it is
-what makes SGLang notice a hung scheduler (UnHealthy: ``/ready`` 503), and on servers without
-``/ready`` it is the readiness. A snapshot asks for a sooner refresh while a server warms up, so
-its ready line shows within a fraction of a second.
+Which HTTP probes a server gets at each poll, and when, is the probe policy
+(``tui.fleet.probes``). A ready server's steady ``/metrics`` read (its one request of most polls)
+rides the poll's thread hop as one blocking batch (``tui.servers.batch_fetch``); the rest is
+asyncio. A snapshot asks for a sooner refresh while a server warms up, so its ready line shows
+within a fraction of a second.
 
 The state rules and the snapshot of each server are ``tui.fleet.server_state``.
 """
@@ -31,6 +28,7 @@ from tui import paths, plain
 from tui.fleet.insight import Insight
 from tui.fleet.liveness import DEFAULT_FLOOR_S, ProgressWatch
 from tui.fleet.panels import card_of, join_panels
+from tui.fleet.probes import ProbePolicy
 from tui.fleet.running_profiles import RunningProfile, read_state_and_profiles
 from tui.fleet.server_log import ServerLog
 from tui.fleet.server_state import server_snapshot
@@ -46,7 +44,7 @@ from tui.gpu.snapshot import GpuSnapshot, GpuSource
 from tui.servers.batch_fetch import BatchFetcher
 from tui.servers.discovery import find_servers
 from tui.servers.keepalive import Answer, lean_transport
-from tui.servers.probe import ProbeStatus, Readiness, ServerLoad, ServerProbe
+from tui.servers.probe import ServerLoad, ServerProbe
 from tui.state.cordons import CordonWatch, address_of
 from tui.state.fleet_state import FleetState
 
@@ -75,16 +73,11 @@ class FleetMonitor:
         client: Shared async HTTP client (default: one owned and closed by the monitor).
         probe_timeout: Seconds per cheap HTTP request (``/ready``, ``/metrics``); slower answers
             count as timeouts (STALE). The generating probe waits ``HEALTH_TIMEOUT_S``.
-        server_info_interval: Seconds between /server_info reads of a ready server (it goes
-            through the scheduler, so rarely); it is also read when a server becomes ready.
-        health_interval: Seconds between generating health probes (``/health_generate``) of a
-            ready server, run in the background; a server without ``/ready`` gets one whenever
-            the previous one finished (it is its readiness).
+        server_info_interval: Seconds between /server_info reads of a ready server
+            (``tui.fleet.probes.ProbePolicy`` says why for each interval).
+        health_interval: Seconds between generating health probes of a ready server.
         ready_interval: Seconds between ``/ready`` probes of a ready server whose ``/metrics``
-            keeps answering 200: that answer already proves it up, and one request per server
-            per poll instead of two halves the monitor's CPU. A failed ``/metrics`` asks
-            readiness the same poll; a drain (``/ready`` 503) shows within this interval.
-            0 asks readiness every poll.
+            keeps answering 200 (0 asks readiness every poll).
         discovery_interval: Seconds between process-table scans for servers not yet found.
         stuck_after_s: The liveness bound's floor (``tui.fleet.liveness``): a server with
             requests and no progress for this long (or five typical progress gaps) is STUCK.
@@ -105,9 +98,8 @@ class FleetMonitor:
         own_batch = client is None and not plain.off("batch")
         self._batch = BatchFetcher() if own_batch else None
         self.probe_timeout = probe_timeout
-        self.server_info_interval = server_info_interval
-        self.health_interval = health_interval
-        self.ready_interval = ready_interval
+        self.probes = ProbePolicy(server_info_interval, health_interval, ready_interval, clock)
+        """Which HTTP probes each server gets at a poll (``tui.fleet.probes``)."""
         self.discovery_interval = discovery_interval
         self._clock = clock
         self._sampled_gpus = sampled_gpus
@@ -212,7 +204,8 @@ class FleetMonitor:
             return {}
         due = []
         for position, tracker in enumerate(self._trackers):
-            target = tracker.probe.steady_target() if self._load_suffices(tracker, now) else None
+            suffices = self.probes.load_suffices(tracker, now)
+            target = tracker.probe.steady_target() if suffices else None
             if target is not None:
                 due.append((position, tracker, target))
         if not due:
@@ -295,92 +288,6 @@ class FleetMonitor:
                 elif tracker.log_ready_at is None:
                     tracker.log_ready_at = self._clock()
 
-    # --- HTTP ---------------------------------------------------------------------------------
-
-    def _start_health(self, tracker: Tracker, now: float, due: bool) -> None:
-        """Start the generating probe in the background when ``due`` and none is in flight."""
-        task = tracker.health_task
-        if task is not None and task.done():
-            tracker.health_task = None
-            if not task.cancelled() and task.exception() is None:
-                tracker.health = task.result()
-        if tracker.health_task is None and due:
-            tracker.health_at = now
-            tracker.health_task = asyncio.ensure_future(tracker.probe.health_generate())
-
-    async def _readiness(self, tracker: Tracker, now: float) -> Readiness:
-        """``/ready``; on a server without it, the background generating probe's last answer.
-
-        Why: in SGLang 0.5.23 ``/health`` and ``/health_generate`` take >= 1 s (up to 20 s on a
-        hung scheduler): awaited here they would hold the whole refresh.
-        """
-        quick = await tracker.probe.ready_endpoint()
-        if quick is not None:
-            return quick
-        self._start_health(tracker, now, due=True)
-        return tracker.health or Readiness(ProbeStatus.UP, endpoint="/health")
-
-    def _load_suffices(self, tracker: Tracker, now: float) -> bool:
-        """A ready server whose last load read answered, with no readiness probe due."""
-        previous = tracker.readiness
-        return (
-            previous is not None
-            and previous.status is ProbeStatus.READY
-            and tracker.load is not None
-            and now - tracker.checked_at < self.ready_interval
-        )
-
-    def _health_due(self, tracker: Tracker, now: float) -> bool:
-        """A ready server whose generating probe is due (``health_interval``), unless it is
-        being stopped or cordoned: SGLang's drain waits for a generating probe as for any
-        request (its ``HEALTH_CHECK_`` rid), so a probe sent as a drain begins holds it."""
-        return (
-            not tracker.stopping
-            and not tracker.cordoned
-            and tracker.ever_ready
-            and tracker.readiness is not None
-            and tracker.readiness.status is ProbeStatus.READY
-            and now - tracker.health_at >= self.health_interval
-        )
-
-    def _steady(self, tracker: Tracker, now: float, load: ServerLoad) -> bool:
-        """Take a steady read's load (it answered: still up); True when ``/server_info`` is
-        due as well."""
-        self._start_health(tracker, now, due=self._health_due(tracker, now))
-        tracker.load, tracker.load_at = load, now
-        return now - tracker.info_at >= self.server_info_interval
-
-    async def _probe(self, tracker: Tracker, *, load_failed: bool = False) -> None:
-        """Probe one server on the event loop; ``load_failed``: its steady read failed this
-        poll, so readiness is asked at once (not the load again)."""
-        now = self._clock()
-        self._start_health(tracker, now, due=self._health_due(tracker, now))
-        if not load_failed and self._load_suffices(tracker, now):
-            load = await tracker.probe.load()
-            if load is not None:  # it answered: still up, and this is the poll's one request
-                tracker.load, tracker.load_at = load, now
-                await self._server_info(tracker, now, became_ready=False)
-                return
-        readiness = await self._readiness(tracker, now)
-        tracker.checked_at = now
-        tracker.readiness = readiness
-        if readiness.status is not ProbeStatus.READY:
-            tracker.load = None
-            return
-        became_ready = not tracker.ever_ready
-        tracker.ever_ready = True
-        if tracker.ready_at is None:
-            tracker.ready_at = now
-        tracker.load = await tracker.probe.load()
-        if tracker.load is not None:
-            tracker.load_at = now
-        await self._server_info(tracker, now, became_ready)
-
-    async def _server_info(self, tracker: Tracker, now: float, became_ready: bool) -> None:
-        if became_ready or now - tracker.info_at >= self.server_info_interval:
-            tracker.info_at = now
-            tracker.info = await tracker.probe.server_info() or tracker.info
-
     # --- joining ------------------------------------------------------------------------------
 
     async def poll(self) -> FleetSnapshot:
@@ -393,18 +300,7 @@ class FleetMonitor:
         # resets a tracker, and the probes that follow must not race with that reset.
         now = self._clock()
         gpus, description, gpu_error, steady = await asyncio.to_thread(self._blocking_part, now)
-        # Servers whose steady read answered need nothing on the loop (no coroutine at all,
-        # the point of the batch) unless /server_info is due; the others are probed here.
-        waits = []
-        for position, tracker in enumerate(self._trackers):
-            if position not in steady:
-                waits.append(self._probe(tracker))
-            elif (load := steady[position]) is None:
-                waits.append(self._probe(tracker, load_failed=True))
-            elif self._steady(tracker, now, load):
-                waits.append(self._server_info(tracker, now, became_ready=False))
-        if waits:
-            await asyncio.gather(*waits)
+        await self.probes.probe_all(self._trackers, steady, now)
         note = gpu_error or description
         now = self._clock()
         servers = {

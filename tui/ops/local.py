@@ -20,6 +20,7 @@ from tui.control.stop_release import DrainProgress
 from tui.fleet.snapshot import FleetSnapshot
 from tui.logs.long_lines import tail_lines
 from tui.ops.adoption import AdoptPlan, AdoptRequest
+from tui.ops.alerts.engine import AlertFired
 from tui.ops.commands import (
     Adopt,
     Apply,
@@ -331,6 +332,10 @@ class LocalFleet:
     def job_energy(self) -> JobEnergy | None:
         """The ledger ``gpufleet generate`` keeps beside the job's status document."""
         return read_ledger(ledger_path(self.status_path))
+
+    def node_alerts(self) -> tuple[AlertFired, ...] | None:
+        """None: the console runs this node's rules itself (``tui.ui.alerts``)."""
+        return None
 
     def log_tail(self, path: Path, max_lines: int) -> list[str]:
         """The last ``max_lines`` lines (at most 1 MiB of them, each cut at 64 KiB). Blocking."""

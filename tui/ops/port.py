@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from tui.fleet.snapshot import FleetSnapshot
 from tui.ops.adoption import AdoptPlan
+from tui.ops.alerts.engine import AlertFired
 from tui.ops.commands import Kind, Op
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead
@@ -142,6 +143,13 @@ class FleetReads(Protocol):
     def job_energy(self) -> JobEnergy | None:
         """The job's energy ledger, every run of it so far (None: no ledger, or not read here).
         Blocking."""
+        ...
+
+    def node_alerts(self) -> tuple[AlertFired, ...] | None:
+        """The alerts firing now on the nodes this port reads, each naming its node, as their
+        agents run, journal and post them (many nodes); None: the port carries no alerts, the
+        console runs the rules itself (``tui.ui.alerts.host``: one node). Not blocking (the last
+        poll's answers)."""
         ...
 
     def log_tail(self, path: Path, max_lines: int) -> list[str]:

@@ -26,6 +26,7 @@ from tui.history.cli import UNITS, when
 from tui.history.replay import HistorySource
 from tui.history.store import HistoryStore
 from tui.ops.adoption import AdoptPlan
+from tui.ops.alerts.engine import AlertFired
 from tui.ops.commands import Kind, Op
 from tui.ops.events import EventSink
 from tui.ops.journal import JournalRead
@@ -129,6 +130,10 @@ class ReplayReads:
 
     def job_energy(self) -> JobEnergy | None:
         """Not recorded (the panels' energy is, in the history)."""
+        return None
+
+    def node_alerts(self) -> tuple[AlertFired, ...] | None:
+        """None: a replay fires no alerts (the history keeps none)."""
         return None
 
     def log_tail(self, path: Path, max_lines: int) -> list[str]:

@@ -116,6 +116,8 @@ class FleetApp(OperationHost, AlertsHost):
         which run many apps in one process, do not."""
         self.main_screen = MainScreen(self.port, profile, node_groups=node_groups)
         """The grid screen (the app's base screen)."""
+        # Many nodes: the agents' alerts come with the port (an in-memory read); no rules here.
+        self.alerts_from_nodes = self.port.reads.node_alerts() is not None  # tui.ui.alerts
 
     def get_default_screen(self) -> MainScreen:
         """The grid is the base screen."""
@@ -208,7 +210,8 @@ class FleetApp(OperationHost, AlertsHost):
         if self.history.due:  # a thread only every few seconds, for the batch
             self.write_history()
         self.main_screen.fleet = message.snapshot
-        self.feed_alerts(message.snapshot, self.main_screen.pipeline_status)  # tui.ui.alerts
+        carried = self.port.reads.node_alerts() if self.alerts_from_nodes else None
+        self.feed_alerts(message.snapshot, self.main_screen.pipeline_status, carried)
         for screen in self.screen_stack:
             # A screen closed as the console quits is still on the stack, without its widgets:
             # the poll, which runs until the app's workers are cancelled, may post to it then.

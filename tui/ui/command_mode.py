@@ -30,6 +30,7 @@ from tui.ui.rollout.describe import compact_range, rollout_question
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.worker import Worker
 
 COMMAND_BINDING = Binding(":", "command", "Command", id="grid.command")
 """``:`` opens the command bar (the commands are checked one by one, not the key)."""
@@ -48,32 +49,27 @@ class CommandMode:
     def _bar(self) -> CommandBar:  # pragma: no cover
         raise NotImplementedError
 
-    def _busy(self) -> bool:  # pragma: no cover
+    def action_journal(self) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def _confirm_then_post(
-        self, title: str, affected: str, message: Message, *, confirm: str = "Yes"
-    ) -> None:
-        raise NotImplementedError  # pragma: no cover
-
-    def _ask_how_to_stop(self, title: str, gpus: tuple[int, ...]) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _relaunch_flow(self, gpus: tuple[int, ...]) -> object:  # pragma: no cover
-        raise NotImplementedError
-
-    def _tune_flow(self, gpu: int | None) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def action_rollback(self) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    if TYPE_CHECKING:  # GridHabits has it, after this mixin in the screen's MRO: no stub here
+    if TYPE_CHECKING:  # GridHabits' and OperationKeys', after this mixin in the screen's MRO:
+        # no stub here (a stub would stand in front of them)
 
         def scope(self) -> tuple[int, ...] | None: ...
 
-    def action_journal(self) -> None:  # pragma: no cover
-        raise NotImplementedError
+        def _busy(self) -> bool: ...
+
+        def _confirm_then_post(
+            self, title: str, affected: str, message: Message, *, confirm: str = "Yes"
+        ) -> None: ...
+
+        def _ask_how_to_stop(self, title: str, gpus: tuple[int, ...]) -> None: ...
+
+        def _relaunch_flow(self, gpus: tuple[int, ...]) -> Worker[None]: ...
+
+        def _tune_flow(self, gpu: int | None) -> None: ...
+
+        def action_rollback(self) -> None: ...
 
     # --- the bar ---------------------------------------------------------------------------
 

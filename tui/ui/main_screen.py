@@ -1,68 +1,48 @@
-"""The main screen: the GPU grid and the generation pane. It owns the fleet state."""
+"""The main screen: the GPU grid and the generation pane. It owns the fleet state.
+
+The screen composes the grid and binds it to the fleet, moves the selection and opens the views
+(detail, generation pane, journal, autotune, an operation's report). Its other keys are grouped
+by concept in mixins: the operations' keys (``tui.ui.grid.operation_keys``), the filter and the
+marks (``tui.ui.grid.habits``), the command line (``tui.ui.command_mode``), which keys apply now
+(``tui.ui.grid.key_states``) and read-only mode (``tui.ui.gate``).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from textual import events, work
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Header
 
 from tui.fleet.snapshot import FleetSnapshot
-from tui.ops.commands import (
-    Adopt,
-    Apply,
-    Canary,
-    Kill,
-    Kind,
-    Relaunch,
-    Rollback,
-    Rollout,
-    StartPipeline,
-    StopPipeline,
-)
 from tui.ops.marks import OperationMark
 from tui.ops.port import Fleet
 from tui.pipeline.status import PipelineStatus
-from tui.ui.adopt_screen import open_adoption
 from tui.ui.autotune.autotune_screen import AutotuneScreen
 from tui.ui.command_bar import CommandBar
 from tui.ui.command_mode import COMMAND_BINDING, CommandMode
-from tui.ui.confirm import ConfirmScreen
-from tui.ui.describe import (
-    adoptable,
-    describe_fresh_job,
-    describe_pipeline_stop,
-    describe_servers,
-    unknown_servers,
-)
+from tui.ui.describe import adoptable
 from tui.ui.footer import FleetFooter
 from tui.ui.gate import ReadOnlyGate
 from tui.ui.grid.filter_bar import FilterBar
 from tui.ui.grid.fleet_row import FleetRow
 from tui.ui.grid.gpu_grid import GpuGrid
-from tui.ui.grid.habits import HABIT_BINDINGS, GridHabits
+from tui.ui.grid.habits import HABIT_BINDINGS, MARK_NODE_BINDING, GridHabits
 from tui.ui.grid.key_states import KeyStates
 from tui.ui.grid.node_groups import NodeGroups
-from tui.ui.grid.node_keys import NODE_BINDINGS, NodeKeys
-from tui.ui.grid.scope import scope_words
+from tui.ui.grid.operation_keys import NODE_BINDINGS, OperationKeys
 from tui.ui.journal.journal_screen import JournalScreen
-from tui.ui.messages import OperationRequested, PanelOpened, PanelSelected
+from tui.ui.messages import PanelOpened, PanelSelected
 from tui.ui.operation_host import OperationHost
 from tui.ui.operation_strip import OperationStrip
 from tui.ui.pipeline.generation_pane import GenerationPane
 from tui.ui.render.hooks import install_compositor
-from tui.ui.retune.flows import choose_relaunch, confirm_rollback
-from tui.ui.rollout.describe import compact_range
-from tui.ui.rollout.flows import choose_canary, choose_rollout
-from tui.ui.stop_screen import StopChoice, StopScreen
-from tui.ui.tuning.form_screen import open_tuning
 
 
-class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None]):
+class MainScreen(CommandMode, GridHabits, OperationKeys, KeyStates, ReadOnlyGate[None]):
     """Grid of panels plus the generation pane; selection and operations by keyboard."""
 
     BINDINGS = [
@@ -104,6 +84,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         Binding("a", "autotune", "Autotune", id="grid.autotune"),
         # A console over many nodes' agents (node groups): the selected panel's whole node.
         *NODE_BINDINGS,
+        MARK_NODE_BINDING,
     ]
 
     # Data reactives never repaint the screen itself: a screen repaint resends every cell to
@@ -200,8 +181,6 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
             self._binding_inputs[name] = value
             self.refresh_bindings()
 
-    # --- which keys apply now -------------------------------------------------------------
-
     # --- selection -----------------------------------------------------------------------
 
     @property
@@ -233,6 +212,8 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         message.stop()
         self.selected = message.gpu
 
+    # --- the bars (command line, filter) --------------------------------------------------
+
     def take_typed(self, event: events.Key) -> bool:
         """A key that reaches the app while a bar is open but not focused yet is the bar's
         text (``BottomBar.take``), never one of the grid's keys. The app asks before it tries
@@ -248,10 +229,7 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         """The command bar (command mode, ``tui.ui.command_mode``)."""
         return self.query_one(CommandBar)
 
-    def _busy(self) -> bool:
-        """True (after a notification naming it) while an operation runs in the background:
-        one at a time, refused before anything is asked, never queued."""
-        return self.app.refuse_if_busy()
+    # --- views ----------------------------------------------------------------------------
 
     def action_operation_report(self) -> None:
         """Open the report of the operation running in the background."""
@@ -271,165 +249,6 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
         pane.display = True
         pane.focus()
 
-    # --- operations (confirmed here, performed by the app through the backend) ----------------
-
-    def _confirm_then_post(
-        self, title: str, affected: str, message: Message, *, confirm: str = "Yes"
-    ) -> None:
-        """Ask, and post ``message`` (up to the app, which performs it) only on yes; a canary
-        is the harmless kind of question (Enter starts it), the rest keep Cancel focused."""
-
-        def done(confirmed: bool | None) -> None:
-            if confirmed:
-                self.post_message(message)
-
-        harmless = isinstance(message, OperationRequested) and isinstance(message.command, Canary)
-        self.app.push_screen(
-            ConfirmScreen(title, affected, confirm, destructive=not harmless), done
-        )
-
-    def _ask_how_to_stop(self, title: str, gpus: tuple[int, ...]) -> None:
-        """Ask how (drain, terminate, kill), and post the stop only when one was chosen."""
-
-        shown = self.fleet  # what the confirmation names is what may be signalled
-
-        def done(choice: StopChoice | None) -> None:
-            if choice is not None:
-                unknown = unknown_servers(shown, gpus)
-                kill = Kill(gpus, choice.mode, unknown, choice.drain_s)
-                self.post_message(OperationRequested(kill))
-
-        self.app.push_screen(StopScreen(title, describe_servers(shown, gpus)), done)
-
-    def action_kill_selected(self) -> None:
-        """Stop the marked GPUs' servers (else the selected one's), the way the operator
-        chooses."""
-        if self._busy():
-            return
-        gpus = self.targets()
-        plural = (
-            f"servers on GPUs {compact_range(gpus)}"
-            if len(gpus) > 1
-            else f"server on GPU {gpus[0]}"
-        )
-        self._ask_how_to_stop(f"Stop the {plural}?", gpus)
-
-    def action_kill_all(self) -> None:
-        """Stop every server, the way the operator chooses."""
-        if self._busy():
-            return
-        gpus = tuple(self._indices)
-        self._ask_how_to_stop(f"Stop all {len(gpus)} servers?", gpus)
-
-    def action_relaunch_selected(self) -> None:
-        """Relaunch the marked GPUs' servers (else the selected one's) with a chosen profile,
-        after confirmation."""
-        if self._busy():
-            return
-        self._relaunch_flow(self.targets())
-
-    def action_relaunch_all(self) -> None:
-        """Relaunch every server with a chosen profile, after confirmation."""
-        if self._busy():
-            return
-        self._relaunch_flow(tuple(self._indices))
-
-    @work(group="ask", exclusive=True, exit_on_error=False)
-    async def _relaunch_flow(self, gpus: tuple[int, ...]) -> None:
-        shown = self.fleet  # what the confirmation names is what may be signalled
-        reads = self.port.reads
-        choice = await choose_relaunch(self.app, reads, gpus, describe_servers(shown, gpus))
-        if choice is None:
-            return
-        if choice.same or choice.profile is None:
-            self.post_message(OperationRequested(Relaunch(gpus, unknown_servers(shown, gpus))))
-        else:
-            self.post_message(OperationRequested(Apply(choice.profile, gpus)))
-
-    def action_tune(self) -> None:
-        """Open the tuning form on the selected GPU (a per-GPU override)."""
-        if self._busy():
-            return
-        self._tune_flow(self.selected)
-
-    def action_tune_all(self) -> None:
-        """Open the tuning form on every GPU."""
-        if self._busy():
-            return
-        self._tune_flow(None)
-
-    def _tune_flow(self, gpu: int | None) -> None:
-        # Pushed at once, not from a worker: the keys typed right after `t` go to the form.
-        open_tuning(
-            self.app,
-            self.port,
-            gpu,
-            self.profile,
-            lambda apply: self.post_message(OperationRequested(apply)),
-        )
-
-    def action_rollback(self) -> None:
-        """Return the marked GPUs (else the fleet) to their previous profile, after a
-        confirmation naming it, the GPUs and their nodes."""
-        if self._busy():
-            return
-        self._rollback_flow(self.scope())
-
-    @work(group="ask", exclusive=True, exit_on_error=False)
-    async def _rollback_flow(self, scope: tuple[int, ...] | None) -> None:
-        words = scope_words(self.fleet, scope)
-        gpus = scope if scope is not None else tuple(self._indices)
-        scoped = scope is not None
-        choice = await confirm_rollback(self.app, self.port.reads.running, gpus, words, scoped)
-        if choice is not None:
-            back = Rollback(choice.gpus if choice.scoped else None, all_at_once=choice.all_at_once)
-            self.post_message(OperationRequested(back, choice.target))
-
-    def action_canary(self) -> None:
-        """Try a profile on the selected GPU, the others as control, after confirmation."""
-        if self._busy():
-            return
-        self._canary_flow(self.selected)
-
-    @work(group="ask", exclusive=True, exit_on_error=False)
-    async def _canary_flow(self, gpu: int) -> None:
-        # A many-node console's port picks the controls (the GPUs running the canary GPU's
-        # profile on every node): the confirm names those; on one node, every other GPU.
-        controls = self.port.reads.canary_controls(gpu)
-        fleet = (gpu, *controls) if controls is not None else tuple(self._indices)
-        profile = await choose_canary(
-            self.app, self.port, gpu, fleet, describe_servers(self.fleet, (gpu,))
-        )
-        if profile is not None:
-            self.post_message(OperationRequested(Canary(profile, gpu)))
-
-    def action_rollout(self) -> None:
-        """Roll a profile out to the marked GPUs (else the fleet) one GPU at a time, after a
-        confirmation naming the GPUs and their nodes."""
-        if self._busy():
-            return
-        self._rollout_flow(self.scope())
-
-    @work(group="ask", exclusive=True, exit_on_error=False)
-    async def _rollout_flow(self, scope: tuple[int, ...] | None) -> None:
-        gpus = scope if scope is not None else tuple(self._indices)
-        words = scope_words(self.fleet, scope)
-        profile = await choose_rollout(self.app, self.port.reads, gpus, words)
-        if profile is not None:
-            self.post_message(OperationRequested(Rollout(profile, 1, scope)))
-
-    def action_adopt(self) -> None:
-        """Take over the servers shown that the fleet state records nothing of (started by the
-        operator's own script), after a dialog showing what will be written."""
-        if self._busy() or Kind.ADOPT not in self.port.capabilities():
-            return
-        open_adoption(
-            self.app,
-            self.port.reads,
-            self.fleet,
-            lambda plan: self.post_message(OperationRequested(Adopt(plan))),
-        )
-
     def action_journal(self) -> None:
         """Show the journal."""
         self.app.push_screen(JournalScreen(self.port.reads.journal))
@@ -437,28 +256,3 @@ class MainScreen(CommandMode, GridHabits, NodeKeys, KeyStates, ReadOnlyGate[None
     def action_autotune(self) -> None:
         """Show the autotune search (re-attaches to a running one)."""
         self.app.push_screen(AutotuneScreen(self.port, gpus=tuple(self._indices)))
-
-    def action_toggle_pipeline(self) -> None:
-        """Start the pipeline, or stop it (after confirmation) when it is running; the demo's
-        job, once finished, is started afresh after confirmation."""
-        status = self.pipeline_status
-        if status is not None and status.state == "running":
-            self._confirm_then_post(
-                "Stop the generation pipeline?",
-                describe_pipeline_stop(status),
-                OperationRequested(StopPipeline()),
-                confirm="Stop pipeline",
-            )
-        elif status is not None and status.state == "finished" and self._starts_fresh_job:
-            self._confirm_then_post(
-                "Start a fresh demo job?",
-                describe_fresh_job(status),
-                OperationRequested(StartPipeline()),
-            )
-        else:
-            self.post_message(OperationRequested(StartPipeline()))
-
-    @property
-    def _starts_fresh_job(self) -> bool:
-        """The port starts a finished job afresh (the demo's)."""
-        return self.port.capabilities().starts_fresh_job

@@ -2,7 +2,9 @@
 
 What fires comes from the console's runner; what resolved from the alerts' journal
 (``tui.paths.alerts_journal_file()``, read in a thread worker: whoever published them, this
-console or the agent, journalled them there), else from what this console saw resolve.
+console or the agent, journalled them there), else from what this console saw resolve. On a
+console over many nodes both come from the nodes' agents (each alert naming its node): what
+resolved is what this console saw resolve, each node's journal staying on its node.
 """
 
 from __future__ import annotations
@@ -92,16 +94,18 @@ class AlertsScreen(Screen[None]):
         publishing: bool,
         *,
         running: bool,
+        from_nodes: bool = False,
     ) -> None:
         """Args:
         active: What fires now.
         resolved: What this console saw resolve, oldest first.
         publishing: Whether this console journals and posts the alerts.
         running: Whether this console runs the alerts at all.
+        from_nodes: Whether they are the nodes' agents' (a console over many nodes).
         """
         super().__init__()
         self.active, self.resolved, self.publishing = active, resolved, publishing
-        self.running = running
+        self.running, self.from_nodes = running, from_nodes
         self.journal: tuple[JournalEntry, ...] | None = None
         """The alerts' journal as last read (None: not read, or unreadable)."""
         self.journal_problem = ""
@@ -117,7 +121,8 @@ class AlertsScreen(Screen[None]):
         """Title; the list now, the journal's resolved ones once read."""
         self.title = "Alerts"
         self._draw()
-        self.read_journal()
+        if not self.from_nodes:  # this host's journal holds none of the nodes' alerts
+            self.read_journal()
 
     @work(thread=True, exclusive=True, group="alerts-journal", exit_on_error=False)
     def read_journal(self) -> None:
@@ -140,10 +145,15 @@ class AlertsScreen(Screen[None]):
         again = len(resolved) != len(self.resolved) or resolved[-1:] != self.resolved[-1:]
         self.active, self.resolved, self.publishing = active, resolved, publishing
         self._draw()
-        if again:
+        if again and not self.from_nodes:
             self.read_journal()
 
     def _who(self) -> Content:
+        if self.from_nodes:
+            return Content(
+                "the nodes' agents run these alerts, journal and post them (gpufleet journal "
+                "--alerts on each node): this console shows them and posts nothing"
+            )
         if not self.running:
             return Content.styled(
                 "this console does not run the alerts (gpufleet alerts --watch, or the agent)",

@@ -10,6 +10,11 @@ resolved lately). When another process publishes
 the node's alerts (the agent holds the lock), the console evaluates the same rules to show them
 and posts nothing (``AlertRunner.publishing``). Off unless the console's command turns it on
 (``alerts_on``): tests run many apps in one process.
+
+A console over many nodes runs no rules: its port carries the alerts the nodes' agents fire
+(``FleetReads.node_alerts``, each naming its node), and the same feed shows them: the count, the
+bell for one this console had not seen, the list (what it saw resolve: each node journals its
+own). It takes no lock and journals and posts nothing, whatever ``alerts_on`` says.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from textual.binding import Binding
 
 from tui.fleet.snapshot import FleetSnapshot
-from tui.ops.alerts.engine import AlertCleared, AlertFired
+from tui.ops.alerts.engine import AlertCleared, AlertEvent, AlertFired
 from tui.ops.alerts.rules import AlertConfigError, load_alert_config
 from tui.ops.alerts.runner import AlertRunner
 from tui.pipeline.status import PipelineStatus
@@ -49,6 +55,31 @@ ALERTS_BINDING = Binding(
 names the key)."""
 
 
+def seen_change(
+    before: Sequence[AlertFired], now: Sequence[AlertFired], at: float
+) -> tuple[AlertEvent, ...]:
+    """What changed between two readings of alerts another process fires: each one not firing
+    before fired, each one gone cleared (``at``: when this console saw it gone).
+
+    Args:
+        before: What fired at the last reading.
+        now: What fires now.
+        at: time.time() of this reading.
+
+    Returns:
+        The alerts that fired, then those that cleared.
+    """
+    known = {(a.rule, a.subject, a.at) for a in before}
+    still = {(a.rule, a.subject, a.at) for a in now}
+    fired: list[AlertEvent] = [a for a in now if (a.rule, a.subject, a.at) not in known]
+    cleared = [
+        AlertCleared(a.rule, a.subject, a.gpu, a.message, at, a.at)
+        for a in before
+        if (a.rule, a.subject, a.at) not in still
+    ]
+    return (*fired, *cleared)
+
+
 class AlertsHost(ConsoleHost):
     """The console's part that runs the alerts (see the module)."""
 
@@ -67,6 +98,9 @@ class AlertsHost(ConsoleHost):
         """Whether this console journals and posts the node's alerts."""
         self.alerts_problem = ""
         """Why the alerts do not run ('' when they do)."""
+        self.alerts_from_nodes = False
+        """Whether the alerts shown are the nodes' agents', carried by the port (a console over
+        many nodes: the app sets it from its port)."""
         self.bell_on = True
         """Ring the terminal bell on a newly firing alert (``[console] bell``)."""
         self._feeding = False
@@ -75,27 +109,42 @@ class AlertsHost(ConsoleHost):
         self._last_read: AlertsRead | None = None
         self._title_base: str | None = None
 
-    def feed_alerts(self, snapshot: FleetSnapshot, job: PipelineStatus | None) -> None:
-        """Feed one snapshot to the runner off the loop (skipped while a feed runs).
+    def feed_alerts(
+        self,
+        snapshot: FleetSnapshot,
+        job: PipelineStatus | None,
+        carried: tuple[AlertFired, ...] | None = None,
+    ) -> None:
+        """Feed one snapshot to the runner off the loop (skipped while a feed runs), or show
+        the alerts the port carries (``carried``: the nodes' agents', not None on many nodes).
 
         Why a thread hop and not a thread worker: a worker a poll cost Textual a Worker, its
         three state messages and their dispatch each second (the poll's own status read hops
         the same way, ``FleetApp._read_status``)."""
-        if not self.alerts_on or self._feeding or self.alerts_problem:
+        if (carried is None and not self.alerts_on) or self._feeding or self.alerts_problem:
             return
         now = time.monotonic()
         if now - self._fed_at < FEED_EVERY_S:
             return
         self._fed_at = now
         self._feeding = True
-        task = asyncio.ensure_future(self._feed(snapshot, job))
+        task = asyncio.ensure_future(self._feed(snapshot, job, carried))
         self._feed_task = task  # kept: a task only the loop holds may be collected
 
-    async def _feed(self, snapshot: FleetSnapshot, job: PipelineStatus | None) -> None:
+    async def _feed(
+        self,
+        snapshot: FleetSnapshot,
+        job: PipelineStatus | None,
+        carried: tuple[AlertFired, ...] | None,
+    ) -> None:
         """One poll through the runner in a thread (blocking: its lock file, its journal's
-        fsync); its answer shown (``_show_alerts``) when it says something new."""
+        fsync), or the nodes' alerts read against the last (the settings' bell read there);
+        its answer shown (``_show_alerts``) when it says something new."""
         try:
-            read = await asyncio.to_thread(self._feed_blocking, snapshot, job)
+            if carried is None:
+                read = await asyncio.to_thread(self._feed_blocking, snapshot, job)
+            else:
+                read = await asyncio.to_thread(self._carried, carried)
         except Exception as error:  # one failed feed must never end the alerts
             self.log.error(f"{ALERTS} failed: {error!r}")
             return
@@ -122,6 +171,15 @@ class AlertsHost(ConsoleHost):
             self.alert_runner = runner
         events = runner.feed(snapshot, job)
         return AlertsRead(events, runner.active, runner.publishing)
+
+    def _carried(self, carried: tuple[AlertFired, ...]) -> AlertsRead:
+        if self._last_read is None:  # the first reading: the bell's setting, once
+            try:
+                self.bell_on = load_console_settings().bell
+            except SettingsError as error:
+                return AlertsRead((), (), False, str(error))
+        before = self._last_read.active if self._last_read is not None else ()
+        return AlertsRead(seen_change(before, carried, time.time()), carried, False)
 
     def _show_alerts(self, message: AlertsRead) -> None:
         """Keep what fires, ring the bell for what newly fires, retitle, refresh the list."""
@@ -162,7 +220,8 @@ class AlertsHost(ConsoleHost):
                 self.alerts_active,
                 tuple(self.alerts_resolved),
                 self.alerts_publishing,
-                running=self.alerts_on and not self.alerts_problem,
+                running=(self.alerts_on or self.alerts_from_nodes) and not self.alerts_problem,
+                from_nodes=self.alerts_from_nodes,
             )
         )
 

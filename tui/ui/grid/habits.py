@@ -1,8 +1,9 @@
 """The grid's k9s habits on the main screen: ``/`` filters the panels, space marks GPUs.
 
 Marked GPUs (space toggles the selected one, Escape clears every mark; ``●`` in their panels'
-titles) are what ``k`` (stop) and ``r`` (relaunch) act on; with none marked those keys act on
-the selected GPU. ``b`` (rollback) and ``o`` (rollout) act on the marked GPUs too, and with
+titles; on a console over many nodes' agents ``m`` marks the selected panel's whole node) are
+what ``k`` (stop) and ``r`` (relaunch) act on; with none marked those keys act on the selected
+GPU. ``b`` (rollback) and ``o`` (rollout) act on the marked GPUs too, and with
 none marked on the whole fleet. The filter (``tui.ui.grid.filter``) hides the panels it does not
 match; the arrows and digits move among the panels shown; the keys that act on every GPU still
 mean the whole fleet. The header names the filter and the marks.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
-from tui.fleet.snapshot import FleetSnapshot
+from tui.fleet.snapshot import NODE_STRIDE, FleetSnapshot
 from tui.ui.grid.filter import filtered
 from tui.ui.grid.filter_bar import FilterBar, FilterChanged
 from tui.ui.rollout.describe import compact_range
@@ -24,6 +25,10 @@ HABIT_BINDINGS = [
 ]
 """The keys of the habits (none changes the fleet: ``tui.ui.readonly`` lists them as views);
 ``/`` and space show in the Footer (a new operator did not find them)."""
+
+MARK_NODE_BINDING = Binding("m", "mark_node", "Mark node", id="nodes.mark", show=False)
+"""``m`` on a console over many nodes (``MainScreen.check_operation`` hides it on one node);
+shown in the help (?) only: the Footer of a many-node console is full already."""
 
 
 class GridHabits:
@@ -58,6 +63,20 @@ class GridHabits:
     def action_mark(self) -> None:
         """Mark the selected GPU for the next stop or relaunch, or unmark it."""
         self.marked = self.marked ^ {self.selected}
+        self._retitle()
+
+    def _node_gpus(self) -> tuple[str, tuple[int, ...]]:
+        """The selected panel's node and every GPU of it."""
+        position = self.selected // NODE_STRIDE
+        panels = [p for p in self.fleet.panels if p.gpu_index // NODE_STRIDE == position]
+        node = panels[0].node if panels else f"node {position}"
+        return node, tuple(p.gpu_index for p in panels)
+
+    def action_mark_node(self) -> None:
+        """Mark every GPU of the selected panel's node (the scope of the next ``b``, ``o``,
+        ``k`` or ``r``); when all of them are marked already, unmark them."""
+        gpus = frozenset(self._node_gpus()[1])
+        self.marked = self.marked - gpus if gpus <= self.marked else self.marked | gpus
         self._retitle()
 
     def action_unmark(self) -> None:

@@ -4,7 +4,8 @@
 (2 runs)``: the ledger ``gpufleet generate`` keeps beside its status document (every run of the
 job, ``tui.pipeline.energy``), at the ``[energy]`` price of ``settings.toml``, in the words of
 ``gpufleet status`` (``tui.ops.observed.job_energy_lines``). Read through the port
-(``FleetReads.job_energy``: a local fleet's ledger file; none on many nodes or in a replay) and the
+(``FleetReads.job_energy``: a local fleet's ledger file, the job's node's on many nodes, none in
+a replay) and the
 price from the settings, in a thread worker at most every ``READ_S`` while the pane shows.
 """
 
