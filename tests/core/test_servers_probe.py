@@ -49,7 +49,12 @@ def make_client(request: pytest.FixtureRequest) -> ClientFactory:
 
 
 def make_probe(client: httpx.AsyncClient, port: int, **options: Any) -> ServerProbe:
-    """A probe over ``client``, straight to its transport when the fixture made it so."""
+    """A probe over ``client``, straight to its transport when the fixture made it so.
+
+    Its timeout is 10 s unless a test sets one: the monitor's 0.8 s is a deadline for a loaded
+    fleet's probes, and these tests read what an answer says (under three burners on two cores,
+    a canned ``/get_server_info`` came after 0.8 s and read as None)."""
+    options.setdefault("timeout", 10.0)
     return ServerProbe(client, port, direct=_DIRECT.get(client), **options)
 
 
