@@ -233,8 +233,14 @@ class VerdictMeter:
     async def _window(
         self, stage: Literal["before", "warm-up", "after"], start: float, length: float
     ) -> None:
-        """Wait on the sampler's readings until ``start + length``, saying how far it is."""
-        said = -1
+        """Wait on the sampler's readings until ``start + length``, saying how far it is.
+
+        Its start is always said first (0 intervals done), even when this coroutine comes to it
+        late: the command line prints the window's line at 0, and under two busy cores the first
+        reading of the after window once came one interval in (the line was never printed)."""
+        said = 0
+        if self._on_measure is not None:
+            self._on_measure(MeasureProgress(stage, 0, length))
         while True:
             done = int(max(self._now() - start, 0.0) / self.windows.interval_s + 1e-9)
             if self._on_measure is not None and done != said:

@@ -101,6 +101,13 @@ def event_line(event: AlertEvent) -> str:
     return f"{when}  {state}  {event.rule}: {event.message}"
 
 
+def _say(events: Sequence[AlertEvent], args: argparse.Namespace, node: str) -> None:
+    """Print each alert fired or resolved: a line, or its webhook body with ``--json``."""
+    for event in events:
+        text = json.dumps(body(event, node)) if args.json else event_line(event)
+        print(text, flush=True)
+
+
 async def _watch(spec: FleetSpec, config: AlertConfig, args: argparse.Namespace) -> int:
     monitor = FleetMonitor(spec, open_gpu_source())
     runner = AlertRunner(config, by="cli")
@@ -125,9 +132,16 @@ async def _watch(spec: FleetSpec, config: AlertConfig, args: argparse.Namespace)
             started = time.monotonic()
             snapshot = await monitor.poll()
             job = await asyncio.to_thread(read_status, status)
-            for event in await asyncio.to_thread(runner.feed, snapshot, job):
-                text = json.dumps(body(event, node)) if args.json else event_line(event)
-                print(text, flush=True)
+            # Shielded: a signal that ends the watch mid-feed waits for the feed (its thread
+            # journals the alert and hands it to the webhook whatever happens here) and says
+            # what it fired; cancelled unshielded, an alert was journalled and never printed.
+            feed = asyncio.ensure_future(asyncio.to_thread(runner.feed, snapshot, job))
+            try:
+                events = await asyncio.shield(feed)
+            except asyncio.CancelledError:
+                _say(await feed, args, node)
+                raise
+            _say(events, args, node)
             polls += 1
             if args.count is not None and polls >= args.count:
                 return 0
