@@ -249,6 +249,20 @@ class Uploads:
                 self.s3_ok = False
                 self._notify(f"S3 lease renewal failed ({exc}); retrying")
 
+    async def _confirm_lease(self) -> None:
+        """The run's last word on S3: it still holds the prefix (renewed once more). Another
+        job that took the lease since the last renewal (every quarter of its length: a short
+        job's whole run fits in one) fails the run naming it, never "all prompts done and
+        uploaded" over a prefix another job now writes."""
+        if not (self.ready and self.lease.held):
+            return
+        try:
+            await asyncio.to_thread(self.lease.renew)
+        except LeaseLost as exc:
+            self._fatal(str(exc), False)
+        except Exception as exc:  # S3 away at the very end: the lease runs out on its own
+            self._notify(f"final S3 lease renewal failed ({exc})")
+
     async def release(self) -> None:
         """Let go of the prefix's lease at the end of the run, when S3 answered last."""
         if self.ready and self.s3_ok and self.lease.held:
@@ -317,6 +331,7 @@ class Uploads:
                     self._enqueue(number)
                 continue
             if not self._dirty:
+                await self._confirm_lease()
                 return
             try:
                 await self._publish()
