@@ -244,12 +244,17 @@ class Run:
         """Each grid setting on slot 0 alone, the start last (slot 0 stays on it)."""
         await stop_slot(ops, 1)
         extra = FULL_GRID_EXTRA if self.args.full_grid else ()
+        # The autotune's start is measured only for the autotune; what the later phases need
+        # is kept back from the grid (the start, autotune and canary: 300 s; the canary: 120 s).
+        tuning = "autotune" in self.args.phases
+        start: tuple[dict[str, Any], ...] = ({},) if tuning else ()
+        reserve = 300.0 if tuning else 120.0 if "canary" in self.args.phases else 0.0
         points = []
-        for setting in (*GRID, *extra, {}):
+        for setting in (*GRID, *extra, *start):
             if not setting:
                 self.start_profile = self.profile({})
             per_point = 45.0 + self.args.warmup_s + self.args.windows * self.args.window_s
-            if setting and self.left() < per_point + 300:  # the start, autotune and canary
+            if setting and self.left() < per_point + reserve:
                 self.say(f"grid: {label(setting)} skipped ({self.left():.0f} s left)")
                 points.append({"setting": setting, "label": label(setting), "skipped": True})
                 continue
@@ -316,6 +321,8 @@ async def main_async(run: Run) -> None:
         run.record["phases"]["grid"] = round(time.monotonic() - began, 1)
         save(run)
         for phase, needs in (("autotune", 150.0), ("pick_alone", 30.0), ("canary", 120.0)):
+            if phase.replace("pick_alone", "autotune") not in run.args.phases:
+                continue
             if run.left() < needs:
                 run.say(f"{phase}: skipped ({run.left():.0f} s left)")
                 continue
@@ -369,6 +376,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--canary-window-s", type=float, default=10.0)
     parser.add_argument("--autotune-wall-s", type=float, default=60.0)
     parser.add_argument("--full-grid", action="store_true", help="(16, 80) too")
+    parser.add_argument(
+        "--phases",
+        type=lambda text: tuple(text.split(",")),
+        default=("autotune", "canary"),
+        help="after the grid: autotune,canary (default), or either alone (canary: the grid "
+        "measures the canary's two settings only, a call of about five minutes)",
+    )
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
     # gpufleet's state (journal, fleet state, locks) in the run's directory, before any use
