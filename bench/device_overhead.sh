@@ -5,6 +5,8 @@
 # Installs gpufleet's carried wheels (.real/whl: textual, httpx, nvitop, ...; and the SGLang
 # bundle's starlette/uvicorn when .real/sglang-site.tar.xz is there) beside the machine's own
 # Python and torch, as device_harness.sh does.
+# carry: .real/whl, .real/whl-sim, .real/whl-later (nvitop) and BASE_DIR (e.g. .device/base:
+#   mkdir -p .device/base && git archive REV tui | tar -x -C .device/base)
 # usage: [DEADLINE_S=400] bash bench/device_overhead.sh BASE_DIR|- RUNS SECONDS [PLAIN ...]
 #   defaults: - 2 20 keepalive batch gcfreeze render
 set -u
@@ -14,7 +16,13 @@ PY=/opt/torch/.venv/bin/python3; [ -x "$PY" ] || PY=python3
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-[ -d /tmp/gf ] || "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/gf .real/whl/*.whl || exit 4
+# starlette/uvicorn/sniffio for the simulator from .real/whl-sim (0.2 MB) where the SGLang bundle
+# (52 MiB) is not carried: the bundle, the repository and a base checkout pass the 64 MiB a call
+# may carry; nvitop from .real/whl-later when it is not in .real/whl.
+WHEELS=(.real/whl/*.whl)
+[ -d .real/whl-sim ] && WHEELS+=(.real/whl-sim/*.whl)
+ls .real/whl/nvitop-*.whl >/dev/null 2>&1 || WHEELS+=(.real/whl-later/nvitop-*.whl)
+[ -d /tmp/gf ] || "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/gf "${WHEELS[@]}" || exit 4
 if [ -f .real/sglang-site.tar.xz ] && [ ! -f /tmp/site/.ok ]; then
   mkdir -p /tmp/site
   "$PY" -c 'import tarfile;tarfile.open(".real/sglang-site.tar.xz").extractall("/tmp/site")' && touch /tmp/site/.ok
