@@ -8,10 +8,11 @@
 # carry: .real/whl, .real/whl-sim, .real/whl-later (nvitop) and BASE_DIR (e.g. .device/base:
 #   mkdir -p .device/base && git archive REV tui | tar -x -C .device/base)
 # usage: [DEADLINE_S=400] bash bench/device_overhead.sh BASE_DIR|- RUNS SECONDS [PLAIN ...]
-#   defaults: - 2 20 keepalive batch gcfreeze render
+#   defaults: - 2 20 keepalive batch gcfreeze render; PLAIN 'none': no variant
 set -u
 BASE=${1:--}; RUNS=${2:-2}; WINDOW=${3:-20}; shift $(( $# < 3 ? $# : 3 ))
 PLAIN=("$@"); [ ${#PLAIN[@]} -gt 0 ] || PLAIN=(keepalive batch gcfreeze render)
+[ "${PLAIN[0]}" = none ] && PLAIN=()  # before/after and nvitop alone (a short call)
 PY=/opt/torch/.venv/bin/python3; [ -x "$PY" ] || PY=python3
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T0=$(date +%s)
