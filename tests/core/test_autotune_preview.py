@@ -5,7 +5,6 @@ as a running fleet records it, and the preview only reads)."""
 
 from __future__ import annotations
 
-import time
 import tomllib
 from pathlib import Path
 
@@ -51,9 +50,7 @@ def test_the_preview_counts_and_names_the_moves_that_will_not_fit(tmp_path: Path
         )
     )
     preview = RangePreview()
-    t0 = time.monotonic()
     verdict = preview.verdict(space)
-    took = time.monotonic() - t0
     # 0.88 is the running value: not a move; 0.3 leaves no KV room, 0.98 runs out of memory
     assert (verdict.gpu, verdict.incumbent, verdict.moves) == (0, "t-baseline", 6)
     assert [r.split(":")[0] for r in verdict.rejected] == [
@@ -66,7 +63,6 @@ def test_the_preview_counts_and_names_the_moves_that_will_not_fit(tmp_path: Path
         "(never launched): mem_fraction_static=0.3: does not fit"
     )
     assert "\n" not in line
-    assert took < 2.0, f"a preview took {took:.2f} s: too slow to follow typing"
     fits = preview.verdict(SearchSpace((("max_running_requests", (16, 24)),)))
     assert fits.describe().endswith("2 single-knob moves from t-baseline predicted not to fit.")
     assert fits.rejected == ()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import time
 from array import array
 from pathlib import Path
 
@@ -152,13 +151,11 @@ def test_an_insert_into_913786_prompts_is_matched_in_two_runs(tmp_path: Path) ->
     done = DoneRecord.load(tmp_path / "done")
     edited = array("Q", [id_hash("inserted")])
     edited.extend(ids)
-    t0 = time.perf_counter()
     index = job_index.resolve(tmp_path, edited, _digest(edited), done, by_id=True)
-    elapsed = time.perf_counter() - t0
-    print(f"\nresume by id after an insert into 913,786 prompts: {elapsed * 1e3:.0f} ms")
+    # Two runs, not a per-id dict (which took 0.6 s against ~20 ms): what keeps a resume after
+    # an edit fast is the shape of the mapping, asserted here; its speed is not timed in a test.
     assert index.mapping is not None and index.mapping.runs is not None
     assert len(index.mapping.runs) == 2 and index.serial_of(913_786) == 913_785
-    assert elapsed < 1.0  # ~20 ms here; a per-id dict took 0.6 s
 
 
 def test_a_damaged_index_under_done_prompts_is_refused_by_name(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def test_health_takes_at_least_a_second_idle_and_busy(tmp_path: Path) -> None:
     with running_sim(FAST, tmp_path) as sim:
         for path in ("/health", "/health_generate"):
             status, took = _timed_get(sim.url + path)
-            assert status == 200 and 1.0 <= took < 1.6, (path, took)
+            assert status == 200 and 1.0 <= took < 2.0, (path, took)  # one generation, not two
         clients = Clients(sim.url, 8, max_tokens=20_000)
         assert wait_until(lambda: in_flight(sim.url) >= 8, 20)
         with ThreadPoolExecutor(1) as pool:
@@ -65,7 +65,7 @@ def test_health_endpoint_generation_can_be_switched_off(tmp_path: Path) -> None:
     env = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}
     with running_sim(FAST, tmp_path, env=env) as sim:
         status, took = _timed_get(sim.url + "/health")
-        assert status == 200 and took < 0.5
+        assert status == 200 and took < 1.0  # no generation (one takes >= 1 s)
         status, took = _timed_get(sim.url + "/health_generate")
         assert status == 200 and took >= 1.0
 
@@ -79,7 +79,7 @@ def test_health_bypass_answers_at_once_and_a_bad_boolean_keeps_its_default(
     with running_sim(FAST, tmp_path, env={"SGLANG_DIAG_BYPASS_HEALTH_GENERATE": "Yes"}) as sim:
         for path in ("/health", "/health_generate"):
             status, took = _timed_get(sim.url + path)
-            assert status == 200 and took < 0.5, path
+            assert status == 200 and took < 1.0, path
     env = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "maybe"}
     with running_sim(FAST, tmp_path, env=env) as sim:
         status, took = _timed_get(sim.url + "/health")
@@ -98,7 +98,7 @@ def test_hung_scheduler_fails_health_after_the_timeout(tmp_path: Path) -> None:
         wait_until(lambda: False, 1.5)  # the fault fires 1 s after readiness
         assert httpx.get(sim.url + "/ready", timeout=2).status_code == 200  # nothing checked yet
         status, took = _timed_get(sim.url + "/health")
-        assert status == 503 and 2.0 <= took < 3.0
+        assert status == 503 and 2.0 <= took < 4.0  # the timeout, not the fault's 20 s
         log = sim.log()
         assert re.search(
             r"Health check failed\. Server couldn't get a response from detokenizer for last 2 "
@@ -162,7 +162,7 @@ def test_retraction_is_logged_and_counted(tmp_path: Path) -> None:
 def test_slow_health_answers_at_the_first_check_after_the_delay(tmp_path: Path) -> None:
     with running_sim([*FAST, "--sim-fault", "slow-health:2.3"], tmp_path) as sim:
         status, took = _timed_get(sim.url + "/health")
-    assert status == 200 and 3.0 <= took < 3.7
+    assert status == 200 and 3.0 <= took < 4.0  # the first check after, not the next
 
 
 @pytest.mark.parametrize(
