@@ -4,6 +4,7 @@ fleet's row), and the generation pane (round ticks, named markers, the last wind
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +21,7 @@ from ui_helpers import (
 
 from tui.history import Sample
 from tui.ui.app import FleetApp
-from tui.ui.grid.gpu_grid import GpuGrid
+from tui.ui.grid.gpu_grid import GpuGrid, panel_read
 from tui.ui.grid.gpu_panel import GpuPanelView
 
 CANARY_GPU = 0
@@ -61,10 +62,30 @@ async def with_history(pilot: Pilot[None]) -> None:
     app.history.flush()
     grid = app.main_screen.query_one(GpuGrid)
     grid.clock = lambda: T0
-    grid._graph_panels()
     views = [v for v in grid.query_children(GpuPanelView) if v.gpu_index in (0, 1, 4, 5, 6)]
-    await wait_for(pilot, lambda: all(v.graphs is not None for v in views), "the graphs")
-    await pilot.pause()
+
+    def shown(issued: int) -> Callable[[], bool]:
+        """Every panel shows read ``issued`` or a later one (the grid's timer reads too)."""
+        return lambda: all(grid._read_shown.get(v.gpu_index, 0) >= issued for v in views)
+
+    # A read issued before the layout gave the last row its span reads a narrow panel's hour
+    # (seen under three burners: GPU 6's sparkline a third of its width): read again until
+    # every panel shows a read as long as its size asks for.
+    for _ in range(5):
+        grid._graph_panels()
+        await wait_for(pilot, shown(grid._reads_issued), "the graphs")
+        await pilot.pause()
+        if all(read_at_its_size(v) for v in views):
+            break
+    assert all(read_at_its_size(v) for v in views)
+
+
+def read_at_its_size(view: GpuPanelView) -> bool:
+    """The panel's series spans what a read at its present size would ask for."""
+    read, series = panel_read(view), view.graphs
+    if read is None or series is None:
+        return False
+    return series.end - series.start >= read.span_s - 1e-6
 
 
 async def with_the_chart(pilot: Pilot[None]) -> None:
