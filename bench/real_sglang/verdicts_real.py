@@ -320,8 +320,13 @@ async def main_async(run: Run) -> None:
         run.record["grid"] = await run.grid(ops)
         run.record["phases"]["grid"] = round(time.monotonic() - began, 1)
         save(run)
-        for phase, needs in (("autotune", 150.0), ("pick_alone", 30.0), ("canary", 120.0)):
-            if phase.replace("pick_alone", "autotune") not in run.args.phases:
+        # (phase, the --phases word that asks for it, seconds it needs)
+        for phase, asked, needs in (
+            ("autotune", "autotune", 150.0),
+            ("pick_alone", "autotune", 30.0),
+            ("canary", "canary", 120.0),
+        ):
+            if asked not in run.args.phases:
                 continue
             if run.left() < needs:
                 run.say(f"{phase}: skipped ({run.left():.0f} s left)")
